@@ -1,0 +1,94 @@
+package labfault
+
+import (
+	"errors"
+	"net/http"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// Ensure every vocabulary word parses to its fault and anything else is refused.
+func TestParse(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Fault
+		err  error
+	}{
+		{in: "drop-reply", want: Fault{Name: "drop-reply", DropReply: true}},
+		{in: "slow", want: Fault{Name: "slow", Delay: 120 * time.Millisecond}},
+		{in: "delay=0ms", want: Fault{Name: "delay=0ms"}},
+		{in: "delay=15ms", want: Fault{Name: "delay=15ms", Delay: 15 * time.Millisecond}},
+		{in: "delay=60000ms", want: Fault{Name: "delay=60000ms", Delay: 60 * time.Second}},
+		{in: "crash-before-effect", want: Fault{Name: "crash-before-effect", Crash: BeforeEffect}},
+		{in: "crash-after-effect", want: Fault{Name: "crash-after-effect", Crash: AfterEffect}},
+		{in: "crash-after-record", want: Fault{Name: "crash-after-record", Crash: AfterRecord}},
+		{in: "", err: ErrEmpty},
+		{in: "dorp", err: ErrUnknown},
+		{in: "Slow", err: ErrUnknown},
+		{in: " slow", err: ErrUnknown},
+		{in: "slow,drop-reply", err: ErrUnknown},
+		{in: "slow=1", err: ErrArgument},
+		{in: "drop-reply=", err: ErrArgument},
+		{in: "delay", err: ErrArgument},
+		{in: "delay=", err: ErrArgument},
+		{in: "delay=ms", err: ErrArgument},
+		{in: "delay=15", err: ErrArgument},
+		{in: "delay=15s", err: ErrArgument},
+		{in: "delay=-1ms", err: ErrArgument},
+		{in: "delay=+1ms", err: ErrArgument},
+		{in: "delay=1.5ms", err: ErrArgument},
+		{in: "delay=60001ms", err: ErrArgument},
+		{in: "delay=999999ms", err: ErrArgument},
+	}
+	for _, tt := range tests {
+		got, err := Parse(tt.in)
+		if !errors.Is(err, tt.err) {
+			t.Errorf("Parse(%q) error = %v, want %v", tt.in, err, tt.err)
+			continue
+		}
+		if got != tt.want {
+			t.Errorf("Parse(%q) = %+v, want %+v", tt.in, got, tt.want)
+		}
+	}
+}
+
+// Ensure the unknown-fault error names the fault, for a deterministic 400 body.
+func TestParseUnknownMessage(t *testing.T) {
+	_, err := Parse("dorp")
+	if got, want := err.Error(), `unknown fault "dorp"`; got != want {
+		t.Fatalf("Parse(dorp) error = %q, want %q", got, want)
+	}
+}
+
+// Ensure FromHeader tells absent from present and refuses several lines.
+func TestFromHeader(t *testing.T) {
+	if _, present, err := FromHeader(http.Header{}); present || err != nil {
+		t.Fatalf("FromHeader(empty) = present %v, %v, want false, nil", present, err)
+	}
+	f, present, err := FromHeader(http.Header{"X-Lab-Fault": {"slow"}})
+	if !present || err != nil || f.Delay != SlowDelay {
+		t.Fatalf("FromHeader(slow) = %+v, %v, %v", f, present, err)
+	}
+	if _, present, err := FromHeader(http.Header{"X-Lab-Fault": {"slow", "slow"}}); !present || !errors.Is(err, ErrMultiple) {
+		t.Fatalf("FromHeader(two lines) = present %v, %v, want true, ErrMultiple", present, err)
+	}
+}
+
+// Ensure the vocabulary holds exactly the designed names.
+func TestNames(t *testing.T) {
+	want := []string{"crash-after-effect", "crash-after-record", "crash-before-effect", "delay", "drop-reply", "slow"}
+	if got := Names(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Names() = %v, want %v", got, want)
+	}
+}
+
+// Ensure registering a name twice is treated as a programmer error.
+func TestRegisterTwicePanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("register(slow) a second time did not panic")
+		}
+	}()
+	register("slow", fixed(Fault{}))
+}
