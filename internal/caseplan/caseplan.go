@@ -1,0 +1,273 @@
+// Package caseplan loads the case files of cases/ for the runner: it checks
+// each against schema/case.schema.json and its file name, and turns its steps
+// and per-store expectations into Go values.
+//
+// A case file is named NN-name.json; the two digits order the suite, so adding
+// a case is adding a file. No case name appears in Go code.
+package caseplan
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"idemlab/internal/schemacheck"
+)
+
+// SchemaName is the schema every case file must satisfy.
+const SchemaName = "case.schema.json"
+
+// DefaultBody is the request body of a call that names none.
+const DefaultBody = "add-one"
+
+// Case is one case file: what the runner does and what must be observed.
+type Case struct {
+	Name    string                 // the file's name field
+	File    string                 // the path it was read from
+	Summary string                 // one sentence for people
+	Steps   []Step                 // in order
+	Expect  map[string]Expectation // by store name
+}
+
+// Step is exactly one action of a case.
+type Step struct {
+	Call       *Call       `json:"call,omitempty"`
+	Concurrent *Concurrent `json:"concurrent,omitempty"`
+	Restart    *Restart    `json:"restart,omitempty"`
+}
+
+// Call is one POST /effect, or Repeat consecutive ones.
+type Call struct {
+	Key       *string `json:"key,omitempty"`        // Idempotency-Key sent verbatim; nil sends none; {i} is the repeat index
+	Body      *string `json:"body,omitempty"`       // nil means DefaultBody
+	BodyBytes *int    `json:"body_bytes,omitempty"` // a body of that many 'x' bytes instead
+	Fault     string  `json:"fault,omitempty"`      // X-Lab-Fault; empty sends none
+	Repeat    int     `json:"repeat,omitempty"`     // 0 or 1: once
+}
+
+// Concurrent is Clients identical calls released together.
+type Concurrent struct {
+	Clients int  `json:"clients"`
+	Call    Call `json:"call"`
+}
+
+// Restart stops the server and starts it again on the same state folder.
+type Restart struct {
+	Stop string `json:"stop"` // StopSIGTERM or StopAwaitExit
+}
+
+// How a restart stops the server.
+const (
+	StopSIGTERM   = "sigterm"    // send SIGTERM and wait for the exit
+	StopAwaitExit = "await_exit" // the server is exiting on its own (a crash fault): wait
+)
+
+// Expectation is what one store must show at the end of a case.
+type Expectation struct {
+	Counter   int64          `json:"counter"`
+	ExitCodes []int          `json:"exit_codes"`
+	Calls     []ExpectedCall `json:"calls"`
+}
+
+// ExpectedCall is what one call must observe. Nil fields are not checked.
+type ExpectedCall struct {
+	Outcome  string
+	Status   *int
+	Body     *string
+	Replayed *Replayed
+	Repeat   int
+}
+
+// Replayed is an expected Idempotency-Replayed header: Absent, or its value.
+type Replayed struct {
+	Absent bool // the header must be missing (JSON null)
+	Value  bool
+}
+
+// UnmarshalJSON keeps apart "replayed": null (header absent) and no
+// "replayed" field at all (not checked).
+func (e *ExpectedCall) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Outcome  string          `json:"outcome"`
+		Status   *int            `json:"status"`
+		Body     *string         `json:"body"`
+		Replayed json.RawMessage `json:"replayed"`
+		Repeat   int             `json:"repeat"`
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&raw); err != nil {
+		return err
+	}
+	*e = ExpectedCall{Outcome: raw.Outcome, Status: raw.Status, Body: raw.Body, Repeat: raw.Repeat}
+	switch string(raw.Replayed) {
+	case "":
+	case "null":
+		e.Replayed = &Replayed{Absent: true}
+	case "true", "false":
+		e.Replayed = &Replayed{Value: string(raw.Replayed) == "true"}
+	default:
+		return fmt.Errorf("replayed: want true, false or null, got %s", raw.Replayed)
+	}
+	return nil
+}
+
+// Expand returns the expected calls one per call, with repeats unrolled and
+// {n} in a body replaced by 1..repeat.
+func (x Expectation) Expand() []ExpectedCall {
+	var out []ExpectedCall
+	for _, c := range x.Calls {
+		n := max(c.Repeat, 1)
+		for i := 1; i <= n; i++ {
+			one := c
+			one.Repeat = 0
+			if c.Body != nil && c.Repeat > 0 {
+				b := strings.ReplaceAll(*c.Body, "{n}", strconv.Itoa(i))
+				one.Body = &b
+			}
+			out = append(out, one)
+		}
+	}
+	return out
+}
+
+// fileName is the shape of a case file's name: two digits, a dash, the case name.
+var fileName = regexp.MustCompile(`^[0-9]{2}-([a-z][a-z0-9_]{0,63})\.json$`)
+
+// Error is a case file that cannot be used, naming the file and the field.
+type Error struct {
+	File    string
+	Problem string
+}
+
+func (e *Error) Error() string { return e.File + ": " + e.Problem }
+
+// LoadDir loads every *.json file of dir, in file-name order.
+func LoadDir(dir string, schemas *schemacheck.Set) ([]Case, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read cases: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".json") {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return nil, fmt.Errorf("read cases: no *.json files in %s", dir)
+	}
+	var cases []Case
+	seen := map[string]string{}
+	for _, n := range names {
+		path := filepath.Join(dir, n)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read case: %w", err)
+		}
+		c, err := Parse(path, b, schemas)
+		if err != nil {
+			return nil, err
+		}
+		if prev, dup := seen[c.Name]; dup {
+			return nil, &Error{File: path, Problem: fmt.Sprintf("name: %q is already used by %s", c.Name, prev)}
+		}
+		seen[c.Name] = path
+		cases = append(cases, c)
+	}
+	return cases, nil
+}
+
+// Parse checks one case file's bytes, read from path, and decodes it.
+func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
+	m := fileName.FindStringSubmatch(filepath.Base(path))
+	if m == nil {
+		return Case{}, &Error{File: path, Problem: "file name: want NN-name.json (two digits, a dash, a lower-case name)"}
+	}
+	if err := schemas.Validate(SchemaName, b); err != nil {
+		var se *schemacheck.Error
+		if errors.As(err, &se) {
+			return Case{}, &Error{File: path, Problem: strings.Join(se.Problems, "; ")}
+		}
+		return Case{}, fmt.Errorf("%s: %w", path, err)
+	}
+	var raw struct {
+		Name    string                 `json:"name"`
+		Summary string                 `json:"summary"`
+		Steps   []Step                 `json:"steps"`
+		Expect  map[string]Expectation `json:"expect"`
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&raw); err != nil {
+		return Case{}, &Error{File: path, Problem: err.Error()}
+	}
+	if raw.Name != m[1] {
+		return Case{}, &Error{File: path, Problem: fmt.Sprintf("name: %q does not match the file name (want %q)", raw.Name, m[1])}
+	}
+	c := Case{Name: raw.Name, File: path, Summary: raw.Summary, Steps: raw.Steps, Expect: raw.Expect}
+	if err := c.checkCounts(); err != nil {
+		return Case{}, &Error{File: path, Problem: err.Error()}
+	}
+	return c, nil
+}
+
+// CallCount is how many HTTP calls the steps make.
+func (c Case) CallCount() int {
+	n := 0
+	for _, s := range c.Steps {
+		switch {
+		case s.Call != nil:
+			n += max(s.Call.Repeat, 1)
+		case s.Concurrent != nil:
+			n += s.Concurrent.Clients * max(s.Concurrent.Call.Repeat, 1)
+		}
+	}
+	return n
+}
+
+// checkCounts catches a case whose expectations cannot line up with its steps,
+// so the mistake is named at load time rather than as a failed run.
+func (c Case) checkCounts() error {
+	want := c.CallCount()
+	stores := make([]string, 0, len(c.Expect))
+	for s := range c.Expect {
+		stores = append(stores, s)
+	}
+	sort.Strings(stores)
+	for _, s := range stores {
+		if got := len(c.Expect[s].Expand()); got != want {
+			return fmt.Errorf("expect.%s.calls: %d expected calls, but the steps make %d calls", s, got, want)
+		}
+	}
+	return nil
+}
+
+// KeyFor is the Idempotency-Key of repetition i of a call, or nil.
+func (c Call) KeyFor(i int) *string {
+	if c.Key == nil {
+		return nil
+	}
+	k := strings.ReplaceAll(*c.Key, "{i}", strconv.Itoa(i))
+	return &k
+}
+
+// BodyBytesOf is the request body of the call.
+func (c Call) BodyBytesOf() []byte {
+	switch {
+	case c.BodyBytes != nil:
+		return bytes.Repeat([]byte{'x'}, *c.BodyBytes)
+	case c.Body != nil:
+		return []byte(*c.Body)
+	default:
+		return []byte(DefaultBody)
+	}
+}
