@@ -1,0 +1,102 @@
+// Runner runs idemlab's case suite against real effectserver processes,
+// writes the evidence folder, and has the audit program check it.
+//
+// It builds cmd/effectserver and cmd/audit into a temp folder (or takes a
+// prebuilt server with -server), runs every (case, store) pair in parallel on
+// a fresh server and state folder each, prints one line per finished run and
+// a summary table, writes results.json, run.json, REPORT.md and manifest.json,
+// then runs audit as a separate process and exits with its verdict. Run it
+// from the root of the idemlab checkout.
+//
+// Usage:
+//
+//	runner [-out evidence] [-store volatile|all] [-case NAME] [-server PATH]
+//
+// Exit status:
+//
+//	0  the audit passed
+//	1  the audit failed
+//	2  usage: a bad flag, a malformed case file, an unknown case or store,
+//	   an -out folder holding files the runner does not write
+//	3  the lab itself broke: a build failed, a server never became ready, ...
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"idemlab/internal/suite"
+)
+
+const usage = `usage: runner [-out DIR] [-store volatile|all] [-case NAME] [-server PATH]
+
+Runs the idemlab case suite against real effectserver processes, writes the
+evidence folder and audits it with the audit program. Run it from the root of
+the idemlab checkout (it reads cases/ and schema/ and builds ./cmd/...).
+
+Flags:
+  -out DIR       evidence folder to write (default "evidence"); it may hold
+                 only files the runner writes
+  -store NAME    store to run every case on: volatile, or all (default all)
+  -case NAME     run only this case (a case file's name)
+  -server PATH   use this effectserver binary instead of building one
+
+Exit status:
+  0  the audit passed
+  1  the audit failed
+  2  usage: bad flag, malformed case file, unknown case or store, bad -out
+  3  the lab itself broke (build failed, server never became ready, ...)
+`
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	out := fs.String("out", "evidence", "evidence folder to write")
+	store := fs.String("store", "all", "volatile or all")
+	caseName := fs.String("case", "", "run only this case")
+	server := fs.String("server", "", "prebuilt effectserver binary")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "runner: unexpected argument %q\n%s", fs.Arg(0), usage)
+		return 2
+	}
+	stores, err := suite.ParseStores(*store)
+	if err != nil {
+		fmt.Fprintf(stderr, "runner: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err = suite.Run(ctx, suite.Options{
+		Root: ".", Out: *out, Stores: stores, Case: *caseName, ServerPath: *server,
+		Stdout: stdout, Stderr: stderr,
+	})
+	var usageErr *suite.UsageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, suite.ErrAuditFailed):
+		fmt.Fprintln(stderr, "runner: the audit failed")
+		return 1
+	case errors.As(err, &usageErr):
+		fmt.Fprintf(stderr, "runner: %v\n", err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "runner: the lab broke: %v\n", err)
+		return 3
+	}
+}

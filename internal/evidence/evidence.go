@@ -1,0 +1,191 @@
+// Package evidence writes the lab's evidence folder: every file validated
+// against its schema before it is written, each written atomically, and a
+// manifest last that records where the evidence came from and the SHA-256 of
+// every source that can change a result and of every other evidence file.
+package evidence
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"idemlab/internal/schemacheck"
+)
+
+// ManifestName is the manifest's file name; it lists every other file.
+const ManifestName = "manifest.json"
+
+// File is one evidence file other than the manifest.
+type File struct {
+	Name   string // relative slash path inside the folder
+	Data   []byte
+	Schema string // schema file name to validate against; empty for text
+}
+
+// Manifest is manifest.json. Files is filled in by Write.
+type Manifest struct {
+	SchemaVersion int               `json:"schema_version"`
+	GeneratedUTC  string            `json:"generated_utc"`
+	SourceCommit  string            `json:"source_commit"`
+	SourceDirty   bool              `json:"source_dirty"`
+	GoVersion     string            `json:"go_version"`
+	OSArch        string            `json:"os_arch"`
+	ServerSHA256  string            `json:"server_sha256"`
+	Protocol      Protocol          `json:"protocol"`
+	Selection     Selection         `json:"selection"`
+	Sources       map[string]string `json:"sources"`
+	Files         map[string]string `json:"files"`
+}
+
+// Protocol is the constants the lab ran with, as the manifest records them.
+type Protocol struct {
+	KeyHeader       string `json:"key_header"`
+	ReplayedHeader  string `json:"replayed_header"`
+	FaultHeader     string `json:"fault_header"`
+	KeyPattern      string `json:"key_pattern"`
+	DefaultBody     string `json:"default_body"`
+	Capacity        int    `json:"capacity"`
+	MaxBody         int    `json:"max_body"`
+	WaitMS          int64  `json:"wait_ms"`
+	SlowMS          int64  `json:"slow_ms"`
+	CrashExitCode   int    `json:"crash_exit_code"`
+	ClientTimeoutMS int64  `json:"client_timeout_ms"`
+}
+
+// Selection is which cases and stores the run covered.
+type Selection struct {
+	Cases  []string `json:"cases"`
+	Stores []string `json:"stores"`
+}
+
+// Marshal encodes v the one way evidence is written: two-space indent, no
+// HTML escaping, a final newline. Struct field order fixes the key order.
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// SHA256 is the hex SHA-256 of b.
+func SHA256(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// CheckTarget makes sure dir can take new evidence without losing anything:
+// it may be missing, empty, or hold only files the runner writes (names).
+// Anything else is refused, naming the file.
+func CheckTarget(dir string, names []string) error {
+	entries, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("evidence folder: %w", err)
+	}
+	for _, e := range entries {
+		if e.IsDir() || !(slices.Contains(names, e.Name()) || isTemp(e.Name())) {
+			return fmt.Errorf("evidence folder %s holds %s, which the runner does not write: refusing to mix it into new evidence (choose another -out)", dir, e.Name())
+		}
+	}
+	return nil
+}
+
+// Write validates every file and the manifest, then writes the files and the
+// manifest (last) into dir. Files from an earlier run that this run does not
+// write are removed, so the folder lists exactly what the manifest lists.
+func Write(dir string, schemas *schemacheck.Set, files []File, m Manifest) error {
+	m.Files = map[string]string{}
+	for _, f := range files {
+		if f.Schema != "" {
+			if err := schemas.Validate(f.Schema, f.Data); err != nil {
+				return fmt.Errorf("evidence %s does not satisfy %s: %w", f.Name, f.Schema, err)
+			}
+		}
+		m.Files[f.Name] = SHA256(f.Data)
+	}
+	mb, err := Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode manifest: %w", err)
+	}
+	if err := schemas.Validate("manifest.schema.json", mb); err != nil {
+		return fmt.Errorf("evidence %s does not satisfy manifest.schema.json: %w", ManifestName, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("make evidence folder: %w", err)
+	}
+	// The old manifest goes first: a folder caught half-written then fails
+	// the audit instead of passing with stale hashes.
+	if err := os.Remove(filepath.Join(dir, ManifestName)); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("remove old manifest: %w", err)
+	}
+	if err := removeUnlisted(dir, m.Files); err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := writeAtomic(filepath.Join(dir, filepath.FromSlash(f.Name)), f.Data); err != nil {
+			return err
+		}
+	}
+	return writeAtomic(filepath.Join(dir, ManifestName), mb)
+}
+
+func removeUnlisted(dir string, listed map[string]string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("read evidence folder: %w", err)
+	}
+	for _, e := range entries {
+		if _, ok := listed[e.Name()]; !ok && !e.IsDir() {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("remove stale evidence: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// isTemp reports whether name is a temp file writeAtomic left behind when a
+// runner was killed mid-write.
+func isTemp(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-")
+}
+
+// writeAtomic writes a temp file beside path, fsyncs it and renames it over
+// path, so a reader sees the old bytes or the new, never a mix.
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("chmod %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("rename %s: %w", path, err)
+	}
+	return nil
+}

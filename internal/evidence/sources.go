@@ -1,0 +1,80 @@
+package evidence
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// SourceRoots are the checkout's files and folders that can change a result.
+// Below a folder, test files and testdata are not sources.
+var SourceRoots = []string{"go.mod", "go.sum", "cmd", "internal", "cases", "schema"}
+
+// IsSource reports whether a slash path relative to the checkout root is a
+// source by the rule the audit also applies: below a source folder, every
+// regular file except *_test.go and anything in a testdata folder.
+func IsSource(rel string) bool {
+	if strings.HasSuffix(rel, "_test.go") {
+		return false
+	}
+	parts := strings.Split(rel, "/")
+	for _, p := range parts[:len(parts)-1] {
+		if p == "testdata" {
+			return false
+		}
+	}
+	return true
+}
+
+// Sources hashes every source file under root: slash path to the SHA-256 of
+// its bytes with CRLF folded to LF, so a Windows checkout hashes the same.
+func Sources(root string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, top := range SourceRoots {
+		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			rel, err := filepath.Rel(root, path)
+			if err != nil {
+				return err
+			}
+			rel = filepath.ToSlash(rel)
+			if !IsSource(rel) {
+				return nil
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			out[rel] = SHA256(bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n")))
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("hash sources: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// GitState returns the checkout's HEAD commit and whether any source differs
+// from it. Outside git the commit is "unknown" and the tree counts as dirty.
+func GitState(root string) (commit string, dirty bool) {
+	head, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "unknown", true
+	}
+	args := append([]string{"-C", root, "status", "--porcelain", "--"}, SourceRoots...)
+	status, err := exec.Command("git", args...).Output()
+	if err != nil {
+		return strings.TrimSpace(string(head)), true
+	}
+	return strings.TrimSpace(string(head)), len(bytes.TrimSpace(status)) > 0
+}

@@ -1,0 +1,258 @@
+// Package suite is the runner's one job: load the cases, build the servers,
+// run every (case, store) pair in parallel, write the evidence, and hand the
+// folder to the audit program, a separate process, for the verdict.
+package suite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"idemlab/internal/caseplan"
+	"idemlab/internal/evidence"
+	"idemlab/internal/labrun"
+	"idemlab/internal/observation"
+	"idemlab/internal/schemacheck"
+)
+
+// Options is one invocation of the runner.
+type Options struct {
+	Root       string   // the checkout: cases/, schema/, sources
+	Out        string   // the evidence folder to write
+	Stores     []string // stores to run, in evidence order
+	Case       string   // run only this case; empty runs all
+	ServerPath string   // a prebuilt effectserver; empty builds cmd/effectserver
+	Stdout     io.Writer
+	Stderr     io.Writer
+}
+
+// UsageError is bad input from the caller: flags, case files, the -out folder.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// ErrAuditFailed means the evidence was written and the audit rejected it.
+var ErrAuditFailed = errors.New("audit failed")
+
+// ParseStores turns the -store flag into the stores to run.
+func ParseStores(flag string) ([]string, error) {
+	if flag == "all" {
+		return slices.Clone(labrun.Stores), nil
+	}
+	if slices.Contains(labrun.Stores, flag) {
+		return []string{flag}, nil
+	}
+	return nil, &UsageError{fmt.Errorf("-store %q: want one of %s, all", flag, strings.Join(labrun.Stores, ", "))}
+}
+
+// evidenceNames are the files the runner writes into the evidence folder.
+var evidenceNames = []string{"results.json", "run.json", "REPORT.md", evidence.ManifestName}
+
+// Run runs the suite and returns nil when the audit passed, ErrAuditFailed
+// when it did not, a *UsageError for bad input, and any other error when the
+// lab itself broke.
+func Run(ctx context.Context, o Options) error {
+	schemas, err := schemacheck.Load(filepath.Join(o.Root, "schema"))
+	if err != nil {
+		return &UsageError{fmt.Errorf("%w (run the runner from the idemlab checkout)", err)}
+	}
+	cases, err := caseplan.LoadDir(filepath.Join(o.Root, "cases"), schemas)
+	if err != nil {
+		return &UsageError{err}
+	}
+	if cases, err = selectCase(cases, o.Case); err != nil {
+		return &UsageError{err}
+	}
+	if err := evidence.CheckTarget(o.Out, evidenceNames); err != nil {
+		return &UsageError{err}
+	}
+
+	tmp, err := os.MkdirTemp("", "idemlab-runner-")
+	if err != nil {
+		return fmt.Errorf("make temp folder: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	server := o.ServerPath
+	if server == "" {
+		server = filepath.Join(tmp, "effectserver")
+		if err := goBuild(ctx, o.Root, server, "./cmd/effectserver"); err != nil {
+			return err
+		}
+	}
+	auditBin := filepath.Join(tmp, "audit")
+	if err := goBuild(ctx, o.Root, auditBin, "./cmd/audit"); err != nil {
+		return err
+	}
+	serverBytes, err := os.ReadFile(server)
+	if err != nil {
+		return &UsageError{fmt.Errorf("-server: %w", err)}
+	}
+
+	cfg := labrun.Config{ServerPath: server, StateRoot: tmp, Protocol: labrun.DefaultProtocol}
+	began := time.Now()
+	results, err := runAll(ctx, cfg, cases, o.Stores, o.Stdout)
+	if err != nil {
+		return err
+	}
+	wall := time.Since(began)
+	fmt.Fprintf(o.Stdout, "\n%s\n", summary(cases, o.Stores, results))
+
+	files, err := renderFiles(o, cases, results, wall, began)
+	if err != nil {
+		return err
+	}
+	m, err := manifest(o, cases, cfg.Protocol, serverBytes)
+	if err != nil {
+		return err
+	}
+	if err := evidence.Write(o.Out, schemas, files, m); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Stdout, "wrote %s (%d runs in %s)\n\n", o.Out, len(results), wall.Round(time.Millisecond))
+	return audit(ctx, o, auditBin)
+}
+
+func selectCase(cases []caseplan.Case, name string) ([]caseplan.Case, error) {
+	if name == "" {
+		return cases, nil
+	}
+	var names []string
+	for _, c := range cases {
+		if c.Name == name {
+			return []caseplan.Case{c}, nil
+		}
+		names = append(names, c.Name)
+	}
+	return nil, fmt.Errorf("-case %q: no such case; cases are: %s", name, strings.Join(names, ", "))
+}
+
+// result is one finished (case, store) run and the runner's own verdict.
+type result struct {
+	c          caseplan.Case
+	store      string
+	obs        observation.Run
+	det        labrun.Detail
+	mismatches []string
+}
+
+// runAll runs every pair, at most a few at a time, each into its own slot so
+// the order of the evidence never depends on which finished first. A case that
+// fails its expectations is a verdict in its slot; only a broken lab is an
+// error, and it cancels the rest.
+func runAll(ctx context.Context, cfg labrun.Config, cases []caseplan.Case, stores []string, progress io.Writer) ([]result, error) {
+	results := make([]result, len(cases)*len(stores))
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(4, 2*runtime.NumCPU()))
+	var mu sync.Mutex
+	for i, c := range cases {
+		for j, store := range stores {
+			slot := i*len(stores) + j
+			g.Go(func() error {
+				x, ok := c.Expect[store]
+				obs, det, err := labrun.Run(ctx, cfg, c, store)
+				if err != nil {
+					return err
+				}
+				r := result{c: c, store: store, obs: obs, det: det}
+				if ok {
+					r.mismatches = x.Mismatches(obs)
+				} else {
+					r.mismatches = []string{"no expectation for this store in " + c.File}
+				}
+				results[slot] = r
+				mu.Lock()
+				defer mu.Unlock()
+				fmt.Fprintln(progress, progressLine(r))
+				return nil
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+func progressLine(r result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-4s  %-22s %-8s counter=%-3d calls=%-3d %6.1fms", verdict(r), r.c.Name, r.store, r.obs.Counter, len(r.obs.Calls), ms(r.det.Wall))
+	for _, m := range r.mismatches {
+		fmt.Fprintf(&b, "\n        %s", m)
+	}
+	return b.String()
+}
+
+func verdict(r result) string {
+	if len(r.mismatches) == 0 {
+		return "pass"
+	}
+	return "FAIL"
+}
+
+// summary is the table printed after all runs: one row per case, one column
+// per store with the counter and the runner's verdict.
+func summary(cases []caseplan.Case, stores []string, results []result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-22s", "case")
+	for _, s := range stores {
+		fmt.Fprintf(&b, "  %-16s", s)
+	}
+	b.WriteString("\n")
+	for i, c := range cases {
+		fmt.Fprintf(&b, "%-22s", c.Name)
+		for j := range stores {
+			r := results[i*len(stores)+j]
+			fmt.Fprintf(&b, "  %-16s", fmt.Sprintf("%d  %s", r.obs.Counter, verdict(r)))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func goBuild(ctx context.Context, root, out, pkg string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s: %w\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+// audit runs the audit program on the evidence just written, as a separate
+// process, and passes its verdict on.
+func audit(ctx context.Context, o Options, bin string) error {
+	args := []string{"-root", o.Root}
+	if o.Case != "" {
+		args = append(args, "-case", o.Case)
+	}
+	if len(o.Stores) == 1 {
+		args = append(args, "-store", o.Stores[0])
+	}
+	args = append(args, o.Out)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = o.Stdout, o.Stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &exit) && exit.ExitCode() == 1:
+		return ErrAuditFailed
+	default:
+		return fmt.Errorf("run audit: %w", err)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
