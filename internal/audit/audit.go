@@ -1,0 +1,208 @@
+package audit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Options says what to audit.
+type Options struct {
+	Root     string // the checkout: cases/, schema/ and the source files
+	Evidence string // the evidence folder
+	Case     string // only this case ("" for all)
+	Store    string // only this store ("" for every store a case expects)
+}
+
+// Check names, in the order their failures are reported.
+const (
+	CheckSchema      = "schema"
+	CheckFile        = "file"
+	CheckSource      = "source"
+	CheckRunSet      = "runset"
+	CheckExpectation = "expectation"
+)
+
+var checkRank = map[string]int{CheckSchema: 0, CheckFile: 1, CheckSource: 2, CheckRunSet: 3, CheckExpectation: 4}
+
+// Failure is one failed check. Message is the full line as printed;
+// the other fields repeat its parts for machines (empty where they do
+// not apply; Call is nil unless the failure is about one call).
+type Failure struct {
+	Check    string `json:"check"`
+	Case     string `json:"case"`
+	Store    string `json:"store"`
+	Call     *int   `json:"call"`
+	Field    string `json:"field"`
+	Expected string `json:"expected"`
+	Observed string `json:"observed"`
+	Message  string `json:"message"`
+}
+
+// Report is the verdict of an audit.
+type Report struct {
+	Pass        bool      `json:"pass"`
+	Checks      int       `json:"checks"` // schema, file, run-set and expectation checks made
+	Failures    []Failure `json:"failures"`
+	Runs        int       `json:"runs"`    // runs in results.json
+	Cases       int       `json:"cases"`   // cases required
+	Stores      int       `json:"stores"`  // stores required
+	Calls       int       `json:"calls"`   // calls in results.json
+	Files       int       `json:"files"`   // evidence files whose hash matched
+	Sources     int       `json:"sources"` // source files whose hash matched
+	SourceDirty bool      `json:"source_dirty"`
+	Notes       []string  `json:"notes"`
+}
+
+// Audit checks the evidence folder against the checkout. It returns an
+// error only when it cannot read its inputs (a missing evidence folder,
+// an unreadable or unparseable manifest, a bad case file or schema, an
+// unknown -case or -store); failed checks are in the Report.
+func Audit(opts Options) (*Report, error) {
+	schemas, err := LoadSchemas(opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	cases, err := LoadCases(opts.Root, schemas)
+	if err != nil {
+		return nil, err
+	}
+	cases, stores, err := selectRuns(cases, opts.Case, opts.Store)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(opts.Evidence)
+	if err != nil {
+		return nil, fmt.Errorf("evidence folder %s: %w", opts.Evidence, unwrapPath(err))
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("evidence folder %s: not a directory", opts.Evidence)
+	}
+	manifestPath := filepath.Join(opts.Evidence, "manifest.json")
+	data, err := os.ReadFile(manifestPath)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", manifestPath, unwrapPath(err))
+	}
+	mv, err := decodeJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not valid JSON: %v", manifestPath, err)
+	}
+	manifest, ok := mv.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: not a JSON object", manifestPath)
+	}
+
+	a := &auditor{
+		opts:     opts,
+		schemas:  schemas,
+		cases:    cases,
+		stores:   stores,
+		manifest: manifest,
+		report:   &Report{Cases: len(cases), Stores: len(stores), Failures: []Failure{}, Notes: []string{}},
+	}
+	a.manifestSchema(mv)
+	results := a.evidenceSchemas()
+	a.checkFiles()
+	a.checkSources()
+	if results == nil {
+		a.note("results.json is missing or invalid: the run set and the expectations were not checked")
+	} else {
+		runs := a.checkRunSet(results)
+		a.checkExpectations(runs)
+	}
+	if dirty, _ := manifest["source_dirty"].(bool); dirty {
+		a.report.SourceDirty = true
+		a.note("the evidence came from a checkout with uncommitted changes (manifest.json source_dirty: true)")
+	}
+	sort.SliceStable(a.report.Failures, func(i, j int) bool {
+		return checkRank[a.report.Failures[i].Check] < checkRank[a.report.Failures[j].Check]
+	})
+	a.report.Pass = len(a.report.Failures) == 0
+	return a.report, nil
+}
+
+// selectRuns narrows the cases to onlyCase and picks the required stores:
+// onlyStore, or every store any selected case has an expectation for.
+func selectRuns(cases []*Case, onlyCase, onlyStore string) ([]*Case, []string, error) {
+	if onlyCase != "" {
+		var picked []*Case
+		for _, c := range cases {
+			if c.Name == onlyCase {
+				picked = append(picked, c)
+			}
+		}
+		if len(picked) == 0 {
+			return nil, nil, fmt.Errorf("-case %s: no file in cases/ has this name", onlyCase)
+		}
+		cases = picked
+	}
+	known := map[string]bool{}
+	for _, s := range StoreOrder {
+		known[s] = true
+	}
+	seen := map[string]bool{}
+	var stores []string
+	for _, c := range cases {
+		for _, s := range c.Stores() {
+			known[s] = true
+			if !seen[s] {
+				seen[s] = true
+				stores = append(stores, s)
+			}
+		}
+	}
+	if onlyStore != "" {
+		if !known[onlyStore] {
+			return nil, nil, fmt.Errorf("-store %s: unknown store (known: %s)", onlyStore, strings.Join(orderStores(sortedKeys(known)), ", "))
+		}
+		return cases, []string{onlyStore}, nil
+	}
+	return cases, orderStores(stores), nil
+}
+
+type auditor struct {
+	opts     Options
+	schemas  *Schemas
+	cases    []*Case
+	stores   []string
+	manifest map[string]any
+	report   *Report
+}
+
+func (a *auditor) check() { a.report.Checks++ }
+
+func (a *auditor) fail(f Failure) { a.report.Failures = append(a.report.Failures, f) }
+
+func (a *auditor) failf(check, format string, args ...any) {
+	a.fail(Failure{Check: check, Message: fmt.Sprintf(format, args...)})
+}
+
+func (a *auditor) note(s string) { a.report.Notes = append(a.report.Notes, s) }
+
+// cleanRel reports whether p is a slash path that stays inside its folder.
+func cleanRel(p string) bool {
+	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "\\") {
+		return false
+	}
+	return !slices.ContainsFunc(strings.Split(p, "/"), func(s string) bool {
+		return s == "" || s == "." || s == ".."
+	})
+}
+
+var errNotRegular = errors.New("not a regular file")
+
+// readRegular reads a regular file (no directories, devices or pipes).
+func readRegular(name string) ([]byte, error) {
+	fi, err := os.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errNotRegular
+	}
+	return os.ReadFile(name)
+}

@@ -1,0 +1,589 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func messages(r *Report) []string {
+	var out []string
+	for _, f := range r.Failures {
+		out = append(out, f.Message)
+	}
+	return out
+}
+
+// Ensure every rule, broken on its own, fails with a line naming what
+// failed, and that intact evidence passes.
+func TestAudit(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(t *testing.T, f *fixture)
+		opts   func(o *Options)
+		want   []string // exact failure lines, in order; nil: pass
+		more   bool     // want lists only the first lines, more may follow
+		note   string   // a note that must be printed
+	}{
+		{name: "pass", mutate: func(t *testing.T, f *fixture) {}},
+		{
+			name: "pass/-case and -store",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
+					d["runs"] = []any{runOf(d, "body_conflict")}
+				})
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
+					m["selection"].(map[string]any)["cases"] = []any{"body_conflict"}
+				})
+				f.rehash(t)
+			},
+			opts: func(o *Options) { o.Case, o.Store = "body_conflict", "volatile" },
+		},
+		{
+			name: "pass/crlf source",
+			mutate: func(t *testing.T, f *fixture) {
+				f.write(t, "internal/fake/fake.go", "package fake\r\n\r\nconst X = 1\r\n")
+			},
+		},
+		{
+			name: "pass/new test file and testdata are no sources",
+			mutate: func(t *testing.T, f *fixture) {
+				f.write(t, "internal/fake/new_test.go", "package fake\n")
+				f.write(t, "internal/fake/testdata/deep/x.json", "{}\n")
+			},
+		},
+		{
+			name: "pass/unchecked field may differ",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
+					call := runOf(d, "body_conflict")["calls"].([]any)[1].(map[string]any)
+					call["body"] = "key reused with another body"
+				})
+				f.rehash(t)
+			},
+		},
+		{
+			name: "pass/dirty tree is a note",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { m["source_dirty"] = true })
+			},
+			note: "the evidence came from a checkout with uncommitted changes (manifest.json source_dirty: true)",
+		},
+
+		// 1. Schemas.
+		{
+			name: "schema/results counter is a string",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/results.json", func(d map[string]any) { run(d, 0)["counter"] = "2" })
+				f.rehash(t)
+			},
+			want: []string{"results.json: /runs/0/counter: expected integer, but got string"},
+			note: "results.json is missing or invalid: the run set and the expectations were not checked",
+		},
+		{
+			name: "schema/results has every leaf cause, sorted",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
+					run(d, 1)["store"] = "sharded"
+					run(d, 0)["counter"] = -1
+				})
+				f.rehash(t)
+			},
+			want: []string{
+				"results.json: /runs/0/counter: must be >= 0 but found -1",
+				"results.json: /runs/1/store: value must be one of \"volatile\", \"durable\"",
+			},
+		},
+		{
+			name: "schema/results not JSON",
+			mutate: func(t *testing.T, f *fixture) {
+				f.write(t, "evidence/results.json", "{\"runs\": [\n")
+				f.rehash(t)
+			},
+			want: []string{"results.json: not valid JSON: unexpected EOF"},
+		},
+		{
+			name: "schema/manifest misses a field",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { delete(m, "go_version") })
+			},
+			want: []string{"manifest.json: (root): missing properties: 'go_version'"},
+		},
+		{
+			name: "schema/run.json invalid",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/run.json", func(m map[string]any) { m["parallel"] = 0 })
+				f.rehash(t)
+			},
+			want: []string{"run.json: /parallel: must be >= 1 but found 0"},
+		},
+		{
+			name: "schema/run.json missing",
+			mutate: func(t *testing.T, f *fixture) {
+				os.Remove(f.path("evidence/run.json"))
+			},
+			want: []string{
+				"run.json: cannot read: no such file or directory",
+				"file run.json: listed in the manifest but missing from the evidence folder",
+			},
+		},
+
+		// 2. Files.
+		{
+			name: "file/flipped byte",
+			mutate: func(t *testing.T, f *fixture) {
+				data, _ := os.ReadFile(f.path("evidence/REPORT.md"))
+				data[0] ^= 1
+				os.WriteFile(f.path("evidence/REPORT.md"), data, 0o644)
+			},
+			want: []string{"file REPORT.md: SHA-256 does not match the manifest"},
+		},
+		{
+			name: "file/unlisted, also in a subfolder",
+			mutate: func(t *testing.T, f *fixture) {
+				f.write(t, "evidence/extra.txt", "x")
+				f.write(t, "evidence/sub/more.txt", "x")
+			},
+			want: []string{"file extra.txt: not listed in the manifest", "file sub/more.txt: not listed in the manifest"},
+		},
+		{
+			name: "file/results.json not listed",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
+					delete(m["files"].(map[string]any), "results.json")
+				})
+			},
+			want: []string{"file results.json: not listed in the manifest"},
+		},
+		{
+			name: "file/path escapes the folder",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
+					m["files"].(map[string]any)["../go.mod"] = strings.Repeat("a", 64)
+				})
+			},
+			want: []string{"file ../go.mod: not a clean relative path"},
+		},
+
+		// 3. Sources.
+		{
+			name: "source/edited",
+			mutate: func(t *testing.T, f *fixture) {
+				f.write(t, "internal/fake/fake.go", "package fake\n\nconst X = 2\n")
+			},
+			want: []string{"source internal/fake/fake.go: SHA-256 does not match the checkout"},
+		},
+		{
+			name:   "source/missing",
+			mutate: func(t *testing.T, f *fixture) { os.Remove(f.path("cmd/fake/main.go")) },
+			want:   []string{"source cmd/fake/main.go: missing from the checkout"},
+		},
+		{
+			name: "source/unlisted",
+			mutate: func(t *testing.T, f *fixture) {
+				f.write(t, "internal/fake/new.go", "package fake\n")
+				f.write(t, "schema/new.txt", "x\n")
+			},
+			want: []string{
+				"source internal/fake/new.go: not listed in the manifest",
+				"source schema/new.txt: not listed in the manifest",
+			},
+		},
+
+		// 4. Run set.
+		{
+			name: "runset/dropped run",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
+					runs := d["runs"].([]any)
+					d["runs"] = append(runs[:3:3], runs[4:]...)
+				})
+				f.rehash(t)
+			},
+			want: []string{
+				"case body_conflict, store volatile: missing run",
+				`manifest.json: selection.cases: expected ["unkeyed_lost_reply","keyed_lost_reply","concurrent_duplicate","restart_after_reply","crash_after_effect","capacity_and_input"] (as in results.json), observed ["unkeyed_lost_reply","keyed_lost_reply","concurrent_duplicate","body_conflict","restart_after_reply","crash_after_effect","capacity_and_input"]`,
+			},
+		},
+		{
+			name: "runset/duplicate run",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
+					runs := d["runs"].([]any)
+					d["runs"] = append(runs, runs[len(runs)-1])
+				})
+				f.rehash(t)
+			},
+			want: []string{"case capacity_and_input, store volatile: duplicate run (runs[7])"},
+		},
+		{
+			name: "runset/out of order",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
+					runs := d["runs"].([]any)
+					runs[0], runs[1] = runs[1], runs[0]
+				})
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
+					c := m["selection"].(map[string]any)["cases"].([]any)
+					c[0], c[1] = c[1], c[0]
+				})
+				f.rehash(t)
+			},
+			want: []string{"case unkeyed_lost_reply, store volatile: out of order (after case keyed_lost_reply, store volatile; runs go in case-file order, then store order)"},
+		},
+		{
+			name: "runset/extra run",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
+					runs := d["runs"].([]any)
+					extra := map[string]any{}
+					for k, v := range run(d, 0) {
+						extra[k] = v
+					}
+					extra["store"] = "durable"
+					d["runs"] = append([]any{runs[0], extra}, runs[1:]...)
+				})
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
+					m["selection"].(map[string]any)["stores"] = []any{"volatile", "durable"}
+				})
+				f.rehash(t)
+			},
+			want: []string{"case unkeyed_lost_reply, store durable: unexpected run (not among the required cases and stores)"},
+		},
+		{
+			name: "runset/missing case: a new case file the evidence does not cover",
+			mutate: func(t *testing.T, f *fixture) {
+				data, _ := os.ReadFile(f.path("cases/20-keyed_lost_reply.json"))
+				f.write(t, "cases/80-keyed_again.json", strings.Replace(string(data), `"keyed_lost_reply"`, `"keyed_again"`, 1))
+			},
+			want: []string{
+				"source cases/80-keyed_again.json: not listed in the manifest",
+				"case keyed_again, store volatile: missing run",
+			},
+		},
+		{
+			name: "runset/a case lacks an expectation for a required store",
+			mutate: func(t *testing.T, f *fixture) {
+				data, _ := os.ReadFile(f.path("cases/40-body_conflict.json"))
+				f.write(t, "cases/40-body_conflict.json", strings.Replace(string(data), `"volatile": {`, `"durable": {"counter": 1, "exit_codes": [0], "calls": []}, "volatile": {`, 1))
+				f.rehash(t)
+			},
+			want: []string{"case unkeyed_lost_reply, store durable: cases/10-unkeyed_lost_reply.json has no expectation for this store"},
+			more: true,
+		},
+		{
+			name: "runset/-store names a store no case expects",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/results.json", func(d map[string]any) { d["runs"] = []any{} })
+				f.rehash(t)
+			},
+			opts: func(o *Options) { o.Case, o.Store = "body_conflict", "durable" },
+			want: []string{
+				"case body_conflict, store durable: cases/40-body_conflict.json has no expectation for this store",
+				"case body_conflict, store durable: missing run",
+				`manifest.json: selection.cases: expected [] (as in results.json), observed ["unkeyed_lost_reply","keyed_lost_reply","concurrent_duplicate","body_conflict","restart_after_reply","crash_after_effect","capacity_and_input"]`,
+				`manifest.json: selection.stores: expected [] (as in results.json), observed ["volatile"]`,
+			},
+		},
+		{
+			name: "runset/selection disagrees with the runs",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
+					m["selection"].(map[string]any)["stores"] = []any{"volatile", "durable"}
+				})
+			},
+			want: []string{`manifest.json: selection.stores: expected ["volatile"] (as in results.json), observed ["volatile","durable"]`},
+		},
+
+		// 5. Expectations.
+		{
+			name: "expectation/counter",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/results.json", func(d map[string]any) { runOf(d, "unkeyed_lost_reply")["counter"] = 3 })
+				f.rehash(t)
+			},
+			want: []string{"case unkeyed_lost_reply, store volatile: counter: expected 2, observed 3"},
+		},
+		{
+			name: "expectation/exit codes",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/results.json", func(d map[string]any) { runOf(d, "crash_after_effect")["exit_codes"] = []int{0} })
+				f.rehash(t)
+			},
+			want: []string{"case crash_after_effect, store volatile: exit_codes: expected [23,0], observed [0]"},
+		},
+		{
+			name: "expectation/number of calls",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
+					r := runOf(d, "keyed_lost_reply")
+					r["calls"] = r["calls"].([]any)[:1]
+				})
+				f.rehash(t)
+			},
+			want: []string{"case keyed_lost_reply, store volatile: calls: expected 2, observed 1"},
+		},
+		{
+			name: "expectation/replayed",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
+					runOf(d, "keyed_lost_reply")["calls"].([]any)[1].(map[string]any)["replayed"] = false
+				})
+				f.rehash(t)
+			},
+			want: []string{"case keyed_lost_reply, store volatile, call 1: replayed: expected true, observed false"},
+		},
+		{
+			name: "expectation/outcome, status and a repeated body",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
+					calls := runOf(d, "capacity_and_input")["calls"].([]any)
+					calls[7].(map[string]any)["body"] = "5"
+					calls[0].(map[string]any)["status"] = 200
+					calls[66].(map[string]any)["outcome"] = "timeout"
+					calls[66].(map[string]any)["status"] = nil
+					calls[66].(map[string]any)["body"] = nil
+				})
+				f.rehash(t)
+			},
+			want: []string{
+				"case capacity_and_input, store volatile, call 0: status: expected 400, observed 200",
+				`case capacity_and_input, store volatile, call 7: body: expected "6", observed "5"`,
+				`case capacity_and_input, store volatile, call 66: outcome: expected "reply", observed "timeout"`,
+				"case capacity_and_input, store volatile, call 66: status: expected 429, observed null",
+			},
+		},
+		{
+			name: "every failure, in check order",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/results.json", func(d map[string]any) { runOf(d, "keyed_lost_reply")["counter"] = 2 })
+				f.write(t, "internal/fake/fake.go", "package fake\n")
+			},
+			want: []string{
+				"file results.json: SHA-256 does not match the manifest",
+				"source internal/fake/fake.go: SHA-256 does not match the checkout",
+				"case keyed_lost_reply, store volatile: counter: expected 1, observed 2",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			tt.mutate(t, f)
+			opts := Options{Root: f.root, Evidence: f.evidence}
+			if tt.opts != nil {
+				tt.opts(&opts)
+			}
+			r, err := Audit(opts)
+			if err != nil {
+				t.Fatalf("Audit() error = %v", err)
+			}
+			got := messages(r)
+			if tt.more && len(got) > len(tt.want) {
+				got = got[:len(tt.want)]
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("Audit() failures =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			if got, want := r.Pass, tt.want == nil; got != want {
+				t.Errorf("Audit().Pass = %v, want %v", got, want)
+			}
+			if tt.note != "" && !slices.Contains(r.Notes, tt.note) {
+				t.Errorf("Audit().Notes = %q, want %q among them", r.Notes, tt.note)
+			}
+		})
+	}
+}
+
+// Ensure the PASS line counts runs, cases, stores, calls, files, sources.
+func TestReportText(t *testing.T) {
+	f := newFixture(t)
+	r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := "PASS: 7 runs (7 cases × 1 store), 90 calls, " + strconv.Itoa(r.Checks) + " checks; 3 files and 15 sources verified\n"
+	if got := b.String(); got != want {
+		t.Errorf("WriteText() = %q, want %q", got, want)
+	}
+
+	f.write(t, "internal/fake/fake.go", "package fake\n")
+	f.editJSON(t, "evidence/results.json", func(d map[string]any) { run(d, 1)["counter"] = 9 })
+	f.rehash(t)
+	f.write(t, "internal/fake/fake.go", "package fake // edited\n")
+	if r, err = Audit(Options{Root: f.root, Evidence: f.evidence}); err != nil {
+		t.Fatal(err)
+	}
+	b.Reset()
+	r.WriteText(&b)
+	want = "FAIL: 2 checks\n" +
+		"source internal/fake/fake.go: SHA-256 does not match the checkout\n" +
+		"case keyed_lost_reply, store volatile: counter: expected 1, observed 9\n"
+	if got := b.String(); got != want {
+		t.Errorf("WriteText() = %q, want %q", got, want)
+	}
+
+	b.Reset()
+	r.WriteJSON(&b)
+	var j struct {
+		Pass     bool
+		Checks   int
+		Failures []Failure
+	}
+	if err := json.Unmarshal(b.Bytes(), &j); err != nil {
+		t.Fatalf("WriteJSON() wrote invalid JSON: %v", err)
+	}
+	wantF := Failure{Check: CheckExpectation, Case: "keyed_lost_reply", Store: "volatile", Field: "counter",
+		Expected: "1", Observed: "9", Message: "case keyed_lost_reply, store volatile: counter: expected 1, observed 9"}
+	if j.Pass || len(j.Failures) != 2 || j.Failures[1] != wantF {
+		t.Errorf("WriteJSON() = %s, want pass false and failure %+v", b.String(), wantF)
+	}
+}
+
+// Ensure unreadable inputs are errors (exit 2), naming the file.
+func TestAuditCannotRead(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(t *testing.T, f *fixture)
+		opts   func(o *Options)
+		want   string
+	}{
+		{
+			name: "missing evidence folder",
+			opts: func(o *Options) { o.Evidence += "-nope" },
+			want: "evidence folder " + "EVIDENCE-nope: no such file or directory",
+		},
+		{
+			name:   "missing manifest",
+			mutate: func(t *testing.T, f *fixture) { os.Remove(f.path("evidence/manifest.json")) },
+			want:   "EVIDENCE/manifest.json: no such file or directory",
+		},
+		{
+			name:   "manifest not JSON",
+			mutate: func(t *testing.T, f *fixture) { f.write(t, "evidence/manifest.json", "{") },
+			want:   "EVIDENCE/manifest.json: not valid JSON: unexpected EOF",
+		},
+		{
+			name:   "manifest not an object",
+			mutate: func(t *testing.T, f *fixture) { f.write(t, "evidence/manifest.json", "[]") },
+			want:   "EVIDENCE/manifest.json: not a JSON object",
+		},
+		{
+			name: "case file against its schema",
+			mutate: func(t *testing.T, f *fixture) {
+				f.write(t, "cases/90-bad.json", `{"name": "bad", "summary": "s", "steps": [{"call": {"fault": ""}}], "expect": {"volatile": {"counter": "1", "exit_codes": [], "calls": []}}}`)
+			},
+			want: "cases/90-bad.json: /expect/volatile/counter: expected integer, but got string\n" +
+				"cases/90-bad.json: /steps/0/call/fault: length must be >= 1, but got 0",
+		},
+		{
+			name:   "case file not JSON",
+			mutate: func(t *testing.T, f *fixture) { f.write(t, "cases/90-bad.json", "{") },
+			want:   "cases/90-bad.json: (root): not valid JSON: unexpected EOF",
+		},
+		{
+			name: "case name differs from the file name",
+			mutate: func(t *testing.T, f *fixture) {
+				data, _ := os.ReadFile(f.path("cases/20-keyed_lost_reply.json"))
+				f.write(t, "cases/90-other.json", string(data))
+			},
+			want: `cases/90-other.json: /name: "keyed_lost_reply" does not match the file name (want "other")`,
+		},
+		{
+			name: "case file name without its number",
+			mutate: func(t *testing.T, f *fixture) {
+				data, _ := os.ReadFile(f.path("cases/20-keyed_lost_reply.json"))
+				os.Remove(f.path("cases/20-keyed_lost_reply.json"))
+				f.write(t, "cases/keyed_lost_reply.json", string(data))
+			},
+			want: "cases/keyed_lost_reply.json: (file name): must be NN-keyed_lost_reply.json (two digits, a dash, the case name)",
+		},
+		{
+			name: "two case files with one name",
+			mutate: func(t *testing.T, f *fixture) {
+				data, _ := os.ReadFile(f.path("cases/20-keyed_lost_reply.json"))
+				f.write(t, "cases/21-keyed_lost_reply.json", string(data))
+			},
+			want: `cases/21-keyed_lost_reply.json: /name: "keyed_lost_reply" is already the name of cases/20-keyed_lost_reply.json`,
+		},
+		{
+			name: "unknown -case",
+			opts: func(o *Options) { o.Case = "nosuch" },
+			want: "-case nosuch: no file in cases/ has this name",
+		},
+		{
+			name: "unknown -store",
+			opts: func(o *Options) { o.Store = "sharded" },
+			want: "-store sharded: unknown store (known: volatile, durable)",
+		},
+		{
+			name:   "missing schema",
+			mutate: func(t *testing.T, f *fixture) { os.Remove(f.path("schema/run.schema.json")) },
+			want:   "schema/run.schema.json: no such file or directory",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			if tt.mutate != nil {
+				tt.mutate(t, f)
+			}
+			opts := Options{Root: f.root, Evidence: f.evidence}
+			if tt.opts != nil {
+				tt.opts(&opts)
+			}
+			_, err := Audit(opts)
+			if err == nil {
+				t.Fatalf("Audit() error = nil, want %q", tt.want)
+			}
+			if got, want := strings.ReplaceAll(err.Error(), f.evidence, "EVIDENCE"), tt.want; got != want {
+				t.Errorf("Audit() error =\n%s\nwant\n%s", got, want)
+			}
+		})
+	}
+}
+
+// Ensure the source rule: go.mod, go.sum and the regular files under
+// cmd/, internal/, cases/, schema/, without _test.go files or testdata.
+func TestSourceFiles(t *testing.T) {
+	f := newFixture(t)
+	f.write(t, "README.md", "x")
+	f.write(t, "evidence/x.go", "x")
+	f.write(t, "internal/a/testdata/b.go", "x")
+	f.write(t, "internal/a/b.go", "x")
+	got, err := SourceFiles(f.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	want = append(want, "go.mod", "go.sum", "cmd/fake/main.go", "internal/a/b.go", "internal/fake/fake.go")
+	entries, _ := os.ReadDir(f.path("cases"))
+	for _, e := range entries {
+		want = append(want, "cases/"+e.Name())
+	}
+	entries, _ = os.ReadDir(f.path("schema"))
+	for _, e := range entries {
+		want = append(want, "schema/"+e.Name())
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("SourceFiles() = %q, want %q", got, want)
+	}
+}
+
+// Ensure a source's hash folds CRLF to LF and nothing else.
+func TestSourceHash(t *testing.T) {
+	if got, want := SourceHash([]byte("a\r\nb\r\n")), SourceHash([]byte("a\nb\n")); got != want {
+		t.Errorf("SourceHash(CRLF) = %s, want %s", got, want)
+	}
+	if SourceHash([]byte("a\rb")) == SourceHash([]byte("ab")) || SourceHash([]byte("a\rb")) == SourceHash([]byte("a\nb")) {
+		t.Errorf("SourceHash folds a lone CR")
+	}
+}

@@ -1,0 +1,57 @@
+package audit
+
+import (
+	"fmt"
+)
+
+// checkExpectations compares every required run with its case's
+// expectation: counter, exit codes (the exact list), the number of calls
+// and every field the case file gives for each call.
+func (a *auditor) checkExpectations(runs map[runKey]map[string]any) {
+	for _, c := range a.cases {
+		for _, s := range a.stores {
+			exp, ok := c.Expect[s]
+			run, ran := runs[runKey{c.Name, s}]
+			if !ok || !ran {
+				continue // reported by the run-set check
+			}
+			a.checkRun(c.Name, s, exp, run)
+		}
+	}
+}
+
+func (a *auditor) checkRun(caseName, store string, exp *Expectation, run map[string]any) {
+	where := fmt.Sprintf("case %s, store %s", caseName, store)
+	cmp := func(call *int, field string, want, got any) {
+		a.check()
+		w, g := render(want), render(got)
+		if w == g {
+			return
+		}
+		at := where
+		if call != nil {
+			at = fmt.Sprintf("%s, call %d", where, *call)
+		}
+		a.fail(Failure{Check: CheckExpectation, Case: caseName, Store: store, Call: call,
+			Field: field, Expected: w, Observed: g,
+			Message: fmt.Sprintf("%s: %s: expected %s, observed %s", at, field, w, g)})
+	}
+	cmp(nil, "counter", exp.Counter, run["counter"])
+	exitCodes := exp.ExitCodes
+	if exitCodes == nil {
+		exitCodes = []any{}
+	}
+	cmp(nil, "exit_codes", exitCodes, run["exit_codes"])
+	calls, _ := run["calls"].([]any)
+	cmp(nil, "calls", len(exp.Calls), len(calls))
+	for i, ec := range exp.Calls {
+		if i >= len(calls) {
+			break
+		}
+		observed, _ := calls[i].(map[string]any)
+		for _, f := range ec.Fields {
+			idx := i
+			cmp(&idx, f.Name, f.Value, observed[f.Name])
+		}
+	}
+}

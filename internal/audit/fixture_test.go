@@ -1,0 +1,246 @@
+package audit
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// fixture is a mini checkout (the repo's real schema/ and cases/, a few
+// fake sources) with an evidence folder whose results satisfy every
+// expectation of the real cases, and a manifest with computed hashes.
+type fixture struct {
+	root     string
+	evidence string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	root := t.TempDir()
+	f := &fixture{root: root, evidence: filepath.Join(root, "evidence")}
+	for _, dir := range []string{"schema", "cases"} {
+		entries, err := os.ReadDir(filepath.Join("..", "..", dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			data, err := os.ReadFile(filepath.Join("..", "..", dir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.write(t, dir+"/"+e.Name(), string(data))
+		}
+	}
+	f.write(t, "go.mod", "module fake\n\ngo 1.26\n")
+	f.write(t, "go.sum", "")
+	f.write(t, "internal/fake/fake.go", "package fake\n\nconst X = 1\n")
+	f.write(t, "cmd/fake/main.go", "package main\n\nfunc main() {}\n")
+	// Not sources: a test file and anything below testdata.
+	f.write(t, "internal/fake/fake_test.go", "package fake\n")
+	f.write(t, "cmd/fake/testdata/golden.ct", "$ fake\n")
+
+	f.writeJSON(t, "evidence/results.json", map[string]any{"schema_version": 1, "runs": f.expandRuns(t)})
+	f.writeJSON(t, "evidence/run.json", map[string]any{
+		"schema_version": 1, "started_utc": "2025-01-01T00:00:00Z", "wall_ms": 1, "parallel": 1, "runs": []any{},
+	})
+	f.write(t, "evidence/REPORT.md", "# report\n")
+	f.writeJSON(t, "evidence/manifest.json", map[string]any{
+		"schema_version": 1,
+		"generated_utc":  "2025-01-01T00:00:00Z",
+		"source_commit":  "unknown",
+		"source_dirty":   false,
+		"go_version":     "go1.26",
+		"os_arch":        "linux/amd64",
+		"server_sha256":  strings.Repeat("0", 64),
+		"protocol": map[string]any{
+			"key_header": "Idempotency-Key", "replayed_header": "Idempotency-Replayed",
+			"fault_header": "X-Lab-Fault", "key_pattern": "^[A-Za-z0-9_-]{1,64}$",
+			"default_body": "add-one", "capacity": 64, "max_body": 4096, "wait_ms": 5000,
+			"slow_ms": 120, "crash_exit_code": 23, "client_timeout_ms": 2000,
+		},
+		"selection": map[string]any{"cases": f.caseNames(t), "stores": []string{"volatile"}},
+		"sources":   map[string]string{},
+		"files":     map[string]string{},
+	})
+	f.rehash(t)
+	return f
+}
+
+func (f *fixture) path(rel string) string { return filepath.Join(f.root, filepath.FromSlash(rel)) }
+
+func (f *fixture) write(t *testing.T, rel, content string) {
+	t.Helper()
+	p := f.path(rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) writeJSON(t *testing.T, rel string, v any) {
+	t.Helper()
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.write(t, rel, string(data)+"\n")
+}
+
+func (f *fixture) readJSON(t *testing.T, rel string) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(f.path(rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v map[string]any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// editJSON rewrites an evidence JSON file through edit (hashes untouched).
+func (f *fixture) editJSON(t *testing.T, rel string, edit func(map[string]any)) {
+	t.Helper()
+	v := f.readJSON(t, rel)
+	edit(v)
+	f.writeJSON(t, rel, v)
+}
+
+// run returns results.json's run i, for edits.
+func run(doc map[string]any, i int) map[string]any {
+	return doc["runs"].([]any)[i].(map[string]any)
+}
+
+// runOf returns the run of case name in results.json.
+func runOf(doc map[string]any, name string) map[string]any {
+	for _, r := range doc["runs"].([]any) {
+		if r.(map[string]any)["case"] == name {
+			return r.(map[string]any)
+		}
+	}
+	panic("no run " + name)
+}
+
+// rehash recomputes manifest.files and manifest.sources, written
+// independently of the code under test.
+func (f *fixture) rehash(t *testing.T) {
+	t.Helper()
+	files := map[string]string{}
+	filepath.WalkDir(f.evidence, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(f.evidence, p)
+		if rel == "manifest.json" {
+			return nil
+		}
+		data, _ := os.ReadFile(p)
+		sum := sha256.Sum256(data)
+		files[filepath.ToSlash(rel)] = hex.EncodeToString(sum[:])
+		return nil
+	})
+	sources := map[string]string{}
+	add := func(rel string) {
+		data, err := os.ReadFile(f.path(rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")))
+		sources[rel] = hex.EncodeToString(sum[:])
+	}
+	add("go.mod")
+	add("go.sum")
+	add("internal/fake/fake.go")
+	add("cmd/fake/main.go")
+	for _, dir := range []string{"cases", "schema"} {
+		entries, _ := os.ReadDir(f.path(dir))
+		for _, e := range entries {
+			add(dir + "/" + e.Name())
+		}
+	}
+	f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
+		m["files"] = files
+		m["sources"] = sources
+	})
+}
+
+type caseDoc struct {
+	name   string
+	expect map[string]any
+}
+
+func (f *fixture) caseDocs(t *testing.T) []caseDoc {
+	t.Helper()
+	entries, err := os.ReadDir(f.path("cases"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	var out []caseDoc
+	for _, n := range names {
+		doc := f.readJSON(t, "cases/"+n)
+		out = append(out, caseDoc{doc["name"].(string), doc["expect"].(map[string]any)})
+	}
+	return out
+}
+
+func (f *fixture) caseNames(t *testing.T) []string {
+	var names []string
+	for _, c := range f.caseDocs(t) {
+		names = append(names, c.name)
+	}
+	return names
+}
+
+// expandRuns builds one volatile run per case that meets its expectation.
+func (f *fixture) expandRuns(t *testing.T) []any {
+	var runs []any
+	for _, c := range f.caseDocs(t) {
+		exp := c.expect["volatile"].(map[string]any)
+		var calls []any
+		for _, ec := range exp["calls"].([]any) {
+			ec := ec.(map[string]any)
+			repeat := 1
+			if r, ok := ec["repeat"].(json.Number); ok {
+				n, _ := r.Int64()
+				repeat = int(n)
+			}
+			for i := 1; i <= repeat; i++ {
+				call := map[string]any{"step": 0, "key": nil, "fault": nil, "outcome": ec["outcome"],
+					"status": nil, "body": nil, "replayed": nil}
+				if ec["outcome"] == "reply" {
+					call["status"], call["body"] = json.Number("200"), ""
+					if s, ok := ec["status"]; ok {
+						call["status"] = s
+					}
+					if b, ok := ec["body"].(string); ok {
+						call["body"] = strings.ReplaceAll(b, "{n}", strconv.Itoa(i))
+					}
+					if r, ok := ec["replayed"]; ok {
+						call["replayed"] = r
+					}
+				}
+				calls = append(calls, call)
+			}
+		}
+		runs = append(runs, map[string]any{"case": c.name, "store": "volatile",
+			"counter": exp["counter"], "exit_codes": exp["exit_codes"], "calls": calls})
+	}
+	return runs
+}

@@ -1,0 +1,119 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// decodeJSON decodes exactly one JSON value, numbers kept as json.Number.
+func decodeJSON(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("unexpected data after the JSON value")
+	}
+	return v, nil
+}
+
+// render prints a decoded JSON value canonically (object keys sorted, no
+// spaces, integers without exponent), so equal values render equally.
+func render(v any) string {
+	var b strings.Builder
+	renderTo(&b, v)
+	return b.String()
+}
+
+func renderTo(b *strings.Builder, v any) {
+	switch v := v.(type) {
+	case nil:
+		b.WriteString("null")
+	case bool:
+		b.WriteString(strconv.FormatBool(v))
+	case json.Number:
+		if i, err := v.Int64(); err == nil {
+			b.WriteString(strconv.FormatInt(i, 10))
+		} else {
+			b.WriteString(v.String())
+		}
+	case string:
+		q, _ := json.Marshal(v)
+		b.Write(q)
+	case []any:
+		b.WriteByte('[')
+		for i, e := range v {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			renderTo(b, e)
+		}
+		b.WriteByte(']')
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		b.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			q, _ := json.Marshal(k)
+			b.Write(q)
+			b.WriteByte(':')
+			renderTo(b, v[k])
+		}
+		b.WriteByte('}')
+	default:
+		q, _ := json.Marshal(v)
+		b.Write(q)
+	}
+}
+
+// str returns m[key] if it is a string.
+func str(m map[string]any, key string) (string, bool) {
+	s, ok := m[key].(string)
+	return s, ok
+}
+
+// stringMap returns m[key] as a map of strings, dropping non-string values.
+func stringMap(m map[string]any, key string) map[string]string {
+	obj, _ := m[key].(map[string]any)
+	out := make(map[string]string, len(obj))
+	for k, v := range obj {
+		if s, ok := v.(string); ok {
+			out[k] = s
+		}
+	}
+	return out
+}
+
+// stringList returns m[key] as a list of strings, dropping non-strings.
+func stringList(m map[string]any, key string) []string {
+	arr, _ := m[key].([]any)
+	out := []string{}
+	for _, v := range arr {
+		if s, ok := v.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,138 @@
+package audit
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+)
+
+// SchemaBase is the absolute base URL of the schemas' $id.
+const SchemaBase = "https://idemlab.invalid/schema/"
+
+// Schemas holds the compiled schemas of schema/.
+type Schemas struct {
+	Case, Results, Manifest, Run *jsonschema.Schema
+}
+
+// LoadSchemas compiles root/schema/{case,results,manifest,run}.schema.json,
+// each added under its $id URL; nothing is fetched from outside.
+func LoadSchemas(root string) (*Schemas, error) {
+	c := jsonschema.NewCompiler()
+	c.LoadURL = func(s string) (io.ReadCloser, error) {
+		return nil, fmt.Errorf("refusing to load %s: only schema/ is trusted", s)
+	}
+	names := []string{"case", "results", "manifest", "run"}
+	for _, n := range names {
+		rel := "schema/" + n + ".schema.json"
+		data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", rel, unwrapPath(err))
+		}
+		if err := c.AddResource(SchemaBase+n+".schema.json", bytes.NewReader(data)); err != nil {
+			return nil, fmt.Errorf("%s: %w", rel, err)
+		}
+	}
+	out := make([]*jsonschema.Schema, len(names))
+	for i, n := range names {
+		s, err := c.Compile(SchemaBase + n + ".schema.json")
+		if err != nil {
+			return nil, fmt.Errorf("schema/%s.schema.json: %w", n, err)
+		}
+		out[i] = s
+	}
+	return &Schemas{Case: out[0], Results: out[1], Manifest: out[2], Run: out[3]}, nil
+}
+
+// validate returns one "PATH: MESSAGE" line per leaf cause, sorted and
+// deduplicated (a ValidationError prints only its first cause, and cause
+// order follows map iteration). PATH is a JSON pointer, "(root)" for the
+// whole document.
+func validate(s *jsonschema.Schema, v any) []string {
+	err := s.Validate(v)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return []string{"(root): " + err.Error()}
+	}
+	seen := map[string]bool{}
+	var lines []string
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			loc := e.InstanceLocation
+			if loc == "" {
+				loc = "(root)"
+			}
+			line := loc + ": " + e.Message
+			if !seen[line] {
+				seen[line] = true
+				lines = append(lines, line)
+			}
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	sort.Strings(lines)
+	return lines
+}
+
+// unwrapPath drops the path of an *os.PathError, for messages that name
+// the file themselves.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// manifestSchema validates the already-decoded manifest.
+func (a *auditor) manifestSchema(v any) {
+	a.check()
+	for _, l := range validate(a.schemas.Manifest, v) {
+		a.failf(CheckSchema, "manifest.json: %s", l)
+	}
+}
+
+// evidenceSchemas validates results.json and run.json and returns the
+// decoded results when they are valid, nil otherwise.
+func (a *auditor) evidenceSchemas() map[string]any {
+	var results map[string]any
+	for _, f := range []struct {
+		name   string
+		schema *jsonschemaSchema
+	}{{"results.json", a.schemas.Results}, {"run.json", a.schemas.Run}} {
+		a.check()
+		data, err := readRegular(filepath.Join(a.opts.Evidence, f.name))
+		if err != nil {
+			a.failf(CheckSchema, "%s: cannot read: %v", f.name, unwrapPath(err))
+			continue
+		}
+		v, err := decodeJSON(data)
+		if err != nil {
+			a.failf(CheckSchema, "%s: not valid JSON: %v", f.name, err)
+			continue
+		}
+		lines := validate(f.schema, v)
+		for _, l := range lines {
+			a.failf(CheckSchema, "%s: %s", f.name, l)
+		}
+		if f.name == "results.json" && len(lines) == 0 {
+			results, _ = v.(map[string]any)
+		}
+	}
+	return results
+}
+
+type jsonschemaSchema = jsonschema.Schema
