@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -35,6 +36,9 @@ func IsSource(rel string) bool {
 func Sources(root string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, top := range SourceRoots {
+		if _, err := os.Lstat(filepath.Join(root, top)); errors.Is(err, fs.ErrNotExist) {
+			continue // a module without dependencies has no go.sum
+		}
 		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err

@@ -1,0 +1,140 @@
+package evidence
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"idemlab/internal/schemacheck"
+)
+
+// Ensure the source rule keeps what can change a result and drops tests and
+// fixtures.
+func TestIsSource(t *testing.T) {
+	tests := []struct {
+		path string
+		want bool
+	}{
+		{"go.mod", true},
+		{"internal/registry/registry.go", true},
+		{"cases/10-x.json", true},
+		{"internal/registry/registry_test.go", false},
+		{"cmd/audit/testdata/pass.ct", false},
+		{"internal/x/testdata/fuzz/FuzzY/abc", false},
+	}
+	for _, tt := range tests {
+		if got := IsSource(tt.path); got != tt.want {
+			t.Errorf("IsSource(%q) = %v, want %v", tt.path, got, tt.want)
+		}
+	}
+}
+
+// Ensure CRLF is folded before hashing, so a Windows checkout hashes as the
+// committed LF bytes do.
+func TestSourcesFoldCRLF(t *testing.T) {
+	lf, crlf := t.TempDir(), t.TempDir()
+	for dir, text := range map[string]string{lf: "a\nb\n", crlf: "a\r\nb\r\n"} {
+		if err := os.MkdirAll(filepath.Join(dir, "internal", "x", "testdata"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, data := range map[string]string{"go.mod": "module m\n", "internal/x/x.go": text, "internal/x/x_test.go": "t", "internal/x/testdata/f": "f"} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	a, err := Sources(lf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Sources(crlf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a) != 2 || a["internal/x/x.go"] == "" || a["go.mod"] == "" {
+		t.Fatalf("Sources = %v, want go.mod and internal/x/x.go only", a)
+	}
+	if a["internal/x/x.go"] != b["internal/x/x.go"] {
+		t.Fatal("CRLF and LF copies hash differently")
+	}
+}
+
+// Ensure a folder holding someone else's file is refused, naming the file,
+// and that nothing in it is touched.
+func TestCheckTarget(t *testing.T) {
+	names := []string{"results.json", ManifestName}
+	dir := t.TempDir()
+	if err := CheckTarget(filepath.Join(dir, "missing"), names); err != nil {
+		t.Fatalf("missing folder: %v", err)
+	}
+	for _, n := range []string{"results.json", ".results.json.tmp-123"} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := CheckTarget(dir, names); err != nil {
+		t.Fatalf("folder with own files: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := CheckTarget(dir, names)
+	if err == nil || !strings.Contains(err.Error(), "notes.txt") {
+		t.Fatalf("CheckTarget = %v, want notes.txt named", err)
+	}
+}
+
+// Ensure Write refuses evidence that breaks its schema before writing
+// anything, and otherwise writes exactly the listed files plus the manifest.
+func TestWrite(t *testing.T) {
+	set, err := schemacheck.Load("../../schema")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Manifest{
+		SchemaVersion: 1, GeneratedUTC: "2026-01-02T03:04:05Z", SourceCommit: "unknown", GoVersion: "go1", OSArch: "linux/amd64",
+		ServerSHA256: SHA256(nil), Protocol: Protocol{Capacity: 1, MaxBody: 1, WaitMS: 1, ClientTimeoutMS: 1},
+		Selection: Selection{Cases: []string{"a"}, Stores: []string{"volatile"}},
+		Sources:   map[string]string{"go.mod": SHA256(nil)},
+	}
+	dir := filepath.Join(t.TempDir(), "ev")
+	bad := []File{{Name: "results.json", Data: []byte(`{"schema_version":2,"runs":[]}`), Schema: "results.schema.json"}}
+	if err := Write(dir, set, bad, m); err == nil || !strings.Contains(err.Error(), "results.json does not satisfy") {
+		t.Fatalf("Write(bad) = %v, want a schema error", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("Write(bad) touched the folder: %v", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "run.json"), []byte("stale"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good := []File{
+		{Name: "results.json", Data: []byte(`{"schema_version":1,"runs":[]}`), Schema: "results.schema.json"},
+		{Name: "REPORT.md", Data: []byte("# r\n")},
+	}
+	if err := Write(dir, set, good, m); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if got, want := strings.Join(names, " "), "REPORT.md manifest.json results.json"; got != want {
+		t.Fatalf("folder = %s, want %s", got, want)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"REPORT.md": "`+SHA256([]byte("# r\n"))+`"`) {
+		t.Fatalf("manifest lacks the REPORT.md hash:\n%s", b)
+	}
+}
