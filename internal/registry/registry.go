@@ -44,7 +44,7 @@ type Registry struct {
 	records map[string]*record
 
 	// onWait, when set by a test, is called (outside the lock) each time a
-	// request starts waiting for an owner.
+	// request starts waiting for an owner. Guarded by mu.
 	onWait func(key string)
 }
 
@@ -123,7 +123,7 @@ func (r *Registry) Acquire(ctx context.Context, key string, fp Fingerprint, wait
 			r.mu.Unlock()
 			return nil, v, nil
 		}
-		done := rec.done
+		done, onWait := rec.done, r.onWait
 		r.mu.Unlock()
 
 		if timeout == nil {
@@ -131,8 +131,8 @@ func (r *Registry) Acquire(ctx context.Context, key string, fp Fingerprint, wait
 			defer timer.Stop()
 			timeout = timer.C
 		}
-		if r.onWait != nil {
-			r.onWait(key)
+		if onWait != nil {
+			onWait(key)
 		}
 		select {
 		case <-done:
@@ -182,4 +182,12 @@ func (t *Ticket) Release() {
 	t.settled = true
 	delete(t.r.records, t.key)
 	close(t.rec.done)
+}
+
+// SetOnWaitForTest makes r call f each time a request starts waiting for an
+// in-flight owner. Only for tests that must know a duplicate is waiting.
+func (r *Registry) SetOnWaitForTest(f func(key string)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onWait = f
 }

@@ -1,0 +1,221 @@
+// Package effectserver is the lab's HTTP server: POST /effect applies a
+// durable side effect (counter + 1) at most once per Idempotency-Key, with
+// lab faults injected on request.
+//
+// Handling one POST /effect, in order: path (404), method (405),
+// X-Lab-Fault (400), Idempotency-Key (400), body size (413), then the claim
+// of the key in a registry.Registry (422 other body, 409 owner still in
+// flight after the wait, 429 registry full; a recorded result replays),
+// then, for the owner or an unkeyed request, the fault hooks and the effect
+// through a Store.
+//
+// Note for clients: Go's http.Transport silently retries a request that
+// carries an Idempotency-Key header when a reused keep-alive connection
+// fails before any reply (it treats such requests as replayable). A lab
+// client must disable keep-alives (Transport.DisableKeepAlives), or a
+// drop-reply fault turns into an invisible second request. The server also
+// disables keep-alives on its side.
+package effectserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"time"
+
+	"idemlab/internal/registry"
+)
+
+// Defaults of the command's flags.
+const (
+	DefaultAddr     = "127.0.0.1:0"
+	DefaultStore    = StoreVolatile
+	DefaultCapacity = 64
+	DefaultMaxBody  = 4096
+	DefaultWait     = 5 * time.Second
+)
+
+// shutdownGrace bounds how long a graceful shutdown waits for requests in
+// flight before closing them.
+const shutdownGrace = 10 * time.Second
+
+// Config is what the server is started with.
+type Config struct {
+	StateDir string        // state folder; must exist and be writable
+	Addr     string        // loopback listen address, host:port
+	Store    string        // StoreVolatile (StoreDurable is not built yet)
+	Capacity int           // most keys held, in-flight ones included
+	MaxBody  int64         // largest accepted body, in bytes
+	Wait     time.Duration // how long a duplicate waits for an in-flight owner
+	Faults   bool          // honour X-Lab-Fault
+
+	// Exit ends the process when a crash fault fires; nil means os.Exit.
+	// Tests replace it to observe a crash without dying.
+	Exit func(code int)
+}
+
+// A StartError is a configuration or state folder the server cannot start
+// with; the command reports it as a usage error (exit 2).
+type StartError struct{ Err error }
+
+func (e *StartError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *StartError) Unwrap() error { return e.Err }
+
+// A Server handles the lab's HTTP requests. Use New, then serve it with
+// net/http, or use Run.
+type Server struct {
+	cfg      Config
+	listen   string // cfg.Addr with localhost resolved to 127.0.0.1
+	store    Store
+	registry *registry.Registry
+	log      *slog.Logger
+	exit     func(int)
+
+	// admitted, when set by a test, is called when a request has been
+	// admitted (became the owner of its key, or is unkeyed), before faults.
+	admitted func(key string)
+}
+
+// New checks cfg, opens its store and returns a Server logging to stderr.
+// Every error is a *StartError.
+func New(cfg Config, stderr io.Writer) (*Server, error) {
+	listen, err := check(cfg)
+	if err != nil {
+		return nil, &StartError{err}
+	}
+	store, err := openStore(cfg.Store, cfg.StateDir)
+	if err != nil {
+		return nil, &StartError{err}
+	}
+	reg := registry.New(cfg.Capacity)
+	recorded, err := store.Recorded()
+	if err != nil {
+		store.Close()
+		return nil, &StartError{fmt.Errorf("load recorded keys: %w", err)}
+	}
+	for _, rec := range recorded {
+		if err := reg.Restore(rec.Key, rec.Fingerprint, rec.Value); err != nil {
+			store.Close()
+			return nil, &StartError{fmt.Errorf("load recorded key %q: %w", rec.Key, err)}
+		}
+	}
+	exit := cfg.Exit
+	if exit == nil {
+		exit = os.Exit
+	}
+	return &Server{
+		cfg:      cfg,
+		listen:   listen,
+		store:    store,
+		registry: reg,
+		log:      slog.New(slog.NewTextHandler(stderr, nil)),
+		exit:     exit,
+	}, nil
+}
+
+// check validates cfg and returns the address to listen on.
+func check(cfg Config) (string, error) {
+	if cfg.StateDir == "" {
+		return "", errors.New("-state is required")
+	}
+	if cfg.Store != StoreVolatile && cfg.Store != StoreDurable {
+		return "", fmt.Errorf("-store %s: unknown store (want volatile or durable)", cfg.Store)
+	}
+	listen, err := loopback(cfg.Addr)
+	if err != nil {
+		if cfg.Faults {
+			return "", fmt.Errorf("-faults: refused with -addr %s: %w", cfg.Addr, err)
+		}
+		return "", fmt.Errorf("-addr %s: %w", cfg.Addr, err)
+	}
+	if cfg.Capacity < 1 {
+		return "", fmt.Errorf("-capacity %d: want at least 1", cfg.Capacity)
+	}
+	if cfg.MaxBody < 0 {
+		return "", fmt.Errorf("-max-body %d: want 0 or more", cfg.MaxBody)
+	}
+	if cfg.Wait <= 0 {
+		return "", fmt.Errorf("-wait %s: want more than 0", cfg.Wait)
+	}
+	return listen, nil
+}
+
+// loopback checks that addr is host:port with host an IP literal in
+// 127.0.0.0/8, ::1, or localhost, and returns it with localhost resolved.
+func loopback(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", errors.New("want host:port")
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || strconv.FormatUint(n, 10) != port {
+		return "", errors.New("bad port (want 0..65535)")
+	}
+	if host == "localhost" {
+		return net.JoinHostPort("127.0.0.1", port), nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || ip.Zone() != "" || !ip.Unmap().IsLoopback() {
+		return "", errors.New("not a loopback address (want 127.0.0.0/8, ::1 or localhost)")
+	}
+	return net.JoinHostPort(ip.Unmap().String(), port), nil
+}
+
+// Close releases the server's store.
+func (s *Server) Close() error { return s.store.Close() }
+
+// Run starts a server for cfg, prints "READY host:port\n" on stdout once it
+// accepts connections, logs to stderr, and serves until ctx ends, then shuts
+// down gracefully and returns nil. A *StartError means cfg or the state
+// folder cannot be used; any other error means the server failed. A crash
+// fault ends the process (cfg.Exit) without returning.
+func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+	s, err := New(cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ln, err := net.Listen("tcp", s.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	// No keep-alives: see the package comment.
+	hs.SetKeepAlivesEnabled(false)
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+
+	s.log.Info("start", "addr", ln.Addr().String(), "store", cfg.Store, "capacity", cfg.Capacity,
+		"max_body", cfg.MaxBody, "wait", cfg.Wait, "faults", cfg.Faults)
+	if _, err := fmt.Fprintf(stdout, "READY %s\n", ln.Addr()); err != nil {
+		hs.Close()
+		return fmt.Errorf("print READY: %w", err)
+	}
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	s.log.Info("shutdown")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	s.log.Info("stopped")
+	return nil
+}

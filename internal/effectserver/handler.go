@@ -1,0 +1,246 @@
+package effectserver
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"idemlab/internal/idemkey"
+	"idemlab/internal/labfault"
+	"idemlab/internal/registry"
+)
+
+// EffectPath is the one path the server serves.
+const EffectPath = "/effect"
+
+// ReplayedHeader says whether a 200 reply to /effect replays a recorded
+// result ("true") or reports this request's own effect ("false").
+const ReplayedHeader = "Idempotency-Replayed"
+
+// Reply bodies that do not depend on the request. The lab records replies
+// byte for byte, so none carries a time, an address or a path.
+const (
+	bodyNotFound         = "not found\n"
+	bodyMethodNotAllowed = "method not allowed\n"
+	bodyFaultsDisabled   = "X-Lab-Fault: faults are disabled (start the server with -faults)\n"
+	bodyUnreadable       = "cannot read request body\n"
+	bodyConflict         = "Idempotency-Key already used with another request body\n"
+	bodyInProgress       = "request with this Idempotency-Key is still in progress\n"
+	bodyFull             = "Idempotency-Key registry is full\n"
+	bodyEffectFailed     = "effect failed\n"
+	bodyCanceled         = "request canceled while waiting\n"
+)
+
+// errCrashed is returned through Store.Apply when a crash fault fired and
+// the exit function returned (only in tests).
+var errCrashed = errors.New("crash fault fired")
+
+// exchange is what the request log line reports about one request.
+type exchange struct {
+	r        *http.Request
+	start    time.Time
+	key      string
+	fault    string
+	status   int    // 0 when no reply was sent
+	replayed string // "true", "false", or "" when not a 200 from /effect
+	outcome  string // "reply", "dropped" or "crash"
+	err      error
+	logged   bool
+}
+
+// ServeHTTP handles one request and logs one line about it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	x := &exchange{r: r, start: time.Now(), outcome: "reply"}
+	defer s.logRequest(x)
+	s.serve(w, r, x)
+}
+
+// logRequest writes the request's log line, once.
+func (s *Server) logRequest(x *exchange) {
+	if x.logged {
+		return
+	}
+	x.logged = true
+	attrs := []slog.Attr{
+		slog.String("method", x.r.Method),
+		slog.String("path", x.r.URL.Path),
+		slog.String("key", x.key),
+		slog.String("fault", x.fault),
+		slog.Int("status", x.status),
+		slog.String("replayed", x.replayed),
+		slog.String("outcome", x.outcome),
+		slog.Duration("duration", time.Since(x.start)),
+	}
+	level := slog.LevelInfo
+	if x.err != nil {
+		attrs = append(attrs, slog.String("err", x.err.Error()))
+		level = slog.LevelError
+	}
+	s.log.LogAttrs(context.Background(), level, "request", attrs...)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
+	if r.URL.Path != EffectPath {
+		s.reply(w, x, http.StatusNotFound, bodyNotFound)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		s.reply(w, x, http.StatusMethodNotAllowed, bodyMethodNotAllowed)
+		return
+	}
+	fault, present, err := labfault.FromHeader(r.Header)
+	switch {
+	case present && !s.cfg.Faults:
+		s.reply(w, x, http.StatusBadRequest, bodyFaultsDisabled)
+		return
+	case err != nil:
+		s.reply(w, x, http.StatusBadRequest, labfault.Header+": "+err.Error()+"\n")
+		return
+	}
+	x.fault = fault.Name
+	key, err := idemkey.FromHeader(r.Header)
+	if err != nil {
+		s.reply(w, x, http.StatusBadRequest, idemkey.Header+": "+err.Error()+"\n")
+		return
+	}
+	x.key = key
+	body, status, msg := s.readBody(w, r)
+	if status != 0 {
+		s.reply(w, x, status, msg)
+		return
+	}
+	in := Intent{Key: key, Fingerprint: registry.FingerprintOf(body)}
+
+	var ticket *registry.Ticket
+	if key != "" {
+		t, value, err := s.registry.Acquire(r.Context(), key, in.Fingerprint, s.cfg.Wait)
+		switch {
+		case errors.Is(err, registry.ErrConflict):
+			s.reply(w, x, http.StatusUnprocessableEntity, bodyConflict)
+			return
+		case errors.Is(err, registry.ErrInProgress):
+			s.reply(w, x, http.StatusConflict, bodyInProgress)
+			return
+		case errors.Is(err, registry.ErrFull):
+			s.reply(w, x, http.StatusTooManyRequests, bodyFull)
+			return
+		case err != nil:
+			x.err = err
+			s.reply(w, x, http.StatusServiceUnavailable, bodyCanceled)
+			return
+		case t == nil:
+			s.replyValue(w, x, value, true)
+			return
+		}
+		ticket = t
+		// A no-op once completed; otherwise (failed effect, crash in a
+		// test, panic) the key is released so a later request can run.
+		defer ticket.Release()
+	}
+	s.admit(w, x, in, fault, ticket)
+}
+
+// readBody reads at most MaxBody+1 bytes of the body. A non-zero status
+// means the request is refused with msg.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, status int, msg string) {
+	tooLarge := "request body larger than " + strconv.FormatInt(s.cfg.MaxBody, 10) + " bytes\n"
+	if r.ContentLength > s.cfg.MaxBody {
+		return nil, http.StatusRequestEntityTooLarge, tooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, http.StatusRequestEntityTooLarge, tooLarge
+		}
+		return nil, http.StatusBadRequest, bodyUnreadable
+	}
+	return body, 0, ""
+}
+
+// admit runs an admitted request: the owner of its key (ticket != nil) or
+// an unkeyed one. Faults fire only here.
+func (s *Server) admit(w http.ResponseWriter, x *exchange, in Intent, fault labfault.Fault, ticket *registry.Ticket) {
+	if s.admitted != nil {
+		s.admitted(in.Key)
+	}
+	if fault.Delay > 0 {
+		time.Sleep(fault.Delay)
+	}
+	if fault.Crash == labfault.BeforeEffect {
+		s.crash(x)
+		drop(w)
+		return
+	}
+	value, err := s.store.Apply(in, func() error {
+		if fault.Crash == labfault.AfterEffect {
+			s.crash(x)
+			return errCrashed
+		}
+		return nil
+	})
+	if errors.Is(err, errCrashed) {
+		drop(w)
+		return
+	}
+	if err != nil {
+		x.err = err
+		s.reply(w, x, http.StatusInternalServerError, bodyEffectFailed)
+		return // the deferred Release frees the key
+	}
+	if ticket != nil {
+		ticket.Complete(value)
+	}
+	if fault.Crash == labfault.AfterRecord {
+		s.crash(x)
+		drop(w)
+		return
+	}
+	if fault.DropReply {
+		x.outcome = "dropped"
+		drop(w)
+		return
+	}
+	s.replyValue(w, x, value, false)
+}
+
+// crash logs the request and ends the process with labfault.ExitCode. The
+// exit function returns only in tests; the caller then drops the
+// connection, as a real crash would.
+func (s *Server) crash(x *exchange) {
+	x.outcome = "crash"
+	s.logRequest(x) // the deferred log line never comes after a real exit
+	s.exit(labfault.ExitCode)
+}
+
+// drop closes the connection without writing a reply.
+func drop(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		// Not hijackable (e.g. HTTP/2 or a recorder): abort the handler,
+		// which net/http turns into a closed stream without a reply.
+		panic(http.ErrAbortHandler)
+	}
+	conn.Close()
+}
+
+// replyValue sends a 200 carrying the counter value.
+func (s *Server) replyValue(w http.ResponseWriter, x *exchange, value int64, replayed bool) {
+	x.replayed = strconv.FormatBool(replayed)
+	w.Header().Set(ReplayedHeader, x.replayed)
+	s.reply(w, x, http.StatusOK, strconv.FormatInt(value, 10))
+}
+
+// reply sends a plain-text reply.
+func (s *Server) reply(w http.ResponseWriter, x *exchange, status int, body string) {
+	x.status = status
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	io.WriteString(w, body)
+}

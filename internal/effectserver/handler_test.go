@@ -1,0 +1,579 @@
+package effectserver
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"idemlab/internal/counterfile"
+)
+
+// lockedBuffer is a log sink safe for concurrent handlers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// fixture is a Server over a temp state folder, served on loopback.
+type fixture struct {
+	t     *testing.T
+	dir   string
+	srv   *Server
+	http  *httptest.Server
+	log   *lockedBuffer
+	exits chan int
+}
+
+func newFixture(t *testing.T, edit func(*Config)) *fixture {
+	t.Helper()
+	f := &fixture{t: t, dir: t.TempDir(), log: new(lockedBuffer), exits: make(chan int, 16)}
+	cfg := Config{
+		StateDir: f.dir,
+		Addr:     DefaultAddr,
+		Store:    DefaultStore,
+		Capacity: DefaultCapacity,
+		MaxBody:  DefaultMaxBody,
+		Wait:     DefaultWait,
+		Exit:     func(code int) { f.exits <- code },
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	srv, err := New(cfg, f.log)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	f.srv = srv
+	f.http = httptest.NewServer(srv)
+	t.Cleanup(func() {
+		f.http.Close()
+		srv.Close()
+	})
+	return f
+}
+
+// client never reuses connections: http.Transport would silently resend a
+// request carrying an Idempotency-Key after a dropped reply on a reused one.
+var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
+
+// req describes one request; zero fields mean POST /effect, no key, body add-one.
+type req struct {
+	method string
+	path   string
+	key    string
+	keys   []string // several Idempotency-Key lines
+	fault  string
+	body   *string
+}
+
+// resp is what came back; status 0 means no reply at all.
+type resp struct {
+	status   int
+	body     string
+	replayed string // "" when the header is absent
+	allow    string
+	ctype    string
+}
+
+func (f *fixture) do(r req) resp {
+	f.t.Helper()
+	method, path, body := http.MethodPost, EffectPath, "add-one"
+	if r.method != "" {
+		method = r.method
+	}
+	if r.path != "" {
+		path = r.path
+	}
+	if r.body != nil {
+		body = *r.body
+	}
+	hr, err := http.NewRequest(method, f.http.URL+path, strings.NewReader(body))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if r.key != "" {
+		hr.Header.Set("Idempotency-Key", r.key)
+	}
+	for _, k := range r.keys {
+		hr.Header.Add("Idempotency-Key", k)
+	}
+	if r.fault != "" {
+		hr.Header.Set("X-Lab-Fault", r.fault)
+	}
+	res, err := client.Do(hr)
+	if err != nil {
+		return resp{}
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		f.t.Fatalf("read reply: %v", err)
+	}
+	return resp{
+		status:   res.StatusCode,
+		body:     string(b),
+		replayed: res.Header.Get("Idempotency-Replayed"),
+		allow:    res.Header.Get("Allow"),
+		ctype:    res.Header.Get("Content-Type"),
+	}
+}
+
+func (f *fixture) counter() int64 {
+	f.t.Helper()
+	v, err := counterfile.Read(f.dir)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return v
+}
+
+func str(s string) *string { return &s }
+
+func faults(c *Config) { c.Faults = true }
+
+// Ensure every status code and header of the contract, each on a fresh server.
+func TestHandlerContract(t *testing.T) {
+	tests := []struct {
+		name    string
+		config  func(*Config)
+		before  []req
+		req     req
+		want    resp
+		counter int64
+	}{
+		{name: "unkeyed", req: req{},
+			want: resp{status: 200, body: "1", replayed: "false"}, counter: 1},
+		{name: "unkeyed twice applies twice", before: []req{{}}, req: req{},
+			want: resp{status: 200, body: "2", replayed: "false"}, counter: 2},
+		{name: "keyed first", req: req{key: "k-1"},
+			want: resp{status: 200, body: "1", replayed: "false"}, counter: 1},
+		{name: "keyed replay", before: []req{{key: "k-1"}}, req: req{key: "k-1"},
+			want: resp{status: 200, body: "1", replayed: "true"}, counter: 1},
+		{name: "quoted key is the bare key", before: []req{{key: "k-1"}}, req: req{key: `"k-1"`},
+			want: resp{status: 200, body: "1", replayed: "true"}, counter: 1},
+		{name: "replay after other effects", before: []req{{key: "a"}, {}, {key: "b"}}, req: req{key: "a"},
+			want: resp{status: 200, body: "1", replayed: "true"}, counter: 3},
+		{name: "empty body", req: req{key: "k", body: str("")},
+			want: resp{status: 200, body: "1", replayed: "false"}, counter: 1},
+		{name: "body at limit", req: req{body: str(strings.Repeat("x", 4096))},
+			want: resp{status: 200, body: "1", replayed: "false"}, counter: 1},
+
+		{name: "key with space", req: req{key: "bad key"},
+			want: resp{status: 400, body: "Idempotency-Key: key has a character outside [A-Za-z0-9_-]\n"}},
+		{name: "key too long", req: req{key: strings.Repeat("k", 65)},
+			want: resp{status: 400, body: "Idempotency-Key: key longer than 64 characters\n"}},
+		{name: "key unbalanced quote", req: req{key: `"abc`},
+			want: resp{status: 400, body: "Idempotency-Key: unbalanced quote\n"}},
+		{name: "key empty", req: req{keys: []string{""}},
+			want: resp{status: 400, body: "Idempotency-Key: empty key\n"}},
+		{name: "key on two lines", req: req{keys: []string{"a", "a"}},
+			want: resp{status: 400, body: "Idempotency-Key: more than one Idempotency-Key header line\n"}},
+		{name: "fault without -faults", req: req{key: "k", fault: "slow"},
+			want: resp{status: 400, body: "X-Lab-Fault: faults are disabled (start the server with -faults)\n"}},
+		{name: "unknown fault", config: faults, req: req{fault: "dorp"},
+			want: resp{status: 400, body: "X-Lab-Fault: unknown fault \"dorp\"\n"}},
+		{name: "bad delay", config: faults, req: req{fault: "delay=60001ms"},
+			want: resp{status: 400, body: "X-Lab-Fault: bad fault argument \"delay=60001ms\"\n"}},
+
+		{name: "other path", req: req{path: "/nosuch"},
+			want: resp{status: 404, body: "not found\n"}},
+		{name: "root", req: req{method: "GET", path: "/"},
+			want: resp{status: 404, body: "not found\n"}},
+		{name: "path before method", req: req{method: "DELETE", path: "/effects"},
+			want: resp{status: 404, body: "not found\n"}},
+		{name: "GET effect", req: req{method: "GET"},
+			want: resp{status: 405, body: "method not allowed\n", allow: "POST"}},
+		{name: "PUT effect", req: req{method: "PUT", key: "bad key", fault: "dorp"},
+			want: resp{status: 405, body: "method not allowed\n", allow: "POST"}},
+		{name: "fault before key", req: req{key: "bad key", fault: "slow"},
+			want: resp{status: 400, body: "X-Lab-Fault: faults are disabled (start the server with -faults)\n"}},
+
+		{name: "body over limit", req: req{key: "bad key!", body: str(strings.Repeat("x", 4097))},
+			want: resp{status: 400, body: "Idempotency-Key: key has a character outside [A-Za-z0-9_-]\n"}},
+		{name: "413", req: req{key: "k", body: str(strings.Repeat("x", 4097))},
+			want: resp{status: 413, body: "request body larger than 4096 bytes\n"}},
+		{name: "413 small limit", config: func(c *Config) { c.MaxBody = 3 }, req: req{body: str("four")},
+			want: resp{status: 413, body: "request body larger than 3 bytes\n"}},
+		{name: "422", before: []req{{key: "same"}}, req: req{key: "same", body: str("different")},
+			want: resp{status: 422, body: "Idempotency-Key already used with another request body\n"}, counter: 1},
+		{name: "429 new key at capacity", config: func(c *Config) { c.Capacity = 2 },
+			before: []req{{key: "a"}, {key: "b"}}, req: req{key: "c"},
+			want: resp{status: 429, body: "Idempotency-Key registry is full\n"}, counter: 2},
+		{name: "existing key replays at capacity", config: func(c *Config) { c.Capacity = 2 },
+			before: []req{{key: "a"}, {key: "b"}, {key: "c"}}, req: req{key: "a"},
+			want: resp{status: 200, body: "1", replayed: "true"}, counter: 2},
+		{name: "unkeyed runs at capacity", config: func(c *Config) { c.Capacity = 1 },
+			before: []req{{key: "a"}}, req: req{},
+			want: resp{status: 200, body: "2", replayed: "false"}, counter: 2},
+
+		{name: "slow fault", config: faults, req: req{key: "k", fault: "delay=1ms"},
+			want: resp{status: 200, body: "1", replayed: "false"}, counter: 1},
+		{name: "replay ignores its fault", config: faults, before: []req{{key: "k"}}, req: req{key: "k", fault: "crash-before-effect"},
+			want: resp{status: 200, body: "1", replayed: "true"}, counter: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, tt.config)
+			for i, b := range tt.before {
+				if got := f.do(b); got.status != 200 && got.status != 429 {
+					t.Fatalf("before[%d] status = %d (%q), want 200", i, got.status, got.body)
+				}
+			}
+			got := f.do(tt.req)
+			if got.ctype != "text/plain; charset=utf-8" {
+				t.Errorf("Content-Type = %q, want text/plain; charset=utf-8", got.ctype)
+			}
+			got.ctype = ""
+			if got != tt.want {
+				t.Errorf("reply = %+v, want %+v", got, tt.want)
+			}
+			if got := f.counter(); got != tt.counter {
+				t.Errorf("counter = %d, want %d", got, tt.counter)
+			}
+			if len(f.exits) != 0 {
+				t.Errorf("exit called with %d", <-f.exits)
+			}
+		})
+	}
+}
+
+// blockOwner makes the owner of key wait, after admission, until the
+// returned release is called; admitted is closed once it got there.
+func blockOwner(f *fixture, key string) (admitted <-chan struct{}, release func()) {
+	adm := make(chan struct{})
+	gate := make(chan struct{})
+	var once, relOnce sync.Once
+	f.srv.admitted = func(k string) {
+		if k == key {
+			once.Do(func() { close(adm) })
+			<-gate
+		}
+	}
+	release = func() { relOnce.Do(func() { close(gate) }) }
+	f.t.Cleanup(release)
+	return adm, release
+}
+
+// inBackground sends r and returns the reply later.
+func (f *fixture) inBackground(r req) <-chan resp {
+	c := make(chan resp, 1)
+	go func() { c <- f.do(r) }()
+	return c
+}
+
+// Ensure a duplicate waiting longer than -wait gets 409, and the record survives it.
+func TestWaitTimeout409(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Wait = time.Millisecond })
+	admitted, release := blockOwner(f, "k")
+	owner := f.inBackground(req{key: "k"})
+	<-admitted
+	if got, want := f.do(req{key: "k"}), (resp{status: 409, body: "request with this Idempotency-Key is still in progress\n", ctype: "text/plain; charset=utf-8"}); got != want {
+		t.Fatalf("duplicate reply = %+v, want %+v", got, want)
+	}
+	if got, want := f.do(req{key: "k", body: str("other")}).status, 422; got != want {
+		t.Fatalf("other body while in flight: status = %d, want %d", got, want)
+	}
+	release()
+	if got := <-owner; got.status != 200 || got.body != "1" || got.replayed != "false" {
+		t.Fatalf("owner reply = %+v, want 200 1 not replayed", got)
+	}
+	if got := f.do(req{key: "k"}); got.status != 200 || got.body != "1" || got.replayed != "true" {
+		t.Fatalf("retry reply = %+v, want 200 1 replayed", got)
+	}
+	if got := f.counter(); got != 1 {
+		t.Fatalf("counter = %d, want 1", got)
+	}
+}
+
+// Ensure duplicates arriving while the owner is in flight wait and share its result.
+func TestDuplicatesShareInFlightResult(t *testing.T) {
+	f := newFixture(t, nil)
+	admitted, release := blockOwner(f, "k")
+	owner := f.inBackground(req{key: "k"})
+	<-admitted
+	var waiting atomic.Int32
+	all := make(chan struct{})
+	const n = 5
+	f.srv.registry.SetOnWaitForTest(func(string) {
+		if waiting.Add(1) == n {
+			close(all)
+		}
+	})
+	var dups []<-chan resp
+	for range n {
+		dups = append(dups, f.inBackground(req{key: "k"}))
+	}
+	<-all
+	release()
+	if got := <-owner; got.status != 200 || got.body != "1" || got.replayed != "false" {
+		t.Fatalf("owner reply = %+v, want 200 1 not replayed", got)
+	}
+	for i, d := range dups {
+		if got := <-d; got.status != 200 || got.body != "1" || got.replayed != "true" {
+			t.Errorf("duplicate %d reply = %+v, want 200 1 replayed", i, got)
+		}
+	}
+}
+
+// Ensure a failed effect answers 500, is not recorded, and a retry runs it.
+func TestFailedEffectReleasesKey(t *testing.T) {
+	f := newFixture(t, nil)
+	if err := os.RemoveAll(f.dir); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.do(req{key: "k"}), (resp{status: 500, body: "effect failed\n", ctype: "text/plain; charset=utf-8"}); got != want {
+		t.Fatalf("reply with state folder gone = %+v, want %+v", got, want)
+	}
+	if got, want := f.srv.registry.Len(), 0; got != want {
+		t.Fatalf("registry holds %d keys after a failed effect, want %d", got, want)
+	}
+	if err := os.Mkdir(f.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.do(req{key: "k"}); got.status != 200 || got.body != "1" || got.replayed != "false" {
+		t.Fatalf("retry reply = %+v, want 200 1 not replayed", got)
+	}
+	if !strings.Contains(f.log.String(), "level=ERROR msg=request") {
+		t.Errorf("log has no error line for the failed effect:\n%s", f.log)
+	}
+}
+
+// Ensure drop-reply applies and records, then closes without a reply.
+func TestDropReply(t *testing.T) {
+	f := newFixture(t, faults)
+	if got := f.do(req{key: "k", fault: "drop-reply"}); got.status != 0 {
+		t.Fatalf("drop-reply got a reply: %+v", got)
+	}
+	if got := f.counter(); got != 1 {
+		t.Fatalf("counter after drop-reply = %d, want 1", got)
+	}
+	if got := f.do(req{key: "k"}); got.status != 200 || got.body != "1" || got.replayed != "true" {
+		t.Fatalf("retry reply = %+v, want 200 1 replayed", got)
+	}
+	if got := f.do(req{fault: "drop-reply"}); got.status != 0 {
+		t.Fatalf("unkeyed drop-reply got a reply: %+v", got)
+	}
+	if got := f.counter(); got != 2 {
+		t.Fatalf("counter after unkeyed drop-reply = %d, want 2", got)
+	}
+}
+
+// Ensure each crash fault calls exit(23) at its point and sends no reply.
+func TestCrashFaults(t *testing.T) {
+	tests := []struct {
+		fault    string
+		counter  int64
+		recorded bool
+	}{
+		{fault: "crash-before-effect", counter: 0},
+		{fault: "crash-after-effect", counter: 1},
+		{fault: "crash-after-record", counter: 1, recorded: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.fault, func(t *testing.T) {
+			f := newFixture(t, faults)
+			if got := f.do(req{key: "k", fault: tt.fault}); got.status != 0 {
+				t.Fatalf("reply = %+v, want none", got)
+			}
+			select {
+			case code := <-f.exits:
+				if code != 23 {
+					t.Fatalf("exit code = %d, want 23", code)
+				}
+			default:
+				t.Fatal("exit not called")
+			}
+			if got := f.counter(); got != tt.counter {
+				t.Fatalf("counter = %d, want %d", got, tt.counter)
+			}
+			// In a test the process lives on: only a recorded result replays.
+			got := f.do(req{key: "k"})
+			if got.replayed != fmt.Sprint(tt.recorded) {
+				t.Fatalf("retry reply = %+v, want replayed %v", got, tt.recorded)
+			}
+			if !strings.Contains(f.log.String(), "fault="+tt.fault+" status=0 replayed=\"\" outcome=crash") {
+				t.Errorf("log lacks the crash line:\n%s", f.log)
+			}
+		})
+	}
+}
+
+// Ensure the log has one structured line per request, with the key, fault and status.
+func TestLogLinePerRequest(t *testing.T) {
+	f := newFixture(t, faults)
+	f.do(req{key: "k", fault: "delay=0ms"})
+	f.do(req{method: "GET"})
+	lines := strings.Split(strings.TrimSpace(f.log.String()), "\n")
+	if got, want := len(lines), 2; got != want {
+		t.Fatalf("log has %d lines, want %d:\n%s", got, want, f.log)
+	}
+	for i, want := range []string{
+		`msg=request method=POST path=/effect key=k fault="delay=0ms" status=200 replayed=false outcome=reply`,
+		`msg=request method=GET path=/effect key="" fault="" status=405 replayed="" outcome=reply`,
+	} {
+		if !strings.Contains(lines[i], want) {
+			t.Errorf("log line %d = %q, want it to contain %q", i, lines[i], want)
+		}
+	}
+}
+
+// countingReader counts the bytes read from it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Ensure an oversized body of unknown length is refused after reading at most limit+1 bytes.
+func TestBodyReadIsBounded(t *testing.T) {
+	f := newFixture(t, nil)
+	body := &countingReader{r: strings.NewReader(strings.Repeat("x", 1<<20))}
+	r := httptest.NewRequest(http.MethodPost, EffectPath, body)
+	r.ContentLength = -1
+	w := httptest.NewRecorder()
+	f.srv.ServeHTTP(w, r)
+	if got, want := w.Code, 413; got != want {
+		t.Fatalf("status = %d, want %d", got, want)
+	}
+	if got, limit := body.n, int64(DefaultMaxBody+1); got > limit {
+		t.Fatalf("handler read %d bytes, want at most %d", got, limit)
+	}
+	if got := f.counter(); got != 0 {
+		t.Fatalf("counter = %d, want 0", got)
+	}
+}
+
+// Ensure hundreds of concurrent requests on one key apply the effect once and share its result.
+func TestConcurrentClaimOneEffect(t *testing.T) {
+	f := newFixture(t, nil)
+	const n = 300
+	recs := make([]*httptest.ResponseRecorder, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := httptest.NewRequest(http.MethodPost, EffectPath, strings.NewReader("add-one"))
+			r.Header.Set("Idempotency-Key", "parallel")
+			recs[i] = httptest.NewRecorder()
+			f.srv.ServeHTTP(recs[i], r)
+		}()
+	}
+	wg.Wait()
+	fresh := 0
+	for i, w := range recs {
+		if w.Code != 200 || w.Body.String() != "1" {
+			t.Errorf("request %d = %d %q, want 200 1", i, w.Code, w.Body)
+		}
+		if w.Header().Get("Idempotency-Replayed") == "false" {
+			fresh++
+		}
+	}
+	if fresh != 1 {
+		t.Errorf("%d replies not replayed, want exactly 1", fresh)
+	}
+	if got, err := counterfile.Read(f.dir); err != nil || got != 1 {
+		t.Fatalf("counter file = %d, %v, want 1", got, err)
+	}
+}
+
+// Ensure New refuses what the command must report as a usage error.
+func TestNewRefuses(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "counter-bad")
+	if err := os.Mkdir(bad, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bad, "counter"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ok := Config{StateDir: dir, Addr: DefaultAddr, Store: DefaultStore, Capacity: 1, MaxBody: 1, Wait: time.Second}
+	tests := []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"no state", func(c *Config) { c.StateDir = "" }, "-state is required"},
+		{"missing state", func(c *Config) { c.StateDir = filepath.Join(dir, "nosuch") }, "state folder: stat " + filepath.Join(dir, "nosuch") + ": no such file or directory"},
+		{"bad counter", func(c *Config) { c.StateDir = bad }, "counter file " + filepath.Join(bad, "counter") + ": malformed content"},
+		{"durable", func(c *Config) { c.Store = "durable" }, "-store durable: not built yet (only volatile)"},
+		{"unknown store", func(c *Config) { c.Store = "nosuch" }, "-store nosuch: unknown store (want volatile or durable)"},
+		{"all interfaces", func(c *Config) { c.Addr = "0.0.0.0:0" }, "-addr 0.0.0.0:0: not a loopback address"},
+		{"empty host", func(c *Config) { c.Addr = ":8080" }, "-addr :8080: not a loopback address"},
+		{"host name", func(c *Config) { c.Addr = "example.com:80" }, "-addr example.com:80: not a loopback address"},
+		{"no port", func(c *Config) { c.Addr = "127.0.0.1" }, "-addr 127.0.0.1: want host:port"},
+		{"bad port", func(c *Config) { c.Addr = "127.0.0.1:99999" }, "-addr 127.0.0.1:99999: bad port"},
+		{"faults off loopback", func(c *Config) { c.Addr = "0.0.0.0:0"; c.Faults = true }, "-faults: refused with -addr 0.0.0.0:0: not a loopback address"},
+		{"capacity", func(c *Config) { c.Capacity = 0 }, "-capacity 0: want at least 1"},
+		{"max body", func(c *Config) { c.MaxBody = -1 }, "-max-body -1: want 0 or more"},
+		{"wait", func(c *Config) { c.Wait = 0 }, "-wait 0s: want more than 0"},
+	}
+	for _, tt := range tests {
+		cfg := ok
+		tt.edit(&cfg)
+		_, err := New(cfg, io.Discard)
+		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("%s: New error = %v, want prefix %q", tt.name, err, tt.want)
+			continue
+		}
+		if _, isStart := err.(*StartError); !isStart {
+			t.Errorf("%s: New error is %T, want *StartError", tt.name, err)
+		}
+	}
+}
+
+// Ensure the loopback check accepts exactly loopback literals and localhost.
+func TestLoopback(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"127.0.0.1:0", "127.0.0.1:0"},
+		{"127.1.2.3:8080", "127.1.2.3:8080"},
+		{"[::1]:0", "[::1]:0"},
+		{"localhost:0", "127.0.0.1:0"},
+		{"[::ffff:127.0.0.1]:0", "127.0.0.1:0"},
+		{"0.0.0.0:0", ""},
+		{"[::]:0", ""},
+		{"10.0.0.1:0", ""},
+		{"[fe80::1%lo]:0", ""},
+		{"localhost.:0", ""},
+		{"127.0.0.1:-1", ""},
+		{"127.0.0.1:08", ""},
+	}
+	for _, tt := range tests {
+		got, err := loopback(tt.in)
+		if tt.want == "" {
+			if err == nil {
+				t.Errorf("loopback(%q) = %q, want an error", tt.in, got)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("loopback(%q) = %q, %v, want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
