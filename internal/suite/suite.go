@@ -28,11 +28,12 @@ import (
 
 // Options is one invocation of the runner.
 type Options struct {
-	Root       string   // the checkout: cases/, schema/, sources
-	Out        string   // the evidence folder to write
-	Stores     []string // stores to run, in evidence order
-	Case       string   // run only this case; empty runs all
-	ServerPath string   // a prebuilt effectserver; empty builds cmd/effectserver
+	Root       string           // the checkout: cases/, schema/, sources
+	Out        string           // the evidence folder to write
+	Stores     []string         // stores to run, in evidence order
+	Case       string           // run only this case; empty runs all
+	ServerPath string           // a prebuilt effectserver; empty builds cmd/effectserver
+	Protocol   *labrun.Protocol // nil runs with labrun.DefaultProtocol
 	Stdout     io.Writer
 	Stderr     io.Writer
 }
@@ -101,6 +102,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	cfg := labrun.Config{ServerPath: server, StateRoot: tmp, Protocol: labrun.DefaultProtocol}
+	if o.Protocol != nil {
+		cfg.Protocol = *o.Protocol
+	}
 	began := time.Now()
 	results, err := runAll(ctx, cfg, cases, o.Stores, o.Stdout)
 	if err != nil {

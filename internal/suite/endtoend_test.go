@@ -1,0 +1,75 @@
+package suite
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"idemlab/internal/caseplan"
+	"idemlab/internal/schemacheck"
+)
+
+// Ensure the whole suite runs through real subprocesses (build, servers,
+// audit as its own process), passes its audit, shows the design's counters,
+// and writes a results.json that is byte-identical from run to run.
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the whole suite")
+	}
+	dir := t.TempDir()
+	var first []byte
+	for i, out := range []string{filepath.Join(dir, "a"), filepath.Join(dir, "b")} {
+		var log bytes.Buffer
+		err := Run(context.Background(), Options{Root: "../..", Out: out, Stores: []string{"volatile"}, Stdout: &log, Stderr: &log})
+		if err != nil {
+			t.Fatalf("run %d: %v\n%s", i, err, log.String())
+		}
+		b, err := os.ReadFile(filepath.Join(out, "results.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = b
+			continue
+		}
+		if !bytes.Equal(first, b) {
+			t.Fatalf("results.json differs between two runs:\n%s\n---\n%s", first, b)
+		}
+	}
+	var res struct {
+		Runs []struct {
+			Case    string `json:"case"`
+			Counter int64  `json:"counter"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(first, &res); err != nil {
+		t.Fatal(err)
+	}
+	// Counters come from the case files, never from Go code: adding a case
+	// is adding a file.
+	cases, err := caseplan.LoadDir("../../cases", mustSchemas(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(res.Runs), len(cases); got != want {
+		t.Fatalf("results.json has %d runs, want one per case: %d", got, want)
+	}
+	for i, r := range res.Runs {
+		c := cases[i]
+		if r.Case != c.Name || r.Counter != c.Expect["volatile"].Counter {
+			t.Errorf("run %d = %s counter %d, want %s counter %d", i, r.Case, r.Counter, c.Name, c.Expect["volatile"].Counter)
+		}
+	}
+}
+
+func mustSchemas(t *testing.T) *schemacheck.Set {
+	t.Helper()
+	s, err := schemacheck.Load("../../schema")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
