@@ -59,19 +59,22 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.Usage = func() {} // -h prints the whole text below; a bad flag only its error
+
 	out := fs.String("out", "evidence", "evidence folder to write")
 	store := fs.String("store", "all", "volatile or all")
 	caseName := fs.String("case", "", "run only this case")
 	server := fs.String("server", "", "prebuilt effectserver binary")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
 			return 0
 		}
+		fmt.Fprintln(stderr, "runner: see runner -h")
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "runner: unexpected argument %q\n%s", fs.Arg(0), usage)
+		fmt.Fprintf(stderr, "runner: unexpected argument %q; see runner -h\n", fs.Arg(0))
 		return 2
 	}
 	stores, err := suite.ParseStores(*store)
