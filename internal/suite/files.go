@@ -55,7 +55,7 @@ type callDetail struct {
 // schema it must satisfy.
 func renderFiles(o Options, cases []caseplan.Case, results []result, wall time.Duration, began time.Time) ([]evidence.File, error) {
 	res := resultsDoc{SchemaVersion: 1, Runs: []observation.Run{}}
-	rd := runDoc{SchemaVersion: 1, StartedUTC: began.UTC().Format(time.RFC3339Nano), WallMS: ms(wall), Parallel: max(4, 2*runtime.NumCPU()), Runs: []runDetail{}}
+	rd := runDoc{SchemaVersion: 1, StartedUTC: began.UTC().Format(time.RFC3339Nano), WallMS: ms(wall), Parallel: parallel, Runs: []runDetail{}}
 	for _, r := range results {
 		res.Runs = append(res.Runs, r.obs)
 		d := runDetail{Case: r.c.Name, Store: r.store, WallMS: ms(r.det.Wall), Servers: []serverDetail{}, Calls: []callDetail{}, ServerLog: r.det.ServerLog}

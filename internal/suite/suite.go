@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -43,6 +42,11 @@ type UsageError struct{ Err error }
 
 func (e *UsageError) Error() string { return e.Err.Error() }
 func (e *UsageError) Unwrap() error { return e.Err }
+
+// parallel bounds how many (case, store) runs go at once. Runs spend most of
+// their time waiting on fsync, sleeps and process starts, not on the CPU, so
+// more than the core count pays off; each run has its own server and state.
+const parallel = 16
 
 // ErrAuditFailed means the evidence was written and the audit rejected it.
 var ErrAuditFailed = errors.New("audit failed")
@@ -158,7 +162,7 @@ type result struct {
 func runAll(ctx context.Context, cfg labrun.Config, cases []caseplan.Case, stores []string, progress io.Writer) ([]result, error) {
 	results := make([]result, len(cases)*len(stores))
 	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(4, 2*runtime.NumCPU()))
+	g.SetLimit(parallel)
 	var mu sync.Mutex
 	for i, c := range cases {
 		for j, store := range stores {
