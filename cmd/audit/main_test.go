@@ -1,0 +1,307 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmdtest"
+)
+
+var update = flag.Bool("update", false, "update the .ct files with the commands' output")
+
+// snapshot is a folder holding a copy of the checkout's source files and
+// real evidence written by the runner from them; every .ct file starts
+// from a copy of it. skipReason is set when the lab cannot run yet.
+var snapshot, skipReason, setupErr string
+
+// TestMain runs the real lab once (go run ./cmd/runner from the module
+// root), then snapshots the sources and the evidence.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	tmp, err := os.MkdirTemp("", "audit-cmdtest")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	snapshot = filepath.Join(tmp, "checkout")
+	prepare(filepath.Join("..", ".."))
+	code := m.Run()
+	os.RemoveAll(tmp)
+	os.Exit(code)
+}
+
+func prepare(repo string) {
+	for _, p := range []string{"cmd/runner/main.go", "cmd/effectserver/main.go"} {
+		if _, err := os.Stat(filepath.Join(repo, p)); err != nil {
+			skipReason = p + " does not exist yet: no real evidence to audit"
+			return
+		}
+	}
+	ev := filepath.Join(snapshot, "evidence")
+	cmd := exec.Command("go", "run", "./cmd/runner", "-out", ev)
+	cmd.Dir = repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		setupErr = fmt.Sprintf("go run ./cmd/runner -out %s: %v\n%s", ev, err, out)
+		return
+	}
+	if err := copySources(repo, snapshot); err != nil {
+		setupErr = err.Error()
+		return
+	}
+	// The tree is often dirty while it is being worked on, and clean in a
+	// published checkout: pin the note off so the golden output is stable
+	// (dirty.ct turns it on). manifest.json is not itself hashed.
+	if err := editJSON(filepath.Join(ev, "manifest.json"), func(m map[string]any) { m["source_dirty"] = false }); err != nil {
+		setupErr = err.Error()
+	}
+}
+
+// copySources copies go.mod, go.sum and every regular file under cmd/,
+// internal/, cases/, schema/ but _test.go files and testdata folders.
+func copySources(from, to string) error {
+	files := []string{"go.mod", "go.sum"}
+	for _, dir := range []string{"cmd", "internal", "cases", "schema"} {
+		err := filepath.WalkDir(filepath.Join(from, dir), func(p string, d fs.DirEntry, err error) error {
+			switch {
+			case err != nil:
+				return err
+			case d.IsDir() && d.Name() == "testdata":
+				return filepath.SkipDir
+			case d.Type().IsRegular() && !strings.HasSuffix(p, "_test.go"):
+				rel, _ := filepath.Rel(from, p)
+				files = append(files, rel)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(from, f))
+		if err != nil {
+			return err
+		}
+		if err := writeFile(filepath.Join(to, f), data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeFile(name string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(name, data, 0o644)
+}
+
+func readJSON(name string) (map[string]any, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v map[string]any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	return v, nil
+}
+
+func editJSON(name string, edit func(map[string]any)) error {
+	v, err := readJSON(name)
+	if err != nil {
+		return err
+	}
+	edit(v)
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(name, append(data, '\n'), 0o644)
+}
+
+// editResults rewrites DIR/results.json through edit and records its new
+// SHA-256 in DIR/manifest.json, as a forger covering their tracks would.
+func editResults(dir string, edit func(runs []any) ([]any, error)) error {
+	var editErr error
+	err := editJSON(filepath.Join(dir, "results.json"), func(doc map[string]any) {
+		runs, _ := doc["runs"].([]any)
+		doc["runs"], editErr = edit(runs)
+	})
+	if err != nil {
+		return err
+	}
+	if editErr != nil {
+		return editErr
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(data)
+	return editJSON(filepath.Join(dir, "manifest.json"), func(m map[string]any) {
+		m["files"].(map[string]any)["results.json"] = hex.EncodeToString(sum[:])
+	})
+}
+
+func findRun(runs []any, cname, store string) (int, error) {
+	for i, r := range runs {
+		if m, ok := r.(map[string]any); ok && m["case"] == cname && m["store"] == store {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("no run of case %s on store %s", cname, store)
+}
+
+// command wraps a tampering function as a cmdtest command.
+func command(nargs int, usage string, f func(args []string) error) cmdtest.CommandFunc {
+	return func(args []string, _ string) ([]byte, error) {
+		if nargs >= 0 && len(args) != nargs || nargs < 0 && len(args) < -nargs {
+			return nil, fmt.Errorf("usage: %s", usage)
+		}
+		return nil, f(args)
+	}
+}
+
+var (
+	sourcesLine = regexp.MustCompile(`\b\d+ sources verified\b`)
+	sourcesJSON = regexp.MustCompile(`"sources": \d+`)
+)
+
+// scrubSources replaces the number of verified sources, which grows with
+// every file added to the checkout, so the golden files need no update.
+func scrubSources(f cmdtest.CommandFunc) cmdtest.CommandFunc {
+	return func(args []string, in string) ([]byte, error) {
+		out, err := f(args, in)
+		out = sourcesLine.ReplaceAll(out, []byte("NN sources verified"))
+		out = sourcesJSON.ReplaceAll(out, []byte(`"sources": NN`))
+		return out, err
+	}
+}
+
+func TestAuditCommand(t *testing.T) {
+	if skipReason != "" {
+		t.Skip(skipReason)
+	}
+	if setupErr != "" {
+		t.Fatal(setupErr)
+	}
+	ts, err := cmdtest.Read("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.Setup = func(rootDir string) error {
+		return os.CopyFS(rootDir, os.DirFS(snapshot))
+	}
+	ts.Commands["audit"] = scrubSources(cmdtest.InProcessProgram("audit", func() int {
+		return run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	}))
+
+	// flipbyte FILE: flip the lowest bit of the file's last digit (a digit
+	// stays a digit, so JSON stays JSON and only the hash can tell).
+	ts.Commands["flipbyte"] = command(1, "flipbyte FILE", func(args []string) error {
+		data, err := os.ReadFile(args[0])
+		if err != nil {
+			return err
+		}
+		i := bytes.LastIndexAny(data, "0123456789")
+		if i < 0 {
+			return fmt.Errorf("%s: no digit to flip", args[0])
+		}
+		data[i] ^= 1
+		return os.WriteFile(args[0], data, 0o644)
+	})
+	// forge-counter DIR CASE STORE VALUE: set a run's counter, rehash.
+	ts.Commands["forge-counter"] = command(4, "forge-counter DIR CASE STORE VALUE", func(args []string) error {
+		n, err := strconv.Atoi(args[3])
+		if err != nil {
+			return err
+		}
+		return editResults(args[0], func(runs []any) ([]any, error) {
+			i, err := findRun(runs, args[1], args[2])
+			if err != nil {
+				return nil, err
+			}
+			runs[i].(map[string]any)["counter"] = n
+			return runs, nil
+		})
+	})
+	// droprun DIR CASE STORE: remove a run, rehash.
+	ts.Commands["droprun"] = command(3, "droprun DIR CASE STORE", func(args []string) error {
+		return editResults(args[0], func(runs []any) ([]any, error) {
+			i, err := findRun(runs, args[1], args[2])
+			if err != nil {
+				return nil, err
+			}
+			return append(runs[:i:i], runs[i+1:]...), nil
+		})
+	})
+	// schema-break DIR: make the first run's counter a string, rehash.
+	ts.Commands["schema-break"] = command(1, "schema-break DIR", func(args []string) error {
+		return editResults(args[0], func(runs []any) ([]any, error) {
+			if len(runs) == 0 {
+				return nil, fmt.Errorf("no run to break")
+			}
+			r := runs[0].(map[string]any)
+			r["counter"] = fmt.Sprint(r["counter"])
+			return runs, nil
+		})
+	})
+	// mark-dirty DIR: say in the manifest the tree was dirty.
+	ts.Commands["mark-dirty"] = command(1, "mark-dirty DIR", func(args []string) error {
+		return editJSON(filepath.Join(args[0], "manifest.json"), func(m map[string]any) { m["source_dirty"] = true })
+	})
+	// clonecase FROM TO: copy a case file under a new name (TO's base name
+	// without NN- and .json).
+	ts.Commands["clonecase"] = command(2, "clonecase FROM TO", func(args []string) error {
+		doc, err := readJSON(args[0])
+		if err != nil {
+			return err
+		}
+		base := strings.TrimSuffix(filepath.Base(args[1]), ".json")
+		doc["name"] = base[strings.Index(base, "-")+1:]
+		data, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			return err
+		}
+		return writeFile(args[1], append(data, '\n'))
+	})
+	// copydir FROM TO: copy a folder.
+	ts.Commands["copydir"] = command(2, "copydir FROM TO", func(args []string) error {
+		return os.CopyFS(args[1], os.DirFS(args[0]))
+	})
+	ts.Commands["touch"] = command(1, "touch FILE", func(args []string) error {
+		return writeFile(args[0], nil)
+	})
+	// append FILE TEXT...: append the words and a newline.
+	ts.Commands["append"] = command(-2, "append FILE TEXT...", func(args []string) error {
+		f, err := os.OpenFile(args[0], os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		_, err = f.WriteString(strings.Join(args[1:], " ") + "\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+	ts.Commands["rm"] = command(1, "rm FILE", func(args []string) error {
+		return os.Remove(args[0])
+	})
+	ts.Run(t, *update)
+}
