@@ -1,0 +1,127 @@
+// Command effectserver is the lab's side-effect server: POST /effect adds
+// one to a durable counter, at most once per Idempotency-Key, and can be
+// told to misbehave (drop a reply, stall, crash) for the crash-test lab.
+//
+// Usage:
+//
+//	effectserver -state DIR [-addr 127.0.0.1:0] [-store volatile]
+//	             [-capacity 64] [-max-body 4096] [-wait 5s] [-faults]
+//
+// It listens on loopback only, prints one line "READY 127.0.0.1:PORT" on
+// standard output once it accepts connections, and logs one line per
+// request on standard error. The counter lives in DIR/counter. SIGTERM or
+// SIGINT shuts it down gracefully. Run "effectserver -h" for the flags and
+// the HTTP contract.
+//
+// Lab clients must disable HTTP keep-alives: Go's http.Transport silently
+// resends a request carrying an Idempotency-Key when a reused connection
+// fails before the reply, which hides a dropped reply from the lab.
+//
+// Exit status:
+//
+//	0   clean shutdown on SIGTERM or SIGINT (and -h)
+//	1   the server failed while running
+//	2   usage error: bad flag, missing -state, non-loopback -addr, -faults
+//	    with a non-loopback address, unknown or unbuilt -store, unusable
+//	    state folder, malformed counter file
+//	23  a lab crash fault fired
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"idemlab/internal/effectserver"
+)
+
+const help = `usage: effectserver -state DIR [flags]
+
+effectserver serves POST /effect on loopback: each admitted request adds one
+to the durable counter DIR/counter (fsync, then atomic rename) and replies
+200 with the counter value after its effect, header
+Idempotency-Replayed: true|false. Prints "READY 127.0.0.1:PORT" on stdout
+once it accepts connections; logs one line per request on stderr.
+
+Flags:
+  -state DIR        state folder holding the counter file (required; must exist)
+  -addr HOST:PORT   listen address, loopback only: 127.0.0.0/8, ::1 or
+                    localhost (default 127.0.0.1:0, any free port)
+  -store NAME       volatile: durable counter, keys in memory (default);
+                    durable: not built yet
+  -capacity N       most idempotency keys held, in-flight ones included;
+                    a new key beyond it gets 429, no eviction (default 64)
+  -max-body N       largest request body in bytes; more gets 413 (default 4096)
+  -wait D           how long a duplicate waits for an in-flight owner
+                    before 409 (default 5s)
+  -faults           honour the X-Lab-Fault header (loopback only)
+  -h                print this help
+
+Request headers:
+  Idempotency-Key   optional; a token [A-Za-z0-9_-]{1,64}, bare or quoted
+                    ("abc-1"); anything else gets 400
+  X-Lab-Fault       with -faults only (else 400): drop-reply, slow,
+                    delay=NNms (0..60000), crash-before-effect,
+                    crash-after-effect, crash-after-record (exit 23)
+
+Replies: 200 effect or replay; 400 bad header; 404 other path; 405 other
+method (Allow: POST); 409 key still in progress after -wait; 413 body too
+large; 422 key reused with another body; 429 registry full; 500 the effect
+failed (the key is released, a retry can run).
+
+Lab clients must disable HTTP keep-alives: Go's http.Transport silently
+resends a request carrying an Idempotency-Key on a reused connection.
+
+Exit status:
+  0   clean shutdown on SIGTERM or SIGINT, or -h
+  1   the server failed while running
+  2   usage error: bad flag, missing -state, non-loopback -addr, -faults
+      with a non-loopback address, unknown or unbuilt -store, unusable
+      state folder, malformed counter file
+  23  a lab crash fault fired
+`
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+// run parses args, serves until SIGTERM or SIGINT, and returns the exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("effectserver", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported below, help by -h
+	cfg := effectserver.Config{}
+	fs.StringVar(&cfg.StateDir, "state", "", "state folder")
+	fs.StringVar(&cfg.Addr, "addr", effectserver.DefaultAddr, "loopback listen address")
+	fs.StringVar(&cfg.Store, "store", effectserver.DefaultStore, "store")
+	fs.IntVar(&cfg.Capacity, "capacity", effectserver.DefaultCapacity, "most keys held")
+	fs.Int64Var(&cfg.MaxBody, "max-body", effectserver.DefaultMaxBody, "largest body in bytes")
+	fs.DurationVar(&cfg.Wait, "wait", effectserver.DefaultWait, "wait for an in-flight owner")
+	fs.BoolVar(&cfg.Faults, "faults", false, "honour X-Lab-Fault")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, help)
+			return 0
+		}
+		fmt.Fprintf(stderr, "effectserver: %v (see effectserver -h)\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "effectserver: unexpected argument %q (see effectserver -h)\n", fs.Arg(0))
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	err := effectserver.Run(ctx, cfg, stdout, stderr)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "effectserver: %v\n", err)
+	if _, usage := errors.AsType[*effectserver.StartError](err); usage {
+		return 2
+	}
+	return 1
+}
