@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,6 +50,11 @@ func prepare(repo string) {
 			return
 		}
 	}
+	before := filepath.Join(filepath.Dir(snapshot), "before")
+	if err := copySources(repo, before); err != nil {
+		setupErr = err.Error()
+		return
+	}
 	ev := filepath.Join(snapshot, "evidence")
 	cmd := exec.Command("go", "run", "./cmd/runner", "-out", ev)
 	cmd.Dir = repo
@@ -58,6 +64,12 @@ func prepare(repo string) {
 	}
 	if err := copySources(repo, snapshot); err != nil {
 		setupErr = err.Error()
+		return
+	}
+	// Someone editing the checkout while the runner ran would make the
+	// goldens fail for no fault of the audit: say so instead.
+	if !sameTree(before, snapshot, "evidence") {
+		setupErr = "the checkout's source files changed while the runner ran; run the test again"
 		return
 	}
 	// The tree is often dirty while it is being worked on, and clean in a
@@ -99,6 +111,31 @@ func copySources(from, to string) error {
 		}
 	}
 	return nil
+}
+
+// sameTree reports whether folders a and b hold the same files with the
+// same bytes, ignoring b's top-level folder skip.
+func sameTree(a, b, skip string) bool {
+	sums := func(root string) map[string]string {
+		m := map[string]string{}
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, p)
+			if d.IsDir() && rel == skip {
+				return filepath.SkipDir
+			}
+			if !d.IsDir() {
+				data, _ := os.ReadFile(p)
+				sum := sha256.Sum256(data)
+				m[rel] = hex.EncodeToString(sum[:])
+			}
+			return nil
+		})
+		return m
+	}
+	return maps.Equal(sums(a), sums(b))
 }
 
 func writeFile(name string, data []byte) error {
