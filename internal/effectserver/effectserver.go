@@ -65,6 +65,7 @@ type Config struct {
 // with; the command reports it as a usage error (exit 2).
 type StartError struct{ Err error }
 
+// Error returns the underlying error's text, which names the flag or file at fault.
 func (e *StartError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the underlying error.
