@@ -65,7 +65,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
-func mustSchemas(t *testing.T) *schemacheck.Set {
+func mustSchemas(t testing.TB) *schemacheck.Set {
 	t.Helper()
 	s, err := schemacheck.Load("../../schema")
 	if err != nil {

@@ -229,9 +229,14 @@ func summary(cases []caseplan.Case, stores []string, results []result) string {
 	return b.String()
 }
 
+// goBuild builds pkg as a static binary without file-system paths in it:
+// the server's SHA-256 in the manifest then depends on the sources and the
+// toolchain, not on where the checkout lives, and a static binary starts a
+// few milliseconds sooner, which every case pays once per server.
 func goBuild(ctx context.Context, root, out, pkg string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build %s: %w\n%s", pkg, err, b)
 	}
