@@ -137,7 +137,20 @@ func report(cases []caseplan.Case, stores []string, results []result, commit str
 		}
 	}
 	fmt.Fprintf(&b, "# idemlab report\n\nSource commit `%s` (%s tree). %d runs (%d cases × %d stores): %d pass, %d fail by the runner's own check; `audit` re-checks every one from the bytes.\n\n", commit, state, len(results), len(cases), len(stores), passed, len(results)-passed)
-	b.WriteString("| case | store | expected | observed | verdict |\n|---|---|---|---|---|\n")
+	b.WriteString("| case |")
+	for _, s := range stores {
+		fmt.Fprintf(&b, " %s (counter, verdict) |", s)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(stores)) + "\n")
+	for i, c := range cases {
+		fmt.Fprintf(&b, "| %s |", c.Name)
+		for j := range stores {
+			r := results[i*len(stores)+j]
+			fmt.Fprintf(&b, " %d, %s |", r.obs.Counter, verdict(r))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n| case | store | expected | observed | verdict |\n|---|---|---|---|---|\n")
 	for _, r := range results {
 		want := "(none)"
 		if x, ok := r.c.Expect[r.store]; ok {
