@@ -12,10 +12,18 @@
 //   - results.json holds exactly one run per (case, store), in case-file
 //     order then store order, consistent with manifest.selection;
 //   - every expectation of every case file: counter, exit codes, the
-//     number of calls and each expected field of each call.
+//     number of calls and each expected field of each call;
+//   - the experiments, when the manifest lists them: retries.json against
+//     its schema and the design's promises per row (never-retry duplicates
+//     nothing, retry-no-key loses nothing, retry-same-key neither loses nor
+//     duplicates on the sound registry and duplicates on
+//     record-after-effect, every row's counts add up to its intents);
+//     jitter.json against its schema and against the audit's own
+//     recomputation of the jitter model (every peak, total and bucket).
 //
 // With -compare it says whether two evidence folders hold byte-identical
-// deterministic files (results.json) and, where not, which runs differ.
+// deterministic files (results.json; jitter.json and jitter.svg where
+// present) and, where not, which runs or strategies differ.
 //
 // Usage:
 //
@@ -50,8 +58,11 @@ const help = usage + `
 Audit re-checks the evidence folder EVIDENCE_DIR (default evidence) against
 the checkout at -root: schemas of manifest.json, results.json and run.json;
 the SHA-256 of every evidence file and of every source file; the set and
-order of (case, store) runs; every expectation in cases/. It prints
-"PASS: ..." with counts, or "FAIL: N checks" and one line per failure.
+order of (case, store) runs; every expectation in cases/; and, when the
+manifest lists them, the experiments: retries.json against the design's
+promises per row, jitter.json against the audit's own run of the jitter
+model. It prints "PASS: ..." with counts, or "FAIL: N checks" and one line
+per failure.
 
 Flags:
   -json         print the verdict as one JSON object

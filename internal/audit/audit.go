@@ -25,9 +25,10 @@ const (
 	CheckSource      = "source"
 	CheckRunSet      = "runset"
 	CheckExpectation = "expectation"
+	CheckExperiment  = "experiment"
 )
 
-var checkRank = map[string]int{CheckSchema: 0, CheckFile: 1, CheckSource: 2, CheckRunSet: 3, CheckExpectation: 4}
+var checkRank = map[string]int{CheckSchema: 0, CheckFile: 1, CheckSource: 2, CheckRunSet: 3, CheckExpectation: 4, CheckExperiment: 5}
 
 // Failure is one failed check. Message is the full line as printed;
 // the other fields repeat its parts for machines (empty where they do
@@ -46,7 +47,7 @@ type Failure struct {
 // Report is the verdict of an audit.
 type Report struct {
 	Pass        bool      `json:"pass"`
-	Checks      int       `json:"checks"` // schema, file, run-set and expectation checks made
+	Checks      int       `json:"checks"` // schema, file, run-set, expectation and experiment checks made
 	Failures    []Failure `json:"failures"`
 	Runs        int       `json:"runs"`    // runs in results.json
 	Cases       int       `json:"cases"`   // cases required
@@ -114,6 +115,7 @@ func Audit(opts Options) (*Report, error) {
 		runs := a.checkRunSet(results)
 		a.checkExpectations(runs)
 	}
+	a.checkExperiments()
 	if dirty, _ := manifest["source_dirty"].(bool); dirty {
 		a.report.SourceDirty = true
 		a.note("the evidence came from a checkout with uncommitted changes (manifest.json source_dirty: true)")

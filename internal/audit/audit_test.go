@@ -410,7 +410,12 @@ func TestReportText(t *testing.T) {
 	if err := r.WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
-	want := "PASS: 7 runs (7 cases × 1 store), 90 calls, " + strconv.Itoa(r.Checks) + " checks; 3 files and 15 sources verified\n"
+	sources, err := SourceFiles(f.root) // grows with schema/ and cases/
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "PASS: 7 runs (7 cases × 1 store), 90 calls, " + strconv.Itoa(r.Checks) + " checks; 3 files and " +
+		strconv.Itoa(len(sources)) + " sources verified\n"
 	if got := b.String(); got != want {
 		t.Errorf("WriteText() = %q, want %q", got, want)
 	}

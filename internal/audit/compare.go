@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // DeterministicFile is an evidence file that must be byte-identical
@@ -19,10 +20,13 @@ type DeterministicFile struct {
 	Explain func(a, b []byte, nameA, nameB string) []string
 }
 
-// DeterministicFiles are the files Compare checks, in order. Files the
-// lab writes later (jitter.json, retries.json) join this list.
+// DeterministicFiles are the files Compare checks, in order. The jitter
+// model's files are optional (a run may not include the experiments);
+// retries.json is not here: its counts depend on real timing.
 var DeterministicFiles = []DeterministicFile{
 	{Name: "results.json", Required: true, Explain: explainRuns},
+	{Name: JitterFile, Explain: explainStrategies},
+	{Name: "jitter.svg"},
 }
 
 // Comparison is the outcome of Compare: Lines are printed as they are.
@@ -174,4 +178,79 @@ func equalKeys(a, b []runKey) bool {
 		}
 	}
 	return true
+}
+
+// explainStrategies names the strategies of two jitter.json versions that
+// differ, and says whether the parameters do.
+func explainStrategies(a, b []byte, nameA, nameB string) []string {
+	sa, errA := strategiesByName(a)
+	sb, errB := strategiesByName(b)
+	switch {
+	case errA != nil:
+		return []string{fmt.Sprintf("cannot compare strategies: %s: %v", nameA, errA)}
+	case errB != nil:
+		return []string{fmt.Sprintf("cannot compare strategies: %s: %v", nameB, errB)}
+	}
+	var lines []string
+	if sa.rest != sb.rest {
+		lines = append(lines, "parameters or other fields differ")
+	}
+	for _, n := range sa.order {
+		vb, ok := sb.byName[n]
+		switch {
+		case !ok:
+			lines = append(lines, fmt.Sprintf("strategy %s: only in %s", n, nameA))
+		case vb != sa.byName[n]:
+			lines = append(lines, fmt.Sprintf("strategy %s: differs", n))
+		}
+	}
+	for _, n := range sb.order {
+		if _, ok := sa.byName[n]; !ok {
+			lines = append(lines, fmt.Sprintf("strategy %s: only in %s", n, nameB))
+		}
+	}
+	if len(lines) == 0 {
+		if !slices.Equal(sa.order, sb.order) {
+			lines = append(lines, "the strategies are equal; their order differs")
+		} else {
+			lines = append(lines, "the strategies are equal; only the bytes' formatting differs")
+		}
+	}
+	return lines
+}
+
+type namedStrategies struct {
+	order  []string
+	byName map[string]string // canonical rendering (first of duplicates)
+	rest   string            // canonical rendering of everything but the strategies
+}
+
+func strategiesByName(data []byte) (*namedStrategies, error) {
+	v, err := decodeJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("not valid JSON: %v", err)
+	}
+	doc, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("not a JSON object")
+	}
+	ns := &namedStrategies{byName: map[string]string{}}
+	arr, _ := doc["strategies"].([]any)
+	for _, s := range arr {
+		m, _ := s.(map[string]any)
+		n, _ := str(m, "name")
+		if _, dup := ns.byName[n]; dup {
+			continue
+		}
+		ns.order = append(ns.order, n)
+		ns.byName[n] = render(m)
+	}
+	rest := map[string]any{}
+	for k, v := range doc {
+		if k != "strategies" {
+			rest[k] = v
+		}
+	}
+	ns.rest = render(rest)
+	return ns, nil
 }

@@ -1,0 +1,333 @@
+package audit
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// addExperiments puts a passing retries.json and testdata/jitter.json (the
+// bytes the lab's own jitter package wrote, not this package's model) into
+// the fixture's evidence and lists them in the manifest.
+func addExperiments(t *testing.T, f *fixture) {
+	t.Helper()
+	f.writeJSON(t, "evidence/retries.json", map[string]any{
+		"schema_version": 1,
+		"seed":           1,
+		"parameters": map[string]any{
+			"intents": 200, "workers": 10, "drop_percent": 15, "client_timeout_ms": 30,
+			"max_server_delay_ms": 60, "max_attempts": 6, "backoff_base_ms": 5, "backoff_cap_ms": 100,
+		},
+		"rows": []any{
+			retriesRowDoc("never-retry", "sound", 43, 157, 0),
+			retriesRowDoc("retry-no-key", "sound", 0, 121, 79),
+			retriesRowDoc("retry-same-key", "sound", 0, 200, 0),
+			retriesRowDoc("retry-same-key", "record-after-effect", 0, 150, 50),
+		},
+	})
+	data, err := os.ReadFile(filepath.Join("testdata", "jitter.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.write(t, "evidence/jitter.json", string(data))
+	f.rehash(t)
+}
+
+func retriesRowDoc(client, registry string, lost, once, dup int) map[string]any {
+	return map[string]any{"client": client, "registry": registry, "lost": lost, "applied_once": once, "duplicated": dup}
+}
+
+// retriesRowOf returns row i of retries.json, for edits.
+func retriesRowOf(d map[string]any, i int) map[string]any {
+	return d["rows"].([]any)[i].(map[string]any)
+}
+
+// strategyOf returns strategy i of jitter.json, for edits.
+func strategyOf(d map[string]any, i int) map[string]any {
+	return d["strategies"].([]any)[i].(map[string]any)
+}
+
+// Ensure each experiment rule, broken on its own, fails with one line
+// naming the file, the row or strategy, the field, expected and observed;
+// and that the lab's own jitter.json and a design-shaped retries.json pass.
+func TestAuditExperiments(t *testing.T) {
+	editRetries := func(edit func(d map[string]any)) func(t *testing.T, f *fixture) {
+		return func(t *testing.T, f *fixture) {
+			f.editJSON(t, "evidence/retries.json", edit)
+			f.rehash(t)
+		}
+	}
+	editJitter := func(edit func(d map[string]any)) func(t *testing.T, f *fixture) {
+		return func(t *testing.T, f *fixture) {
+			f.editJSON(t, "evidence/jitter.json", edit)
+			f.rehash(t)
+		}
+	}
+	tests := []struct {
+		name   string
+		mutate func(t *testing.T, f *fixture)
+		want   []string // exact failure lines, in order; nil: pass
+		note   string
+	}{
+		{name: "pass", mutate: func(t *testing.T, f *fixture) {}},
+		{
+			name: "pass/unlisted experiments are not checked (but are unlisted files)",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
+					files := m["files"].(map[string]any)
+					delete(files, "retries.json")
+					delete(files, "jitter.json")
+				})
+				f.write(t, "evidence/retries.json", "not even JSON")
+			},
+			want: []string{"file jitter.json: not listed in the manifest", "file retries.json: not listed in the manifest"},
+		},
+
+		// retries.json
+		{
+			name: "retries/never-retry duplicated",
+			mutate: editRetries(func(d map[string]any) {
+				r := retriesRowOf(d, 0)
+				r["applied_once"], r["duplicated"] = 154, 3
+			}),
+			want: []string{"retries.json: row never-retry/sound: duplicated: expected 0, observed 3"},
+		},
+		{
+			name: "retries/retry-no-key lost",
+			mutate: editRetries(func(d map[string]any) {
+				r := retriesRowOf(d, 1)
+				r["lost"], r["applied_once"] = 2, 119
+			}),
+			want: []string{"retries.json: row retry-no-key/sound: lost: expected 0, observed 2"},
+		},
+		{
+			name: "retries/retry-same-key sound lost and duplicated",
+			mutate: editRetries(func(d map[string]any) {
+				r := retriesRowOf(d, 2)
+				r["lost"], r["applied_once"], r["duplicated"] = 1, 196, 3
+			}),
+			want: []string{
+				"retries.json: row retry-same-key/sound: lost: expected 0, observed 1",
+				"retries.json: row retry-same-key/sound: duplicated: expected 0, observed 3",
+			},
+		},
+		{
+			name: "retries/record-after-effect does not duplicate",
+			mutate: editRetries(func(d map[string]any) {
+				r := retriesRowOf(d, 3)
+				r["applied_once"], r["duplicated"] = 200, 0
+			}),
+			want: []string{"retries.json: row retry-same-key/record-after-effect: duplicated: expected > 0, observed 0"},
+		},
+		{
+			name:   "retries/counts do not add up to the intents",
+			mutate: editRetries(func(d map[string]any) { retriesRowOf(d, 0)["lost"] = 44 }),
+			want:   []string{"retries.json: row never-retry/sound: lost+applied_once+duplicated: expected 200 (parameters.intents), observed 201"},
+		},
+		{
+			name: "retries/missing row",
+			mutate: editRetries(func(d map[string]any) {
+				d["rows"] = d["rows"].([]any)[:3]
+			}),
+			want: []string{"retries.json: row retry-same-key/record-after-effect: missing row"},
+		},
+		{
+			name: "retries/duplicate and unexpected rows",
+			mutate: editRetries(func(d map[string]any) {
+				rows := d["rows"].([]any)
+				d["rows"] = append(rows, rows[1], retriesRowDoc("never-retry", "record-after-effect", 200, 0, 0))
+			}),
+			want: []string{
+				"retries.json: row retry-no-key/sound: duplicate row (rows[4])",
+				"retries.json: row never-retry/record-after-effect: unexpected row (not one of the experiment's rows)",
+			},
+		},
+		{
+			name:   "retries/schema",
+			mutate: editRetries(func(d map[string]any) { retriesRowOf(d, 0)["lost"] = -1 }),
+			want:   []string{"retries.json: /rows/0/lost: must be >= 0 but found -1"},
+			note:   "retries.json is missing or invalid: its rows were not checked",
+		},
+		{
+			name:   "retries/unknown client",
+			mutate: editRetries(func(d map[string]any) { retriesRowOf(d, 0)["client"] = "retry-forever" }),
+			want:   []string{`retries.json: /rows/0/client: value must be one of "never-retry", "retry-no-key", "retry-same-key"`},
+		},
+		{
+			name:   "retries/listed but missing",
+			mutate: func(t *testing.T, f *fixture) { os.Remove(f.path("evidence/retries.json")) },
+			want: []string{
+				"retries.json: cannot read: no such file or directory",
+				"file retries.json: listed in the manifest but missing from the evidence folder",
+			},
+		},
+
+		// jitter.json
+		{
+			name:   "jitter/peak",
+			mutate: editJitter(func(d map[string]any) { strategyOf(d, 1)["peak"] = 156 }),
+			want:   []string{"jitter.json: strategy full: peak: expected 157, observed 156"},
+		},
+		{
+			name:   "jitter/total",
+			mutate: editJitter(func(d map[string]any) { strategyOf(d, 3)["total"] = 4999 }),
+			want:   []string{"jitter.json: strategy decorrelated: total: expected 5000, observed 4999"},
+		},
+		{
+			name: "jitter/a bucket, the first that differs",
+			mutate: editJitter(func(d map[string]any) {
+				b := strategyOf(d, 2)["buckets"].([]any)
+				b[100], b[200] = 999, 999
+			}),
+			want: []string{"jitter.json: strategy equal: buckets[100]: expected 21, observed 999"},
+		},
+		{
+			name: "jitter/number of buckets",
+			mutate: editJitter(func(d map[string]any) {
+				s := strategyOf(d, 0)
+				s["buckets"] = append(s["buckets"].([]any), 0)
+			}),
+			want: []string{"jitter.json: strategy none: buckets: expected 311 buckets, observed 312"},
+		},
+		{
+			name: "jitter/parameters",
+			mutate: editJitter(func(d map[string]any) {
+				d["parameters"].(map[string]any)["seed"] = 7
+			}),
+			want: []string{"jitter.json: parameters: seed: expected 42, observed 7"},
+		},
+		{
+			name: "jitter/strategies swapped",
+			mutate: editJitter(func(d map[string]any) {
+				s := d["strategies"].([]any)
+				s[1], s[2] = s[2], s[1]
+			}),
+			want: []string{
+				`jitter.json: /strategies/1/name: value must be "full"`,
+				`jitter.json: /strategies/2/name: value must be "equal"`,
+			},
+			note: "jitter.json is missing or invalid: its strategies were not recomputed",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			addExperiments(t, f)
+			tt.mutate(t, f)
+			r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
+			if err != nil {
+				t.Fatalf("Audit() error = %v", err)
+			}
+			if got := messages(r); !slices.Equal(got, tt.want) {
+				t.Errorf("Audit() failures =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			if got, want := r.Pass, tt.want == nil; got != want {
+				t.Errorf("Audit().Pass = %v, want %v", got, want)
+			}
+			if tt.note != "" && !slices.Contains(r.Notes, tt.note) {
+				t.Errorf("Audit().Notes = %q, want %q among them", r.Notes, tt.note)
+			}
+		})
+	}
+}
+
+// Ensure a failed experiment check carries its parts for -json.
+func TestExperimentFailureFields(t *testing.T) {
+	f := newFixture(t)
+	addExperiments(t, f)
+	f.editJSON(t, "evidence/jitter.json", func(d map[string]any) { strategyOf(d, 1)["peak"] = 41 })
+	f.rehash(t)
+	r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Failure{Check: CheckExperiment, Field: "peak", Expected: "157", Observed: "41",
+		Message: "jitter.json: strategy full: peak: expected 157, observed 41"}
+	if len(r.Failures) != 1 || r.Failures[0] != want {
+		t.Errorf("Audit().Failures = %+v, want [%+v]", r.Failures, want)
+	}
+}
+
+// Ensure the audit's own jitter model gives the design's numbers. The
+// peaks and bucket counts were computed independently (Python, explicit
+// 32-bit multiplies), not by either Go implementation.
+func TestStormModel(t *testing.T) {
+	got := stormModel()
+	want := []struct{ peak, total, buckets int }{
+		{1000, 5000, 311}, {157, 5000, 287}, {214, 5000, 296}, {73, 5000, 1841},
+	}
+	for i, w := range want {
+		if g := got[i]; g.peak != w.peak || g.total != w.total || len(g.buckets) != w.buckets {
+			t.Errorf("strategy %s: peak %d total %d buckets %d, want %d %d %d",
+				jitterOrder[i], g.peak, g.total, len(g.buckets), w.peak, w.total, w.buckets)
+		}
+	}
+}
+
+// Ensure the audit's mulberry32 matches JavaScript's (values from Python).
+func TestMulberry(t *testing.T) {
+	r := mulberry(42)
+	for i, want := range []float64{0.6011037519201636, 0.44829055899754167, 0.8524657934904099} {
+		if got := r(); got != want {
+			t.Errorf("mulberry(42) draw %d = %v, want %v", i, got, want)
+		}
+	}
+}
+
+// Ensure Compare covers jitter.json: identical, differing (naming the
+// strategies), only in one folder; absent from both is no line.
+func TestCompareJitter(t *testing.T) {
+	tests := []struct {
+		name      string
+		mutate    func(t *testing.T, f *fixture)
+		identical bool
+		want      []string
+	}{
+		{name: "identical", mutate: func(t *testing.T, f *fixture) {}, identical: true,
+			want: []string{"identical: results.json", "identical: jitter.json"}},
+		{
+			name: "a strategy differs",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/jitter.json", func(d map[string]any) { strategyOf(d, 3)["peak"] = 72 })
+			},
+			want: []string{"identical: results.json", "differs: jitter.json", "jitter.json: strategy decorrelated: differs"},
+		},
+		{
+			name:   "only in A",
+			mutate: func(t *testing.T, f *fixture) { os.Remove(f.path("evidence/jitter.json")) },
+			want:   []string{"identical: results.json", "differs: jitter.json (only in A)"},
+		},
+		{
+			name: "retries.json may differ",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/retries.json", func(d map[string]any) { retriesRowOf(d, 0)["lost"] = 40 })
+			},
+			identical: true,
+			want:      []string{"identical: results.json", "identical: jitter.json"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			addExperiments(t, f)
+			a := filepath.Join(f.root, "A")
+			if err := os.CopyFS(a, os.DirFS(f.evidence)); err != nil {
+				t.Fatal(err)
+			}
+			tt.mutate(t, f)
+			c, err := Compare(a, f.evidence)
+			if err != nil {
+				t.Fatalf("Compare() error = %v", err)
+			}
+			got := make([]string, len(c.Lines))
+			for i, l := range c.Lines {
+				got[i] = strings.ReplaceAll(l, a, "A")
+			}
+			if c.Identical != tt.identical || !slices.Equal(got, tt.want) {
+				t.Errorf("Compare() = %v\n%s\nwant %v\n%s", c.Identical, strings.Join(got, "\n"), tt.identical, strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
