@@ -1,0 +1,513 @@
+// Package durablestore is the durable store's state: the counter, the
+// idempotency keys and the journal of applied effects in one SQLite database
+// (modernc.org/sqlite, pure Go), where an effect and its key's result commit
+// in one transaction.
+//
+// The database is DIR/state.db, in WAL mode with synchronous=FULL (a commit
+// returns once it is on disk) and a busy timeout, so that several processes
+// can share one state folder: SQLite's write lock serializes their
+// transactions and the key's primary key decides which one applies it.
+//
+//	state   (id INTEGER PRIMARY KEY CHECK (id = 1), counter INTEGER, keys INTEGER)
+//	        one row: the counter (the side effect) and how many keys are held
+//	keys    (key TEXT PRIMARY KEY, fingerprint BLOB, value INTEGER)
+//	        one row per recorded key: the SHA-256 of its request body and
+//	        the counter value its effect produced (the reply body; the
+//	        status of a recorded result is always 200)
+//	effects (value INTEGER PRIMARY KEY, body_sha256 TEXT)
+//	        one row per applied effect, keyed or not: the counter value it
+//	        produced and the SHA-256 (hex) of its request body
+//
+// PRAGMA user_version holds the layout's version (SchemaVersion).
+//
+// Apply hands an intent to one committer goroutine, which applies a batch of
+// pending intents in one write transaction (BEGIN IMMEDIATE, so the lookup of
+// a key and the writes happen under the write lock), each intent inside its
+// own SAVEPOINT so that a failing one rolls back alone, then commits once:
+// the intents of a batch share one fsync (group commit), and each Apply
+// returns only after the commit holding its effect is durable. Within its
+// savepoint an intent runs, in order: the key lookup (a recorded key with
+// the same fingerprint replays, another fingerprint is a conflict), the
+// capacity check, the counter update and its effects row (the effect), the
+// afterEffect hook, and the key's row. A crash before the commit leaves
+// none of it; a crash after leaves all of it.
+package durablestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+
+	"idemlab/internal/registry"
+)
+
+// FileName is the database's name inside the state folder.
+const FileName = "state.db"
+
+// SchemaVersion is the table layout's version, kept in PRAGMA user_version.
+const SchemaVersion = 1
+
+// busyTimeoutMS bounds how long a transaction waits for another process's
+// write lock, in milliseconds.
+const busyTimeoutMS = 10000
+
+// maxBatch bounds how many intents share one transaction.
+const maxBatch = 256
+
+// schema creates the tables of SchemaVersion in an empty database.
+const schema = `
+CREATE TABLE state (
+	id      INTEGER PRIMARY KEY CHECK (id = 1),
+	counter INTEGER NOT NULL,
+	keys    INTEGER NOT NULL
+);
+INSERT INTO state (id, counter, keys) VALUES (1, 0, 0);
+CREATE TABLE keys (
+	key         TEXT PRIMARY KEY,
+	fingerprint BLOB NOT NULL,
+	value       INTEGER NOT NULL
+);
+CREATE TABLE effects (
+	value       INTEGER PRIMARY KEY,
+	body_sha256 TEXT NOT NULL
+);
+PRAGMA user_version = 1;
+`
+
+// The statements an intent runs.
+const (
+	sqlLookup    = `SELECT fingerprint, value FROM keys WHERE key = ?`
+	sqlKeyCount  = `SELECT keys FROM state WHERE id = 1`
+	sqlIncrement = `UPDATE state SET counter = counter + 1 WHERE id = 1 RETURNING counter`
+	sqlEffect    = `INSERT INTO effects (value, body_sha256) VALUES (?, ?)`
+	sqlRecord    = `INSERT INTO keys (key, fingerprint, value) VALUES (?, ?, ?)`
+	sqlCountKey  = `UPDATE state SET keys = keys + 1 WHERE id = 1`
+)
+
+// An Intent is one admitted request: its key ("" when unkeyed) and the
+// fingerprint (SHA-256) of its body.
+type Intent struct {
+	Key         string
+	Fingerprint registry.Fingerprint
+}
+
+// A Result is what Apply did: the counter value to reply with, and whether
+// it replays a result recorded earlier (no effect ran).
+type Result struct {
+	Value    int64
+	Replayed bool
+}
+
+// A Key is one recorded key and its result.
+type Key struct {
+	Key         string
+	Fingerprint registry.Fingerprint
+	Value       int64
+}
+
+// An Effect is one applied effect: the counter value it produced and the
+// SHA-256 (lowercase hex) of its request body.
+type Effect struct {
+	Value      int64
+	BodySHA256 string
+}
+
+// ErrClosed is returned by Apply after Close.
+var ErrClosed = errors.New("durable store closed")
+
+// A Store is an open database. Its methods are safe for concurrent use.
+type Store struct {
+	path     string
+	capacity int64
+	db       *sql.DB
+
+	queue   chan *pending
+	stop    chan struct{}
+	stopped chan struct{}
+	once    sync.Once
+}
+
+// pending is an intent waiting for the committer.
+type pending struct {
+	in          Intent
+	afterEffect func() error
+	done        chan outcome
+}
+
+type outcome struct {
+	res Result
+	err error
+}
+
+// dsn is the data source name of the database at path: every connection
+// waits for a busy lock, syncs every commit, and begins transactions with
+// BEGIN IMMEDIATE (the write lock up front).
+func dsn(path string) string {
+	return fmt.Sprintf("%s?_busy_timeout=%d&_journal_mode=WAL&_synchronous=FULL&_txlock=immediate", path, busyTimeoutMS)
+}
+
+// Open opens, or creates, the database in the state folder dir for a store
+// holding at most capacity keys. A file that is not a database of this
+// layout, or fails SQLite's integrity check, is an error naming it: never a
+// fresh start.
+func Open(dir string, capacity int) (*Store, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("state folder: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("state folder %s: not a directory", dir)
+	}
+	path := filepath.Join(dir, FileName)
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		return nil, fmt.Errorf("durable store %s: %w", path, err)
+	}
+	// One connection: the committer's. Reads at start wait for it.
+	db.SetMaxOpenConns(1)
+	if err := initialize(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("durable store %s: %w", path, err)
+	}
+	s := &Store{
+		path:     path,
+		capacity: int64(capacity),
+		db:       db,
+		queue:    make(chan *pending),
+		stop:     make(chan struct{}),
+		stopped:  make(chan struct{}),
+	}
+	go s.commitLoop()
+	return s, nil
+}
+
+// initialize checks the database's integrity and layout, creating the
+// tables in an empty one. Two processes starting at once serialize on the
+// write lock, and the second finds the first's tables.
+func initialize(db *sql.DB) error {
+	var check string
+	if err := db.QueryRow(`PRAGMA quick_check`).Scan(&check); err != nil {
+		return err
+	}
+	if check != "ok" {
+		return fmt.Errorf("corrupt: %s", check)
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	empty, err := layout(tx)
+	if err != nil || !empty {
+		return err
+	}
+	if _, err := tx.Exec(schema); err != nil {
+		return fmt.Errorf("create tables: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("create tables: %w", err)
+	}
+	return nil
+}
+
+// querier is what *sql.DB and *sql.Tx share.
+type querier interface {
+	QueryRow(query string, args ...any) *sql.Row
+}
+
+// layout checks that the database has the tables of SchemaVersion, or none
+// at all (empty).
+func layout(q querier) (empty bool, err error) {
+	var version, tables int
+	if err := q.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil {
+		return false, err
+	}
+	if err := q.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'table'`).Scan(&tables); err != nil {
+		return false, err
+	}
+	switch {
+	case version == SchemaVersion:
+		return false, nil
+	case version == 0 && tables == 0:
+		return true, nil
+	case version == 0:
+		return false, fmt.Errorf("not an idemlab state database (%d tables, no schema version)", tables)
+	default:
+		return false, fmt.Errorf("schema version %d, want %d", version, SchemaVersion)
+	}
+}
+
+// Path returns the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Keys returns every recorded key, in the order recorded.
+func (s *Store) Keys() ([]Key, error) {
+	rows, err := s.db.Query(`SELECT key, fingerprint, value FROM keys ORDER BY rowid`)
+	if err != nil {
+		return nil, fmt.Errorf("durable store %s: read keys: %w", s.path, err)
+	}
+	defer rows.Close()
+	var keys []Key
+	for rows.Next() {
+		var k Key
+		var fp []byte
+		if err := rows.Scan(&k.Key, &fp, &k.Value); err != nil {
+			return nil, fmt.Errorf("durable store %s: read keys: %w", s.path, err)
+		}
+		if len(fp) != len(k.Fingerprint) {
+			return nil, fmt.Errorf("durable store %s: key %q: fingerprint of %d bytes, want %d", s.path, k.Key, len(fp), len(k.Fingerprint))
+		}
+		copy(k.Fingerprint[:], fp)
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("durable store %s: read keys: %w", s.path, err)
+	}
+	return keys, nil
+}
+
+// Apply runs one intent in a write transaction and returns once that
+// transaction is committed (durable) or rolled back:
+//
+//   - the key is recorded with the same fingerprint: its value, Replayed,
+//     and nothing written;
+//   - the key is recorded with another fingerprint: registry.ErrConflict;
+//   - the key is new and capacity keys are recorded: registry.ErrFull;
+//   - otherwise the effect: counter + 1 and its effects row, then
+//     afterEffect (still inside the transaction, before the key's row and
+//     the commit), then the key's row; the new counter value.
+//
+// If afterEffect or a statement fails, the intent's writes are rolled back
+// and Apply returns the error (afterEffect's unwrapped); other intents
+// sharing the transaction are not affected. If the commit fails, every
+// intent of the transaction fails.
+func (s *Store) Apply(in Intent, afterEffect func() error) (Result, error) {
+	p := &pending{in: in, afterEffect: afterEffect, done: make(chan outcome, 1)}
+	select {
+	case s.queue <- p:
+	case <-s.stopped:
+		return Result{}, ErrClosed
+	}
+	o := <-p.done
+	return o.res, o.err
+}
+
+// Close stops the committer, after the transaction in progress, and closes
+// the database.
+func (s *Store) Close() error {
+	s.once.Do(func() { close(s.stop) })
+	<-s.stopped
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("durable store %s: close: %w", s.path, err)
+	}
+	return nil
+}
+
+// commitLoop is the committer: it takes the intents waiting at that moment,
+// up to maxBatch, and runs them in one transaction, until Close.
+func (s *Store) commitLoop() {
+	defer close(s.stopped)
+	batch := make([]*pending, 0, maxBatch)
+	for {
+		select {
+		case p := <-s.queue:
+			batch = append(batch[:0], p)
+		case <-s.stop:
+			return
+		}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case p := <-s.queue:
+				batch = append(batch, p)
+			default:
+				break more
+			}
+		}
+		s.runBatch(batch)
+	}
+}
+
+// runBatch applies batch in one transaction and answers every intent.
+func (s *Store) runBatch(batch []*pending) {
+	out := make([]outcome, len(batch))
+	err := s.transact(batch, out)
+	for i, p := range batch {
+		if err != nil {
+			out[i] = outcome{err: err}
+		}
+		p.done <- out[i]
+	}
+}
+
+// transact runs the batch's intents, each in its savepoint, writing each
+// one's outcome to out, and commits. An error means the transaction as a
+// whole failed and nothing of it was committed.
+func (s *Store) transact(batch []*pending, out []outcome) (err error) {
+	ctx := context.Background()
+	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see dsn)
+	if err != nil {
+		return fmt.Errorf("durable store %s: begin: %w", s.path, err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	for i, p := range batch {
+		res, err := s.applyOne(tx, p)
+		var broken *txError
+		if errors.As(err, &broken) {
+			return broken.err
+		}
+		out[i] = outcome{res: res, err: err}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("durable store %s: commit: %w", s.path, err)
+	}
+	return nil
+}
+
+// A txError means the transaction itself can no longer be used.
+type txError struct{ err error }
+
+func (e *txError) Error() string { return e.err.Error() }
+
+// applyOne runs one intent inside tx under a savepoint. A *txError means
+// its rollback failed and tx must be abandoned.
+func (s *Store) applyOne(tx *sql.Tx, p *pending) (Result, error) {
+	in := p.in
+	if in.Key != "" {
+		var fp []byte
+		var value int64
+		err := tx.QueryRow(sqlLookup, in.Key).Scan(&fp, &value)
+		switch {
+		case err == nil && string(fp) == string(in.Fingerprint[:]):
+			return Result{Value: value, Replayed: true}, nil
+		case err == nil:
+			return Result{}, registry.ErrConflict
+		case !errors.Is(err, sql.ErrNoRows):
+			return Result{}, fmt.Errorf("durable store %s: look up key %q: %w", s.path, in.Key, err)
+		}
+		var keys int64
+		if err := tx.QueryRow(sqlKeyCount).Scan(&keys); err != nil {
+			return Result{}, fmt.Errorf("durable store %s: count keys: %w", s.path, err)
+		}
+		if keys >= s.capacity {
+			return Result{}, registry.ErrFull
+		}
+	}
+	if _, err := tx.Exec(`SAVEPOINT intent`); err != nil {
+		return Result{}, &txError{fmt.Errorf("durable store %s: savepoint: %w", s.path, err)}
+	}
+	value, err := s.effect(tx, p)
+	if err != nil {
+		if _, rerr := tx.Exec(`ROLLBACK TO intent`); rerr != nil {
+			return Result{}, &txError{fmt.Errorf("durable store %s: roll back intent after %v: %w", s.path, err, rerr)}
+		}
+	}
+	if _, rerr := tx.Exec(`RELEASE intent`); rerr != nil {
+		return Result{}, &txError{fmt.Errorf("durable store %s: release savepoint: %w", s.path, rerr)}
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Value: value}, nil
+}
+
+// effect runs the intent's writes: the effect, the hook, the key.
+func (s *Store) effect(tx *sql.Tx, p *pending) (int64, error) {
+	var value int64
+	if err := tx.QueryRow(sqlIncrement).Scan(&value); err != nil {
+		return 0, fmt.Errorf("durable store %s: apply effect: %w", s.path, err)
+	}
+	if _, err := tx.Exec(sqlEffect, value, hex.EncodeToString(p.in.Fingerprint[:])); err != nil {
+		return 0, fmt.Errorf("durable store %s: journal effect %d: %w", s.path, value, err)
+	}
+	if err := p.afterEffect(); err != nil {
+		return 0, err
+	}
+	if p.in.Key == "" {
+		return value, nil
+	}
+	if _, err := tx.Exec(sqlRecord, p.in.Key, p.in.Fingerprint[:], value); err != nil {
+		return 0, fmt.Errorf("durable store %s: record key %q: %w", s.path, p.in.Key, err)
+	}
+	if _, err := tx.Exec(sqlCountKey); err != nil {
+		return 0, fmt.Errorf("durable store %s: count key %q: %w", s.path, p.in.Key, err)
+	}
+	return value, nil
+}
+
+// ReadState returns the counter and the applied effects (in the order
+// applied) of the database in dir, for use after every server on it has
+// exited. A missing database means 0 and no effects. It checks that the
+// effects are exactly the counter's: values 1 to counter, in order.
+func ReadState(dir string) (int64, []Effect, error) {
+	path := filepath.Join(dir, FileName)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return 0, nil, nil
+	} else if err != nil {
+		return 0, nil, fmt.Errorf("durable store %s: %w", path, err)
+	}
+	db, err := sql.Open("sqlite", path+fmt.Sprintf("?_busy_timeout=%d&_query_only=1", busyTimeoutMS))
+	if err != nil {
+		return 0, nil, fmt.Errorf("durable store %s: %w", path, err)
+	}
+	defer db.Close()
+	counter, effects, err := readState(db)
+	if err != nil {
+		return 0, nil, fmt.Errorf("durable store %s: %w", path, err)
+	}
+	return counter, effects, nil
+}
+
+func readState(db *sql.DB) (int64, []Effect, error) {
+	tx, err := db.BeginTx(context.Background(), &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return 0, nil, err
+	}
+	defer tx.Rollback()
+	empty, err := layout(tx)
+	if err != nil {
+		return 0, nil, err
+	}
+	if empty {
+		return 0, nil, nil // created, never written
+	}
+	var counter int64
+	if err := tx.QueryRow(`SELECT counter FROM state WHERE id = 1`).Scan(&counter); err != nil {
+		return 0, nil, fmt.Errorf("read counter: %w", err)
+	}
+	rows, err := tx.Query(`SELECT value, body_sha256 FROM effects ORDER BY value`)
+	if err != nil {
+		return 0, nil, fmt.Errorf("read effects: %w", err)
+	}
+	defer rows.Close()
+	var effects []Effect
+	for rows.Next() {
+		var e Effect
+		if err := rows.Scan(&e.Value, &e.BodySHA256); err != nil {
+			return 0, nil, fmt.Errorf("read effects: %w", err)
+		}
+		if want := int64(len(effects)) + 1; e.Value != want {
+			return 0, nil, fmt.Errorf("effects: value %d where %d was expected", e.Value, want)
+		}
+		effects = append(effects, e)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, fmt.Errorf("read effects: %w", err)
+	}
+	if int64(len(effects)) != counter {
+		return 0, nil, fmt.Errorf("%d effects recorded, but the counter holds %d", len(effects), counter)
+	}
+	return counter, effects, nil
+}
