@@ -4,14 +4,18 @@
 //
 // Usage:
 //
-//	effectserver -state DIR [-addr 127.0.0.1:0] [-store volatile]
+//	effectserver -state DIR [-addr 127.0.0.1:0] [-store volatile|durable]
 //	             [-capacity 64] [-max-body 4096] [-wait 5s] [-faults]
 //
 // It listens on loopback only, prints one line "READY 127.0.0.1:PORT" on
 // standard output once it accepts connections, and logs one line per
-// request on standard error. The counter lives in DIR/counter. SIGTERM or
-// SIGINT shuts it down gracefully. Run "effectserver -h" for the flags and
-// the HTTP contract.
+// request on standard error. With -store volatile (the default) the counter
+// lives in DIR/counter, the journal of applied effects in DIR/effects.log
+// and the keys only in memory; with -store durable the counter, the keys
+// and the journal live in the SQLite database DIR/state.db, where each
+// effect commits in one transaction with its key, and several servers may
+// share one DIR. SIGTERM or SIGINT shuts it down gracefully. Run
+// "effectserver -h" for the flags and the HTTP contract.
 //
 // Lab clients must disable HTTP keep-alives: Go's http.Transport silently
 // resends a request carrying an Idempotency-Key when a reused connection
@@ -22,8 +26,9 @@
 //	0   clean shutdown on SIGTERM or SIGINT (and -h)
 //	1   the server failed while running
 //	2   usage error: bad flag, missing -state, non-loopback -addr, -faults
-//	    with a non-loopback address, unknown or unbuilt -store, unusable
-//	    state folder, malformed counter file
+//	    with a non-loopback address, unknown -store, unusable state folder,
+//	    malformed counter file or effects log, database that cannot be
+//	    opened or is corrupt
 //	23  a lab crash fault fired
 package main
 
@@ -43,17 +48,23 @@ import (
 const help = `usage: effectserver -state DIR [flags]
 
 effectserver serves POST /effect on loopback: each admitted request adds one
-to the durable counter DIR/counter (fsync, then atomic rename) and replies
-200 with the counter value after its effect, header
-Idempotency-Replayed: true|false. Prints "READY 127.0.0.1:PORT" on stdout
-once it accepts connections; logs one line per request on stderr.
+to a durable counter and replies 200 with the counter value after its
+effect, header Idempotency-Replayed: true|false. Every applied effect is
+also journaled with its value and the SHA-256 of its body. Prints
+"READY 127.0.0.1:PORT" on stdout once it accepts connections; logs one line
+per request on stderr.
 
 Flags:
-  -state DIR        state folder holding the counter file (required; must exist)
+  -state DIR        state folder (required; must exist)
   -addr HOST:PORT   listen address, loopback only: 127.0.0.0/8, ::1 or
                     localhost (default 127.0.0.1:0, any free port)
-  -store NAME       volatile: durable counter, keys in memory (default);
-                    durable: not built yet
+  -store NAME       volatile (default): counter in DIR/counter (fsync, then
+                    atomic rename), journal DIR/effects.log, keys in memory
+                    only (a restart forgets them);
+                    durable: counter, keys and journal in the SQLite
+                    database DIR/state.db, each effect committed in one
+                    transaction with its key; keys survive restarts, and
+                    servers sharing DIR apply each key once
   -capacity N       most idempotency keys held, in-flight ones included;
                     a new key beyond it gets 429, no eviction (default 64)
   -max-body N       largest request body in bytes; more gets 413 (default 4096)
@@ -81,8 +92,9 @@ Exit status:
   0   clean shutdown on SIGTERM or SIGINT, or -h
   1   the server failed while running
   2   usage error: bad flag, missing -state, non-loopback -addr, -faults
-      with a non-loopback address, unknown or unbuilt -store, unusable
-      state folder, malformed counter file
+      with a non-loopback address, unknown -store, unusable state folder,
+      malformed counter file or effects log, database that cannot be
+      opened or is corrupt
   23  a lab crash fault fired
 `
 

@@ -1,10 +1,21 @@
-// Package counterfile keeps the lab's side effect: a counter in a file that
-// is made durable on every increment and that a reader never sees torn.
+// Package counterfile keeps the lab's side effect for the volatile store: a
+// counter in a file that is made durable on every increment and that a
+// reader never sees torn, with a journal of the effects applied to it.
 //
 // The file DIR/counter holds the decimal value and "\n"; a missing file
 // means 0. An increment writes a temporary file in DIR, fsyncs it, renames
 // it over counter and fsyncs DIR, so the file always holds either the old or
 // the new value, before and after a crash.
+//
+// The journal DIR/effects.log has one line "<value> <sha256hex>\n" per
+// applied effect: the counter value it produced and the SHA-256 of the
+// request body. Under the counter's mutex, an increment first writes and
+// fsyncs the journal line, then replaces the counter file. So the journal
+// is never behind the counter: a crash between the two leaves one line more
+// than the counter says (an effect that was journaled but never applied),
+// and a crash in the middle of the journal write leaves a torn last line.
+// Open cuts both off; ReadState ignores them. Either way the journal lists
+// exactly the effects the counter holds, in the order they were applied.
 package counterfile
 
 import (
@@ -28,15 +39,20 @@ const tempPrefix = ".counter-"
 // A Counter is the counter file of one state folder. Its methods are safe
 // for concurrent use; increments are serialized.
 type Counter struct {
-	dir  string
-	mu   sync.Mutex
-	val  int64
-	path string
+	dir     string
+	path    string
+	journal string // the journal's path
+
+	mu       sync.Mutex
+	val      int64
+	jsize    int64 // bytes of the journal that hold the effects up to val
+	jcreated bool  // the journal file exists and its folder entry is durable
 }
 
 // Open loads the counter of dir, which must be a writable folder. It removes
-// temporary files a crash may have left, and fails on a malformed counter
-// file, naming it.
+// temporary files a crash may have left, cuts off the journal lines a crash
+// left beyond the counter, and fails on a malformed counter file or
+// journal, naming it.
 func Open(dir string) (*Counter, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
@@ -58,6 +74,16 @@ func Open(dir string) (*Counter, error) {
 	if err != nil {
 		return nil, err
 	}
+	journal := filepath.Join(dir, JournalName)
+	j, err := readJournal(journal, v)
+	if err != nil {
+		return nil, err
+	}
+	if j.exists && j.tail > 0 {
+		if err := truncate(journal, j.size); err != nil {
+			return nil, err
+		}
+	}
 	// Prove the folder is writable now, not at the first request.
 	probe, err := os.CreateTemp(dir, tempPrefix+"probe-*")
 	if err != nil {
@@ -67,7 +93,14 @@ func Open(dir string) (*Counter, error) {
 	if err := os.Remove(probe.Name()); err != nil {
 		return nil, fmt.Errorf("state folder %s: %w", dir, err)
 	}
-	return &Counter{dir: dir, val: v, path: filepath.Join(dir, FileName)}, nil
+	return &Counter{
+		dir:      dir,
+		path:     filepath.Join(dir, FileName),
+		journal:  journal,
+		val:      v,
+		jsize:    j.size,
+		jcreated: j.exists,
+	}, nil
 }
 
 // Read returns the value stored in dir's counter file, 0 when there is none.
@@ -119,17 +152,28 @@ func (c *Counter) Value() int64 {
 // Path returns the counter file's path.
 func (c *Counter) Path() string { return c.path }
 
-// Increment adds one and returns the new value once it is durable. On error
-// the effect did not happen as far as this Counter knows: its value is
-// unchanged, unless the rename already replaced the file, in which case the
-// value follows the file and the error says the folder sync failed.
-func (c *Counter) Increment() (int64, error) {
+// Increment adds one for a request whose body has the SHA-256 bodySHA256
+// (64 lowercase hex digits) and returns the new value once the journal line
+// and the counter are durable. On error the effect did not happen as far as
+// this Counter knows: its value is unchanged and the next journal line
+// overwrites the failed one, unless the rename already replaced the file,
+// in which case the value follows the file and the error says the folder
+// sync failed.
+func (c *Counter) Increment(bodySHA256 string) (int64, error) {
+	if !isSHA256Hex(bodySHA256) {
+		return 0, fmt.Errorf("increment: body hash %q: want 64 lowercase hex digits", bodySHA256)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next := c.val + 1
+	line := strconv.FormatInt(next, 10) + " " + bodySHA256 + "\n"
+	if err := c.appendJournal(line); err != nil {
+		return 0, err
+	}
 	renamed, err := c.write(next)
 	if renamed {
 		c.val = next
+		c.jsize += int64(len(line))
 	}
 	if err != nil {
 		return 0, err

@@ -7,7 +7,12 @@
 // of the key in a registry.Registry (422 other body, 409 owner still in
 // flight after the wait, 429 registry full; a recorded result replays),
 // then, for the owner or an unkeyed request, the fault hooks and the effect
-// through a Store.
+// through a Store. A store shared with other processes (durable) answers
+// from its own record where the registry could not: a key another process
+// recorded replays, or gets 422, and a new key beyond capacity gets 429.
+//
+// ReadState reads a state folder after the server has exited: the counter
+// and the server's own journal of applied effects.
 //
 // Note for clients: Go's http.Transport silently retries a request that
 // carries an Idempotency-Key header when a reused keep-alive connection
@@ -50,7 +55,7 @@ const shutdownGrace = 10 * time.Second
 type Config struct {
 	StateDir string        // state folder; must exist and be writable
 	Addr     string        // loopback listen address, host:port
-	Store    string        // StoreVolatile (StoreDurable is not built yet)
+	Store    string        // StoreVolatile or StoreDurable
 	Capacity int           // most keys held, in-flight ones included
 	MaxBody  int64         // largest accepted body, in bytes
 	Wait     time.Duration // how long a duplicate waits for an in-flight owner
@@ -93,7 +98,7 @@ func New(cfg Config, stderr io.Writer) (*Server, error) {
 	if err != nil {
 		return nil, &StartError{err}
 	}
-	store, err := openStore(cfg.Store, cfg.StateDir)
+	store, err := openStore(cfg)
 	if err != nil {
 		return nil, &StartError{err}
 	}

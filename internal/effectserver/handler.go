@@ -176,24 +176,39 @@ func (s *Server) admit(w http.ResponseWriter, x *exchange, in Intent, fault labf
 		drop(w)
 		return
 	}
-	value, err := s.store.Apply(in, func() error {
+	res, err := s.store.Apply(in, func() error {
 		if fault.Crash == labfault.AfterEffect {
 			s.crash(x)
 			return errCrashed
 		}
 		return nil
 	})
-	if errors.Is(err, errCrashed) {
+	// On every error the deferred Release frees the key: the store holds
+	// no result of this intent (a conflict or a full store is answered from
+	// the store's record, which this process's registry did not know).
+	switch {
+	case errors.Is(err, errCrashed):
 		drop(w)
 		return
-	}
-	if err != nil {
+	case errors.Is(err, registry.ErrConflict):
+		s.reply(w, x, http.StatusUnprocessableEntity, bodyConflict)
+		return
+	case errors.Is(err, registry.ErrFull):
+		s.reply(w, x, http.StatusTooManyRequests, bodyFull)
+		return
+	case err != nil:
 		x.err = err
 		s.reply(w, x, http.StatusInternalServerError, bodyEffectFailed)
-		return // the deferred Release frees the key
+		return
 	}
 	if ticket != nil {
-		ticket.Complete(value)
+		ticket.Complete(res.Value)
+	}
+	if res.Replayed {
+		// Recorded by another process on the same store: a replay, which
+		// fires no fault.
+		s.replyValue(w, x, res.Value, true)
+		return
 	}
 	if fault.Crash == labfault.AfterRecord {
 		s.crash(x)
@@ -205,7 +220,7 @@ func (s *Server) admit(w http.ResponseWriter, x *exchange, in Intent, fault labf
 		drop(w)
 		return
 	}
-	s.replyValue(w, x, value, false)
+	s.replyValue(w, x, res.Value, false)
 }
 
 // crash logs the request and ends the process with labfault.ExitCode. The

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"idemlab/internal/counterfile"
+	"idemlab/internal/durablestore"
 )
 
 // lockedBuffer is a log sink safe for concurrent handlers.
@@ -43,11 +43,21 @@ type fixture struct {
 	http  *httptest.Server
 	log   *lockedBuffer
 	exits chan int
+	store string
+
+	closeOnce sync.Once
 }
 
 func newFixture(t *testing.T, edit func(*Config)) *fixture {
 	t.Helper()
-	f := &fixture{t: t, dir: t.TempDir(), log: new(lockedBuffer), exits: make(chan int, 16)}
+	return newFixtureIn(t, t.TempDir(), edit)
+}
+
+// newFixtureIn starts a fixture over the state folder dir, which another
+// fixture may share (as two processes would).
+func newFixtureIn(t *testing.T, dir string, edit func(*Config)) *fixture {
+	t.Helper()
+	f := &fixture{t: t, dir: dir, log: new(lockedBuffer), exits: make(chan int, 16)}
 	cfg := Config{
 		StateDir: f.dir,
 		Addr:     DefaultAddr,
@@ -65,12 +75,20 @@ func newFixture(t *testing.T, edit func(*Config)) *fixture {
 		t.Fatalf("New: %v", err)
 	}
 	f.srv = srv
+	f.store = cfg.Store
 	f.http = httptest.NewServer(srv)
-	t.Cleanup(func() {
-		f.http.Close()
-		srv.Close()
-	})
+	t.Cleanup(f.close)
 	return f
+}
+
+// close stops the fixture's HTTP server and closes its Server; later calls do nothing.
+func (f *fixture) close() {
+	f.closeOnce.Do(func() {
+		f.http.Close()
+		if err := f.srv.Close(); err != nil {
+			f.t.Errorf("Close: %v", err)
+		}
+	})
 }
 
 // client never reuses connections: http.Transport would silently resend a
@@ -139,13 +157,32 @@ func (f *fixture) do(r req) resp {
 	}
 }
 
+// counter reads the counter from the state folder. The durable store's
+// database is read while the fixture's store holds it open: committed
+// transactions are what a reader sees.
 func (f *fixture) counter() int64 {
 	f.t.Helper()
-	v, err := counterfile.Read(f.dir)
+	st, err := ReadState(f.store, f.dir)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return v
+	if got := int64(len(st.Effects)); got != st.Counter {
+		f.t.Fatalf("state has %d effects for counter %d", got, st.Counter)
+	}
+	return st.Counter
+}
+
+// stores lists both stores, for tests that run on each.
+var stores = []string{StoreVolatile, StoreDurable}
+
+// on returns a Config edit that selects store, then applies edit (if any).
+func on(store string, edit func(*Config)) func(*Config) {
+	return func(c *Config) {
+		c.Store = store
+		if edit != nil {
+			edit(c)
+		}
+	}
 }
 
 func str(s string) *string { return &s }
@@ -232,29 +269,31 @@ func TestHandlerContract(t *testing.T) {
 		{name: "replay ignores its fault", config: faults, before: []req{{key: "k"}}, req: req{key: "k", fault: "crash-before-effect"},
 			want: resp{status: 200, body: "1", replayed: "true"}, counter: 1},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, tt.config)
-			for i, b := range tt.before {
-				if got := f.do(b); got.status != 200 && got.status != 429 {
-					t.Fatalf("before[%d] status = %d (%q), want 200", i, got.status, got.body)
+	for _, store := range stores {
+		for _, tt := range tests {
+			t.Run(store+"/"+tt.name, func(t *testing.T) {
+				f := newFixture(t, on(store, tt.config))
+				for i, b := range tt.before {
+					if got := f.do(b); got.status != 200 && got.status != 429 {
+						t.Fatalf("before[%d] status = %d (%q), want 200", i, got.status, got.body)
+					}
 				}
-			}
-			got := f.do(tt.req)
-			if got.ctype != "text/plain; charset=utf-8" {
-				t.Errorf("Content-Type = %q, want text/plain; charset=utf-8", got.ctype)
-			}
-			got.ctype = ""
-			if got != tt.want {
-				t.Errorf("reply = %+v, want %+v", got, tt.want)
-			}
-			if got := f.counter(); got != tt.counter {
-				t.Errorf("counter = %d, want %d", got, tt.counter)
-			}
-			if len(f.exits) != 0 {
-				t.Errorf("exit called with %d", <-f.exits)
-			}
-		})
+				got := f.do(tt.req)
+				if got.ctype != "text/plain; charset=utf-8" {
+					t.Errorf("Content-Type = %q, want text/plain; charset=utf-8", got.ctype)
+				}
+				got.ctype = ""
+				if got != tt.want {
+					t.Errorf("reply = %+v, want %+v", got, tt.want)
+				}
+				if got := f.counter(); got != tt.counter {
+					t.Errorf("counter = %d, want %d", got, tt.counter)
+				}
+				if len(f.exits) != 0 {
+					t.Errorf("exit called with %d", <-f.exits)
+				}
+			})
+		}
 	}
 }
 
@@ -284,59 +323,68 @@ func (f *fixture) inBackground(r req) <-chan resp {
 
 // Ensure a duplicate waiting longer than -wait gets 409, and the record survives it.
 func TestWaitTimeout409(t *testing.T) {
-	f := newFixture(t, func(c *Config) { c.Wait = time.Millisecond })
-	admitted, release := blockOwner(f, "k")
-	owner := f.inBackground(req{key: "k"})
-	<-admitted
-	if got, want := f.do(req{key: "k"}), (resp{status: 409, body: "request with this Idempotency-Key is still in progress\n", ctype: "text/plain; charset=utf-8"}); got != want {
-		t.Fatalf("duplicate reply = %+v, want %+v", got, want)
-	}
-	if got, want := f.do(req{key: "k", body: str("other")}).status, 422; got != want {
-		t.Fatalf("other body while in flight: status = %d, want %d", got, want)
-	}
-	release()
-	if got := <-owner; got.status != 200 || got.body != "1" || got.replayed != "false" {
-		t.Fatalf("owner reply = %+v, want 200 1 not replayed", got)
-	}
-	if got := f.do(req{key: "k"}); got.status != 200 || got.body != "1" || got.replayed != "true" {
-		t.Fatalf("retry reply = %+v, want 200 1 replayed", got)
-	}
-	if got := f.counter(); got != 1 {
-		t.Fatalf("counter = %d, want 1", got)
+	for _, store := range stores {
+		t.Run(store, func(t *testing.T) {
+			f := newFixture(t, on(store, func(c *Config) { c.Wait = time.Millisecond }))
+			admitted, release := blockOwner(f, "k")
+			owner := f.inBackground(req{key: "k"})
+			<-admitted
+			if got, want := f.do(req{key: "k"}), (resp{status: 409, body: "request with this Idempotency-Key is still in progress\n", ctype: "text/plain; charset=utf-8"}); got != want {
+				t.Fatalf("duplicate reply = %+v, want %+v", got, want)
+			}
+			if got, want := f.do(req{key: "k", body: str("other")}).status, 422; got != want {
+				t.Fatalf("other body while in flight: status = %d, want %d", got, want)
+			}
+			release()
+			if got := <-owner; got.status != 200 || got.body != "1" || got.replayed != "false" {
+				t.Fatalf("owner reply = %+v, want 200 1 not replayed", got)
+			}
+			if got := f.do(req{key: "k"}); got.status != 200 || got.body != "1" || got.replayed != "true" {
+				t.Fatalf("retry reply = %+v, want 200 1 replayed", got)
+			}
+			if got := f.counter(); got != 1 {
+				t.Fatalf("counter = %d, want 1", got)
+			}
+		})
 	}
 }
 
 // Ensure duplicates arriving while the owner is in flight wait and share its result.
 func TestDuplicatesShareInFlightResult(t *testing.T) {
-	f := newFixture(t, nil)
-	admitted, release := blockOwner(f, "k")
-	owner := f.inBackground(req{key: "k"})
-	<-admitted
-	var waiting atomic.Int32
-	all := make(chan struct{})
-	const n = 5
-	f.srv.registry.SetOnWaitForTest(func(string) {
-		if waiting.Add(1) == n {
-			close(all)
-		}
-	})
-	var dups []<-chan resp
-	for range n {
-		dups = append(dups, f.inBackground(req{key: "k"}))
-	}
-	<-all
-	release()
-	if got := <-owner; got.status != 200 || got.body != "1" || got.replayed != "false" {
-		t.Fatalf("owner reply = %+v, want 200 1 not replayed", got)
-	}
-	for i, d := range dups {
-		if got := <-d; got.status != 200 || got.body != "1" || got.replayed != "true" {
-			t.Errorf("duplicate %d reply = %+v, want 200 1 replayed", i, got)
-		}
+	for _, store := range stores {
+		t.Run(store, func(t *testing.T) {
+			f := newFixture(t, on(store, nil))
+			admitted, release := blockOwner(f, "k")
+			owner := f.inBackground(req{key: "k"})
+			<-admitted
+			var waiting atomic.Int32
+			all := make(chan struct{})
+			const n = 5
+			f.srv.registry.SetOnWaitForTest(func(string) {
+				if waiting.Add(1) == n {
+					close(all)
+				}
+			})
+			var dups []<-chan resp
+			for range n {
+				dups = append(dups, f.inBackground(req{key: "k"}))
+			}
+			<-all
+			release()
+			if got := <-owner; got.status != 200 || got.body != "1" || got.replayed != "false" {
+				t.Fatalf("owner reply = %+v, want 200 1 not replayed", got)
+			}
+			for i, d := range dups {
+				if got := <-d; got.status != 200 || got.body != "1" || got.replayed != "true" {
+					t.Errorf("duplicate %d reply = %+v, want 200 1 replayed", i, got)
+				}
+			}
+		})
 	}
 }
 
-// Ensure a failed effect answers 500, is not recorded, and a retry runs it.
+// Ensure a failed effect answers 500, is not recorded, and a retry runs it
+// (volatile: the state folder is gone; durable: see TestDurableFailedEffect).
 func TestFailedEffectReleasesKey(t *testing.T) {
 	f := newFixture(t, nil)
 	if err := os.RemoveAll(f.dir); err != nil {
@@ -361,38 +409,49 @@ func TestFailedEffectReleasesKey(t *testing.T) {
 
 // Ensure drop-reply applies and records, then closes without a reply.
 func TestDropReply(t *testing.T) {
-	f := newFixture(t, faults)
-	if got := f.do(req{key: "k", fault: "drop-reply"}); got.status != 0 {
-		t.Fatalf("drop-reply got a reply: %+v", got)
-	}
-	if got := f.counter(); got != 1 {
-		t.Fatalf("counter after drop-reply = %d, want 1", got)
-	}
-	if got := f.do(req{key: "k"}); got.status != 200 || got.body != "1" || got.replayed != "true" {
-		t.Fatalf("retry reply = %+v, want 200 1 replayed", got)
-	}
-	if got := f.do(req{fault: "drop-reply"}); got.status != 0 {
-		t.Fatalf("unkeyed drop-reply got a reply: %+v", got)
-	}
-	if got := f.counter(); got != 2 {
-		t.Fatalf("counter after unkeyed drop-reply = %d, want 2", got)
+	for _, store := range stores {
+		t.Run(store, func(t *testing.T) {
+			f := newFixture(t, on(store, faults))
+			if got := f.do(req{key: "k", fault: "drop-reply"}); got.status != 0 {
+				t.Fatalf("drop-reply got a reply: %+v", got)
+			}
+			if got := f.counter(); got != 1 {
+				t.Fatalf("counter after drop-reply = %d, want 1", got)
+			}
+			if got := f.do(req{key: "k"}); got.status != 200 || got.body != "1" || got.replayed != "true" {
+				t.Fatalf("retry reply = %+v, want 200 1 replayed", got)
+			}
+			if got := f.do(req{fault: "drop-reply"}); got.status != 0 {
+				t.Fatalf("unkeyed drop-reply got a reply: %+v", got)
+			}
+			if got := f.counter(); got != 2 {
+				t.Fatalf("counter after unkeyed drop-reply = %d, want 2", got)
+			}
+		})
 	}
 }
 
 // Ensure each crash fault calls exit(23) at its point and sends no reply.
+// The exit function returns in a test, so the store finishes its work: the
+// volatile counter keeps an effect applied before the crash, the durable
+// store rolls back a transaction the crash interrupted before its commit.
 func TestCrashFaults(t *testing.T) {
 	tests := []struct {
+		store    string
 		fault    string
 		counter  int64
 		recorded bool
 	}{
-		{fault: "crash-before-effect", counter: 0},
-		{fault: "crash-after-effect", counter: 1},
-		{fault: "crash-after-record", counter: 1, recorded: true},
+		{StoreVolatile, "crash-before-effect", 0, false},
+		{StoreVolatile, "crash-after-effect", 1, false},
+		{StoreVolatile, "crash-after-record", 1, true},
+		{StoreDurable, "crash-before-effect", 0, false},
+		{StoreDurable, "crash-after-effect", 0, false},
+		{StoreDurable, "crash-after-record", 1, true},
 	}
 	for _, tt := range tests {
-		t.Run(tt.fault, func(t *testing.T) {
-			f := newFixture(t, faults)
+		t.Run(tt.store+"/"+tt.fault, func(t *testing.T) {
+			f := newFixture(t, on(tt.store, faults))
 			if got := f.do(req{key: "k", fault: tt.fault}); got.status != 0 {
 				t.Fatalf("reply = %+v, want none", got)
 			}
@@ -471,35 +530,39 @@ func TestBodyReadIsBounded(t *testing.T) {
 
 // Ensure hundreds of concurrent requests on one key apply the effect once and share its result.
 func TestConcurrentClaimOneEffect(t *testing.T) {
-	f := newFixture(t, nil)
-	const n = 300
-	recs := make([]*httptest.ResponseRecorder, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := httptest.NewRequest(http.MethodPost, EffectPath, strings.NewReader("add-one"))
-			r.Header.Set("Idempotency-Key", "parallel")
-			recs[i] = httptest.NewRecorder()
-			f.srv.ServeHTTP(recs[i], r)
-		}()
-	}
-	wg.Wait()
-	fresh := 0
-	for i, w := range recs {
-		if w.Code != 200 || w.Body.String() != "1" {
-			t.Errorf("request %d = %d %q, want 200 1", i, w.Code, w.Body)
-		}
-		if w.Header().Get("Idempotency-Replayed") == "false" {
-			fresh++
-		}
-	}
-	if fresh != 1 {
-		t.Errorf("%d replies not replayed, want exactly 1", fresh)
-	}
-	if got, err := counterfile.Read(f.dir); err != nil || got != 1 {
-		t.Fatalf("counter file = %d, %v, want 1", got, err)
+	for _, store := range stores {
+		t.Run(store, func(t *testing.T) {
+			f := newFixture(t, on(store, nil))
+			const n = 300
+			recs := make([]*httptest.ResponseRecorder, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := httptest.NewRequest(http.MethodPost, EffectPath, strings.NewReader("add-one"))
+					r.Header.Set("Idempotency-Key", "parallel")
+					recs[i] = httptest.NewRecorder()
+					f.srv.ServeHTTP(recs[i], r)
+				}()
+			}
+			wg.Wait()
+			fresh := 0
+			for i, w := range recs {
+				if w.Code != 200 || w.Body.String() != "1" {
+					t.Errorf("request %d = %d %q, want 200 1", i, w.Code, w.Body)
+				}
+				if w.Header().Get("Idempotency-Replayed") == "false" {
+					fresh++
+				}
+			}
+			if fresh != 1 {
+				t.Errorf("%d replies not replayed, want exactly 1", fresh)
+			}
+			if got := f.counter(); got != 1 {
+				t.Fatalf("counter = %d, want 1", got)
+			}
+		})
 	}
 }
 
@@ -513,6 +576,13 @@ func TestNewRefuses(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bad, "counter"), []byte("x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	corrupt := filepath.Join(dir, "db-bad")
+	if err := os.Mkdir(corrupt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(corrupt, durablestore.FileName), []byte(strings.Repeat("garbage ", 1024)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ok := Config{StateDir: dir, Addr: DefaultAddr, Store: DefaultStore, Capacity: 1, MaxBody: 1, Wait: time.Second}
 	tests := []struct {
 		name string
@@ -522,7 +592,7 @@ func TestNewRefuses(t *testing.T) {
 		{"no state", func(c *Config) { c.StateDir = "" }, "-state is required"},
 		{"missing state", func(c *Config) { c.StateDir = filepath.Join(dir, "nosuch") }, "state folder: stat " + filepath.Join(dir, "nosuch") + ": no such file or directory"},
 		{"bad counter", func(c *Config) { c.StateDir = bad }, "counter file " + filepath.Join(bad, "counter") + ": malformed content"},
-		{"durable", func(c *Config) { c.Store = "durable" }, "-store durable: not built yet (only volatile)"},
+		{"corrupt database", func(c *Config) { c.StateDir = corrupt; c.Store = StoreDurable }, "durable store " + filepath.Join(corrupt, durablestore.FileName) + ": file is not a database"},
 		{"unknown store", func(c *Config) { c.Store = "nosuch" }, "-store nosuch: unknown store (want volatile or durable)"},
 		{"all interfaces", func(c *Config) { c.Addr = "0.0.0.0:0" }, "-addr 0.0.0.0:0: not a loopback address"},
 		{"empty host", func(c *Config) { c.Addr = ":8080" }, "-addr :8080: not a loopback address"},

@@ -1,0 +1,198 @@
+package effectserver
+
+import (
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"idemlab/internal/durablestore"
+)
+
+func durable(edit func(*Config)) func(*Config) { return on(StoreDurable, edit) }
+
+// Ensure a durable server replays every key after a restart on the same
+// folder, and keeps 422 for another body.
+func TestDurableReplayAfterReopen(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixtureIn(t, dir, durable(nil))
+	for _, key := range []string{"a", "b"} {
+		if got := f.do(req{key: key}); got.status != 200 || got.replayed != "false" {
+			t.Fatalf("POST %s = %+v, want 200 not replayed", key, got)
+		}
+	}
+	f.close()
+	g := newFixtureIn(t, dir, durable(nil))
+	if got, want := g.srv.registry.Len(), 2; got != want {
+		t.Fatalf("registry holds %d keys after the restart, want %d", got, want)
+	}
+	tests := []struct {
+		r    req
+		want resp
+	}{
+		{req{key: "a"}, resp{status: 200, body: "1", replayed: "true"}},
+		{req{key: "b"}, resp{status: 200, body: "2", replayed: "true"}},
+		{req{key: "a", body: str("different")}, resp{status: 422, body: bodyConflict}},
+		{req{key: "c"}, resp{status: 200, body: "3", replayed: "false"}},
+	}
+	for i, tt := range tests {
+		got := g.do(tt.r)
+		got.ctype = ""
+		if got != tt.want {
+			t.Errorf("request %d after restart = %+v, want %+v", i, got, tt.want)
+		}
+	}
+	if got := g.counter(); got != 3 {
+		t.Fatalf("counter = %d, want 3", got)
+	}
+}
+
+// Ensure what the registry of one server cannot know, a second server on
+// the same database learns inside its transaction: a key the other
+// recorded replays or gets 422, and a full store gets 429.
+func TestDurableAnswersFromTransaction(t *testing.T) {
+	tests := []struct {
+		name   string
+		first  []req // sent to server A
+		second req   // sent to server B, started before A's requests
+		want   resp
+		count  int64
+	}{
+		{"replay of the other's key", []req{{key: "k"}}, req{key: "k"},
+			resp{status: 200, body: "1", replayed: "true"}, 1},
+		{"422 for the other's key", []req{{key: "k"}}, req{key: "k", body: str("different")},
+			resp{status: 422, body: bodyConflict}, 1},
+		{"429 when the other filled it", []req{{key: "a"}, {key: "b"}}, req{key: "c"},
+			resp{status: 429, body: bodyFull}, 2},
+		{"unkeyed still runs when full", []req{{key: "a"}, {key: "b"}}, req{},
+			resp{status: 200, body: "3", replayed: "false"}, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			capacity := func(c *Config) { c.Capacity = 2 }
+			a := newFixtureIn(t, dir, durable(capacity))
+			b := newFixtureIn(t, dir, durable(capacity))
+			for i, r := range tt.first {
+				if got := a.do(r); got.status != 200 {
+					t.Fatalf("first[%d] = %+v, want 200", i, got)
+				}
+			}
+			got := b.do(tt.second)
+			got.ctype = ""
+			if got != tt.want {
+				t.Fatalf("reply from the second server = %+v, want %+v", got, tt.want)
+			}
+			if got := b.counter(); got != tt.count {
+				t.Fatalf("counter = %d, want %d", got, tt.count)
+			}
+			// A replay teaches B's registry the key; a refusal leaves nothing.
+			wantLen := 0
+			if tt.want.replayed == "true" {
+				wantLen = 1
+			}
+			if got := b.srv.registry.Len(); got != wantLen {
+				t.Fatalf("second registry holds %d keys, want %d", got, wantLen)
+			}
+		})
+	}
+}
+
+// Ensure a durable effect whose transaction fails answers 500, leaves
+// neither effect nor key, releases the key, and a retry runs.
+func TestDurableFailedEffect(t *testing.T) {
+	f := newFixture(t, durable(nil))
+	// A row already holding value 1 makes the effects insert fail inside
+	// the transaction, after the counter update.
+	db, err := sql.Open("sqlite", filepath.Join(f.dir, durablestore.FileName)+"?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`INSERT INTO effects VALUES (1, 'blocker')`); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.do(req{key: "k"}), (resp{status: 500, body: bodyEffectFailed, ctype: "text/plain; charset=utf-8"}); got != want {
+		t.Fatalf("reply = %+v, want %+v", got, want)
+	}
+	if got := f.srv.registry.Len(); got != 0 {
+		t.Fatalf("registry holds %d keys after a failed effect, want 0", got)
+	}
+	var counter, keys int
+	if err := db.QueryRow(`SELECT counter, (SELECT count(*) FROM keys) FROM state`).Scan(&counter, &keys); err != nil {
+		t.Fatal(err)
+	}
+	if counter != 0 || keys != 0 {
+		t.Fatalf("after the failure: counter %d, %d keys, want 0 and 0", counter, keys)
+	}
+	if _, err := db.Exec(`DELETE FROM effects`); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.do(req{key: "k"}); got.status != 200 || got.body != "1" || got.replayed != "false" {
+		t.Fatalf("retry = %+v, want 200 1 not replayed", got)
+	}
+	if !strings.Contains(f.log.String(), "level=ERROR msg=request") {
+		t.Errorf("log has no error line for the failed effect:\n%s", f.log)
+	}
+}
+
+// Ensure ReadState returns the counter and each applied effect's value and
+// body hash, in order, for both stores; replays and refusals add nothing.
+func TestReadState(t *testing.T) {
+	sum := func(body string) string {
+		s := sha256.Sum256([]byte(body))
+		return hex.EncodeToString(s[:])
+	}
+	for _, store := range stores {
+		t.Run(store, func(t *testing.T) {
+			dir := t.TempDir()
+			if got, err := ReadState(store, dir); err != nil || !reflect.DeepEqual(got, State{}) {
+				t.Fatalf("ReadState(empty folder) = %+v, %v, want zero", got, err)
+			}
+			f := newFixtureIn(t, dir, on(store, faults))
+			for _, r := range []req{
+				{key: "a"},
+				{key: "a"},
+				{key: "a", body: str("x")},
+				{body: str("x")},
+				{key: "b", body: str(""), fault: "drop-reply"},
+				{key: "c", fault: "crash-before-effect"},
+			} {
+				f.do(r)
+			}
+			f.close()
+			want := State{Counter: 3, Effects: []AppliedEffect{{1, sum("add-one")}, {2, sum("x")}, {3, sum("")}}}
+			if got, err := ReadState(store, dir); err != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("ReadState = %+v, %v, want %+v", got, err, want)
+			}
+		})
+	}
+	if _, err := ReadState("nosuch", t.TempDir()); err == nil {
+		t.Error("ReadState(unknown store) succeeded")
+	}
+}
+
+// Ensure ReadState reports a state folder it cannot trust, naming the file.
+func TestReadStateRefuses(t *testing.T) {
+	tests := []struct {
+		store, file, content string
+	}{
+		{StoreVolatile, "counter", "seven\n"},
+		{StoreVolatile, "effects.log", "1 abc\n"},
+		{StoreDurable, durablestore.FileName, strings.Repeat("garbage ", 1024)},
+	}
+	for _, tt := range tests {
+		dir := t.TempDir()
+		path := filepath.Join(dir, tt.file)
+		if err := os.WriteFile(path, []byte(tt.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ReadState(tt.store, dir); err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("ReadState(%s with %s = %q) error = %v, want one naming %s", tt.store, tt.file, tt.content, err, path)
+		}
+	}
+}
