@@ -8,9 +8,14 @@
 // then runs audit as a separate process and exits with its verdict. Run it
 // from the root of the idemlab checkout.
 //
+// A plain run also runs both retry experiments (retries, jitter) and adds
+// their files to the evidence; -case runs one case and no experiment,
+// -experiment one experiment and no case.
+//
 // Usage:
 //
 //	runner [-out evidence] [-store volatile|all] [-case NAME] [-server PATH]
+//	runner -experiment retries|jitter [-out DIR] [-seed N] [-intents 200]
 //
 // Exit status:
 //
@@ -35,22 +40,30 @@ import (
 )
 
 const usage = `usage: runner [-out DIR] [-store volatile|all] [-case NAME] [-server PATH]
+       runner -experiment retries|jitter [-out DIR] [-seed N] [-intents N]
 
-Runs the idemlab case suite against real effectserver processes, writes the
-evidence folder and audits it with the audit program. Run it from the root of
-the idemlab checkout (it reads cases/ and schema/ and builds ./cmd/...).
+Runs the idemlab case suite against real effectserver processes, then the
+retry experiments, writes the evidence folder and audits it with the audit
+program. Run it from the root of the idemlab checkout (it reads cases/ and
+schema/ and builds ./cmd/...).
 
 Flags:
-  -out DIR       evidence folder to write (default "evidence"); it may hold
-                 only files the runner writes
-  -store NAME    store to run every case on: volatile, or all (default all)
-  -case NAME     run only this case (a case file's name)
-  -server PATH   use this effectserver binary instead of building one
+  -out DIR          evidence folder to write (default "evidence"); it may
+                    hold only files the runner writes
+  -store NAME       store to run every case on: volatile, or all (default all)
+  -case NAME        run only this case (a case file's name), no experiment
+  -experiment NAME  run only this experiment, no case: retries (three clients
+                    on a flaky network, counted from the server's journal) or
+                    jitter (the retry-storm model, drawn as jitter.svg)
+  -seed N           the retries experiment's seed (default 1)
+  -intents N        the retries experiment's intents per row (default 200)
+  -server PATH      use this effectserver binary instead of building one
 
 Exit status:
   0  the audit passed
   1  the audit failed
-  2  usage: bad flag, malformed case file, unknown case or store, bad -out
+  2  usage: bad flag, malformed case file, unknown case, store or
+     experiment, bad -out
   3  the lab itself broke (build failed, server never became ready, ...)
 `
 
@@ -65,12 +78,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	store := fs.String("store", "all", "volatile or all")
 	caseName := fs.String("case", "", "run only this case")
 	server := fs.String("server", "", "prebuilt effectserver binary")
+	experiment := fs.String("experiment", "", "run only this experiment")
+	seed := fs.Uint64("seed", 1, "seed of the retries experiment")
+	intents := fs.Int("intents", 0, "intents per row of the retries experiment")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usage)
 			return 0
 		}
 		fmt.Fprintln(stderr, "runner: see runner -h")
+		return 2
+	}
+	if *intents < 0 {
+		fmt.Fprintf(stderr, "runner: -intents %d: want a positive count\n", *intents)
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -85,7 +105,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err = suite.Run(ctx, suite.Options{
-		Root: ".", Out: *out, Stores: stores, Case: *caseName, ServerPath: *server,
+		Root: ".", Out: *out, Stores: stores, Case: *caseName, Experiment: *experiment,
+		Seed: *seed, Intents: *intents, ServerPath: *server,
 		Stdout: stdout, Stderr: stderr,
 	})
 	var usageErr *suite.UsageError

@@ -58,10 +58,11 @@ type Protocol struct {
 	ClientTimeoutMS int64  `json:"client_timeout_ms"`
 }
 
-// Selection is which cases and stores the run covered.
+// Selection is what the run covered: cases × stores, and experiments.
 type Selection struct {
-	Cases  []string `json:"cases"`
-	Stores []string `json:"stores"`
+	Cases       []string `json:"cases"`
+	Stores      []string `json:"stores"`
+	Experiments []string `json:"experiments"`
 }
 
 // Marshal encodes v the one way evidence is written: two-space indent, no

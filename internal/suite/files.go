@@ -86,13 +86,19 @@ func renderFiles(o Options, cases []caseplan.Case, results []result, wall time.D
 	}, nil
 }
 
-func manifest(o Options, cases []caseplan.Case, p labrun.Protocol, server []byte) (evidence.Manifest, error) {
+func manifest(o Options, cases []caseplan.Case, experiments []string, p labrun.Protocol, server []byte) (evidence.Manifest, error) {
 	sources, err := evidence.Sources(o.Root)
 	if err != nil {
 		return evidence.Manifest{}, err
 	}
 	commit, dirty := evidence.GitState(o.Root)
-	sel := evidence.Selection{Stores: o.Stores}
+	sel := evidence.Selection{Cases: []string{}, Stores: []string{}, Experiments: experiments}
+	if len(cases) > 0 {
+		sel.Stores = o.Stores
+	}
+	if sel.Experiments == nil {
+		sel.Experiments = []string{}
+	}
 	for _, c := range cases {
 		sel.Cases = append(sel.Cases, c.Name)
 	}

@@ -30,11 +30,28 @@ type Options struct {
 	Root       string           // the checkout: cases/, schema/, sources
 	Out        string           // the evidence folder to write
 	Stores     []string         // stores to run, in evidence order
-	Case       string           // run only this case; empty runs all
+	Case       string           // run only this case, and no experiment
+	Experiment string           // run only this experiment, and no case
+	Seed       uint64           // the retries experiment's seed
+	Intents    int              // the retries experiment's intents per row; 0 is its default
 	ServerPath string           // a prebuilt effectserver; empty builds cmd/effectserver
 	Protocol   *labrun.Protocol // nil runs with labrun.DefaultProtocol
 	Stdout     io.Writer
 	Stderr     io.Writer
+}
+
+// plan says what one invocation runs: the case suite unless -experiment
+// names one experiment, and every experiment unless -case or -experiment
+// narrows the run.
+func (o Options) plan() (suite bool, experiments []string) {
+	switch {
+	case o.Experiment != "":
+		return false, []string{o.Experiment}
+	case o.Case != "":
+		return true, nil
+	default:
+		return true, Experiments
+	}
 }
 
 // UsageError is bad input from the caller: flags, case files, the -out folder.
@@ -62,23 +79,32 @@ func ParseStores(flag string) ([]string, error) {
 	return nil, &UsageError{fmt.Errorf("-store %q: want one of %s, all", flag, strings.Join(labrun.Stores, ", "))}
 }
 
-// evidenceNames are the files the runner writes into the evidence folder.
-var evidenceNames = []string{"results.json", "run.json", "REPORT.md", evidence.ManifestName}
+// evidenceNames are the files the runner may write into the evidence folder.
+var evidenceNames = append([]string{"results.json", "run.json", "REPORT.md", evidence.ManifestName}, experimentFiles...)
 
 // Run runs the suite and returns nil when the audit passed, ErrAuditFailed
 // when it did not, a *UsageError for bad input, and any other error when the
 // lab itself broke.
 func Run(ctx context.Context, o Options) error {
+	if err := checkExperiment(o.Experiment); err != nil {
+		return err
+	}
+	if o.Experiment != "" && o.Case != "" {
+		return &UsageError{errors.New("-case and -experiment exclude each other: a run is either cases or one experiment")}
+	}
+	runSuite, experiments := o.plan()
 	schemas, err := schemacheck.Load(filepath.Join(o.Root, "schema"))
 	if err != nil {
 		return &UsageError{fmt.Errorf("%w (run the runner from the idemlab checkout)", err)}
 	}
-	cases, err := caseplan.LoadDir(filepath.Join(o.Root, "cases"), schemas)
-	if err != nil {
-		return &UsageError{err}
-	}
-	if cases, err = selectCase(cases, o.Case); err != nil {
-		return &UsageError{err}
+	var cases []caseplan.Case
+	if runSuite {
+		if cases, err = caseplan.LoadDir(filepath.Join(o.Root, "cases"), schemas); err != nil {
+			return &UsageError{err}
+		}
+		if cases, err = selectCase(cases, o.Case); err != nil {
+			return &UsageError{err}
+		}
 	}
 	if err := evidence.CheckTarget(o.Out, evidenceNames); err != nil {
 		return &UsageError{err}
@@ -109,26 +135,35 @@ func Run(ctx context.Context, o Options) error {
 	if o.Protocol != nil {
 		cfg.Protocol = *o.Protocol
 	}
-	began := time.Now()
-	results, err := runAll(ctx, cfg, cases, o.Stores, o.Stdout)
-	if err != nil {
-		return err
+	var files []evidence.File
+	if runSuite {
+		began := time.Now()
+		results, err := runAll(ctx, cfg, cases, o.Stores, o.Stdout)
+		if err != nil {
+			return err
+		}
+		wall := time.Since(began)
+		fmt.Fprintf(o.Stdout, "\n%s\n%d runs in %s\n", summary(cases, o.Stores, results), len(results), wall.Round(time.Millisecond))
+		if files, err = renderFiles(o, cases, results, wall, began); err != nil {
+			return err
+		}
 	}
-	wall := time.Since(began)
-	fmt.Fprintf(o.Stdout, "\n%s\n", summary(cases, o.Stores, results))
+	for _, name := range experiments {
+		fs, err := runExperiment(ctx, name, o, server, tmp)
+		if err != nil {
+			return err
+		}
+		files = append(files, fs...)
+	}
 
-	files, err := renderFiles(o, cases, results, wall, began)
-	if err != nil {
-		return err
-	}
-	m, err := manifest(o, cases, cfg.Protocol, serverBytes)
+	m, err := manifest(o, cases, experiments, cfg.Protocol, serverBytes)
 	if err != nil {
 		return err
 	}
 	if err := evidence.Write(o.Out, schemas, files, m); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Stdout, "wrote %s (%d runs in %s)\n\n", o.Out, len(results), wall.Round(time.Millisecond))
+	fmt.Fprintf(o.Stdout, "\nwrote %s\n\n", o.Out)
 	return audit(ctx, o, auditBin)
 }
 
