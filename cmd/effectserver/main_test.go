@@ -76,13 +76,14 @@ type server struct {
 	stderr *syncBuffer
 	exited chan struct{}
 	copied chan struct{}
+	lines  chan string // the first stdout line
 }
 
 // startServer starts effectserver with args and, when ready is true, waits
 // for its READY line. The process is killed when the test ends, whatever happens.
 func startServer(t *testing.T, ready bool, args ...string) *server {
 	t.Helper()
-	s := &server{t: t, stdout: new(syncBuffer), stderr: new(syncBuffer), exited: make(chan struct{}), copied: make(chan struct{})}
+	s := &server{t: t, stdout: new(syncBuffer), stderr: new(syncBuffer), exited: make(chan struct{}), copied: make(chan struct{}), lines: make(chan string, 1)}
 	s.cmd = exec.Command(os.Args[0], args...)
 	// A -race child would otherwise sleep a second at exit.
 	s.cmd.Env = append(os.Environ(), asServer+"=1", "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"))
@@ -94,12 +95,11 @@ func startServer(t *testing.T, ready bool, args ...string) *server {
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	lines := make(chan string, 1)
 	go func() {
 		defer close(s.copied)
 		r := bufio.NewReader(out)
 		line, err := r.ReadString('\n')
-		lines <- line
+		s.lines <- line
 		if err == nil {
 			io.Copy(s.stdout, r)
 		}
@@ -117,11 +117,18 @@ func startServer(t *testing.T, ready bool, args ...string) *server {
 			<-s.exited
 		}
 	})
-	if !ready {
-		return s
+	if ready {
+		s.ready()
 	}
+	return s
+}
+
+// ready waits for the READY line and keeps the address it names.
+func (s *server) ready() {
+	t := s.t
+	t.Helper()
 	select {
-	case line := <-lines:
+	case line := <-s.lines:
 		addr, ok := strings.CutPrefix(line, "READY ")
 		if !ok || !strings.HasSuffix(addr, "\n") || !strings.HasPrefix(addr, "127.0.0.1:") {
 			t.Fatalf("first stdout line = %q, want READY 127.0.0.1:PORT; stderr:\n%s", line, s.stderr)
@@ -130,7 +137,6 @@ func startServer(t *testing.T, ready bool, args ...string) *server {
 	case <-time.After(deadline):
 		t.Fatalf("no READY line within %v; stderr:\n%s", deadline, s.stderr)
 	}
-	return s
 }
 
 // wait returns the exit status once the process has ended.
