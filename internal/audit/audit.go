@@ -56,6 +56,7 @@ type Report struct {
 	Files       int       `json:"files"`   // evidence files whose hash matched
 	Sources     int       `json:"sources"` // source files whose hash matched
 	SourceDirty bool      `json:"source_dirty"`
+	Experiments []string  `json:"experiments"` // experiment files checked, by experiment name
 	Notes       []string  `json:"notes"`
 }
 
@@ -97,21 +98,33 @@ func Audit(opts Options) (*Report, error) {
 		return nil, fmt.Errorf("%s: not a JSON object", manifestPath)
 	}
 
+	// A folder from "runner -experiment NAME" holds no case runs: its
+	// manifest selects no cases and at least one experiment.
+	experimentOnly := opts.Case == "" && opts.Store == "" && experimentOnlySelection(manifest)
+	if experimentOnly {
+		cases, stores = nil, nil
+	}
 	a := &auditor{
 		opts:     opts,
 		schemas:  schemas,
 		cases:    cases,
 		stores:   stores,
 		manifest: manifest,
-		report:   &Report{Cases: len(cases), Stores: len(stores), Failures: []Failure{}, Notes: []string{}},
+		report:   &Report{Cases: len(cases), Stores: len(stores), Failures: []Failure{}, Notes: []string{}, Experiments: []string{}},
 	}
 	a.manifestSchema(mv)
-	results := a.evidenceSchemas()
-	a.checkFiles()
+	var results map[string]any
+	if !experimentOnly {
+		results = a.evidenceSchemas()
+	}
+	a.checkFiles(!experimentOnly)
 	a.checkSources()
-	if results == nil {
+	switch {
+	case experimentOnly:
+		a.note("an experiment-only folder (manifest.json selects no cases): no case runs were required")
+	case results == nil:
 		a.note("results.json is missing or invalid: the run set and the expectations were not checked")
-	} else {
+	default:
 		runs := a.checkRunSet(results)
 		a.checkExpectations(runs)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 )
 
 // The experiment files. Each is checked only when manifest.files lists it.
@@ -32,24 +33,54 @@ var retriesRows = []retriesRow{
 	{client: "retry-same-key", registry: "record-after-effect", positive: []string{"duplicated"}},
 }
 
+// experiments maps each experiment's name to its result file, in the
+// order the runner runs them (and manifest.selection.experiments lists them).
+var experiments = []struct{ name, file string }{{"retries", RetriesFile}, {"jitter", JitterFile}}
+
+// experimentOnlySelection reports whether manifest.selection names no
+// cases and at least one experiment.
+func experimentOnlySelection(manifest map[string]any) bool {
+	sel, _ := manifest["selection"].(map[string]any)
+	return len(stringList(sel, "cases")) == 0 && len(stringList(sel, "experiments")) > 0
+}
+
 // checkExperiments validates and checks the experiment files that
-// manifest.files lists (their hashes are checked with every other file).
+// manifest.files lists (their hashes are checked with every other file),
+// and checks that manifest.selection.experiments names exactly them.
 func (a *auditor) checkExperiments() {
 	listed := stringMap(a.manifest, "files")
-	if _, ok := listed[RetriesFile]; ok {
-		if doc := a.experimentDoc(RetriesFile, a.schemas.Retries); doc != nil {
+	var present []string
+	for _, e := range experiments {
+		if _, ok := listed[e.file]; !ok {
+			continue
+		}
+		present = append(present, e.name)
+		doc := a.experimentDoc(e.file, a.schemaOf(e.file))
+		switch {
+		case doc == nil:
+			a.note(e.file + " is missing or invalid: its checks were not made")
+		case e.file == RetriesFile:
 			a.checkRetries(doc)
-		} else {
-			a.note(RetriesFile + " is missing or invalid: its rows were not checked")
-		}
-	}
-	if _, ok := listed[JitterFile]; ok {
-		if doc := a.experimentDoc(JitterFile, a.schemas.Jitter); doc != nil {
+		default:
 			a.checkJitter(doc)
-		} else {
-			a.note(JitterFile + " is missing or invalid: its strategies were not recomputed")
 		}
+		a.report.Experiments = append(a.report.Experiments, e.name)
 	}
+	a.check()
+	sel, _ := a.manifest["selection"].(map[string]any)
+	if got := stringList(sel, "experiments"); !slices.Equal(got, present) && (len(got) > 0 || len(present) > 0) {
+		a.fail(Failure{Check: CheckExperiment, Field: "selection.experiments",
+			Expected: render(toAny(present)), Observed: render(toAny(got)),
+			Message: fmt.Sprintf("manifest.json: selection.experiments: expected %s (as in manifest.files), observed %s",
+				render(toAny(present)), render(toAny(got)))})
+	}
+}
+
+func (a *auditor) schemaOf(file string) *jsonschemaSchema {
+	if file == RetriesFile {
+		return a.schemas.Retries
+	}
+	return a.schemas.Jitter
 }
 
 // experimentDoc reads and validates an experiment file; nil if it cannot

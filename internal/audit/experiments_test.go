@@ -32,6 +32,9 @@ func addExperiments(t *testing.T, f *fixture) {
 		t.Fatal(err)
 	}
 	f.write(t, "evidence/jitter.json", string(data))
+	f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
+		m["selection"].(map[string]any)["experiments"] = []string{"retries", "jitter"}
+	})
 	f.rehash(t)
 }
 
@@ -82,7 +85,53 @@ func TestAuditExperiments(t *testing.T) {
 				})
 				f.write(t, "evidence/retries.json", "not even JSON")
 			},
-			want: []string{"file jitter.json: not listed in the manifest", "file retries.json: not listed in the manifest"},
+			want: []string{
+				"file jitter.json: not listed in the manifest",
+				"file retries.json: not listed in the manifest",
+				`manifest.json: selection.experiments: expected [] (as in manifest.files), observed ["retries","jitter"]`,
+			},
+		},
+		{
+			name: "pass/an experiment-only folder needs no case runs",
+			mutate: func(t *testing.T, f *fixture) {
+				os.Remove(f.path("evidence/results.json"))
+				os.Remove(f.path("evidence/run.json"))
+				os.Remove(f.path("evidence/REPORT.md"))
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
+					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "experiments": []string{"jitter"}}
+				})
+				os.Remove(f.path("evidence/retries.json"))
+				f.rehash(t)
+			},
+		},
+		{
+			name: "experiment-only folder: the selection must match the files",
+			mutate: func(t *testing.T, f *fixture) {
+				for _, n := range []string{"results.json", "run.json", "REPORT.md"} {
+					os.Remove(f.path("evidence/" + n))
+				}
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
+					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "experiments": []string{"retries"}}
+				})
+				f.rehash(t)
+			},
+			want: []string{`manifest.json: selection.experiments: expected ["retries","jitter"] (as in manifest.files), observed ["retries"]`},
+		},
+		{
+			name: "a folder that selects no cases and no experiment still needs the case runs",
+			mutate: func(t *testing.T, f *fixture) {
+				os.Remove(f.path("evidence/results.json"))
+				os.Remove(f.path("evidence/retries.json"))
+				os.Remove(f.path("evidence/jitter.json"))
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
+					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "experiments": []string{}}
+				})
+				f.rehash(t)
+			},
+			want: []string{
+				"results.json: cannot read: no such file or directory",
+				"file results.json: not listed in the manifest",
+			},
 		},
 
 		// retries.json
@@ -148,7 +197,7 @@ func TestAuditExperiments(t *testing.T) {
 			name:   "retries/schema",
 			mutate: editRetries(func(d map[string]any) { retriesRowOf(d, 0)["lost"] = -1 }),
 			want:   []string{"retries.json: /rows/0/lost: must be >= 0 but found -1"},
-			note:   "retries.json is missing or invalid: its rows were not checked",
+			note:   "retries.json is missing or invalid: its checks were not made",
 		},
 		{
 			name:   "retries/unknown client",
@@ -208,7 +257,7 @@ func TestAuditExperiments(t *testing.T) {
 				`jitter.json: /strategies/1/name: value must be "full"`,
 				`jitter.json: /strategies/2/name: value must be "equal"`,
 			},
-			note: "jitter.json is missing or invalid: its strategies were not recomputed",
+			note: "jitter.json is missing or invalid: its checks were not made",
 		},
 	}
 	for _, tt := range tests {
@@ -230,6 +279,26 @@ func TestAuditExperiments(t *testing.T) {
 				t.Errorf("Audit().Notes = %q, want %q among them", r.Notes, tt.note)
 			}
 		})
+	}
+}
+
+// Ensure the PASS line names the experiments checked.
+func TestReportExperiments(t *testing.T) {
+	f := newFixture(t)
+	addExperiments(t, f)
+	r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.String(), "5 files and "; !strings.Contains(got, want) || !strings.HasSuffix(got, " sources verified; experiments checked: retries, jitter\n") {
+		t.Errorf("WriteText() = %q, want 5 files and the experiments named at the end", got)
+	}
+	if got, want := r.Experiments, []string{"retries", "jitter"}; !slices.Equal(got, want) {
+		t.Errorf("Report.Experiments = %q, want %q", got, want)
 	}
 }
 

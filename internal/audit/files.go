@@ -9,8 +9,9 @@ import (
 
 // checkFiles verifies manifest.files against the evidence folder: every
 // listed file exists with its SHA-256 (of the exact bytes), every file of
-// the folder but manifest.json is listed, and results.json is listed.
-func (a *auditor) checkFiles() {
+// the folder but manifest.json is listed, and, if needResults, results.json
+// is listed.
+func (a *auditor) checkFiles(needResults bool) {
 	listed := stringMap(a.manifest, "files")
 	for _, p := range sortedKeys(listed) {
 		a.check()
@@ -32,7 +33,7 @@ func (a *auditor) checkFiles() {
 
 	a.check()
 	unlisted := map[string]bool{}
-	if _, ok := listed["results.json"]; !ok {
+	if _, ok := listed["results.json"]; !ok && needResults {
 		unlisted["results.json"] = true
 	}
 	_ = filepath.WalkDir(a.opts.Evidence, func(name string, d fs.DirEntry, err error) error {

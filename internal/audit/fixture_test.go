@@ -65,7 +65,7 @@ func newFixture(t *testing.T) *fixture {
 			"default_body": "add-one", "capacity": 64, "max_body": 4096, "wait_ms": 5000,
 			"slow_ms": 120, "crash_exit_code": 23, "client_timeout_ms": 2000,
 		},
-		"selection": map[string]any{"cases": f.caseNames(t), "stores": []string{"volatile"}},
+		"selection": map[string]any{"cases": f.caseNames(t), "stores": []string{"volatile"}, "experiments": []string{}},
 		"sources":   map[string]string{},
 		"files":     map[string]string{},
 	})

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // WriteText prints the verdict: a PASS line with counts, or a FAIL line
@@ -16,10 +17,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	if r.Pass {
-		p("PASS: %s (%s × %s), %s, %s; %s and %s verified\n",
+		p("PASS: %s (%s × %s), %s, %s; %s and %s verified%s\n",
 			plural(r.Runs, "run"), plural(r.Cases, "case"), plural(r.Stores, "store"),
 			plural(r.Calls, "call"), plural(r.Checks, "check"),
-			plural(r.Files, "file"), plural(r.Sources, "source"))
+			plural(r.Files, "file"), plural(r.Sources, "source"), experimentsText(r.Experiments))
 	} else {
 		p("FAIL: %s\n", plural(len(r.Failures), "check"))
 		for _, f := range r.Failures {
@@ -45,4 +46,12 @@ func plural(n int, noun string) string {
 		return fmt.Sprintf("1 %s", noun)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// experimentsText names the experiments checked, for the PASS line.
+func experimentsText(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return "; experiments checked: " + strings.Join(names, ", ")
 }

@@ -1,0 +1,53 @@
+package retries
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// JSON encodes r as retries.json: indented, fields in a fixed order, rows
+// in run order, a final newline.
+func (r Result) JSON() []byte {
+	doc := struct {
+		SchemaVersion int         `json:"schema_version"`
+		Seed          uint64      `json:"seed"`
+		Parameters    Parameters  `json:"parameters"`
+		Rows          []RowResult `json:"rows"`
+	}{1, r.Seed, r.Parameters, r.Rows}
+	if doc.Rows == nil {
+		doc.Rows = []RowResult{}
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc); err != nil {
+		panic(fmt.Sprintf("retries: encode result: %v", err)) // plain ints and strings cannot fail
+	}
+	return b.Bytes()
+}
+
+// WriteText prints r as a table a person reads: one line per row.
+func (r Result) WriteText(w io.Writer) error {
+	p := r.Parameters
+	if _, err := fmt.Fprintf(w, "retries: %d intents per row, seed %d; %d workers, %d%% dropped before sending, timeout %d ms, server delay 0-%d ms, up to %d attempts\n",
+		p.Intents, r.Seed, p.Workers, p.DropPercent, p.ClientTimeoutMS, p.MaxServerDelayMS, p.MaxAttempts); err != nil {
+		return err
+	}
+	cw, rw := len("client"), len("registry")
+	for _, row := range r.Rows {
+		cw, rw = max(cw, len(row.Client)), max(rw, len(row.Registry))
+	}
+	lines := []string{fmt.Sprintf("%-*s  %-*s  %4s  %12s  %10s", cw, "client", rw, "registry", "lost", "applied once", "duplicated")}
+	for _, row := range r.Rows {
+		lines = append(lines, fmt.Sprintf("%-*s  %-*s  %4d  %12d  %10d", cw, row.Client, rw, row.Registry, row.Lost, row.AppliedOnce, row.Duplicated))
+	}
+	for _, l := range lines {
+		if _, err := fmt.Fprintln(w, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,285 @@
+// Package retries is the lab's retries experiment: it sends a set of
+// intents through three client designs (never retry, retry without a key,
+// retry with one key per intent) against a real effectserver under drops
+// and timeouts, and counts, from the server's own journal of applied
+// effects, how many intents were lost, applied once, or duplicated.
+//
+// Each row (a client against a registry) gets a fresh server process on a
+// fresh state folder. Every intent has a unique body, so after the server
+// has exited the journal (effectserver.ReadState) tells how many times each
+// intent took effect: 0 lost, 1 applied once, more duplicated. Client
+// replies are never counted.
+//
+// Every random decision (drop before sending, the server-side delay, the
+// backoff) comes from a generator derived from (seed, row, intent), so the
+// decisions do not depend on goroutine scheduling. The counts still depend
+// on real timing (a 30 ms timeout against a 0–60 ms handler): runs with one
+// seed make the same decisions, not necessarily the same counts.
+package retries
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"idemlab/internal/effectserver"
+	"idemlab/internal/serverproc"
+)
+
+// Client designs.
+const (
+	NeverRetry   = "never-retry"    // one attempt, no key
+	RetryNoKey   = "retry-no-key"   // up to MaxAttempts, no key
+	RetrySameKey = "retry-same-key" // up to MaxAttempts, one key per intent on every attempt
+)
+
+// Registries a row runs against.
+const (
+	Sound             = "sound"               // the server's real registry
+	RecordAfterEffect = "record-after-effect" // effectserver -unsafe-registry record-after-effect
+)
+
+// Row is one client design against one registry.
+type Row struct {
+	Client   string
+	Registry string
+}
+
+func (r Row) String() string { return r.Client + "/" + r.Registry }
+
+// Rows are the experiment's rows, in order. A row's index here is part of
+// its intents' random streams.
+var Rows = []Row{
+	{NeverRetry, Sound},
+	{RetryNoKey, Sound},
+	{RetrySameKey, Sound},
+	{RetrySameKey, RecordAfterEffect},
+}
+
+// Parameters are the experiment's constants, recorded with its result.
+type Parameters struct {
+	Intents          int `json:"intents"`             // intents per row
+	Workers          int `json:"workers"`             // intents in flight at once per row
+	DropPercent      int `json:"drop_percent"`        // chance (in %) that the client drops a request before sending it
+	ClientTimeoutMS  int `json:"client_timeout_ms"`   // per attempt, connection to reply
+	MaxServerDelayMS int `json:"max_server_delay_ms"` // server delay drawn uniformly from 0..this, in whole ms
+	MaxAttempts      int `json:"max_attempts"`        // attempts per intent for the retrying clients
+	BackoffBaseMS    int `json:"backoff_base_ms"`     // backoff before attempt n+1: r·min(cap, base·2^n) ms,
+	BackoffCapMS     int `json:"backoff_cap_ms"`      // n = attempts made so far (1 before the second)
+}
+
+// Default holds the design's parameters.
+var Default = Parameters{
+	Intents: 200, Workers: 10, DropPercent: 15, ClientTimeoutMS: 30,
+	MaxServerDelayMS: 60, MaxAttempts: 6, BackoffBaseMS: 5, BackoffCapMS: 100,
+}
+
+// Config says what to run. Zero fields of Parameters take Default's value.
+type Config struct {
+	ServerPath string // the effectserver binary
+	StateRoot  string // an existing folder; each row gets a fresh state folder inside it
+	Seed       uint64 // the root of every random decision
+	Rows       []Row  // rows to run, each from Rows (default: all of Rows)
+	Parameters
+}
+
+// RowResult is what the server's journal says about one row's intents.
+type RowResult struct {
+	Client      string `json:"client"`
+	Registry    string `json:"registry"`
+	Lost        int    `json:"lost"`         // intents applied 0 times
+	AppliedOnce int    `json:"applied_once"` // intents applied exactly once
+	Duplicated  int    `json:"duplicated"`   // intents applied more than once
+}
+
+// Result is the experiment's outcome.
+type Result struct {
+	Seed       uint64      `json:"seed"`
+	Parameters Parameters  `json:"parameters"`
+	Rows       []RowResult `json:"rows"`
+}
+
+// Server process limits.
+const (
+	readyWithin = 10 * time.Second
+	stopWithin  = 15 * time.Second // above the server's own shutdown grace
+)
+
+// Run runs the rows of cfg, each on a fresh server, all at once, and
+// returns their counts in cfg.Rows order. A row whose server cannot start
+// (e.g. a server without -unsafe-registry) or whose journal cannot be read
+// is an error naming the row; the Result then holds the rows that
+// completed, in order.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	p := withDefaults(cfg.Parameters)
+	if err := p.check(); err != nil {
+		return Result{}, err
+	}
+	rows := cfg.Rows
+	if len(rows) == 0 {
+		rows = Rows
+	}
+	streams := make([]int, len(rows))
+	for i, r := range rows {
+		streams[i] = -1
+		for j, known := range Rows {
+			if r == known {
+				streams[i] = j
+			}
+		}
+		if streams[i] < 0 {
+			return Result{}, fmt.Errorf("retries: row %s: not an experiment row", r)
+		}
+	}
+	if cfg.ServerPath == "" {
+		return Result{}, errors.New("retries: no server binary given")
+	}
+	if fi, err := os.Stat(cfg.StateRoot); err != nil || !fi.IsDir() {
+		return Result{}, fmt.Errorf("retries: state root %q is not a folder", cfg.StateRoot)
+	}
+
+	results := make([]RowResult, len(rows))
+	errs := make([]error, len(rows))
+	var wg sync.WaitGroup
+	for i, r := range rows {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = runRow(ctx, cfg, p, r, streams[i])
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("retries: row %s: %w", r, errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	res := Result{Seed: cfg.Seed, Parameters: p, Rows: []RowResult{}}
+	for i := range rows {
+		if errs[i] == nil {
+			res.Rows = append(res.Rows, results[i])
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+func withDefaults(p Parameters) Parameters {
+	d := Default
+	set := func(v *int, def int) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	set(&p.Intents, d.Intents)
+	set(&p.Workers, d.Workers)
+	set(&p.DropPercent, d.DropPercent)
+	set(&p.ClientTimeoutMS, d.ClientTimeoutMS)
+	set(&p.MaxServerDelayMS, d.MaxServerDelayMS)
+	set(&p.MaxAttempts, d.MaxAttempts)
+	set(&p.BackoffBaseMS, d.BackoffBaseMS)
+	set(&p.BackoffCapMS, d.BackoffCapMS)
+	return p
+}
+
+func (p Parameters) check() error {
+	switch {
+	case p.Intents < 1, p.Workers < 1, p.MaxAttempts < 1, p.ClientTimeoutMS < 1:
+		return fmt.Errorf("retries: intents (%d), workers (%d), max_attempts (%d) and client_timeout_ms (%d) must be at least 1",
+			p.Intents, p.Workers, p.MaxAttempts, p.ClientTimeoutMS)
+	case p.DropPercent < 0 || p.DropPercent > 100:
+		return fmt.Errorf("retries: drop_percent %d outside 0..100", p.DropPercent)
+	case p.MaxServerDelayMS < 0 || p.MaxServerDelayMS > 60000:
+		return fmt.Errorf("retries: max_server_delay_ms %d outside 0..60000", p.MaxServerDelayMS)
+	case p.BackoffBaseMS < 0 || p.BackoffCapMS < 0:
+		return fmt.Errorf("retries: negative backoff")
+	}
+	return nil
+}
+
+// runRow runs one row on its own server and counts from its journal.
+func runRow(ctx context.Context, cfg Config, p Parameters, r Row, stream int) (RowResult, error) {
+	dir, err := os.MkdirTemp(cfg.StateRoot, "retries-"+r.Client+"-"+r.Registry+"-")
+	if err != nil {
+		return RowResult{}, fmt.Errorf("state folder: %w", err)
+	}
+	args := []string{"-state", dir, "-addr", "127.0.0.1:0", "-store", effectserver.StoreVolatile, "-faults",
+		// One key per intent on the keyed rows: the registry must hold
+		// them all, or late intents would get 429 instead of an effect.
+		"-capacity", strconv.Itoa(max(p.Intents, 64))}
+	if r.Registry != Sound {
+		args = append(args, "-unsafe-registry", r.Registry)
+	}
+	srv, err := serverproc.Start(ctx, cfg.ServerPath, args, readyWithin)
+	if err != nil {
+		return RowResult{}, fmt.Errorf("start server (%s): %w", argsText(args), err)
+	}
+	defer srv.Kill()
+
+	bodies := make(map[string]int, p.Intents) // SHA-256 of body -> intent
+	for i := range p.Intents {
+		sum := sha256.Sum256(body(stream, i))
+		bodies[hex.EncodeToString(sum[:])] = i
+	}
+	if err := drive(ctx, p, cfg.Seed, r, stream, "http://"+srv.Addr+"/effect"); err != nil {
+		return RowResult{}, err
+	}
+	code, err := srv.Stop(stopWithin)
+	if err != nil {
+		return RowResult{}, fmt.Errorf("stop server: %w", err)
+	}
+	if code != 0 {
+		return RowResult{}, fmt.Errorf("server exited with code %d on SIGTERM, want 0", code)
+	}
+	st, err := effectserver.ReadState(effectserver.StoreVolatile, dir)
+	if err != nil {
+		return RowResult{}, fmt.Errorf("read server state: %w", err)
+	}
+	if got := int64(len(st.Effects)); got != st.Counter {
+		return RowResult{}, fmt.Errorf("server state in %s: %d effects journaled, counter %d", dir, got, st.Counter)
+	}
+	applied := make([]int, p.Intents)
+	for n, e := range st.Effects {
+		i, ok := bodies[e.BodySHA256]
+		if !ok {
+			return RowResult{}, fmt.Errorf("server state in %s: effect %d has body SHA-256 %s, which no intent sent", dir, n+1, e.BodySHA256)
+		}
+		applied[i]++
+	}
+	res := RowResult{Client: r.Client, Registry: r.Registry}
+	for _, n := range applied {
+		switch {
+		case n == 0:
+			res.Lost++
+		case n == 1:
+			res.AppliedOnce++
+		default:
+			res.Duplicated++
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return RowResult{}, fmt.Errorf("remove state folder: %w", err)
+	}
+	return res, nil
+}
+
+// body is intent i's request body in the row with stream index stream:
+// unique within the experiment, so the journal names the intent.
+func body(stream, i int) []byte { return fmt.Appendf(nil, "intent-%d-%d", stream, i) }
+
+// key is intent i's idempotency key, chosen once before its first send.
+func key(stream, i int) string { return fmt.Sprintf("r%d-i%d", stream, i) }
+
+func argsText(args []string) string {
+	s := ""
+	for i, a := range args {
+		if i > 0 {
+			s += " "
+		}
+		s += a
+	}
+	return s
+}

@@ -1,0 +1,307 @@
+package retries
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+)
+
+// serverBin is the effectserver built once for the package's tests.
+var serverBin string
+
+func TestMain(m *testing.M) {
+	tmp, err := os.MkdirTemp("", "retries-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	serverBin = filepath.Join(tmp, "effectserver")
+	cmd := exec.Command("go", "build", "-o", serverBin, "./cmd/effectserver")
+	cmd.Dir = filepath.Join("..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build ./cmd/effectserver: %v\n%s", err, out)
+		os.RemoveAll(tmp)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(tmp)
+	os.Exit(code)
+}
+
+func config(t testing.TB, intents int, rows ...Row) Config {
+	return Config{ServerPath: serverBin, StateRoot: t.TempDir(), Seed: 7, Rows: rows,
+		Parameters: Parameters{Intents: intents}}
+}
+
+// checkRow asserts the invariant every row keeps: each intent is counted
+// exactly once, as lost, applied once or duplicated.
+func checkRow(t *testing.T, row RowResult, intents int) {
+	t.Helper()
+	if got := row.Lost + row.AppliedOnce + row.Duplicated; got != intents {
+		t.Errorf("%s/%s: lost %d + applied once %d + duplicated %d = %d, want %d intents",
+			row.Client, row.Registry, row.Lost, row.AppliedOnce, row.Duplicated, got, intents)
+	}
+}
+
+// Ensure the sound rows end to end against the real server: the counts add
+// up to the intents, never-retry duplicates nothing, and retry-same-key
+// neither loses nor duplicates. retry-no-key loses nothing but in the
+// unlikely case every attempt was dropped, so only the sum is asserted.
+func TestRunSoundRows(t *testing.T) {
+	const intents = 20
+	sound := Rows[:3]
+	res, err := Run(context.Background(), config(t, intents, sound...))
+	if err != nil {
+		t.Fatalf("Run() error = %v", err)
+	}
+	if got, want := len(res.Rows), len(sound); got != want {
+		t.Fatalf("len(Rows) = %d, want %d", got, want)
+	}
+	for i, row := range res.Rows {
+		if row.Client != sound[i].Client || row.Registry != sound[i].Registry {
+			t.Errorf("Rows[%d] = %s/%s, want %s", i, row.Client, row.Registry, sound[i])
+		}
+		checkRow(t, row, intents)
+	}
+	if got := res.Rows[0].Duplicated; got != 0 {
+		t.Errorf("never-retry: duplicated = %d, want 0", got)
+	}
+	if got := res.Rows[2]; got.Lost != 0 || got.Duplicated != 0 {
+		t.Errorf("retry-same-key/sound: lost %d, duplicated %d, want 0 and 0", got.Lost, got.Duplicated)
+	}
+	if res.Seed != 7 || res.Parameters.Intents != intents || res.Parameters.MaxAttempts != Default.MaxAttempts {
+		t.Errorf("Result seed %d, parameters %+v; want seed 7, %d intents, defaults otherwise", res.Seed, res.Parameters, intents)
+	}
+	t.Logf("\n%s", text(t, res))
+}
+
+// Ensure the record-after-effect row runs with its counts adding up, or,
+// on a server that refuses -unsafe-registry, fails with an error that
+// names the row and the server's complaint.
+func TestRunUnsafeRow(t *testing.T) {
+	const intents = 20
+	row := Row{RetrySameKey, RecordAfterEffect}
+	res, err := Run(context.Background(), config(t, intents, row))
+	if err != nil {
+		if msg := err.Error(); !strings.Contains(msg, "row retry-same-key/record-after-effect: start server") ||
+			!strings.Contains(msg, "-unsafe-registry") {
+			t.Fatalf("Run() error = %v, want it to name the row and -unsafe-registry", err)
+		}
+		if len(res.Rows) != 0 {
+			t.Errorf("Run() rows = %+v, want none", res.Rows)
+		}
+		t.Logf("the server refuses the mutant (expected until it is built): %v", err)
+		return
+	}
+	if len(res.Rows) != 1 {
+		t.Fatalf("len(Rows) = %d, want 1", len(res.Rows))
+	}
+	checkRow(t, res.Rows[0], intents)
+	t.Logf("\n%s", text(t, res))
+}
+
+// Ensure Run refuses what it cannot run before starting any server.
+func TestRunRefuses(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(c *Config)
+		want string
+	}{
+		{"unknown row", func(c *Config) { c.Rows = []Row{{"retry-twice", Sound}} }, "row retry-twice/sound: not an experiment row"},
+		{"no server", func(c *Config) { c.ServerPath = "" }, "no server binary"},
+		{"no state root", func(c *Config) { c.StateRoot = filepath.Join(c.StateRoot, "nope") }, "is not a folder"},
+		{"drop over 100", func(c *Config) { c.DropPercent = 101 }, "drop_percent 101"},
+		{"negative intents", func(c *Config) { c.Intents = -1 }, "intents (-1)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := config(t, 5)
+			tt.edit(&c)
+			_, err := Run(context.Background(), c)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Run() error = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// Ensure a cancelled context ends the run with its error and leaves no
+// server behind (serverproc kills it on every path).
+func TestRunCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Run(ctx, config(t, 5, Rows[0]))
+	if !errors.Is(err, context.Canceled) && (err == nil || !strings.Contains(err.Error(), "context canceled")) {
+		t.Fatalf("Run(cancelled) error = %v, want context canceled", err)
+	}
+}
+
+// Ensure an intent's decisions depend only on (seed, row, intent).
+func TestDecisionsDeterministic(t *testing.T) {
+	draw := func(seed uint64, stream, intent int) []int64 {
+		d := newDecisions(seed, stream, intent)
+		var out []int64
+		for n := range 6 {
+			b := 0
+			if d.drop(15) {
+				b = 1
+			}
+			out = append(out, int64(b), int64(d.delayMS(60)), int64(d.backoff(n+1, 5, 100)))
+		}
+		return out
+	}
+	a, b := draw(1, 2, 3), draw(1, 2, 3)
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatalf("same (seed, row, intent) gave %v and %v", a, b)
+	}
+	for _, other := range [][]int64{draw(2, 2, 3), draw(1, 3, 3), draw(1, 2, 4)} {
+		if fmt.Sprint(a) == fmt.Sprint(other) {
+			t.Errorf("another (seed, row, intent) gave the same decisions %v", a)
+		}
+	}
+}
+
+// Ensure the draws stay in their ranges and the drop rate is near its
+// percentage (a fixed seed: the numbers are the same every run).
+func TestDecisionRanges(t *testing.T) {
+	drops, sawZero, sawMax := 0, false, false
+	const n = 20000
+	for i := range n {
+		d := newDecisions(42, 0, i)
+		if d.drop(15) {
+			drops++
+		}
+		ms := d.delayMS(60)
+		if ms < 0 || ms > 60 {
+			t.Fatalf("delayMS(60) = %d, outside 0..60", ms)
+		}
+		sawZero, sawMax = sawZero || ms == 0, sawMax || ms == 60
+		for k := 1; k < 6; k++ {
+			limit := time.Duration(min(100, 5<<k)) * time.Millisecond
+			if b := d.backoff(k, 5, 100); b < 0 || b >= limit {
+				t.Fatalf("backoff(%d) = %v, outside [0, %v)", k, b, limit)
+			}
+		}
+	}
+	if drops < n*13/100 || drops > n*17/100 {
+		t.Errorf("drop(15) true %d times in %d, want about 15%%", drops, n)
+	}
+	if !sawZero || !sawMax {
+		t.Errorf("delayMS(60) never drew 0 (%v) or 60 (%v)", sawZero, sawMax)
+	}
+	if d := newDecisions(1, 0, 0); d.drop(0) || !d.drop(100) {
+		t.Error("drop(0) dropped or drop(100) sent")
+	}
+}
+
+func text(t *testing.T, r Result) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+var sample = Result{Seed: 1, Parameters: Default, Rows: []RowResult{
+	{NeverRetry, Sound, 43, 157, 0},
+	{RetryNoKey, Sound, 0, 121, 79},
+	{RetrySameKey, Sound, 0, 200, 0},
+	{RetrySameKey, RecordAfterEffect, 0, 150, 50},
+}}
+
+// Ensure the text table's layout.
+func TestWriteText(t *testing.T) {
+	want := `retries: 200 intents per row, seed 1; 10 workers, 15% dropped before sending, timeout 30 ms, server delay 0-60 ms, up to 6 attempts
+client          registry             lost  applied once  duplicated
+never-retry     sound                  43           157           0
+retry-no-key    sound                   0           121          79
+retry-same-key  sound                   0           200           0
+retry-same-key  record-after-effect     0           150          50
+`
+	if got := text(t, sample); got != want {
+		t.Errorf("WriteText() =\n%s\nwant\n%s", got, want)
+	}
+}
+
+// Ensure JSON() is valid against schema/retries.schema.json, keeps its
+// field order, and gives the same bytes for the same result.
+func TestJSON(t *testing.T) {
+	data, err := os.ReadFile("../../schema/retries.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "https://idemlab.invalid/schema/retries.schema.json"
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource(id, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []Result{sample, {Seed: 1<<64 - 1, Parameters: Default}} {
+		doc := r.JSON()
+		dec := json.NewDecoder(bytes.NewReader(doc))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Validate(v); err != nil {
+			t.Errorf("JSON() against the schema: %#v\n%s", err, doc)
+		}
+		if !bytes.Equal(doc, r.JSON()) {
+			t.Error("JSON() differs between two calls")
+		}
+	}
+	want := `{
+  "schema_version": 1,
+  "seed": 1,
+  "parameters": {
+    "intents": 200,`
+	if got := string(sample.JSON()); !strings.HasPrefix(got, want) {
+		t.Errorf("JSON() =\n%s\nwant it to start with\n%s", got, want)
+	}
+}
+
+// BenchmarkRetries runs the whole experiment: 200 intents, all rows, on
+// state folders on disk (real fsync, as the lab runs) and, where the
+// machine has one, on tmpfs (/dev/shm), where fsync costs nothing and only
+// the experiment's own timing (timeouts, delays, backoff) remains.
+func BenchmarkRetries(b *testing.B) {
+	roots := []struct{ name, dir string }{{"disk", ""}, {"tmpfs", "/dev/shm"}}
+	for _, r := range roots {
+		b.Run(r.name, func(b *testing.B) {
+			root := b.TempDir()
+			if r.dir != "" {
+				if fi, err := os.Stat(r.dir); err != nil || !fi.IsDir() {
+					b.Skipf("no %s on this machine", r.dir)
+				}
+				var err error
+				if root, err = os.MkdirTemp(r.dir, "retries-bench-"); err != nil {
+					b.Fatal(err)
+				}
+				defer os.RemoveAll(root)
+			}
+			for b.Loop() {
+				if _, err := Run(context.Background(), Config{ServerPath: serverBin, StateRoot: root, Seed: 1, Rows: benchRows}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// benchRows are the rows BenchmarkRetries runs.
+var benchRows = Rows
