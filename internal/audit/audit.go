@@ -99,8 +99,9 @@ func Audit(opts Options) (*Report, error) {
 	}
 
 	// A folder from "runner -experiment NAME" holds no case runs: its
-	// manifest selects no cases and at least one experiment.
-	experimentOnly := opts.Case == "" && opts.Store == "" && experimentOnlySelection(manifest)
+	// manifest selects no cases and at least one experiment. -store then
+	// has nothing to narrow; -case still demands that case's runs.
+	experimentOnly := opts.Case == "" && experimentOnlySelection(manifest)
 	if experimentOnly {
 		cases, stores = nil, nil
 	}

@@ -71,6 +71,7 @@ func TestAuditExperiments(t *testing.T) {
 	tests := []struct {
 		name   string
 		mutate func(t *testing.T, f *fixture)
+		opts   func(o *Options)
 		want   []string // exact failure lines, in order; nil: pass
 		note   string
 	}{
@@ -102,6 +103,37 @@ func TestAuditExperiments(t *testing.T) {
 				})
 				os.Remove(f.path("evidence/retries.json"))
 				f.rehash(t)
+			},
+		},
+		{
+			name: "pass/an experiment-only folder with -store (as the runner calls it)",
+			mutate: func(t *testing.T, f *fixture) {
+				for _, n := range []string{"results.json", "run.json", "REPORT.md"} {
+					os.Remove(f.path("evidence/" + n))
+				}
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
+					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "experiments": []string{"retries", "jitter"}}
+				})
+				f.rehash(t)
+			},
+			opts: func(o *Options) { o.Store = "volatile" },
+		},
+		{
+			name: "an experiment-only folder audited with -case misses that case's run",
+			mutate: func(t *testing.T, f *fixture) {
+				for _, n := range []string{"results.json", "run.json", "REPORT.md"} {
+					os.Remove(f.path("evidence/" + n))
+				}
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
+					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "experiments": []string{"retries", "jitter"}}
+				})
+				f.rehash(t)
+			},
+			opts: func(o *Options) { o.Case = "body_conflict" },
+			want: []string{
+				"results.json: cannot read: no such file or directory",
+				"run.json: cannot read: no such file or directory",
+				"file results.json: not listed in the manifest",
 			},
 		},
 		{
@@ -265,7 +297,11 @@ func TestAuditExperiments(t *testing.T) {
 			f := newFixture(t)
 			addExperiments(t, f)
 			tt.mutate(t, f)
-			r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
+			opts := Options{Root: f.root, Evidence: f.evidence}
+			if tt.opts != nil {
+				tt.opts(&opts)
+			}
+			r, err := Audit(opts)
 			if err != nil {
 				t.Fatalf("Audit() error = %v", err)
 			}
