@@ -14,8 +14,8 @@
 //
 // Usage:
 //
-//	runner [-out evidence] [-store volatile|all] [-case NAME] [-server PATH]
-//	runner -experiment retries|jitter [-out DIR] [-seed N] [-intents 200]
+//	runner [-out evidence] [-store volatile|durable|all] [-case NAME] [-server PATH]
+//	runner -experiment retries|jitter|none [-out DIR] [-seed N] [-intents 200]
 //
 // Exit status:
 //
@@ -39,8 +39,8 @@ import (
 	"idemlab/internal/suite"
 )
 
-const usage = `usage: runner [-out DIR] [-store volatile|all] [-case NAME] [-server PATH]
-       runner -experiment retries|jitter [-out DIR] [-seed N] [-intents N]
+const usage = `usage: runner [-out DIR] [-store volatile|durable|all] [-case NAME] [-server PATH]
+       runner -experiment retries|jitter|none [-out DIR] [-seed N] [-intents N]
 
 Runs the idemlab case suite against real effectserver processes, then the
 retry experiments, writes the evidence folder and audits it with the audit
@@ -50,11 +50,12 @@ schema/ and builds ./cmd/...).
 Flags:
   -out DIR          evidence folder to write (default "evidence"); it may
                     hold only files the runner writes
-  -store NAME       store to run every case on: volatile, or all (default all)
+  -store NAME       store to run every case on: volatile, durable, or all (default all)
   -case NAME        run only this case (a case file's name), no experiment
   -experiment NAME  run only this experiment, no case: retries (three clients
                     on a flaky network, counted from the server's journal) or
-                    jitter (the retry-storm model, drawn as jitter.svg)
+                    jitter (the retry-storm model, drawn as jitter.svg);
+                    none runs the cases and no experiment
   -seed N           the retries experiment's seed (default 1)
   -intents N        the retries experiment's intents per row (default 200)
   -server PATH      use this effectserver binary instead of building one
@@ -75,7 +76,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Usage = func() {} // -h prints the whole text below; a bad flag only its error
 
 	out := fs.String("out", "evidence", "evidence folder to write")
-	store := fs.String("store", "all", "volatile or all")
+	store := fs.String("store", "all", "volatile, durable or all")
 	caseName := fs.String("case", "", "run only this case")
 	server := fs.String("server", "", "prebuilt effectserver binary")
 	experiment := fs.String("experiment", "", "run only this experiment")

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"idemlab/internal/caseplan"
-	"idemlab/internal/counterfile"
+	"idemlab/internal/effectserver"
 	"idemlab/internal/observation"
 	"idemlab/internal/serverproc"
 )
@@ -40,7 +40,7 @@ var DefaultProtocol = Protocol{
 }
 
 // Stores are the store designs the effectserver offers, in evidence order.
-var Stores = []string{"volatile"}
+var Stores = []string{effectserver.StoreVolatile, effectserver.StoreDurable}
 
 // Config says how to run: which server binary, where state folders go.
 type Config struct {
@@ -90,11 +90,11 @@ func Run(ctx context.Context, cfg Config, c caseplan.Case, store string) (observ
 	if err := r.execute(ctx, c); err != nil {
 		return obs, det, fmt.Errorf("case %s on %s: %w", c.Name, store, err)
 	}
-	counter, err := readCounter(store, state)
+	st, err := effectserver.ReadState(store, state)
 	if err != nil {
-		return obs, det, fmt.Errorf("case %s on %s: read counter: %w", c.Name, store, err)
+		return obs, det, fmt.Errorf("case %s on %s: %w", c.Name, store, err)
 	}
-	obs.Counter = counter
+	obs.Counter = st.Counter
 	det.Wall = time.Since(began)
 	return obs, det, nil
 }
@@ -218,15 +218,4 @@ func (r *run) concurrent(ctx context.Context, step int, g caseplan.Concurrent) {
 func (r *run) record(o observation.Call, d CallDetail) {
 	r.obs.Calls = append(r.obs.Calls, o)
 	r.det.Calls = append(r.det.Calls, d)
-}
-
-// readCounter reads a store's counter from its state folder after the
-// server has exited.
-func readCounter(store, dir string) (int64, error) {
-	switch store {
-	case "volatile":
-		return counterfile.Read(dir)
-	default:
-		return 0, fmt.Errorf("store %q: no counter reader", store)
-	}
 }

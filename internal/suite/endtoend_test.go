@@ -9,12 +9,14 @@ import (
 	"testing"
 
 	"idemlab/internal/caseplan"
+	"idemlab/internal/labrun"
 	"idemlab/internal/schemacheck"
 )
 
-// Ensure the whole suite runs through real subprocesses (build, servers,
-// audit as its own process), passes its audit, shows the design's counters,
-// and writes a results.json that is byte-identical from run to run.
+// Ensure the whole case suite runs on every store through real subprocesses
+// (build, servers, audit as its own process), passes its audit, shows the
+// counters the case files expect, and writes a results.json that is
+// byte-identical from run to run.
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the whole suite")
@@ -23,7 +25,7 @@ func TestEndToEnd(t *testing.T) {
 	var first []byte
 	for i, out := range []string{filepath.Join(dir, "a"), filepath.Join(dir, "b")} {
 		var log bytes.Buffer
-		err := Run(context.Background(), Options{Root: "../..", Out: out, Stores: []string{"volatile"}, Stdout: &log, Stderr: &log})
+		err := Run(context.Background(), Options{Root: "../..", Out: out, Stores: labrun.Stores, Experiment: NoExperiment, Stdout: &log, Stderr: &log})
 		if err != nil {
 			t.Fatalf("run %d: %v\n%s", i, err, log.String())
 		}
@@ -42,6 +44,7 @@ func TestEndToEnd(t *testing.T) {
 	var res struct {
 		Runs []struct {
 			Case    string `json:"case"`
+			Store   string `json:"store"`
 			Counter int64  `json:"counter"`
 		} `json:"runs"`
 	}
@@ -54,13 +57,14 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := len(res.Runs), len(cases); got != want {
-		t.Fatalf("results.json has %d runs, want one per case: %d", got, want)
+	if got, want := len(res.Runs), len(cases)*len(labrun.Stores); got != want {
+		t.Fatalf("results.json has %d runs, want one per case and store: %d", got, want)
 	}
 	for i, r := range res.Runs {
-		c := cases[i]
-		if r.Case != c.Name || r.Counter != c.Expect["volatile"].Counter {
-			t.Errorf("run %d = %s counter %d, want %s counter %d", i, r.Case, r.Counter, c.Name, c.Expect["volatile"].Counter)
+		c, store := cases[i/len(labrun.Stores)], labrun.Stores[i%len(labrun.Stores)]
+		want := c.Expect[store].Counter
+		if r.Case != c.Name || r.Store != store || r.Counter != want {
+			t.Errorf("run %d = %s/%s counter %d, want %s/%s counter %d", i, r.Case, r.Store, r.Counter, c.Name, store, want)
 		}
 	}
 }

@@ -20,15 +20,18 @@ const (
 // Experiments lists every experiment, in run order.
 var Experiments = []string{ExperimentRetries, ExperimentJitter}
 
+// NoExperiment as the -experiment value runs the cases and no experiment.
+const NoExperiment = "none"
+
 // experimentFiles are the evidence files each experiment writes.
 var experimentFiles = []string{"retries.json", "jitter.json", "jitter.svg"}
 
 // checkExperiment refuses an unknown -experiment name, listing the valid ones.
 func checkExperiment(name string) error {
-	if name == "" || slices.Contains(Experiments, name) {
+	if name == "" || name == NoExperiment || slices.Contains(Experiments, name) {
 		return nil
 	}
-	return &UsageError{fmt.Errorf("-experiment %q: no such experiment; experiments are: %s", name, strings.Join(Experiments, ", "))}
+	return &UsageError{fmt.Errorf("-experiment %q: no such experiment; experiments are: %s (or %s: cases only)", name, strings.Join(Experiments, ", "), NoExperiment)}
 }
 
 // runExperiment runs one experiment, prints its table and returns its

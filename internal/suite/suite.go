@@ -45,6 +45,8 @@ type Options struct {
 // narrows the run.
 func (o Options) plan() (suite bool, experiments []string) {
 	switch {
+	case o.Experiment == NoExperiment:
+		return true, nil
 	case o.Experiment != "":
 		return false, []string{o.Experiment}
 	case o.Case != "":
@@ -89,7 +91,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := checkExperiment(o.Experiment); err != nil {
 		return err
 	}
-	if o.Experiment != "" && o.Case != "" {
+	if o.Experiment != "" && o.Experiment != NoExperiment && o.Case != "" {
 		return &UsageError{errors.New("-case and -experiment exclude each other: a run is either cases or one experiment")}
 	}
 	runSuite, experiments := o.plan()
@@ -257,7 +259,7 @@ func summary(cases []caseplan.Case, stores []string, results []result) string {
 		fmt.Fprintf(&b, "%-22s", c.Name)
 		for j := range stores {
 			r := results[i*len(stores)+j]
-			fmt.Fprintf(&b, "  %-16s", fmt.Sprintf("%d  %s", r.obs.Counter, verdict(r)))
+			fmt.Fprintf(&b, "  %-16s", fmt.Sprintf("%-3d %s", r.obs.Counter, verdict(r)))
 		}
 		b.WriteString("\n")
 	}
