@@ -13,9 +13,10 @@ import (
 	"testing"
 )
 
-// fixture is a mini checkout (the repo's real schema/ and cases/, a few
-// fake sources) with an evidence folder whose results satisfy every
-// expectation of the real cases, and a manifest with computed hashes.
+// fixture is a mini checkout (the repo's real schema/, the seven volatile
+// cases pinned in testdata/cases so the tests do not move with cases/, a
+// few fake sources) with an evidence folder whose results satisfy every
+// expectation of those cases, and a manifest with computed hashes.
 type fixture struct {
 	root     string
 	evidence string
@@ -25,13 +26,13 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	root := t.TempDir()
 	f := &fixture{root: root, evidence: filepath.Join(root, "evidence")}
-	for _, dir := range []string{"schema", "cases"} {
-		entries, err := os.ReadDir(filepath.Join("..", "..", dir))
+	for dir, from := range map[string]string{"schema": filepath.Join("..", "..", "schema"), "cases": filepath.Join("testdata", "cases")} {
+		entries, err := os.ReadDir(from)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range entries {
-			data, err := os.ReadFile(filepath.Join("..", "..", dir, e.Name()))
+			data, err := os.ReadFile(filepath.Join(from, e.Name()))
 			if err != nil {
 				t.Fatal(err)
 			}
