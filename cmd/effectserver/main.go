@@ -6,6 +6,7 @@
 //
 //	effectserver -state DIR [-addr 127.0.0.1:0] [-store volatile|durable]
 //	             [-capacity 64] [-max-body 4096] [-wait 5s] [-faults]
+//	             [-unsafe-registry NAME]
 //
 // It listens on loopback only, prints one line "READY 127.0.0.1:PORT" on
 // standard output once it accepts connections, and logs one line per
@@ -26,7 +27,8 @@
 //	0   clean shutdown on SIGTERM or SIGINT (and -h)
 //	1   the server failed while running
 //	2   usage error: bad flag, missing -state, non-loopback -addr, -faults
-//	    with a non-loopback address, unknown -store, unusable state folder,
+//	    with a non-loopback address, unknown -store, -unsafe-registry
+//	    without -faults or unknown, unusable state folder,
 //	    malformed counter file or effects log, database that cannot be
 //	    opened or is corrupt
 //	23  a lab crash fault fired
@@ -71,6 +73,14 @@ Flags:
   -wait D           how long a duplicate waits for an in-flight owner
                     before 409 (default 5s)
   -faults           honour the X-Lab-Fault header (loopback only)
+  -unsafe-registry NAME
+                    with -faults only: build a classic bug into the key
+                    registry, to prove the lab's cases catch it (announced
+                    on stderr): record-after-effect (no in-flight record,
+                    concurrent duplicates all run), no-fingerprint (another
+                    body replays instead of 422), evict-oldest (a full
+                    registry forgets its oldest key instead of 429),
+                    forget-on-lost-reply (a dropped reply drops the record)
   -h                print this help
 
 Request headers:
@@ -92,7 +102,8 @@ Exit status:
   0   clean shutdown on SIGTERM or SIGINT, or -h
   1   the server failed while running
   2   usage error: bad flag, missing -state, non-loopback -addr, -faults
-      with a non-loopback address, unknown -store, unusable state folder,
+      with a non-loopback address, unknown -store, -unsafe-registry
+      without -faults or unknown, unusable state folder,
       malformed counter file or effects log, database that cannot be
       opened or is corrupt
   23  a lab crash fault fired
@@ -112,6 +123,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Int64Var(&cfg.MaxBody, "max-body", effectserver.DefaultMaxBody, "largest body in bytes")
 	fs.DurationVar(&cfg.Wait, "wait", effectserver.DefaultWait, "wait for an in-flight owner")
 	fs.BoolVar(&cfg.Faults, "faults", false, "honour X-Lab-Fault")
+	fs.StringVar(&cfg.UnsafeRegistry, "unsafe-registry", "", "deliberately broken registry (with -faults)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, help)

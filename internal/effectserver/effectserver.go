@@ -61,6 +61,11 @@ type Config struct {
 	Wait     time.Duration // how long a duplicate waits for an in-flight owner
 	Faults   bool          // honour X-Lab-Fault
 
+	// UnsafeRegistry, when not empty, names a registry.Flaw to build into
+	// the key registry on purpose (only with Faults): the lab's mutation
+	// runs prove its cases catch each classic registry bug.
+	UnsafeRegistry string
+
 	// Exit ends the process when a crash fault fires; nil means os.Exit.
 	// Tests replace it to observe a crash without dying.
 	Exit func(code int)
@@ -102,7 +107,11 @@ func New(cfg Config, stderr io.Writer) (*Server, error) {
 	if err != nil {
 		return nil, &StartError{err}
 	}
-	reg := registry.New(cfg.Capacity)
+	flaw, _ := registry.ParseFlaw(cfg.UnsafeRegistry) // checked above
+	reg := registry.NewUnsafe(cfg.Capacity, flaw)
+	if flaw != registry.Sound {
+		fmt.Fprintf(stderr, "WARNING: UNSAFE REGISTRY %q: this server has a deliberate idempotency bug, for the lab's mutation runs only\n", flaw)
+	}
 	recorded, err := store.Recorded()
 	if err != nil {
 		store.Close()
@@ -151,6 +160,14 @@ func check(cfg Config) (string, error) {
 	}
 	if cfg.Wait <= 0 {
 		return "", fmt.Errorf("-wait %s: want more than 0", cfg.Wait)
+	}
+	if cfg.UnsafeRegistry != "" {
+		if !cfg.Faults {
+			return "", fmt.Errorf("-unsafe-registry %s: only together with -faults (it is a lab fault)", cfg.UnsafeRegistry)
+		}
+		if _, err := registry.ParseFlaw(cfg.UnsafeRegistry); err != nil {
+			return "", fmt.Errorf("-unsafe-registry: %w", err)
+		}
 	}
 	return listen, nil
 }

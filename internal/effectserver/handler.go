@@ -218,6 +218,9 @@ func (s *Server) admit(w http.ResponseWriter, x *exchange, in Intent, fault labf
 	if fault.DropReply {
 		x.outcome = "dropped"
 		drop(w)
+		if ticket != nil {
+			ticket.ReplyLost() // a sound registry keeps the record for the retry
+		}
 		return
 	}
 	s.replyValue(w, x, res.Value, false)

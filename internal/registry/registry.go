@@ -39,9 +39,11 @@ var (
 // A Registry is a bounded table of keys. Its methods are safe for concurrent use.
 type Registry struct {
 	capacity int
+	flaw     Flaw // Sound except in the lab's mutation runs (NewUnsafe)
 
 	mu      sync.Mutex
 	records map[string]*record
+	nextSeq uint64 // insertion order, for EvictOldest
 
 	// onWait, when set by a test, is called (outside the lock) each time a
 	// request starts waiting for an owner. Guarded by mu.
@@ -55,6 +57,7 @@ type record struct {
 	done  chan struct{}
 	final bool
 	value int64
+	seq   uint64 // when the key was inserted
 }
 
 // New returns an empty Registry holding at most capacity keys.
@@ -83,7 +86,8 @@ func (r *Registry) Restore(key string, fp Fingerprint, value int64) error {
 	}
 	done := make(chan struct{})
 	close(done)
-	r.records[key] = &record{fp: fp, done: done, final: true, value: value}
+	r.nextSeq++
+	r.records[key] = &record{fp: fp, done: done, final: true, value: value, seq: r.nextSeq}
 	return nil
 }
 
@@ -107,15 +111,18 @@ func (r *Registry) Acquire(ctx context.Context, key string, fp Fingerprint, wait
 		rec, ok := r.records[key]
 		switch {
 		case !ok:
-			if len(r.records) >= r.capacity {
+			if len(r.records) >= r.capacity && !(r.flaw == EvictOldest && r.evictOldestLocked()) {
 				r.mu.Unlock()
 				return nil, 0, ErrFull
 			}
-			rec = &record{fp: fp, done: make(chan struct{})}
-			r.records[key] = rec
+			r.nextSeq++
+			rec = &record{fp: fp, done: make(chan struct{}), seq: r.nextSeq}
+			if r.flaw != RecordAfterEffect { // the flaw: no in-flight record for duplicates to find
+				r.records[key] = rec
+			}
 			r.mu.Unlock()
 			return &Ticket{r: r, key: key, rec: rec}, 0, nil
-		case rec.fp != fp:
+		case rec.fp != fp && r.flaw != NoFingerprint:
 			r.mu.Unlock()
 			return nil, 0, ErrConflict
 		case rec.final:
@@ -168,6 +175,11 @@ func (t *Ticket) Complete(value int64) {
 	t.rec.value = value
 	t.rec.final = true
 	close(t.rec.done)
+	if t.r.flaw == RecordAfterEffect {
+		if _, held := t.r.records[t.key]; !held {
+			t.r.records[t.key] = t.rec // recorded only now, after the effect
+		}
+	}
 }
 
 // Release gives the key up without a result (the effect failed): the record
@@ -180,7 +192,9 @@ func (t *Ticket) Release() {
 		return
 	}
 	t.settled = true
-	delete(t.r.records, t.key)
+	if t.r.records[t.key] == t.rec {
+		delete(t.r.records, t.key)
+	}
 	close(t.rec.done)
 }
 

@@ -1,0 +1,89 @@
+package registry
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// Ensure each flaw does exactly its classic damage, and the sound registry
+// does not: the same script runs against both, and the outcome of its last
+// Acquire tells them apart.
+func TestFlaws(t *testing.T) {
+	ctx := context.Background()
+	a, b := FingerprintOf([]byte("a")), FingerprintOf([]byte("b"))
+	const wait = 50 * time.Millisecond
+	tests := []struct {
+		flaw Flaw
+		// script runs against r and reports whether the last request became
+		// an owner (the effect would run again).
+		script     func(t *testing.T, r *Registry) (owner bool, err error)
+		soundOwner bool
+		soundErr   error
+		flawOwner  bool // no-fingerprint replays (not an owner) where sound says 422
+	}{
+		{RecordAfterEffect, func(t *testing.T, r *Registry) (bool, error) {
+			if _, _, err := r.Acquire(ctx, "k", a, wait); err != nil { // in flight, never completed
+				t.Fatal(err)
+			}
+			t2, _, err := r.Acquire(ctx, "k", a, wait)
+			return t2 != nil, err
+		}, false, ErrInProgress, true},
+		{NoFingerprint, func(t *testing.T, r *Registry) (bool, error) {
+			t1, _, err := r.Acquire(ctx, "k", a, wait)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t1.Complete(1)
+			t2, _, err := r.Acquire(ctx, "k", b, wait)
+			return t2 != nil, err
+		}, false, ErrConflict, false},
+		{EvictOldest, func(t *testing.T, r *Registry) (bool, error) {
+			for _, k := range []string{"k0", "k1"} {
+				tk, _, err := r.Acquire(ctx, k, a, wait)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tk.Complete(1)
+			}
+			if tk, _, err := r.Acquire(ctx, "overflow", a, wait); err == nil {
+				tk.Complete(3)
+			}
+			t2, _, err := r.Acquire(ctx, "k0", a, wait)
+			return t2 != nil, err
+		}, false, nil, true},
+		{ForgetOnLostReply, func(t *testing.T, r *Registry) (bool, error) {
+			t1, _, err := r.Acquire(ctx, "k", a, wait)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t1.Complete(1)
+			t1.ReplyLost()
+			t2, _, err := r.Acquire(ctx, "k", a, wait)
+			return t2 != nil, err
+		}, false, nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.flaw), func(t *testing.T) {
+			owner, err := tt.script(t, New(2))
+			if owner != tt.soundOwner || err != tt.soundErr {
+				t.Fatalf("sound registry: owner %v, err %v; want owner %v, err %v", owner, err, tt.soundOwner, tt.soundErr)
+			}
+			owner, err = tt.script(t, NewUnsafe(2, tt.flaw))
+			if owner != tt.flawOwner || err != nil {
+				t.Fatalf("%s: owner %v, err %v; want owner %v and no error (the flaw)", tt.flaw, owner, err, tt.flawOwner)
+			}
+		})
+	}
+}
+
+func TestParseFlaw(t *testing.T) {
+	for _, f := range Flaws {
+		if got, err := ParseFlaw(string(f)); err != nil || got != f {
+			t.Fatalf("ParseFlaw(%q) = %q, %v", f, got, err)
+		}
+	}
+	if _, err := ParseFlaw("evict-newest"); err == nil {
+		t.Fatal("ParseFlaw(evict-newest) = nil error")
+	}
+}
