@@ -16,6 +16,7 @@
 //
 //	runner [-out evidence] [-store volatile|durable|all] [-case NAME] [-server PATH]
 //	runner -experiment retries|jitter|none [-out DIR] [-seed N] [-intents 200]
+//	runner -unsafe-registry NAME [-out DIR] [-store ...] [-case NAME]
 //
 // Exit status:
 //
@@ -41,6 +42,7 @@ import (
 
 const usage = `usage: runner [-out DIR] [-store volatile|durable|all] [-case NAME] [-server PATH]
        runner -experiment retries|jitter|none [-out DIR] [-seed N] [-intents N]
+       runner -unsafe-registry NAME [-out DIR] [-store NAME] [-case NAME]
 
 Runs the idemlab case suite against real effectserver processes, then the
 retry experiments, writes the evidence folder and audits it with the audit
@@ -58,13 +60,18 @@ Flags:
                     none runs the cases and no experiment
   -seed N           the retries experiment's seed (default 1)
   -intents N        the retries experiment's intents per row (default 200)
+  -unsafe-registry NAME
+                    a mutation run: the cases (no experiment) against servers
+                    with a deliberately broken registry, record-after-effect,
+                    no-fingerprint, evict-oldest or forget-on-lost-reply; the
+                    audit must FAIL and name the case that caught the bug
   -server PATH      use this effectserver binary instead of building one
 
 Exit status:
   0  the audit passed
   1  the audit failed
-  2  usage: bad flag, malformed case file, unknown case, store or
-     experiment, bad -out
+  2  usage: bad flag, malformed case file, unknown case, store,
+     experiment or unsafe registry, bad -out
   3  the lab itself broke (build failed, server never became ready, ...)
 `
 
@@ -82,6 +89,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	experiment := fs.String("experiment", "", "run only this experiment")
 	seed := fs.Uint64("seed", 1, "seed of the retries experiment")
 	intents := fs.Int("intents", 0, "intents per row of the retries experiment")
+	unsafe := fs.String("unsafe-registry", "", "run the cases against this broken registry")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usage)
@@ -107,7 +115,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	err = suite.Run(ctx, suite.Options{
 		Root: ".", Out: *out, Stores: stores, Case: *caseName, Experiment: *experiment,
-		Seed: *seed, Intents: *intents, ServerPath: *server,
+		Seed: *seed, Intents: *intents, Unsafe: *unsafe, ServerPath: *server,
 		Stdout: stdout, Stderr: stderr,
 	})
 	var usageErr *suite.UsageError

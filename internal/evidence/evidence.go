@@ -30,17 +30,20 @@ type File struct {
 
 // Manifest is manifest.json. Files is filled in by Write.
 type Manifest struct {
-	SchemaVersion int               `json:"schema_version"`
-	GeneratedUTC  string            `json:"generated_utc"`
-	SourceCommit  string            `json:"source_commit"`
-	SourceDirty   bool              `json:"source_dirty"`
-	GoVersion     string            `json:"go_version"`
-	OSArch        string            `json:"os_arch"`
-	ServerSHA256  string            `json:"server_sha256"`
-	Protocol      Protocol          `json:"protocol"`
-	Selection     Selection         `json:"selection"`
-	Sources       map[string]string `json:"sources"`
-	Files         map[string]string `json:"files"`
+	SchemaVersion int       `json:"schema_version"`
+	GeneratedUTC  string    `json:"generated_utc"`
+	SourceCommit  string    `json:"source_commit"`
+	SourceDirty   bool      `json:"source_dirty"`
+	GoVersion     string    `json:"go_version"`
+	OSArch        string    `json:"os_arch"`
+	ServerSHA256  string    `json:"server_sha256"`
+	Protocol      Protocol  `json:"protocol"`
+	Selection     Selection `json:"selection"`
+	// UnsafeRegistry names the deliberately broken registry of a mutation
+	// run; empty (and absent) for the sound one.
+	UnsafeRegistry string            `json:"unsafe_registry,omitempty"`
+	Sources        map[string]string `json:"sources"`
+	Files          map[string]string `json:"files"`
 }
 
 // Protocol is the constants the lab ran with, as the manifest records them.

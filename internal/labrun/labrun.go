@@ -47,6 +47,10 @@ type Config struct {
 	ServerPath string   // the effectserver binary
 	StateRoot  string   // parent of each run's fresh state folder
 	Protocol   Protocol // constants
+
+	// UnsafeRegistry, when set, starts every server with this deliberately
+	// broken registry (effectserver -unsafe-registry): a mutation run.
+	UnsafeRegistry string
 }
 
 // Detail is what varies between runs of the same case: it goes to run.json.
@@ -144,6 +148,9 @@ func (r *run) startServer(ctx context.Context) error {
 		"-max-body", strconv.Itoa(p.MaxBody),
 		"-wait", p.Wait.String(),
 		"-faults",
+	}
+	if r.cfg.UnsafeRegistry != "" {
+		args = append(args, "-unsafe-registry", r.cfg.UnsafeRegistry)
 	}
 	s, err := serverproc.Start(ctx, r.cfg.ServerPath, args, p.ReadyWithin)
 	if err != nil {

@@ -123,8 +123,9 @@ func manifest(o Options, cases []caseplan.Case, experiments []string, p labrun.P
 			CrashExitCode:   labfault.ExitCode,
 			ClientTimeoutMS: p.ClientTimeout.Milliseconds(),
 		},
-		Selection: sel,
-		Sources:   sources,
+		Selection:      sel,
+		UnsafeRegistry: o.Unsafe,
+		Sources:        sources,
 	}, nil
 }
 

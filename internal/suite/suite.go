@@ -22,6 +22,7 @@ import (
 	"idemlab/internal/evidence"
 	"idemlab/internal/labrun"
 	"idemlab/internal/observation"
+	"idemlab/internal/registry"
 	"idemlab/internal/schemacheck"
 )
 
@@ -34,6 +35,7 @@ type Options struct {
 	Experiment string           // run only this experiment, and no case
 	Seed       uint64           // the retries experiment's seed
 	Intents    int              // the retries experiment's intents per row; 0 is its default
+	Unsafe     string           // run the cases on servers with this registry.Flaw, and no experiment
 	ServerPath string           // a prebuilt effectserver; empty builds cmd/effectserver
 	Protocol   *labrun.Protocol // nil runs with labrun.DefaultProtocol
 	Stdout     io.Writer
@@ -49,7 +51,7 @@ func (o Options) plan() (suite bool, experiments []string) {
 		return true, nil
 	case o.Experiment != "":
 		return false, []string{o.Experiment}
-	case o.Case != "":
+	case o.Case != "", o.Unsafe != "":
 		return true, nil
 	default:
 		return true, Experiments
@@ -94,6 +96,14 @@ func Run(ctx context.Context, o Options) error {
 	if o.Experiment != "" && o.Experiment != NoExperiment && o.Case != "" {
 		return &UsageError{errors.New("-case and -experiment exclude each other: a run is either cases or one experiment")}
 	}
+	if o.Unsafe != "" {
+		if _, err := registry.ParseFlaw(o.Unsafe); err != nil {
+			return &UsageError{fmt.Errorf("-unsafe-registry: %w", err)}
+		}
+		if o.Experiment != "" && o.Experiment != NoExperiment {
+			return &UsageError{errors.New("-unsafe-registry and -experiment exclude each other: a mutation run runs the cases")}
+		}
+	}
 	runSuite, experiments := o.plan()
 	schemas, err := schemacheck.Load(filepath.Join(o.Root, "schema"))
 	if err != nil {
@@ -133,7 +143,7 @@ func Run(ctx context.Context, o Options) error {
 		return &UsageError{fmt.Errorf("-server: %w", err)}
 	}
 
-	cfg := labrun.Config{ServerPath: server, StateRoot: tmp, Protocol: labrun.DefaultProtocol}
+	cfg := labrun.Config{ServerPath: server, StateRoot: tmp, Protocol: labrun.DefaultProtocol, UnsafeRegistry: o.Unsafe}
 	if o.Protocol != nil {
 		cfg.Protocol = *o.Protocol
 	}
