@@ -22,8 +22,9 @@
 //
 // Apply hands an intent to one committer goroutine, which applies a batch of
 // pending intents in one write transaction (BEGIN IMMEDIATE, so the lookup of
-// a key and the writes happen under the write lock), each intent inside its
-// own SAVEPOINT so that a failing one rolls back alone, then commits once:
+// a key and the writes happen under the write lock), each intent of a batch
+// of several inside its own SAVEPOINT so that a failing one rolls back
+// alone, then commits once:
 // the intents of a batch share one fsync (group commit), and each Apply
 // returns only after the commit holding its effect is durable. Within its
 // savepoint an intent runs, in order: the key lookup (a recorded key with
@@ -43,6 +44,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
@@ -82,14 +84,28 @@ CREATE TABLE effects (
 PRAGMA user_version = 1;
 `
 
-// The statements an intent runs.
+// The statements an intent runs, prepared once.
+var statements = [...]string{
+	// The key count, and the key's fingerprint and value if it is recorded.
+	lookup: `SELECT s.keys, k.fingerprint, k.value FROM state AS s LEFT JOIN keys AS k ON k.key = ? WHERE s.id = 1`,
+	// The effect; a keyed intent also takes its place among the keys.
+	increment: `UPDATE state SET counter = counter + 1, keys = keys + ? WHERE id = 1 RETURNING counter`,
+	journal:   `INSERT INTO effects (value, body_sha256) VALUES (?, ?)`,
+	record:    `INSERT INTO keys (key, fingerprint, value) VALUES (?, ?, ?)`,
+	savepoint: `SAVEPOINT intent`,
+	rollback:  `ROLLBACK TO intent`,
+	release:   `RELEASE intent`,
+}
+
+// Indexes into statements.
 const (
-	sqlLookup    = `SELECT fingerprint, value FROM keys WHERE key = ?`
-	sqlKeyCount  = `SELECT keys FROM state WHERE id = 1`
-	sqlIncrement = `UPDATE state SET counter = counter + 1 WHERE id = 1 RETURNING counter`
-	sqlEffect    = `INSERT INTO effects (value, body_sha256) VALUES (?, ?)`
-	sqlRecord    = `INSERT INTO keys (key, fingerprint, value) VALUES (?, ?, ?)`
-	sqlCountKey  = `UPDATE state SET keys = keys + 1 WHERE id = 1`
+	lookup = iota
+	increment
+	journal
+	record
+	savepoint
+	rollback
+	release
 )
 
 // An Intent is one admitted request: its key ("" when unkeyed) and the
@@ -128,11 +144,26 @@ type Store struct {
 	path     string
 	capacity int64
 	db       *sql.DB
+	stmts    [len(statements)]*sql.Stmt
 
 	queue   chan *pending
 	stop    chan struct{}
 	stopped chan struct{}
 	once    sync.Once
+
+	commits, intents atomic.Int64 // see Stats
+}
+
+// Stats counts the transactions the committer committed and the intents
+// they held; their ratio is the mean group-commit batch.
+type Stats struct {
+	Commits int64
+	Intents int64
+}
+
+// Stats returns the store's counts so far.
+func (s *Store) Stats() Stats {
+	return Stats{Commits: s.commits.Load(), Intents: s.intents.Load()}
 }
 
 // pending is an intent waiting for the committer.
@@ -184,6 +215,12 @@ func Open(dir string, capacity int) (*Store, error) {
 		queue:    make(chan *pending),
 		stop:     make(chan struct{}),
 		stopped:  make(chan struct{}),
+	}
+	for i, q := range statements {
+		if s.stmts[i], err = db.Prepare(q); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("durable store %s: prepare %q: %w", path, q, err)
+		}
 	}
 	go s.commitLoop()
 	return s, nil
@@ -305,6 +342,9 @@ func (s *Store) Apply(in Intent, afterEffect func() error) (Result, error) {
 func (s *Store) Close() error {
 	s.once.Do(func() { close(s.stop) })
 	<-s.stopped
+	for _, st := range s.stmts {
+		st.Close()
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("durable store %s: close: %w", s.path, err)
 	}
@@ -348,12 +388,13 @@ func (s *Store) runBatch(batch []*pending) {
 	}
 }
 
-// transact runs the batch's intents, each in its savepoint, writing each
-// one's outcome to out, and commits. An error means the transaction as a
-// whole failed and nothing of it was committed.
+// transact runs the batch's intents, writing each one's outcome to out,
+// and commits. An error means the transaction as a whole failed and nothing
+// of it was committed. With more than one intent, each runs under a
+// savepoint, so that a failing one is rolled back alone; a lone intent
+// needs none, its failure rolls back the transaction.
 func (s *Store) transact(batch []*pending, out []outcome) (err error) {
-	ctx := context.Background()
-	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see dsn)
+	tx, err := s.db.BeginTx(context.Background(), nil) // BEGIN IMMEDIATE (see dsn)
 	if err != nil {
 		return fmt.Errorf("durable store %s: begin: %w", s.path, err)
 	}
@@ -362,17 +403,29 @@ func (s *Store) transact(batch []*pending, out []outcome) (err error) {
 			tx.Rollback()
 		}
 	}()
+	var st [len(statements)]*sql.Stmt
+	for i, stmt := range s.stmts {
+		st[i] = tx.Stmt(stmt)
+	}
+	alone := len(batch) == 1
 	for i, p := range batch {
-		res, err := s.applyOne(tx, p)
-		var broken *txError
-		if errors.As(err, &broken) {
+		res, err := s.applyOne(&st, p, !alone)
+		if broken, ok := errors.AsType[*txError](err); ok {
 			return broken.err
 		}
 		out[i] = outcome{res: res, err: err}
 	}
+	if alone && out[0].err != nil {
+		if err := tx.Rollback(); err != nil {
+			return fmt.Errorf("durable store %s: roll back: %w", s.path, err)
+		}
+		return nil
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("durable store %s: commit: %w", s.path, err)
 	}
+	s.commits.Add(1)
+	s.intents.Add(int64(len(batch)))
 	return nil
 }
 
@@ -381,40 +434,42 @@ type txError struct{ err error }
 
 func (e *txError) Error() string { return e.err.Error() }
 
-// applyOne runs one intent inside tx under a savepoint. A *txError means
-// its rollback failed and tx must be abandoned.
-func (s *Store) applyOne(tx *sql.Tx, p *pending) (Result, error) {
+// applyOne runs one intent with the transaction's statements st, under a
+// savepoint if savepoints is set. A *txError means the savepoint failed and
+// the transaction must be abandoned.
+func (s *Store) applyOne(st *[len(statements)]*sql.Stmt, p *pending, savepoints bool) (Result, error) {
 	in := p.in
-	if in.Key != "" {
+	keyed := in.Key != ""
+	if keyed {
+		var keys int64
 		var fp []byte
-		var value int64
-		err := tx.QueryRow(sqlLookup, in.Key).Scan(&fp, &value)
-		switch {
-		case err == nil && string(fp) == string(in.Fingerprint[:]):
-			return Result{Value: value, Replayed: true}, nil
-		case err == nil:
-			return Result{}, registry.ErrConflict
-		case !errors.Is(err, sql.ErrNoRows):
+		var value sql.NullInt64
+		if err := st[lookup].QueryRow(in.Key).Scan(&keys, &fp, &value); err != nil {
 			return Result{}, fmt.Errorf("durable store %s: look up key %q: %w", s.path, in.Key, err)
 		}
-		var keys int64
-		if err := tx.QueryRow(sqlKeyCount).Scan(&keys); err != nil {
-			return Result{}, fmt.Errorf("durable store %s: count keys: %w", s.path, err)
-		}
-		if keys >= s.capacity {
+		switch {
+		case value.Valid && string(fp) == string(in.Fingerprint[:]):
+			return Result{Value: value.Int64, Replayed: true}, nil
+		case value.Valid:
+			return Result{}, registry.ErrConflict
+		case keys >= s.capacity:
 			return Result{}, registry.ErrFull
 		}
 	}
-	if _, err := tx.Exec(`SAVEPOINT intent`); err != nil {
+	if !savepoints {
+		value, err := s.effect(st, p)
+		return Result{Value: value}, err
+	}
+	if _, err := st[savepoint].Exec(); err != nil {
 		return Result{}, &txError{fmt.Errorf("durable store %s: savepoint: %w", s.path, err)}
 	}
-	value, err := s.effect(tx, p)
+	value, err := s.effect(st, p)
 	if err != nil {
-		if _, rerr := tx.Exec(`ROLLBACK TO intent`); rerr != nil {
+		if _, rerr := st[rollback].Exec(); rerr != nil {
 			return Result{}, &txError{fmt.Errorf("durable store %s: roll back intent after %v: %w", s.path, err, rerr)}
 		}
 	}
-	if _, rerr := tx.Exec(`RELEASE intent`); rerr != nil {
+	if _, rerr := st[release].Exec(); rerr != nil {
 		return Result{}, &txError{fmt.Errorf("durable store %s: release savepoint: %w", s.path, rerr)}
 	}
 	if err != nil {
@@ -423,26 +478,28 @@ func (s *Store) applyOne(tx *sql.Tx, p *pending) (Result, error) {
 	return Result{Value: value}, nil
 }
 
-// effect runs the intent's writes: the effect, the hook, the key.
-func (s *Store) effect(tx *sql.Tx, p *pending) (int64, error) {
+// effect runs the intent's writes: the effect (counter and effects row),
+// the hook, the key's row.
+func (s *Store) effect(st *[len(statements)]*sql.Stmt, p *pending) (int64, error) {
+	keyed := int64(0)
+	if p.in.Key != "" {
+		keyed = 1
+	}
 	var value int64
-	if err := tx.QueryRow(sqlIncrement).Scan(&value); err != nil {
+	if err := st[increment].QueryRow(keyed).Scan(&value); err != nil {
 		return 0, fmt.Errorf("durable store %s: apply effect: %w", s.path, err)
 	}
-	if _, err := tx.Exec(sqlEffect, value, hex.EncodeToString(p.in.Fingerprint[:])); err != nil {
+	if _, err := st[journal].Exec(value, hex.EncodeToString(p.in.Fingerprint[:])); err != nil {
 		return 0, fmt.Errorf("durable store %s: journal effect %d: %w", s.path, value, err)
 	}
 	if err := p.afterEffect(); err != nil {
 		return 0, err
 	}
-	if p.in.Key == "" {
+	if keyed == 0 {
 		return value, nil
 	}
-	if _, err := tx.Exec(sqlRecord, p.in.Key, p.in.Fingerprint[:], value); err != nil {
+	if _, err := st[record].Exec(p.in.Key, p.in.Fingerprint[:], value); err != nil {
 		return 0, fmt.Errorf("durable store %s: record key %q: %w", s.path, p.in.Key, err)
-	}
-	if _, err := tx.Exec(sqlCountKey); err != nil {
-		return 0, fmt.Errorf("durable store %s: count key %q: %w", s.path, p.in.Key, err)
 	}
 	return value, nil
 }
