@@ -119,16 +119,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 	var ticket *registry.Ticket
 	if key != "" {
 		t, value, err := s.registry.Acquire(r.Context(), key, in.Fingerprint, s.cfg.Wait)
+		if status, body, ok := refusal(err); ok {
+			s.reply(w, x, status, body)
+			return
+		}
 		switch {
-		case errors.Is(err, registry.ErrConflict):
-			s.reply(w, x, http.StatusUnprocessableEntity, bodyConflict)
-			return
-		case errors.Is(err, registry.ErrInProgress):
-			s.reply(w, x, http.StatusConflict, bodyInProgress)
-			return
-		case errors.Is(err, registry.ErrFull):
-			s.reply(w, x, http.StatusTooManyRequests, bodyFull)
-			return
 		case err != nil:
 			x.err = err
 			s.reply(w, x, http.StatusServiceUnavailable, bodyCanceled)
@@ -143,6 +138,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 		defer ticket.Release()
 	}
 	s.admit(w, x, in, fault, ticket)
+}
+
+// refusal maps the registry's refusals, whether this process's registry or
+// a shared store gave them, to their reply; ok is false for anything else.
+func refusal(err error) (status int, body string, ok bool) {
+	switch {
+	case errors.Is(err, registry.ErrConflict):
+		return http.StatusUnprocessableEntity, bodyConflict, true
+	case errors.Is(err, registry.ErrInProgress):
+		return http.StatusConflict, bodyInProgress, true
+	case errors.Is(err, registry.ErrFull):
+		return http.StatusTooManyRequests, bodyFull, true
+	}
+	return 0, "", false
 }
 
 // readBody reads at most MaxBody+1 bytes of the body. A non-zero status
@@ -190,13 +199,11 @@ func (s *Server) admit(w http.ResponseWriter, x *exchange, in Intent, fault labf
 	case errors.Is(err, errCrashed):
 		drop(w)
 		return
-	case errors.Is(err, registry.ErrConflict):
-		s.reply(w, x, http.StatusUnprocessableEntity, bodyConflict)
-		return
-	case errors.Is(err, registry.ErrFull):
-		s.reply(w, x, http.StatusTooManyRequests, bodyFull)
-		return
 	case err != nil:
+		if status, body, ok := refusal(err); ok {
+			s.reply(w, x, status, body)
+			return
+		}
 		x.err = err
 		s.reply(w, x, http.StatusInternalServerError, bodyEffectFailed)
 		return
