@@ -97,135 +97,68 @@ func Compare(a, b string) (*Comparison, error) {
 // explainRuns names the (case, store) runs of two results.json versions
 // that differ or exist in only one.
 func explainRuns(a, b []byte, nameA, nameB string) []string {
-	runsA, errA := runsByKey(a)
-	runsB, errB := runsByKey(b)
-	switch {
-	case errA != nil:
-		return []string{fmt.Sprintf("cannot compare runs: %s: %v", nameA, errA)}
-	case errB != nil:
-		return []string{fmt.Sprintf("cannot compare runs: %s: %v", nameB, errB)}
-	}
-	var lines []string
-	for _, r := range runsA.order {
-		rb, ok := runsB.runs[r]
-		switch {
-		case !ok:
-			lines = append(lines, fmt.Sprintf("%s: only in %s", r, nameA))
-		case rb != runsA.runs[r]:
-			lines = append(lines, fmt.Sprintf("%s: run differs", r))
-		}
-	}
-	for _, r := range runsB.order {
-		if _, ok := runsA.runs[r]; !ok {
-			lines = append(lines, fmt.Sprintf("%s: only in %s", r, nameB))
-		}
-	}
-	if len(lines) == 0 {
-		if runsA.rest != runsB.rest || !equalKeys(runsA.order, runsB.order) {
-			lines = append(lines, "the runs are equal; the order of runs or the other fields differ")
-		} else {
-			lines = append(lines, "the runs are equal; only the bytes' formatting differs")
-		}
-	}
-	return lines
-}
-
-type keyedRuns struct {
-	order []runKey
-	runs  map[runKey]string // canonical rendering of each run (first of duplicates)
-	rest  string            // canonical rendering of everything but the runs
-}
-
-func runsByKey(data []byte) (*keyedRuns, error) {
-	v, err := decodeJSON(data)
-	if err != nil {
-		return nil, fmt.Errorf("not valid JSON: %v", err)
-	}
-	doc, ok := v.(map[string]any)
-	if !ok {
-		return nil, errors.New("not a JSON object")
-	}
-	arr, _ := doc["runs"].([]any)
-	kr := &keyedRuns{runs: map[runKey]string{}}
-	for _, r := range arr {
-		run, _ := r.(map[string]any)
+	return explainItems(a, b, nameA, nameB, "runs", "run differs", func(run map[string]any) string {
 		cname, _ := str(run, "case")
 		store, _ := str(run, "store")
-		k := runKey{cname, store}
-		if _, dup := kr.runs[k]; dup {
-			continue
-		}
-		kr.order = append(kr.order, k)
-		kr.runs[k] = render(run)
-	}
-	rest := map[string]any{}
-	for k, v := range doc {
-		if k != "runs" {
-			rest[k] = v
-		}
-	}
-	kr.rest = render(rest)
-	return kr, nil
-}
-
-func equalKeys(a, b []runKey) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+		return runKey{cname, store}.String()
+	})
 }
 
 // explainStrategies names the strategies of two jitter.json versions that
-// differ, and says whether the parameters do.
+// differ or exist in only one.
 func explainStrategies(a, b []byte, nameA, nameB string) []string {
-	sa, errA := strategiesByName(a)
-	sb, errB := strategiesByName(b)
+	return explainItems(a, b, nameA, nameB, "strategies", "differs", func(s map[string]any) string {
+		n, _ := str(s, "name")
+		return "strategy " + n
+	})
+}
+
+// explainItems compares the array field of two JSON documents item by item,
+// matching items by the name key gives them, and names the items that
+// differ or exist in only one; when every item matches it says what else
+// differs.
+func explainItems(a, b []byte, nameA, nameB, field, differs string, key func(map[string]any) string) []string {
+	ia, errA := itemsByKey(a, field, key)
+	ib, errB := itemsByKey(b, field, key)
 	switch {
 	case errA != nil:
-		return []string{fmt.Sprintf("cannot compare strategies: %s: %v", nameA, errA)}
+		return []string{fmt.Sprintf("cannot compare %s: %s: %v", field, nameA, errA)}
 	case errB != nil:
-		return []string{fmt.Sprintf("cannot compare strategies: %s: %v", nameB, errB)}
+		return []string{fmt.Sprintf("cannot compare %s: %s: %v", field, nameB, errB)}
 	}
 	var lines []string
-	if sa.rest != sb.rest {
-		lines = append(lines, "parameters or other fields differ")
-	}
-	for _, n := range sa.order {
-		vb, ok := sb.byName[n]
+	for _, k := range ia.order {
+		vb, ok := ib.items[k]
 		switch {
 		case !ok:
-			lines = append(lines, fmt.Sprintf("strategy %s: only in %s", n, nameA))
-		case vb != sa.byName[n]:
-			lines = append(lines, fmt.Sprintf("strategy %s: differs", n))
+			lines = append(lines, fmt.Sprintf("%s: only in %s", k, nameA))
+		case vb != ia.items[k]:
+			lines = append(lines, k+": "+differs)
 		}
 	}
-	for _, n := range sb.order {
-		if _, ok := sa.byName[n]; !ok {
-			lines = append(lines, fmt.Sprintf("strategy %s: only in %s", n, nameB))
+	for _, k := range ib.order {
+		if _, ok := ia.items[k]; !ok {
+			lines = append(lines, fmt.Sprintf("%s: only in %s", k, nameB))
 		}
 	}
 	if len(lines) == 0 {
-		if !slices.Equal(sa.order, sb.order) {
-			lines = append(lines, "the strategies are equal; their order differs")
+		if ia.rest != ib.rest || !slices.Equal(ia.order, ib.order) {
+			lines = append(lines, fmt.Sprintf("the %s are equal; their order or the other fields differ", field))
 		} else {
-			lines = append(lines, "the strategies are equal; only the bytes' formatting differs")
+			lines = append(lines, fmt.Sprintf("the %s are equal; only the bytes' formatting differs", field))
 		}
 	}
 	return lines
 }
 
-type namedStrategies struct {
-	order  []string
-	byName map[string]string // canonical rendering (first of duplicates)
-	rest   string            // canonical rendering of everything but the strategies
+// keyedItems is one document's array field, item by item.
+type keyedItems struct {
+	order []string
+	items map[string]string // canonical rendering of each item (first of duplicates)
+	rest  string            // canonical rendering of everything but the array
 }
 
-func strategiesByName(data []byte) (*namedStrategies, error) {
+func itemsByKey(data []byte, field string, key func(map[string]any) string) (*keyedItems, error) {
 	v, err := decodeJSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("not valid JSON: %v", err)
@@ -234,23 +167,23 @@ func strategiesByName(data []byte) (*namedStrategies, error) {
 	if !ok {
 		return nil, errors.New("not a JSON object")
 	}
-	ns := &namedStrategies{byName: map[string]string{}}
-	arr, _ := doc["strategies"].([]any)
-	for _, s := range arr {
-		m, _ := s.(map[string]any)
-		n, _ := str(m, "name")
-		if _, dup := ns.byName[n]; dup {
+	arr, _ := doc[field].([]any)
+	ki := &keyedItems{items: map[string]string{}}
+	for _, it := range arr {
+		m, _ := it.(map[string]any)
+		k := key(m)
+		if _, dup := ki.items[k]; dup {
 			continue
 		}
-		ns.order = append(ns.order, n)
-		ns.byName[n] = render(m)
+		ki.order = append(ki.order, k)
+		ki.items[k] = render(m)
 	}
 	rest := map[string]any{}
 	for k, v := range doc {
-		if k != "strategies" {
+		if k != field {
 			rest[k] = v
 		}
 	}
-	ns.rest = render(rest)
-	return ns, nil
+	ki.rest = render(rest)
+	return ki, nil
 }
