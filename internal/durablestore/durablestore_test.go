@@ -379,3 +379,21 @@ func TestReadStateMissing(t *testing.T) {
 		t.Fatalf("ReadState created %s: %v", FileName, err)
 	}
 }
+
+// Ensure the store's connection really runs in WAL mode with
+// synchronous=FULL, as the design requires: the DSN options are easy to
+// misspell, and a misspelled one is silently ignored.
+func TestPragmas(t *testing.T) {
+	s := open(t, t.TempDir(), 8)
+	var mode string
+	var sync int
+	if err := s.db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.QueryRow(`PRAGMA synchronous`).Scan(&sync); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "wal" || sync != 2 {
+		t.Fatalf("journal_mode = %q, synchronous = %d; want wal and 2 (FULL)", mode, sync)
+	}
+}
