@@ -53,7 +53,7 @@ type callDetail struct {
 
 // renderFiles turns the results into the evidence files, each with the
 // schema it must satisfy.
-func renderFiles(o Options, cases []caseplan.Case, results []result, wall time.Duration, began time.Time) ([]evidence.File, error) {
+func renderFiles(o Options, g gitState, cases []caseplan.Case, results []result, wall time.Duration, began time.Time) ([]evidence.File, error) {
 	res := resultsDoc{SchemaVersion: 1, Runs: []observation.Run{}}
 	rd := runDoc{SchemaVersion: 1, StartedUTC: began.UTC().Format(time.RFC3339Nano), WallMS: ms(wall), Parallel: parallel, Runs: []runDetail{}}
 	for _, r := range results {
@@ -78,20 +78,25 @@ func renderFiles(o Options, cases []caseplan.Case, results []result, wall time.D
 	if err != nil {
 		return nil, fmt.Errorf("encode run: %w", err)
 	}
-	commit, dirty := evidence.GitState(o.Root)
 	return []evidence.File{
 		{Name: "results.json", Data: resultsJSON, Schema: "results.schema.json"},
 		{Name: "run.json", Data: runJSON, Schema: "run.schema.json"},
-		{Name: "REPORT.md", Data: []byte(report(cases, o.Stores, results, commit, dirty))},
+		{Name: "REPORT.md", Data: []byte(report(cases, o.Stores, results, g))},
 	}, nil
 }
 
-func manifest(o Options, cases []caseplan.Case, experiments []string, p labrun.Protocol, server []byte) (evidence.Manifest, error) {
+// gitState is the checkout's commit and whether its sources were dirty,
+// read once when the run starts.
+type gitState struct {
+	commit string
+	dirty  bool
+}
+
+func manifest(o Options, g gitState, cases []caseplan.Case, experiments []string, p labrun.Protocol, server []byte) (evidence.Manifest, error) {
 	sources, err := evidence.Sources(o.Root)
 	if err != nil {
 		return evidence.Manifest{}, err
 	}
-	commit, dirty := evidence.GitState(o.Root)
 	sel := evidence.Selection{Cases: []string{}, Stores: []string{}, Experiments: experiments}
 	if len(cases) > 0 {
 		sel.Stores = o.Stores
@@ -105,8 +110,8 @@ func manifest(o Options, cases []caseplan.Case, experiments []string, p labrun.P
 	return evidence.Manifest{
 		SchemaVersion: 1,
 		GeneratedUTC:  time.Now().UTC().Format("2006-01-02T15:04:05Z"),
-		SourceCommit:  commit,
-		SourceDirty:   dirty,
+		SourceCommit:  g.commit,
+		SourceDirty:   g.dirty,
 		GoVersion:     runtime.Version(),
 		OSArch:        runtime.GOOS + "/" + runtime.GOARCH,
 		ServerSHA256:  evidence.SHA256(server),
@@ -131,10 +136,10 @@ func manifest(o Options, cases []caseplan.Case, experiments []string, p labrun.P
 
 // report is REPORT.md, the table a person reads. It holds no times, so it
 // changes only when the sources or the observations do.
-func report(cases []caseplan.Case, stores []string, results []result, commit string, dirty bool) string {
+func report(cases []caseplan.Case, stores []string, results []result, g gitState) string {
 	var b strings.Builder
 	state := "clean"
-	if dirty {
+	if g.dirty {
 		state = "dirty"
 	}
 	passed := 0
@@ -143,7 +148,7 @@ func report(cases []caseplan.Case, stores []string, results []result, commit str
 			passed++
 		}
 	}
-	fmt.Fprintf(&b, "# idemlab report\n\nSource commit `%s` (%s tree). %d runs (%d cases × %d stores): %d pass, %d fail by the runner's own check; `audit` re-checks every one from the bytes.\n\n", commit, state, len(results), len(cases), len(stores), passed, len(results)-passed)
+	fmt.Fprintf(&b, "# idemlab report\n\nSource commit `%s` (%s tree). %d runs (%d cases × %d stores): %d pass, %d fail by the runner's own check; `audit` re-checks every one from the bytes.\n\n", g.commit, state, len(results), len(cases), len(stores), passed, len(results)-passed)
 	b.WriteString("| case |")
 	for _, s := range stores {
 		fmt.Fprintf(&b, " %s (counter, verdict) |", s)

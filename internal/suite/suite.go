@@ -147,6 +147,8 @@ func Run(ctx context.Context, o Options) error {
 	if o.Protocol != nil {
 		cfg.Protocol = *o.Protocol
 	}
+	var g gitState
+	g.commit, g.dirty = evidence.GitState(o.Root)
 	var files []evidence.File
 	if runSuite {
 		began := time.Now()
@@ -156,7 +158,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 		wall := time.Since(began)
 		fmt.Fprintf(o.Stdout, "\n%s\n%d runs in %s\n", summary(cases, o.Stores, results), len(results), wall.Round(time.Millisecond))
-		if files, err = renderFiles(o, cases, results, wall, began); err != nil {
+		if files, err = renderFiles(o, g, cases, results, wall, began); err != nil {
 			return err
 		}
 	}
@@ -168,7 +170,7 @@ func Run(ctx context.Context, o Options) error {
 		files = append(files, fs...)
 	}
 
-	m, err := manifest(o, cases, experiments, cfg.Protocol, serverBytes)
+	m, err := manifest(o, g, cases, experiments, cfg.Protocol, serverBytes)
 	if err != nil {
 		return err
 	}
