@@ -147,6 +147,7 @@ type Error struct {
 	Problem string
 }
 
+// Error names the file, then the field and the problem.
 func (e *Error) Error() string { return e.File + ": " + e.Problem }
 
 // LoadDir loads every *.json file of dir, in file-name order.

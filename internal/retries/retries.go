@@ -51,6 +51,7 @@ type Row struct {
 	Registry string
 }
 
+// String names the row as client/registry.
 func (r Row) String() string { return r.Client + "/" + r.Registry }
 
 // Rows are the experiment's rows, in order. A row's index here is part of

@@ -88,6 +88,7 @@ type Error struct {
 	Problems []string
 }
 
+// Error joins the problems on one line.
 func (e *Error) Error() string { return strings.Join(e.Problems, "; ") }
 
 // leaves flattens a validation error tree into "location: message" lines,

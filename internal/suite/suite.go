@@ -61,7 +61,10 @@ func (o Options) plan() (suite bool, experiments []string) {
 // UsageError is bad input from the caller: flags, case files, the -out folder.
 type UsageError struct{ Err error }
 
+// Error is the underlying error's text, which names the bad input.
 func (e *UsageError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
 func (e *UsageError) Unwrap() error { return e.Err }
 
 // parallel bounds how many (case, store) runs go at once. Runs spend most of
