@@ -169,10 +169,16 @@ func editJSON(name string, edit func(map[string]any)) error {
 // editResults rewrites DIR/results.json through edit and records its new
 // SHA-256 in DIR/manifest.json, as a forger covering their tracks would.
 func editResults(dir string, edit func(runs []any) ([]any, error)) error {
+	return editArray(dir, "results.json", "runs", edit)
+}
+
+// editArray rewrites the array field of DIR/FILE through edit and records
+// the file's new SHA-256 in DIR/manifest.json.
+func editArray(dir, file, field string, edit func(items []any) ([]any, error)) error {
 	var editErr error
-	err := editJSON(filepath.Join(dir, "results.json"), func(doc map[string]any) {
-		runs, _ := doc["runs"].([]any)
-		doc["runs"], editErr = edit(runs)
+	err := editJSON(filepath.Join(dir, file), func(doc map[string]any) {
+		items, _ := doc[field].([]any)
+		doc[field], editErr = edit(items)
 	})
 	if err != nil {
 		return err
@@ -180,13 +186,13 @@ func editResults(dir string, edit func(runs []any) ([]any, error)) error {
 	if editErr != nil {
 		return editErr
 	}
-	data, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	data, err := os.ReadFile(filepath.Join(dir, file))
 	if err != nil {
 		return err
 	}
 	sum := sha256.Sum256(data)
 	return editJSON(filepath.Join(dir, "manifest.json"), func(m map[string]any) {
-		m["files"].(map[string]any)["results.json"] = hex.EncodeToString(sum[:])
+		m["files"].(map[string]any)[file] = hex.EncodeToString(sum[:])
 	})
 }
 
@@ -288,6 +294,25 @@ func TestAuditCommand(t *testing.T) {
 			r := runs[0].(map[string]any)
 			r["counter"] = fmt.Sprint(r["counter"])
 			return runs, nil
+		})
+	})
+	// forge DIR FILE ARRAY KEY VALUE FIELD N: in FILE's ARRAY, set FIELD of
+	// the first item whose KEY is VALUE to the number N, rehash. For the
+	// experiments' files, e.g. forge evidence retries.json rows client
+	// never-retry duplicated 3.
+	ts.Commands["forge"] = command(7, "forge DIR FILE ARRAY KEY VALUE FIELD N", func(args []string) error {
+		n, err := strconv.Atoi(args[6])
+		if err != nil {
+			return err
+		}
+		return editArray(args[0], args[1], args[2], func(items []any) ([]any, error) {
+			for _, it := range items {
+				if m, ok := it.(map[string]any); ok && fmt.Sprint(m[args[3]]) == args[4] {
+					m[args[5]] = n
+					return items, nil
+				}
+			}
+			return nil, fmt.Errorf("%s: no %s item with %s %s", args[1], args[2], args[3], args[4])
 		})
 	})
 	// mark-dirty DIR: say in the manifest the tree was dirty.
