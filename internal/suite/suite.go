@@ -58,6 +58,28 @@ func (o Options) plan() (suite bool, experiments []string) {
 	}
 }
 
+// check refuses an unknown experiment or flaw and flags that exclude each
+// other, before anything is built or run.
+func (o Options) check() error {
+	if err := checkExperiment(o.Experiment); err != nil {
+		return err
+	}
+	oneExperiment := o.Experiment != "" && o.Experiment != NoExperiment
+	if oneExperiment && o.Case != "" {
+		return &UsageError{errors.New("-case and -experiment exclude each other: a run is either cases or one experiment")}
+	}
+	if o.Unsafe == "" {
+		return nil
+	}
+	if _, err := registry.ParseFlaw(o.Unsafe); err != nil {
+		return &UsageError{fmt.Errorf("-unsafe-registry: %w", err)}
+	}
+	if oneExperiment {
+		return &UsageError{errors.New("-unsafe-registry and -experiment exclude each other: a mutation run runs the cases")}
+	}
+	return nil
+}
+
 // UsageError is bad input from the caller: flags, case files, the -out folder.
 type UsageError struct{ Err error }
 
@@ -93,19 +115,8 @@ var evidenceNames = append([]string{"results.json", "run.json", "REPORT.md", evi
 // when it did not, a *UsageError for bad input, and any other error when the
 // lab itself broke.
 func Run(ctx context.Context, o Options) error {
-	if err := checkExperiment(o.Experiment); err != nil {
+	if err := o.check(); err != nil {
 		return err
-	}
-	if o.Experiment != "" && o.Experiment != NoExperiment && o.Case != "" {
-		return &UsageError{errors.New("-case and -experiment exclude each other: a run is either cases or one experiment")}
-	}
-	if o.Unsafe != "" {
-		if _, err := registry.ParseFlaw(o.Unsafe); err != nil {
-			return &UsageError{fmt.Errorf("-unsafe-registry: %w", err)}
-		}
-		if o.Experiment != "" && o.Experiment != NoExperiment {
-			return &UsageError{errors.New("-unsafe-registry and -experiment exclude each other: a mutation run runs the cases")}
-		}
 	}
 	runSuite, experiments := o.plan()
 	schemas, err := schemacheck.Load(filepath.Join(o.Root, "schema"))
