@@ -386,16 +386,24 @@ func TestAudit(t *testing.T) {
 			if tt.more && len(got) > len(tt.want) {
 				got = got[:len(tt.want)]
 			}
-			if !slices.Equal(got, tt.want) {
-				t.Errorf("Audit() failures =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
-			}
-			if got, want := r.Pass, tt.want == nil; got != want {
-				t.Errorf("Audit().Pass = %v, want %v", got, want)
-			}
-			if tt.note != "" && !slices.Contains(r.Notes, tt.note) {
-				t.Errorf("Audit().Notes = %q, want %q among them", r.Notes, tt.note)
-			}
+			checkReport(t, r, got, tt.want, tt.note)
 		})
+	}
+}
+
+// checkReport compares a report's failure lines (got, possibly trimmed by
+// the caller) with want, its verdict with want being empty, and requires
+// note among its notes when note is set.
+func checkReport(t *testing.T, r *Report, got, want []string, note string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("Audit() failures =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got, want := r.Pass, want == nil; got != want {
+		t.Errorf("Audit().Pass = %v, want %v", got, want)
+	}
+	if note != "" && !slices.Contains(r.Notes, note) {
+		t.Errorf("Audit().Notes = %q, want %q among them", r.Notes, note)
 	}
 }
 

@@ -305,15 +305,7 @@ func TestAuditExperiments(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Audit() error = %v", err)
 			}
-			if got := messages(r); !slices.Equal(got, tt.want) {
-				t.Errorf("Audit() failures =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
-			}
-			if got, want := r.Pass, tt.want == nil; got != want {
-				t.Errorf("Audit().Pass = %v, want %v", got, want)
-			}
-			if tt.note != "" && !slices.Contains(r.Notes, tt.note) {
-				t.Errorf("Audit().Notes = %q, want %q among them", r.Notes, tt.note)
-			}
+			checkReport(t, r, messages(r), tt.want, tt.note)
 		})
 	}
 }
