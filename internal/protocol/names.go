@@ -1,0 +1,78 @@
+package protocol
+
+import (
+	"fmt"
+	"strings"
+)
+
+// A Store names a store design the server offers (its -store flag).
+type Store string
+
+// The stores, in evidence order.
+const (
+	// Volatile is the reference design: a durable counter file and keys
+	// in memory only.
+	Volatile Store = "volatile"
+	// Durable keeps counter, keys and journal in one SQLite database and
+	// commits each effect with its key.
+	Durable Store = "durable"
+)
+
+// Stores lists every store, in evidence order.
+var Stores = []Store{Volatile, Durable}
+
+// ParseStore returns the store called name, or an error listing the names.
+func ParseStore(name string) (Store, error) { return parseName("store", name, Stores) }
+
+// An Outcome classifies what came back from one call, the same on every
+// machine.
+type Outcome string
+
+// The outcomes.
+const (
+	Reply   Outcome = "reply"    // an HTTP response arrived
+	NoReply Outcome = "no_reply" // the connection closed or reset without a response
+	Timeout Outcome = "timeout"  // the client gave up waiting
+	Refused Outcome = "refused"  // nothing was listening
+)
+
+// Outcomes lists every outcome.
+var Outcomes = []Outcome{Reply, NoReply, Timeout, Refused}
+
+// ParseOutcome returns the outcome called name, or an error listing the names.
+func ParseOutcome(name string) (Outcome, error) { return parseName("outcome", name, Outcomes) }
+
+// A Fault names one lab fault, the part of an X-Lab-Fault value before
+// any "=" (package labfault gives each its behaviour).
+type Fault string
+
+// The faults, in the order a request passes the points they act at.
+const (
+	FaultDelay             Fault = "delay"               // delay=NNms: sleep after admission
+	FaultSlow              Fault = "slow"                // sleep SlowDelay after admission
+	FaultCrashBeforeEffect Fault = "crash-before-effect" // exit after admission, nothing applied
+	FaultCrashAfterEffect  Fault = "crash-after-effect"  // exit once the effect is durable, result not recorded
+	FaultCrashAfterRecord  Fault = "crash-after-record"  // exit once the result is recorded, before the reply
+	FaultDropReply         Fault = "drop-reply"          // apply and record, then close without a reply
+)
+
+// Faults lists every fault.
+var Faults = []Fault{FaultDelay, FaultSlow, FaultCrashBeforeEffect, FaultCrashAfterEffect, FaultCrashAfterRecord, FaultDropReply}
+
+// ParseFault returns the fault called name (without an argument), or an
+// error listing the names.
+func ParseFault(name string) (Fault, error) { return parseName("fault", name, Faults) }
+
+// parseName finds name among valid, or says what was wrong and what is valid.
+func parseName[T ~string](what, name string, valid []T) (T, error) {
+	for _, v := range valid {
+		if string(v) == name {
+			return v, nil
+		}
+	}
+	names := make([]string, len(valid))
+	for i, v := range valid {
+		names[i] = string(v)
+	}
+	return "", fmt.Errorf("unknown %s %q (want one of %s)", what, name, strings.Join(names, ", "))
+}
