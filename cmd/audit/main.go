@@ -44,7 +44,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"idemlab/internal/audit"
@@ -84,11 +86,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var (
-		asJSON  = fs.Bool("json", false, "")
-		root    = fs.String("root", ".", "")
-		only    = fs.String("case", "", "")
-		store   = fs.String("store", "", "")
-		compare = fs.Bool("compare", false, "")
+		asJSON        = fs.Bool("json", false, "")
+		root          = fs.String("root", ".", "")
+		only          = fs.String("case", "", "")
+		store         = fs.String("store", "", "")
+		compare       = fs.Bool("compare", false, "")
+		allowDirty    = fs.Bool("allow-dirty", false, "")
+		allowMutation = fs.Bool("allow-mutation", false, "")
+		rebuild       = fs.Bool("rebuild", false, "")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -99,8 +104,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	if *compare {
-		if *asJSON || *only != "" || *store != "" {
-			return usageError(stderr, "-compare takes no -json, -case or -store")
+		if *asJSON || *only != "" || *store != "" || *allowDirty || *allowMutation || *rebuild {
+			return usageError(stderr, "-compare takes no other flag but -root")
 		}
 		if fs.NArg() != 2 {
 			return usageError(stderr, "-compare needs two evidence folders")
@@ -125,8 +130,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if fs.NArg() == 1 {
 		dir = fs.Arg(0)
 	}
-	r, err := audit.Audit(audit.Options{Root: *root, Evidence: dir, Case: *only, Store: *store})
+	r, err := audit.Audit(audit.Options{Root: *root, Evidence: dir, Case: *only, Store: *store,
+		AllowDirty: *allowDirty, AllowMutation: *allowMutation, Rebuild: *rebuild})
 	if err != nil {
+		if errors.Is(err, iofs.ErrNotExist) && !isCheckout(*root) {
+			fmt.Fprintf(stderr, "audit: %v (run audit from the idemlab checkout, or pass -root DIR)\n", err)
+			return 2
+		}
 		return cannotRead(stderr, err)
 	}
 	write := r.WriteText
@@ -142,8 +152,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// isCheckout reports whether root holds the folders an audit reads.
+func isCheckout(root string) bool {
+	for _, d := range []string{"schema", "cases"} {
+		if fi, err := os.Lstat(filepath.Join(root, d)); err != nil || !fi.IsDir() {
+			return false
+		}
+	}
+	return true
+}
+
+// usageError prints one line, the convention of every idemlab command.
 func usageError(stderr io.Writer, msg string) int {
-	fmt.Fprintf(stderr, "audit: %s\n%s", msg, usage)
+	fmt.Fprintf(stderr, "audit: %s (see audit -h)\n", msg)
 	return 2
 }
 

@@ -1,14 +1,15 @@
 package main
 
 import (
+	"archive/tar"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,8 +28,8 @@ var update = flag.Bool("update", false, "update the .ct files with the commands'
 // from a copy of it. setupErr says why the snapshot could not be made.
 var snapshot, setupErr string
 
-// TestMain runs the real lab once (go run ./cmd/runner from the module
-// root), then snapshots the sources and the evidence.
+// TestMain runs the real lab once, then snapshots the sources and the
+// evidence.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	tmp, err := os.MkdirTemp("", "audit-cmdtest")
@@ -43,35 +44,109 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// ownPaths are the audit's own files: taken from the working tree, so the
+// goldens test the audit being edited. Everything else comes from the
+// last commit, so that other people's half-done edits in the same
+// checkout cannot break the snapshot.
+var ownPaths = []string{"internal/audit", "cmd/audit", "schema/manifest.schema.json", "schema/results.schema.json",
+	"schema/run.schema.json", "schema/retries.schema.json", "schema/jitter.schema.json"}
+
+// prepare builds the snapshot: the committed tree of repo with the
+// audit's own files from the working tree, as a fresh git repository of
+// one commit (so source_commit can be checked), then runs the runner in
+// it (go run ./cmd/runner -out evidence). Outside git it copies repo's
+// working tree instead.
 func prepare(repo string) {
-	before := filepath.Join(filepath.Dir(snapshot), "before")
-	if err := copySources(repo, before); err != nil {
+	if err := exportHead(repo, snapshot); err != nil {
+		if err := copySources(repo, snapshot); err != nil {
+			setupErr = err.Error()
+			return
+		}
+	} else {
+		for _, p := range ownPaths {
+			os.RemoveAll(filepath.Join(snapshot, p))
+			if err := copyTree(filepath.Join(repo, p), filepath.Join(snapshot, p)); err != nil {
+				setupErr = err.Error()
+				return
+			}
+		}
+	}
+	os.RemoveAll(filepath.Join(snapshot, "evidence")) // the committed evidence: the runner writes anew
+	if err := gitCommitAll(snapshot); err != nil {
 		setupErr = err.Error()
 		return
 	}
-	ev := filepath.Join(snapshot, "evidence")
+	ev := filepath.Join(filepath.Dir(snapshot), "evidence")
 	cmd := exec.Command("go", "run", "./cmd/runner", "-out", ev)
-	cmd.Dir = repo
+	cmd.Dir = snapshot
 	if out, err := cmd.CombinedOutput(); err != nil {
 		setupErr = fmt.Sprintf("go run ./cmd/runner -out %s: %v\n%s", ev, err, out)
 		return
 	}
-	if err := copySources(repo, snapshot); err != nil {
-		setupErr = err.Error()
-		return
-	}
-	// Someone editing the checkout while the runner ran would make the
-	// goldens fail for no fault of the audit: say so instead.
-	if !sameTree(before, snapshot, "evidence") {
-		setupErr = "the checkout's source files changed while the runner ran; run the test again"
-		return
-	}
-	// The tree is often dirty while it is being worked on, and clean in a
-	// published checkout: pin the note off so the golden output is stable
-	// (dirty.ct turns it on). manifest.json is not itself hashed.
-	if err := editJSON(filepath.Join(ev, "manifest.json"), func(m map[string]any) { m["source_dirty"] = false }); err != nil {
+	if err := os.CopyFS(filepath.Join(snapshot, "evidence"), os.DirFS(ev)); err != nil {
 		setupErr = err.Error()
 	}
+}
+
+// exportHead writes the files of repo's HEAD commit into dir.
+func exportHead(repo, dir string) error {
+	cmd := exec.Command("git", "-C", repo, "archive", "--format=tar", "HEAD")
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("git archive HEAD: %v", err)
+	}
+	tr := tar.NewReader(bytes.NewReader(out))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if h.Typeflag != tar.TypeReg || !filepath.IsLocal(h.Name) {
+			continue
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return err
+		}
+		if err := writeFile(filepath.Join(dir, filepath.FromSlash(h.Name)), data); err != nil {
+			return err
+		}
+	}
+}
+
+// copyTree copies the regular file or folder from to to.
+func copyTree(from, to string) error {
+	fi, err := os.Lstat(from)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			return err
+		}
+		return writeFile(to, data)
+	}
+	return os.CopyFS(to, os.DirFS(from))
+}
+
+// gitCommitAll makes dir a git repository holding its files in one commit
+// with a fixed author and date, so its hash is the same on every run.
+func gitCommitAll(dir string) error {
+	env := append(os.Environ(), "GIT_AUTHOR_NAME=audit", "GIT_AUTHOR_EMAIL=audit@idemlab.invalid",
+		"GIT_COMMITTER_NAME=audit", "GIT_COMMITTER_EMAIL=audit@idemlab.invalid",
+		"GIT_AUTHOR_DATE=2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2026-01-01T00:00:00Z")
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-q", "--no-gpg-sign", "-m", "snapshot"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir, cmd.Env = dir, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
 }
 
 // copySources copies go.mod, go.sum and every regular file under cmd/,
@@ -105,31 +180,6 @@ func copySources(from, to string) error {
 		}
 	}
 	return nil
-}
-
-// sameTree reports whether folders a and b hold the same files with the
-// same bytes, ignoring b's top-level folder skip.
-func sameTree(a, b, skip string) bool {
-	sums := func(root string) map[string]string {
-		m := map[string]string{}
-		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(root, p)
-			if d.IsDir() && rel == skip {
-				return filepath.SkipDir
-			}
-			if !d.IsDir() {
-				data, _ := os.ReadFile(p)
-				sum := sha256.Sum256(data)
-				m[rel] = hex.EncodeToString(sum[:])
-			}
-			return nil
-		})
-		return m
-	}
-	return maps.Equal(sums(a), sums(b))
 }
 
 func writeFile(name string, data []byte) error {
@@ -215,18 +265,26 @@ func command(nargs int, usage string, f func(args []string) error) cmdtest.Comma
 	}
 }
 
-var (
-	sourcesLine = regexp.MustCompile(`\b\d+ sources verified\b`)
-	sourcesJSON = regexp.MustCompile(`"sources": \d+`)
-)
+// scrubs replace the counts that grow when a case file or a source file
+// is added to the checkout (sources, runs, cases, calls, checks), so that
+// adding one never means editing a golden file.
+var scrubs = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`\b\d+ sources verified\b`), "NN sources verified"},
+	{regexp.MustCompile(`\b\d+ runs? \(\d+ cases? ×`), "NN runs (NN cases ×"},
+	{regexp.MustCompile(`\b\d+ calls?, \d+ checks?;`), "NN calls, NN checks;"},
+	{regexp.MustCompile(`"(sources|runs|cases|calls|checks)": \d+`), `"$1": NN`},
+}
 
-// scrubSources replaces the number of verified sources, which grows with
-// every file added to the checkout, so the golden files need no update.
-func scrubSources(f cmdtest.CommandFunc) cmdtest.CommandFunc {
+// scrubCounts applies scrubs to a command's output.
+func scrubCounts(f cmdtest.CommandFunc) cmdtest.CommandFunc {
 	return func(args []string, in string) ([]byte, error) {
 		out, err := f(args, in)
-		out = sourcesLine.ReplaceAll(out, []byte("NN sources verified"))
-		out = sourcesJSON.ReplaceAll(out, []byte(`"sources": NN`))
+		for _, s := range scrubs {
+			out = s.re.ReplaceAll(out, []byte(s.with))
+		}
 		return out, err
 	}
 }
@@ -242,7 +300,7 @@ func TestAuditCommand(t *testing.T) {
 	ts.Setup = func(rootDir string) error {
 		return os.CopyFS(rootDir, os.DirFS(snapshot))
 	}
-	ts.Commands["audit"] = scrubSources(cmdtest.InProcessProgram("audit", func() int {
+	ts.Commands["audit"] = scrubCounts(cmdtest.InProcessProgram("audit", func() int {
 		return run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	}))
 

@@ -16,25 +16,52 @@ type Options struct {
 	Evidence string // the evidence folder
 	Case     string // only this case ("" for all)
 	Store    string // only this store ("" for every store a case expects)
+
+	AllowDirty    bool // accept evidence from a checkout with uncommitted changes
+	AllowMutation bool // accept a mutation run (manifest.unsafe_registry)
+	Rebuild       bool // rebuild cmd/effectserver and compare its SHA-256 with server_sha256
 }
 
-// Check names, in the order their failures are reported.
+// A Check names a group of checks; every Failure carries one.
+type Check string
+
+// The check groups, in the order their failures are reported (see Checks).
 const (
-	CheckSchema      = "schema"
-	CheckFile        = "file"
-	CheckSource      = "source"
-	CheckRunSet      = "runset"
-	CheckExpectation = "expectation"
-	CheckExperiment  = "experiment"
+	CheckSchema      Check = "schema"      // evidence files against schema/
+	CheckFile        Check = "file"        // evidence files: present, regular, capped, hashed, listed
+	CheckSource      Check = "source"      // the checkout's sources and build inputs against manifest.sources
+	CheckManifest    Check = "manifest"    // manifest fields: provenance, protocol, build, mutation, dirtiness
+	CheckRunSet      Check = "runset"      // results.json's runs against the cases and the selection
+	CheckExpectation Check = "expectation" // each run against its case's expectation
+	CheckCalls       Check = "calls"       // each call against the case's steps and the server's fixed replies
+	CheckRunFile     Check = "runfile"     // run.json against results.json
+	CheckExperiment  Check = "experiment"  // retries.json, jitter.json and jitter.svg
 )
 
-var checkRank = map[string]int{CheckSchema: 0, CheckFile: 1, CheckSource: 2, CheckRunSet: 3, CheckExpectation: 4, CheckExperiment: 5}
+// Checks lists every check group in report order.
+var Checks = []Check{CheckSchema, CheckFile, CheckSource, CheckManifest, CheckRunSet, CheckExpectation, CheckCalls, CheckRunFile, CheckExperiment}
+
+// ParseCheck returns the check group called name, or an error listing the names.
+func ParseCheck(name string) (Check, error) {
+	for _, c := range Checks {
+		if string(c) == name {
+			return c, nil
+		}
+	}
+	names := make([]string, len(Checks))
+	for i, c := range Checks {
+		names[i] = string(c)
+	}
+	return "", fmt.Errorf("unknown check %q (want one of %s)", name, strings.Join(names, ", "))
+}
+
+func (c Check) rank() int { return slices.Index(Checks, c) }
 
 // Failure is one failed check. Message is the full line as printed;
 // the other fields repeat its parts for machines (empty where they do
 // not apply; Call is nil unless the failure is about one call).
 type Failure struct {
-	Check    string `json:"check"`
+	Check    Check  `json:"check"`
 	Case     string `json:"case"`
 	Store    string `json:"store"`
 	Call     *int   `json:"call"`
@@ -135,7 +162,7 @@ func Audit(opts Options) (*Report, error) {
 		a.note("the evidence came from a checkout with uncommitted changes (manifest.json source_dirty: true)")
 	}
 	sort.SliceStable(a.report.Failures, func(i, j int) bool {
-		return checkRank[a.report.Failures[i].Check] < checkRank[a.report.Failures[j].Check]
+		return a.report.Failures[i].Check.rank() < a.report.Failures[j].Check.rank()
 	})
 	a.report.Pass = len(a.report.Failures) == 0
 	return a.report, nil
@@ -193,7 +220,7 @@ func (a *auditor) check() { a.report.Checks++ }
 
 func (a *auditor) fail(f Failure) { a.report.Failures = append(a.report.Failures, f) }
 
-func (a *auditor) failf(check, format string, args ...any) {
+func (a *auditor) failf(check Check, format string, args ...any) {
 	a.fail(Failure{Check: check, Message: fmt.Sprintf(format, args...)})
 }
 
