@@ -9,12 +9,14 @@ import (
 	"testing"
 
 	"idemlab/internal/durablestore"
-	"idemlab/internal/effectserver"
+	"idemlab/internal/protocol"
+	"idemlab/internal/statedir"
+	"idemlab/internal/store"
 )
 
-func readState(t *testing.T, store, dir string) effectserver.State {
+func readState(t *testing.T, kind protocol.Store, dir string) store.State {
 	t.Helper()
-	st, err := effectserver.ReadState(store, dir)
+	st, err := statedir.Read(kind, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +75,7 @@ func TestDurableTwoProcessesOneKey(t *testing.T) {
 			t.Fatalf("server %d exit status after SIGTERM = %d, want 0; stderr:\n%s", i, got, s.stderr)
 		}
 	}
-	if st := readState(t, "durable", dir); st.Counter != 1 || len(st.Effects) != 1 {
+	if st := readState(t, protocol.Durable, dir); st.Counter != 1 || len(st.Effects) != 1 {
 		t.Fatalf("state = %+v, want counter 1 and one effect", st)
 	}
 }
@@ -101,7 +103,7 @@ func TestDurableCrashRestartRetry(t *testing.T) {
 			if got := s.wait(); got != 23 {
 				t.Fatalf("exit status = %d, want 23; stderr:\n%s", got, s.stderr)
 			}
-			if st := readState(t, "durable", dir); st.Counter != tt.counter {
+			if st := readState(t, protocol.Durable, dir); st.Counter != tt.counter {
 				t.Fatalf("counter after the crash = %d, want %d", st.Counter, tt.counter)
 			}
 			s2 := startServer(t, true, "-state", dir, "-store", "durable", "-faults")
@@ -111,7 +113,7 @@ func TestDurableCrashRestartRetry(t *testing.T) {
 			if got := s2.stop(); got != 0 {
 				t.Fatalf("exit status after SIGTERM = %d, want 0", got)
 			}
-			if st := readState(t, "durable", dir); st.Counter != 1 {
+			if st := readState(t, protocol.Durable, dir); st.Counter != 1 {
 				t.Fatalf("final counter = %d, want 1", st.Counter)
 			}
 		})

@@ -45,6 +45,7 @@ import (
 	"syscall"
 
 	"idemlab/internal/effectserver"
+	"idemlab/internal/protocol"
 )
 
 const help = `usage: effectserver -state DIR [flags]
@@ -115,15 +116,18 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("effectserver", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported below, help by -h
-	cfg := effectserver.Config{}
+	cfg := effectserver.Config{Store: protocol.Volatile}
 	fs.StringVar(&cfg.StateDir, "state", "", "state folder")
-	fs.StringVar(&cfg.Addr, "addr", effectserver.DefaultAddr, "loopback listen address")
-	fs.StringVar(&cfg.Store, "store", effectserver.DefaultStore, "store")
-	fs.IntVar(&cfg.Capacity, "capacity", effectserver.DefaultCapacity, "most keys held")
-	fs.Int64Var(&cfg.MaxBody, "max-body", effectserver.DefaultMaxBody, "largest body in bytes")
-	fs.DurationVar(&cfg.Wait, "wait", effectserver.DefaultWait, "wait for an in-flight owner")
+	fs.StringVar(&cfg.Addr, "addr", protocol.DefaultAddr, "loopback listen address")
+	fs.Func("store", "store", func(s string) (err error) { cfg.Store, err = protocol.ParseStore(s); return err })
+	fs.IntVar(&cfg.Capacity, "capacity", protocol.DefaultCapacity, "most keys held")
+	fs.Int64Var(&cfg.MaxBody, "max-body", protocol.DefaultMaxBody, "largest body in bytes")
+	fs.DurationVar(&cfg.Wait, "wait", protocol.DefaultWait, "wait for an in-flight owner")
 	fs.BoolVar(&cfg.Faults, "faults", false, "honour X-Lab-Fault")
-	fs.StringVar(&cfg.UnsafeRegistry, "unsafe-registry", "", "deliberately broken registry (with -faults)")
+	fs.Func("unsafe-registry", "deliberately broken registry (with -faults)", func(s string) (err error) {
+		cfg.UnsafeRegistry, err = protocol.ParseFlaw(s)
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, help)

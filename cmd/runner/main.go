@@ -37,6 +37,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"idemlab/internal/protocol"
 	"idemlab/internal/suite"
 )
 
@@ -79,45 +80,42 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {} // -h prints the whole text below; a bad flag only its error
-
-	out := fs.String("out", "evidence", "evidence folder to write")
-	store := fs.String("store", "all", "volatile, durable or all")
-	caseName := fs.String("case", "", "run only this case")
-	server := fs.String("server", "", "prebuilt effectserver binary")
-	experiment := fs.String("experiment", "", "run only this experiment")
-	seed := fs.Uint64("seed", 1, "seed of the retries experiment")
-	intents := fs.Int("intents", 0, "intents per row of the retries experiment")
-	unsafe := fs.String("unsafe-registry", "", "run the cases against this broken registry")
+	fs.SetOutput(io.Discard) // errors are reported below, help by -h
+	o := suite.Options{Root: ".", Stdout: stdout, Stderr: stderr}
+	fs.StringVar(&o.Out, "out", "evidence", "evidence folder to write")
+	o.Stores = protocol.Stores
+	fs.Func("store", "volatile, durable or all", func(s string) (err error) {
+		o.Stores, err = suite.ParseStores(s)
+		return err
+	})
+	fs.StringVar(&o.Case, "case", "", "run only this case")
+	fs.StringVar(&o.ServerPath, "server", "", "prebuilt effectserver binary")
+	fs.Func("experiment", "run only this experiment", func(s string) (err error) {
+		o.Experiment, err = suite.ParseExperiment(s)
+		return err
+	})
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the retries experiment")
+	fs.IntVar(&o.Intents, "intents", suite.DefaultIntents, "intents per row of the retries experiment")
+	fs.Func("unsafe-registry", "run the cases against this broken registry", func(s string) (err error) {
+		o.Unsafe, err = protocol.ParseFlaw(s)
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usage)
 			return 0
 		}
-		fmt.Fprintln(stderr, "runner: see runner -h")
-		return 2
-	}
-	if *intents < 0 {
-		fmt.Fprintf(stderr, "runner: -intents %d: want a positive count\n", *intents)
+		fmt.Fprintf(stderr, "runner: %v (see runner -h)\n", err)
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "runner: unexpected argument %q; see runner -h\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "runner: unexpected argument %q (see runner -h)\n", fs.Arg(0))
 		return 2
 	}
-	stores, err := suite.ParseStores(*store)
-	if err != nil {
-		fmt.Fprintf(stderr, "runner: %v\n", err)
-		return 2
-	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err = suite.Run(ctx, suite.Options{
-		Root: ".", Out: *out, Stores: stores, Case: *caseName, Experiment: *experiment,
-		Seed: *seed, Intents: *intents, Unsafe: *unsafe, ServerPath: *server,
-		Stdout: stdout, Stderr: stderr,
-	})
+	err := suite.Run(ctx, o)
 	var usageErr *suite.UsageError
 	switch {
 	case err == nil:

@@ -14,26 +14,25 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"idemlab/internal/protocol"
 	"idemlab/internal/schemacheck"
 )
 
 // SchemaName is the schema every case file must satisfy.
 const SchemaName = "case.schema.json"
 
-// DefaultBody is the request body of a call that names none.
-const DefaultBody = "add-one"
-
 // Case is one case file: what the runner does and what must be observed.
 type Case struct {
-	Name    string                 // the file's name field
-	File    string                 // the path it was read from
-	Summary string                 // one sentence for people
-	Steps   []Step                 // in order
-	Expect  map[string]Expectation // by store name
+	Name    string // the file's name field
+	File    string // the path it was read from
+	Summary string // one sentence for people
+	Steps   []Step // in order
+	Expect  map[protocol.Store]Expectation
 }
 
 // Step is exactly one action of a case.
@@ -45,8 +44,8 @@ type Step struct {
 
 // Call is one POST /effect, or Repeat consecutive ones.
 type Call struct {
-	Key       *string `json:"key,omitempty"`        // Idempotency-Key sent verbatim; nil sends none; {i} is the repeat index
-	Body      *string `json:"body,omitempty"`       // nil means DefaultBody
+	Key       *string `json:"key,omitempty"`        // Idempotency-Key sent verbatim (templated, see Expand); nil sends none
+	Body      *string `json:"body,omitempty"`       // nil means protocol.DefaultBody
 	BodyBytes *int    `json:"body_bytes,omitempty"` // a body of that many 'x' bytes instead
 	Fault     string  `json:"fault,omitempty"`      // X-Lab-Fault; empty sends none
 	Repeat    int     `json:"repeat,omitempty"`     // 0 or 1: once
@@ -60,13 +59,16 @@ type Concurrent struct {
 
 // Restart stops the server and starts it again on the same state folder.
 type Restart struct {
-	Stop string `json:"stop"` // StopSIGTERM or StopAwaitExit
+	Stop Stop `json:"stop"`
 }
 
-// How a restart stops the server.
+// A Stop says how a restart ends the running server.
+type Stop string
+
+// The ways to stop a server (the schema allows exactly these).
 const (
-	StopSIGTERM   = "sigterm"    // send SIGTERM and wait for the exit
-	StopAwaitExit = "await_exit" // the server is exiting on its own (a crash fault): wait
+	StopSIGTERM   Stop = "sigterm"    // send SIGTERM and wait for the exit
+	StopAwaitExit Stop = "await_exit" // the server is exiting on its own (a crash fault): wait
 )
 
 // Expectation is what one store must show at the end of a case.
@@ -78,7 +80,7 @@ type Expectation struct {
 
 // ExpectedCall is what one call must observe. Nil fields are not checked.
 type ExpectedCall struct {
-	Outcome  string
+	Outcome  protocol.Outcome
 	Status   *int
 	Body     *string
 	Replayed *Replayed
@@ -95,11 +97,11 @@ type Replayed struct {
 // "replayed" field at all (not checked).
 func (e *ExpectedCall) UnmarshalJSON(b []byte) error {
 	var raw struct {
-		Outcome  string          `json:"outcome"`
-		Status   *int            `json:"status"`
-		Body     *string         `json:"body"`
-		Replayed json.RawMessage `json:"replayed"`
-		Repeat   int             `json:"repeat"`
+		Outcome  protocol.Outcome `json:"outcome"`
+		Status   *int             `json:"status"`
+		Body     *string          `json:"body"`
+		Replayed json.RawMessage  `json:"replayed"`
+		Repeat   int              `json:"repeat"`
 	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
@@ -119,17 +121,30 @@ func (e *ExpectedCall) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// Repeat templates: in a repeated call's key and body, and in a repeated
+// expected call's body, "{i}" becomes the repetition's index counted from 0
+// and "{n}" its number counted from 1 (so the third of key "k-{i}", body
+// "{n}" is key "k-2" expecting "3"). Both work in every templated field.
+const (
+	IndexTemplate  = "{i}" // 0, 1, ..., repeat-1
+	NumberTemplate = "{n}" // 1, 2, ..., repeat
+)
+
+// expand fills the repeat templates of s for repetition i (from 0).
+func expand(s string, i int) string {
+	return strings.NewReplacer(IndexTemplate, strconv.Itoa(i), NumberTemplate, strconv.Itoa(i+1)).Replace(s)
+}
+
 // Expand returns the expected calls one per call, with repeats unrolled and
-// {n} in a body replaced by 1..repeat.
+// the repeat templates of a body filled in.
 func (x Expectation) Expand() []ExpectedCall {
 	var out []ExpectedCall
 	for _, c := range x.Calls {
-		n := max(c.Repeat, 1)
-		for i := 1; i <= n; i++ {
+		for i := range max(c.Repeat, 1) {
 			one := c
 			one.Repeat = 0
 			if c.Body != nil && c.Repeat > 0 {
-				b := strings.ReplaceAll(*c.Body, "{n}", strconv.Itoa(i))
+				b := expand(*c.Body, i)
 				one.Body = &b
 			}
 			out = append(out, one)
@@ -201,10 +216,10 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
 		return Case{}, fmt.Errorf("%s: %w", path, err)
 	}
 	var raw struct {
-		Name    string                 `json:"name"`
-		Summary string                 `json:"summary"`
-		Steps   []Step                 `json:"steps"`
-		Expect  map[string]Expectation `json:"expect"`
+		Name    string                         `json:"name"`
+		Summary string                         `json:"summary"`
+		Steps   []Step                         `json:"steps"`
+		Expect  map[protocol.Store]Expectation `json:"expect"`
 	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
@@ -239,11 +254,11 @@ func (c Case) CallCount() int {
 // so the mistake is named at load time rather than as a failed run.
 func (c Case) checkCounts() error {
 	want := c.CallCount()
-	stores := make([]string, 0, len(c.Expect))
+	stores := make([]protocol.Store, 0, len(c.Expect))
 	for s := range c.Expect {
 		stores = append(stores, s)
 	}
-	sort.Strings(stores)
+	slices.Sort(stores)
 	for _, s := range stores {
 		if got := len(c.Expect[s].Expand()); got != want {
 			return fmt.Errorf("expect.%s.calls: %d expected calls, but the steps make %d calls", s, got, want)
@@ -252,23 +267,23 @@ func (c Case) checkCounts() error {
 	return nil
 }
 
-// KeyFor is the Idempotency-Key of repetition i of a call, or nil.
+// KeyFor is the Idempotency-Key of repetition i (from 0) of a call, or nil.
 func (c Call) KeyFor(i int) *string {
 	if c.Key == nil {
 		return nil
 	}
-	k := strings.ReplaceAll(*c.Key, "{i}", strconv.Itoa(i))
+	k := expand(*c.Key, i)
 	return &k
 }
 
-// BodyBytesOf is the request body of the call.
-func (c Call) BodyBytesOf() []byte {
+// BodyFor is the request body of repetition i (from 0) of the call.
+func (c Call) BodyFor(i int) []byte {
 	switch {
 	case c.BodyBytes != nil:
 		return bytes.Repeat([]byte{'x'}, *c.BodyBytes)
 	case c.Body != nil:
-		return []byte(*c.Body)
+		return []byte(expand(*c.Body, i))
 	default:
-		return []byte(DefaultBody)
+		return []byte(protocol.DefaultBody)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"idemlab/internal/observation"
+	"idemlab/internal/protocol"
 	"idemlab/internal/schemacheck"
 )
 
@@ -111,13 +112,13 @@ func TestMismatches(t *testing.T) {
 	}
 	x := c.Expect["volatile"]
 	reply := func(body string, replayed *bool) observation.Call {
-		return observation.Call{Outcome: observation.Reply, Status: ptr(200), Body: ptr(body), Replayed: replayed}
+		return observation.Call{Outcome: protocol.OutcomeReply, Status: ptr(200), Body: ptr(body), Replayed: replayed}
 	}
 	ok := observation.Run{Counter: 3, ExitCodes: []int{0}, Calls: []observation.Call{reply("1", ptr(false)), reply("2", ptr(false)), reply("3", ptr(false))}}
 	if got := x.Mismatches(ok); len(got) != 0 {
 		t.Fatalf("Mismatches(matching run) = %q, want none", got)
 	}
-	bad := observation.Run{Counter: 4, ExitCodes: []int{23, 0}, Calls: []observation.Call{reply("1", ptr(true)), reply("9", nil), {Outcome: observation.NoReply}}}
+	bad := observation.Run{Counter: 4, ExitCodes: []int{23, 0}, Calls: []observation.Call{reply("1", ptr(true)), reply("9", nil), {Outcome: protocol.OutcomeNoReply}}}
 	want := []string{
 		"counter: expected 3, observed 4",
 		"exit codes: expected [0], observed [23 0]",
@@ -138,18 +139,31 @@ func TestMismatches(t *testing.T) {
 	}
 }
 
+// Ensure the repeat templates mean the same in keys, request bodies and
+// expected bodies: {i} counts from 0, {n} from 1.
 func TestKeyForAndBody(t *testing.T) {
-	c := Call{Key: ptr("key-{i}")}
-	if got := *c.KeyFor(7); got != "key-7" {
-		t.Fatalf("KeyFor(7) = %q, want key-7", got)
+	c := Call{Key: ptr("key-{i}-{n}"), Body: ptr("body-{i}-{n}")}
+	if got := *c.KeyFor(7); got != "key-7-8" {
+		t.Fatalf("KeyFor(7) = %q, want key-7-8", got)
+	}
+	if got := string(c.BodyFor(7)); got != "body-7-8" {
+		t.Fatalf("BodyFor(7) = %q, want body-7-8", got)
+	}
+	x := Expectation{Calls: []ExpectedCall{{Body: ptr("{i}/{n}"), Repeat: 3}}}
+	var bodies []string
+	for _, e := range x.Expand() {
+		bodies = append(bodies, *e.Body)
+	}
+	if got, want := strings.Join(bodies, " "), "0/1 1/2 2/3"; got != want {
+		t.Fatalf("Expand bodies = %q, want %q", got, want)
 	}
 	if got := (Call{}).KeyFor(0); got != nil {
 		t.Fatalf("KeyFor without key = %q, want nil", *got)
 	}
-	if got := string((Call{}).BodyBytesOf()); got != DefaultBody {
+	if got := string((Call{}).BodyFor(0)); got != protocol.DefaultBody {
 		t.Fatalf("default body = %q", got)
 	}
-	if got := len((Call{BodyBytes: ptr(4097)}).BodyBytesOf()); got != 4097 {
+	if got := len((Call{BodyBytes: ptr(4097)}).BodyFor(0)); got != 4097 {
 		t.Fatalf("body_bytes body length = %d", got)
 	}
 }

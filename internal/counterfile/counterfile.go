@@ -27,6 +27,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+
+	"idemlab/internal/store"
 )
 
 // FileName is the counter file's name inside the state folder.
@@ -152,21 +154,18 @@ func (c *Counter) Value() int64 {
 // Path returns the counter file's path.
 func (c *Counter) Path() string { return c.path }
 
-// Increment adds one for a request whose body has the SHA-256 bodySHA256
-// (64 lowercase hex digits) and returns the new value once the journal line
+// Increment adds one for a request whose body has the fingerprint fp and
+// returns the new value once the journal line
 // and the counter are durable. On error the effect did not happen as far as
 // this Counter knows: its value is unchanged and the next journal line
 // overwrites the failed one, unless the rename already replaced the file,
 // in which case the value follows the file and the error says the folder
 // sync failed.
-func (c *Counter) Increment(bodySHA256 string) (int64, error) {
-	if !isSHA256Hex(bodySHA256) {
-		return 0, fmt.Errorf("increment: body hash %q: want 64 lowercase hex digits", bodySHA256)
-	}
+func (c *Counter) Increment(fp store.Fingerprint) (int64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next := c.val + 1
-	line := strconv.FormatInt(next, 10) + " " + bodySHA256 + "\n"
+	line := strconv.FormatInt(next, 10) + " " + fp.Hex() + "\n"
 	if err := c.appendJournal(line); err != nil {
 		return 0, err
 	}
@@ -225,3 +224,25 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
+
+// Recorded returns nothing: the volatile store keeps no keys (its server's
+// registry, in memory, is the only record), which is the design under test.
+func (c *Counter) Recorded() ([]store.Record, error) { return nil, nil }
+
+// Apply increments the counter for in (the effect, durable before it
+// returns), then calls afterEffect. It records no key: completing the
+// server's registry ticket afterwards is the record. It makes *Counter a
+// store.Store, the volatile one.
+func (c *Counter) Apply(in store.Intent, afterEffect func() error) (store.Result, error) {
+	v, err := c.Increment(in.Fingerprint)
+	if err != nil {
+		return store.Result{}, fmt.Errorf("apply effect: %w", err)
+	}
+	if err := afterEffect(); err != nil {
+		return store.Result{}, err
+	}
+	return store.Result{Value: v}, nil
+}
+
+// Close does nothing: every increment is already durable.
+func (c *Counter) Close() error { return nil }

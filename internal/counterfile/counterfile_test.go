@@ -19,7 +19,7 @@ func TestIncrementPersists(t *testing.T) {
 		t.Fatalf("Value() = %d, want %d", got, want)
 	}
 	for want := int64(1); want <= 3; want++ {
-		got, err := c.Increment(sum)
+		got, err := c.Increment(fp)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +96,7 @@ func TestReaderNeverSeesTornFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Increment(sum); err != nil {
+	if _, err := c.Increment(fp); err != nil {
 		t.Fatal(err)
 	}
 	const n = 300
@@ -127,7 +127,7 @@ func TestReaderNeverSeesTornFile(t *testing.T) {
 		}
 	}()
 	for i := 0; i < n; i++ {
-		if _, err := c.Increment(sum); err != nil {
+		if _, err := c.Increment(fp); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -153,7 +153,7 @@ func TestConcurrentIncrements(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v, err := c.Increment(sum)
+			v, err := c.Increment(fp)
 			if err != nil {
 				t.Error(err)
 				return
@@ -185,7 +185,7 @@ func TestFailedWriteKeepsValue(t *testing.T) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Increment(sum); err == nil {
+	if _, err := c.Increment(fp); err == nil {
 		t.Fatal("Increment() in a removed folder succeeded")
 	}
 	if got, want := c.Value(), int64(0); got != want {
@@ -194,7 +194,7 @@ func TestFailedWriteKeepsValue(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := c.Increment(sum); err != nil || got != 1 {
+	if got, err := c.Increment(fp); err != nil || got != 1 {
 		t.Fatalf("Increment() after recovery = %d, %v, want 1, nil", got, err)
 	}
 }

@@ -8,17 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"idemlab/internal/store"
 )
 
 // JournalName is the journal's name inside the state folder.
 const JournalName = "effects.log"
-
-// An Effect is one journal line: the counter value an applied effect
-// produced and the SHA-256 (lowercase hex) of its request body.
-type Effect struct {
-	Value      int64
-	BodySHA256 string
-}
 
 // ReadState returns the counter of dir and the effects its journal lists,
 // in the order applied: effect i produced value i+1. It reads without
@@ -26,24 +21,24 @@ type Effect struct {
 // mean 0 and no effects. Journal lines a crash left beyond the counter are
 // not effects and are left out. A journal with fewer effects than the
 // counter, or a malformed one, is an error naming the file.
-func ReadState(dir string) (int64, []Effect, error) {
+func ReadState(dir string) (store.State, error) {
 	v, err := Read(dir)
 	if err != nil {
-		return 0, nil, err
+		return store.State{}, err
 	}
 	j, err := readJournal(filepath.Join(dir, JournalName), v)
 	if err != nil {
-		return 0, nil, err
+		return store.State{}, err
 	}
-	return v, j.effects, nil
+	return store.State{Counter: v, Effects: j.effects}, nil
 }
 
 // journal is what readJournal found.
 type journal struct {
 	exists  bool
-	effects []Effect // the effects up to the counter
-	size    int64    // bytes holding them
-	tail    int64    // bytes after them (a crash's leftover), to cut off
+	effects []store.Effect // the effects up to the counter
+	size    int64          // bytes holding them
+	tail    int64          // bytes after them (a crash's leftover), to cut off
 }
 
 // readJournal parses the journal at path against the counter value v.
@@ -88,19 +83,19 @@ func readJournal(path string, v int64) (journal, error) {
 }
 
 // parseLine parses "<value> <sha256hex>" and checks the value is want.
-func parseLine(line []byte, want int64) (Effect, error) {
+func parseLine(line []byte, want int64) (store.Effect, error) {
 	num, sum, ok := bytes.Cut(line, []byte(" "))
 	if !ok || !isSHA256Hex(string(sum)) {
-		return Effect{}, fmt.Errorf("malformed %s (want a value, a space and a SHA-256 in hex)", quote(line))
+		return store.Effect{}, fmt.Errorf("malformed %s (want a value, a space and a SHA-256 in hex)", quote(line))
 	}
 	v, err := strconv.ParseInt(string(num), 10, 64)
 	if err != nil || strconv.FormatInt(v, 10) != string(num) {
-		return Effect{}, fmt.Errorf("malformed value in %s", quote(line))
+		return store.Effect{}, fmt.Errorf("malformed value in %s", quote(line))
 	}
 	if v != want {
-		return Effect{}, fmt.Errorf("value %d, want %d (effects are journaled in counter order)", v, want)
+		return store.Effect{}, fmt.Errorf("value %d, want %d (effects are journaled in counter order)", v, want)
 	}
-	return Effect{Value: v, BodySHA256: string(sum)}, nil
+	return store.Effect{Value: v, BodySHA256: string(sum)}, nil
 }
 
 // isSHA256Hex reports whether s is 64 lowercase hex digits.

@@ -37,7 +37,6 @@ package durablestore
 import (
 	"context"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -48,7 +47,7 @@ import (
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
-	"idemlab/internal/registry"
+	"idemlab/internal/store"
 )
 
 // FileName is the database's name inside the state folder.
@@ -108,34 +107,6 @@ const (
 	release
 )
 
-// An Intent is one admitted request: its key ("" when unkeyed) and the
-// fingerprint (SHA-256) of its body.
-type Intent struct {
-	Key         string
-	Fingerprint registry.Fingerprint
-}
-
-// A Result is what Apply did: the counter value to reply with, and whether
-// it replays a result recorded earlier (no effect ran).
-type Result struct {
-	Value    int64
-	Replayed bool
-}
-
-// A Key is one recorded key and its result.
-type Key struct {
-	Key         string
-	Fingerprint registry.Fingerprint
-	Value       int64
-}
-
-// An Effect is one applied effect: the counter value it produced and the
-// SHA-256 (lowercase hex) of its request body.
-type Effect struct {
-	Value      int64
-	BodySHA256 string
-}
-
 // ErrClosed is returned by Apply after Close.
 var ErrClosed = errors.New("durable store closed")
 
@@ -168,13 +139,13 @@ func (s *Store) Stats() Stats {
 
 // pending is an intent waiting for the committer.
 type pending struct {
-	in          Intent
+	in          store.Intent
 	afterEffect func() error
 	done        chan outcome
 }
 
 type outcome struct {
-	res Result
+	res store.Result
 	err error
 }
 
@@ -285,16 +256,16 @@ func layout(q querier) (empty bool, err error) {
 // Path returns the database file's path.
 func (s *Store) Path() string { return s.path }
 
-// Keys returns every recorded key, in the order recorded.
-func (s *Store) Keys() ([]Key, error) {
+// Recorded returns every recorded key and its result, in the order recorded.
+func (s *Store) Recorded() ([]store.Record, error) {
 	rows, err := s.db.Query(`SELECT key, fingerprint, value FROM keys ORDER BY rowid`)
 	if err != nil {
 		return nil, fmt.Errorf("durable store %s: read keys: %w", s.path, err)
 	}
 	defer rows.Close()
-	var keys []Key
+	var keys []store.Record
 	for rows.Next() {
-		var k Key
+		var k store.Record
 		var fp []byte
 		if err := rows.Scan(&k.Key, &fp, &k.Value); err != nil {
 			return nil, fmt.Errorf("durable store %s: read keys: %w", s.path, err)
@@ -316,8 +287,8 @@ func (s *Store) Keys() ([]Key, error) {
 //
 //   - the key is recorded with the same fingerprint: its value, Replayed,
 //     and nothing written;
-//   - the key is recorded with another fingerprint: registry.ErrConflict;
-//   - the key is new and capacity keys are recorded: registry.ErrFull;
+//   - the key is recorded with another fingerprint: store.ErrConflict;
+//   - the key is new and capacity keys are recorded: store.ErrFull;
 //   - otherwise the effect: counter + 1 and its effects row, then
 //     afterEffect (still inside the transaction, before the key's row and
 //     the commit), then the key's row; the new counter value.
@@ -326,12 +297,12 @@ func (s *Store) Keys() ([]Key, error) {
 // and Apply returns the error (afterEffect's unwrapped); other intents
 // sharing the transaction are not affected. If the commit fails, every
 // intent of the transaction fails.
-func (s *Store) Apply(in Intent, afterEffect func() error) (Result, error) {
+func (s *Store) Apply(in store.Intent, afterEffect func() error) (store.Result, error) {
 	p := &pending{in: in, afterEffect: afterEffect, done: make(chan outcome, 1)}
 	select {
 	case s.queue <- p:
 	case <-s.stopped:
-		return Result{}, ErrClosed
+		return store.Result{}, ErrClosed
 	}
 	o := <-p.done
 	return o.res, o.err
@@ -437,7 +408,7 @@ func (e *txError) Error() string { return e.err.Error() }
 // applyOne runs one intent with the transaction's statements st, under a
 // savepoint if savepoints is set. A *txError means the savepoint failed and
 // the transaction must be abandoned.
-func (s *Store) applyOne(st *[len(statements)]*sql.Stmt, p *pending, savepoints bool) (Result, error) {
+func (s *Store) applyOne(st *[len(statements)]*sql.Stmt, p *pending, savepoints bool) (store.Result, error) {
 	in := p.in
 	keyed := in.Key != ""
 	if keyed {
@@ -445,37 +416,37 @@ func (s *Store) applyOne(st *[len(statements)]*sql.Stmt, p *pending, savepoints 
 		var fp []byte
 		var value sql.NullInt64
 		if err := st[lookup].QueryRow(in.Key).Scan(&keys, &fp, &value); err != nil {
-			return Result{}, fmt.Errorf("durable store %s: look up key %q: %w", s.path, in.Key, err)
+			return store.Result{}, fmt.Errorf("durable store %s: look up key %q: %w", s.path, in.Key, err)
 		}
 		switch {
 		case value.Valid && string(fp) == string(in.Fingerprint[:]):
-			return Result{Value: value.Int64, Replayed: true}, nil
+			return store.Result{Value: value.Int64, Replayed: true}, nil
 		case value.Valid:
-			return Result{}, registry.ErrConflict
+			return store.Result{}, store.ErrConflict
 		case keys >= s.capacity:
-			return Result{}, registry.ErrFull
+			return store.Result{}, store.ErrFull
 		}
 	}
 	if !savepoints {
 		value, err := s.effect(st, p)
-		return Result{Value: value}, err
+		return store.Result{Value: value}, err
 	}
 	if _, err := st[savepoint].Exec(); err != nil {
-		return Result{}, &txError{fmt.Errorf("durable store %s: savepoint: %w", s.path, err)}
+		return store.Result{}, &txError{fmt.Errorf("durable store %s: savepoint: %w", s.path, err)}
 	}
 	value, err := s.effect(st, p)
 	if err != nil {
 		if _, rerr := st[rollback].Exec(); rerr != nil {
-			return Result{}, &txError{fmt.Errorf("durable store %s: roll back intent after %v: %w", s.path, err, rerr)}
+			return store.Result{}, &txError{fmt.Errorf("durable store %s: roll back intent after %v: %w", s.path, err, rerr)}
 		}
 	}
 	if _, rerr := st[release].Exec(); rerr != nil {
-		return Result{}, &txError{fmt.Errorf("durable store %s: release savepoint: %w", s.path, rerr)}
+		return store.Result{}, &txError{fmt.Errorf("durable store %s: release savepoint: %w", s.path, rerr)}
 	}
 	if err != nil {
-		return Result{}, err
+		return store.Result{}, err
 	}
-	return Result{Value: value}, nil
+	return store.Result{Value: value}, nil
 }
 
 // effect runs the intent's writes: the effect (counter and effects row),
@@ -489,7 +460,7 @@ func (s *Store) effect(st *[len(statements)]*sql.Stmt, p *pending) (int64, error
 	if err := st[increment].QueryRow(keyed).Scan(&value); err != nil {
 		return 0, fmt.Errorf("durable store %s: apply effect: %w", s.path, err)
 	}
-	if _, err := st[journal].Exec(value, hex.EncodeToString(p.in.Fingerprint[:])); err != nil {
+	if _, err := st[journal].Exec(value, p.in.Fingerprint.Hex()); err != nil {
 		return 0, fmt.Errorf("durable store %s: journal effect %d: %w", s.path, value, err)
 	}
 	if err := p.afterEffect(); err != nil {
@@ -508,63 +479,63 @@ func (s *Store) effect(st *[len(statements)]*sql.Stmt, p *pending) (int64, error
 // applied) of the database in dir, for use after every server on it has
 // exited. A missing database means 0 and no effects. It checks that the
 // effects are exactly the counter's: values 1 to counter, in order.
-func ReadState(dir string) (int64, []Effect, error) {
+func ReadState(dir string) (store.State, error) {
 	path := filepath.Join(dir, FileName)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return 0, nil, nil
+		return store.State{}, nil
 	} else if err != nil {
-		return 0, nil, fmt.Errorf("durable store %s: %w", path, err)
+		return store.State{}, fmt.Errorf("durable store %s: %w", path, err)
 	}
 	db, err := sql.Open("sqlite", path+fmt.Sprintf("?_busy_timeout=%d&_query_only=1", busyTimeoutMS))
 	if err != nil {
-		return 0, nil, fmt.Errorf("durable store %s: %w", path, err)
+		return store.State{}, fmt.Errorf("durable store %s: %w", path, err)
 	}
 	defer db.Close()
-	counter, effects, err := readState(db)
+	st, err := readState(db)
 	if err != nil {
-		return 0, nil, fmt.Errorf("durable store %s: %w", path, err)
+		return store.State{}, fmt.Errorf("durable store %s: %w", path, err)
 	}
-	return counter, effects, nil
+	return st, nil
 }
 
-func readState(db *sql.DB) (int64, []Effect, error) {
+func readState(db *sql.DB) (store.State, error) {
 	tx, err := db.BeginTx(context.Background(), &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return 0, nil, err
+		return store.State{}, err
 	}
 	defer tx.Rollback()
 	empty, err := layout(tx)
 	if err != nil {
-		return 0, nil, err
+		return store.State{}, err
 	}
 	if empty {
-		return 0, nil, nil // created, never written
+		return store.State{}, nil // created, never written
 	}
 	var counter int64
 	if err := tx.QueryRow(`SELECT counter FROM state WHERE id = 1`).Scan(&counter); err != nil {
-		return 0, nil, fmt.Errorf("read counter: %w", err)
+		return store.State{}, fmt.Errorf("read counter: %w", err)
 	}
 	rows, err := tx.Query(`SELECT value, body_sha256 FROM effects ORDER BY value`)
 	if err != nil {
-		return 0, nil, fmt.Errorf("read effects: %w", err)
+		return store.State{}, fmt.Errorf("read effects: %w", err)
 	}
 	defer rows.Close()
-	var effects []Effect
+	var effects []store.Effect
 	for rows.Next() {
-		var e Effect
+		var e store.Effect
 		if err := rows.Scan(&e.Value, &e.BodySHA256); err != nil {
-			return 0, nil, fmt.Errorf("read effects: %w", err)
+			return store.State{}, fmt.Errorf("read effects: %w", err)
 		}
 		if want := int64(len(effects)) + 1; e.Value != want {
-			return 0, nil, fmt.Errorf("effects: value %d where %d was expected", e.Value, want)
+			return store.State{}, fmt.Errorf("effects: value %d where %d was expected", e.Value, want)
 		}
 		effects = append(effects, e)
 	}
 	if err := rows.Err(); err != nil {
-		return 0, nil, fmt.Errorf("read effects: %w", err)
+		return store.State{}, fmt.Errorf("read effects: %w", err)
 	}
 	if int64(len(effects)) != counter {
-		return 0, nil, fmt.Errorf("%d effects recorded, but the counter holds %d", len(effects), counter)
+		return store.State{}, fmt.Errorf("%d effects recorded, but the counter holds %d", len(effects), counter)
 	}
-	return counter, effects, nil
+	return store.State{Counter: counter, Effects: effects}, nil
 }

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"idemlab/internal/registry"
+	"idemlab/internal/store"
 )
 
 // childEnv makes the test binary a child that applies one intent and
@@ -36,7 +36,7 @@ func child(point, dir string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	_, err = s.Apply(Intent{Key: "k", Fingerprint: fp("add-one")}, func() error {
+	_, err = s.Apply(store.Intent{Key: "k", Fingerprint: fp("add-one")}, func() error {
 		if point == "after-effect" {
 			os.Exit(23)
 		}
@@ -52,7 +52,7 @@ func child(point, dir string) int {
 	return 1
 }
 
-func fp(body string) registry.Fingerprint { return registry.FingerprintOf([]byte(body)) }
+func fp(body string) store.Fingerprint { return store.FingerprintOf([]byte(body)) }
 
 func noHook() error { return nil }
 
@@ -102,7 +102,7 @@ func readRaw(t *testing.T, dir string) raw {
 func TestApply(t *testing.T) {
 	type step struct {
 		key, body string
-		want      Result
+		want      store.Result
 		err       error
 	}
 	tests := []struct {
@@ -110,14 +110,14 @@ func TestApply(t *testing.T) {
 		steps []step
 		raw   raw
 	}{
-		{"unkeyed twice", []step{{"", "a", Result{Value: 1}, nil}, {"", "a", Result{Value: 2}, nil}},
+		{"unkeyed twice", []step{{"", "a", store.Result{Value: 1}, nil}, {"", "a", store.Result{Value: 2}, nil}},
 			raw{counter: 2, effects: 2}},
-		{"keyed then replay", []step{{"k", "a", Result{Value: 1}, nil}, {"k", "a", Result{Value: 1, Replayed: true}, nil}},
+		{"keyed then replay", []step{{"k", "a", store.Result{Value: 1}, nil}, {"k", "a", store.Result{Value: 1, Replayed: true}, nil}},
 			raw{counter: 1, keys: 1, effects: 1, keyRows: []string{"k"}}},
-		{"other body conflicts", []step{{"k", "a", Result{Value: 1}, nil}, {"k", "b", Result{}, registry.ErrConflict}},
+		{"other body conflicts", []step{{"k", "a", store.Result{Value: 1}, nil}, {"k", "b", store.Result{}, store.ErrConflict}},
 			raw{counter: 1, keys: 1, effects: 1, keyRows: []string{"k"}}},
-		{"full", []step{{"a", "x", Result{Value: 1}, nil}, {"b", "x", Result{Value: 2}, nil}, {"c", "x", Result{}, registry.ErrFull},
-			{"a", "x", Result{Value: 1, Replayed: true}, nil}, {"", "x", Result{Value: 3}, nil}},
+		{"full", []step{{"a", "x", store.Result{Value: 1}, nil}, {"b", "x", store.Result{Value: 2}, nil}, {"c", "x", store.Result{}, store.ErrFull},
+			{"a", "x", store.Result{Value: 1, Replayed: true}, nil}, {"", "x", store.Result{Value: 3}, nil}},
 			raw{counter: 3, keys: 2, effects: 3, keyRows: []string{"a", "b"}}},
 	}
 	for _, tt := range tests {
@@ -125,7 +125,7 @@ func TestApply(t *testing.T) {
 			dir := t.TempDir()
 			s := open(t, dir, 2)
 			for i, st := range tt.steps {
-				got, err := s.Apply(Intent{Key: st.key, Fingerprint: fp(st.body)}, noHook)
+				got, err := s.Apply(store.Intent{Key: st.key, Fingerprint: fp(st.body)}, noHook)
 				if got != st.want || !errors.Is(err, st.err) {
 					t.Fatalf("step %d: Apply = %+v, %v, want %+v, %v", i, got, err, st.want, st.err)
 				}
@@ -137,39 +137,40 @@ func TestApply(t *testing.T) {
 	}
 }
 
-// Ensure a committed key and effect survive Close and come back from Keys and ReadState.
+// Ensure a committed key and effect survive Close and come back from Recorded and ReadState.
 func TestCommitSurvivesReopen(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(dir, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Apply(Intent{Key: "k", Fingerprint: fp("a")}, noHook); err != nil {
+	if _, err := s.Apply(store.Intent{Key: "k", Fingerprint: fp("a")}, noHook); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Apply(Intent{Fingerprint: fp("b")}, noHook); err != nil {
+	if _, err := s.Apply(store.Intent{Fingerprint: fp("b")}, noHook); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Apply(Intent{}, noHook); !errors.Is(err, ErrClosed) {
+	if _, err := s.Apply(store.Intent{}, noHook); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Apply after Close: %v, want ErrClosed", err)
 	}
-	counter, effects, err := ReadState(dir)
-	want := []Effect{{1, hexFP("a")}, {2, hexFP("b")}}
+	st, err := ReadState(dir)
+	counter, effects := st.Counter, st.Effects
+	want := []store.Effect{{Value: 1, BodySHA256: hexFP("a")}, {Value: 2, BodySHA256: hexFP("b")}}
 	if err != nil || counter != 2 || !reflect.DeepEqual(effects, want) {
 		t.Fatalf("ReadState = %d, %v, %v, want 2, %v, nil", counter, effects, err, want)
 	}
 	s2 := open(t, dir, 8)
-	keys, err := s2.Keys()
+	keys, err := s2.Recorded()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []Key{{"k", fp("a"), 1}}; !reflect.DeepEqual(keys, want) {
-		t.Fatalf("Keys() = %v, want %v", keys, want)
+	if want := []store.Record{{Key: "k", Fingerprint: fp("a"), Value: 1}}; !reflect.DeepEqual(keys, want) {
+		t.Fatalf("Recorded() = %v, want %v", keys, want)
 	}
-	if got, err := s2.Apply(Intent{Key: "k", Fingerprint: fp("a")}, noHook); err != nil || got != (Result{1, true}) {
+	if got, err := s2.Apply(store.Intent{Key: "k", Fingerprint: fp("a")}, noHook); err != nil || got != (store.Result{Value: 1, Replayed: true}) {
 		t.Fatalf("Apply after reopen = %+v, %v, want a replay of 1", got, err)
 	}
 }
@@ -210,14 +211,14 @@ func TestFailureRollsBack(t *testing.T) {
 			dir := t.TempDir()
 			s := open(t, dir, 8)
 			hook, undo := tt.setup(t, dir)
-			if _, err := s.Apply(Intent{Key: "k", Fingerprint: fp("a")}, hook); err == nil {
+			if _, err := s.Apply(store.Intent{Key: "k", Fingerprint: fp("a")}, hook); err == nil {
 				t.Fatal("Apply succeeded, want an error")
 			}
 			undo()
 			if got, want := readRaw(t, dir), (raw{}); !reflect.DeepEqual(got, want) {
 				t.Fatalf("tables after the failure = %+v, want %+v", got, want)
 			}
-			if got, err := s.Apply(Intent{Key: "k", Fingerprint: fp("a")}, noHook); err != nil || got != (Result{Value: 1}) {
+			if got, err := s.Apply(store.Intent{Key: "k", Fingerprint: fp("a")}, noHook); err != nil || got != (store.Result{Value: 1}) {
 				t.Fatalf("retry = %+v, %v, want 1 not replayed", got, err)
 			}
 		})
@@ -231,16 +232,16 @@ func TestBatchIntentFailsAlone(t *testing.T) {
 	s := open(t, dir, 8)
 	boom := errors.New("boom")
 	batch := []*pending{
-		{in: Intent{Key: "a", Fingerprint: fp("a")}, afterEffect: noHook},
-		{in: Intent{Key: "b", Fingerprint: fp("b")}, afterEffect: func() error { return boom }},
-		{in: Intent{Key: "c", Fingerprint: fp("c")}, afterEffect: noHook},
-		{in: Intent{Key: "a", Fingerprint: fp("a")}, afterEffect: noHook},
+		{in: store.Intent{Key: "a", Fingerprint: fp("a")}, afterEffect: noHook},
+		{in: store.Intent{Key: "b", Fingerprint: fp("b")}, afterEffect: func() error { return boom }},
+		{in: store.Intent{Key: "c", Fingerprint: fp("c")}, afterEffect: noHook},
+		{in: store.Intent{Key: "a", Fingerprint: fp("a")}, afterEffect: noHook},
 	}
 	for _, p := range batch {
 		p.done = make(chan outcome, 1)
 	}
 	s.runBatch(batch)
-	want := []outcome{{res: Result{Value: 1}}, {err: boom}, {res: Result{Value: 2}}, {res: Result{Value: 1, Replayed: true}}}
+	want := []outcome{{res: store.Result{Value: 1}}, {err: boom}, {res: store.Result{Value: 2}}, {res: store.Result{Value: 1, Replayed: true}}}
 	for i, p := range batch {
 		if got := <-p.done; got != want[i] {
 			t.Errorf("intent %d: %+v, want %+v", i, got, want[i])
@@ -270,7 +271,8 @@ func TestCrashInChild(t *testing.T) {
 			if code := cmd.ProcessState.ExitCode(); code != 23 {
 				t.Fatalf("child exit = %d (%v), want 23; output:\n%s", code, err, out)
 			}
-			counter, effects, err := ReadState(dir) // straight after the crash, WAL and all
+			st, err := ReadState(dir) // straight after the crash, WAL and all
+			counter, effects := st.Counter, st.Effects
 			if err != nil || counter != tt.raw.counter || int64(len(effects)) != tt.raw.effects {
 				t.Fatalf("ReadState after the crash = %d, %v, %v, want %d and %d effects", counter, effects, err, tt.raw.counter, tt.raw.effects)
 			}
@@ -278,8 +280,8 @@ func TestCrashInChild(t *testing.T) {
 			if got := readRaw(t, dir); !reflect.DeepEqual(got, tt.raw) {
 				t.Fatalf("tables after the crash = %+v, want %+v", got, tt.raw)
 			}
-			want := Result{Value: 1, Replayed: tt.raw.keys == 1}
-			if got, err := s.Apply(Intent{Key: "k", Fingerprint: fp("add-one")}, noHook); err != nil || got != want {
+			want := store.Result{Value: 1, Replayed: tt.raw.keys == 1}
+			if got, err := s.Apply(store.Intent{Key: "k", Fingerprint: fp("add-one")}, noHook); err != nil || got != want {
 				t.Fatalf("retry = %+v, %v, want %+v", got, err, want)
 			}
 		})
@@ -292,12 +294,12 @@ func TestTwoStoresOneKey(t *testing.T) {
 	dir := t.TempDir()
 	stores := []*Store{open(t, dir, 8), open(t, dir, 8)}
 	const n = 32
-	results := make([]Result, 2*n)
+	results := make([]store.Result, 2*n)
 	errs := make([]error, 2*n)
 	var wg sync.WaitGroup
 	for i := range 2 * n {
 		wg.Go(func() {
-			results[i], errs[i] = stores[i%2].Apply(Intent{Key: "same", Fingerprint: fp("a")}, noHook)
+			results[i], errs[i] = stores[i%2].Apply(store.Intent{Key: "same", Fingerprint: fp("a")}, noHook)
 		})
 	}
 	wg.Wait()
@@ -367,13 +369,13 @@ func openErr(dir string) error {
 	return err
 }
 
-func readStateErr(dir string) error { _, _, err := ReadState(dir); return err }
+func readStateErr(dir string) error { _, err := ReadState(dir); return err }
 
 // Ensure ReadState of a folder without a database is zero, without creating one.
 func TestReadStateMissing(t *testing.T) {
 	dir := t.TempDir()
-	if counter, effects, err := ReadState(dir); err != nil || counter != 0 || effects != nil {
-		t.Fatalf("ReadState = %d, %v, %v, want 0, nil, nil", counter, effects, err)
+	if st, err := ReadState(dir); err != nil || st.Counter != 0 || st.Effects != nil {
+		t.Fatalf("ReadState = %+v, %v, want zero", st, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, FileName)); !os.IsNotExist(err) {
 		t.Fatalf("ReadState created %s: %v", FileName, err)

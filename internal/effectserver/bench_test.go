@@ -22,6 +22,8 @@ package effectserver
 import (
 	"bufio"
 	"fmt"
+	"idemlab/internal/durablestore"
+	"idemlab/internal/protocol"
 	"io"
 	"net"
 	"net/http"
@@ -72,11 +74,11 @@ func benchDurableRequests(b *testing.B, clients int) {
 	dir := b.TempDir()
 	srv, err := New(Config{
 		StateDir: dir,
-		Addr:     DefaultAddr,
-		Store:    StoreDurable,
+		Addr:     protocol.DefaultAddr,
+		Store:    protocol.Durable,
 		Capacity: b.N + 1,
-		MaxBody:  DefaultMaxBody,
-		Wait:     DefaultWait,
+		MaxBody:  protocol.DefaultMaxBody,
+		Wait:     protocol.DefaultWait,
 	}, io.Discard)
 	if err != nil {
 		b.Fatal(err)
@@ -121,7 +123,7 @@ func benchDurableRequests(b *testing.B, clients int) {
 	if fsyncRate > 0 {
 		b.ReportMetric(rate/fsyncRate, "x_fsync")
 	}
-	if st := srv.store.(durableStore).db.Stats(); st.Commits > 0 {
+	if st := srv.store.(*durablestore.Store).Stats(); st.Commits > 0 {
 		b.ReportMetric(float64(st.Intents)/float64(st.Commits), "intents/commit")
 	}
 }
@@ -144,7 +146,7 @@ func (c *benchClient) close() { c.conn.Close() }
 
 // post sends one keyed POST /effect and checks it was applied.
 func (c *benchClient) post(key string) error {
-	req := "POST " + EffectPath + " HTTP/1.1\r\nHost: bench\r\nIdempotency-Key: " + key + "\r\nContent-Length: 7\r\n\r\nadd-one"
+	req := "POST " + protocol.EffectPath + " HTTP/1.1\r\nHost: bench\r\nIdempotency-Key: " + key + "\r\nContent-Length: 7\r\n\r\nadd-one"
 	if _, err := io.WriteString(c.conn, req); err != nil {
 		return err
 	}
@@ -157,8 +159,8 @@ func (c *benchClient) post(key string) error {
 	if err != nil {
 		return err
 	}
-	if res.StatusCode != http.StatusOK || res.Header.Get(ReplayedHeader) != "false" {
-		return fmt.Errorf("key %s: %d %q replayed %q, want 200 not replayed", key, res.StatusCode, body, res.Header.Get(ReplayedHeader))
+	if res.StatusCode != http.StatusOK || res.Header.Get(protocol.ReplayedHeader) != "false" {
+		return fmt.Errorf("key %s: %d %q replayed %q, want 200 not replayed", key, res.StatusCode, body, res.Header.Get(protocol.ReplayedHeader))
 	}
 	return nil
 }

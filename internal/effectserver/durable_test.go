@@ -4,16 +4,18 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"idemlab/internal/durablestore"
+	"idemlab/internal/protocol"
+	"idemlab/internal/statedir"
+	"idemlab/internal/store"
 )
 
-func durable(edit func(*Config)) func(*Config) { return on(StoreDurable, edit) }
+func durable(edit func(*Config)) func(*Config) { return on(protocol.Durable, edit) }
 
 // Ensure a durable server replays every key after a restart on the same
 // folder, and keeps 422 for another body.
@@ -147,13 +149,13 @@ func TestReadState(t *testing.T) {
 		s := sha256.Sum256([]byte(body))
 		return hex.EncodeToString(s[:])
 	}
-	for _, store := range stores {
-		t.Run(store, func(t *testing.T) {
+	for _, kind := range stores {
+		t.Run(string(kind), func(t *testing.T) {
 			dir := t.TempDir()
-			if got, err := ReadState(store, dir); err != nil || !reflect.DeepEqual(got, State{}) {
-				t.Fatalf("ReadState(empty folder) = %+v, %v, want zero", got, err)
+			if got, err := statedir.Read(kind, dir); err != nil || !reflect.DeepEqual(got, store.State{}) {
+				t.Fatalf("statedir.Read(empty folder) = %+v, %v, want zero", got, err)
 			}
-			f := newFixtureIn(t, dir, on(store, faults))
+			f := newFixtureIn(t, dir, on(kind, faults))
 			for _, r := range []req{
 				{key: "a"},
 				{key: "a"},
@@ -165,34 +167,10 @@ func TestReadState(t *testing.T) {
 				f.do(r)
 			}
 			f.close()
-			want := State{Counter: 3, Effects: []AppliedEffect{{1, sum("add-one")}, {2, sum("x")}, {3, sum("")}}}
-			if got, err := ReadState(store, dir); err != nil || !reflect.DeepEqual(got, want) {
+			want := store.State{Counter: 3, Effects: []store.Effect{{Value: 1, BodySHA256: sum("add-one")}, {Value: 2, BodySHA256: sum("x")}, {Value: 3, BodySHA256: sum("")}}}
+			if got, err := statedir.Read(kind, dir); err != nil || !reflect.DeepEqual(got, want) {
 				t.Fatalf("ReadState = %+v, %v, want %+v", got, err, want)
 			}
 		})
-	}
-	if _, err := ReadState("nosuch", t.TempDir()); err == nil {
-		t.Error("ReadState(unknown store) succeeded")
-	}
-}
-
-// Ensure ReadState reports a state folder it cannot trust, naming the file.
-func TestReadStateRefuses(t *testing.T) {
-	tests := []struct {
-		store, file, content string
-	}{
-		{StoreVolatile, "counter", "seven\n"},
-		{StoreVolatile, "effects.log", "1 abc\n"},
-		{StoreDurable, durablestore.FileName, strings.Repeat("garbage ", 1024)},
-	}
-	for _, tt := range tests {
-		dir := t.TempDir()
-		path := filepath.Join(dir, tt.file)
-		if err := os.WriteFile(path, []byte(tt.content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := ReadState(tt.store, dir); err == nil || !strings.Contains(err.Error(), path) {
-			t.Errorf("ReadState(%s with %s = %q) error = %v, want one naming %s", tt.store, tt.file, tt.content, err, path)
-		}
 	}
 }

@@ -11,15 +11,10 @@
 // from its own record where the registry could not: a key another process
 // recorded replays, or gets 422, and a new key beyond capacity gets 429.
 //
-// ReadState reads a state folder after the server has exited: the counter
-// and the server's own journal of applied effects.
-//
-// Note for clients: Go's http.Transport silently retries a request that
-// carries an Idempotency-Key header when a reused keep-alive connection
-// fails before any reply (it treats such requests as replayable). A lab
-// client must disable keep-alives (Transport.DisableKeepAlives), or a
-// drop-reply fault turns into an invisible second request. The server also
-// disables keep-alives on its side.
+// The wire contract (path, headers, key syntax, defaults) is package
+// protocol's; the stores are package store's implementations, opened by
+// name through statedir. The server disables keep-alives: see protocol's
+// client for why a lab client must too.
 package effectserver
 
 import (
@@ -35,16 +30,10 @@ import (
 	"strconv"
 	"time"
 
+	"idemlab/internal/protocol"
 	"idemlab/internal/registry"
-)
-
-// Defaults of the command's flags.
-const (
-	DefaultAddr     = "127.0.0.1:0"
-	DefaultStore    = StoreVolatile
-	DefaultCapacity = 64
-	DefaultMaxBody  = 4096
-	DefaultWait     = 5 * time.Second
+	"idemlab/internal/statedir"
+	"idemlab/internal/store"
 )
 
 // shutdownGrace bounds how long a graceful shutdown waits for requests in
@@ -53,18 +42,18 @@ const shutdownGrace = 10 * time.Second
 
 // Config is what the server is started with.
 type Config struct {
-	StateDir string        // state folder; must exist and be writable
-	Addr     string        // loopback listen address, host:port
-	Store    string        // StoreVolatile or StoreDurable
-	Capacity int           // most keys held, in-flight ones included
-	MaxBody  int64         // largest accepted body, in bytes
-	Wait     time.Duration // how long a duplicate waits for an in-flight owner
-	Faults   bool          // honour X-Lab-Fault
+	StateDir string         // state folder; must exist and be writable
+	Addr     string         // loopback listen address, host:port
+	Store    protocol.Store // which store keeps the effect and the keys
+	Capacity int            // most keys held, in-flight ones included
+	MaxBody  int64          // largest accepted body, in bytes
+	Wait     time.Duration  // how long a duplicate waits for an in-flight owner
+	Faults   bool           // honour X-Lab-Fault
 
-	// UnsafeRegistry, when not empty, names a registry.Flaw to build into
+	// UnsafeRegistry, when not protocol.Sound, names a flaw to build into
 	// the key registry on purpose (only with Faults): the lab's mutation
 	// runs prove its cases catch each classic registry bug.
-	UnsafeRegistry string
+	UnsafeRegistry protocol.Flaw
 
 	// Exit ends the process when a crash fault fires; nil means os.Exit.
 	// Tests replace it to observe a crash without dying.
@@ -86,7 +75,7 @@ func (e *StartError) Unwrap() error { return e.Err }
 type Server struct {
 	cfg      Config
 	listen   string // cfg.Addr with localhost resolved to 127.0.0.1
-	store    Store
+	store    store.Store
 	registry *registry.Registry
 	log      *slog.Logger
 	exit     func(int)
@@ -103,23 +92,22 @@ func New(cfg Config, stderr io.Writer) (*Server, error) {
 	if err != nil {
 		return nil, &StartError{err}
 	}
-	store, err := openStore(cfg)
+	st, err := statedir.Open(cfg.Store, cfg.StateDir, cfg.Capacity)
 	if err != nil {
 		return nil, &StartError{err}
 	}
-	flaw, _ := registry.ParseFlaw(cfg.UnsafeRegistry) // checked above
-	reg := registry.NewUnsafe(cfg.Capacity, flaw)
-	if flaw != registry.Sound {
-		fmt.Fprintf(stderr, "WARNING: UNSAFE REGISTRY %q: this server has a deliberate idempotency bug, for the lab's mutation runs only\n", flaw)
+	reg := registry.NewUnsafe(cfg.Capacity, cfg.UnsafeRegistry)
+	if cfg.UnsafeRegistry != protocol.Sound {
+		fmt.Fprintf(stderr, "WARNING: UNSAFE REGISTRY %q: this server has a deliberate idempotency bug, for the lab's mutation runs only\n", cfg.UnsafeRegistry)
 	}
-	recorded, err := store.Recorded()
+	recorded, err := st.Recorded()
 	if err != nil {
-		store.Close()
+		st.Close()
 		return nil, &StartError{fmt.Errorf("load recorded keys: %w", err)}
 	}
 	for _, rec := range recorded {
 		if err := reg.Restore(rec.Key, rec.Fingerprint, rec.Value); err != nil {
-			store.Close()
+			st.Close()
 			return nil, &StartError{fmt.Errorf("load recorded key %q: %w", rec.Key, err)}
 		}
 	}
@@ -130,7 +118,7 @@ func New(cfg Config, stderr io.Writer) (*Server, error) {
 	return &Server{
 		cfg:      cfg,
 		listen:   listen,
-		store:    store,
+		store:    st,
 		registry: reg,
 		log:      slog.New(slog.NewTextHandler(stderr, nil)),
 		exit:     exit,
@@ -142,8 +130,8 @@ func check(cfg Config) (string, error) {
 	if cfg.StateDir == "" {
 		return "", errors.New("-state is required")
 	}
-	if cfg.Store != StoreVolatile && cfg.Store != StoreDurable {
-		return "", fmt.Errorf("-store %s: unknown store (want volatile or durable)", cfg.Store)
+	if _, err := protocol.ParseStore(string(cfg.Store)); err != nil {
+		return "", fmt.Errorf("-store: %w", err)
 	}
 	listen, err := loopback(cfg.Addr)
 	if err != nil {
@@ -161,12 +149,12 @@ func check(cfg Config) (string, error) {
 	if cfg.Wait <= 0 {
 		return "", fmt.Errorf("-wait %s: want more than 0", cfg.Wait)
 	}
-	if cfg.UnsafeRegistry != "" {
+	if cfg.UnsafeRegistry != protocol.Sound {
+		if _, err := protocol.ParseFlaw(string(cfg.UnsafeRegistry)); err != nil {
+			return "", fmt.Errorf("-unsafe-registry: %w", err)
+		}
 		if !cfg.Faults {
 			return "", fmt.Errorf("-unsafe-registry %s: only together with -faults (it is a lab fault)", cfg.UnsafeRegistry)
-		}
-		if _, err := registry.ParseFlaw(cfg.UnsafeRegistry); err != nil {
-			return "", fmt.Errorf("-unsafe-registry: %w", err)
 		}
 	}
 	return listen, nil

@@ -9,17 +9,11 @@ import (
 	"strconv"
 	"time"
 
-	"idemlab/internal/idemkey"
 	"idemlab/internal/labfault"
+	"idemlab/internal/protocol"
 	"idemlab/internal/registry"
+	"idemlab/internal/store"
 )
-
-// EffectPath is the one path the server serves.
-const EffectPath = "/effect"
-
-// ReplayedHeader says whether a 200 reply to /effect replays a recorded
-// result ("true") or reports this request's own effect ("false").
-const ReplayedHeader = "Idempotency-Replayed"
 
 // Reply bodies that do not depend on the request. The lab records replies
 // byte for byte, so none carries a time, an address or a path.
@@ -35,7 +29,7 @@ const (
 	bodyCanceled         = "request canceled while waiting\n"
 )
 
-// errCrashed is returned through Store.Apply when a crash fault fired and
+// errCrashed is returned through store.Store.Apply when a crash fault fired and
 // the exit function returned (only in tests).
 var errCrashed = errors.New("crash fault fired")
 
@@ -84,7 +78,7 @@ func (s *Server) logRequest(x *exchange) {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
-	if r.URL.Path != EffectPath {
+	if r.URL.Path != protocol.EffectPath {
 		s.reply(w, x, http.StatusNotFound, bodyNotFound)
 		return
 	}
@@ -99,13 +93,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 		s.reply(w, x, http.StatusBadRequest, bodyFaultsDisabled)
 		return
 	case err != nil:
-		s.reply(w, x, http.StatusBadRequest, labfault.Header+": "+err.Error()+"\n")
+		s.reply(w, x, http.StatusBadRequest, protocol.FaultHeader+": "+err.Error()+"\n")
 		return
 	}
 	x.fault = fault.Name
-	key, err := idemkey.FromHeader(r.Header)
+	key, err := protocol.KeyFromHeader(r.Header)
 	if err != nil {
-		s.reply(w, x, http.StatusBadRequest, idemkey.Header+": "+err.Error()+"\n")
+		s.reply(w, x, http.StatusBadRequest, protocol.KeyHeader+": "+err.Error()+"\n")
 		return
 	}
 	x.key = key
@@ -114,7 +108,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 		s.reply(w, x, status, msg)
 		return
 	}
-	in := Intent{Key: key, Fingerprint: registry.FingerprintOf(body)}
+	in := store.Intent{Key: key, Fingerprint: store.FingerprintOf(body)}
 
 	var ticket *registry.Ticket
 	if key != "" {
@@ -144,11 +138,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 // a shared store gave them, to their reply; ok is false for anything else.
 func refusal(err error) (status int, body string, ok bool) {
 	switch {
-	case errors.Is(err, registry.ErrConflict):
+	case errors.Is(err, store.ErrConflict):
 		return http.StatusUnprocessableEntity, bodyConflict, true
-	case errors.Is(err, registry.ErrInProgress):
+	case errors.Is(err, store.ErrInProgress):
 		return http.StatusConflict, bodyInProgress, true
-	case errors.Is(err, registry.ErrFull):
+	case errors.Is(err, store.ErrFull):
 		return http.StatusTooManyRequests, bodyFull, true
 	}
 	return 0, "", false
@@ -173,7 +167,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 
 // admit runs an admitted request: the owner of its key (ticket != nil) or
 // an unkeyed one. Faults fire only here.
-func (s *Server) admit(w http.ResponseWriter, x *exchange, in Intent, fault labfault.Fault, ticket *registry.Ticket) {
+func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, fault labfault.Fault, ticket *registry.Ticket) {
 	if s.admitted != nil {
 		s.admitted(in.Key)
 	}
@@ -233,13 +227,13 @@ func (s *Server) admit(w http.ResponseWriter, x *exchange, in Intent, fault labf
 	s.replyValue(w, x, res.Value, false)
 }
 
-// crash logs the request and ends the process with labfault.ExitCode. The
+// crash logs the request and ends the process with protocol.CrashExitCode. The
 // exit function returns only in tests; the caller then drops the
 // connection, as a real crash would.
 func (s *Server) crash(x *exchange) {
 	x.outcome = "crash"
 	s.logRequest(x) // the deferred log line never comes after a real exit
-	s.exit(labfault.ExitCode)
+	s.exit(protocol.CrashExitCode)
 }
 
 // drop closes the connection without writing a reply.
@@ -256,7 +250,7 @@ func drop(w http.ResponseWriter) {
 // replyValue sends a 200 carrying the counter value.
 func (s *Server) replyValue(w http.ResponseWriter, x *exchange, value int64, replayed bool) {
 	x.replayed = strconv.FormatBool(replayed)
-	w.Header().Set(ReplayedHeader, x.replayed)
+	w.Header().Set(protocol.ReplayedHeader, x.replayed)
 	s.reply(w, x, http.StatusOK, strconv.FormatInt(value, 10))
 }
 

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"idemlab/internal/durablestore"
+	"idemlab/internal/protocol"
+	"idemlab/internal/statedir"
 )
 
 // lockedBuffer is a log sink safe for concurrent handlers.
@@ -43,7 +45,7 @@ type fixture struct {
 	http  *httptest.Server
 	log   *lockedBuffer
 	exits chan int
-	store string
+	store protocol.Store
 
 	closeOnce sync.Once
 }
@@ -60,11 +62,11 @@ func newFixtureIn(t *testing.T, dir string, edit func(*Config)) *fixture {
 	f := &fixture{t: t, dir: dir, log: new(lockedBuffer), exits: make(chan int, 16)}
 	cfg := Config{
 		StateDir: f.dir,
-		Addr:     DefaultAddr,
-		Store:    DefaultStore,
-		Capacity: DefaultCapacity,
-		MaxBody:  DefaultMaxBody,
-		Wait:     DefaultWait,
+		Addr:     protocol.DefaultAddr,
+		Store:    protocol.Volatile,
+		Capacity: protocol.DefaultCapacity,
+		MaxBody:  protocol.DefaultMaxBody,
+		Wait:     protocol.DefaultWait,
 		Exit:     func(code int) { f.exits <- code },
 	}
 	if edit != nil {
@@ -116,7 +118,7 @@ type resp struct {
 
 func (f *fixture) do(r req) resp {
 	f.t.Helper()
-	method, path, body := http.MethodPost, EffectPath, "add-one"
+	method, path, body := http.MethodPost, protocol.EffectPath, "add-one"
 	if r.method != "" {
 		method = r.method
 	}
@@ -162,7 +164,7 @@ func (f *fixture) do(r req) resp {
 // transactions are what a reader sees.
 func (f *fixture) counter() int64 {
 	f.t.Helper()
-	st, err := ReadState(f.store, f.dir)
+	st, err := statedir.Read(f.store, f.dir)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -173,12 +175,12 @@ func (f *fixture) counter() int64 {
 }
 
 // stores lists both stores, for tests that run on each.
-var stores = []string{StoreVolatile, StoreDurable}
+var stores = protocol.Stores
 
 // on returns a Config edit that selects store, then applies edit (if any).
-func on(store string, edit func(*Config)) func(*Config) {
+func on(kind protocol.Store, edit func(*Config)) func(*Config) {
 	return func(c *Config) {
-		c.Store = store
+		c.Store = kind
 		if edit != nil {
 			edit(c)
 		}
@@ -269,10 +271,10 @@ func TestHandlerContract(t *testing.T) {
 		{name: "replay ignores its fault", config: faults, before: []req{{key: "k"}}, req: req{key: "k", fault: "crash-before-effect"},
 			want: resp{status: 200, body: "1", replayed: "true"}, counter: 1},
 	}
-	for _, store := range stores {
+	for _, kind := range stores {
 		for _, tt := range tests {
-			t.Run(store+"/"+tt.name, func(t *testing.T) {
-				f := newFixture(t, on(store, tt.config))
+			t.Run(string(kind)+"/"+tt.name, func(t *testing.T) {
+				f := newFixture(t, on(kind, tt.config))
 				for i, b := range tt.before {
 					if got := f.do(b); got.status != 200 && got.status != 429 {
 						t.Fatalf("before[%d] status = %d (%q), want 200", i, got.status, got.body)
@@ -323,9 +325,9 @@ func (f *fixture) inBackground(r req) <-chan resp {
 
 // Ensure a duplicate waiting longer than -wait gets 409, and the record survives it.
 func TestWaitTimeout409(t *testing.T) {
-	for _, store := range stores {
-		t.Run(store, func(t *testing.T) {
-			f := newFixture(t, on(store, func(c *Config) { c.Wait = time.Millisecond }))
+	for _, kind := range stores {
+		t.Run(string(kind), func(t *testing.T) {
+			f := newFixture(t, on(kind, func(c *Config) { c.Wait = time.Millisecond }))
 			admitted, release := blockOwner(f, "k")
 			owner := f.inBackground(req{key: "k"})
 			<-admitted
@@ -351,9 +353,9 @@ func TestWaitTimeout409(t *testing.T) {
 
 // Ensure duplicates arriving while the owner is in flight wait and share its result.
 func TestDuplicatesShareInFlightResult(t *testing.T) {
-	for _, store := range stores {
-		t.Run(store, func(t *testing.T) {
-			f := newFixture(t, on(store, nil))
+	for _, kind := range stores {
+		t.Run(string(kind), func(t *testing.T) {
+			f := newFixture(t, on(kind, nil))
 			admitted, release := blockOwner(f, "k")
 			owner := f.inBackground(req{key: "k"})
 			<-admitted
@@ -409,9 +411,9 @@ func TestFailedEffectReleasesKey(t *testing.T) {
 
 // Ensure drop-reply applies and records, then closes without a reply.
 func TestDropReply(t *testing.T) {
-	for _, store := range stores {
-		t.Run(store, func(t *testing.T) {
-			f := newFixture(t, on(store, faults))
+	for _, kind := range stores {
+		t.Run(string(kind), func(t *testing.T) {
+			f := newFixture(t, on(kind, faults))
 			if got := f.do(req{key: "k", fault: "drop-reply"}); got.status != 0 {
 				t.Fatalf("drop-reply got a reply: %+v", got)
 			}
@@ -437,20 +439,20 @@ func TestDropReply(t *testing.T) {
 // store rolls back a transaction the crash interrupted before its commit.
 func TestCrashFaults(t *testing.T) {
 	tests := []struct {
-		store    string
+		store    protocol.Store
 		fault    string
 		counter  int64
 		recorded bool
 	}{
-		{StoreVolatile, "crash-before-effect", 0, false},
-		{StoreVolatile, "crash-after-effect", 1, false},
-		{StoreVolatile, "crash-after-record", 1, true},
-		{StoreDurable, "crash-before-effect", 0, false},
-		{StoreDurable, "crash-after-effect", 0, false},
-		{StoreDurable, "crash-after-record", 1, true},
+		{protocol.Volatile, "crash-before-effect", 0, false},
+		{protocol.Volatile, "crash-after-effect", 1, false},
+		{protocol.Volatile, "crash-after-record", 1, true},
+		{protocol.Durable, "crash-before-effect", 0, false},
+		{protocol.Durable, "crash-after-effect", 0, false},
+		{protocol.Durable, "crash-after-record", 1, true},
 	}
 	for _, tt := range tests {
-		t.Run(tt.store+"/"+tt.fault, func(t *testing.T) {
+		t.Run(string(tt.store)+"/"+tt.fault, func(t *testing.T) {
 			f := newFixture(t, on(tt.store, faults))
 			if got := f.do(req{key: "k", fault: tt.fault}); got.status != 0 {
 				t.Fatalf("reply = %+v, want none", got)
@@ -513,14 +515,14 @@ func (c *countingReader) Read(p []byte) (int, error) {
 func TestBodyReadIsBounded(t *testing.T) {
 	f := newFixture(t, nil)
 	body := &countingReader{r: strings.NewReader(strings.Repeat("x", 1<<20))}
-	r := httptest.NewRequest(http.MethodPost, EffectPath, body)
+	r := httptest.NewRequest(http.MethodPost, protocol.EffectPath, body)
 	r.ContentLength = -1
 	w := httptest.NewRecorder()
 	f.srv.ServeHTTP(w, r)
 	if got, want := w.Code, 413; got != want {
 		t.Fatalf("status = %d, want %d", got, want)
 	}
-	if got, limit := body.n, int64(DefaultMaxBody+1); got > limit {
+	if got, limit := body.n, int64(protocol.DefaultMaxBody+1); got > limit {
 		t.Fatalf("handler read %d bytes, want at most %d", got, limit)
 	}
 	if got := f.counter(); got != 0 {
@@ -530,9 +532,9 @@ func TestBodyReadIsBounded(t *testing.T) {
 
 // Ensure hundreds of concurrent requests on one key apply the effect once and share its result.
 func TestConcurrentClaimOneEffect(t *testing.T) {
-	for _, store := range stores {
-		t.Run(store, func(t *testing.T) {
-			f := newFixture(t, on(store, nil))
+	for _, kind := range stores {
+		t.Run(string(kind), func(t *testing.T) {
+			f := newFixture(t, on(kind, nil))
 			const n = 300
 			recs := make([]*httptest.ResponseRecorder, n)
 			var wg sync.WaitGroup
@@ -540,7 +542,7 @@ func TestConcurrentClaimOneEffect(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					r := httptest.NewRequest(http.MethodPost, EffectPath, strings.NewReader("add-one"))
+					r := httptest.NewRequest(http.MethodPost, protocol.EffectPath, strings.NewReader("add-one"))
 					r.Header.Set("Idempotency-Key", "parallel")
 					recs[i] = httptest.NewRecorder()
 					f.srv.ServeHTTP(recs[i], r)
@@ -583,7 +585,7 @@ func TestNewRefuses(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(corrupt, durablestore.FileName), []byte(strings.Repeat("garbage ", 1024)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ok := Config{StateDir: dir, Addr: DefaultAddr, Store: DefaultStore, Capacity: 1, MaxBody: 1, Wait: time.Second}
+	ok := Config{StateDir: dir, Addr: protocol.DefaultAddr, Store: protocol.Volatile, Capacity: 1, MaxBody: 1, Wait: time.Second}
 	tests := []struct {
 		name string
 		edit func(*Config)
@@ -592,8 +594,8 @@ func TestNewRefuses(t *testing.T) {
 		{"no state", func(c *Config) { c.StateDir = "" }, "-state is required"},
 		{"missing state", func(c *Config) { c.StateDir = filepath.Join(dir, "nosuch") }, "state folder: stat " + filepath.Join(dir, "nosuch") + ": no such file or directory"},
 		{"bad counter", func(c *Config) { c.StateDir = bad }, "counter file " + filepath.Join(bad, "counter") + ": malformed content"},
-		{"corrupt database", func(c *Config) { c.StateDir = corrupt; c.Store = StoreDurable }, "durable store " + filepath.Join(corrupt, durablestore.FileName) + ": file is not a database"},
-		{"unknown store", func(c *Config) { c.Store = "nosuch" }, "-store nosuch: unknown store (want volatile or durable)"},
+		{"corrupt database", func(c *Config) { c.StateDir = corrupt; c.Store = protocol.Durable }, "durable store " + filepath.Join(corrupt, durablestore.FileName) + ": file is not a database"},
+		{"unknown store", func(c *Config) { c.Store = "nosuch" }, "-store: unknown store \"nosuch\" (want one of volatile, durable)"},
 		{"all interfaces", func(c *Config) { c.Addr = "0.0.0.0:0" }, "-addr 0.0.0.0:0: not a loopback address"},
 		{"empty host", func(c *Config) { c.Addr = ":8080" }, "-addr :8080: not a loopback address"},
 		{"host name", func(c *Config) { c.Addr = "example.com:80" }, "-addr example.com:80: not a loopback address"},

@@ -70,15 +70,16 @@ func Sources(root string) (map[string]string, error) {
 
 // GitState returns the checkout's HEAD commit and whether any source differs
 // from it. Outside git the commit is "unknown" and the tree counts as dirty.
-func GitState(root string) (commit string, dirty bool) {
+func GitState(root string) GitCheckout {
 	head, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output()
 	if err != nil {
-		return "unknown", true
+		return GitCheckout{Commit: "unknown", Dirty: true}
 	}
+	g := GitCheckout{Commit: strings.TrimSpace(string(head)), Dirty: true}
 	args := append([]string{"-C", root, "status", "--porcelain", "--"}, SourceRoots...)
 	status, err := exec.Command("git", args...).Output()
-	if err != nil {
-		return strings.TrimSpace(string(head)), true
+	if err == nil {
+		g.Dirty = len(bytes.TrimSpace(status)) > 0
 	}
-	return strings.TrimSpace(string(head)), len(bytes.TrimSpace(status)) > 0
+	return g
 }

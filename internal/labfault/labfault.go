@@ -19,22 +19,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"idemlab/internal/protocol"
 )
 
-// Header is the request header that selects a fault.
-const Header = "X-Lab-Fault"
-
-// ExitCode is the exit status of a process stopped by a crash fault.
-const ExitCode = 23
-
-// SlowDelay is how long the "slow" fault sleeps after admission.
-const SlowDelay = 120 * time.Millisecond
-
-// MaxDelay is the longest sleep "delay=NNms" accepts.
-const MaxDelay = 60000 * time.Millisecond
-
 // A Point is a place in handling one admitted request where a crash fault
-// stops the process.
+// stops the process (with protocol.CrashExitCode).
 type Point int
 
 // The crash points, in the order a request passes them.
@@ -66,12 +56,12 @@ var (
 // hasArg says whether there was an "=" at all.
 type builder func(arg string, hasArg bool) (Fault, error)
 
-var vocabulary = map[string]builder{}
+var vocabulary = map[protocol.Fault]builder{}
 
 // register adds name to the vocabulary; a second registration panics.
-func register(name string, b builder) {
+func register(name protocol.Fault, b builder) {
 	if _, dup := vocabulary[name]; dup {
-		panic("labfault: fault " + name + " registered twice")
+		panic("labfault: fault " + string(name) + " registered twice")
 	}
 	vocabulary[name] = b
 }
@@ -98,26 +88,26 @@ func delay(arg string, hasArg bool) (Fault, error) {
 		}
 	}
 	ms, err := strconv.Atoi(digits)
-	if err != nil || time.Duration(ms)*time.Millisecond > MaxDelay {
+	if err != nil || time.Duration(ms)*time.Millisecond > protocol.MaxDelay {
 		return Fault{}, ErrArgument
 	}
 	return Fault{Delay: time.Duration(ms) * time.Millisecond}, nil
 }
 
 func init() {
-	register("drop-reply", fixed(Fault{DropReply: true}))
-	register("slow", fixed(Fault{Delay: SlowDelay}))
-	register("delay", delay)
-	register("crash-before-effect", fixed(Fault{Crash: BeforeEffect}))
-	register("crash-after-effect", fixed(Fault{Crash: AfterEffect}))
-	register("crash-after-record", fixed(Fault{Crash: AfterRecord}))
+	register(protocol.FaultDropReply, fixed(Fault{DropReply: true}))
+	register(protocol.FaultSlow, fixed(Fault{Delay: protocol.SlowDelay}))
+	register(protocol.FaultDelay, delay)
+	register(protocol.FaultCrashBeforeEffect, fixed(Fault{Crash: BeforeEffect}))
+	register(protocol.FaultCrashAfterEffect, fixed(Fault{Crash: AfterEffect}))
+	register(protocol.FaultCrashAfterRecord, fixed(Fault{Crash: AfterRecord}))
 }
 
 // Names returns the registered fault names, sorted.
 func Names() []string {
 	names := make([]string, 0, len(vocabulary))
 	for name := range vocabulary {
-		names = append(names, name)
+		names = append(names, string(name))
 	}
 	sort.Strings(names)
 	return names
@@ -130,7 +120,7 @@ func Parse(v string) (Fault, error) {
 		return Fault{}, ErrEmpty
 	}
 	name, arg, hasArg := strings.Cut(v, "=")
-	b, ok := vocabulary[name]
+	b, ok := vocabulary[protocol.Fault(name)]
 	if !ok {
 		return Fault{}, fmt.Errorf("%w %q", ErrUnknown, name)
 	}
@@ -145,7 +135,7 @@ func Parse(v string) (Fault, error) {
 // FromHeader returns the fault h asks for; present is false when h has no
 // X-Lab-Fault header at all.
 func FromHeader(h http.Header) (f Fault, present bool, err error) {
-	vs := h.Values(Header)
+	vs := h.Values(protocol.FaultHeader)
 	switch len(vs) {
 	case 0:
 		return Fault{}, false, nil

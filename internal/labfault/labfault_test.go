@@ -4,8 +4,11 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
+
+	"idemlab/internal/protocol"
 )
 
 // Ensure every vocabulary word parses to its fault and anything else is refused.
@@ -67,7 +70,7 @@ func TestFromHeader(t *testing.T) {
 		t.Fatalf("FromHeader(empty) = present %v, %v, want false, nil", present, err)
 	}
 	f, present, err := FromHeader(http.Header{"X-Lab-Fault": {"slow"}})
-	if !present || err != nil || f.Delay != SlowDelay {
+	if !present || err != nil || f.Delay != protocol.SlowDelay {
 		t.Fatalf("FromHeader(slow) = %+v, %v, %v", f, present, err)
 	}
 	if _, present, err := FromHeader(http.Header{"X-Lab-Fault": {"slow", "slow"}}); !present || !errors.Is(err, ErrMultiple) {
@@ -75,11 +78,20 @@ func TestFromHeader(t *testing.T) {
 	}
 }
 
-// Ensure the vocabulary holds exactly the designed names.
+// Ensure the vocabulary holds exactly the designed names, and every fault
+// the protocol names has a behaviour here.
 func TestNames(t *testing.T) {
 	want := []string{"crash-after-effect", "crash-after-record", "crash-before-effect", "delay", "drop-reply", "slow"}
 	if got := Names(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
+	}
+	var named []string
+	for _, f := range protocol.Faults {
+		named = append(named, string(f))
+	}
+	slices.Sort(named)
+	if !reflect.DeepEqual(named, want) {
+		t.Fatalf("protocol.Faults = %v, want %v", named, want)
 	}
 }
 

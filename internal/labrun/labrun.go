@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"idemlab/internal/caseplan"
-	"idemlab/internal/effectserver"
 	"idemlab/internal/observation"
+	"idemlab/internal/protocol"
 	"idemlab/internal/serverproc"
+	"idemlab/internal/statedir"
 )
 
 // Protocol holds the constants the lab runs every server and client with.
@@ -29,18 +31,16 @@ type Protocol struct {
 	StopWithin    time.Duration // how long a server may take to exit
 }
 
-// DefaultProtocol is what the committed evidence was made with.
+// DefaultProtocol is what the committed evidence was made with: the
+// protocol's defaults, and bounds on a server's start and stop.
 var DefaultProtocol = Protocol{
-	Capacity:      64,
-	MaxBody:       4096,
-	Wait:          5 * time.Second,
-	ClientTimeout: 5 * time.Second,
+	Capacity:      protocol.DefaultCapacity,
+	MaxBody:       protocol.DefaultMaxBody,
+	Wait:          protocol.DefaultWait,
+	ClientTimeout: protocol.DefaultClientTimeout,
 	ReadyWithin:   10 * time.Second,
 	StopWithin:    10 * time.Second,
 }
-
-// Stores are the store designs the effectserver offers, in evidence order.
-var Stores = []string{effectserver.StoreVolatile, effectserver.StoreDurable}
 
 // Config says how to run: which server binary, where state folders go.
 type Config struct {
@@ -48,9 +48,10 @@ type Config struct {
 	StateRoot  string   // parent of each run's fresh state folder
 	Protocol   Protocol // constants
 
-	// UnsafeRegistry, when set, starts every server with this deliberately
-	// broken registry (effectserver -unsafe-registry): a mutation run.
-	UnsafeRegistry string
+	// UnsafeRegistry, when not protocol.Sound, starts every server with this
+	// deliberately broken registry (effectserver -unsafe-registry): a
+	// mutation run.
+	UnsafeRegistry protocol.Flaw
 }
 
 // Detail is what varies between runs of the same case: it goes to run.json.
@@ -79,22 +80,22 @@ type CallDetail struct {
 // Run runs case c on store. An error means the lab itself broke (a server
 // never became ready, a state folder could not be made); anything the server
 // does wrong is an observation, not an error.
-func Run(ctx context.Context, cfg Config, c caseplan.Case, store string) (observation.Run, Detail, error) {
+func Run(ctx context.Context, cfg Config, c caseplan.Case, store protocol.Store) (observation.Run, Detail, error) {
 	began := time.Now()
 	obs := observation.Run{Case: c.Name, Store: store, ExitCodes: []int{}, Calls: []observation.Call{}}
 	var det Detail
-	state, err := os.MkdirTemp(cfg.StateRoot, c.Name+"-"+store+"-")
+	state, err := os.MkdirTemp(cfg.StateRoot, c.Name+"-"+string(store)+"-")
 	if err != nil {
 		return obs, det, fmt.Errorf("case %s on %s: make state folder: %w", c.Name, store, err)
 	}
 	defer os.RemoveAll(state)
 
-	r := &run{cfg: cfg, store: store, state: state, obs: &obs, det: &det, client: newClient(cfg.Protocol.ClientTimeout)}
+	r := &run{cfg: cfg, store: store, state: state, obs: &obs, det: &det, client: protocol.NewClient(cfg.Protocol.ClientTimeout)}
 	defer r.killServer()
 	if err := r.execute(ctx, c); err != nil {
 		return obs, det, fmt.Errorf("case %s on %s: %w", c.Name, store, err)
 	}
-	st, err := effectserver.ReadState(store, state)
+	st, err := statedir.Read(store, state)
 	if err != nil {
 		return obs, det, fmt.Errorf("case %s on %s: %w", c.Name, store, err)
 	}
@@ -106,11 +107,11 @@ func Run(ctx context.Context, cfg Config, c caseplan.Case, store string) (observ
 // run is the state of one case execution.
 type run struct {
 	cfg    Config
-	store  string
+	store  protocol.Store
 	state  string
 	obs    *observation.Run
 	det    *Detail
-	client *client
+	client *protocol.Client
 	server *serverproc.Server // the current server; nil between stop and start
 }
 
@@ -142,15 +143,15 @@ func (r *run) startServer(ctx context.Context) error {
 	p := r.cfg.Protocol
 	args := []string{
 		"-state", r.state,
-		"-addr", "127.0.0.1:0",
-		"-store", r.store,
+		"-addr", protocol.DefaultAddr,
+		"-store", string(r.store),
 		"-capacity", strconv.Itoa(p.Capacity),
 		"-max-body", strconv.Itoa(p.MaxBody),
 		"-wait", p.Wait.String(),
 		"-faults",
 	}
-	if r.cfg.UnsafeRegistry != "" {
-		args = append(args, "-unsafe-registry", r.cfg.UnsafeRegistry)
+	if r.cfg.UnsafeRegistry != protocol.Sound {
+		args = append(args, "-unsafe-registry", string(r.cfg.UnsafeRegistry))
 	}
 	s, err := serverproc.Start(ctx, r.cfg.ServerPath, args, p.ReadyWithin)
 	if err != nil {
@@ -163,15 +164,19 @@ func (r *run) startServer(ctx context.Context) error {
 // stopServer ends the current server the way the case says and records its
 // exit code. A server that has to be killed is recorded with code -1: an
 // observation the audit will flag, not a broken lab.
-func (r *run) stopServer(how string) {
+func (r *run) stopServer(how caseplan.Stop) {
 	s := r.server
 	r.server = nil
 	var code int
 	var err error
-	if how == caseplan.StopAwaitExit {
+	switch how {
+	case caseplan.StopAwaitExit:
 		code, err = s.AwaitExit(r.cfg.Protocol.StopWithin)
-	} else {
+	case caseplan.StopSIGTERM:
 		code, err = s.Stop(r.cfg.Protocol.StopWithin)
+	default: // the schema allows no other; stop it anyway, and say so
+		code, err = s.Stop(r.cfg.Protocol.StopWithin)
+		err = errors.Join(fmt.Errorf("unknown stop %q: stopped with SIGTERM", how), err)
 	}
 	r.obs.ExitCodes = append(r.obs.ExitCodes, code)
 	r.det.Servers = append(r.det.Servers, ServerDetail{PID: s.PID, Addr: s.Addr, ReadyIn: s.ReadyIn, ExitCode: code})
@@ -183,7 +188,7 @@ func (r *run) stopServer(how string) {
 	}
 }
 
-func (r *run) restart(ctx context.Context, how string) error {
+func (r *run) restart(ctx context.Context, how caseplan.Stop) error {
 	r.stopServer(how)
 	return r.startServer(ctx)
 }
@@ -195,12 +200,16 @@ func (r *run) killServer() {
 	}
 }
 
-func (r *run) url() string { return "http://" + r.server.Addr + "/effect" }
+func (r *run) url() string { return protocol.EffectURL(r.server.Addr) }
+
+// request is repetition i of a case's call.
+func request(c caseplan.Call, i int) protocol.Request {
+	return protocol.Request{Key: c.KeyFor(i), Fault: c.Fault, Body: c.BodyFor(i)}
+}
 
 func (r *run) sequential(ctx context.Context, step int, call caseplan.Call) {
 	for i := range max(call.Repeat, 1) {
-		req := request{key: call.KeyFor(i), fault: call.Fault, body: call.BodyBytesOf()}
-		o, d := r.client.do(ctx, r.url(), req)
+		o, d := r.call(ctx, request(call, i))
 		o.Step = step
 		r.record(o, d)
 	}
@@ -210,8 +219,7 @@ func (r *run) sequential(ctx context.Context, step int, call caseplan.Call) {
 // group in canonical order; the launch index of each goes to run.json.
 func (r *run) concurrent(ctx context.Context, step int, g caseplan.Concurrent) {
 	for i := range max(g.Call.Repeat, 1) {
-		req := request{key: g.Call.KeyFor(i), fault: g.Call.Fault, body: g.Call.BodyBytesOf()}
-		obs, dets := r.client.group(ctx, r.url(), req, g.Clients)
+		obs, dets := r.group(ctx, request(g.Call, i), g.Clients)
 		perm := observation.SortCanonical(obs)
 		for j, o := range obs {
 			o.Step = step
@@ -225,4 +233,46 @@ func (r *run) concurrent(ctx context.Context, step int, g caseplan.Concurrent) {
 func (r *run) record(o observation.Call, d CallDetail) {
 	r.obs.Calls = append(r.obs.Calls, o)
 	r.det.Calls = append(r.det.Calls, d)
+}
+
+// call makes one call and records what came back in the stable shape of
+// results.json, and what varies in the detail.
+func (r *run) call(ctx context.Context, req protocol.Request) (observation.Call, CallDetail) {
+	o := observation.Call{Key: req.Key}
+	if req.Fault != "" {
+		f := req.Fault
+		o.Fault = &f
+	}
+	began := time.Now()
+	rep, err := r.client.Post(ctx, r.url(), req)
+	d := CallDetail{Latency: time.Since(began)}
+	if err != nil {
+		o.Outcome = protocol.Classify(err)
+		d.Error = err.Error()
+		return o, d
+	}
+	o.Outcome = protocol.OutcomeReply
+	o.Status = &rep.Status
+	body := string(rep.Body)
+	o.Body = &body
+	o.Replayed = rep.Replayed
+	return o, d
+}
+
+// group makes n identical calls released together and returns them in
+// launch order.
+func (r *run) group(ctx context.Context, req protocol.Request, n int) ([]observation.Call, []CallDetail) {
+	obs := make([]observation.Call, n)
+	dets := make([]CallDetail, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			obs[i], dets[i] = r.call(ctx, req)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return obs, dets
 }

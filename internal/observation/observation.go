@@ -6,34 +6,28 @@ package observation
 import (
 	"cmp"
 	"slices"
-)
 
-// Outcome classes of a call, stable across machines.
-const (
-	Reply   = "reply"    // an HTTP response arrived
-	NoReply = "no_reply" // the connection closed or reset without a response
-	Timeout = "timeout"  // the client gave up waiting
-	Refused = "refused"  // nothing was listening
+	"idemlab/internal/protocol"
 )
 
 // Run is one case on one store.
 type Run struct {
-	Case      string `json:"case"`
-	Store     string `json:"store"`
-	Counter   int64  `json:"counter"`
-	ExitCodes []int  `json:"exit_codes"`
-	Calls     []Call `json:"calls"`
+	Case      string         `json:"case"`
+	Store     protocol.Store `json:"store"`
+	Counter   int64          `json:"counter"`
+	ExitCodes []int          `json:"exit_codes"`
+	Calls     []Call         `json:"calls"`
 }
 
 // Call is one HTTP call and what came back.
 type Call struct {
-	Step     int     `json:"step"`
-	Key      *string `json:"key"`
-	Fault    *string `json:"fault"`
-	Outcome  string  `json:"outcome"`
-	Status   *int    `json:"status"`
-	Body     *string `json:"body"`
-	Replayed *bool   `json:"replayed"`
+	Step     int              `json:"step"`
+	Key      *string          `json:"key"`
+	Fault    *string          `json:"fault"`
+	Outcome  protocol.Outcome `json:"outcome"`
+	Status   *int             `json:"status"`
+	Body     *string          `json:"body"`
+	Replayed *bool            `json:"replayed"`
 }
 
 // Compare orders calls canonically: by outcome, status, body, then replayed

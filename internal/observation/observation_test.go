@@ -1,16 +1,19 @@
 package observation
 
-import "testing"
+import (
+	"idemlab/internal/protocol"
+	"testing"
+)
 
 func ptr[T any](v T) *T { return &v }
 
 // Ensure a concurrent group sorts to one canonical order whatever the arrival
 // order, and the permutation says where each call came from.
 func TestSortCanonical(t *testing.T) {
-	fresh := Call{Outcome: Reply, Status: ptr(200), Body: ptr("1"), Replayed: ptr(false)}
-	replay := Call{Outcome: Reply, Status: ptr(200), Body: ptr("1"), Replayed: ptr(true)}
-	lost := Call{Outcome: NoReply}
-	conflict := Call{Outcome: Reply, Status: ptr(409), Body: ptr("in progress\n")}
+	fresh := Call{Outcome: protocol.OutcomeReply, Status: ptr(200), Body: ptr("1"), Replayed: ptr(false)}
+	replay := Call{Outcome: protocol.OutcomeReply, Status: ptr(200), Body: ptr("1"), Replayed: ptr(true)}
+	lost := Call{Outcome: protocol.OutcomeNoReply}
+	conflict := Call{Outcome: protocol.OutcomeReply, Status: ptr(409), Body: ptr("in progress\n")}
 	calls := []Call{replay, conflict, lost, replay, fresh}
 	perm := SortCanonical(calls)
 	want := []Call{lost, fresh, replay, replay, conflict}

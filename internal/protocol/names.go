@@ -30,14 +30,14 @@ type Outcome string
 
 // The outcomes.
 const (
-	Reply   Outcome = "reply"    // an HTTP response arrived
-	NoReply Outcome = "no_reply" // the connection closed or reset without a response
-	Timeout Outcome = "timeout"  // the client gave up waiting
-	Refused Outcome = "refused"  // nothing was listening
+	OutcomeReply   Outcome = "reply"    // an HTTP response arrived
+	OutcomeNoReply Outcome = "no_reply" // the connection closed or reset without a response
+	OutcomeTimeout Outcome = "timeout"  // the client gave up waiting
+	OutcomeRefused Outcome = "refused"  // nothing was listening
 )
 
 // Outcomes lists every outcome.
-var Outcomes = []Outcome{Reply, NoReply, Timeout, Refused}
+var Outcomes = []Outcome{OutcomeReply, OutcomeNoReply, OutcomeTimeout, OutcomeRefused}
 
 // ParseOutcome returns the outcome called name, or an error listing the names.
 func ParseOutcome(name string) (Outcome, error) { return parseName("outcome", name, Outcomes) }
@@ -75,4 +75,41 @@ func parseName[T ~string](what, name string, valid []T) (T, error) {
 		names[i] = string(v)
 	}
 	return "", fmt.Errorf("unknown %s %q (want one of %s)", what, name, strings.Join(names, ", "))
+}
+
+// A Flaw names one classic key-registry bug that a server started with
+// -faults and -unsafe-registry NAME builds in on purpose, so that the lab
+// can prove its cases catch it. The zero Flaw is the sound registry.
+type Flaw string
+
+// The flaws, each named after what it gets wrong.
+const (
+	Sound Flaw = ""
+
+	// FlawRecordAfterEffect records a key only once its effect is done, so
+	// concurrent duplicates miss the in-flight owner and each run the
+	// effect: the bug that looks like a fix.
+	FlawRecordAfterEffect Flaw = "record-after-effect"
+	// FlawNoFingerprint ignores the body: a reused key with another body
+	// replays the first result instead of 422.
+	FlawNoFingerprint Flaw = "no-fingerprint"
+	// FlawEvictOldest makes room for a new key at capacity by forgetting
+	// the oldest recorded one instead of answering 429, so a late retry of
+	// that key runs the effect again.
+	FlawEvictOldest Flaw = "evict-oldest"
+	// FlawForgetOnLostReply drops a key's record when its reply could not
+	// be delivered, so the client's retry runs the effect again.
+	FlawForgetOnLostReply Flaw = "forget-on-lost-reply"
+)
+
+// Flaws lists every flaw, in a fixed order.
+var Flaws = []Flaw{FlawRecordAfterEffect, FlawNoFingerprint, FlawEvictOldest, FlawForgetOnLostReply}
+
+// ParseFlaw returns the flaw called name, or an error listing the names.
+func ParseFlaw(name string) (Flaw, error) {
+	f, err := parseName("unsafe registry", name, Flaws)
+	if err != nil {
+		return Sound, err
+	}
+	return f, nil
 }

@@ -3,6 +3,9 @@ package registry
 import (
 	"context"
 	"testing"
+
+	"idemlab/internal/protocol"
+	"idemlab/internal/store"
 	"time"
 )
 
@@ -11,10 +14,10 @@ import (
 // Acquire tells them apart.
 func TestFlaws(t *testing.T) {
 	ctx := context.Background()
-	a, b := FingerprintOf([]byte("a")), FingerprintOf([]byte("b"))
+	a, b := store.FingerprintOf([]byte("a")), store.FingerprintOf([]byte("b"))
 	const wait = 50 * time.Millisecond
 	tests := []struct {
-		flaw Flaw
+		flaw protocol.Flaw
 		// script runs against r and reports whether the last request became
 		// an owner (the effect would run again).
 		script     func(t *testing.T, r *Registry) (owner bool, err error)
@@ -22,14 +25,14 @@ func TestFlaws(t *testing.T) {
 		soundErr   error
 		flawOwner  bool // no-fingerprint replays (not an owner) where sound says 422
 	}{
-		{RecordAfterEffect, func(t *testing.T, r *Registry) (bool, error) {
+		{protocol.FlawRecordAfterEffect, func(t *testing.T, r *Registry) (bool, error) {
 			if _, _, err := r.Acquire(ctx, "k", a, wait); err != nil { // in flight, never completed
 				t.Fatal(err)
 			}
 			t2, _, err := r.Acquire(ctx, "k", a, wait)
 			return t2 != nil, err
-		}, false, ErrInProgress, true},
-		{NoFingerprint, func(t *testing.T, r *Registry) (bool, error) {
+		}, false, store.ErrInProgress, true},
+		{protocol.FlawNoFingerprint, func(t *testing.T, r *Registry) (bool, error) {
 			t1, _, err := r.Acquire(ctx, "k", a, wait)
 			if err != nil {
 				t.Fatal(err)
@@ -37,8 +40,8 @@ func TestFlaws(t *testing.T) {
 			t1.Complete(1)
 			t2, _, err := r.Acquire(ctx, "k", b, wait)
 			return t2 != nil, err
-		}, false, ErrConflict, false},
-		{EvictOldest, func(t *testing.T, r *Registry) (bool, error) {
+		}, false, store.ErrConflict, false},
+		{protocol.FlawEvictOldest, func(t *testing.T, r *Registry) (bool, error) {
 			for _, k := range []string{"k0", "k1"} {
 				tk, _, err := r.Acquire(ctx, k, a, wait)
 				if err != nil {
@@ -52,7 +55,7 @@ func TestFlaws(t *testing.T) {
 			t2, _, err := r.Acquire(ctx, "k0", a, wait)
 			return t2 != nil, err
 		}, false, nil, true},
-		{ForgetOnLostReply, func(t *testing.T, r *Registry) (bool, error) {
+		{protocol.FlawForgetOnLostReply, func(t *testing.T, r *Registry) (bool, error) {
 			t1, _, err := r.Acquire(ctx, "k", a, wait)
 			if err != nil {
 				t.Fatal(err)
@@ -74,16 +77,5 @@ func TestFlaws(t *testing.T) {
 				t.Fatalf("%s: owner %v, err %v; want owner %v and no error (the flaw)", tt.flaw, owner, err, tt.flawOwner)
 			}
 		})
-	}
-}
-
-func TestParseFlaw(t *testing.T) {
-	for _, f := range Flaws {
-		if got, err := ParseFlaw(string(f)); err != nil || got != f {
-			t.Fatalf("ParseFlaw(%q) = %q, %v", f, got, err)
-		}
-	}
-	if _, err := ParseFlaw("evict-newest"); err == nil {
-		t.Fatal("ParseFlaw(evict-newest) = nil error")
 	}
 }

@@ -16,30 +16,21 @@ package registry
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"sync"
 	"time"
+
+	"idemlab/internal/protocol"
+	"idemlab/internal/store"
 )
 
-// A Fingerprint identifies a request's content: SHA-256 of its exact body.
-type Fingerprint [sha256.Size]byte
-
-// FingerprintOf returns the fingerprint of body.
-func FingerprintOf(body []byte) Fingerprint { return sha256.Sum256(body) }
-
-// Errors returned by Acquire.
-var (
-	ErrConflict   = errors.New("key already used with another request body")
-	ErrFull       = errors.New("key registry full")
-	ErrInProgress = errors.New("request with this key still in progress")
-	ErrExists     = errors.New("key already recorded")
-)
+// ErrExists is returned by Restore for a key already held.
+var ErrExists = errors.New("key already recorded")
 
 // A Registry is a bounded table of keys. Its methods are safe for concurrent use.
 type Registry struct {
 	capacity int
-	flaw     Flaw // Sound except in the lab's mutation runs (NewUnsafe)
+	flaw     protocol.Flaw // protocol.Sound except in the lab's mutation runs (NewUnsafe)
 
 	mu      sync.Mutex
 	records map[string]*record
@@ -53,7 +44,7 @@ type Registry struct {
 // A record is one key: in flight until done is closed, then either final
 // (value recorded) or removed from the table (released).
 type record struct {
-	fp    Fingerprint
+	fp    store.Fingerprint
 	done  chan struct{}
 	final bool
 	value int64
@@ -75,14 +66,14 @@ func (r *Registry) Len() int {
 // Restore records value as the final result of key, as a durable store
 // does at start for the results it kept. It fails if key is already held or
 // the registry is full.
-func (r *Registry) Restore(key string, fp Fingerprint, value int64) error {
+func (r *Registry) Restore(key string, fp store.Fingerprint, value int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.records[key]; ok {
 		return ErrExists
 	}
 	if len(r.records) >= r.capacity {
-		return ErrFull
+		return store.ErrFull
 	}
 	done := make(chan struct{})
 	close(done)
@@ -97,34 +88,34 @@ func (r *Registry) Restore(key string, fp Fingerprint, value int64) error {
 //   - an owner Ticket (t != nil): the caller runs the effect, then calls
 //     t.Complete with the result or t.Release if the effect failed;
 //   - a recorded result (t == nil, err == nil): the caller replays value;
-//   - ErrConflict: key is held (in flight or recorded) for another fingerprint;
-//   - ErrFull: key is new and the registry is at capacity;
-//   - ErrInProgress: an owner stayed in flight longer than wait;
+//   - store.ErrConflict: key is held (in flight or recorded) for another fingerprint;
+//   - store.ErrFull: key is new and the registry is at capacity;
+//   - store.ErrInProgress: an owner stayed in flight longer than wait;
 //   - ctx.Err(): the caller gave up while waiting.
 //
 // A waiter whose owner releases the key tries to claim it again, within the
 // same wait budget. Waiting never removes the record or runs the effect.
-func (r *Registry) Acquire(ctx context.Context, key string, fp Fingerprint, wait time.Duration) (t *Ticket, value int64, err error) {
+func (r *Registry) Acquire(ctx context.Context, key string, fp store.Fingerprint, wait time.Duration) (t *Ticket, value int64, err error) {
 	var timeout <-chan time.Time
 	for {
 		r.mu.Lock()
 		rec, ok := r.records[key]
 		switch {
 		case !ok:
-			if len(r.records) >= r.capacity && !(r.flaw == EvictOldest && r.evictOldestLocked()) {
+			if len(r.records) >= r.capacity && !(r.flaw == protocol.FlawEvictOldest && r.evictOldestLocked()) {
 				r.mu.Unlock()
-				return nil, 0, ErrFull
+				return nil, 0, store.ErrFull
 			}
 			r.nextSeq++
 			rec = &record{fp: fp, done: make(chan struct{}), seq: r.nextSeq}
-			if r.flaw != RecordAfterEffect { // the flaw: no in-flight record for duplicates to find
+			if r.flaw != protocol.FlawRecordAfterEffect { // the flaw: no in-flight record for duplicates to find
 				r.records[key] = rec
 			}
 			r.mu.Unlock()
 			return &Ticket{r: r, key: key, rec: rec}, 0, nil
-		case rec.fp != fp && r.flaw != NoFingerprint:
+		case rec.fp != fp && r.flaw != protocol.FlawNoFingerprint:
 			r.mu.Unlock()
-			return nil, 0, ErrConflict
+			return nil, 0, store.ErrConflict
 		case rec.final:
 			v := rec.value
 			r.mu.Unlock()
@@ -145,7 +136,7 @@ func (r *Registry) Acquire(ctx context.Context, key string, fp Fingerprint, wait
 		case <-done:
 			// Completed: the next round replays. Released: it claims again.
 		case <-timeout:
-			return nil, 0, ErrInProgress
+			return nil, 0, store.ErrInProgress
 		case <-ctx.Done():
 			return nil, 0, ctx.Err()
 		}
@@ -175,7 +166,7 @@ func (t *Ticket) Complete(value int64) {
 	t.rec.value = value
 	t.rec.final = true
 	close(t.rec.done)
-	if t.r.flaw == RecordAfterEffect {
+	if t.r.flaw == protocol.FlawRecordAfterEffect {
 		if _, held := t.r.records[t.key]; !held {
 			t.r.records[t.key] = t.rec // recorded only now, after the effect
 		}

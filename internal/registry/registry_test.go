@@ -6,17 +6,19 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"idemlab/internal/store"
 	"time"
 )
 
 var (
-	fpA = FingerprintOf([]byte("add-one"))
-	fpB = FingerprintOf([]byte("different"))
+	fpA = store.FingerprintOf([]byte("add-one"))
+	fpB = store.FingerprintOf([]byte("different"))
 )
 
 const long = time.Minute // a wait no test expects to run out
 
-func acquire(t *testing.T, r *Registry, key string, fp Fingerprint) *Ticket {
+func acquire(t *testing.T, r *Registry, key string, fp store.Fingerprint) *Ticket {
 	t.Helper()
 	tk, _, err := r.Acquire(context.Background(), key, fp, long)
 	if err != nil || tk == nil {
@@ -44,12 +46,12 @@ func TestOwnerThenReplay(t *testing.T) {
 func TestConflict(t *testing.T) {
 	r := New(4)
 	tk := acquire(t, r, "k", fpA)
-	if _, _, err := r.Acquire(context.Background(), "k", fpB, long); !errors.Is(err, ErrConflict) {
-		t.Fatalf("Acquire(other body, in flight) error = %v, want ErrConflict", err)
+	if _, _, err := r.Acquire(context.Background(), "k", fpB, long); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("Acquire(other body, in flight) error = %v, want store.ErrConflict", err)
 	}
 	tk.Complete(1)
-	if _, _, err := r.Acquire(context.Background(), "k", fpB, long); !errors.Is(err, ErrConflict) {
-		t.Fatalf("Acquire(other body, recorded) error = %v, want ErrConflict", err)
+	if _, _, err := r.Acquire(context.Background(), "k", fpB, long); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("Acquire(other body, recorded) error = %v, want store.ErrConflict", err)
 	}
 }
 
@@ -58,8 +60,8 @@ func TestCapacity(t *testing.T) {
 	r := New(2)
 	acquire(t, r, "a", fpA).Complete(1)
 	inflight := acquire(t, r, "b", fpA)
-	if _, _, err := r.Acquire(context.Background(), "c", fpA, long); !errors.Is(err, ErrFull) {
-		t.Fatalf("Acquire(new key, full) error = %v, want ErrFull", err)
+	if _, _, err := r.Acquire(context.Background(), "c", fpA, long); !errors.Is(err, store.ErrFull) {
+		t.Fatalf("Acquire(new key, full) error = %v, want store.ErrFull", err)
 	}
 	if tk, v, err := r.Acquire(context.Background(), "a", fpA, long); tk != nil || err != nil || v != 1 {
 		t.Fatalf("Acquire(existing key, full) = %v, %d, %v, want replay of 1", tk, v, err)
@@ -68,12 +70,12 @@ func TestCapacity(t *testing.T) {
 	acquire(t, r, "c", fpA) // the released key freed its slot
 }
 
-// Ensure a wait that runs out answers ErrInProgress and keeps the record.
+// Ensure a wait that runs out answers store.ErrInProgress and keeps the record.
 func TestWaitTimesOut(t *testing.T) {
 	r := New(4)
 	tk := acquire(t, r, "k", fpA)
-	if _, _, err := r.Acquire(context.Background(), "k", fpA, time.Millisecond); !errors.Is(err, ErrInProgress) {
-		t.Fatalf("Acquire(in flight, tiny wait) error = %v, want ErrInProgress", err)
+	if _, _, err := r.Acquire(context.Background(), "k", fpA, time.Millisecond); !errors.Is(err, store.ErrInProgress) {
+		t.Fatalf("Acquire(in flight, tiny wait) error = %v, want store.ErrInProgress", err)
 	}
 	tk.Complete(3)
 	if got, v, err := r.Acquire(context.Background(), "k", fpA, long); got != nil || err != nil || v != 3 {
@@ -171,8 +173,8 @@ func TestRestore(t *testing.T) {
 	if err := r.Restore("j", fpA, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Restore("i", fpA, 1); !errors.Is(err, ErrFull) {
-		t.Fatalf("Restore beyond capacity error = %v, want ErrFull", err)
+	if err := r.Restore("i", fpA, 1); !errors.Is(err, store.ErrFull) {
+		t.Fatalf("Restore beyond capacity error = %v, want store.ErrFull", err)
 	}
 }
 

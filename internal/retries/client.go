@@ -1,17 +1,13 @@
 package retries
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
+	"idemlab/internal/protocol"
 	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
-
-	"idemlab/internal/idemkey"
-	"idemlab/internal/labfault"
 )
 
 // decisions is one intent's random stream: a PCG seeded with the
@@ -47,15 +43,10 @@ func (d decisions) backoff(n, baseMS, capMS int) time.Duration {
 // returns an error only when the harness itself broke (or ctx ended);
 // failed attempts are the experiment, not errors.
 func drive(ctx context.Context, p Parameters, seed uint64, r Row, stream int, url string) error {
-	// Keep-alives off: Go's transport silently re-sends a request that
-	// carries an Idempotency-Key when a reused connection fails, which
-	// would add retries the client design did not make. One connection
-	// per attempt also keeps attempts independent.
-	hc := &http.Client{
-		Timeout:   time.Duration(p.ClientTimeoutMS) * time.Millisecond,
-		Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
-	}
-	defer hc.CloseIdleConnections()
+	// The lab's client: no keep-alives, so Go's transport adds no retries
+	// the client design did not make (see protocol.Client).
+	hc := protocol.NewClient(time.Duration(p.ClientTimeoutMS) * time.Millisecond)
+	defer hc.Close()
 	attempts := p.MaxAttempts
 	if r.Client == NeverRetry {
 		attempts = 1
@@ -88,11 +79,12 @@ func drive(ctx context.Context, p Parameters, seed uint64, r Row, stream int, ur
 }
 
 // intent makes up to attempts attempts for intent i until one gets 200.
-func intent(ctx context.Context, hc *http.Client, url string, p Parameters, seed uint64, r Row, stream, i, attempts int) error {
+func intent(ctx context.Context, hc *protocol.Client, url string, p Parameters, seed uint64, r Row, stream, i, attempts int) error {
 	d := newDecisions(seed, stream, i)
-	var k string
+	var k *string
 	if r.Client == RetrySameKey {
-		k = key(stream, i) // once per intent, before the first send
+		ik := key(stream, i) // once per intent, before the first send
+		k = &ik
 	}
 	b := body(stream, i)
 	for n := range attempts {
@@ -110,37 +102,15 @@ func intent(ctx context.Context, hc *http.Client, url string, p Parameters, seed
 		if dropped {
 			continue // never sent: a failed attempt
 		}
-		ok, err := send(ctx, hc, url, k, fmt.Sprintf("delay=%dms", delay), b)
-		if err != nil {
-			return fmt.Errorf("intent %d attempt %d: %w", i, n+1, err)
-		}
-		if ok {
+		rep, err := hc.Post(ctx, url, protocol.Request{Key: k, Fault: fmt.Sprintf("%s=%dms", protocol.FaultDelay, delay), Body: b})
+		if err == nil && rep.Status == http.StatusOK {
 			return nil
+		}
+		// A network error or another status is a failed attempt; only the
+		// end of the whole run stops the intent.
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 	}
 	return nil
-}
-
-// send makes one attempt and reports whether it got 200. Network errors
-// and other statuses are failed attempts; only a request that cannot be
-// built is an error.
-func send(ctx context.Context, hc *http.Client, url, key, fault string, body []byte) (bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return false, err
-	}
-	req.Header.Set("Content-Type", "text/plain")
-	req.Header.Set(labfault.Header, fault)
-	if key != "" {
-		req.Header.Set(idemkey.Header, key)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return false, nil
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return false, nil
-	}
-	return resp.StatusCode == http.StatusOK, nil
 }

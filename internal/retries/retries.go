@@ -6,7 +6,7 @@
 //
 // Each row (a client against a registry) gets a fresh server process on a
 // fresh state folder. Every intent has a unique body, so after the server
-// has exited the journal (effectserver.ReadState) tells how many times each
+// has exited the journal (statedir.Read) tells how many times each
 // intent took effect: 0 lost, 1 applied once, more duplicated. Client
 // replies are never counted.
 //
@@ -25,42 +25,52 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
-	"idemlab/internal/effectserver"
+	"idemlab/internal/protocol"
 	"idemlab/internal/serverproc"
+	"idemlab/internal/statedir"
 )
 
-// Client designs.
+// A Client names a client design.
+type Client string
+
+// The client designs.
 const (
-	NeverRetry   = "never-retry"    // one attempt, no key
-	RetryNoKey   = "retry-no-key"   // up to MaxAttempts, no key
-	RetrySameKey = "retry-same-key" // up to MaxAttempts, one key per intent on every attempt
+	NeverRetry   Client = "never-retry"    // one attempt, no key
+	RetryNoKey   Client = "retry-no-key"   // up to MaxAttempts, no key
+	RetrySameKey Client = "retry-same-key" // up to MaxAttempts, one key per intent on every attempt
 )
 
-// Registries a row runs against.
-const (
-	Sound             = "sound"               // the server's real registry
-	RecordAfterEffect = "record-after-effect" // effectserver -unsafe-registry record-after-effect
-)
-
-// Row is one client design against one registry.
+// Row is one client design against one registry: the server's sound one
+// (protocol.Sound) or a deliberately broken one (effectserver
+// -unsafe-registry).
 type Row struct {
-	Client   string
-	Registry string
+	Client   Client
+	Registry protocol.Flaw
+}
+
+// RegistryName is how retries.json names a row's registry: "sound" for the
+// sound registry, else the flaw's name.
+func (r Row) RegistryName() string {
+	if r.Registry == protocol.Sound {
+		return "sound"
+	}
+	return string(r.Registry)
 }
 
 // String names the row as client/registry.
-func (r Row) String() string { return r.Client + "/" + r.Registry }
+func (r Row) String() string { return string(r.Client) + "/" + r.RegistryName() }
 
 // Rows are the experiment's rows, in order. A row's index here is part of
 // its intents' random streams.
 var Rows = []Row{
-	{NeverRetry, Sound},
-	{RetryNoKey, Sound},
-	{RetrySameKey, Sound},
-	{RetrySameKey, RecordAfterEffect},
+	{NeverRetry, protocol.Sound},
+	{RetryNoKey, protocol.Sound},
+	{RetrySameKey, protocol.Sound},
+	{RetrySameKey, protocol.FlawRecordAfterEffect},
 }
 
 // Parameters are the experiment's constants, recorded with its result.
@@ -92,7 +102,7 @@ type Config struct {
 
 // RowResult is what the server's journal says about one row's intents.
 type RowResult struct {
-	Client      string `json:"client"`
+	Client      Client `json:"client"`
 	Registry    string `json:"registry"`
 	Lost        int    `json:"lost"`         // intents applied 0 times
 	AppliedOnce int    `json:"applied_once"` // intents applied exactly once
@@ -203,20 +213,20 @@ func (p Parameters) check() error {
 
 // runRow runs one row on its own server and counts from its journal.
 func runRow(ctx context.Context, cfg Config, p Parameters, r Row, stream int) (RowResult, error) {
-	dir, err := os.MkdirTemp(cfg.StateRoot, "retries-"+r.Client+"-"+r.Registry+"-")
+	dir, err := os.MkdirTemp(cfg.StateRoot, "retries-"+string(r.Client)+"-"+r.RegistryName()+"-")
 	if err != nil {
 		return RowResult{}, fmt.Errorf("state folder: %w", err)
 	}
-	args := []string{"-state", dir, "-addr", "127.0.0.1:0", "-store", effectserver.StoreVolatile, "-faults",
+	args := []string{"-state", dir, "-addr", protocol.DefaultAddr, "-store", string(protocol.Volatile), "-faults",
 		// One key per intent on the keyed rows: the registry must hold
 		// them all, or late intents would get 429 instead of an effect.
 		"-capacity", strconv.Itoa(max(p.Intents, 64))}
-	if r.Registry != Sound {
-		args = append(args, "-unsafe-registry", r.Registry)
+	if r.Registry != protocol.Sound {
+		args = append(args, "-unsafe-registry", string(r.Registry))
 	}
 	srv, err := serverproc.Start(ctx, cfg.ServerPath, args, readyWithin)
 	if err != nil {
-		return RowResult{}, fmt.Errorf("start server (%s): %w", argsText(args), err)
+		return RowResult{}, fmt.Errorf("start server (%s): %w", strings.Join(args, " "), err)
 	}
 	defer srv.Kill()
 
@@ -225,7 +235,7 @@ func runRow(ctx context.Context, cfg Config, p Parameters, r Row, stream int) (R
 		sum := sha256.Sum256(body(stream, i))
 		bodies[hex.EncodeToString(sum[:])] = i
 	}
-	if err := drive(ctx, p, cfg.Seed, r, stream, "http://"+srv.Addr+"/effect"); err != nil {
+	if err := drive(ctx, p, cfg.Seed, r, stream, protocol.EffectURL(srv.Addr)); err != nil {
 		return RowResult{}, err
 	}
 	code, err := srv.Stop(stopWithin)
@@ -235,7 +245,7 @@ func runRow(ctx context.Context, cfg Config, p Parameters, r Row, stream int) (R
 	if code != 0 {
 		return RowResult{}, fmt.Errorf("server exited with code %d on SIGTERM, want 0", code)
 	}
-	st, err := effectserver.ReadState(effectserver.StoreVolatile, dir)
+	st, err := statedir.Read(protocol.Volatile, dir)
 	if err != nil {
 		return RowResult{}, fmt.Errorf("read server state: %w", err)
 	}
@@ -250,7 +260,7 @@ func runRow(ctx context.Context, cfg Config, p Parameters, r Row, stream int) (R
 		}
 		applied[i]++
 	}
-	res := RowResult{Client: r.Client, Registry: r.Registry}
+	res := RowResult{Client: r.Client, Registry: r.RegistryName()}
 	for _, n := range applied {
 		switch {
 		case n == 0:
@@ -273,14 +283,3 @@ func body(stream, i int) []byte { return fmt.Appendf(nil, "intent-%d-%d", stream
 
 // key is intent i's idempotency key, chosen once before its first send.
 func key(stream, i int) string { return fmt.Sprintf("r%d-i%d", stream, i) }
-
-func argsText(args []string) string {
-	s := ""
-	for i, a := range args {
-		if i > 0 {
-			s += " "
-		}
-		s += a
-	}
-	return s
-}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"idemlab/internal/protocol"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,7 +69,7 @@ func TestRunSoundRows(t *testing.T) {
 		t.Fatalf("len(Rows) = %d, want %d", got, want)
 	}
 	for i, row := range res.Rows {
-		if row.Client != sound[i].Client || row.Registry != sound[i].Registry {
+		if row.Client != sound[i].Client || row.Registry != sound[i].RegistryName() {
 			t.Errorf("Rows[%d] = %s/%s, want %s", i, row.Client, row.Registry, sound[i])
 		}
 		checkRow(t, row, intents)
@@ -85,28 +86,25 @@ func TestRunSoundRows(t *testing.T) {
 	t.Logf("\n%s", text(t, res))
 }
 
-// Ensure the record-after-effect row runs with its counts adding up, or,
-// on a server that refuses -unsafe-registry, fails with an error that
-// names the row and the server's complaint.
+// Ensure the record-after-effect row really runs against the broken
+// registry and duplicates: a keyed client is no protection when the
+// registry records the key only after the effect. A server that refused the
+// flaw fails the test, as does a row that duplicated nothing.
 func TestRunUnsafeRow(t *testing.T) {
-	const intents = 20
-	row := Row{RetrySameKey, RecordAfterEffect}
+	const intents = 60
+	row := Row{RetrySameKey, protocol.FlawRecordAfterEffect}
 	res, err := Run(context.Background(), config(t, intents, row))
 	if err != nil {
-		if msg := err.Error(); !strings.Contains(msg, "row retry-same-key/record-after-effect: start server") ||
-			!strings.Contains(msg, "-unsafe-registry") {
-			t.Fatalf("Run() error = %v, want it to name the row and -unsafe-registry", err)
-		}
-		if len(res.Rows) != 0 {
-			t.Errorf("Run() rows = %+v, want none", res.Rows)
-		}
-		t.Logf("the server refuses the mutant (expected until it is built): %v", err)
-		return
+		t.Fatalf("Run(%s) error = %v", row, err)
 	}
 	if len(res.Rows) != 1 {
 		t.Fatalf("len(Rows) = %d, want 1", len(res.Rows))
 	}
-	checkRow(t, res.Rows[0], intents)
+	got := res.Rows[0]
+	checkRow(t, got, intents)
+	if got.Registry != "record-after-effect" || got.Duplicated == 0 {
+		t.Fatalf("row %s/%s duplicated %d of %d intents, want the record-after-effect registry to duplicate some", got.Client, got.Registry, got.Duplicated, intents)
+	}
 	t.Logf("\n%s", text(t, res))
 }
 
@@ -117,7 +115,7 @@ func TestRunRefuses(t *testing.T) {
 		edit func(c *Config)
 		want string
 	}{
-		{"unknown row", func(c *Config) { c.Rows = []Row{{"retry-twice", Sound}} }, "row retry-twice/sound: not an experiment row"},
+		{"unknown row", func(c *Config) { c.Rows = []Row{{"retry-twice", protocol.Sound}} }, "row retry-twice/sound: not an experiment row"},
 		{"no server", func(c *Config) { c.ServerPath = "" }, "no server binary"},
 		{"no state root", func(c *Config) { c.StateRoot = filepath.Join(c.StateRoot, "nope") }, "is not a folder"},
 		{"drop over 100", func(c *Config) { c.DropPercent = 101 }, "drop_percent 101"},
@@ -214,10 +212,10 @@ func text(t *testing.T, r Result) string {
 }
 
 var sample = Result{Seed: 1, Parameters: Default, Rows: []RowResult{
-	{NeverRetry, Sound, 43, 157, 0},
-	{RetryNoKey, Sound, 0, 121, 79},
-	{RetrySameKey, Sound, 0, 200, 0},
-	{RetrySameKey, RecordAfterEffect, 0, 150, 50},
+	{NeverRetry, "sound", 43, 157, 0},
+	{RetryNoKey, "sound", 0, 121, 79},
+	{RetrySameKey, "sound", 0, 200, 0},
+	{RetrySameKey, "record-after-effect", 0, 150, 50},
 }}
 
 // Ensure the text table's layout.

@@ -9,6 +9,7 @@ import (
 
 	"idemlab/internal/caseplan"
 	"idemlab/internal/labrun"
+	"idemlab/internal/protocol"
 )
 
 // BenchmarkSuite measures the wall time of running every case on one store
@@ -27,16 +28,16 @@ func BenchmarkSuite(b *testing.B) {
 		b.Fatal(err)
 	}
 	cfg := labrun.Config{ServerPath: server, StateRoot: dir, Protocol: labrun.DefaultProtocol}
-	for _, stores := range append(singles(labrun.Stores), labrun.Stores) {
-		b.Run(strings.Join(stores, "+"), func(b *testing.B) {
+	for _, stores := range append(singles(protocol.Stores), protocol.Stores) {
+		b.Run(name(stores), func(b *testing.B) {
 			for b.Loop() {
-				results, err := runAll(context.Background(), cfg, cases, stores, io.Discard)
+				grid, err := runAll(context.Background(), cfg, cases, stores, io.Discard)
 				if err != nil {
 					b.Fatal(err)
 				}
-				for _, r := range results {
-					if len(r.mismatches) > 0 {
-						b.Fatalf("%s on %s: %v", r.c.Name, r.store, r.mismatches)
+				for _, r := range grid.Runs() {
+					if !r.Matches() {
+						b.Fatalf("%s on %s: %v", r.Case.Name, r.Store, r.Mismatches)
 					}
 				}
 			}
@@ -45,10 +46,19 @@ func BenchmarkSuite(b *testing.B) {
 }
 
 // singles turns each store into a one-store selection.
-func singles(stores []string) [][]string {
-	var out [][]string
+func singles(stores []protocol.Store) [][]protocol.Store {
+	var out [][]protocol.Store
 	for _, s := range stores {
-		out = append(out, []string{s})
+		out = append(out, []protocol.Store{s})
 	}
 	return out
+}
+
+// name joins the stores' names with "+".
+func name(stores []protocol.Store) string {
+	names := make([]string, len(stores))
+	for i, s := range stores {
+		names[i] = string(s)
+	}
+	return strings.Join(names, "+")
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"idemlab/internal/caseplan"
-	"idemlab/internal/labrun"
+	"idemlab/internal/protocol"
 	"idemlab/internal/schemacheck"
 )
 
@@ -25,7 +25,7 @@ func TestEndToEnd(t *testing.T) {
 	var first []byte
 	for i, out := range []string{filepath.Join(dir, "a"), filepath.Join(dir, "b")} {
 		var log bytes.Buffer
-		err := Run(context.Background(), Options{Root: "../..", Out: out, Stores: labrun.Stores, Experiment: NoExperiment, Stdout: &log, Stderr: &log})
+		err := Run(context.Background(), Options{Root: "../..", Out: out, Stores: protocol.Stores, Intents: DefaultIntents, Experiment: None, Stdout: &log, Stderr: &log})
 		if err != nil {
 			t.Fatalf("run %d: %v\n%s", i, err, log.String())
 		}
@@ -43,9 +43,9 @@ func TestEndToEnd(t *testing.T) {
 	}
 	var res struct {
 		Runs []struct {
-			Case    string `json:"case"`
-			Store   string `json:"store"`
-			Counter int64  `json:"counter"`
+			Case    string         `json:"case"`
+			Store   protocol.Store `json:"store"`
+			Counter int64          `json:"counter"`
 		} `json:"runs"`
 	}
 	if err := json.Unmarshal(first, &res); err != nil {
@@ -57,11 +57,11 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := len(res.Runs), len(cases)*len(labrun.Stores); got != want {
+	if got, want := len(res.Runs), len(cases)*len(protocol.Stores); got != want {
 		t.Fatalf("results.json has %d runs, want one per case and store: %d", got, want)
 	}
 	for i, r := range res.Runs {
-		c, store := cases[i/len(labrun.Stores)], labrun.Stores[i%len(labrun.Stores)]
+		c, store := cases[i/len(protocol.Stores)], protocol.Stores[i%len(protocol.Stores)]
 		want := c.Expect[store].Counter
 		if r.Case != c.Name || r.Store != store || r.Counter != want {
 			t.Errorf("run %d = %s/%s counter %d, want %s/%s counter %d", i, r.Case, r.Store, r.Counter, c.Name, store, want)

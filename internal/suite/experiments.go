@@ -3,7 +3,7 @@ package suite
 import (
 	"context"
 	"fmt"
-	"slices"
+	"io"
 	"strings"
 
 	"idemlab/internal/evidence"
@@ -11,61 +11,110 @@ import (
 	"idemlab/internal/retries"
 )
 
-// Experiment names, in the order a plain run runs them.
+// An Experiment names one of the lab's experiments (runner -experiment).
+type Experiment string
+
+// The experiments, and None for "cases only".
 const (
-	ExperimentRetries = "retries"
-	ExperimentJitter  = "jitter"
+	Retries Experiment = "retries"
+	Jitter  Experiment = "jitter"
+	// None as the -experiment value runs the cases and no experiment.
+	None Experiment = "none"
 )
 
-// Experiments lists every experiment, in run order.
-var Experiments = []string{ExperimentRetries, ExperimentJitter}
-
-// NoExperiment as the -experiment value runs the cases and no experiment.
-const NoExperiment = "none"
-
-// experimentFiles are the evidence files each experiment writes.
-var experimentFiles = []string{"retries.json", "jitter.json", "jitter.svg"}
-
-// checkExperiment refuses an unknown -experiment name, listing the valid ones.
-func checkExperiment(name string) error {
-	if name == "" || name == NoExperiment || slices.Contains(Experiments, name) {
-		return nil
-	}
-	return &UsageError{fmt.Errorf("-experiment %q: no such experiment; experiments are: %s (or %s: cases only)", name, strings.Join(Experiments, ", "), NoExperiment)}
+// An experiment is one entry of the experiments table: its name, the
+// evidence files it writes, and how to run it.
+type experiment struct {
+	name  Experiment
+	files []string
+	run   func(ctx context.Context, env experimentEnv) ([]evidence.File, error)
 }
 
-// runExperiment runs one experiment, prints its table and returns its
-// evidence files.
-func runExperiment(ctx context.Context, name string, o Options, server, stateRoot string) ([]evidence.File, error) {
-	switch name {
-	case ExperimentRetries:
-		p := retries.Default
-		if o.Intents > 0 {
-			p.Intents = o.Intents
-		}
-		res, err := retries.Run(ctx, retries.Config{ServerPath: server, StateRoot: stateRoot, Seed: o.Seed, Parameters: p})
-		if err != nil {
-			return nil, fmt.Errorf("experiment retries: %w", err)
-		}
-		fmt.Fprintf(o.Stdout, "\nretries (seed %d, %d intents per row)\n", o.Seed, p.Intents)
-		if err := res.WriteText(o.Stdout); err != nil {
-			return nil, err
-		}
-		return []evidence.File{{Name: "retries.json", Data: res.JSON(), Schema: "retries.schema.json"}}, nil
-	case ExperimentJitter:
-		res, err := jitter.Run(jitter.Default)
-		if err != nil {
-			return nil, fmt.Errorf("experiment jitter: %w", err)
-		}
-		fmt.Fprintf(o.Stdout, "\njitter (%d clients × %d retries, seed %d): retries in the busiest %d ms\n", res.Parameters.Clients, res.Parameters.Retries, res.Parameters.Seed, res.Parameters.BucketMS)
-		for _, s := range res.Strategies {
-			fmt.Fprintf(o.Stdout, "  %-13s peak %4d\n", s.Name, s.Peak)
-		}
-		return []evidence.File{
-			{Name: "jitter.json", Data: res.JSON(), Schema: "jitter.schema.json"},
-			{Name: "jitter.svg", Data: jitter.SVG(res)},
-		}, nil
-	default:
-		return nil, checkExperiment(name)
+// experimentEnv is what an experiment runs with.
+type experimentEnv struct {
+	server    string // the effectserver binary
+	stateRoot string // a folder for state folders
+	seed      uint64
+	intents   int
+	out       io.Writer // where its table is printed
+}
+
+// experiments is every experiment, in the order a plain run runs them.
+var experiments = []experiment{
+	{Retries, []string{"retries.json"}, runRetries},
+	{Jitter, []string{"jitter.json", "jitter.svg"}, runJitter},
+}
+
+// Experiments lists every experiment's name, in run order.
+func Experiments() []Experiment {
+	names := make([]Experiment, len(experiments))
+	for i, e := range experiments {
+		names[i] = e.name
 	}
+	return names
+}
+
+// ParseExperiment returns the experiment called name (or None), or a usage
+// error listing the names.
+func ParseExperiment(name string) (Experiment, error) {
+	if Experiment(name) == None {
+		return None, nil
+	}
+	if _, ok := lookupExperiment(Experiment(name)); ok {
+		return Experiment(name), nil
+	}
+	names := make([]string, len(experiments))
+	for i, e := range experiments {
+		names[i] = string(e.name)
+	}
+	return "", &UsageError{fmt.Errorf("unknown experiment %q (want one of %s, or %s: cases only)", name, strings.Join(names, ", "), None)}
+}
+
+func lookupExperiment(name Experiment) (experiment, bool) {
+	for _, e := range experiments {
+		if e.name == name {
+			return e, true
+		}
+	}
+	return experiment{}, false
+}
+
+// experimentFiles lists every file any experiment writes.
+func experimentFiles() []string {
+	var names []string
+	for _, e := range experiments {
+		names = append(names, e.files...)
+	}
+	return names
+}
+
+// runRetries runs the retries experiment and prints its table.
+func runRetries(ctx context.Context, env experimentEnv) ([]evidence.File, error) {
+	p := retries.Default
+	p.Intents = env.intents
+	res, err := retries.Run(ctx, retries.Config{ServerPath: env.server, StateRoot: env.stateRoot, Seed: env.seed, Parameters: p})
+	if err != nil {
+		return nil, fmt.Errorf("experiment retries: %w", err)
+	}
+	fmt.Fprintln(env.out)
+	if err := res.WriteText(env.out); err != nil {
+		return nil, err
+	}
+	return []evidence.File{{Name: "retries.json", Data: res.JSON(), Schema: "retries.schema.json"}}, nil
+}
+
+// runJitter runs the jitter model and prints its peaks.
+func runJitter(_ context.Context, env experimentEnv) ([]evidence.File, error) {
+	res, err := jitter.Run(jitter.Default)
+	if err != nil {
+		return nil, fmt.Errorf("experiment jitter: %w", err)
+	}
+	fmt.Fprintf(env.out, "\njitter (%d clients × %d retries, seed %d): retries in the busiest %d ms\n", res.Parameters.Clients, res.Parameters.Retries, res.Parameters.Seed, res.Parameters.BucketMS)
+	for _, s := range res.Strategies {
+		fmt.Fprintf(env.out, "  %-13s peak %4d\n", s.Name, s.Peak)
+	}
+	return []evidence.File{
+		{Name: "jitter.json", Data: res.JSON(), Schema: "jitter.schema.json"},
+		{Name: "jitter.svg", Data: jitter.SVG(res)},
+	}, nil
 }

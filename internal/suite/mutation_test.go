@@ -8,7 +8,7 @@ import (
 	"regexp"
 	"testing"
 
-	"idemlab/internal/registry"
+	"idemlab/internal/protocol"
 )
 
 // Ensure the lab's checks can fail: each deliberately broken registry makes
@@ -20,12 +20,12 @@ func TestMutationScore(t *testing.T) {
 	}
 	caught := regexp.MustCompile(`(?m)^case ([a-z_]+), store volatile`)
 	dir := t.TempDir()
-	for _, flaw := range registry.Flaws {
+	for _, flaw := range protocol.Flaws {
 		t.Run(string(flaw), func(t *testing.T) {
 			var out bytes.Buffer
 			err := Run(context.Background(), Options{
-				Root: "../..", Out: filepath.Join(dir, string(flaw)), Stores: []string{"volatile"},
-				Unsafe: string(flaw), Stdout: &out, Stderr: &out,
+				Root: "../..", Out: filepath.Join(dir, string(flaw)), Stores: []protocol.Store{protocol.Volatile},
+				Intents: DefaultIntents, Unsafe: flaw, Stdout: &out, Stderr: &out,
 			})
 			if !errors.Is(err, ErrAuditFailed) {
 				t.Fatalf("Run with %s = %v, want the audit to fail\n%s", flaw, err, out.String())

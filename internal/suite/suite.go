@@ -1,6 +1,7 @@
-// Package suite is the runner's one job: load the cases, build the servers,
-// run every (case, store) pair in parallel, write the evidence, and hand the
-// folder to the audit program, a separate process, for the verdict.
+// Package suite is the runner's one job: load the cases, build the lab's
+// programs, run every (case, store) pair in parallel and the experiments,
+// write the evidence (rendered by package evidence), and hand the folder to
+// the audit program, a separate process, for the verdict.
 package suite
 
 import (
@@ -21,8 +22,8 @@ import (
 	"idemlab/internal/caseplan"
 	"idemlab/internal/evidence"
 	"idemlab/internal/labrun"
-	"idemlab/internal/observation"
-	"idemlab/internal/registry"
+	"idemlab/internal/protocol"
+	"idemlab/internal/retries"
 	"idemlab/internal/schemacheck"
 )
 
@@ -30,48 +31,59 @@ import (
 type Options struct {
 	Root       string           // the checkout: cases/, schema/, sources
 	Out        string           // the evidence folder to write
-	Stores     []string         // stores to run, in evidence order
+	Stores     []protocol.Store // stores to run, in evidence order
 	Case       string           // run only this case, and no experiment
-	Experiment string           // run only this experiment, and no case
+	Experiment Experiment       // run only this experiment, and no case; None: cases only
 	Seed       uint64           // the retries experiment's seed
-	Intents    int              // the retries experiment's intents per row; 0 is its default
-	Unsafe     string           // run the cases on servers with this registry.Flaw, and no experiment
+	Intents    int              // the retries experiment's intents per row (at least 1)
+	Unsafe     protocol.Flaw    // run the cases on servers with this flaw, and no experiment
 	ServerPath string           // a prebuilt effectserver; empty builds cmd/effectserver
 	Protocol   *labrun.Protocol // nil runs with labrun.DefaultProtocol
 	Stdout     io.Writer
 	Stderr     io.Writer
 }
 
+// DefaultIntents is the retries experiment's intents per row unless told.
+var DefaultIntents = retries.Default.Intents
+
 // plan says what one invocation runs: the case suite unless -experiment
-// names one experiment, and every experiment unless -case or -experiment
-// narrows the run.
-func (o Options) plan() (suite bool, experiments []string) {
+// names one experiment, and every experiment unless -case, -unsafe-registry
+// or -experiment narrows the run.
+func (o Options) plan() (suite bool, run []Experiment) {
 	switch {
-	case o.Experiment == NoExperiment:
+	case o.Experiment == None:
 		return true, nil
 	case o.Experiment != "":
-		return false, []string{o.Experiment}
-	case o.Case != "", o.Unsafe != "":
+		return false, []Experiment{o.Experiment}
+	case o.Case != "", o.Unsafe != protocol.Sound:
 		return true, nil
 	default:
-		return true, Experiments
+		return true, Experiments()
 	}
 }
 
-// check refuses an unknown experiment or flaw and flags that exclude each
-// other, before anything is built or run.
+// check refuses an unknown experiment, a bad count and flags that exclude
+// each other, before anything is built or run.
 func (o Options) check() error {
-	if err := checkExperiment(o.Experiment); err != nil {
-		return err
+	if o.Experiment != "" {
+		if _, err := ParseExperiment(string(o.Experiment)); err != nil {
+			return &UsageError{fmt.Errorf("-experiment: %w", err)}
+		}
 	}
-	oneExperiment := o.Experiment != "" && o.Experiment != NoExperiment
+	if o.Intents < 1 {
+		return &UsageError{fmt.Errorf("-intents %d: want a positive count", o.Intents)}
+	}
+	if len(o.Stores) == 0 {
+		return &UsageError{errors.New("no store to run on")}
+	}
+	oneExperiment := o.Experiment != "" && o.Experiment != None
 	if oneExperiment && o.Case != "" {
 		return &UsageError{errors.New("-case and -experiment exclude each other: a run is either cases or one experiment")}
 	}
-	if o.Unsafe == "" {
+	if o.Unsafe == protocol.Sound {
 		return nil
 	}
-	if _, err := registry.ParseFlaw(o.Unsafe); err != nil {
+	if _, err := protocol.ParseFlaw(string(o.Unsafe)); err != nil {
 		return &UsageError{fmt.Errorf("-unsafe-registry: %w", err)}
 	}
 	if oneExperiment {
@@ -97,19 +109,23 @@ const parallel = 16
 // ErrAuditFailed means the evidence was written and the audit rejected it.
 var ErrAuditFailed = errors.New("audit failed")
 
-// ParseStores turns the -store flag into the stores to run.
-func ParseStores(flag string) ([]string, error) {
+// ParseStores turns the -store flag into the stores to run: one store's
+// name, or "all".
+func ParseStores(flag string) ([]protocol.Store, error) {
 	if flag == "all" {
-		return slices.Clone(labrun.Stores), nil
+		return slices.Clone(protocol.Stores), nil
 	}
-	if slices.Contains(labrun.Stores, flag) {
-		return []string{flag}, nil
+	s, err := protocol.ParseStore(flag)
+	if err != nil {
+		return nil, &UsageError{fmt.Errorf("%w, or all", err)}
 	}
-	return nil, &UsageError{fmt.Errorf("-store %q: want one of %s, all", flag, strings.Join(labrun.Stores, ", "))}
+	return []protocol.Store{s}, nil
 }
 
 // evidenceNames are the files the runner may write into the evidence folder.
-var evidenceNames = append([]string{"results.json", "run.json", "REPORT.md", evidence.ManifestName}, experimentFiles...)
+func evidenceNames() []string {
+	return append([]string{evidence.ResultsName, evidence.RunName, evidence.ReportName, evidence.ManifestName}, experimentFiles()...)
+}
 
 // Run runs the suite and returns nil when the audit passed, ErrAuditFailed
 // when it did not, a *UsageError for bad input, and any other error when the
@@ -118,7 +134,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	runSuite, experiments := o.plan()
+	runSuite, runExperiments := o.plan()
 	schemas, err := schemacheck.Load(filepath.Join(o.Root, "schema"))
 	if err != nil {
 		return &UsageError{fmt.Errorf("%w (run the runner from the idemlab checkout)", err)}
@@ -132,10 +148,9 @@ func Run(ctx context.Context, o Options) error {
 			return &UsageError{err}
 		}
 	}
-	if err := evidence.CheckTarget(o.Out, evidenceNames); err != nil {
+	if err := evidence.CheckTarget(o.Out, evidenceNames()); err != nil {
 		return &UsageError{err}
 	}
-
 	tmp, err := os.MkdirTemp("", "idemlab-runner-")
 	if err != nil {
 		return fmt.Errorf("make temp folder: %w", err)
@@ -156,35 +171,42 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return &UsageError{fmt.Errorf("-server: %w", err)}
 	}
-
 	cfg := labrun.Config{ServerPath: server, StateRoot: tmp, Protocol: labrun.DefaultProtocol, UnsafeRegistry: o.Unsafe}
 	if o.Protocol != nil {
 		cfg.Protocol = *o.Protocol
 	}
-	var g gitState
-	g.commit, g.dirty = evidence.GitState(o.Root)
+	git := evidence.GitState(o.Root)
+	in := evidence.ManifestInput{Root: o.Root, Git: git, Protocol: cfg.Protocol, ServerSHA: evidence.SHA256(serverBytes), Unsafe: o.Unsafe}
 	var files []evidence.File
 	if runSuite {
 		began := time.Now()
-		results, err := runAll(ctx, cfg, cases, o.Stores, o.Stdout)
+		grid, err := runAll(ctx, cfg, cases, o.Stores, o.Stdout)
 		if err != nil {
 			return err
 		}
 		wall := time.Since(began)
-		fmt.Fprintf(o.Stdout, "\n%s\n%d runs in %s\n", summary(cases, o.Stores, results), len(results), wall.Round(time.Millisecond))
-		if files, err = renderFiles(o, g, cases, results, wall, began); err != nil {
+		fmt.Fprintf(o.Stdout, "\n%s\n%d runs in %s\n", evidence.Summary(grid), len(grid.Runs()), wall.Round(time.Millisecond))
+		fs, err := evidence.RunFiles(grid, evidence.Timing{Began: began, Wall: wall, Parallel: parallel})
+		if err != nil {
 			return err
 		}
+		files = append(fs, evidence.File{Name: evidence.ReportName, Data: evidence.Report(grid, git.Commit, git.Dirty)})
+		for _, c := range cases {
+			in.Cases = append(in.Cases, c.Name)
+		}
+		in.Stores = o.Stores
 	}
-	for _, name := range experiments {
-		fs, err := runExperiment(ctx, name, o, server, tmp)
+	env := experimentEnv{server: server, stateRoot: tmp, seed: o.Seed, intents: o.Intents, out: o.Stdout}
+	for _, name := range runExperiments {
+		e, _ := lookupExperiment(name) // checked by plan
+		fs, err := e.run(ctx, env)
 		if err != nil {
 			return err
 		}
 		files = append(files, fs...)
+		in.Experiments = append(in.Experiments, string(name))
 	}
-
-	m, err := manifest(o, g, cases, experiments, cfg.Protocol, serverBytes)
+	m, err := evidence.NewManifest(in)
 	if err != nil {
 		return err
 	}
@@ -209,43 +231,39 @@ func selectCase(cases []caseplan.Case, name string) ([]caseplan.Case, error) {
 	return nil, fmt.Errorf("-case %q: no such case; cases are: %s", name, strings.Join(names, ", "))
 }
 
-// result is one finished (case, store) run and the runner's own verdict.
-type result struct {
-	c          caseplan.Case
-	store      string
-	obs        observation.Run
-	det        labrun.Detail
-	mismatches []string
-}
-
-// runAll runs every pair, at most a few at a time, each into its own slot so
-// the order of the evidence never depends on which finished first. A case that
-// fails its expectations is a verdict in its slot; only a broken lab is an
-// error, and it cancels the rest.
-func runAll(ctx context.Context, cfg labrun.Config, cases []caseplan.Case, stores []string, progress io.Writer) ([]result, error) {
-	results := make([]result, len(cases)*len(stores))
+// runAll runs every pair, at most a few at a time, each into its own cell
+// of the grid, so the order of the evidence never depends on which finished
+// first. Progress lines come in grid order too: a finished run is printed
+// once every run before it has been. A case that does not match its
+// expectations is a verdict in its cell; only a broken lab is an error,
+// and it cancels the rest.
+func runAll(ctx context.Context, cfg labrun.Config, cases []caseplan.Case, stores []protocol.Store, progress io.Writer) (*evidence.Grid, error) {
+	grid := evidence.NewGrid(cases, stores)
+	done := make([]bool, len(grid.Runs()))
+	next := 0 // the first cell not yet printed
+	var mu sync.Mutex
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallel)
-	var mu sync.Mutex
 	for i, c := range cases {
 		for j, store := range stores {
-			slot := i*len(stores) + j
 			g.Go(func() error {
-				x, ok := c.Expect[store]
 				obs, det, err := labrun.Run(ctx, cfg, c, store)
 				if err != nil {
 					return err
 				}
-				r := result{c: c, store: store, obs: obs, det: det}
-				if ok {
-					r.mismatches = x.Mismatches(obs)
+				r := evidence.Run{Case: c, Store: store, Obs: obs, Detail: det}
+				if x, ok := c.Expect[store]; ok {
+					r.Mismatches = x.Mismatches(obs)
 				} else {
-					r.mismatches = []string{"no expectation for this store in " + c.File}
+					r.Mismatches = []string{"no expectation for this store in " + c.File}
 				}
-				results[slot] = r
+				grid.Set(i, j, r)
 				mu.Lock()
 				defer mu.Unlock()
-				fmt.Fprintln(progress, progressLine(r))
+				done[i*len(stores)+j] = true
+				for ; next < len(done) && done[next]; next++ {
+					fmt.Fprintln(progress, evidence.ProgressLine(grid.Runs()[next]))
+				}
 				return nil
 			})
 		}
@@ -253,43 +271,7 @@ func runAll(ctx context.Context, cfg labrun.Config, cases []caseplan.Case, store
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	return results, nil
-}
-
-func progressLine(r result) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%-4s  %-22s %-8s counter=%-3d calls=%-3d %6.1fms", verdict(r), r.c.Name, r.store, r.obs.Counter, len(r.obs.Calls), ms(r.det.Wall))
-	for _, m := range r.mismatches {
-		fmt.Fprintf(&b, "\n        %s", m)
-	}
-	return b.String()
-}
-
-func verdict(r result) string {
-	if len(r.mismatches) == 0 {
-		return "pass"
-	}
-	return "FAIL"
-}
-
-// summary is the table printed after all runs: one row per case, one column
-// per store with the counter and the runner's verdict.
-func summary(cases []caseplan.Case, stores []string, results []result) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%-22s", "case")
-	for _, s := range stores {
-		fmt.Fprintf(&b, "  %-16s", s)
-	}
-	b.WriteString("\n")
-	for i, c := range cases {
-		fmt.Fprintf(&b, "%-22s", c.Name)
-		for j := range stores {
-			r := results[i*len(stores)+j]
-			fmt.Fprintf(&b, "  %-16s", fmt.Sprintf("%-3d %s", r.obs.Counter, verdict(r)))
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
+	return grid, nil
 }
 
 // goBuild builds pkg as a static binary without file-system paths in it:
@@ -314,7 +296,7 @@ func audit(ctx context.Context, o Options, bin string) error {
 		args = append(args, "-case", o.Case)
 	}
 	if len(o.Stores) == 1 {
-		args = append(args, "-store", o.Stores[0])
+		args = append(args, "-store", string(o.Stores[0]))
 	}
 	args = append(args, o.Out)
 	cmd := exec.CommandContext(ctx, bin, args...)
@@ -330,5 +312,3 @@ func audit(ctx context.Context, o Options, bin string) error {
 		return fmt.Errorf("run audit: %w", err)
 	}
 }
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"idemlab/internal/labrun"
+	"idemlab/internal/protocol"
 )
 
 // Ensure a server that never becomes ready breaks the lab (not the audit)
@@ -30,8 +32,8 @@ func TestNeverReadyServerLeavesNoProcess(t *testing.T) {
 	p.ReadyWithin = 300 * time.Millisecond
 	var out bytes.Buffer
 	err := Run(context.Background(), Options{
-		Root: "../..", Out: filepath.Join(dir, "evidence"), Stores: []string{"volatile"},
-		ServerPath: fake, Protocol: &p, Stdout: &out, Stderr: &out,
+		Root: "../..", Out: filepath.Join(dir, "evidence"), Stores: []protocol.Store{protocol.Volatile},
+		Intents: DefaultIntents, ServerPath: fake, Protocol: &p, Stdout: &out, Stderr: &out,
 	})
 	var usage *UsageError
 	if err == nil || errors.Is(err, ErrAuditFailed) || errors.As(err, &usage) {
@@ -59,7 +61,7 @@ func TestNeverReadyServerLeavesNoProcess(t *testing.T) {
 }
 
 func TestParseStores(t *testing.T) {
-	if got, err := ParseStores("all"); err != nil || strings.Join(got, ",") != strings.Join(labrun.Stores, ",") {
+	if got, err := ParseStores("all"); err != nil || !slices.Equal(got, protocol.Stores) {
 		t.Fatalf("ParseStores(all) = %v, %v", got, err)
 	}
 	if got, err := ParseStores("volatile"); err != nil || len(got) != 1 {

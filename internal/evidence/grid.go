@@ -1,0 +1,58 @@
+package evidence
+
+import (
+	"idemlab/internal/caseplan"
+	"idemlab/internal/labrun"
+	"idemlab/internal/observation"
+	"idemlab/internal/protocol"
+)
+
+// A Run is one finished (case, store) run and the runner's own check of it.
+type Run struct {
+	Case   caseplan.Case
+	Store  protocol.Store
+	Obs    observation.Run
+	Detail labrun.Detail
+	// Mismatches lists every difference from what the case file expects
+	// of this store; none means the run matches its case.
+	Mismatches []string
+}
+
+// Matches reports whether the run shows what its case expects. A case may
+// expect a duplicate (the lesson it shows), so matching is not the same as
+// the server doing the right thing.
+func (r Run) Matches() bool { return len(r.Mismatches) == 0 }
+
+// A Grid holds one Run per (case, store): cases in suite order, stores in
+// evidence order, the order every evidence file lists runs in.
+type Grid struct {
+	Cases  []caseplan.Case
+	Stores []protocol.Store
+	runs   []Run // row-major: case, then store
+}
+
+// NewGrid returns an empty grid for cases × stores.
+func NewGrid(cases []caseplan.Case, stores []protocol.Store) *Grid {
+	return &Grid{Cases: cases, Stores: stores, runs: make([]Run, len(cases)*len(stores))}
+}
+
+// Set stores the run of case i on store j. Distinct cells may be set
+// concurrently.
+func (g *Grid) Set(i, j int, r Run) { g.runs[i*len(g.Stores)+j] = r }
+
+// At returns the run of case i on store j.
+func (g *Grid) At(i, j int) Run { return g.runs[i*len(g.Stores)+j] }
+
+// Runs returns every run in evidence order.
+func (g *Grid) Runs() []Run { return g.runs }
+
+// Matching counts the runs that match their case.
+func (g *Grid) Matching() int {
+	n := 0
+	for _, r := range g.runs {
+		if r.Matches() {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,76 @@
+package evidence
+
+import (
+	"runtime"
+	"time"
+
+	"idemlab/internal/labrun"
+	"idemlab/internal/protocol"
+)
+
+// Names of the case suite's evidence files.
+const (
+	ResultsName = "results.json"
+	RunName     = "run.json"
+	ReportName  = "REPORT.md"
+)
+
+// GitCheckout is the checkout's commit and whether its sources were dirty,
+// read once when a run starts.
+type GitCheckout struct {
+	Commit string
+	Dirty  bool
+}
+
+// ManifestInput is what a manifest records besides the sources and files.
+type ManifestInput struct {
+	Root        string // the checkout, whose sources are hashed
+	Git         GitCheckout
+	Cases       []string
+	Stores      []protocol.Store // stores the cases ran on; none without cases
+	Experiments []string
+	Protocol    labrun.Protocol
+	ServerSHA   string // SHA-256 of the server binary
+	Unsafe      protocol.Flaw
+}
+
+// NewManifest hashes the sources of in.Root and returns the manifest of a
+// run; Write fills in the files.
+func NewManifest(in ManifestInput) (Manifest, error) {
+	sources, err := Sources(in.Root)
+	if err != nil {
+		return Manifest{}, err
+	}
+	sel := Selection{Cases: []string{}, Stores: []string{}, Experiments: []string{}}
+	sel.Cases = append(sel.Cases, in.Cases...)
+	sel.Experiments = append(sel.Experiments, in.Experiments...)
+	for _, s := range in.Stores {
+		sel.Stores = append(sel.Stores, string(s))
+	}
+	p := in.Protocol
+	return Manifest{
+		SchemaVersion: 1,
+		GeneratedUTC:  time.Now().UTC().Format("2006-01-02T15:04:05Z"),
+		SourceCommit:  in.Git.Commit,
+		SourceDirty:   in.Git.Dirty,
+		GoVersion:     runtime.Version(),
+		OSArch:        runtime.GOOS + "/" + runtime.GOARCH,
+		ServerSHA256:  in.ServerSHA,
+		Protocol: Protocol{
+			KeyHeader:       protocol.KeyHeader,
+			ReplayedHeader:  protocol.ReplayedHeader,
+			FaultHeader:     protocol.FaultHeader,
+			KeyPattern:      protocol.KeyPattern,
+			DefaultBody:     protocol.DefaultBody,
+			Capacity:        p.Capacity,
+			MaxBody:         p.MaxBody,
+			WaitMS:          p.Wait.Milliseconds(),
+			SlowMS:          protocol.SlowDelay.Milliseconds(),
+			CrashExitCode:   protocol.CrashExitCode,
+			ClientTimeoutMS: p.ClientTimeout.Milliseconds(),
+		},
+		Selection:      sel,
+		UnsafeRegistry: string(in.Unsafe),
+		Sources:        sources,
+	}, nil
+}

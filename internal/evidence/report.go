@@ -1,0 +1,133 @@
+package evidence
+
+import (
+	"fmt"
+	"strings"
+)
+
+// This file renders a grid for people: REPORT.md, and the table and
+// progress lines the runner prints. Both say what a cell means without the
+// README: the number is the effects applied (the counter the server left),
+// and the verdict says whether the run matches its case's expectation,
+// which may be a duplicate (the lesson a case shows), not whether the
+// server did right.
+
+// Verdict words.
+const (
+	Match    = "matches"
+	Mismatch = "MISMATCH"
+)
+
+// Verdict is the word for whether r matches its case's expectation.
+func Verdict(r Run) string {
+	if r.Matches() {
+		return Match
+	}
+	return Mismatch
+}
+
+// legend says what a cell of the tables means.
+const legend = `In each cell the number is the **effects applied**: the counter the server
+left, read from its state after every server of the run had exited, never
+from a reply. "matches" means the run showed exactly what its case file
+expects of that store, call by call; a case may expect a duplicate (2
+effects applied), which is the lesson it shows, not a pass of the server.
+"MISMATCH" means the run differs from its case file.
+`
+
+// Report is REPORT.md, the table a person reads. It holds only what the
+// audit can re-derive from the case files, results.json and the manifest:
+// no time, host or timing.
+func Report(g *Grid, commit string, dirty bool) []byte {
+	var b strings.Builder
+	state := "clean"
+	if dirty {
+		state = "dirty"
+	}
+	n := len(g.Runs())
+	fmt.Fprintf(&b, "# idemlab report\n\nSource commit `%s` (%s tree). %d runs (%d cases × %d stores): %d match their case's expectation, %d do not, by the runner's own check; `audit` re-checks every one from the bytes.\n\n",
+		commit, state, n, len(g.Cases), len(g.Stores), g.Matching(), n-g.Matching())
+	b.WriteString(legend)
+	b.WriteString("\n| case |")
+	for _, s := range g.Stores {
+		fmt.Fprintf(&b, " %s: effects applied, verdict |", s)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(g.Stores)) + "\n")
+	for i, c := range g.Cases {
+		fmt.Fprintf(&b, "| %s |", c.Name)
+		for j := range g.Stores {
+			r := g.At(i, j)
+			fmt.Fprintf(&b, " %d, %s |", r.Obs.Counter, Verdict(r))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n| case | store | expected | observed | verdict |\n|---|---|---|---|---|\n")
+	for _, r := range g.Runs() {
+		want := "(none)"
+		if x, ok := r.Case.Expect[r.Store]; ok {
+			want = fmt.Sprintf("%d effects applied, exits %v", x.Counter, x.ExitCodes)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d effects applied, exits %v | %s |\n", r.Case.Name, r.Store, want, r.Obs.Counter, r.Obs.ExitCodes, Verdict(r))
+	}
+	for i, c := range g.Cases {
+		fmt.Fprintf(&b, "\n## %s\n\n%s\n", c.Name, c.Summary)
+		for j, store := range g.Stores {
+			r := g.At(i, j)
+			fmt.Fprintf(&b, "\n### %s: %d effects applied, %s\n\n", store, r.Obs.Counter, Verdict(r))
+			for _, m := range r.Mismatches {
+				fmt.Fprintf(&b, "- %s\n", m)
+			}
+			if len(r.Mismatches) > 0 {
+				b.WriteString("\n")
+			}
+			b.WriteString("| call | step | key | fault | outcome | status | body | replayed |\n|---|---|---|---|---|---|---|---|\n")
+			for k, call := range r.Obs.Calls {
+				fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s |\n", k, call.Step, cell(call.Key), cell(call.Fault), call.Outcome, cell(call.Status), cell(call.Body), cell(call.Replayed))
+			}
+		}
+	}
+	return []byte(b.String())
+}
+
+// cell renders an optional value for a Markdown table cell.
+func cell[T any](p *T) string {
+	if p == nil {
+		return "—"
+	}
+	s := fmt.Sprint(*p)
+	if _, ok := any(*p).(string); ok {
+		s = "`" + strings.NewReplacer("\n", `\n`, "|", `\|`, "`", "'").Replace(s) + "`"
+	}
+	return s
+}
+
+// Summary is the table the runner prints after all runs: one row per case,
+// one column per store with the effects applied and the verdict.
+func Summary(g *Grid) string {
+	var b strings.Builder
+	b.WriteString("effects applied per (case, store), and whether the run matches its case's\nexpectation (a case may expect a duplicate: that is its lesson, not a pass)\n\n")
+	fmt.Fprintf(&b, "%-22s", "case")
+	for _, s := range g.Stores {
+		fmt.Fprintf(&b, "  %-20s", s)
+	}
+	b.WriteString("\n")
+	for i, c := range g.Cases {
+		fmt.Fprintf(&b, "%-22s", c.Name)
+		for j := range g.Stores {
+			r := g.At(i, j)
+			fmt.Fprintf(&b, "  %-20s", fmt.Sprintf("%3d  %s", r.Obs.Counter, Verdict(r)))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// ProgressLine is the line the runner prints when a run has finished.
+func ProgressLine(r Run) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-8s  %-22s %-8s effects applied=%-3d calls=%-3d %6.1fms", Verdict(r), r.Case.Name, r.Store, r.Obs.Counter, len(r.Obs.Calls), ms(r.Detail.Wall))
+	for _, m := range r.Mismatches {
+		fmt.Fprintf(&b, "\n          %s", m)
+	}
+	return b.String()
+}

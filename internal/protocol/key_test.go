@@ -1,0 +1,104 @@
+package protocol
+
+import (
+	"errors"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var tokenPattern = regexp.MustCompile("^" + KeyPattern + "$")
+
+var parseTests = []struct {
+	in   string
+	want string
+	err  error
+}{
+	{in: "abc-1", want: "abc-1"},
+	{in: `"abc-1"`, want: "abc-1"},
+	{in: "a", want: "a"},
+	{in: "A_b-9", want: "A_b-9"},
+	{in: strings.Repeat("k", 64), want: strings.Repeat("k", 64)},
+	{in: `"` + strings.Repeat("k", 64) + `"`, want: strings.Repeat("k", 64)},
+	{in: "", err: ErrKeyEmpty},
+	{in: `""`, err: ErrKeyEmpty},
+	{in: strings.Repeat("k", 65), err: ErrKeyTooLong},
+	{in: `"` + strings.Repeat("k", 65) + `"`, err: ErrKeyTooLong},
+	{in: "bad key", err: ErrKeyBadChar},
+	{in: " abc", err: ErrKeyBadChar},
+	{in: "abc\t", err: ErrKeyBadChar},
+	{in: "a.b", err: ErrKeyBadChar},
+	{in: "a,b", err: ErrKeyBadChar},
+	{in: "a;b=1", err: ErrKeyBadChar},
+	{in: "ключ", err: ErrKeyBadChar},
+	{in: `"abc`, err: ErrKeyQuote},
+	{in: `abc"`, err: ErrKeyQuote},
+	{in: `"`, err: ErrKeyQuote},
+	{in: `"a"b"`, err: ErrKeyQuote},
+	{in: `"abc";p=1`, err: ErrKeyQuote},
+	{in: `"a\"b"`, err: ErrKeyQuote},
+	{in: `"a\\b"`, err: ErrKeyBadChar},
+}
+
+// Ensure Parse accepts exactly the bare and quoted token spellings.
+func TestParseKey(t *testing.T) {
+	for _, tt := range parseTests {
+		got, err := ParseKey(tt.in)
+		if !errors.Is(err, tt.err) {
+			t.Errorf("ParseKey(%q) error = %v, want %v", tt.in, err, tt.err)
+			continue
+		}
+		if got != tt.want {
+			t.Errorf("ParseKey(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// Ensure FromHeader treats an absent header as no key and several lines as an error.
+func TestKeyFromHeader(t *testing.T) {
+	tests := []struct {
+		name string
+		h    http.Header
+		want string
+		err  error
+	}{
+		{name: "absent", h: http.Header{}},
+		{name: "bare", h: http.Header{"Idempotency-Key": {"k1"}}, want: "k1"},
+		{name: "quoted", h: http.Header{"Idempotency-Key": {`"k1"`}}, want: "k1"},
+		{name: "empty", h: http.Header{"Idempotency-Key": {""}}, err: ErrKeyEmpty},
+		{name: "two lines", h: http.Header{"Idempotency-Key": {"k1", "k1"}}, err: ErrKeyMultiple},
+	}
+	for _, tt := range tests {
+		got, err := KeyFromHeader(tt.h)
+		if !errors.Is(err, tt.err) {
+			t.Errorf("%s: FromHeader error = %v, want %v", tt.name, err, tt.err)
+			continue
+		}
+		if got != tt.want {
+			t.Errorf("%s: FromHeader = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// Ensure every accepted key is a token, and quoting it names the same key.
+func FuzzParseKey(f *testing.F) {
+	for _, tt := range parseTests {
+		f.Add(tt.in)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		key, err := ParseKey(in)
+		if err != nil {
+			return
+		}
+		if !tokenPattern.MatchString(key) {
+			t.Fatalf("ParseKey(%q) = %q, which is not a token", in, key)
+		}
+		if got, err := ParseKey(`"` + key + `"`); err != nil || got != key {
+			t.Fatalf("ParseKey(%q) = %q, %v, want %q, nil", `"`+key+`"`, got, err, key)
+		}
+		if got, err := ParseKey(key); err != nil || got != key {
+			t.Fatalf("ParseKey(%q) = %q, %v, want %q, nil", key, got, err, key)
+		}
+	})
+}

@@ -1,0 +1,41 @@
+package protocol
+
+import (
+	"strings"
+	"testing"
+)
+
+// Ensure every typed name parses back to itself, and an unknown name is
+// refused with an error that names it and lists every valid name.
+func TestParseNames(t *testing.T) {
+	type parser struct {
+		what  string
+		names []string
+		parse func(string) (string, error)
+	}
+	strs := func(vs ...string) []string { return vs }
+	tests := []parser{
+		{"store", strs("volatile", "durable"), func(s string) (string, error) { v, err := ParseStore(s); return string(v), err }},
+		{"outcome", strs("reply", "no_reply", "timeout", "refused"), func(s string) (string, error) { v, err := ParseOutcome(s); return string(v), err }},
+		{"fault", strs("delay", "slow", "crash-before-effect", "crash-after-effect", "crash-after-record", "drop-reply"), func(s string) (string, error) { v, err := ParseFault(s); return string(v), err }},
+		{"unsafe registry", strs("record-after-effect", "no-fingerprint", "evict-oldest", "forget-on-lost-reply"), func(s string) (string, error) { v, err := ParseFlaw(s); return string(v), err }},
+	}
+	for _, tt := range tests {
+		for _, name := range tt.names {
+			if got, err := tt.parse(name); err != nil || got != name {
+				t.Errorf("parse %s %q = %q, %v; want itself", tt.what, name, got, err)
+			}
+		}
+		for _, bad := range []string{"", "nosuch", strings.ToUpper(tt.names[0])} {
+			_, err := tt.parse(bad)
+			if err == nil {
+				t.Errorf("parse %s %q succeeded, want an error", tt.what, bad)
+				continue
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, "unknown "+tt.what+` "`+bad+`"`) || !strings.Contains(msg, strings.Join(tt.names, ", ")) {
+				t.Errorf("parse %s %q error = %q, want it to name the input and list %v", tt.what, bad, msg, tt.names)
+			}
+		}
+	}
+}
