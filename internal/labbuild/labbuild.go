@@ -1,0 +1,349 @@
+// Package labbuild builds the lab's own programs (the effect server and the
+// audit) from the checkout with one pinned recipe, and keeps each binary in a
+// cache keyed by everything that can change it, so that a second run with
+// unchanged sources runs no build and links nothing.
+//
+// # Why the recipe is pinned
+//
+// The manifest records the server's SHA-256, and the audit can rebuild the
+// server and compare. That hash must depend only on the sources and the
+// toolchain, never on the machine or the user's Go settings, so the build
+// fixes every setting through which the environment could reach the binary:
+//
+//   - -trimpath leaves the checkout's file-system path out of the binary;
+//   - -buildvcs=false leaves the git state (commit, time, dirty flag) out;
+//   - CGO_ENABLED=0 makes a static binary that no C toolchain touched;
+//   - GOWORK=off ignores any go.work, which could swap a dependency;
+//   - GOFLAGS=-mod=readonly replaces the user's GOFLAGS entirely.
+//
+// GOFLAGS cannot simply be empty: the go command treats an empty variable
+// as unset and then reads GOFLAGS from the go env file, so after
+// `go env -w GOFLAGS=-tags=foo` a build with GOFLAGS= still gets the tag
+// (tried with go1.26.8). Any non-empty value wins over the file.
+// -mod=readonly is what the go command does anyway when the module has no
+// vendor folder; it also keeps a vendor folder out of the build and refuses
+// to edit go.mod. The pinned variables are appended after the caller's
+// environment, and exec.Cmd uses the last value of a duplicated key.
+//
+// Settings that the go env file may still supply (GOPROXY, GOMODCACHE,
+// GOCACHE and the like) choose where modules and compiled packages come
+// from, not what is built: go.sum pins the modules' content.
+//
+// # The cache
+//
+// A binary lives at CacheDir/KEY/NAME, with NAME.sha256 beside it. KEY is a
+// hash of: the go command's version, GOOS, GOARCH and the other go env
+// settings that change code generation (GOAMD64, GOEXPERIMENT, GOFIPS140 …),
+// the package, the flags and the pinned environment, go.mod and go.sum, and
+// every file the go command could compile into the target from this module:
+// the non-test .go, .s, .h and .syso files of the target's package and of
+// every package of the module it imports, directly or not (found by parsing
+// import clauses, without running the go command), and every file below a
+// package that uses //go:embed. A replace directive that points at a local
+// folder adds every such file of that folder. Editing the runner therefore
+// does not rebuild the server, and editing a test file rebuilds nothing.
+// KEY/inputs.txt lists what went into the key, to answer "why did it
+// rebuild?" with a diff.
+//
+// A hit checks the stored SHA-256 against the binary and rebuilds on a
+// mismatch, so a damaged or tampered entry is replaced rather than run.
+// Builds write into a temporary folder beside the entry and rename the
+// binary into place, so a concurrent runner sees either no binary or a whole
+// one. Entries unused for more than five days are removed after a build.
+//
+// # Talking
+//
+// Before a real build, Build writes one line to Options.Log saying what it
+// builds, with Options.FirstNote when the cache has never held this program
+// (the first build of the effect server compiles SQLite and takes about a
+// minute); after it, one line with the time taken. A cache hit prints
+// nothing: it takes milliseconds and the caller's own output follows.
+package labbuild
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Flags are the pinned flags of every lab build, placed between "go build"
+// and "-o OUT PKG".
+var Flags = []string{"-trimpath", "-buildvcs=false"}
+
+// Env is the pinned environment of every lab build, appended after the
+// caller's environment so that it wins. See the package comment for why
+// GOFLAGS is not empty.
+var Env = []string{"CGO_ENABLED=0", "GOFLAGS=-mod=readonly", "GOWORK=off"}
+
+// Recipe says how a lab binary was made. The runner writes it into the
+// manifest, where the audit can repeat the build.
+type Recipe struct {
+	Package  string   `json:"package"`  // as given to go build, e.g. "./cmd/effectserver"
+	Flags    []string `json:"flags"`    // Flags, or empty when prebuilt
+	Env      []string `json:"env"`      // Env, or empty when prebuilt
+	Prebuilt bool     `json:"prebuilt"` // the binary was supplied, not built here
+}
+
+// RecipeFor returns the recipe Build uses for pkg.
+func RecipeFor(pkg string) Recipe {
+	return Recipe{Package: pkg, Flags: clone(Flags), Env: clone(Env)}
+}
+
+// Prebuilt returns the recipe of a binary supplied by the user in place of
+// pkg: how it was built is unknown, so flags and env are empty.
+func Prebuilt(pkg string) Recipe {
+	return Recipe{Package: pkg, Flags: []string{}, Env: []string{}, Prebuilt: true}
+}
+
+// Options say what to build and where.
+type Options struct {
+	// Root is the module's folder (the one holding go.mod).
+	Root string
+	// Package is the package to build: a path relative to Root such as
+	// "./cmd/effectserver", or an import path inside the module.
+	Package string
+	// CacheDir holds the built binaries. Empty means
+	// os.UserCacheDir()/idemlab/bin.
+	CacheDir string
+	// Go is the go command. Empty means "go", looked up in PATH.
+	Go string
+	// Env is the environment the pinned Env is appended to. Nil means
+	// os.Environ().
+	Env []string
+	// Log receives the progress lines. Nil discards them.
+	Log io.Writer
+	// FirstNote, if set, is added to the progress line when the cache has
+	// never built this program, e.g. "compiles SQLite, about a minute".
+	// The cache, not the go command's build cache, decides: after other
+	// builds have compiled SQLite, the first build here still says so, and
+	// takes a second.
+	FirstNote string
+}
+
+// Binary is a built (or cached) program.
+type Binary struct {
+	Path   string   // the executable, inside the cache
+	SHA256 string   // hex SHA-256 of the file at Path, checked by Build
+	Recipe Recipe   // how it was built
+	GoEnv  []string // the go command's settings in the key, "NAME=value", sorted
+	Built  bool     // this call ran go build (false: a cache hit)
+}
+
+// keepUnused is how long an entry may go unused before a build removes it.
+const keepUnused = 5 * 24 * time.Hour
+
+// Build returns the binary of o.Package built from o.Root with the pinned
+// recipe, from the cache when an entry with the same key is intact, else by
+// running go build. Errors start with "build PKG: "; a failed build's error
+// includes the go command's output.
+func Build(ctx context.Context, o Options) (Binary, error) {
+	b, err := build(ctx, o)
+	if err != nil {
+		return Binary{}, fmt.Errorf("build %s: %w", o.Package, err)
+	}
+	return b, nil
+}
+
+func build(ctx context.Context, o Options) (Binary, error) {
+	if o.Go == "" {
+		o.Go = "go"
+	}
+	if o.Env == nil {
+		o.Env = os.Environ()
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.CacheDir == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			return Binary{}, err
+		}
+		o.CacheDir = filepath.Join(dir, "idemlab", "bin")
+	}
+	env := append(clone(o.Env), Env...)
+
+	goenv, err := goEnv(ctx, o.Go, o.Root, env)
+	if err != nil {
+		return Binary{}, err
+	}
+	inputs, err := keyInputs(o.Root, o.Package, goenv)
+	if err != nil {
+		return Binary{}, err
+	}
+	name, err := progName(o.Root, o.Package)
+	if err != nil {
+		return Binary{}, err
+	}
+	name += goenv["GOEXE"]
+	dir := filepath.Join(o.CacheDir, hashString(inputs)[:32])
+	bin := filepath.Join(dir, name)
+	b := Binary{Path: bin, Recipe: RecipeFor(o.Package), GoEnv: goEnvList(goenv)}
+
+	if sum, ok := intact(bin); ok {
+		now := time.Now()
+		os.Chtimes(dir, now, now) // mark the entry used; a read-only cache still works
+		b.SHA256 = sum
+		return b, nil
+	}
+
+	shown := strings.TrimPrefix(o.Package, "./")
+	note := ""
+	if o.FirstNote != "" && !everBuilt(o.CacheDir, name) {
+		note = " (first build: " + o.FirstNote + ")"
+	}
+	fmt.Fprintf(o.Log, "building %s%s ...\n", shown, note)
+	began := time.Now()
+	if b.SHA256, err = goBuild(ctx, o, env, dir, name, inputs); err != nil {
+		return Binary{}, err
+	}
+	fmt.Fprintf(o.Log, "built %s in %.1fs\n", shown, time.Since(began).Seconds())
+	b.Built = true
+	trim(o.CacheDir, dir, time.Now().Add(-keepUnused))
+	return b, nil
+}
+
+// goBuild runs go build into a temporary folder inside dir and renames the
+// binary, its SHA-256 file and the key's inputs into place. It returns the
+// binary's SHA-256.
+func goBuild(ctx context.Context, o Options, env []string, dir, name, inputs string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(dir, ".build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+
+	out := filepath.Join(tmp, name)
+	args := append(append([]string{"build"}, Flags...), "-o", out, o.Package)
+	cmd := exec.CommandContext(ctx, o.Go, args...)
+	cmd.Dir = o.Root
+	cmd.Env = env
+	msg, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%w\n%s", err, strings.TrimRight(string(msg), "\n"))
+	}
+	o.Log.Write(msg) // "go: downloading …" and the like; usually nothing
+
+	sum, err := hashFile(out)
+	if err != nil {
+		return "", err
+	}
+	files := []struct{ name, data string }{
+		{name + ".sha256", sum + "\n"},
+		{"inputs.txt", inputs},
+	}
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(tmp, f.name), []byte(f.data), 0o644); err != nil {
+			return "", err
+		}
+	}
+	// The binary first: a reader that sees the new binary with the old
+	// .sha256 file finds a mismatch and builds again, never trusts it.
+	for _, n := range []string{name, name + ".sha256", "inputs.txt"} {
+		if err := os.Rename(filepath.Join(tmp, n), filepath.Join(dir, n)); err != nil {
+			return "", err
+		}
+	}
+	return sum, nil
+}
+
+// intact reports whether bin exists, is executable and matches the SHA-256
+// stored beside it, and returns that SHA-256.
+func intact(bin string) (string, bool) {
+	want, err := os.ReadFile(bin + ".sha256")
+	if err != nil {
+		return "", false
+	}
+	fi, err := os.Stat(bin)
+	if err != nil || !fi.Mode().IsRegular() || (runtime.GOOS != "windows" && fi.Mode().Perm()&0o111 == 0) {
+		return "", false
+	}
+	got, err := hashFile(bin)
+	if err != nil || got != strings.TrimSpace(string(want)) {
+		return "", false
+	}
+	return got, true
+}
+
+// everBuilt reports whether any entry of the cache holds a program called
+// name, whatever its key.
+func everBuilt(cacheDir, name string) bool {
+	m, _ := filepath.Glob(filepath.Join(cacheDir, "*", name))
+	return len(m) > 0
+}
+
+// trim removes the cache's entries last used before cutoff, except keep.
+// Errors are ignored: trimming is housekeeping, and a binary that another
+// process is running survives its removal on Unix.
+func trim(cacheDir, keep string, cutoff time.Time) {
+	entries, err := os.ReadDir(cacheDir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		p := filepath.Join(cacheDir, e.Name())
+		fi, err := e.Info()
+		if err != nil || !e.IsDir() || p == keep || !fi.ModTime().Before(cutoff) {
+			continue
+		}
+		os.RemoveAll(p)
+	}
+}
+
+// progName is the name go build gives the program in pkg: the last element
+// of its folder.
+func progName(root, pkg string) (string, error) {
+	dir, err := pkgDir(root, pkg)
+	if err != nil {
+		return "", err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	name := filepath.Base(abs)
+	if name == "" || name == "." || name == string(filepath.Separator) {
+		return "", fmt.Errorf("no program name in %q", pkg)
+	}
+	return name, nil
+}
+
+// pkgDir is the folder of pkg, a path relative to root ("./cmd/x") or an
+// import path inside root's module.
+func pkgDir(root, pkg string) (string, error) {
+	if pkg == "." || strings.HasPrefix(pkg, "./") || strings.HasPrefix(pkg, "../") {
+		return filepath.Join(root, filepath.FromSlash(pkg)), nil
+	}
+	mod, err := readGoMod(root)
+	if err != nil {
+		return "", err
+	}
+	if rel, ok := inModule(pkg, mod.path); ok {
+		return filepath.Join(root, filepath.FromSlash(rel)), nil
+	}
+	return "", fmt.Errorf("%s is not a package of module %s", pkg, mod.path)
+}
+
+// inModule reports whether importPath belongs to module modPath, and its
+// path inside the module.
+func inModule(importPath, modPath string) (string, bool) {
+	if importPath == modPath {
+		return ".", true
+	}
+	if rel, ok := strings.CutPrefix(importPath, modPath+"/"); ok {
+		return path.Clean(rel), true
+	}
+	return "", false
+}
+
+func clone(s []string) []string { return append([]string(nil), s...) }
