@@ -4,7 +4,7 @@
 //
 // Handling one POST /effect, in order: path (404), method (405),
 // X-Lab-Fault (400), Idempotency-Key (400), body size (413), then the claim
-// of the key in a registry.Registry (422 other body, 409 owner still in
+// of the key in a registry.Table (422 other body, 409 owner still in
 // flight after the wait, 429 registry full; a recorded result replays),
 // then, for the owner or an unkeyed request, the fault hooks and the effect
 // through a Store. A store shared with other processes (durable) answers
@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"time"
 
+	"idemlab/internal/mutant"
 	"idemlab/internal/protocol"
 	"idemlab/internal/registry"
 	"idemlab/internal/statedir"
@@ -76,7 +77,7 @@ type Server struct {
 	cfg      Config
 	listen   string // cfg.Addr with localhost resolved to 127.0.0.1
 	store    store.Store
-	registry *registry.Registry
+	registry registry.Table
 	log      *slog.Logger
 	exit     func(int)
 
@@ -96,7 +97,11 @@ func New(cfg Config, stderr io.Writer) (*Server, error) {
 	if err != nil {
 		return nil, &StartError{err}
 	}
-	reg := registry.NewUnsafe(cfg.Capacity, cfg.UnsafeRegistry)
+	reg, err := mutant.New(cfg.UnsafeRegistry, cfg.Capacity) // the sound registry unless told
+	if err != nil {
+		st.Close()
+		return nil, &StartError{err}
+	}
 	if cfg.UnsafeRegistry != protocol.Sound {
 		fmt.Fprintf(stderr, "WARNING: UNSAFE REGISTRY %q: this server has a deliberate idempotency bug, for the lab's mutation runs only\n", cfg.UnsafeRegistry)
 	}

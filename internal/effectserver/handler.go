@@ -110,7 +110,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 	}
 	in := store.Intent{Key: key, Fingerprint: store.FingerprintOf(body)}
 
-	var ticket *registry.Ticket
+	var ticket registry.Ticket
 	if key != "" {
 		t, value, err := s.registry.Acquire(r.Context(), key, in.Fingerprint, s.cfg.Wait)
 		if status, body, ok := refusal(err); ok {
@@ -167,7 +167,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 
 // admit runs an admitted request: the owner of its key (ticket != nil) or
 // an unkeyed one. Faults fire only here.
-func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, fault labfault.Fault, ticket *registry.Ticket) {
+func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, fault labfault.Fault, ticket registry.Ticket) {
 	if s.admitted != nil {
 		s.admitted(in.Key)
 	}
@@ -220,7 +220,7 @@ func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, faul
 		x.outcome = "dropped"
 		drop(w)
 		if ticket != nil {
-			ticket.ReplyLost() // a sound registry keeps the record for the retry
+			ticket.ReplyLost() // a sound registry keeps the record for the retry; a mutant may not
 		}
 		return
 	}

@@ -16,6 +16,7 @@ import (
 
 	"idemlab/internal/durablestore"
 	"idemlab/internal/protocol"
+	"idemlab/internal/registry"
 	"idemlab/internal/statedir"
 )
 
@@ -362,7 +363,7 @@ func TestDuplicatesShareInFlightResult(t *testing.T) {
 			var waiting atomic.Int32
 			all := make(chan struct{})
 			const n = 5
-			f.srv.registry.SetOnWaitForTest(func(string) {
+			f.srv.registry.(*registry.Registry).SetOnWaitForTest(func(string) {
 				if waiting.Add(1) == n {
 					close(all)
 				}

@@ -12,6 +12,10 @@
 // The volatile store keeps results only here; a durable store also loads the
 // results it kept into a Registry with Restore, so the claim and wait logic
 // is the same for both.
+//
+// The server holds its registry as a Table. This package is only the sound
+// algorithm: the classic bugs the lab builds in on purpose (package mutant)
+// wrap a Registry from outside and are never consulted here.
 package registry
 
 import (
@@ -20,21 +24,43 @@ import (
 	"sync"
 	"time"
 
-	"idemlab/internal/protocol"
 	"idemlab/internal/store"
 )
 
 // ErrExists is returned by Restore for a key already held.
 var ErrExists = errors.New("key already recorded")
 
-// A Registry is a bounded table of keys. Its methods are safe for concurrent use.
+// A Table is what the server needs of a key registry: Registry, or a
+// deliberately broken one wrapped around it (package mutant).
+type Table interface {
+	// Acquire claims key (see Registry.Acquire).
+	Acquire(ctx context.Context, key string, fp store.Fingerprint, wait time.Duration) (t Ticket, value int64, err error)
+	// Restore records a result kept by a store (see Registry.Restore).
+	Restore(key string, fp store.Fingerprint, value int64) error
+	// Len returns the number of keys held.
+	Len() int
+}
+
+// A Ticket is the ownership of one in-flight key.
+type Ticket interface {
+	// Key returns the key this ticket owns.
+	Key() string
+	// Complete records value as the key's result and wakes its waiters.
+	Complete(value int64)
+	// Release gives the key up without a result (the effect failed).
+	Release()
+	// ReplyLost says the owner's reply could not be delivered; the record
+	// stays, so the client's retry replays it.
+	ReplyLost()
+}
+
+// A Registry is a bounded table of keys, the sound one. Its methods are
+// safe for concurrent use.
 type Registry struct {
 	capacity int
-	flaw     protocol.Flaw // protocol.Sound except in the lab's mutation runs (NewUnsafe)
 
 	mu      sync.Mutex
 	records map[string]*record
-	nextSeq uint64 // insertion order, for EvictOldest
 
 	// onWait, when set by a test, is called (outside the lock) each time a
 	// request starts waiting for an owner. Guarded by mu.
@@ -48,7 +74,6 @@ type record struct {
 	done  chan struct{}
 	final bool
 	value int64
-	seq   uint64 // when the key was inserted
 }
 
 // New returns an empty Registry holding at most capacity keys.
@@ -77,9 +102,20 @@ func (r *Registry) Restore(key string, fp store.Fingerprint, value int64) error 
 	}
 	done := make(chan struct{})
 	close(done)
-	r.nextSeq++
-	r.records[key] = &record{fp: fp, done: done, final: true, value: value, seq: r.nextSeq}
+	r.records[key] = &record{fp: fp, done: done, final: true, value: value}
 	return nil
+}
+
+// Forget removes key's recorded result and reports whether there was one.
+// A key still in flight is not touched.
+func (r *Registry) Forget(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rec, ok := r.records[key]; ok && rec.final {
+		delete(r.records, key)
+		return true
+	}
+	return false
 }
 
 // Acquire claims key for a request whose content has fingerprint fp.
@@ -95,25 +131,22 @@ func (r *Registry) Restore(key string, fp store.Fingerprint, value int64) error 
 //
 // A waiter whose owner releases the key tries to claim it again, within the
 // same wait budget. Waiting never removes the record or runs the effect.
-func (r *Registry) Acquire(ctx context.Context, key string, fp store.Fingerprint, wait time.Duration) (t *Ticket, value int64, err error) {
+func (r *Registry) Acquire(ctx context.Context, key string, fp store.Fingerprint, wait time.Duration) (t Ticket, value int64, err error) {
 	var timeout <-chan time.Time
 	for {
 		r.mu.Lock()
 		rec, ok := r.records[key]
 		switch {
 		case !ok:
-			if len(r.records) >= r.capacity && !(r.flaw == protocol.FlawEvictOldest && r.evictOldestLocked()) {
+			if len(r.records) >= r.capacity {
 				r.mu.Unlock()
 				return nil, 0, store.ErrFull
 			}
-			r.nextSeq++
-			rec = &record{fp: fp, done: make(chan struct{}), seq: r.nextSeq}
-			if r.flaw != protocol.FlawRecordAfterEffect { // the flaw: no in-flight record for duplicates to find
-				r.records[key] = rec
-			}
+			rec = &record{fp: fp, done: make(chan struct{})}
+			r.records[key] = rec
 			r.mu.Unlock()
-			return &Ticket{r: r, key: key, rec: rec}, 0, nil
-		case rec.fp != fp && r.flaw != protocol.FlawNoFingerprint:
+			return &ticket{r: r, key: key, rec: rec}, 0, nil
+		case rec.fp != fp:
 			r.mu.Unlock()
 			return nil, 0, store.ErrConflict
 		case rec.final:
@@ -143,8 +176,8 @@ func (r *Registry) Acquire(ctx context.Context, key string, fp store.Fingerprint
 	}
 }
 
-// A Ticket is the ownership of one in-flight key.
-type Ticket struct {
+// ticket is the sound registry's Ticket.
+type ticket struct {
 	r       *Registry
 	key     string
 	rec     *record
@@ -152,11 +185,11 @@ type Ticket struct {
 }
 
 // Key returns the key this ticket owns.
-func (t *Ticket) Key() string { return t.key }
+func (t *ticket) Key() string { return t.key }
 
 // Complete records value as the key's final result and wakes its waiters,
 // who replay it. Calls after the first Complete or Release do nothing.
-func (t *Ticket) Complete(value int64) {
+func (t *ticket) Complete(value int64) {
 	t.r.mu.Lock()
 	defer t.r.mu.Unlock()
 	if t.settled {
@@ -166,17 +199,16 @@ func (t *Ticket) Complete(value int64) {
 	t.rec.value = value
 	t.rec.final = true
 	close(t.rec.done)
-	if t.r.flaw == protocol.FlawRecordAfterEffect {
-		if _, held := t.r.records[t.key]; !held {
-			t.r.records[t.key] = t.rec // recorded only now, after the effect
-		}
-	}
 }
+
+// ReplyLost does nothing: the record stays, and the client's retry
+// replays it.
+func (t *ticket) ReplyLost() {}
 
 // Release gives the key up without a result (the effect failed): the record
 // is removed and its waiters try to claim the key again. Calls after the
 // first Complete or Release do nothing, so Release can be deferred.
-func (t *Ticket) Release() {
+func (t *ticket) Release() {
 	t.r.mu.Lock()
 	defer t.r.mu.Unlock()
 	if t.settled {

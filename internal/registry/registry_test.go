@@ -18,7 +18,7 @@ var (
 
 const long = time.Minute // a wait no test expects to run out
 
-func acquire(t *testing.T, r *Registry, key string, fp store.Fingerprint) *Ticket {
+func acquire(t *testing.T, r *Registry, key string, fp store.Fingerprint) Ticket {
 	t.Helper()
 	tk, _, err := r.Acquire(context.Background(), key, fp, long)
 	if err != nil || tk == nil {
@@ -116,7 +116,7 @@ func TestWaitersShareResult(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var got *Ticket
+			var got Ticket
 			got, results[i], errs[i] = r.Acquire(context.Background(), "k", fpA, long)
 			if got != nil {
 				errs[i] = errors.New("became owner")
@@ -141,7 +141,7 @@ func TestReleaseLetsWaiterClaim(t *testing.T) {
 	var once sync.Once
 	r.onWait = func(string) { once.Do(func() { close(waiting) }) }
 	type result struct {
-		t   *Ticket
+		t   Ticket
 		err error
 	}
 	res := make(chan result, 1)
@@ -210,5 +210,26 @@ func TestClaimIsAtomic(t *testing.T) {
 		if v != 42 {
 			t.Fatalf("claim %d got %d, want 42", i, v)
 		}
+	}
+}
+
+// Ensure Forget removes a recorded key (a later Acquire owns it again) but
+// never a key still in flight.
+func TestForget(t *testing.T) {
+	r := New(2)
+	done := acquire(t, r, "done", fpA)
+	done.Complete(1)
+	acquire(t, r, "flying", fpA)
+	if !r.Forget("done") || r.Forget("done") {
+		t.Fatal("Forget(recorded) = false, or a second Forget = true")
+	}
+	if r.Forget("flying") || r.Forget("never") {
+		t.Fatal("Forget of an in-flight or unknown key = true")
+	}
+	if got := r.Len(); got != 1 {
+		t.Fatalf("Len() = %d after Forget, want 1", got)
+	}
+	if tk, _, err := r.Acquire(context.Background(), "done", fpB, time.Millisecond); err != nil || tk == nil {
+		t.Fatalf("Acquire(forgotten key) = %v, %v, want a new owner", tk, err)
 	}
 }
