@@ -3,7 +3,6 @@ package suite
 import (
 	"context"
 	"io"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,15 +18,15 @@ import (
 //	go test -run XXX -bench Suite -benchtime 1x -count 5 ./internal/suite
 func BenchmarkSuite(b *testing.B) {
 	dir := b.TempDir()
-	server := filepath.Join(dir, "effectserver")
-	if err := goBuild(context.Background(), "../..", server, "./cmd/effectserver"); err != nil {
+	server, err := build(context.Background(), Options{Root: "../.."}, "./cmd/effectserver", "")
+	if err != nil {
 		b.Fatal(err)
 	}
 	cases, err := caseplan.LoadDir("../../cases", mustSchemas(b))
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := labrun.Config{ServerPath: server, StateRoot: dir, Protocol: labrun.DefaultProtocol}
+	cfg := labrun.Config{ServerPath: server.Path, StateRoot: dir, Protocol: labrun.DefaultProtocol}
 	for _, stores := range append(singles(protocol.Stores), protocol.Stores) {
 		b.Run(name(stores), func(b *testing.B) {
 			for b.Loop() {

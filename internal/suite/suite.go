@@ -21,6 +21,7 @@ import (
 
 	"idemlab/internal/caseplan"
 	"idemlab/internal/evidence"
+	"idemlab/internal/labbuild"
 	"idemlab/internal/labrun"
 	"idemlab/internal/protocol"
 	"idemlab/internal/retries"
@@ -156,27 +157,20 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("make temp folder: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	server := o.ServerPath
-	if server == "" {
-		server = filepath.Join(tmp, "effectserver")
-		if err := goBuild(ctx, o.Root, server, "./cmd/effectserver"); err != nil {
-			return err
-		}
-	}
-	auditBin := filepath.Join(tmp, "audit")
-	if err := goBuild(ctx, o.Root, auditBin, "./cmd/audit"); err != nil {
+	server, err := serverBinary(ctx, o)
+	if err != nil {
 		return err
 	}
-	serverBytes, err := os.ReadFile(server)
+	auditBin, err := build(ctx, o, "./cmd/audit", "")
 	if err != nil {
-		return &UsageError{fmt.Errorf("-server: %w", err)}
+		return err
 	}
-	cfg := labrun.Config{ServerPath: server, StateRoot: tmp, Protocol: labrun.DefaultProtocol, UnsafeRegistry: o.Unsafe}
+	cfg := labrun.Config{ServerPath: server.Path, StateRoot: tmp, Protocol: labrun.DefaultProtocol, UnsafeRegistry: o.Unsafe}
 	if o.Protocol != nil {
 		cfg.Protocol = *o.Protocol
 	}
 	git := evidence.GitState(o.Root)
-	in := evidence.ManifestInput{Root: o.Root, Git: git, Protocol: cfg.Protocol, ServerSHA: evidence.SHA256(serverBytes), Unsafe: o.Unsafe}
+	in := evidence.ManifestInput{Root: o.Root, Git: git, Protocol: cfg.Protocol, ServerSHA: server.SHA256, Unsafe: o.Unsafe}
 	var files []evidence.File
 	if runSuite {
 		began := time.Now()
@@ -196,7 +190,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 		in.Stores = o.Stores
 	}
-	env := experimentEnv{server: server, stateRoot: tmp, seed: o.Seed, intents: o.Intents, out: o.Stdout}
+	env := experimentEnv{server: server.Path, stateRoot: tmp, seed: o.Seed, intents: o.Intents, out: o.Stdout}
 	for _, name := range runExperiments {
 		e, _ := lookupExperiment(name) // checked by plan
 		fs, err := e.run(ctx, env)
@@ -214,7 +208,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	fmt.Fprintf(o.Stdout, "\nwrote %s\n\n", o.Out)
-	return audit(ctx, o, auditBin)
+	return audit(ctx, o, auditBin.Path)
 }
 
 func selectCase(cases []caseplan.Case, name string) ([]caseplan.Case, error) {
@@ -274,18 +268,25 @@ func runAll(ctx context.Context, cfg labrun.Config, cases []caseplan.Case, store
 	return grid, nil
 }
 
-// goBuild builds pkg as a static binary without file-system paths in it:
-// the server's SHA-256 in the manifest then depends on the sources and the
-// toolchain, not on where the checkout lives, and a static binary starts a
-// few milliseconds sooner, which every case pays once per server.
-func goBuild(ctx context.Context, root, out, pkg string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s: %w\n%s", pkg, err, b)
+// build returns the lab's program pkg, built from the checkout with the
+// pinned recipe or taken from the build cache when its sources are
+// unchanged (see labbuild), saying what it builds before a real build.
+func build(ctx context.Context, o Options, pkg, firstNote string) (labbuild.Binary, error) {
+	return labbuild.Build(ctx, labbuild.Options{Root: o.Root, Package: pkg, Log: o.Stdout, FirstNote: firstNote})
+}
+
+// serverBinary is the effect server the cases run: -server's binary as it
+// is, or cmd/effectserver built by build.
+func serverBinary(ctx context.Context, o Options) (labbuild.Binary, error) {
+	const pkg = "./cmd/effectserver"
+	if o.ServerPath == "" {
+		return build(ctx, o, pkg, "compiles SQLite, about a minute")
 	}
-	return nil
+	b, err := os.ReadFile(o.ServerPath)
+	if err != nil {
+		return labbuild.Binary{}, &UsageError{fmt.Errorf("-server: %w", err)}
+	}
+	return labbuild.Binary{Path: o.ServerPath, SHA256: evidence.SHA256(b), Recipe: labbuild.Prebuilt(pkg)}, nil
 }
 
 // audit runs the audit program on the evidence just written, as a separate
