@@ -16,7 +16,7 @@ import (
 
 func readState(t *testing.T, kind protocol.Store, dir string) store.State {
 	t.Helper()
-	st, err := statedir.Read(kind, dir)
+	st, err := statedir.Read(kind, statedir.Place{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@
 // Usage:
 //
 //	effectserver -state DIR [-addr 127.0.0.1:0] [-store volatile|durable]
+//	effectserver -store postgres -dsn URL [-addr 127.0.0.1:0]
 //	             [-capacity 64] [-max-body 4096] [-wait 5s] [-faults]
 //	             [-unsafe-registry NAME]
 //
@@ -15,7 +16,8 @@
 // and the keys only in memory; with -store durable the counter, the keys
 // and the journal live in the SQLite database DIR/state.db, where each
 // effect commits in one transaction with its key, and several servers may
-// share one DIR. SIGTERM or SIGINT shuts it down gracefully. Run
+// share one DIR; with -store postgres they live in the PostgreSQL database
+// -dsn names, which several servers (replicas) share. SIGTERM or SIGINT shuts it down gracefully. Run
 // "effectserver -h" for the flags and the HTTP contract.
 //
 // Lab clients must disable HTTP keep-alives: Go's http.Transport silently
@@ -26,11 +28,11 @@
 //
 //	0   clean shutdown on SIGTERM or SIGINT (and -h)
 //	1   the server failed while running
-//	2   usage error: bad flag, missing -state, non-loopback -addr, -faults
+//	2   usage error: bad flag, missing -state or -dsn, non-loopback -addr, -faults
 //	    with a non-loopback address, unknown -store, -unsafe-registry
 //	    without -faults or unknown, unusable state folder,
 //	    malformed counter file or effects log, database that cannot be
-//	    opened or is corrupt
+//	    opened, reached (named with its password redacted) or is corrupt
 //	23  a lab crash fault fired
 package main
 
@@ -49,6 +51,7 @@ import (
 )
 
 const help = `usage: effectserver -state DIR [flags]
+       effectserver -store postgres -dsn URL [flags]
 
 effectserver serves POST /effect on loopback: each admitted request adds one
 to a durable counter and replies 200 with the counter value after its
@@ -58,7 +61,8 @@ also journaled with its value and the SHA-256 of its body. Prints
 per request on stderr.
 
 Flags:
-  -state DIR        state folder (required; must exist)
+  -state DIR        state folder (required but with -store postgres; must exist)
+  -dsn URL          the PostgreSQL database of -store postgres (only then)
   -addr HOST:PORT   listen address, loopback only: 127.0.0.0/8, ::1 or
                     localhost (default 127.0.0.1:0, any free port)
   -store NAME       volatile (default): counter in DIR/counter (fsync, then
@@ -67,7 +71,10 @@ Flags:
                     durable: counter, keys and journal in the SQLite
                     database DIR/state.db, each effect committed in one
                     transaction with its key; keys survive restarts, and
-                    servers sharing DIR apply each key once
+                    servers sharing DIR apply each key once;
+                    postgres: the same in the database -dsn names, shared by
+                    replicas; a duplicate waits for an owner on another
+                    replica up to -wait
   -capacity N       most idempotency keys held, in-flight ones included;
                     a new key beyond it gets 429, no eviction (default 64)
   -max-body N       largest request body in bytes; more gets 413 (default 4096)
@@ -94,7 +101,8 @@ Request headers:
 Replies: 200 effect or replay; 400 bad header; 404 other path; 405 other
 method (Allow: POST); 409 key still in progress after -wait; 413 body too
 large; 422 key reused with another body; 429 registry full; 500 the effect
-failed (the key is released, a retry can run).
+failed (the key is released, a retry can run); 503 the store's database
+could not be reached (nothing recorded, a retry can run).
 
 Lab clients must disable HTTP keep-alives: Go's http.Transport silently
 resends a request carrying an Idempotency-Key on a reused connection.
@@ -102,11 +110,12 @@ resends a request carrying an Idempotency-Key on a reused connection.
 Exit status:
   0   clean shutdown on SIGTERM or SIGINT, or -h
   1   the server failed while running
-  2   usage error: bad flag, missing -state, non-loopback -addr, -faults
+  2   usage error: bad flag, missing -state or -dsn, non-loopback -addr, -faults
       with a non-loopback address, unknown -store, -unsafe-registry
       without -faults or unknown, unusable state folder,
       malformed counter file or effects log, database that cannot be
-      opened or is corrupt
+      opened, reached (the DSN is named, its password redacted) or is
+      corrupt
   23  a lab crash fault fired
 `
 
@@ -118,6 +127,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard) // errors are reported below, help by -h
 	cfg := effectserver.Config{Store: protocol.Volatile}
 	fs.StringVar(&cfg.StateDir, "state", "", "state folder")
+	fs.StringVar(&cfg.DSN, "dsn", "", "database URL (-store postgres)")
 	fs.StringVar(&cfg.Addr, "addr", protocol.DefaultAddr, "loopback listen address")
 	fs.Func("store", "store", func(s string) (err error) { cfg.Store, err = protocol.ParseStore(s); return err })
 	fs.IntVar(&cfg.Capacity, "capacity", protocol.DefaultCapacity, "most keys held")

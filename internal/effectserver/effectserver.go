@@ -37,7 +37,8 @@ import (
 
 // Config is what the server is started with.
 type Config struct {
-	StateDir string         // state folder; must exist and be writable
+	StateDir string         // state folder of an embedded store; must exist and be writable
+	DSN      string         // the database of a database store (postgres)
 	Addr     string         // loopback listen address, host:port
 	Store    protocol.Store // which store keeps the effect and the keys
 	Capacity int            // most keys held, in-flight ones included
@@ -87,7 +88,7 @@ func New(cfg Config, stderr io.Writer) (*Server, error) {
 	if err != nil {
 		return nil, &StartError{err}
 	}
-	st, err := statedir.Open(cfg.Store, cfg.StateDir, cfg.Capacity)
+	st, err := statedir.Open(cfg.Store, statedir.Place{Dir: cfg.StateDir, DSN: cfg.DSN}, cfg.Capacity, cfg.Wait)
 	if err != nil {
 		return nil, &StartError{err}
 	}
@@ -126,11 +127,16 @@ func New(cfg Config, stderr io.Writer) (*Server, error) {
 
 // check validates cfg and returns the address to listen on.
 func check(cfg Config) (string, error) {
-	if cfg.StateDir == "" {
-		return "", errors.New("-state is required")
-	}
 	if _, err := protocol.ParseStore(string(cfg.Store)); err != nil {
 		return "", fmt.Errorf("-store: %w", err)
+	}
+	switch db := cfg.Store.InDatabase(); {
+	case db && cfg.DSN == "":
+		return "", fmt.Errorf("-store %s: -dsn URL is required (the database its replicas share)", cfg.Store)
+	case !db && cfg.DSN != "":
+		return "", fmt.Errorf("-dsn: only with -store %s (-store %s keeps its state in -state)", protocol.Postgres, cfg.Store)
+	case !db && cfg.StateDir == "":
+		return "", errors.New("-state is required")
 	}
 	listen, err := loopback(cfg.Addr)
 	if err != nil {

@@ -27,6 +27,7 @@ const (
 	bodyFull             = "Idempotency-Key registry is full\n"
 	bodyEffectFailed     = "effect failed\n"
 	bodyCanceled         = "request canceled while waiting\n"
+	bodyUnavailable      = "store unavailable; nothing was recorded, retry\n"
 )
 
 // errCrashed is returned through store.Store.Apply when a crash fault fired and
@@ -144,6 +145,8 @@ func refusal(err error) (status int, body string, ok bool) {
 		return http.StatusConflict, bodyInProgress, true
 	case errors.Is(err, store.ErrFull):
 		return http.StatusTooManyRequests, bodyFull, true
+	case errors.Is(err, store.ErrUnavailable):
+		return http.StatusServiceUnavailable, bodyUnavailable, true
 	}
 	return 0, "", false
 }
@@ -195,6 +198,9 @@ func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, faul
 		return
 	case err != nil:
 		if status, body, ok := refusal(err); ok {
+			if status == http.StatusServiceUnavailable {
+				x.err = err // the store's own words go to the log
+			}
 			s.reply(w, x, status, body)
 			return
 		}

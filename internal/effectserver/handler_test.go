@@ -165,7 +165,7 @@ func (f *fixture) do(r req) resp {
 // transactions are what a reader sees.
 func (f *fixture) counter() int64 {
 	f.t.Helper()
-	st, err := statedir.Read(f.store, f.dir)
+	st, err := statedir.Read(f.store, statedir.Place{Dir: f.dir})
 	if err != nil {
 		f.t.Fatal(err)
 	}

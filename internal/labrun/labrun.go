@@ -95,7 +95,7 @@ func Run(ctx context.Context, cfg Config, c caseplan.Case, store protocol.Store)
 	if err := r.execute(ctx, c); err != nil {
 		return obs, det, fmt.Errorf("case %s on %s: %w", c.Name, store, err)
 	}
-	st, err := statedir.Read(store, state)
+	st, err := statedir.Read(store, statedir.Place{Dir: state})
 	if err != nil {
 		return obs, det, fmt.Errorf("case %s on %s: %w", c.Name, store, err)
 	}

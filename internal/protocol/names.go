@@ -16,10 +16,22 @@ const (
 	// Durable keeps counter, keys and journal in one SQLite database and
 	// commits each effect with its key.
 	Durable Store = "durable"
+	// Postgres keeps them in a PostgreSQL database that replicas share,
+	// and commits each effect with its key.
+	Postgres Store = "postgres"
 )
 
 // Stores lists every store, in evidence order.
-var Stores = []Store{Volatile, Durable}
+var Stores = []Store{Volatile, Durable, Postgres}
+
+// Shared reports whether the store's state lives in a database that
+// several server processes may share (replicas), rather than in one
+// process's folder.
+func (s Store) Shared() bool { return s != Volatile }
+
+// InDatabase reports whether the store's state lives in a database server
+// reached by a DSN rather than in the state folder.
+func (s Store) InDatabase() bool { return s == Postgres }
 
 // ParseStore returns the store called name, or an error listing the names.
 func ParseStore(name string) (Store, error) { return parseName("store", name, Stores) }

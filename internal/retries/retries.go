@@ -245,7 +245,7 @@ func runRow(ctx context.Context, cfg Config, p Parameters, r Row, stream int) (R
 	if code != 0 {
 		return RowResult{}, fmt.Errorf("server exited with code %d on SIGTERM, want 0", code)
 	}
-	st, err := statedir.Read(protocol.Volatile, dir)
+	st, err := statedir.Read(protocol.Volatile, statedir.Place{Dir: dir})
 	if err != nil {
 		return RowResult{}, fmt.Errorf("read server state: %w", err)
 	}

@@ -1,7 +1,7 @@
 // Package statedir maps a store name (protocol.Store) to its
-// implementation: it opens the store a server runs on over its state
-// folder, and reads what a server left there after it exited, the counter
-// and the journal of applied effects that the lab counts from.
+// implementation: it opens the store a server runs on, and reads what
+// servers left there after they exited, the counter and the journal of
+// applied effects that the lab counts from.
 //
 // It is the only package that knows every store: the server opens its store
 // through it, and the runner and the experiments read state through it
@@ -9,43 +9,69 @@
 package statedir
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"idemlab/internal/counterfile"
 	"idemlab/internal/durablestore"
+	"idemlab/internal/pgstore"
 	"idemlab/internal/protocol"
 	"idemlab/internal/store"
 )
 
-// Open opens the store called kind over the state folder dir, for a server
-// holding at most capacity keys.
-func Open(kind protocol.Store, dir string, capacity int) (store.Store, error) {
+// A Place is where a store keeps its state: the state folder for the
+// embedded stores (volatile, durable), a database for postgres.
+type Place struct {
+	Dir string // the state folder
+	DSN string // the database (postgres only)
+}
+
+// connectWithin bounds connecting to a database store.
+const connectWithin = 15 * time.Second
+
+// Open opens the store called kind at p, for a server holding at most
+// capacity keys whose duplicates wait at most wait for an owner on another
+// replica (a database store only; the registry bounds the rest).
+func Open(kind protocol.Store, p Place, capacity int, wait time.Duration) (store.Store, error) {
 	switch kind {
 	case protocol.Volatile:
-		return counterfile.Open(dir)
+		return counterfile.Open(p.Dir)
 	case protocol.Durable:
-		return durablestore.Open(dir, capacity)
+		return durablestore.Open(p.Dir, capacity)
+	case protocol.Postgres:
+		if p.DSN == "" {
+			return nil, errors.New("postgres store: no database given (-dsn)")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), connectWithin)
+		defer cancel()
+		return pgstore.Open(ctx, p.DSN, capacity, wait)
 	}
 	_, err := protocol.ParseStore(string(kind))
 	return nil, err
 }
 
-// Read reads the state a server of store kind left in dir; call it after
-// every server on dir has exited. A folder without state reads as a zero
+// Read reads the state servers of store kind left at p; call it after
+// every server on p has exited. A place without state reads as a zero
 // counter and no effects. The effects are exactly the counter's (values 1
 // to Counter, in order): an effect a crash cut off before it became durable
 // is not listed. Volatile state is DIR/counter and DIR/effects.log; durable
-// state is the database DIR/state.db.
-func Read(kind protocol.Store, dir string) (store.State, error) {
+// state is the database DIR/state.db; postgres state is the database p.DSN.
+func Read(kind protocol.Store, p Place) (store.State, error) {
 	var (
 		st  store.State
 		err error
 	)
 	switch kind {
 	case protocol.Volatile:
-		st, err = counterfile.ReadState(dir)
+		st, err = counterfile.ReadState(p.Dir)
 	case protocol.Durable:
-		st, err = durablestore.ReadState(dir)
+		st, err = durablestore.ReadState(p.Dir)
+	case protocol.Postgres:
+		ctx, cancel := context.WithTimeout(context.Background(), connectWithin)
+		defer cancel()
+		st, err = pgstore.ReadState(ctx, p.DSN)
 	default:
 		_, err = protocol.ParseStore(string(kind))
 		return store.State{}, fmt.Errorf("read state: %w", err)

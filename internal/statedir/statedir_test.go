@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"idemlab/internal/durablestore"
 	"idemlab/internal/protocol"
@@ -26,7 +27,7 @@ func TestReadStateRefuses(t *testing.T) {
 		if err := os.WriteFile(path, []byte(tt.content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Read(tt.store, dir); err == nil || !strings.Contains(err.Error(), path) {
+		if _, err := Read(tt.store, Place{Dir: dir}); err == nil || !strings.Contains(err.Error(), path) {
 			t.Errorf("Read(%s with %s = %q) error = %v, want one naming %s", tt.store, tt.file, tt.content, err, path)
 		}
 	}
@@ -34,10 +35,10 @@ func TestReadStateRefuses(t *testing.T) {
 
 // Ensure an unknown store name is refused by Open and Read, listing the names.
 func TestUnknownStore(t *testing.T) {
-	if _, err := Open("nosuch", t.TempDir(), 1); err == nil || !strings.Contains(err.Error(), "volatile, durable") {
+	if _, err := Open("nosuch", Place{Dir: t.TempDir()}, 1, time.Second); err == nil || !strings.Contains(err.Error(), "volatile, durable, postgres") {
 		t.Errorf("Open(nosuch) error = %v, want one listing the stores", err)
 	}
-	if _, err := Read("nosuch", t.TempDir()); err == nil || !strings.Contains(err.Error(), "volatile, durable") {
+	if _, err := Read("nosuch", Place{Dir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "volatile, durable, postgres") {
 		t.Errorf("Read(nosuch) error = %v, want one listing the stores", err)
 	}
 }
