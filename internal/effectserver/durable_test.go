@@ -152,7 +152,7 @@ func TestReadState(t *testing.T) {
 	for _, kind := range stores {
 		t.Run(string(kind), func(t *testing.T) {
 			dir := t.TempDir()
-			if got, err := statedir.Read(kind, statedir.Place{Dir: dir}); err != nil || !reflect.DeepEqual(got, store.State{}) {
+			if got, err := statedir.Read(kind, place(t, kind, dir)); err != nil || len(got.Effects) != 0 || got.Counter != 0 {
 				t.Fatalf("statedir.Read(empty folder) = %+v, %v, want zero", got, err)
 			}
 			f := newFixtureIn(t, dir, on(kind, faults))
@@ -168,7 +168,7 @@ func TestReadState(t *testing.T) {
 			}
 			f.close()
 			want := store.State{Counter: 3, Effects: []store.Effect{{Value: 1, BodySHA256: sum("add-one")}, {Value: 2, BodySHA256: sum("x")}, {Value: 3, BodySHA256: sum("")}}}
-			if got, err := statedir.Read(kind, statedir.Place{Dir: dir}); err != nil || !reflect.DeepEqual(got, want) {
+			if got, err := statedir.Read(kind, place(t, kind, dir)); err != nil || !reflect.DeepEqual(got, want) {
 				t.Fatalf("ReadState = %+v, %v, want %+v", got, err, want)
 			}
 		})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"idemlab/internal/durablestore"
+	"idemlab/internal/pgcluster"
 	"idemlab/internal/protocol"
 	"idemlab/internal/registry"
 	"idemlab/internal/statedir"
@@ -47,6 +48,7 @@ type fixture struct {
 	log   *lockedBuffer
 	exits chan int
 	store protocol.Store
+	place statedir.Place
 
 	closeOnce sync.Once
 }
@@ -73,6 +75,8 @@ func newFixtureIn(t *testing.T, dir string, edit func(*Config)) *fixture {
 	if edit != nil {
 		edit(&cfg)
 	}
+	f.place = place(t, cfg.Store, dir)
+	cfg.DSN = f.place.DSN
 	srv, err := New(cfg, f.log)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -83,6 +87,31 @@ func newFixtureIn(t *testing.T, dir string, edit func(*Config)) *fixture {
 	t.Cleanup(f.close)
 	return f
 }
+
+// databases maps a test's state folder to the postgres database standing
+// in for it, so that fixtures sharing a folder share a database.
+var databases sync.Map
+
+// place is where a store of kind keeps the state of folder dir: the folder,
+// and for postgres a database of the tests' shared cluster, made for the
+// test (the test is skipped where PostgreSQL is not installed).
+func place(t *testing.T, kind protocol.Store, dir string) statedir.Place {
+	t.Helper()
+	p := statedir.Place{Dir: dir}
+	if !kind.InDatabase() {
+		return p
+	}
+	if dsn, ok := databases.Load(dir); ok {
+		p.DSN = dsn.(string)
+		return p
+	}
+	p.DSN = pgcluster.Shared(t).DatabaseForTest(t)
+	databases.Store(dir, p.DSN)
+	t.Cleanup(func() { databases.Delete(dir) })
+	return p
+}
+
+func TestMain(m *testing.M) { os.Exit(pgcluster.RunTests(m)) }
 
 // close stops the fixture's HTTP server and closes its Server; later calls do nothing.
 func (f *fixture) close() {
@@ -165,7 +194,7 @@ func (f *fixture) do(r req) resp {
 // transactions are what a reader sees.
 func (f *fixture) counter() int64 {
 	f.t.Helper()
-	st, err := statedir.Read(f.store, statedir.Place{Dir: f.dir})
+	st, err := statedir.Read(f.store, f.place)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -596,7 +625,7 @@ func TestNewRefuses(t *testing.T) {
 		{"missing state", func(c *Config) { c.StateDir = filepath.Join(dir, "nosuch") }, "state folder: stat " + filepath.Join(dir, "nosuch") + ": no such file or directory"},
 		{"bad counter", func(c *Config) { c.StateDir = bad }, "counter file " + filepath.Join(bad, "counter") + ": malformed content"},
 		{"corrupt database", func(c *Config) { c.StateDir = corrupt; c.Store = protocol.Durable }, "durable store " + filepath.Join(corrupt, durablestore.FileName) + ": file is not a database"},
-		{"unknown store", func(c *Config) { c.Store = "nosuch" }, "-store: unknown store \"nosuch\" (want one of volatile, durable)"},
+		{"unknown store", func(c *Config) { c.Store = "nosuch" }, "-store: unknown store \"nosuch\" (want one of volatile, durable, postgres)"},
 		{"all interfaces", func(c *Config) { c.Addr = "0.0.0.0:0" }, "-addr 0.0.0.0:0: not a loopback address"},
 		{"empty host", func(c *Config) { c.Addr = ":8080" }, "-addr :8080: not a loopback address"},
 		{"host name", func(c *Config) { c.Addr = "example.com:80" }, "-addr example.com:80: not a loopback address"},
