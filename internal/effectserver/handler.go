@@ -183,6 +183,9 @@ func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, faul
 		return
 	}
 	res, err := s.store.Apply(in, func() error {
+		if fault.Stall > 0 {
+			time.Sleep(fault.Stall) // the owner in flight at the crash gap
+		}
 		if fault.Crash == labfault.AfterEffect {
 			s.crash(x)
 			return errCrashed

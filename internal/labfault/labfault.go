@@ -35,10 +35,13 @@ const (
 	AfterRecord        // result recorded, reply not yet sent
 )
 
-// A Fault is one parsed X-Lab-Fault value. The zero Fault does nothing.
+// A Fault is one parsed X-Lab-Fault value: one fault, or several joined by
+// "," that act at different points ("stall=800ms,crash-after-effect"). The
+// zero Fault does nothing.
 type Fault struct {
 	Name      string        // the header value as sent, e.g. "delay=15ms"
 	Delay     time.Duration // sleep after admission, before the effect
+	Stall     time.Duration // sleep once the effect is done, before its result is recorded (inside a store's transaction)
 	Crash     Point         // where to exit with ExitCode, or NoCrash
 	DropReply bool          // apply and record, then close the connection without a reply
 }
@@ -50,6 +53,7 @@ var (
 	ErrUnknown  = errors.New("unknown fault")
 	ErrArgument = errors.New("bad fault argument")
 	ErrMultiple = errors.New("more than one X-Lab-Fault header line")
+	ErrClash    = errors.New("two faults act at the same point")
 )
 
 // A builder makes the Fault for one name; arg is what followed "=", and
@@ -78,26 +82,39 @@ func fixed(f Fault) builder {
 
 // delay parses the NN of "delay=NNms": decimal milliseconds, 0..60000.
 func delay(arg string, hasArg bool) (Fault, error) {
+	d, err := millis(arg, hasArg)
+	return Fault{Delay: d}, err
+}
+
+// stall parses "stall=NNms" as delay does.
+func stall(arg string, hasArg bool) (Fault, error) {
+	d, err := millis(arg, hasArg)
+	return Fault{Stall: d}, err
+}
+
+// millis parses NNms: decimal milliseconds, 0..protocol.MaxDelay.
+func millis(arg string, hasArg bool) (time.Duration, error) {
 	digits, ok := strings.CutSuffix(arg, "ms")
 	if !hasArg || !ok || digits == "" || len(digits) > 5 {
-		return Fault{}, ErrArgument
+		return 0, ErrArgument
 	}
 	for i := 0; i < len(digits); i++ {
 		if digits[i] < '0' || digits[i] > '9' {
-			return Fault{}, ErrArgument
+			return 0, ErrArgument
 		}
 	}
 	ms, err := strconv.Atoi(digits)
 	if err != nil || time.Duration(ms)*time.Millisecond > protocol.MaxDelay {
-		return Fault{}, ErrArgument
+		return 0, ErrArgument
 	}
-	return Fault{Delay: time.Duration(ms) * time.Millisecond}, nil
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 func init() {
 	register(protocol.FaultDropReply, fixed(Fault{DropReply: true}))
 	register(protocol.FaultSlow, fixed(Fault{Delay: protocol.SlowDelay}))
 	register(protocol.FaultDelay, delay)
+	register(protocol.FaultStall, stall)
 	register(protocol.FaultCrashBeforeEffect, fixed(Fault{Crash: BeforeEffect}))
 	register(protocol.FaultCrashAfterEffect, fixed(Fault{Crash: AfterEffect}))
 	register(protocol.FaultCrashAfterRecord, fixed(Fault{Crash: AfterRecord}))
@@ -114,8 +131,58 @@ func Names() []string {
 }
 
 // Parse returns the Fault named by one X-Lab-Fault value: a name, or
-// "delay=NNms".
+// "delay=NNms" or "stall=NNms", or several of them joined by "," when each
+// acts at its own point (at most one sleep before the effect, one after it,
+// one crash, one dropped reply).
 func Parse(v string) (Fault, error) {
+	if v == "" {
+		return Fault{}, ErrEmpty
+	}
+	var f Fault
+	taken := map[point]bool{}
+	for part := range strings.SplitSeq(v, ",") {
+		one, err := parseOne(part)
+		if err != nil {
+			return Fault{}, err
+		}
+		name, _, _ := strings.Cut(part, "=")
+		p := pointOf[protocol.Fault(name)]
+		if taken[p] {
+			return Fault{}, fmt.Errorf("%w %q", ErrClash, v)
+		}
+		taken[p] = true
+		f.Delay += one.Delay
+		f.Stall += one.Stall
+		f.Crash = max(f.Crash, one.Crash)
+		f.DropReply = f.DropReply || one.DropReply
+	}
+	f.Name = v
+	return f, nil
+}
+
+// A point is where a fault acts; a list holds at most one fault per point.
+type point int
+
+const (
+	beforeEffect point = iota // delay, slow
+	atTheGap                  // stall
+	crash                     // every crash point: a process exits once
+	reply                     // drop-reply
+)
+
+// pointOf tells where each fault acts.
+var pointOf = map[protocol.Fault]point{
+	protocol.FaultDelay:             beforeEffect,
+	protocol.FaultSlow:              beforeEffect,
+	protocol.FaultStall:             atTheGap,
+	protocol.FaultCrashBeforeEffect: crash,
+	protocol.FaultCrashAfterEffect:  crash,
+	protocol.FaultCrashAfterRecord:  crash,
+	protocol.FaultDropReply:         reply,
+}
+
+// parseOne parses one fault of a list.
+func parseOne(v string) (Fault, error) {
 	if v == "" {
 		return Fault{}, ErrEmpty
 	}
@@ -128,7 +195,6 @@ func Parse(v string) (Fault, error) {
 	if err != nil {
 		return Fault{}, fmt.Errorf("%w %q", err, v)
 	}
-	f.Name = v
 	return f, nil
 }
 

@@ -30,7 +30,18 @@ func TestParse(t *testing.T) {
 		{in: "dorp", err: ErrUnknown},
 		{in: "Slow", err: ErrUnknown},
 		{in: " slow", err: ErrUnknown},
-		{in: "slow,drop-reply", err: ErrUnknown},
+		{in: "slow,drop-reply", want: Fault{Name: "slow,drop-reply", Delay: 120 * time.Millisecond, DropReply: true}},
+		{in: "stall=800ms", want: Fault{Name: "stall=800ms", Stall: 800 * time.Millisecond}},
+		{in: "stall=800ms,crash-after-effect", want: Fault{Name: "stall=800ms,crash-after-effect", Stall: 800 * time.Millisecond, Crash: AfterEffect}},
+		{in: "delay=5ms,stall=0ms,crash-after-record", want: Fault{Name: "delay=5ms,stall=0ms,crash-after-record", Delay: 5 * time.Millisecond, Crash: AfterRecord}},
+		{in: "slow,delay=5ms", err: ErrClash},
+		{in: "delay=0ms,delay=0ms", err: ErrClash},
+		{in: "crash-before-effect,crash-after-effect", err: ErrClash},
+		{in: "drop-reply,drop-reply", err: ErrClash},
+		{in: "slow,", err: ErrEmpty},
+		{in: ",slow", err: ErrEmpty},
+		{in: "slow, drop-reply", err: ErrUnknown},
+		{in: "stall=1s", err: ErrArgument},
 		{in: "slow=1", err: ErrArgument},
 		{in: "drop-reply=", err: ErrArgument},
 		{in: "delay", err: ErrArgument},
@@ -81,13 +92,16 @@ func TestFromHeader(t *testing.T) {
 // Ensure the vocabulary holds exactly the designed names, and every fault
 // the protocol names has a behaviour here.
 func TestNames(t *testing.T) {
-	want := []string{"crash-after-effect", "crash-after-record", "crash-before-effect", "delay", "drop-reply", "slow"}
+	want := []string{"crash-after-effect", "crash-after-record", "crash-before-effect", "delay", "drop-reply", "slow", "stall"}
 	if got := Names(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}
 	var named []string
 	for _, f := range protocol.Faults {
 		named = append(named, string(f))
+		if _, ok := pointOf[f]; !ok {
+			t.Errorf("fault %s acts at no point (pointOf)", f)
+		}
 	}
 	slices.Sort(named)
 	if !reflect.DeepEqual(named, want) {

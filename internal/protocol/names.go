@@ -55,7 +55,8 @@ var Outcomes = []Outcome{OutcomeReply, OutcomeNoReply, OutcomeTimeout, OutcomeRe
 func ParseOutcome(name string) (Outcome, error) { return parseName("outcome", name, Outcomes) }
 
 // A Fault names one lab fault, the part of an X-Lab-Fault value before
-// any "=" (package labfault gives each its behaviour).
+// any "=" (package labfault gives each its behaviour). A value may join
+// faults that act at different points with ",".
 type Fault string
 
 // The faults, in the order a request passes the points they act at.
@@ -63,13 +64,14 @@ const (
 	FaultDelay             Fault = "delay"               // delay=NNms: sleep after admission
 	FaultSlow              Fault = "slow"                // sleep SlowDelay after admission
 	FaultCrashBeforeEffect Fault = "crash-before-effect" // exit after admission, nothing applied
+	FaultStall             Fault = "stall"               // stall=NNms: sleep once the effect is done, before its result is recorded
 	FaultCrashAfterEffect  Fault = "crash-after-effect"  // exit once the effect is durable, result not recorded
 	FaultCrashAfterRecord  Fault = "crash-after-record"  // exit once the result is recorded, before the reply
 	FaultDropReply         Fault = "drop-reply"          // apply and record, then close without a reply
 )
 
 // Faults lists every fault.
-var Faults = []Fault{FaultDelay, FaultSlow, FaultCrashBeforeEffect, FaultCrashAfterEffect, FaultCrashAfterRecord, FaultDropReply}
+var Faults = []Fault{FaultDelay, FaultSlow, FaultCrashBeforeEffect, FaultStall, FaultCrashAfterEffect, FaultCrashAfterRecord, FaultDropReply}
 
 // ParseFault returns the fault called name (without an argument), or an
 // error listing the names.
