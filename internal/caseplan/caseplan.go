@@ -31,15 +31,20 @@ type Case struct {
 	Name    string // the file's name field
 	File    string // the path it was read from
 	Summary string // one sentence for people
-	Steps   []Step // in order
-	Expect  map[protocol.Store]Expectation
+	// Replicas is how many servers run at once, at least 1.
+	Replicas int
+	Steps    []Step // in order
+	Expect   map[protocol.Store]Expectation
 }
 
 // Step is exactly one action of a case.
 type Step struct {
 	Call       *Call       `json:"call,omitempty"`
 	Concurrent *Concurrent `json:"concurrent,omitempty"`
+	Parallel   *Parallel   `json:"parallel,omitempty"`
 	Restart    *Restart    `json:"restart,omitempty"`
+	Stop       *StopStep   `json:"stop,omitempty"`
+	Start      *StartStep  `json:"start,omitempty"`
 }
 
 // Call is one POST /effect, or Repeat consecutive ones.
@@ -49,17 +54,40 @@ type Call struct {
 	BodyBytes *int    `json:"body_bytes,omitempty"` // a body of that many 'x' bytes instead
 	Fault     string  `json:"fault,omitempty"`      // X-Lab-Fault; empty sends none
 	Repeat    int     `json:"repeat,omitempty"`     // 0 or 1: once
+	Replica   int     `json:"replica,omitempty"`    // the replica it goes to
 }
 
 // Concurrent is Clients identical calls released together.
 type Concurrent struct {
 	Clients int  `json:"clients"`
 	Call    Call `json:"call"`
+	// AcrossReplicas sends client i to replica i mod Replicas instead of
+	// every client to Call.Replica.
+	AcrossReplicas bool `json:"across_replicas,omitempty"`
 }
 
-// Restart stops the server and starts it again on the same state folder.
+// Parallel is different calls started together, the i-th StaggerMS × i
+// milliseconds after the first.
+type Parallel struct {
+	Calls     []Call `json:"calls"`
+	StaggerMS int    `json:"stagger_ms,omitempty"`
+}
+
+// Restart stops a replica's server and starts it again on the same state.
 type Restart struct {
-	Stop Stop `json:"stop"`
+	Stop    Stop `json:"stop"`
+	Replica int  `json:"replica,omitempty"`
+}
+
+// StopStep stops a running replica's server and leaves it down.
+type StopStep struct {
+	How     Stop `json:"how"`
+	Replica int  `json:"replica,omitempty"`
+}
+
+// StartStep starts a stopped replica's server again.
+type StartStep struct {
+	Replica int `json:"replica,omitempty"`
 }
 
 // A Stop says how a restart ends the running server.
@@ -216,10 +244,11 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
 		return Case{}, fmt.Errorf("%s: %w", path, err)
 	}
 	var raw struct {
-		Name    string                         `json:"name"`
-		Summary string                         `json:"summary"`
-		Steps   []Step                         `json:"steps"`
-		Expect  map[protocol.Store]Expectation `json:"expect"`
+		Name     string                         `json:"name"`
+		Summary  string                         `json:"summary"`
+		Replicas int                            `json:"replicas"`
+		Steps    []Step                         `json:"steps"`
+		Expect   map[protocol.Store]Expectation `json:"expect"`
 	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
@@ -229,7 +258,10 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
 	if raw.Name != m[1] {
 		return Case{}, &Error{File: path, Problem: fmt.Sprintf("name: %q does not match the file name (want %q)", raw.Name, m[1])}
 	}
-	c := Case{Name: raw.Name, File: path, Summary: raw.Summary, Steps: raw.Steps, Expect: raw.Expect}
+	c := Case{Name: raw.Name, File: path, Summary: raw.Summary, Replicas: max(raw.Replicas, 1), Steps: raw.Steps, Expect: raw.Expect}
+	if err := c.checkReplicas(); err != nil {
+		return Case{}, &Error{File: path, Problem: err.Error()}
+	}
 	if err := c.checkCounts(); err != nil {
 		return Case{}, &Error{File: path, Problem: err.Error()}
 	}
@@ -245,9 +277,72 @@ func (c Case) CallCount() int {
 			n += max(s.Call.Repeat, 1)
 		case s.Concurrent != nil:
 			n += s.Concurrent.Clients * max(s.Concurrent.Call.Repeat, 1)
+		case s.Parallel != nil:
+			n += len(s.Parallel.Calls)
 		}
 	}
 	return n
+}
+
+// checkReplicas catches steps that name a replica the case does not run,
+// stop a replica that is down, start one that is up, or repeat a call
+// inside a parallel step: mistakes named at load time, not as a broken run.
+func (c Case) checkReplicas() error {
+	up := make([]bool, c.Replicas)
+	for i := range up {
+		up[i] = true
+	}
+	valid := func(field string, r int) error {
+		if r < 0 || r >= c.Replicas {
+			return fmt.Errorf("%s: replica %d, but the case runs %d (replicas)", field, r, c.Replicas)
+		}
+		return nil
+	}
+	for i, s := range c.Steps {
+		at := fmt.Sprintf("/steps/%d", i)
+		var err error
+		switch {
+		case s.Call != nil:
+			err = valid(at+"/call/replica", s.Call.Replica)
+		case s.Concurrent != nil:
+			err = valid(at+"/concurrent/call/replica", s.Concurrent.Call.Replica)
+			if err == nil && s.Concurrent.AcrossReplicas && c.Replicas < 2 {
+				err = fmt.Errorf("%s/concurrent/across_replicas: the case runs one replica", at)
+			}
+		case s.Parallel != nil:
+			for j, call := range s.Parallel.Calls {
+				if err = valid(fmt.Sprintf("%s/parallel/calls/%d/replica", at, j), call.Replica); err != nil {
+					break
+				}
+				if call.Repeat > 1 {
+					err = fmt.Errorf("%s/parallel/calls/%d/repeat: a parallel call is made once", at, j)
+					break
+				}
+			}
+		case s.Restart != nil:
+			if err = valid(at+"/restart/replica", s.Restart.Replica); err == nil && !up[s.Restart.Replica] {
+				err = fmt.Errorf("%s/restart: replica %d is already stopped (use start)", at, s.Restart.Replica)
+			}
+		case s.Stop != nil:
+			if err = valid(at+"/stop/replica", s.Stop.Replica); err == nil && !up[s.Stop.Replica] {
+				err = fmt.Errorf("%s/stop: replica %d is already stopped", at, s.Stop.Replica)
+			}
+			if err == nil {
+				up[s.Stop.Replica] = false
+			}
+		case s.Start != nil:
+			if err = valid(at+"/start/replica", s.Start.Replica); err == nil && up[s.Start.Replica] {
+				err = fmt.Errorf("%s/start: replica %d is already running", at, s.Start.Replica)
+			}
+			if err == nil {
+				up[s.Start.Replica] = true
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkCounts catches a case whose expectations cannot line up with its steps,

@@ -61,6 +61,10 @@ func TestParseErrors(t *testing.T) {
 		{"two actions", "10-demo.json", strings.Replace(good, `"repeat":3}}`, `"repeat":3},"restart":{"stop":"sigterm"}}`, 1), "10-demo.json: /steps/0: maximum 1 properties allowed, but found 2 properties"},
 		{"bad stop", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"call":{"key":"k-{i}","repeat":3}},{"restart":{"stop":"reboot"}}`, 1), "10-demo.json: /steps/1/restart/stop: value must be one of"},
 		{"unknown store", "10-demo.json", strings.Replace(good, `"volatile"`, `"volatle"`, 1), "10-demo.json: /expect: additionalProperties 'volatle' not allowed"},
+		{"replica beyond replicas", "10-demo.json", strings.Replace(good, `"repeat":3}}`, `"repeat":3,"replica":1}}`, 1), "10-demo.json: /steps/0/call/replica: replica 1, but the case runs 1 (replicas)"},
+		{"stop a stopped replica", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"call":{"key":"k-{i}","repeat":3}},{"stop":{"how":"sigterm"}},{"stop":{"how":"sigterm"}}`, 1), "10-demo.json: /steps/2/stop: replica 0 is already stopped"},
+		{"start a running replica", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"call":{"key":"k-{i}","repeat":3}},{"start":{}}`, 1), "10-demo.json: /steps/1/start: replica 0 is already running"},
+		{"across one replica", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"concurrent":{"clients":3,"call":{"key":"k"},"across_replicas":true}}`, 1), "10-demo.json: /steps/0/concurrent/across_replicas: the case runs one replica"},
 		{"call count", "10-demo.json", strings.Replace(good, `"replayed":false,"repeat":3`, `"replayed":false,"repeat":2`, 1), "10-demo.json: expect.volatile.calls: 2 expected calls, but the steps make 3 calls"},
 	}
 	set := schemas(t)
