@@ -260,3 +260,43 @@ func TestDBName(t *testing.T) {
 		}
 	}
 }
+
+// decisionTB records how skipOrFail ended a test.
+type decisionTB struct {
+	testing.TB
+	ended string
+}
+
+func (d *decisionTB) Helper()              {}
+func (d *decisionTB) Skipf(string, ...any) { d.ended = "skip"; panic(d) }
+func (d *decisionTB) Fatal(...any)         { d.ended = "fail"; panic(d) }
+
+// decide runs skipOrFail, whose Skipf and Fatal end it with a panic.
+func (d *decisionTB) decide(err error) {
+	defer func() { recover() }()
+	skipOrFail(d, err)
+}
+
+// Ensure a missing PostgreSQL skips a test, unless IDEMLAB_REQUIRE_POSTGRES=1
+// makes it a failure; any other failure to start fails it.
+func TestSkipOrFail(t *testing.T) {
+	notInstalled := fmt.Errorf("start postgres: %w", ErrNotInstalled)
+	broke := errors.New("start postgres: initdb: exit status 1")
+	for _, tc := range []struct {
+		require string
+		err     error
+		want    string
+	}{
+		{"", notInstalled, "skip"},
+		{"1", notInstalled, "fail"},
+		{"", broke, "fail"},
+		{"1", broke, "fail"},
+	} {
+		t.Setenv(RequireEnv, tc.require)
+		d := &decisionTB{TB: t}
+		d.decide(tc.err)
+		if d.ended != tc.want {
+			t.Errorf("%s=%q, %v: test ended with %q, want %q", RequireEnv, tc.require, tc.err, d.ended, tc.want)
+		}
+	}
+}
