@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -298,5 +299,24 @@ func TestSkipOrFail(t *testing.T) {
 		if d.ended != tc.want {
 			t.Errorf("%s=%q, %v: test ended with %q, want %q", RequireEnv, tc.require, tc.err, d.ended, tc.want)
 		}
+	}
+}
+
+// Ensure parallel runs can create their databases at the same time.
+func TestCreateDatabasesConcurrently(t *testing.T) {
+	c := Shared(t)
+	errs := make([]error, 8)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			name := fmt.Sprintf("concurrent_%d", i)
+			if _, errs[i] = c.CreateDatabase(context.Background(), name); errs[i] == nil {
+				errs[i] = c.DropDatabase(context.Background(), name)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 }
