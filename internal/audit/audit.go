@@ -1,9 +1,7 @@
 package audit
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -84,6 +82,7 @@ type Report struct {
 	Sources     int       `json:"sources"` // source files whose hash matched
 	SourceDirty bool      `json:"source_dirty"`
 	Experiments []string  `json:"experiments"` // experiment files checked, by experiment name
+	Subset      []string  `json:"subset"`      // how the evidence or the audit covers less than everything, e.g. "stores: volatile only"
 	Notes       []string  `json:"notes"`
 }
 
@@ -100,19 +99,14 @@ func Audit(opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	cases, stores, err := selectRuns(cases, opts.Case, opts.Store)
-	if err != nil {
+	if err := checkNarrowing(cases, opts.Case, opts.Store); err != nil {
 		return nil, err
 	}
-	fi, err := os.Stat(opts.Evidence)
-	if err != nil {
-		return nil, fmt.Errorf("evidence folder %s: %w", opts.Evidence, unwrapPath(err))
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("evidence folder %s: not a directory", opts.Evidence)
+	if err := checkDir("evidence folder", opts.Evidence); err != nil {
+		return nil, err
 	}
 	manifestPath := filepath.Join(opts.Evidence, "manifest.json")
-	data, err := os.ReadFile(manifestPath)
+	data, err := readInside(opts.Evidence, "manifest.json", CapManifest)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", manifestPath, unwrapPath(err))
 	}
@@ -124,42 +118,40 @@ func Audit(opts Options) (*Report, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s: not a JSON object", manifestPath)
 	}
-
-	// A folder from "runner -experiment NAME" holds no case runs: its
-	// manifest selects no cases and at least one experiment. -store then
-	// has nothing to narrow; -case still demands that case's runs.
-	experimentOnly := opts.Case == "" && experimentOnlySelection(manifest)
-	if experimentOnly {
-		cases, stores = nil, nil
-	}
 	a := &auditor{
 		opts:     opts,
 		schemas:  schemas,
-		cases:    cases,
-		stores:   stores,
+		allCases: cases,
 		manifest: manifest,
-		report:   &Report{Cases: len(cases), Stores: len(stores), Failures: []Failure{}, Notes: []string{}, Experiments: []string{}},
+		data:     map[string][]byte{},
+		report:   &Report{Failures: []Failure{}, Notes: []string{}, Experiments: []string{}, Subset: []string{}},
 	}
 	a.manifestSchema(mv)
-	var results map[string]any
-	if !experimentOnly {
-		results = a.evidenceSchemas()
-	}
-	a.checkFiles(!experimentOnly)
+	a.selectRuns()
+	a.checkFiles()
 	a.checkSources()
-	switch {
-	case experimentOnly:
-		a.note("an experiment-only folder (manifest.json selects no cases): no case runs were required")
-	case results == nil:
-		a.note("results.json is missing or invalid: the run set and the expectations were not checked")
-	default:
-		runs := a.checkRunSet(results)
-		a.checkExpectations(runs)
+	a.checkManifest()
+	if len(a.selCases) > 0 || len(a.cases) > 0 {
+		results := a.evidenceSchemas()
+		if results == nil && !a.isListed("results.json") && len(a.selCases) == 0 {
+			results = map[string]any{"runs": []any{}} // -case in an experiment-only folder: every run is missing
+		}
+		if results == nil {
+			a.note("results.json is missing or invalid: the run set, the expectations and the calls were not checked")
+		} else {
+			runs := a.checkRunSet(results)
+			a.checkExpectations(runs)
+			a.checkCalls(runs)
+			a.checkObservedProtocol(runs)
+			a.checkRunFile(results)
+			a.checkReportFile(results)
+		}
+	} else if _, listed := a.listed["results.json"]; listed {
+		a.failf(CheckRunSet, "manifest.json: selection.cases: empty, but manifest.files lists results.json")
 	}
 	a.checkExperiments()
-	if dirty, _ := manifest["source_dirty"].(bool); dirty {
-		a.report.SourceDirty = true
-		a.note("the evidence came from a checkout with uncommitted changes (manifest.json source_dirty: true)")
+	if len(a.selCases) == 0 && len(a.cases) == 0 {
+		a.note("an experiment-only folder (manifest.json selects no cases): no case runs were required")
 	}
 	sort.SliceStable(a.report.Failures, func(i, j int) bool {
 		return a.report.Failures[i].Check.rank() < a.report.Failures[j].Check.rank()
@@ -168,52 +160,46 @@ func Audit(opts Options) (*Report, error) {
 	return a.report, nil
 }
 
-// selectRuns narrows the cases to onlyCase and picks the required stores:
-// onlyStore, or every store any selected case has an expectation for.
-func selectRuns(cases []*Case, onlyCase, onlyStore string) ([]*Case, []string, error) {
-	if onlyCase != "" {
-		var picked []*Case
-		for _, c := range cases {
-			if c.Name == onlyCase {
-				picked = append(picked, c)
-			}
-		}
-		if len(picked) == 0 {
-			return nil, nil, fmt.Errorf("-case %s: no file in cases/ has this name", onlyCase)
-		}
-		cases = picked
+// checkNarrowing checks -case and -store against the case files.
+func checkNarrowing(cases []*Case, onlyCase, onlyStore string) error {
+	if onlyCase != "" && !slices.ContainsFunc(cases, func(c *Case) bool { return c.Name == onlyCase }) {
+		return fmt.Errorf("-case %s: no file in cases/ has this name", onlyCase)
 	}
+	if onlyStore != "" && !slices.Contains(knownStores(cases), onlyStore) {
+		return fmt.Errorf("-store %s: unknown store (known: %s)", onlyStore, strings.Join(knownStores(cases), ", "))
+	}
+	return nil
+}
+
+// knownStores are StoreOrder and every store a case file names, in order.
+func knownStores(cases []*Case) []string {
 	known := map[string]bool{}
 	for _, s := range StoreOrder {
 		known[s] = true
 	}
-	seen := map[string]bool{}
-	var stores []string
 	for _, c := range cases {
-		for _, s := range c.Stores() {
+		for s := range c.Expect {
 			known[s] = true
-			if !seen[s] {
-				seen[s] = true
-				stores = append(stores, s)
-			}
 		}
 	}
-	if onlyStore != "" {
-		if !known[onlyStore] {
-			return nil, nil, fmt.Errorf("-store %s: unknown store (known: %s)", onlyStore, strings.Join(orderStores(sortedKeys(known)), ", "))
-		}
-		return cases, []string{onlyStore}, nil
-	}
-	return cases, orderStores(stores), nil
+	return orderStores(sortedKeys(known))
 }
 
 type auditor struct {
 	opts     Options
 	schemas  *Schemas
-	cases    []*Case
-	stores   []string
+	allCases []*Case // every case file, in file order
 	manifest map[string]any
-	report   *Report
+	listed   map[string]string // manifest.files
+	data     map[string][]byte // evidence files read (whatever their hash)
+	runDoc   map[string]any    // run.json, when schema-valid
+
+	selCases  []*Case  // manifest.selection.cases that name a case file
+	selStores []string // manifest.selection.stores
+	cases     []*Case  // the cases checked in depth: the selection, narrowed by -case
+	stores    []string // the stores checked in depth: the selection, narrowed by -store
+
+	report *Report
 }
 
 func (a *auditor) check() { a.report.Checks++ }
@@ -234,18 +220,4 @@ func cleanRel(p string) bool {
 	return !slices.ContainsFunc(strings.Split(p, "/"), func(s string) bool {
 		return s == "" || s == "." || s == ".."
 	})
-}
-
-var errNotRegular = errors.New("not a regular file")
-
-// readRegular reads a regular file (no directories, devices or pipes).
-func readRegular(name string) ([]byte, error) {
-	fi, err := os.Stat(name)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, errNotRegular
-	}
-	return os.ReadFile(name)
 }

@@ -39,6 +39,7 @@ func TestAudit(t *testing.T) {
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
 					m["selection"].(map[string]any)["cases"] = []any{"body_conflict"}
 				})
+				f.syncRunFile(t)
 				f.rehash(t)
 			},
 			opts: func(o *Options) { o.Case, o.Store = "body_conflict", "volatile" },
@@ -57,7 +58,7 @@ func TestAudit(t *testing.T) {
 			},
 		},
 		{
-			name: "pass/unchecked field may differ",
+			name: "calls/a refusal's body must be the server's text",
 			mutate: func(t *testing.T, f *fixture) {
 				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
 					call := runOf(d, "body_conflict")["calls"].([]any)[1].(map[string]any)
@@ -65,13 +66,101 @@ func TestAudit(t *testing.T) {
 				})
 				f.rehash(t)
 			},
+			want: []string{`case body_conflict, store volatile, call 1: reply: expected 422 "Idempotency-Key already used with another request body\n" replayed null (the server's text), observed 422 "key reused with another body" replayed null`},
 		},
 		{
-			name: "pass/dirty tree is a note",
+			name: "calls/step, key and fault must be what the steps send",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
+					calls := runOf(d, "capacity_and_input")["calls"].([]any)
+					calls[3].(map[string]any)["key"] = "key-7"
+					calls[4].(map[string]any)["step"] = 1
+					runOf(d, "keyed_lost_reply")["calls"].([]any)[0].(map[string]any)["fault"] = nil
+				})
+				f.rehash(t)
+			},
+			want: []string{
+				"manifest.json: protocol.capacity: 64, but case capacity_and_input, store volatile accepted 63 distinct keys before its first 429",
+				`case keyed_lost_reply, store volatile, call 0: fault: expected "drop-reply" (as the case's steps send), observed null`,
+				`case capacity_and_input, store volatile, call 3: key: expected "key-1" (as the case's steps send), observed "key-7"`,
+				`case capacity_and_input, store volatile, call 4: step: expected 2 (as the case's steps send), observed 1`,
+			},
+		},
+		{
+			name: "calls/a 400 and a 429 rewritten",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
+					calls := runOf(d, "capacity_and_input")["calls"].([]any)
+					calls[0].(map[string]any)["body"] = "bad\n"
+					calls[66].(map[string]any)["body"] = "full\n"
+				})
+				f.rehash(t)
+			},
+			want: []string{
+				`case capacity_and_input, store volatile, call 0: reply: expected 400 "Idempotency-Key: key has a character outside [A-Za-z0-9_-]\n" replayed null (the server refuses this request), observed 400 "bad\n" replayed null`,
+				`case capacity_and_input, store volatile, call 66: reply: expected 429 "Idempotency-Key registry is full\n" replayed null (the server's text), observed 429 "full\n" replayed null`,
+			},
+		},
+		{
+			name: "pass/dirty tree with -allow-dirty is a note",
 			mutate: func(t *testing.T, f *fixture) {
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { m["source_dirty"] = true })
 			},
-			note: "the evidence came from a checkout with uncommitted changes (manifest.json source_dirty: true)",
+			opts: func(o *Options) { o.AllowDirty = true },
+			note: "the evidence came from a checkout with uncommitted changes (manifest.json source_dirty: true), accepted with -allow-dirty",
+		},
+		{
+			name: "manifest/dirty tree fails",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { m["source_dirty"] = true })
+			},
+			want: []string{"manifest.json: source_dirty: true: the evidence came from a checkout with uncommitted changes (pass -allow-dirty to accept it)"},
+		},
+		{
+			name: "manifest/mutation run fails without -allow-mutation",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { m["unsafe_registry"] = "no-fingerprint" })
+			},
+			want: []string{`manifest.json: unsafe_registry: "no-fingerprint": mutation run, not reference evidence (pass -allow-mutation to audit it as one)`},
+		},
+		{
+			name: "pass/mutation run with -allow-mutation",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { m["unsafe_registry"] = "no-fingerprint" })
+			},
+			opts: func(o *Options) { o.AllowMutation = true },
+			note: `mutation run: every server ran the deliberately broken registry "no-fingerprint" (accepted with -allow-mutation)`,
+		},
+		{
+			name: "manifest/protocol constants",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
+					p := m["protocol"].(map[string]any)
+					p["capacity"], p["crash_exit_code"], p["max_body"], p["wait_ms"] = 65, 99, 1, 5001
+				})
+			},
+			want: []string{
+				"manifest.json: protocol.capacity: expected 64 (DefaultCapacity in internal/protocol), observed 65",
+				"manifest.json: protocol.max_body: expected 4096 (DefaultMaxBody in internal/protocol), observed 1",
+				"manifest.json: protocol.wait_ms: expected 5000 (DefaultWait in internal/protocol), observed 5001",
+				"manifest.json: protocol.crash_exit_code: expected 23 (CrashExitCode in internal/protocol), observed 99",
+				"case crash_after_effect, store volatile: exit_codes[0]: expected 99, protocol.crash_exit_code (a crash fault was sent to server 0), observed 23",
+				"manifest.json: protocol.capacity: 65, but case capacity_and_input, store volatile accepted 64 distinct keys before its first 429",
+			},
+			more: true,
+		},
+		{
+			name: "manifest/go_version, os_arch and generated_utc must look like what they claim",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
+					m["go_version"], m["os_arch"], m["generated_utc"] = "go1.26 evil", "linux/amd65", "2025-13-01T00:00:00Z"
+				})
+			},
+			want: []string{
+				`manifest.json: generated_utc: "2025-13-01T00:00:00Z" is not a UTC time (YYYY-MM-DDTHH:MM:SSZ)`,
+				`manifest.json: go_version: "go1.26 evil" is not a Go release (go1.N or go1.N.P)`,
+				`manifest.json: os_arch: "linux/amd65" is not a GOOS/GOARCH pair`,
+			},
 		},
 
 		// 1. Schemas.
@@ -82,7 +171,7 @@ func TestAudit(t *testing.T) {
 				f.rehash(t)
 			},
 			want: []string{"results.json: /runs/0/counter: expected integer, but got string"},
-			note: "results.json is missing or invalid: the run set and the expectations were not checked",
+			note: "results.json is missing or invalid: the run set, the expectations and the calls were not checked",
 		},
 		{
 			name: "schema/results has every leaf cause, sorted",
@@ -126,10 +215,7 @@ func TestAudit(t *testing.T) {
 			mutate: func(t *testing.T, f *fixture) {
 				os.Remove(f.path("evidence/run.json"))
 			},
-			want: []string{
-				"run.json: cannot read: no such file or directory",
-				"file run.json: listed in the manifest but missing from the evidence folder",
-			},
+			want: []string{"file run.json: listed in the manifest but missing from the evidence folder"},
 		},
 
 		// 2. Files.
@@ -206,7 +292,7 @@ func TestAudit(t *testing.T) {
 			},
 			want: []string{
 				"case body_conflict, store volatile: missing run",
-				`manifest.json: selection.cases: expected ["unkeyed_lost_reply","keyed_lost_reply","concurrent_duplicate","restart_after_reply","crash_after_effect","capacity_and_input"] (as in results.json), observed ["unkeyed_lost_reply","keyed_lost_reply","concurrent_duplicate","body_conflict","restart_after_reply","crash_after_effect","capacity_and_input"]`,
+				"run.json: runs: expected the runs of results.json in its order (6 runs), observed 7 runs: runs[3] is case body_conflict, store volatile, want case restart_after_reply, store volatile",
 			},
 		},
 		{
@@ -219,6 +305,7 @@ func TestAudit(t *testing.T) {
 				f.rehash(t)
 			},
 			want: []string{"case capacity_and_input, store volatile: duplicate run (runs[7])"},
+			more: true,
 		},
 		{
 			name: "runset/out of order",
@@ -233,7 +320,11 @@ func TestAudit(t *testing.T) {
 				})
 				f.rehash(t)
 			},
-			want: []string{"case unkeyed_lost_reply, store volatile: out of order (after case keyed_lost_reply, store volatile; runs go in case-file order, then store order)"},
+			want: []string{
+				`manifest.json: selection.cases: "unkeyed_lost_reply" out of case-file order`,
+				"case unkeyed_lost_reply, store volatile: out of order (after case keyed_lost_reply, store volatile; runs go in case-file order, then store order)",
+			},
+			more: true,
 		},
 		{
 			name: "runset/extra run",
@@ -252,7 +343,8 @@ func TestAudit(t *testing.T) {
 				})
 				f.rehash(t)
 			},
-			want: []string{"case unkeyed_lost_reply, store durable: unexpected run (not among the required cases and stores)"},
+			want: []string{"case unkeyed_lost_reply, store durable: cases/10-unkeyed_lost_reply.json has no expectation for this store"},
+			more: true,
 		},
 		{
 			name: "runset/missing case: a new case file the evidence does not cover",
@@ -260,10 +352,7 @@ func TestAudit(t *testing.T) {
 				data, _ := os.ReadFile(f.path("cases/20-keyed_lost_reply.json"))
 				f.write(t, "cases/80-keyed_again.json", strings.Replace(string(data), `"keyed_lost_reply"`, `"keyed_again"`, 1))
 			},
-			want: []string{
-				"source cases/80-keyed_again.json: not listed in the manifest",
-				"case keyed_again, store volatile: missing run",
-			},
+			want: []string{"source cases/80-keyed_again.json: not listed in the manifest"},
 		},
 		{
 			name: "runset/a case lacks an expectation for a required store",
@@ -272,8 +361,7 @@ func TestAudit(t *testing.T) {
 				f.write(t, "cases/40-body_conflict.json", strings.Replace(string(data), `"volatile": {`, `"durable": {"counter": 1, "exit_codes": [0], "calls": []}, "volatile": {`, 1))
 				f.rehash(t)
 			},
-			want: []string{"case unkeyed_lost_reply, store durable: cases/10-unkeyed_lost_reply.json has no expectation for this store"},
-			more: true,
+			want: nil, // the selection names volatile only
 		},
 		{
 			name: "runset/-store names a store no case expects",
@@ -284,10 +372,9 @@ func TestAudit(t *testing.T) {
 			opts: func(o *Options) { o.Case, o.Store = "body_conflict", "durable" },
 			want: []string{
 				"case body_conflict, store durable: cases/40-body_conflict.json has no expectation for this store",
-				"case body_conflict, store durable: missing run",
-				`manifest.json: selection.cases: expected [] (as in results.json), observed ["unkeyed_lost_reply","keyed_lost_reply","concurrent_duplicate","body_conflict","restart_after_reply","crash_after_effect","capacity_and_input"]`,
-				`manifest.json: selection.stores: expected [] (as in results.json), observed ["volatile"]`,
+				"case unkeyed_lost_reply, store volatile: missing run",
 			},
+			more: true,
 		},
 		{
 			name: "runset/selection disagrees with the runs",
@@ -296,7 +383,10 @@ func TestAudit(t *testing.T) {
 					m["selection"].(map[string]any)["stores"] = []any{"volatile", "durable"}
 				})
 			},
-			want: []string{`manifest.json: selection.stores: expected ["volatile"] (as in results.json), observed ["volatile","durable"]`},
+			want: []string{
+				"case unkeyed_lost_reply, store durable: cases/10-unkeyed_lost_reply.json has no expectation for this store",
+			},
+			more: true,
 		},
 
 		// 5. Expectations.
@@ -314,7 +404,11 @@ func TestAudit(t *testing.T) {
 				f.editJSON(t, "evidence/results.json", func(d map[string]any) { runOf(d, "crash_after_effect")["exit_codes"] = []int{0} })
 				f.rehash(t)
 			},
-			want: []string{"case crash_after_effect, store volatile: exit_codes: expected [23,0], observed [0]"},
+			want: []string{
+				"case crash_after_effect, store volatile: exit_codes: expected [23,0], observed [0]",
+				"case crash_after_effect, store volatile: exit_codes: expected 2 (one per server process the steps start), observed 1",
+			},
+			more: true,
 		},
 		{
 			name: "expectation/number of calls",
@@ -325,7 +419,11 @@ func TestAudit(t *testing.T) {
 				})
 				f.rehash(t)
 			},
-			want: []string{"case keyed_lost_reply, store volatile: calls: expected 2, observed 1"},
+			want: []string{
+				"case keyed_lost_reply, store volatile: calls: expected 2, observed 1",
+				"case keyed_lost_reply, store volatile: calls: expected 2 (as cases/20-keyed_lost_reply.json's steps send), observed 1",
+			},
+			more: true,
 		},
 		{
 			name: "expectation/replayed",
@@ -356,6 +454,7 @@ func TestAudit(t *testing.T) {
 				`case capacity_and_input, store volatile, call 66: outcome: expected "reply", observed "timeout"`,
 				"case capacity_and_input, store volatile, call 66: status: expected 429, observed null",
 			},
+			more: true,
 		},
 		{
 			name: "every failure, in check order",
@@ -407,6 +506,17 @@ func checkReport(t *testing.T, r *Report, got, want []string, note string) {
 	}
 }
 
+// withoutNotes drops the "note: " lines of a text report.
+func withoutNotes(s string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if !strings.HasPrefix(l, "note: ") {
+			b.WriteString(l)
+		}
+	}
+	return b.String()
+}
+
 // Ensure the PASS line counts runs, cases, stores, calls, files, sources.
 func TestReportText(t *testing.T) {
 	f := newFixture(t)
@@ -423,8 +533,8 @@ func TestReportText(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "PASS: 7 runs (7 cases × 1 store), 90 calls, " + strconv.Itoa(r.Checks) + " checks; 3 files and " +
-		strconv.Itoa(len(sources)) + " sources verified\n"
-	if got := b.String(); got != want {
+		strconv.Itoa(len(sources)) + " sources verified; partial: experiments: none\n"
+	if got := withoutNotes(b.String()); got != want {
 		t.Errorf("WriteText() = %q, want %q", got, want)
 	}
 
@@ -440,7 +550,7 @@ func TestReportText(t *testing.T) {
 	want = "FAIL: 2 checks\n" +
 		"source internal/fake/fake.go: SHA-256 does not match the checkout\n" +
 		"case keyed_lost_reply, store volatile: counter: expected 1, observed 9\n"
-	if got := b.String(); got != want {
+	if got := withoutNotes(b.String()); got != want {
 		t.Errorf("WriteText() = %q, want %q", got, want)
 	}
 
@@ -577,7 +687,7 @@ func TestSourceFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want []string
-	want = append(want, "go.mod", "go.sum", "cmd/fake/main.go", "internal/a/b.go", "internal/fake/fake.go")
+	want = append(want, "go.mod", "go.sum", "cmd/fake/main.go", "internal/a/b.go", "internal/fake/fake.go", "internal/protocol/key.go", "internal/protocol/protocol.go")
 	entries, _ := os.ReadDir(f.path("cases"))
 	for _, e := range entries {
 		want = append(want, "cases/"+e.Name())

@@ -18,9 +18,25 @@ var StoreOrder = []string{"volatile", "durable"}
 
 // Case is one case file: its name and, per store, what must be observed.
 type Case struct {
-	File   string                  // slash path relative to the root, e.g. cases/20-keyed_lost_reply.json
-	Name   string                  // the file's name field
-	Expect map[string]*Expectation // by store
+	File      string                  // slash path relative to the root, e.g. cases/20-keyed_lost_reply.json
+	Name      string                  // the file's name field
+	Summary   string                  // the file's summary field
+	Expect    map[string]*Expectation // by store
+	Plan      []PlannedCall           // the calls the steps send, in the order results.json records them
+	Lifetimes int                     // server processes a run starts: 1 + the restart steps
+}
+
+// PlannedCall is one call a case's steps send, as the audit expands them:
+// a call step with repeat gives repeat calls with {i} in the key replaced
+// by 0..repeat-1; a concurrent step gives, per repeat, clients calls
+// (group counts the groups from 0; -1 for a lone call).
+type PlannedCall struct {
+	Step     int     // index of the step in the case file
+	Key      *string // the Idempotency-Key sent; nil: no header
+	Fault    *string // the X-Lab-Fault sent; nil: no header
+	BodyLen  int     // request body length in bytes
+	Group    int     // concurrent group, -1 for a lone call
+	Lifetime int     // which server process (0, 1, ...) answers it
 }
 
 // Stores returns the stores the case has an expectation for, in store order.
@@ -58,6 +74,9 @@ var caseFileName = regexp.MustCompile(`^[0-9]{2}-(.+)\.json$`)
 // set unreadable: the error lists every problem, one per line, each as
 // "cases/FILE: PATH: PROBLEM".
 func LoadCases(root string, s *Schemas) ([]*Case, error) {
+	if fi, err := os.Lstat(filepath.Join(root, "cases")); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("cases: %w", errNotRegular)
+	}
 	entries, err := os.ReadDir(filepath.Join(root, "cases"))
 	if err != nil {
 		return nil, fmt.Errorf("cases: %w", unwrapPath(err))
@@ -79,7 +98,7 @@ func LoadCases(root string, s *Schemas) ([]*Case, error) {
 	)
 	for _, n := range names {
 		rel := "cases/" + n
-		data, err := os.ReadFile(filepath.Join(root, "cases", n))
+		data, err := readInside(root, rel, CapSource)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", rel, unwrapPath(err)))
 			continue
@@ -126,7 +145,25 @@ func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
 	if m[1] != name {
 		return nil, fmt.Errorf("%s: /name: %q does not match the file name (want %q)", file, name, m[1])
 	}
-	c := &Case{File: file, Name: name, Expect: map[string]*Expectation{}}
+	summary, _ := str(doc, "summary")
+	c := &Case{File: file, Name: name, Summary: summary, Expect: map[string]*Expectation{}, Lifetimes: 1}
+	steps, _ := doc["steps"].([]any)
+	group := 0
+	for i, st := range steps {
+		sm, _ := st.(map[string]any)
+		switch {
+		case sm["call"] != nil:
+			cm, _ := sm["call"].(map[string]any)
+			c.Plan = append(c.Plan, planCalls(cm, i, 1, -1, c.Lifetimes-1, &group)...)
+		case sm["concurrent"] != nil:
+			gm, _ := sm["concurrent"].(map[string]any)
+			cm, _ := gm["call"].(map[string]any)
+			clients := int(number(gm["clients"]))
+			c.Plan = append(c.Plan, planCalls(cm, i, clients, 0, c.Lifetimes-1, &group)...)
+		case sm["restart"] != nil:
+			c.Lifetimes++
+		}
+	}
 	expect, _ := doc["expect"].(map[string]any)
 	for store, e := range expect {
 		em, _ := e.(map[string]any)
@@ -179,5 +216,46 @@ func orderStores(stores []string) []string {
 		}
 		return out[i] < out[j]
 	})
+	return out
+}
+
+// defaultBodyLen is the length of the body a call that names none sends
+// ("add-one", the design's default body; manifest.protocol.default_body
+// must agree).
+const defaultBody = "add-one"
+
+// planCalls expands one call of step: repeat times, clients calls each
+// (clients 1 and group -1 for a lone call).
+func planCalls(cm map[string]any, step, clients, group, lifetime int, groups *int) []PlannedCall {
+	repeat := 1
+	if r := int(number(cm["repeat"])); r > 0 {
+		repeat = r
+	}
+	bodyLen := len(defaultBody)
+	if b, ok := str(cm, "body"); ok {
+		bodyLen = len(b)
+	} else if n, ok := cm["body_bytes"]; ok {
+		bodyLen = int(number(n))
+	}
+	var fault *string
+	if f, ok := str(cm, "fault"); ok {
+		fault = &f
+	}
+	var out []PlannedCall
+	for i := 0; i < repeat; i++ {
+		var key *string
+		if k, ok := str(cm, "key"); ok {
+			k = strings.ReplaceAll(k, "{i}", strconv.Itoa(i))
+			key = &k
+		}
+		g := -1
+		if group >= 0 {
+			g = *groups
+			*groups++
+		}
+		for range clients {
+			out = append(out, PlannedCall{Step: step, Key: key, Fault: fault, BodyLen: bodyLen, Group: g, Lifetime: lifetime})
+		}
+	}
 	return out
 }

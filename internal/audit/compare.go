@@ -21,12 +21,15 @@ type DeterministicFile struct {
 }
 
 // DeterministicFiles are the files Compare checks, in order. The jitter
-// model's files are optional (a run may not include the experiments);
+// model's files and REPORT.md are optional (a run may not include the
+// experiments, or only them); every file is read as the audit reads
+// evidence (regular files only, no symlinks, within its size cap);
 // retries.json is not here: its counts depend on real timing.
 var DeterministicFiles = []DeterministicFile{
 	{Name: "results.json", Required: true, Explain: explainRuns},
 	{Name: JitterFile, Explain: explainStrategies},
-	{Name: "jitter.svg"},
+	{Name: JitterSVGFile},
+	{Name: "REPORT.md"},
 }
 
 // Comparison is the outcome of Compare: Lines are printed as they are.
@@ -50,18 +53,14 @@ func (c *Comparison) WriteText(w io.Writer) error {
 // when a folder or a required file cannot be read.
 func Compare(a, b string) (*Comparison, error) {
 	for _, dir := range []string{a, b} {
-		fi, err := os.Stat(dir)
-		if err != nil {
-			return nil, fmt.Errorf("evidence folder %s: %w", dir, unwrapPath(err))
-		}
-		if !fi.IsDir() {
-			return nil, fmt.Errorf("evidence folder %s: not a directory", dir)
+		if err := checkDir("evidence folder", dir); err != nil {
+			return nil, err
 		}
 	}
 	c := &Comparison{Identical: true}
 	for _, f := range DeterministicFiles {
-		da, errA := readRegular(filepath.Join(a, f.Name))
-		db, errB := readRegular(filepath.Join(b, f.Name))
+		da, errA := readInside(a, f.Name, capOf(f.Name))
+		db, errB := readInside(b, f.Name, capOf(f.Name))
 		for _, e := range []struct {
 			dir string
 			err error

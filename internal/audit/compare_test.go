@@ -17,7 +17,7 @@ func TestCompare(t *testing.T) {
 		identical bool
 		want      []string
 	}{
-		{name: "identical", mutate: func(t *testing.T, f *fixture) {}, identical: true, want: []string{"identical: results.json"}},
+		{name: "identical", mutate: func(t *testing.T, f *fixture) {}, identical: true, want: []string{"identical: results.json", "identical: REPORT.md"}},
 		{
 			name: "forged counter and a dropped run",
 			mutate: func(t *testing.T, f *fixture) {
@@ -31,6 +31,7 @@ func TestCompare(t *testing.T) {
 				"differs: results.json",
 				"results.json: case keyed_lost_reply, store volatile: run differs",
 				"results.json: case capacity_and_input, store volatile: only in A",
+				"identical: REPORT.md",
 			},
 		},
 		{
@@ -39,7 +40,7 @@ func TestCompare(t *testing.T) {
 				data, _ := os.ReadFile(f.path("evidence/results.json"))
 				os.WriteFile(f.path("evidence/results.json"), append(data, '\n'), 0o644)
 			},
-			want: []string{"differs: results.json", "results.json: the runs are equal; only the bytes' formatting differs"},
+			want: []string{"differs: results.json", "results.json: the runs are equal; only the bytes' formatting differs", "identical: REPORT.md"},
 		},
 		{
 			name: "other files may differ",
@@ -47,7 +48,7 @@ func TestCompare(t *testing.T) {
 				f.write(t, "evidence/run.json", "{}")
 			},
 			identical: true,
-			want:      []string{"identical: results.json"},
+			want:      []string{"identical: results.json", "identical: REPORT.md"},
 		},
 	}
 	for _, tt := range tests {

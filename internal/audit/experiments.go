@@ -1,17 +1,19 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // The experiment files. Each is checked only when manifest.files lists it.
 const (
-	RetriesFile = "retries.json"
-	JitterFile  = "jitter.json"
+	RetriesFile   = "retries.json"
+	JitterFile    = "jitter.json"
+	JitterSVGFile = "jitter.svg"
 )
 
 // retriesRow is one row the retries experiment must hold, with the counts
@@ -22,90 +24,85 @@ type retriesRow struct {
 	positive         []string // counts that must be above 0
 }
 
-// retriesRows are the design's rows, in order: never-retry loses but never
-// duplicates; retry-no-key never loses; retry-same-key on the sound
-// registry neither loses nor duplicates; on record-after-effect it
-// duplicates again.
+// retriesRows are the design's rows, in order, and its headline claims:
+// never-retry loses some intents and duplicates none; retry-no-key loses
+// none and duplicates some; retry-same-key on the sound registry neither
+// loses nor duplicates; on record-after-effect it duplicates again.
 var retriesRows = []retriesRow{
-	{client: "never-retry", registry: "sound", zero: []string{"duplicated"}},
-	{client: "retry-no-key", registry: "sound", zero: []string{"lost"}},
+	{client: "never-retry", registry: "sound", zero: []string{"duplicated"}, positive: []string{"lost"}},
+	{client: "retry-no-key", registry: "sound", zero: []string{"lost"}, positive: []string{"duplicated"}},
 	{client: "retry-same-key", registry: "sound", zero: []string{"lost", "duplicated"}},
 	{client: "retry-same-key", registry: "record-after-effect", positive: []string{"duplicated"}},
 }
 
-// experiments maps each experiment's name to its result file, in the
-// order the runner runs them (and manifest.selection.experiments lists them).
-var experiments = []struct{ name, file string }{{"retries", RetriesFile}, {"jitter", JitterFile}}
-
-// experimentOnlySelection reports whether manifest.selection names no
-// cases and at least one experiment.
-func experimentOnlySelection(manifest map[string]any) bool {
-	sel, _ := manifest["selection"].(map[string]any)
-	return len(stringList(sel, "cases")) == 0 && len(stringList(sel, "experiments")) > 0
+// retriesParams are the design's parameters of the retries experiment
+// (the audit's own copy): retries.json must hold exactly these. The seed
+// may be any recorded value: it fixes the random decisions, not the counts.
+var retriesParams = []struct {
+	name  string
+	value int64
+}{
+	{"intents", 200}, {"workers", 10}, {"drop_percent", 15}, {"client_timeout_ms", 30},
+	{"max_server_delay_ms", 60}, {"max_attempts", 6}, {"backoff_base_ms", 5}, {"backoff_cap_ms", 100},
 }
 
-// checkExperiments validates and checks the experiment files that
-// manifest.files lists (their hashes are checked with every other file),
-// and checks that manifest.selection.experiments names exactly them.
+// experiments maps each experiment's name to its files, in the order the
+// runner runs them (and manifest.selection.experiments lists them).
+var experiments = []struct {
+	name  string
+	files []string
+}{{"retries", []string{RetriesFile}}, {"jitter", []string{JitterFile, JitterSVGFile}}}
+
+// checkExperiments checks every experiment manifest.selection names: its
+// files are listed (see checkFiles), valid, and say what the design
+// promises; a listed experiment file whose experiment is not selected
+// fails.
 func (a *auditor) checkExperiments() {
-	listed := stringMap(a.manifest, "files")
-	var present []string
+	sel, _ := a.manifest["selection"].(map[string]any)
+	selected := stringList(sel, "experiments")
+	var names []string
 	for _, e := range experiments {
-		if _, ok := listed[e.file]; !ok {
+		names = append(names, e.name)
+		if !slices.Contains(selected, e.name) {
+			for _, f := range e.files {
+				a.check()
+				if a.isListed(f) {
+					a.fail(Failure{Check: CheckExperiment, Field: "selection.experiments",
+						Message: fmt.Sprintf("manifest.json: selection.experiments: lists no %s, but manifest.files lists %s", e.name, f)})
+				}
+			}
 			continue
 		}
-		present = append(present, e.name)
-		doc := a.experimentDoc(e.file, a.schemaOf(e.file))
-		switch {
-		case doc == nil:
-			a.note(e.file + " is missing or invalid: its checks were not made")
-		case e.file == RetriesFile:
-			a.checkRetries(doc)
-		default:
-			a.checkJitter(doc)
+		switch e.name {
+		case "retries":
+			if doc, _ := a.jsonDoc(RetriesFile, a.schemas.Retries).(map[string]any); doc != nil {
+				a.checkRetries(doc)
+			} else {
+				a.note(RetriesFile + " is missing or invalid: its checks were not made")
+			}
+		case "jitter":
+			if doc, _ := a.jsonDoc(JitterFile, a.schemas.Jitter).(map[string]any); doc != nil {
+				a.checkJitter(doc)
+			} else {
+				a.note(JitterFile + " is missing or invalid: its checks were not made")
+			}
+			a.checkJitterSVG()
 		}
 		a.report.Experiments = append(a.report.Experiments, e.name)
 	}
 	a.check()
-	sel, _ := a.manifest["selection"].(map[string]any)
-	if got := stringList(sel, "experiments"); !slices.Equal(got, present) && (len(got) > 0 || len(present) > 0) {
-		a.fail(Failure{Check: CheckExperiment, Field: "selection.experiments",
-			Expected: render(toAny(present)), Observed: render(toAny(got)),
-			Message: fmt.Sprintf("manifest.json: selection.experiments: expected %s (as in manifest.files), observed %s",
-				render(toAny(present)), render(toAny(got)))})
+	want := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !slices.Contains(selected, n) })
+	if !slices.Equal(selected, want) {
+		a.failf(CheckExperiment, "manifest.json: selection.experiments: %s: want known experiments (%s), each once, in that order",
+			render(toAny(selected)), strings.Join(names, ", "))
 	}
-}
-
-func (a *auditor) schemaOf(file string) *jsonschemaSchema {
-	if file == RetriesFile {
-		return a.schemas.Retries
+	if len(a.selCases) > 0 && len(want) < len(names) {
+		if len(want) == 0 {
+			a.report.Subset = append(a.report.Subset, "experiments: none")
+		} else {
+			a.report.Subset = append(a.report.Subset, "experiments: "+strings.Join(want, ", ")+" only")
+		}
 	}
-	return a.schemas.Jitter
-}
-
-// experimentDoc reads and validates an experiment file; nil if it cannot
-// be read or is invalid (each reason is a schema failure).
-func (a *auditor) experimentDoc(name string, s *jsonschemaSchema) map[string]any {
-	a.check()
-	data, err := readRegular(filepath.Join(a.opts.Evidence, name))
-	if err != nil {
-		a.failf(CheckSchema, "%s: cannot read: %v", name, unwrapPath(err))
-		return nil
-	}
-	v, err := decodeJSON(data)
-	if err != nil {
-		a.failf(CheckSchema, "%s: not valid JSON: %v", name, err)
-		return nil
-	}
-	lines := validate(s, v)
-	for _, l := range lines {
-		a.failf(CheckSchema, "%s: %s", name, l)
-	}
-	if len(lines) > 0 {
-		return nil
-	}
-	doc, _ := v.(map[string]any)
-	return doc
 }
 
 // experimentFail records one failed experiment check.
@@ -114,55 +111,54 @@ func (a *auditor) experimentFail(file, where, field, expected, observed string) 
 		Message: fmt.Sprintf("%s: %s: %s: expected %s, observed %s", file, where, field, expected, observed)})
 }
 
-// checkRetries checks the rows of a schema-valid retries.json: exactly the
-// design's rows, each row's counts adding up to the intents, and each
-// design promise about lost and duplicated intents.
+// checkRetries checks a schema-valid retries.json: the design's
+// parameters; exactly the design's rows in order, each row's counts adding
+// up to the intents, and each headline claim about lost and duplicated
+// intents.
 func (a *auditor) checkRetries(doc map[string]any) {
 	params, _ := doc["parameters"].(map[string]any)
+	for _, p := range retriesParams {
+		a.check()
+		if got := render(params[p.name]); got != fmt.Sprint(p.value) {
+			a.experimentFail(RetriesFile, "parameters", p.name, fmt.Sprint(p.value), got)
+		}
+	}
 	intents := number(params["intents"])
 	rows, _ := doc["rows"].([]any)
-	byName := map[string]map[string]any{}
-	for i, r := range rows {
+	a.check()
+	var names, want []string
+	for _, r := range rows {
 		row, _ := r.(map[string]any)
 		c, _ := str(row, "client")
 		g, _ := str(row, "registry")
-		name := c + "/" + g
-		a.check()
-		if _, dup := byName[name]; dup {
-			a.failf(CheckExperiment, "%s: row %s: duplicate row (rows[%d])", RetriesFile, name, i)
-			continue
-		}
-		byName[name] = row
-		known := false
-		for _, want := range retriesRows {
-			known = known || want.client == c && want.registry == g
-		}
-		if !known {
-			a.failf(CheckExperiment, "%s: row %s: unexpected row (not one of the experiment's rows)", RetriesFile, name)
-		}
+		names = append(names, c+"/"+g)
 	}
-	for _, want := range retriesRows {
-		name := want.client + "/" + want.registry
-		where := "row " + name
-		a.check()
-		row, ok := byName[name]
-		if !ok {
-			a.failf(CheckExperiment, "%s: %s: missing row", RetriesFile, where)
-			continue
+	for _, w := range retriesRows {
+		want = append(want, w.client+"/"+w.registry)
+	}
+	if !slices.Equal(names, want) {
+		a.experimentFail(RetriesFile, "rows", "client/registry", strings.Join(want, ", "), strings.Join(names, ", "))
+	}
+	for i, w := range retriesRows {
+		where := "row " + want[i]
+		j := slices.Index(names, want[i])
+		if j < 0 {
+			continue // reported above
 		}
+		row, _ := rows[j].(map[string]any)
 		lost, once, dup := number(row["lost"]), number(row["applied_once"]), number(row["duplicated"])
 		a.check()
 		if sum := lost + once + dup; sum != intents {
 			a.experimentFail(RetriesFile, where, "lost+applied_once+duplicated",
 				fmt.Sprintf("%d (parameters.intents)", intents), fmt.Sprint(sum))
 		}
-		for _, f := range want.zero {
+		for _, f := range w.zero {
 			a.check()
 			if n := number(row[f]); n != 0 {
 				a.experimentFail(RetriesFile, where, f, "0", fmt.Sprint(n))
 			}
 		}
-		for _, f := range want.positive {
+		for _, f := range w.positive {
 			a.check()
 			if n := number(row[f]); n <= 0 {
 				a.experimentFail(RetriesFile, where, f, "> 0", fmt.Sprint(n))
@@ -202,6 +198,9 @@ func (a *auditor) checkJitter(doc map[string]any) {
 		}
 	}
 	want := stormModel()
+	if len(want) == 0 {
+		return
+	}
 	got, _ := doc["strategies"].([]any)
 	for i, w := range want {
 		a.check()
@@ -314,4 +313,46 @@ func mulberry(seed uint32) func() float64 {
 		z ^= z + (z^(z>>7))*(z|61)
 		return float64(z^(z>>14)) / 4294967296
 	}
+}
+
+// checkJitterSVG compares jitter.svg byte for byte with the audit's own
+// drawing of its own run of the model (see jitterSVG).
+func (a *auditor) checkJitterSVG() {
+	a.check()
+	data, ok := a.evidenceFile(JitterSVGFile)
+	if !ok {
+		return // reported by checkFiles
+	}
+	want := jitterSVG(stormModel())
+	if bytes.Equal(data, want) {
+		return
+	}
+	a.fail(Failure{Check: CheckExperiment, Field: JitterSVGFile,
+		Message: fmt.Sprintf("%s: differs from the audit's own drawing of the jitter model: %s", JitterSVGFile, firstDiff(want, data))})
+}
+
+// firstDiff describes where got first differs from want, by line.
+func firstDiff(want, got []byte) string {
+	wl, gl := bytes.Split(want, []byte("\n")), bytes.Split(got, []byte("\n"))
+	for i := 0; i < max(len(wl), len(gl)); i++ {
+		var w, g []byte
+		if i < len(wl) {
+			w = wl[i]
+		}
+		if i < len(gl) {
+			g = gl[i]
+		}
+		if !bytes.Equal(w, g) {
+			return fmt.Sprintf("line %d: expected %q, observed %q", i+1, clip(w), clip(g))
+		}
+	}
+	return "same lines, different bytes"
+}
+
+// clip shortens a line for a failure message.
+func clip(b []byte) string {
+	if len(b) > 120 {
+		return string(b[:117]) + "..."
+	}
+	return string(b)
 }

@@ -3,54 +3,104 @@ package audit
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"io/fs"
+	"errors"
+	"os"
 	"path/filepath"
 )
 
-// checkFiles verifies manifest.files against the evidence folder: every
-// listed file exists with its SHA-256 (of the exact bytes), every file of
-// the folder but manifest.json is listed, and, if needResults, results.json
-// is listed.
-func (a *auditor) checkFiles(needResults bool) {
-	listed := stringMap(a.manifest, "files")
-	for _, p := range sortedKeys(listed) {
-		a.check()
-		if !cleanRel(p) {
-			a.failf(CheckFile, "file %s: not a clean relative path", p)
-			continue
+// requiredFiles returns the files the selection makes the runner write:
+// results.json, run.json and REPORT.md for case runs, each experiment's
+// files for the experiments selected.
+func (a *auditor) requiredFiles() []string {
+	var out []string
+	if len(a.selCases) > 0 {
+		out = append(out, "REPORT.md", "results.json", "run.json")
+	}
+	sel, _ := a.manifest["selection"].(map[string]any)
+	for _, name := range stringList(sel, "experiments") {
+		for _, e := range experiments {
+			if e.name == name {
+				out = append(out, e.files...)
+			}
 		}
-		data, err := readRegular(filepath.Join(a.opts.Evidence, filepath.FromSlash(p)))
-		if err != nil {
+	}
+	return out
+}
+
+// checkFiles verifies manifest.files against the evidence folder: every
+// listed file is a regular file inside the folder (no symlink, FIFO or
+// device; never followed), within its size cap, with the SHA-256 of its
+// exact bytes; every file the selection implies is listed; and every
+// entry of the folder but manifest.json is a listed regular file. The
+// bytes read are kept for the other checks, whatever their hash.
+func (a *auditor) checkFiles() {
+	a.listed = stringMap(a.manifest, "files")
+	for _, p := range sortedKeys(a.listed) {
+		a.check()
+		data, err := readInside(a.opts.Evidence, p, capOf(p))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
 			a.failf(CheckFile, "file %s: listed in the manifest but missing from the evidence folder", p)
 			continue
+		case err != nil:
+			a.failf(CheckFile, "file %s: %v", p, unwrapPath(err))
+			continue
 		}
-		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != listed[p] {
+		a.data[p] = data
+		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != a.listed[p] {
 			a.failf(CheckFile, "file %s: SHA-256 does not match the manifest", p)
 			continue
 		}
 		a.report.Files++
 	}
+	for _, p := range a.requiredFiles() {
+		a.check()
+		if _, ok := a.listed[p]; !ok {
+			if _, err := os.Lstat(filepath.Join(a.opts.Evidence, p)); err != nil { // else: "not listed" below
+				a.failf(CheckFile, "file %s: required by manifest.selection but missing", p)
+			}
+		}
+	}
 
 	a.check()
-	unlisted := map[string]bool{}
-	if _, ok := listed["results.json"]; !ok && needResults {
-		unlisted["results.json"] = true
-	}
-	_ = filepath.WalkDir(a.opts.Evidence, func(name string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return nil
-		}
-		rel, err := filepath.Rel(a.opts.Evidence, name)
+	var walk func(dir, prefix string)
+	walk = func(dir, prefix string) {
+		entries, err := os.ReadDir(dir)
 		if err != nil {
-			return nil
+			a.failf(CheckFile, "evidence folder: cannot list %s: %v", dir, unwrapPath(err))
+			return
 		}
-		rel = filepath.ToSlash(rel)
-		if _, ok := listed[rel]; !ok && rel != "manifest.json" {
-			unlisted[rel] = true
+		for _, e := range entries {
+			rel := prefix + e.Name()
+			_, listed := a.listed[rel]
+			switch {
+			case e.Type()&os.ModeSymlink != 0:
+				if !listed { // a listed one was refused above
+					a.failf(CheckFile, "file %s: %v", rel, errSymlink)
+				}
+			case e.IsDir():
+				walk(filepath.Join(dir, e.Name()), rel+"/")
+			case !e.Type().IsRegular():
+				if !listed {
+					a.failf(CheckFile, "file %s: %v", rel, errNotRegular)
+				}
+			case !listed && rel != "manifest.json":
+				a.failf(CheckFile, "file %s: not listed in the manifest", rel)
+			}
 		}
-		return nil
-	})
-	for _, p := range sortedKeys(unlisted) {
-		a.failf(CheckFile, "file %s: not listed in the manifest", p)
 	}
+	walk(a.opts.Evidence, "")
+}
+
+// evidenceFile returns the bytes of an evidence file read by checkFiles;
+// ok is false when the manifest does not list it or it could not be read.
+func (a *auditor) evidenceFile(name string) ([]byte, bool) {
+	data, ok := a.data[name]
+	return data, ok
+}
+
+// isListed reports whether manifest.files lists name.
+func (a *auditor) isListed(name string) bool {
+	_, ok := a.listed[name]
+	return ok
 }

@@ -43,28 +43,37 @@ func newFixture(t *testing.T) *fixture {
 	f.write(t, "go.sum", "")
 	f.write(t, "internal/fake/fake.go", "package fake\n\nconst X = 1\n")
 	f.write(t, "cmd/fake/main.go", "package main\n\nfunc main() {}\n")
+	// The protocol constants, pinned in testdata like the cases.
+	for _, n := range []string{"protocol.go", "key.go"} {
+		data, err := os.ReadFile(filepath.Join("testdata", "protocol", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.write(t, "internal/protocol/"+n, string(data))
+	}
 	// Not sources: a test file and anything below testdata.
 	f.write(t, "internal/fake/fake_test.go", "package fake\n")
 	f.write(t, "cmd/fake/testdata/golden.ct", "$ fake\n")
 
-	f.writeJSON(t, "evidence/results.json", map[string]any{"schema_version": 1, "runs": f.expandRuns(t)})
+	runs := f.expandRuns(t)
+	f.writeJSON(t, "evidence/results.json", map[string]any{"schema_version": 1, "runs": runs})
 	f.writeJSON(t, "evidence/run.json", map[string]any{
-		"schema_version": 1, "started_utc": "2025-01-01T00:00:00Z", "wall_ms": 1, "parallel": 1, "runs": []any{},
+		"schema_version": 1, "started_utc": "2025-01-01T00:00:00Z", "wall_ms": 1, "parallel": 1, "runs": runDetails(runs),
 	})
 	f.write(t, "evidence/REPORT.md", "# report\n")
 	f.writeJSON(t, "evidence/manifest.json", map[string]any{
 		"schema_version": 1,
 		"generated_utc":  "2025-01-01T00:00:00Z",
-		"source_commit":  "unknown",
+		"source_commit":  strings.Repeat("ab", 20),
 		"source_dirty":   false,
 		"go_version":     "go1.26",
 		"os_arch":        "linux/amd64",
 		"server_sha256":  strings.Repeat("0", 64),
 		"protocol": map[string]any{
 			"key_header": "Idempotency-Key", "replayed_header": "Idempotency-Replayed",
-			"fault_header": "X-Lab-Fault", "key_pattern": "^[A-Za-z0-9_-]{1,64}$",
+			"fault_header": "X-Lab-Fault", "key_pattern": "[A-Za-z0-9_-]{1,64}",
 			"default_body": "add-one", "capacity": 64, "max_body": 4096, "wait_ms": 5000,
-			"slow_ms": 120, "crash_exit_code": 23, "client_timeout_ms": 2000,
+			"slow_ms": 120, "crash_exit_code": 23, "client_timeout_ms": 5000,
 		},
 		"selection": map[string]any{"cases": f.caseNames(t), "stores": []string{"volatile"}, "experiments": []string{}},
 		"sources":   map[string]string{},
@@ -165,6 +174,8 @@ func (f *fixture) rehash(t *testing.T) {
 	add("go.sum")
 	add("internal/fake/fake.go")
 	add("cmd/fake/main.go")
+	add("internal/protocol/key.go")
+	add("internal/protocol/protocol.go")
 	for _, dir := range []string{"cases", "schema"} {
 		entries, _ := os.ReadDir(f.path(dir))
 		for _, e := range entries {
@@ -179,6 +190,7 @@ func (f *fixture) rehash(t *testing.T) {
 
 type caseDoc struct {
 	name   string
+	steps  []any
 	expect map[string]any
 }
 
@@ -196,7 +208,7 @@ func (f *fixture) caseDocs(t *testing.T) []caseDoc {
 	var out []caseDoc
 	for _, n := range names {
 		doc := f.readJSON(t, "cases/"+n)
-		out = append(out, caseDoc{doc["name"].(string), doc["expect"].(map[string]any)})
+		out = append(out, caseDoc{doc["name"].(string), doc["steps"].([]any), doc["expect"].(map[string]any)})
 	}
 	return out
 }
@@ -209,26 +221,77 @@ func (f *fixture) caseNames(t *testing.T) []string {
 	return names
 }
 
-// expandRuns builds one volatile run per case that meets its expectation.
+// sent is one call a case's steps send, expanded independently of the
+// audit's own plan: step index, key, fault, concurrent group size.
+type sent struct {
+	step       int
+	key, fault any
+	group      int
+}
+
+func sentCalls(steps []any) []sent {
+	var out []sent
+	for i, st := range steps {
+		sm := st.(map[string]any)
+		call, clients := sm["call"], 1
+		if g, ok := sm["concurrent"].(map[string]any); ok {
+			call, clients = g["call"], int(num(g["clients"]))
+		}
+		cm, ok := call.(map[string]any)
+		if !ok {
+			continue // a restart
+		}
+		repeat := max(int(num(cm["repeat"])), 1)
+		for r := 0; r < repeat; r++ {
+			var key any
+			if k, ok := cm["key"].(string); ok {
+				key = strings.ReplaceAll(k, "{i}", strconv.Itoa(r))
+			}
+			for range clients {
+				out = append(out, sent{step: i, key: key, fault: cm["fault"], group: clients})
+			}
+		}
+	}
+	return out
+}
+
+func num(v any) int64 {
+	n, _ := v.(json.Number)
+	i, _ := n.Int64()
+	return i
+}
+
+// serverTexts are the effect server's reply bodies, the fixture's copy.
+var serverTexts = map[int64]string{
+	400: "Idempotency-Key: key has a character outside [A-Za-z0-9_-]\n",
+	413: "request body larger than 4096 bytes\n",
+	409: "request with this Idempotency-Key is still in progress\n",
+	422: "Idempotency-Key already used with another request body\n",
+	429: "Idempotency-Key registry is full\n",
+}
+
+// expandRuns builds one volatile run per case that meets its expectation
+// and sends what its steps send.
 func (f *fixture) expandRuns(t *testing.T) []any {
 	var runs []any
 	for _, c := range f.caseDocs(t) {
 		exp := c.expect["volatile"].(map[string]any)
+		plan := sentCalls(c.steps)
 		var calls []any
 		for _, ec := range exp["calls"].([]any) {
 			ec := ec.(map[string]any)
-			repeat := 1
-			if r, ok := ec["repeat"].(json.Number); ok {
-				n, _ := r.Int64()
-				repeat = int(n)
-			}
+			repeat := max(int(num(ec["repeat"])), 1)
 			for i := 1; i <= repeat; i++ {
-				call := map[string]any{"step": 0, "key": nil, "fault": nil, "outcome": ec["outcome"],
+				p := plan[len(calls)]
+				call := map[string]any{"step": p.step, "key": p.key, "fault": p.fault, "outcome": ec["outcome"],
 					"status": nil, "body": nil, "replayed": nil}
 				if ec["outcome"] == "reply" {
-					call["status"], call["body"] = json.Number("200"), ""
+					call["status"], call["body"], call["replayed"] = json.Number("200"), "1", false
 					if s, ok := ec["status"]; ok {
 						call["status"] = s
+						if text, ok := serverTexts[num(s)]; ok {
+							call["body"] = text
+						}
 					}
 					if b, ok := ec["body"].(string); ok {
 						call["body"] = strings.ReplaceAll(b, "{n}", strconv.Itoa(i))
@@ -244,4 +307,41 @@ func (f *fixture) expandRuns(t *testing.T) []any {
 			"counter": exp["counter"], "exit_codes": exp["exit_codes"], "calls": calls})
 	}
 	return runs
+}
+
+// runDetails is run.json's runs for results' runs: one server per exit
+// code, one detail per call, launch indexes in order.
+func runDetails(results []any) []any {
+	var out []any
+	for _, r := range results {
+		r := r.(map[string]any)
+		var servers, calls []any
+		for i, code := range r["exit_codes"].([]any) {
+			servers = append(servers, map[string]any{"pid": 100 + i, "addr": "127.0.0.1:4000" + strconv.Itoa(i), "ready_ms": 1.5, "exit_code": code})
+		}
+		step, client := -1, 0
+		for _, c := range r["calls"].([]any) {
+			c := c.(map[string]any)
+			if s := num(c["step"]); int(s) != step || c["key"] != "parallel" {
+				step, client = int(s), 0
+			}
+			e := ""
+			if c["outcome"] != "reply" {
+				e = "EOF"
+			}
+			calls = append(calls, map[string]any{"latency_ms": 2.25, "error": e, "client": client})
+			client++
+		}
+		out = append(out, map[string]any{"case": r["case"], "store": r["store"], "wall_ms": 10, "servers": servers,
+			"calls": calls, "server_log": []any{"server 0: start"}})
+	}
+	return out
+}
+
+// syncRunFile rewrites run.json to match results.json's runs (hashes
+// untouched).
+func (f *fixture) syncRunFile(t *testing.T) {
+	t.Helper()
+	runs := f.readJSON(t, "evidence/results.json")["runs"].([]any)
+	f.editJSON(t, "evidence/run.json", func(d map[string]any) { d["runs"] = runDetails(runs) })
 }

@@ -1,28 +1,11 @@
 package audit
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"sort"
 	"strconv"
 	"strings"
 )
-
-// decodeJSON decodes exactly one JSON value, numbers kept as json.Number.
-func decodeJSON(data []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("unexpected data after the JSON value")
-	}
-	return v, nil
-}
 
 // render prints a decoded JSON value canonically (object keys sorted, no
 // spaces, integers without exponent), so equal values render equally.
@@ -117,3 +100,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// jsonNum makes a json.Number, for comparisons with decoded values.
+func jsonNum(s string) json.Number { return json.Number(s) }

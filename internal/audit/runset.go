@@ -3,30 +3,152 @@ package audit
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 type runKey struct{ Case, Store string }
 
 func (k runKey) String() string { return fmt.Sprintf("case %s, store %s", k.Case, k.Store) }
 
-// checkRunSet checks that results.json holds exactly the required runs
-// (cases × stores) in canonical order and that manifest.selection agrees
-// with them. It returns the first run of each required (case, store).
+// selectRuns reads manifest.selection: the cases (known case files, in
+// case-file order, each once) and stores (known stores, in store order,
+// each once) the evidence claims to cover. Those are the runs that must
+// be present; -case and -store narrow the runs checked in depth, and a
+// -case or -store outside the selection is still required. The PASS line
+// names every way the selection covers less than the whole checkout.
+func (a *auditor) selectRuns() {
+	sel, _ := a.manifest["selection"].(map[string]any)
+	byName := map[string]*Case{}
+	for _, c := range a.allCases {
+		byName[c.Name] = c
+	}
+	a.check()
+	last := -1
+	for _, n := range stringList(sel, "cases") {
+		c, ok := byName[n]
+		switch {
+		case !ok:
+			a.failf(CheckRunSet, "manifest.json: selection.cases: %q is not the name of a case file in cases/", n)
+			continue
+		case slices.Contains(a.selCases, c):
+			a.failf(CheckRunSet, "manifest.json: selection.cases: %q listed twice", n)
+			continue
+		case slices.Index(a.allCases, c) < last:
+			a.failf(CheckRunSet, "manifest.json: selection.cases: %q out of case-file order", n)
+		}
+		last = slices.Index(a.allCases, c)
+		a.selCases = append(a.selCases, c)
+	}
+	known := knownStores(a.allCases)
+	for _, s := range stringList(sel, "stores") {
+		switch {
+		case !slices.Contains(known, s):
+			a.failf(CheckRunSet, "manifest.json: selection.stores: %q is not a known store", s)
+			continue
+		case slices.Contains(a.selStores, s):
+			a.failf(CheckRunSet, "manifest.json: selection.stores: %q listed twice", s)
+			continue
+		}
+		a.selStores = append(a.selStores, s)
+	}
+	if !slices.Equal(orderStores(a.selStores), a.selStores) {
+		a.failf(CheckRunSet, "manifest.json: selection.stores: not in store order (%s)", strings.Join(StoreOrder, ", "))
+	}
+	if (len(a.selCases) == 0) != (len(a.selStores) == 0) {
+		a.failf(CheckRunSet, "manifest.json: selection: cases and stores must both be empty or both be set")
+	}
+
+	// What is checked in depth: the selection, narrowed; a narrowing to a
+	// case or store outside the selection still requires its runs.
+	a.cases, a.stores = a.selCases, a.selStores
+	if n := a.opts.Case; n != "" {
+		a.cases = []*Case{byName[n]}
+		a.report.Subset = append(a.report.Subset, "checked: -case "+n)
+	}
+	if s := a.opts.Store; s != "" {
+		a.stores = []string{s}
+		a.report.Subset = append(a.report.Subset, "checked: -store "+s)
+	}
+	if len(a.cases) > 0 && len(a.stores) == 0 {
+		a.stores = a.cases[0].Stores() // -case in a folder that selects no stores
+	}
+	if len(a.cases) == 0 {
+		a.stores = nil // an experiment-only folder: -store has nothing to narrow
+	}
+	if len(a.selCases) == 0 && len(stringList(sel, "experiments")) == 0 {
+		a.failf(CheckRunSet, "manifest.json: selection: selects no case and no experiment: the evidence claims nothing")
+	}
+	a.report.Cases, a.report.Stores = len(a.cases), len(a.stores)
+
+	if len(a.selCases) > 0 && len(a.selCases) < len(a.allCases) {
+		names := make([]string, len(a.selCases))
+		for i, c := range a.selCases {
+			names[i] = c.Name
+		}
+		a.report.Subset = append(a.report.Subset, "cases: "+strings.Join(names, ", ")+" only")
+	}
+	if len(a.selStores) > 0 {
+		var all []string
+		for _, c := range a.selCases {
+			for _, s := range c.Stores() {
+				if !slices.Contains(all, s) {
+					all = append(all, s)
+				}
+			}
+		}
+		if len(a.selStores) < len(all) {
+			a.report.Subset = append(a.report.Subset, "stores: "+strings.Join(a.selStores, ", ")+" only")
+		}
+	}
+}
+
+// required returns the runs results.json must hold, in canonical order
+// (the selection, plus any run -case or -store demands), and the subset
+// checked in depth.
+func (a *auditor) required() (want []runKey, deep map[runKey]bool) {
+	deep = map[runKey]bool{}
+	seen := map[runKey]bool{}
+	add := func(k runKey) {
+		if !seen[k] {
+			seen[k] = true
+			want = append(want, k)
+		}
+	}
+	for _, c := range a.allCases {
+		for _, s := range knownStores(a.allCases) {
+			k := runKey{c.Name, s}
+			inSel := slices.Contains(a.selCases, c) && slices.Contains(a.selStores, s)
+			inDeep := slices.Contains(a.cases, c) && slices.Contains(a.stores, s)
+			if inSel || inDeep {
+				add(k)
+			}
+			if inDeep {
+				deep[k] = true
+			}
+		}
+	}
+	return want, deep
+}
+
+// checkRunSet checks that results.json holds exactly the required runs in
+// canonical order (case-file order, then store order), each with an
+// expectation in its case file. It returns the runs to check in depth.
 func (a *auditor) checkRunSet(results map[string]any) map[runKey]map[string]any {
 	arr, _ := results["runs"].([]any)
-	a.report.Runs = len(arr)
-
-	// The required runs, in canonical order.
-	var want []runKey
+	want, deep := a.required()
 	rank := map[runKey]int{}
-	for _, c := range a.cases {
-		for _, s := range a.stores {
-			k := runKey{c.Name, s}
-			rank[k] = len(want)
-			want = append(want, k)
-			if _, ok := c.Expect[s]; !ok {
-				a.check()
-				a.fail(Failure{Check: CheckRunSet, Case: c.Name, Store: s,
+	for i, k := range want {
+		rank[k] = i
+	}
+	caseOf := map[string]*Case{}
+	for _, c := range a.allCases {
+		caseOf[c.Name] = c
+	}
+	for _, k := range want {
+		a.check()
+		if c := caseOf[k.Case]; c != nil {
+			if _, ok := c.Expect[k.Store]; !ok {
+				a.fail(Failure{Check: CheckRunSet, Case: k.Case, Store: k.Store,
 					Message: fmt.Sprintf("%s: %s has no expectation for this store", k, c.File)})
 			}
 		}
@@ -40,7 +162,6 @@ func (a *auditor) checkRunSet(results map[string]any) map[runKey]map[string]any 
 		store, _ := str(run, "store")
 		k := runKey{cname, store}
 		calls, _ := run["calls"].([]any)
-		a.report.Calls += len(calls)
 		if _, dup := got[k]; dup {
 			a.fail(Failure{Check: CheckRunSet, Case: k.Case, Store: k.Store,
 				Message: fmt.Sprintf("%s: duplicate run (runs[%d])", k, i)})
@@ -50,7 +171,12 @@ func (a *auditor) checkRunSet(results map[string]any) map[runKey]map[string]any 
 		order = append(order, k)
 		if _, ok := rank[k]; !ok {
 			a.fail(Failure{Check: CheckRunSet, Case: k.Case, Store: k.Store,
-				Message: fmt.Sprintf("%s: unexpected run (not among the required cases and stores)", k)})
+				Message: fmt.Sprintf("%s: unexpected run (not in manifest.selection)", k)})
+			continue
+		}
+		if deep[k] {
+			a.report.Runs++
+			a.report.Calls += len(calls)
 		}
 	}
 	for _, k := range want {
@@ -78,39 +204,13 @@ func (a *auditor) checkRunSet(results map[string]any) map[runKey]map[string]any 
 		prev = &k
 	}
 
-	// manifest.selection lists the cases and stores the runs cover.
-	sel, _ := a.manifest["selection"].(map[string]any)
-	var runCases, runStores []string
-	for _, k := range order {
-		if !slices.Contains(runCases, k.Case) {
-			runCases = append(runCases, k.Case)
-		}
-		if !slices.Contains(runStores, k.Store) {
-			runStores = append(runStores, k.Store)
-		}
-	}
-	runStores = orderStores(runStores)
-	for _, f := range []struct {
-		field string
-		runs  []string
-	}{{"cases", runCases}, {"stores", runStores}} {
-		a.check()
-		listed := stringList(sel, f.field)
-		if !slices.Equal(listed, f.runs) {
-			a.fail(Failure{Check: CheckRunSet, Field: "selection." + f.field,
-				Expected: render(toAny(f.runs)), Observed: render(toAny(listed)),
-				Message: fmt.Sprintf("manifest.json: selection.%s: expected %s (as in results.json), observed %s",
-					f.field, render(toAny(f.runs)), render(toAny(listed)))})
-		}
-	}
-
-	first := map[runKey]map[string]any{}
+	out := map[runKey]map[string]any{}
 	for k, run := range got {
-		if _, ok := rank[k]; ok {
-			first[k] = run
+		if deep[k] {
+			out[k] = run
 		}
 	}
-	return first
+	return out
 }
 
 func toAny(ss []string) []any {

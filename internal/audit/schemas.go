@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
@@ -32,7 +31,7 @@ func LoadSchemas(root string) (*Schemas, error) {
 	names := []string{"case", "results", "manifest", "run", "jitter", "retries"}
 	for _, n := range names {
 		rel := "schema/" + n + ".schema.json"
-		data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
+		data, err := readInside(root, rel, CapSource)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", rel, unwrapPath(err))
 		}
@@ -110,31 +109,31 @@ func (a *auditor) manifestSchema(v any) {
 // evidenceSchemas validates results.json and run.json and returns the
 // decoded results when they are valid, nil otherwise.
 func (a *auditor) evidenceSchemas() map[string]any {
-	var results map[string]any
-	for _, f := range []struct {
-		name   string
-		schema *jsonschemaSchema
-	}{{"results.json", a.schemas.Results}, {"run.json", a.schemas.Run}} {
-		a.check()
-		data, err := readRegular(filepath.Join(a.opts.Evidence, f.name))
-		if err != nil {
-			a.failf(CheckSchema, "%s: cannot read: %v", f.name, unwrapPath(err))
-			continue
-		}
-		v, err := decodeJSON(data)
-		if err != nil {
-			a.failf(CheckSchema, "%s: not valid JSON: %v", f.name, err)
-			continue
-		}
-		lines := validate(f.schema, v)
-		for _, l := range lines {
-			a.failf(CheckSchema, "%s: %s", f.name, l)
-		}
-		if f.name == "results.json" && len(lines) == 0 {
-			results, _ = v.(map[string]any)
-		}
-	}
+	results, _ := a.jsonDoc("results.json", a.schemas.Results).(map[string]any)
+	a.runDoc, _ = a.jsonDoc("run.json", a.schemas.Run).(map[string]any)
 	return results
 }
 
-type jsonschemaSchema = jsonschema.Schema
+// jsonDoc decodes (strictly) and validates an evidence file read by
+// checkFiles; nil when it is missing, not JSON or invalid (each a schema
+// failure).
+func (a *auditor) jsonDoc(name string, s *jsonschema.Schema) any {
+	a.check()
+	data, ok := a.evidenceFile(name)
+	if !ok {
+		return nil // not listed, or unreadable: a file failure says which
+	}
+	v, err := decodeJSON(data)
+	if err != nil {
+		a.failf(CheckSchema, "%s: not valid JSON: %v", name, err)
+		return nil
+	}
+	lines := validate(s, v)
+	for _, l := range lines {
+		a.failf(CheckSchema, "%s: %s", name, l)
+	}
+	if len(lines) > 0 {
+		return nil
+	}
+	return v
+}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,43 +17,72 @@ import (
 // named testdata are not sources.
 var SourceDirs = []string{"cmd", "internal", "cases", "schema"}
 
+// A RefusedError lists the entries of source folders that are not regular
+// files (symlinks, FIFOs, devices): nothing may enter the build unhashed.
+type RefusedError struct{ Paths []string }
+
+// Error names the refused paths.
+func (e *RefusedError) Error() string {
+	return "not regular files (refused): " + strings.Join(e.Paths, ", ")
+}
+
 // SourceFiles lists the source files of the checkout at root, as sorted
-// slash paths relative to root.
+// slash paths relative to root. A source folder, or an entry in one, that
+// is a symlink or other non-regular file is never followed: the list is
+// returned with a *RefusedError naming them.
 func SourceFiles(root string) ([]string, error) {
-	var out []string
+	var out, refused []string
 	for _, f := range []string{"go.mod", "go.sum"} {
-		if fi, err := os.Lstat(filepath.Join(root, f)); err == nil && fi.Mode().IsRegular() {
+		fi, err := os.Lstat(filepath.Join(root, f))
+		switch {
+		case err != nil:
+		case fi.Mode().IsRegular():
 			out = append(out, f)
+		default:
+			refused = append(refused, f)
 		}
 	}
 	for _, dir := range SourceDirs {
 		base := filepath.Join(root, dir)
-		if _, err := os.Lstat(base); os.IsNotExist(err) {
+		fi, err := os.Lstat(base)
+		if os.IsNotExist(err) {
 			continue
 		}
-		err := filepath.WalkDir(base, func(name string, d fs.DirEntry, err error) error {
+		if err != nil || !fi.IsDir() {
+			refused = append(refused, dir)
+			continue
+		}
+		err = filepath.WalkDir(base, func(name string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
+			rel, err := filepath.Rel(root, name)
+			if err != nil {
+				return err
+			}
+			rel = filepath.ToSlash(rel)
 			if d.IsDir() {
 				if name != base && d.Name() == "testdata" {
 					return filepath.SkipDir
 				}
 				return nil
 			}
-			if !d.Type().IsRegular() || strings.HasSuffix(d.Name(), "_test.go") {
+			if strings.HasSuffix(d.Name(), "_test.go") {
 				return nil
 			}
-			rel, err := filepath.Rel(root, name)
-			if err != nil {
-				return err
+			if !d.Type().IsRegular() {
+				refused = append(refused, rel)
+				return nil
 			}
-			out = append(out, filepath.ToSlash(rel))
+			out = append(out, rel)
 			return nil
 		})
 		if err != nil {
 			return nil, err
 		}
+	}
+	if len(refused) > 0 {
+		return out, &RefusedError{refused}
 	}
 	return out, nil // WalkDir visits in lexical order; dirs are in fixed order
 }
@@ -62,17 +93,22 @@ func SourceHash(data []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// checkSources verifies manifest.sources against the checkout.
+// checkSources verifies manifest.sources against the checkout, and that
+// nothing outside the list can change the build (see checkBuildInputs).
 func (a *auditor) checkSources() {
 	listed := stringMap(a.manifest, "sources")
 	for _, p := range sortedKeys(listed) {
-		if !cleanRel(p) {
-			a.failf(CheckSource, "source %s: not a clean relative path", p)
-			continue
-		}
-		data, err := readRegular(filepath.Join(a.opts.Root, filepath.FromSlash(p)))
-		if err != nil {
+		a.check()
+		data, err := readInside(a.opts.Root, p, CapSource)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
 			a.failf(CheckSource, "source %s: missing from the checkout", p)
+			continue
+		case err != nil:
+			a.failf(CheckSource, "source %s: %v", p, unwrapPath(err))
+			continue
+		case !isSourcePath(p):
+			a.failf(CheckSource, "source %s: not a source path (go.mod, go.sum, or a non-test file under %s)", p, strings.Join(SourceDirs, "/, ")+"/")
 			continue
 		}
 		if SourceHash(data) != listed[p] {
@@ -81,8 +117,14 @@ func (a *auditor) checkSources() {
 		}
 		a.report.Sources++
 	}
+	a.check()
 	files, err := SourceFiles(a.opts.Root)
-	if err != nil {
+	var refused *RefusedError
+	if errors.As(err, &refused) {
+		for _, p := range refused.Paths {
+			a.failf(CheckSource, "source %s: not a regular file (a symlink or special file; refused, never followed)", p)
+		}
+	} else if err != nil {
 		a.failf(CheckSource, "sources: cannot list the checkout: %v", err)
 		return
 	}
@@ -91,4 +133,66 @@ func (a *auditor) checkSources() {
 			a.failf(CheckSource, "source %s: not listed in the manifest", p)
 		}
 	}
+	a.checkBuildInputs()
+}
+
+// checkBuildInputs refuses what would change the build from outside the
+// hashed sources: a go.work or go.work.sum (a workspace can replace any
+// module), a vendor folder (its code is built instead of the module
+// cache's, and it is not hashed), and a replace directive in go.mod that
+// points to a folder (its files are not hashed; a replace by another module
+// version is pinned by go.sum, which is hashed).
+func (a *auditor) checkBuildInputs() {
+	for _, f := range []string{"go.work", "go.work.sum", "vendor"} {
+		a.check()
+		if _, err := os.Lstat(filepath.Join(a.opts.Root, f)); err == nil {
+			a.failf(CheckSource, "%s: present in the checkout: it can change what is built and is not among the hashed sources (remove it)", f)
+		}
+	}
+	a.check()
+	data, err := readInside(a.opts.Root, "go.mod", CapSource)
+	if err != nil {
+		return // reported as a source
+	}
+	for _, r := range localReplaces(string(data)) {
+		a.failf(CheckSource, "go.mod: %s: replaces a module by a folder whose files are not hashed (refused)", r)
+	}
+}
+
+// localReplaces returns the replace directives of a go.mod whose target is
+// a file system path (./, ../, / or a volume name), one line each.
+func localReplaces(gomod string) []string {
+	var out []string
+	inBlock := false
+	for _, line := range strings.Split(gomod, "\n") {
+		line = strings.TrimSpace(line)
+		if i := strings.Index(line, "//"); i >= 0 {
+			line = strings.TrimSpace(line[:i])
+		}
+		var spec string
+		switch {
+		case inBlock && line == ")":
+			inBlock = false
+			continue
+		case inBlock:
+			spec = line
+		case strings.HasPrefix(line, "replace") && strings.TrimSpace(strings.TrimPrefix(line, "replace")) == "(":
+			inBlock = true
+			continue
+		case strings.HasPrefix(line, "replace ") || strings.HasPrefix(line, "replace\t"):
+			spec = strings.TrimSpace(line[len("replace"):])
+		default:
+			continue
+		}
+		_, target, ok := strings.Cut(spec, "=>")
+		if !ok {
+			continue
+		}
+		t := strings.Trim(strings.TrimSpace(target), "\"`")
+		if strings.HasPrefix(t, "./") || strings.HasPrefix(t, "../") || strings.HasPrefix(t, "/") ||
+			t == "." || t == ".." || filepath.VolumeName(t) != "" || strings.HasPrefix(t, `.\`) || strings.HasPrefix(t, `..\`) {
+			out = append(out, fmt.Sprintf("replace %s", spec))
+		}
+	}
+	return out
 }

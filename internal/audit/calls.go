@@ -1,0 +1,272 @@
+package audit
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// The server's fixed reply texts, the audit's own copy: a reply the lab
+// recorded with one of these statuses must carry exactly this body. 200
+// carries the counter in decimal; 400 and 413 depend on the request (see
+// expectedReply).
+var fixedReplies = map[int]string{
+	404: "not found\n",
+	405: "method not allowed\n",
+	409: "request with this Idempotency-Key is still in progress\n",
+	422: "Idempotency-Key already used with another request body\n",
+	429: "Idempotency-Key registry is full\n",
+	500: "effect failed\n",
+	503: "request canceled while waiting\n",
+}
+
+// Header names as the server writes them in its 400 replies.
+const (
+	keyHeader   = "Idempotency-Key"
+	faultHeader = "X-Lab-Fault"
+)
+
+// keyError is the audit's own reading of the key syntax: a token of 1 to
+// 64 bytes from [A-Za-z0-9_-], bare or in double quotes. It returns the
+// server's error text, or "" for a good key.
+func keyError(v string) string {
+	if strings.HasPrefix(v, `"`) {
+		if len(v) < 2 || !strings.HasSuffix(v, `"`) {
+			return "unbalanced quote"
+		}
+		v = v[1 : len(v)-1]
+	}
+	switch {
+	case v == "":
+		return "empty key"
+	case strings.Contains(v, `"`):
+		return "unbalanced quote"
+	case len(v) > 64:
+		return "key longer than 64 characters"
+	case !keyToken.MatchString(v):
+		return "key has a character outside [A-Za-z0-9_-]"
+	}
+	return ""
+}
+
+// keyPattern is the key syntax as the manifest records it.
+const keyPattern = "[A-Za-z0-9_-]{1,64}"
+
+var keyToken = regexp.MustCompile(`^` + keyPattern + `$`)
+
+// faultNames are the lab faults that take no argument; "delay" takes
+// "=NNms", 0 to 60000.
+var faultNames = []string{"drop-reply", "slow", "crash-before-effect", "crash-after-effect", "crash-after-record"}
+
+var delayArg = regexp.MustCompile(`^[0-9]{1,5}ms$`)
+
+// faultError is the audit's own reading of an X-Lab-Fault value: the
+// server's error text, or "" for a good fault.
+func faultError(v string) string {
+	if v == "" {
+		return "empty fault"
+	}
+	name, arg, hasArg := strings.Cut(v, "=")
+	switch {
+	case name == "delay":
+		if !hasArg || !delayArg.MatchString(arg) || number(jsonNum(strings.TrimSuffix(arg, "ms"))) > 60000 {
+			return fmt.Sprintf("bad fault argument %q", v)
+		}
+	case contains(faultNames, name):
+		if hasArg {
+			return fmt.Sprintf("bad fault argument %q", v)
+		}
+	default:
+		return fmt.Sprintf("unknown fault %q", name)
+	}
+	return ""
+}
+
+// expectedReply is what the server must answer a call whose request
+// itself is refused: the status and the body; status 0 when the request is
+// acceptable and the reply depends on the store.
+func expectedReply(p PlannedCall, maxBody int64) (int, string) {
+	if p.Fault != nil {
+		if e := faultError(*p.Fault); e != "" {
+			return 400, faultHeader + ": " + e + "\n"
+		}
+	}
+	if p.Key != nil {
+		if e := keyError(*p.Key); e != "" {
+			return 400, keyHeader + ": " + e + "\n"
+		}
+	}
+	if int64(p.BodyLen) > maxBody {
+		return 413, fmt.Sprintf("request body larger than %d bytes\n", maxBody)
+	}
+	return 0, ""
+}
+
+var decimal = regexp.MustCompile(`^(0|[1-9][0-9]*)$`)
+
+// checkCalls checks every call of every run checked in depth against the
+// case's steps (step index, key with {i} expanded, fault, in order) and
+// every reply against the server's texts: a refused request gets its
+// status and error text, any other non-200 status its fixed text, a 200 a
+// decimal counter and a replayed flag, a call without a reply no status,
+// body or flag.
+func (a *auditor) checkCalls(runs map[runKey]map[string]any) {
+	maxBody := a.protoInt("max_body")
+	for _, c := range a.cases {
+		for _, s := range a.stores {
+			run, ok := runs[runKey{c.Name, s}]
+			if !ok {
+				continue
+			}
+			calls, _ := run["calls"].([]any)
+			where := fmt.Sprintf("case %s, store %s", c.Name, s)
+			fail := func(call *int, field, expected, observed string) {
+				at := where
+				if call != nil {
+					at = fmt.Sprintf("%s, call %d", where, *call)
+				}
+				a.fail(Failure{Check: CheckCalls, Case: c.Name, Store: s, Call: call, Field: field, Expected: expected, Observed: observed,
+					Message: fmt.Sprintf("%s: %s: expected %s, observed %s", at, field, expected, observed)})
+			}
+			a.check()
+			if len(calls) != len(c.Plan) {
+				fail(nil, "calls", fmt.Sprintf("%d (as %s's steps send)", len(c.Plan), c.File), fmt.Sprint(len(calls)))
+			}
+			for i := range min(len(calls), len(c.Plan)) {
+				call, _ := calls[i].(map[string]any)
+				p := c.Plan[i]
+				a.check()
+				for _, f := range []struct {
+					name string
+					want any
+				}{{"step", jsonNum(fmt.Sprint(p.Step))}, {"key", strPtr(p.Key)}, {"fault", strPtr(p.Fault)}} {
+					if w, g := render(f.want), render(call[f.name]); w != g {
+						fail(&i, f.name, w+" (as the case's steps send)", g)
+					}
+				}
+				outcome, _ := str(call, "outcome")
+				status, body, replayed := call["status"], call["body"], call["replayed"]
+				if outcome != "reply" {
+					if status != nil || body != nil || replayed != nil {
+						fail(&i, "status, body, replayed", "null, null, null (outcome "+outcome+")", render(status)+", "+render(body)+", "+render(replayed))
+					}
+					continue
+				}
+				st := int(number(status))
+				b, _ := body.(string)
+				if ws, wb := expectedReply(p, maxBody); ws != 0 {
+					if st != ws || b != wb || replayed != nil {
+						fail(&i, "reply", fmt.Sprintf("%d %s replayed null (the server refuses this request)", ws, render(wb)),
+							fmt.Sprintf("%s %s replayed %s", render(status), render(body), render(replayed)))
+					}
+					continue
+				}
+				switch text, fixed := fixedReplies[st]; {
+				case st == 200:
+					if _, isBool := replayed.(bool); !decimal.MatchString(b) || !isBool {
+						fail(&i, "reply", "200, a decimal counter, replayed true or false",
+							fmt.Sprintf("200 %s replayed %s", render(body), render(replayed)))
+					}
+				case !fixed || st == 400 || st == 413:
+					fail(&i, "status", "a status the server sends for this request", render(status))
+				case b != text || replayed != nil:
+					fail(&i, "reply", fmt.Sprintf("%d %s replayed null (the server's text)", st, render(text)),
+						fmt.Sprintf("%d %s replayed %s", st, render(body), render(replayed)))
+				}
+			}
+		}
+	}
+}
+
+// checkObservedProtocol checks manifest.protocol against what the runs
+// show: capacity is the number of distinct keys accepted (200) before the
+// first 429 of a run that got one; the crash exit code ends exactly the
+// server processes a crash fault was sent to; a body over max_body got
+// 413 (see checkCalls). A constant no run exercises is named in a note.
+func (a *auditor) checkObservedProtocol(runs map[runKey]map[string]any) {
+	capacity, crash, maxBody := a.protoInt("capacity"), a.protoInt("crash_exit_code"), a.protoInt("max_body")
+	sawFull, sawCrash, sawBig := false, false, false
+	for _, c := range a.cases {
+		for _, s := range a.stores {
+			run, ok := runs[runKey{c.Name, s}]
+			if !ok {
+				continue
+			}
+			k := runKey{c.Name, s}
+			calls, _ := run["calls"].([]any)
+			accepted := map[string]bool{}
+			for i := range min(len(calls), len(c.Plan)) {
+				call, _ := calls[i].(map[string]any)
+				if int64(c.Plan[i].BodyLen) > maxBody {
+					sawBig = true
+				}
+				st := number(call["status"])
+				if key, _ := str(call, "key"); st == 200 && call["key"] != nil {
+					accepted[key] = true
+				}
+				if st == 429 {
+					sawFull = true
+					a.check()
+					if n := int64(len(accepted)); n != capacity {
+						a.fail(Failure{Check: CheckManifest, Case: c.Name, Store: s, Field: "protocol.capacity",
+							Expected: fmt.Sprint(n), Observed: fmt.Sprint(capacity),
+							Message: fmt.Sprintf("manifest.json: protocol.capacity: %d, but %s accepted %d distinct keys before its first 429", capacity, k, n)})
+					}
+					break
+				}
+			}
+			codes, _ := run["exit_codes"].([]any)
+			a.check()
+			if len(codes) != c.Lifetimes {
+				a.fail(Failure{Check: CheckCalls, Case: c.Name, Store: s, Field: "exit_codes",
+					Message: fmt.Sprintf("%s: exit_codes: expected %d (one per server process the steps start), observed %d", k, c.Lifetimes, len(codes))})
+				continue
+			}
+			for l, code := range codes {
+				crashed := false
+				for _, p := range c.Plan {
+					crashed = crashed || p.Lifetime == l && p.Fault != nil && strings.HasPrefix(*p.Fault, "crash-") && faultError(*p.Fault) == ""
+				}
+				sawCrash = sawCrash || crashed
+				if got := number(code); (got == crash) != crashed {
+					want := fmt.Sprintf("not %d (no crash fault was sent to server %d)", crash, l)
+					if crashed {
+						want = fmt.Sprintf("%d, protocol.crash_exit_code (a crash fault was sent to server %d)", crash, l)
+					}
+					a.fail(Failure{Check: CheckManifest, Case: c.Name, Store: s, Field: fmt.Sprintf("exit_codes[%d]", l),
+						Message: fmt.Sprintf("%s: exit_codes[%d]: expected %s, observed %d", k, l, want, got)})
+				}
+			}
+		}
+	}
+	for _, x := range []struct {
+		saw  bool
+		what string
+	}{{sawFull, "capacity (no run got a 429)"}, {sawCrash, "crash_exit_code (no run sent a crash fault)"}, {sawBig, "max_body (no call sent a larger body)"}} {
+		if !x.saw {
+			a.note("manifest.json: protocol." + x.what + ": not observed in the runs checked")
+		}
+	}
+}
+
+// protoInt returns manifest.protocol.name as an integer (0 if absent).
+func (a *auditor) protoInt(name string) int64 {
+	p, _ := a.manifest["protocol"].(map[string]any)
+	return number(p[name])
+}
+
+func strPtr(p *string) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

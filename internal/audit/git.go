@@ -1,0 +1,153 @@
+package audit
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+var commitHash = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// checkCommit checks manifest.source_commit against the checkout's git
+// history: it must name a commit there, and that commit's source files
+// (the same rule as SourceFiles, CRLF folded) must be exactly
+// manifest.sources, hash for hash. Without git history at the root (no
+// repository, or git missing) it says so in a note: nothing is assumed.
+func (a *auditor) checkCommit() {
+	a.check()
+	commit, _ := str(a.manifest, "source_commit")
+	if !commitHash.MatchString(commit) {
+		a.failf(CheckManifest, "manifest.json: source_commit: %q: the evidence names no commit, so its sources cannot be tied to history", commit)
+		return
+	}
+	root, err := filepath.Abs(a.opts.Root)
+	if err == nil {
+		root, err = filepath.EvalSymlinks(root)
+	}
+	top, gerr := git(a.opts.Root, nil, "rev-parse", "--show-toplevel")
+	if err != nil || gerr != nil || filepath.Clean(strings.TrimSpace(string(top))) != root {
+		a.note("source_commit not checked: the checkout has no git history at " + a.opts.Root + " (no repository there, or no git)")
+		return
+	}
+	if t, err := git(a.opts.Root, nil, "cat-file", "-t", commit); err != nil || strings.TrimSpace(string(t)) != "commit" {
+		a.failf(CheckManifest, "manifest.json: source_commit: %s is not a commit in the checkout's history", commit)
+		return
+	}
+	if dirty, _ := a.manifest["source_dirty"].(bool); dirty {
+		a.note("source_commit exists in the checkout's history; its tree was not compared with manifest.sources (the evidence came from uncommitted sources)")
+		return
+	}
+	tree, err := git(a.opts.Root, nil, "ls-tree", "-r", "-z", "--full-tree", commit)
+	if err != nil {
+		a.failf(CheckManifest, "manifest.json: source_commit: git ls-tree %s: %v", commit, err)
+		return
+	}
+	listed := stringMap(a.manifest, "sources")
+	blobs := map[string]string{} // path -> blob id
+	for _, e := range bytes.Split(tree, []byte{0}) {
+		meta, path, ok := strings.Cut(string(e), "\t")
+		if !ok || !isSourcePath(path) {
+			continue
+		}
+		f := strings.Fields(meta) // mode type id
+		if len(f) != 3 || f[1] != "blob" || f[0] == "120000" || f[0] == "160000" {
+			a.failf(CheckManifest, "source_commit %s: %s is not a regular file in the commit", commit[:12], path)
+			continue
+		}
+		blobs[path] = f[2]
+	}
+	for _, p := range sortedKeys(listed) {
+		if _, ok := blobs[p]; !ok {
+			a.failf(CheckManifest, "source_commit %s: source %s is listed in manifest.sources but not in the commit", commit[:12], p)
+		}
+	}
+	var ids []string
+	var paths []string
+	for _, p := range sortedKeys(blobs) {
+		if _, ok := listed[p]; !ok {
+			a.failf(CheckManifest, "source_commit %s: source %s is in the commit but not listed in manifest.sources", commit[:12], p)
+			continue
+		}
+		ids = append(ids, blobs[p])
+		paths = append(paths, p)
+	}
+	sums, err := blobHashes(a.opts.Root, ids)
+	if err != nil {
+		a.failf(CheckManifest, "manifest.json: source_commit: git cat-file: %v", err)
+		return
+	}
+	for i, p := range paths {
+		a.check()
+		if sums[i] != listed[p] {
+			a.failf(CheckManifest, "source_commit %s: source %s: the commit's version does not hash to manifest.sources", commit[:12], p)
+		}
+	}
+}
+
+// isSourcePath applies SourceFiles' rule to a slash path.
+func isSourcePath(p string) bool {
+	if p == "go.mod" || p == "go.sum" {
+		return true
+	}
+	parts := strings.Split(p, "/")
+	if len(parts) < 2 || !contains(SourceDirs, parts[0]) || strings.HasSuffix(p, "_test.go") {
+		return false
+	}
+	return !contains(parts[1:len(parts)-1], "testdata")
+}
+
+// git runs git in dir and returns its standard output.
+func git(dir string, stdin io.Reader, args ...string) ([]byte, error) {
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Stdin = stdin
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// blobHashes returns SourceHash of each blob, read with one git cat-file
+// --batch, each blob capped at CapSource.
+func blobHashes(dir string, ids []string) ([]string, error) {
+	cmd := exec.Command("git", "-C", dir, "cat-file", "--batch")
+	cmd.Stdin = strings.NewReader(strings.Join(ids, "\n") + "\n")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	defer cmd.Wait()
+	r := bufio.NewReader(stdout)
+	out := make([]string, 0, len(ids))
+	for range ids {
+		head, err := r.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		f := strings.Fields(head) // id type size
+		if len(f) != 3 || f[1] != "blob" {
+			return nil, fmt.Errorf("unexpected answer %q", strings.TrimSpace(head))
+		}
+		size, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil || size > CapSource {
+			return nil, fmt.Errorf("blob %s: size %s over the cap of %d bytes", f[0], f[2], CapSource)
+		}
+		data := make([]byte, size+1) // the blob and its newline
+		if _, err := io.ReadFull(r, data); err != nil {
+			return nil, err
+		}
+		out = append(out, SourceHash(data[:size]))
+	}
+	return out, nil
+}

@@ -1,0 +1,209 @@
+package audit
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"slices"
+	"strings"
+	"time"
+)
+
+// checkRunFile checks run.json against results.json: the same runs in the
+// same order; per run, one entry per call and one server per exit code,
+// each server's exit code equal to results.json's; in each concurrent
+// group the client launch indexes are a permutation of 0..clients-1, lone
+// calls have client 0, and equal observations keep launch order (the
+// owner, the call not replayed, comes first wherever it was launched);
+// an error text exactly on the calls without a reply; every timestamp
+// RFC 3339, every duration and latency a finite non-negative number, every
+// server address a loopback host:port, every log line naming one of the
+// run's servers.
+func (a *auditor) checkRunFile(results map[string]any) {
+	doc := a.runDoc
+	if doc == nil {
+		return // reported by the schema check
+	}
+	fail := func(k *runKey, format string, args ...any) {
+		f := Failure{Check: CheckRunFile, Message: "run.json: " + fmt.Sprintf(format, args...)}
+		if k != nil {
+			f.Case, f.Store = k.Case, k.Store
+			f.Message = fmt.Sprintf("run.json: %s: %s", k, fmt.Sprintf(format, args...))
+		}
+		a.fail(f)
+	}
+	a.check()
+	if s, _ := str(doc, "started_utc"); !validTime(s) {
+		fail(nil, "started_utc: %q is not an RFC 3339 time", s)
+	}
+	a.check()
+	if !sane(doc["wall_ms"]) {
+		fail(nil, "wall_ms: %s is not a non-negative number", render(doc["wall_ms"]))
+	}
+	rruns, _ := results["runs"].([]any)
+	druns, _ := doc["runs"].([]any)
+	a.check()
+	keyOf := func(v any) runKey {
+		m, _ := v.(map[string]any)
+		c, _ := str(m, "case")
+		s, _ := str(m, "store")
+		return runKey{c, s}
+	}
+	var rk, dk []string
+	for _, r := range rruns {
+		rk = append(rk, keyOf(r).String())
+	}
+	for _, r := range druns {
+		dk = append(dk, keyOf(r).String())
+	}
+	if !slices.Equal(rk, dk) {
+		fail(nil, "runs: expected the runs of results.json in its order (%d runs), observed %d runs: %s", len(rk), len(dk), firstListDiff(rk, dk))
+	}
+	plans := map[string]*Case{}
+	for _, c := range a.allCases {
+		plans[c.Name] = c
+	}
+	for i := range min(len(rruns), len(druns)) {
+		k := keyOf(rruns[i])
+		if keyOf(druns[i]) != k {
+			continue
+		}
+		rr, _ := rruns[i].(map[string]any)
+		dr, _ := druns[i].(map[string]any)
+		a.check()
+		if !sane(dr["wall_ms"]) {
+			fail(&k, "wall_ms: %s is not a non-negative number", render(dr["wall_ms"]))
+		}
+		servers, _ := dr["servers"].([]any)
+		codes, _ := rr["exit_codes"].([]any)
+		var got []any
+		for j, sv := range servers {
+			m, _ := sv.(map[string]any)
+			got = append(got, m["exit_code"])
+			a.check()
+			if !sane(m["ready_ms"]) {
+				fail(&k, "servers[%d].ready_ms: %s is not a non-negative number", j, render(m["ready_ms"]))
+			}
+			if number(m["pid"]) <= 0 {
+				fail(&k, "servers[%d].pid: %s is not a process id", j, render(m["pid"]))
+			}
+			if addr, _ := str(m, "addr"); !loopback(addr) {
+				fail(&k, "servers[%d].addr: %q is not a loopback host:port", j, addr)
+			}
+		}
+		a.check()
+		if render(got) != render(codes) && !(len(got) == 0 && len(codes) == 0) {
+			fail(&k, "servers' exit codes: expected %s (results.json exit_codes), observed %s", render(codes), render(got))
+		}
+		a.check()
+		for j, line := range stringList(dr, "server_log") {
+			var n int
+			if _, err := fmt.Sscanf(line, "server %d: ", &n); err != nil || n < 0 || n >= len(servers) {
+				fail(&k, "server_log[%d]: does not start with \"server N: \" for one of the %d servers", j, len(servers))
+				break
+			}
+		}
+		rcalls, _ := rr["calls"].([]any)
+		dcalls, _ := dr["calls"].([]any)
+		a.check()
+		if len(rcalls) != len(dcalls) {
+			fail(&k, "calls: expected %d (as in results.json), observed %d", len(rcalls), len(dcalls))
+			continue
+		}
+		for j := range dcalls {
+			dc, _ := dcalls[j].(map[string]any)
+			rc, _ := rcalls[j].(map[string]any)
+			a.check()
+			if !sane(dc["latency_ms"]) {
+				fail(&k, "calls[%d].latency_ms: %s is not a non-negative number", j, render(dc["latency_ms"]))
+			}
+			outcome, _ := str(rc, "outcome")
+			if e, _ := str(dc, "error"); (e == "") != (outcome == "reply") {
+				fail(&k, "calls[%d].error: %q for outcome %s (an error text exactly when no reply came)", j, e, outcome)
+			}
+		}
+		c := plans[k.Case]
+		if c == nil || len(c.Plan) != len(dcalls) {
+			continue // reported by the call checks
+		}
+		a.checkClients(k, c.Plan, rcalls, dcalls, fail)
+	}
+}
+
+// checkClients checks the client launch indexes of one run's calls.
+func (a *auditor) checkClients(k runKey, plan []PlannedCall, rcalls, dcalls []any, fail func(*runKey, string, ...any)) {
+	for j := 0; j < len(plan); {
+		end := j + 1
+		for plan[j].Group >= 0 && end < len(plan) && plan[end].Group == plan[j].Group {
+			end++
+		}
+		a.check()
+		var clients []int64
+		for x := j; x < end; x++ {
+			m, _ := dcalls[x].(map[string]any)
+			clients = append(clients, number(m["client"]))
+		}
+		sorted := slices.Sorted(slices.Values(clients))
+		perm := true
+		for x, c := range sorted {
+			perm = perm && c == int64(x)
+		}
+		switch {
+		case !perm && end-j == 1:
+			fail(&k, "calls[%d].client: expected 0 (a lone call), observed %d", j, clients[0])
+		case !perm:
+			fail(&k, "calls[%d..%d].client: expected the launch indexes 0..%d once each, observed %s", j, end-1, end-j-1, render(clients))
+		default:
+			for x := j + 1; x < end; x++ {
+				if render(rcalls[x]) == render(rcalls[x-1]) && clients[x-j] < clients[x-j-1] {
+					fail(&k, "calls[%d].client: %d after %d for an equal observation (equal calls keep launch order; the owner, not replayed, comes first)", x, clients[x-j], clients[x-j-1])
+					break
+				}
+			}
+		}
+		j = end
+	}
+}
+
+// validTime reports whether s is an RFC 3339 time.
+func validTime(s string) bool {
+	_, err := time.Parse(time.RFC3339Nano, s)
+	return err == nil
+}
+
+// sane reports whether v is a finite non-negative JSON number.
+func sane(v any) bool {
+	n, ok := v.(interface{ Float64() (float64, error) })
+	if !ok {
+		return false
+	}
+	f, err := n.Float64()
+	return err == nil && f >= 0 && !math.IsInf(f, 0) && !math.IsNaN(f)
+}
+
+// loopback reports whether addr is a loopback IP and a port.
+func loopback(addr string) bool {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" || strings.TrimLeft(port, "0123456789") != "" {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// firstListDiff names the first position where two lists differ.
+func firstListDiff(want, got []string) string {
+	for i := range max(len(want), len(got)) {
+		var w, g = "(none)", "(none)"
+		if i < len(want) {
+			w = want[i]
+		}
+		if i < len(got) {
+			g = got[i]
+		}
+		if w != g {
+			return fmt.Sprintf("runs[%d] is %s, want %s", i, g, w)
+		}
+	}
+	return "same runs"
+}
