@@ -1,9 +1,10 @@
 // Package pgcluster runs a throwaway PostgreSQL cluster for the lab: it
 // finds PostgreSQL's programs, runs initdb into a fresh temporary folder,
 // starts the server listening only on a unix socket inside that folder,
-// hands out one database per run (CREATE DATABASE from a template, which
-// costs milliseconds), and stops the server and removes the folder on every
-// path.
+// hands out one database per run (CREATE DATABASE from a template: 0.2 to
+// 0.5 s on the 2-CPU machine it was measured on, where initdb and the
+// server's start take about 2.5 s), and stops the server and removes the
+// folder on every path.
 //
 // The folder holds everything: data/ (the cluster), the socket
 // (.s.PGSQL.5432), initdb.log and postgres.log (the server's output), and
