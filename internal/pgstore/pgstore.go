@@ -67,7 +67,11 @@
 // the state row lets one owner at a time through. Batching intents of
 // several keys in one transaction would make cross-replica claims take
 // several row locks in arbitrary order (deadlocks) for a throughput the
-// lab does not need; see the package's benchmark for what it costs.
+// lab does not need. The cost, measured by BenchmarkPostgres on a 2-CPU
+// machine: about 0.4 to 0.5 of PostgreSQL's one-client ceiling (one INSERT
+// per commit) from one goroutine, and no more from 64 (about 500 to 700
+// req/s, p99 near 0.5 s), where PostgreSQL alone shares WAL flushes among
+// 64 connections and reaches about 8000.
 package pgstore
 
 import (
