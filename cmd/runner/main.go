@@ -84,8 +84,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	o := suite.Options{Root: ".", Stdout: stdout, Stderr: stderr}
 	fs.StringVar(&o.Out, "out", "evidence", "evidence folder to write")
 	o.Stores = protocol.Stores
-	fs.Func("store", "volatile, durable or all", func(s string) (err error) {
+	fs.Func("store", "volatile, durable, postgres or all", func(s string) (err error) {
 		o.Stores, err = suite.ParseStores(s)
+		o.PostgresAsked = s == string(protocol.Postgres)
 		return err
 	})
 	fs.StringVar(&o.Case, "case", "", "run only this case")

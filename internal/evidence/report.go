@@ -106,13 +106,17 @@ func cell[T any](p *T) string {
 func Summary(g *Grid) string {
 	var b strings.Builder
 	b.WriteString("effects applied per (case, store), and whether the run matches its case's\nexpectation (a case may expect a duplicate: that is its lesson, not a pass)\n\n")
-	fmt.Fprintf(&b, "%-22s", "case")
+	w := len("case")
+	for _, c := range g.Cases {
+		w = max(w, len(c.Name))
+	}
+	fmt.Fprintf(&b, "%-*s", w, "case")
 	for _, s := range g.Stores {
 		fmt.Fprintf(&b, "  %-20s", s)
 	}
 	b.WriteString("\n")
 	for i, c := range g.Cases {
-		fmt.Fprintf(&b, "%-22s", c.Name)
+		fmt.Fprintf(&b, "%-*s", w, c.Name)
 		for j := range g.Stores {
 			r := g.At(i, j)
 			fmt.Fprintf(&b, "  %-20s", fmt.Sprintf("%3d  %s", r.Obs.Counter, Verdict(r)))
@@ -125,7 +129,7 @@ func Summary(g *Grid) string {
 // ProgressLine is the line the runner prints when a run has finished.
 func ProgressLine(r Run) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-8s  %-22s %-8s effects applied=%-3d calls=%-3d %6.1fms", Verdict(r), r.Case.Name, r.Store, r.Obs.Counter, len(r.Obs.Calls), ms(r.Detail.Wall))
+	fmt.Fprintf(&b, "%-8s  %-29s %-8s effects applied=%-3d calls=%-3d %6.1fms", Verdict(r), r.Case.Name, r.Store, r.Obs.Counter, len(r.Obs.Calls), ms(r.Detail.Wall))
 	for _, m := range r.Mismatches {
 		fmt.Fprintf(&b, "\n          %s", m)
 	}

@@ -1,14 +1,19 @@
-// Package labrun runs one case on one store: a fresh state folder, a real
-// effectserver subprocess, the case's steps as real loopback HTTP calls,
-// restarts and crashes, and at the end the counter read from the server's
-// state after it has exited. It returns what was observed; it does not judge.
+// Package labrun runs one case on one store: fresh state (a state folder, or
+// a database for a database store), real effectserver subprocesses (one per
+// replica), the case's steps as real loopback HTTP calls, stops, starts and
+// crashes, and at the end the effects applied, read from the store's state
+// after every server has exited. It returns what was observed; it does not
+// judge.
 package labrun
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -18,6 +23,7 @@ import (
 	"idemlab/internal/protocol"
 	"idemlab/internal/serverproc"
 	"idemlab/internal/statedir"
+	"idemlab/internal/store"
 )
 
 // Protocol holds the constants the lab runs every server and client with.
@@ -42,12 +48,21 @@ var DefaultProtocol = Protocol{
 	StopWithin:    10 * time.Second,
 }
 
-// Config says how to run: which server binary, where state folders go.
+// Databases makes and removes the databases of a database store, one per
+// run (pgcluster.Cluster is one).
+type Databases interface {
+	CreateDatabase(ctx context.Context, name string) (dsn string, err error)
+	DropDatabase(ctx context.Context, name string) error
+}
+
+// Config says how to run: which server binary, where state goes.
 type Config struct {
 	ServerPath string   // the effectserver binary
 	StateRoot  string   // parent of each run's fresh state folder
 	Protocol   Protocol // constants
-
+	// Databases makes each run's database on a database store; nil when
+	// no database server is at hand (such a store cannot run).
+	Databases Databases
 	// UnsafeRegistry, when not protocol.Sound, starts every server with this
 	// deliberately broken registry (effectserver -unsafe-registry): a
 	// mutation run.
@@ -57,13 +72,14 @@ type Config struct {
 // Detail is what varies between runs of the same case: it goes to run.json.
 type Detail struct {
 	Wall      time.Duration
-	Servers   []ServerDetail
-	Calls     []CallDetail // in the order of the observed calls
+	Servers   []ServerDetail // in the order they were stopped
+	Calls     []CallDetail   // in the order of the observed calls
 	ServerLog []string
 }
 
 // ServerDetail is one server process of a run.
 type ServerDetail struct {
+	Replica  int
 	PID      int
 	Addr     string
 	ReadyIn  time.Duration
@@ -75,49 +91,143 @@ type CallDetail struct {
 	Latency time.Duration
 	Error   string // the client's raw error text; empty on a reply
 	Client  int    // launch index within its concurrent group
+	Replica int    // the replica the call went to
 }
 
 // Run runs case c on store. An error means the lab itself broke (a server
-// never became ready, a state folder could not be made); anything the server
-// does wrong is an observation, not an error.
-func Run(ctx context.Context, cfg Config, c caseplan.Case, store protocol.Store) (observation.Run, Detail, error) {
-	began := time.Now()
-	obs := observation.Run{Case: c.Name, Store: store, ExitCodes: []int{}, Calls: []observation.Call{}}
-	var det Detail
-	state, err := os.MkdirTemp(cfg.StateRoot, c.Name+"-"+string(store)+"-")
+// never became ready, a state folder or database could not be made);
+// anything the server does wrong is an observation, not an error.
+func Run(ctx context.Context, cfg Config, c caseplan.Case, kind protocol.Store) (observation.Run, Detail, error) {
+	obs, det, err := runCase(ctx, cfg, c, kind)
 	if err != nil {
-		return obs, det, fmt.Errorf("case %s on %s: make state folder: %w", c.Name, store, err)
+		return obs, det, fmt.Errorf("case %s on %s: %w", c.Name, kind, err)
 	}
-	defer os.RemoveAll(state)
+	return obs, det, nil
+}
 
-	r := &run{cfg: cfg, store: store, state: state, obs: &obs, det: &det, client: protocol.NewClient(cfg.Protocol.ClientTimeout)}
-	defer r.killServer()
-	if err := r.execute(ctx, c); err != nil {
-		return obs, det, fmt.Errorf("case %s on %s: %w", c.Name, store, err)
-	}
-	st, err := statedir.Read(store, statedir.Place{Dir: state})
+func runCase(ctx context.Context, cfg Config, c caseplan.Case, kind protocol.Store) (observation.Run, Detail, error) {
+	began := time.Now()
+	obs := observation.Run{Case: c.Name, Store: kind, ExitCodes: []int{}, Calls: []observation.Call{}}
+	var det Detail
+	root, err := os.MkdirTemp(cfg.StateRoot, c.Name+"-"+string(kind)+"-")
 	if err != nil {
-		return obs, det, fmt.Errorf("case %s on %s: %w", c.Name, store, err)
+		return obs, det, fmt.Errorf("make state folder: %w", err)
+	}
+	defer os.RemoveAll(root)
+	places, drop, err := placesFor(ctx, cfg, kind, root, c.Replicas)
+	if err != nil {
+		return obs, det, err
+	}
+	defer drop()
+
+	r := &run{cfg: cfg, kind: kind, places: places, servers: make([]*serverproc.Server, c.Replicas),
+		obs: &obs, det: &det, client: protocol.NewClient(cfg.Protocol.ClientTimeout)}
+	defer r.killServers()
+	if err := r.execute(ctx, c); err != nil {
+		return obs, det, err
+	}
+	st, err := readState(kind, places)
+	if err != nil {
+		return obs, det, err
 	}
 	obs.Counter = st.Counter
 	det.Wall = time.Since(began)
 	return obs, det, nil
 }
 
+// placesFor makes where each replica keeps its state: one state folder
+// shared by every replica of the durable store, a folder per replica for
+// the volatile store (its registry and counter are per process, which is
+// what its column shows), one database for a database store. drop removes
+// the database, if any.
+func placesFor(ctx context.Context, cfg Config, kind protocol.Store, root string, replicas int) (places []statedir.Place, drop func(), err error) {
+	drop = func() {}
+	places = make([]statedir.Place, replicas)
+	switch {
+	case kind.InDatabase():
+		if cfg.Databases == nil {
+			return nil, drop, fmt.Errorf("no database server for the %s store", kind)
+		}
+		name, err := databaseName()
+		if err != nil {
+			return nil, drop, err
+		}
+		dsn, err := cfg.Databases.CreateDatabase(ctx, name)
+		if err != nil {
+			return nil, drop, err
+		}
+		drop = func() {
+			// A fresh context: the run's may be cancelled, the database must go.
+			dctx, cancel := context.WithTimeout(context.Background(), cfg.Protocol.StopWithin)
+			defer cancel()
+			cfg.Databases.DropDatabase(dctx, name)
+		}
+		for i := range places {
+			places[i] = statedir.Place{Dir: root, DSN: dsn}
+		}
+	case kind.Shared():
+		for i := range places {
+			places[i] = statedir.Place{Dir: root}
+		}
+	default:
+		for i := range places {
+			places[i] = statedir.Place{Dir: root}
+			if replicas > 1 {
+				places[i].Dir = filepath.Join(root, "r"+strconv.Itoa(i))
+				if err := os.Mkdir(places[i].Dir, 0o755); err != nil {
+					return nil, drop, fmt.Errorf("make state folder: %w", err)
+				}
+			}
+		}
+	}
+	return places, drop, nil
+}
+
+// databaseName is a fresh database name; the case's name is not in it, so
+// nothing about the run's place reaches results.json.
+func databaseName() (string, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("name a database: %w", err)
+	}
+	return "run_" + hex.EncodeToString(b), nil
+}
+
+// readState reads the effects applied at every distinct place, summed.
+func readState(kind protocol.Store, places []statedir.Place) (store.State, error) {
+	var total store.State
+	seen := map[statedir.Place]bool{}
+	for _, p := range places {
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		st, err := statedir.Read(kind, p)
+		if err != nil {
+			return store.State{}, err
+		}
+		total.Counter += st.Counter
+		total.Effects = append(total.Effects, st.Effects...)
+	}
+	return total, nil
+}
+
 // run is the state of one case execution.
 type run struct {
-	cfg    Config
-	store  protocol.Store
-	state  string
-	obs    *observation.Run
-	det    *Detail
-	client *protocol.Client
-	server *serverproc.Server // the current server; nil between stop and start
+	cfg     Config
+	kind    protocol.Store
+	places  []statedir.Place     // per replica
+	servers []*serverproc.Server // per replica; nil while stopped
+	obs     *observation.Run
+	det     *Detail
+	client  *protocol.Client
 }
 
 func (r *run) execute(ctx context.Context, c caseplan.Case) error {
-	if err := r.startServer(ctx); err != nil {
-		return err
+	for i := range r.servers {
+		if err := r.startServer(ctx, i); err != nil {
+			return err
+		}
 	}
 	for i, step := range c.Steps {
 		var err error
@@ -126,8 +236,15 @@ func (r *run) execute(ctx context.Context, c caseplan.Case) error {
 			r.sequential(ctx, i, *step.Call)
 		case step.Concurrent != nil:
 			r.concurrent(ctx, i, *step.Concurrent)
+		case step.Parallel != nil:
+			r.parallel(ctx, i, *step.Parallel)
 		case step.Restart != nil:
-			err = r.restart(ctx, step.Restart.Stop)
+			r.stopServer(step.Restart.Replica, step.Restart.Stop)
+			err = r.startServer(ctx, step.Restart.Replica)
+		case step.Stop != nil:
+			r.stopServer(step.Stop.Replica, step.Stop.How)
+		case step.Start != nil:
+			err = r.startServer(ctx, step.Start.Replica)
 		default:
 			err = errors.New("empty step") // the schema forbids it
 		}
@@ -135,38 +252,53 @@ func (r *run) execute(ctx context.Context, c caseplan.Case) error {
 			return fmt.Errorf("step %d: %w", i, err)
 		}
 	}
-	r.stopServer(caseplan.StopSIGTERM)
+	for i, s := range r.servers {
+		if s != nil {
+			r.stopServer(i, caseplan.StopSIGTERM)
+		}
+	}
 	return nil
 }
 
-func (r *run) startServer(ctx context.Context) error {
+func (r *run) startServer(ctx context.Context, replica int) error {
+	if r.servers[replica] != nil {
+		return fmt.Errorf("start replica %d: already running", replica)
+	}
 	p := r.cfg.Protocol
-	args := []string{
-		"-state", r.state,
-		"-addr", protocol.DefaultAddr,
-		"-store", string(r.store),
+	place := r.places[replica]
+	args := []string{"-addr", protocol.DefaultAddr, "-store", string(r.kind)}
+	if r.kind.InDatabase() {
+		args = append(args, "-dsn", place.DSN)
+	} else {
+		args = append(args, "-state", place.Dir)
+	}
+	args = append(args,
 		"-capacity", strconv.Itoa(p.Capacity),
 		"-max-body", strconv.Itoa(p.MaxBody),
 		"-wait", p.Wait.String(),
 		"-faults",
-	}
+	)
 	if r.cfg.UnsafeRegistry != protocol.Sound {
 		args = append(args, "-unsafe-registry", string(r.cfg.UnsafeRegistry))
 	}
 	s, err := serverproc.Start(ctx, r.cfg.ServerPath, args, p.ReadyWithin)
 	if err != nil {
-		return fmt.Errorf("start effectserver: %w", err)
+		return fmt.Errorf("start effectserver (replica %d): %w", replica, err)
 	}
-	r.server = s
+	r.servers[replica] = s
 	return nil
 }
 
-// stopServer ends the current server the way the case says and records its
+// stopServer ends a replica's server the way the case says and records its
 // exit code. A server that has to be killed is recorded with code -1: an
-// observation the audit will flag, not a broken lab.
-func (r *run) stopServer(how caseplan.Stop) {
-	s := r.server
-	r.server = nil
+// observation the audit will flag, not a broken lab. A replica that is not
+// running has nothing to stop (caseplan refuses such a step).
+func (r *run) stopServer(replica int, how caseplan.Stop) {
+	s := r.servers[replica]
+	if s == nil {
+		return
+	}
+	r.servers[replica] = nil
 	var code int
 	var err error
 	switch how {
@@ -179,28 +311,32 @@ func (r *run) stopServer(how caseplan.Stop) {
 		err = errors.Join(fmt.Errorf("unknown stop %q: stopped with SIGTERM", how), err)
 	}
 	r.obs.ExitCodes = append(r.obs.ExitCodes, code)
-	r.det.Servers = append(r.det.Servers, ServerDetail{PID: s.PID, Addr: s.Addr, ReadyIn: s.ReadyIn, ExitCode: code})
+	r.det.Servers = append(r.det.Servers, ServerDetail{Replica: replica, PID: s.PID, Addr: s.Addr, ReadyIn: s.ReadyIn, ExitCode: code})
 	for _, line := range s.Log() {
-		r.det.ServerLog = append(r.det.ServerLog, fmt.Sprintf("server %d: %s", len(r.det.Servers)-1, line))
+		r.det.ServerLog = append(r.det.ServerLog, fmt.Sprintf("server %d (replica %d): %s", len(r.det.Servers)-1, replica, line))
 	}
 	if err != nil {
 		r.det.ServerLog = append(r.det.ServerLog, "runner: "+err.Error())
 	}
 }
 
-func (r *run) restart(ctx context.Context, how caseplan.Stop) error {
-	r.stopServer(how)
-	return r.startServer(ctx)
-}
-
-// killServer is the last resort on every path out of Run.
-func (r *run) killServer() {
-	if r.server != nil {
-		r.server.Kill()
+// killServers is the last resort on every path out of Run.
+func (r *run) killServers() {
+	for _, s := range r.servers {
+		if s != nil {
+			s.Kill()
+		}
 	}
 }
 
-func (r *run) url() string { return protocol.EffectURL(r.server.Addr) }
+// url is the effect URL of a replica, or "" when it is stopped (a call to
+// it is refused, which is an observation).
+func (r *run) url(replica int) string {
+	if s := r.servers[replica]; s != nil {
+		return protocol.EffectURL(s.Addr)
+	}
+	return ""
+}
 
 // request is repetition i of a case's call.
 func request(c caseplan.Call, i int) protocol.Request {
@@ -209,20 +345,38 @@ func request(c caseplan.Call, i int) protocol.Request {
 
 func (r *run) sequential(ctx context.Context, step int, call caseplan.Call) {
 	for i := range max(call.Repeat, 1) {
-		o, d := r.call(ctx, request(call, i))
+		o, d := r.call(ctx, call.Replica, request(call, i))
 		o.Step = step
+		o.Replica = call.Replica
 		r.record(o, d)
 	}
 }
 
 // concurrent releases every client of the group at once and records the
 // group in canonical order; the launch index of each goes to run.json.
+// Across replicas, client i goes to replica i mod replicas; which replica a
+// recorded call went to is left out of results.json, because which replica
+// won a race is not the same from run to run.
 func (r *run) concurrent(ctx context.Context, step int, g caseplan.Concurrent) {
+	replicaOf := func(client int) int {
+		if g.AcrossReplicas {
+			return client % len(r.servers)
+		}
+		return g.Call.Replica
+	}
 	for i := range max(g.Call.Repeat, 1) {
-		obs, dets := r.group(ctx, request(g.Call, i), g.Clients)
+		req := request(g.Call, i)
+		obs := make([]observation.Call, g.Clients)
+		dets := make([]CallDetail, g.Clients)
+		r.together(g.Clients, 0, func(client int) {
+			obs[client], dets[client] = r.call(ctx, replicaOf(client), req)
+		})
 		perm := observation.SortCanonical(obs)
 		for j, o := range obs {
 			o.Step = step
+			if !g.AcrossReplicas {
+				o.Replica = g.Call.Replica
+			}
 			d := dets[perm[j]]
 			d.Client = perm[j]
 			r.record(o, d)
@@ -230,22 +384,58 @@ func (r *run) concurrent(ctx context.Context, step int, g caseplan.Concurrent) {
 	}
 }
 
-func (r *run) record(o observation.Call, d CallDetail) {
-	r.obs.Calls = append(r.obs.Calls, o)
-	r.det.Calls = append(r.det.Calls, d)
+// parallel starts different calls together, the i-th after i staggers, and
+// records them in list order.
+func (r *run) parallel(ctx context.Context, step int, p caseplan.Parallel) {
+	obs := make([]observation.Call, len(p.Calls))
+	dets := make([]CallDetail, len(p.Calls))
+	r.together(len(p.Calls), time.Duration(p.StaggerMS)*time.Millisecond, func(i int) {
+		c := p.Calls[i]
+		obs[i], dets[i] = r.call(ctx, c.Replica, request(c, 0))
+		obs[i].Replica = c.Replica
+	})
+	for i := range obs {
+		obs[i].Step = step
+		dets[i].Client = i
+		r.record(obs[i], dets[i])
+	}
 }
 
-// call makes one call and records what came back in the stable shape of
-// results.json, and what varies in the detail.
-func (r *run) call(ctx context.Context, req protocol.Request) (observation.Call, CallDetail) {
+// together runs f(0..n-1) at once, f(i) after i staggers, and waits for all.
+func (r *run) together(n int, stagger time.Duration, f func(i int)) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			if i > 0 && stagger > 0 {
+				time.Sleep(time.Duration(i) * stagger)
+			}
+			f(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
+// call makes one call to a replica and records what came back in the
+// stable shape of results.json, and what varies in the detail.
+func (r *run) call(ctx context.Context, replica int, req protocol.Request) (observation.Call, CallDetail) {
 	o := observation.Call{Key: req.Key}
 	if req.Fault != "" {
 		f := req.Fault
 		o.Fault = &f
 	}
+	d := CallDetail{Replica: replica}
+	url := r.url(replica)
+	if url == "" {
+		o.Outcome = protocol.OutcomeRefused
+		d.Error = fmt.Sprintf("replica %d is stopped", replica)
+		return o, d
+	}
 	began := time.Now()
-	rep, err := r.client.Post(ctx, r.url(), req)
-	d := CallDetail{Latency: time.Since(began)}
+	rep, err := r.client.Post(ctx, url, req)
+	d.Latency = time.Since(began)
 	if err != nil {
 		o.Outcome = protocol.Classify(err)
 		d.Error = err.Error()
@@ -259,20 +449,7 @@ func (r *run) call(ctx context.Context, req protocol.Request) (observation.Call,
 	return o, d
 }
 
-// group makes n identical calls released together and returns them in
-// launch order.
-func (r *run) group(ctx context.Context, req protocol.Request, n int) ([]observation.Call, []CallDetail) {
-	obs := make([]observation.Call, n)
-	dets := make([]CallDetail, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			obs[i], dets[i] = r.call(ctx, req)
-		})
-	}
-	close(start)
-	wg.Wait()
-	return obs, dets
+func (r *run) record(o observation.Call, d CallDetail) {
+	r.obs.Calls = append(r.obs.Calls, o)
+	r.det.Calls = append(r.det.Calls, d)
 }

@@ -28,6 +28,10 @@ type Call struct {
 	Status   *int             `json:"status"`
 	Body     *string          `json:"body"`
 	Replayed *bool            `json:"replayed"`
+	// Replica is the replica the call went to, left out for replica 0
+	// (every call of a one-server case) and for a concurrent group spread
+	// across replicas, whose winner differs from run to run.
+	Replica int `json:"replica,omitempty"`
 }
 
 // Compare orders calls canonically: by outcome, status, body, then replayed

@@ -23,6 +23,7 @@ import (
 	"idemlab/internal/evidence"
 	"idemlab/internal/labbuild"
 	"idemlab/internal/labrun"
+	"idemlab/internal/pgcluster"
 	"idemlab/internal/protocol"
 	"idemlab/internal/retries"
 	"idemlab/internal/schemacheck"
@@ -40,8 +41,12 @@ type Options struct {
 	Unsafe     protocol.Flaw    // run the cases on servers with this flaw, and no experiment
 	ServerPath string           // a prebuilt effectserver; empty builds cmd/effectserver
 	Protocol   *labrun.Protocol // nil runs with labrun.DefaultProtocol
-	Stdout     io.Writer
-	Stderr     io.Writer
+	// PostgresAsked says the caller named the postgres store itself
+	// (-store postgres): without PostgreSQL that is an error, where a
+	// plain run skips the postgres column and says so.
+	PostgresAsked bool
+	Stdout        io.Writer
+	Stderr        io.Writer
 }
 
 // DefaultIntents is the retries experiment's intents per row unless told.
@@ -169,6 +174,16 @@ func Run(ctx context.Context, o Options) error {
 	if o.Protocol != nil {
 		cfg.Protocol = *o.Protocol
 	}
+	if runSuite && slices.Contains(o.Stores, protocol.Postgres) {
+		pg, err := startPostgres(ctx, &o)
+		if err != nil {
+			return err
+		}
+		if pg != nil {
+			defer pg.Stop()
+			cfg.Databases = pg
+		}
+	}
 	git := evidence.GitState(o.Root)
 	in := evidence.ManifestInput{Root: o.Root, Git: git, Protocol: cfg.Protocol, ServerSHA: server.SHA256, Unsafe: o.Unsafe}
 	var files []evidence.File
@@ -209,6 +224,31 @@ func Run(ctx context.Context, o Options) error {
 	}
 	fmt.Fprintf(o.Stdout, "\nwrote %s\n\n", o.Out)
 	return audit(ctx, o, auditBin.Path)
+}
+
+// ErrNoPostgres means the postgres store was asked for on a machine
+// without PostgreSQL's server programs.
+var ErrNoPostgres = errors.New("the postgres store needs PostgreSQL's server programs: " + pgcluster.Hint + " (apt-get install -y postgresql), or run -store volatile or -store durable")
+
+// startPostgres starts the throwaway PostgreSQL the postgres column runs
+// on, in a temp folder of its own, saying what it does. Without PostgreSQL it
+// drops the postgres store from o.Stores and says so in one line, unless
+// the caller asked for that store (ErrNoPostgres).
+func startPostgres(ctx context.Context, o *Options) (*pgcluster.Cluster, error) {
+	pg, err := pgcluster.Start(ctx, pgcluster.Options{})
+	switch {
+	case errors.Is(err, pgcluster.ErrNotInstalled) && !o.PostgresAsked:
+		o.Stores = slices.DeleteFunc(slices.Clone(o.Stores), func(s protocol.Store) bool { return s == protocol.Postgres })
+		fmt.Fprintf(o.Stdout, "postgres column skipped: PostgreSQL is not installed (%s; apt-get install -y postgresql)\n", pgcluster.Hint)
+		return nil, nil
+	case errors.Is(err, pgcluster.ErrNotInstalled):
+		return nil, fmt.Errorf("%w: %v", ErrNoPostgres, err)
+	case err != nil:
+		return nil, fmt.Errorf("start postgres: %w", err)
+	}
+	fmt.Fprintf(o.Stdout, "postgres %s: a throwaway cluster in %s (initdb %s, start %s), one database per run\n",
+		pg.Version, pg.Dir, pg.InitIn.Round(time.Millisecond), pg.ReadyIn.Round(time.Millisecond))
+	return pg, nil
 }
 
 func selectCase(cases []caseplan.Case, name string) ([]caseplan.Case, error) {
