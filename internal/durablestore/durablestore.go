@@ -18,7 +18,9 @@
 //	        one row per applied effect, keyed or not: the counter value it
 //	        produced and the SHA-256 (hex) of its request body
 //
-// PRAGMA user_version holds the layout's version (SchemaVersion).
+// PRAGMA user_version holds the layout's version (SchemaVersion). A new
+// database is made whole under a temporary name and then linked to
+// state.db (see create), so state.db never names a half-made database.
 //
 // Apply hands an intent to one committer goroutine, which applies a batch of
 // pending intents in one write transaction (BEGIN IMMEDIATE, so the lookup of
@@ -151,15 +153,19 @@ type outcome struct {
 
 // dsn is the data source name of the database at path: every connection
 // waits for a busy lock, syncs every commit, and begins transactions with
-// BEGIN IMMEDIATE (the write lock up front).
+// BEGIN IMMEDIATE (the write lock up front). It sets no journal mode: WAL
+// is a property of the file, set once by create, and Open checks it.
 func dsn(path string) string {
-	return fmt.Sprintf("%s?_busy_timeout=%d&_journal_mode=WAL&_synchronous=FULL&_txlock=immediate", path, busyTimeoutMS)
+	return fmt.Sprintf("%s?_busy_timeout=%d&_synchronous=FULL&_txlock=immediate", path, busyTimeoutMS)
 }
 
-// Open opens, or creates, the database in the state folder dir for a store
-// holding at most capacity keys. A file that is not a database of this
-// layout, or fails SQLite's integrity check, is an error naming it: never a
-// fresh start.
+// tempPrefix starts the name of a database being made by create.
+const tempPrefix = ".state.db-new-"
+
+// Open opens the database in the state folder dir for a store holding at
+// most capacity keys, creating it first if there is none (see create). A
+// file that is not a database of this layout, or fails SQLite's integrity
+// check, is an error naming it: never a fresh start.
 func Open(dir string, capacity int) (*Store, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
@@ -169,13 +175,16 @@ func Open(dir string, capacity int) (*Store, error) {
 		return nil, fmt.Errorf("state folder %s: not a directory", dir)
 	}
 	path := filepath.Join(dir, FileName)
+	if err := create(dir, path); err != nil {
+		return nil, fmt.Errorf("durable store %s: create: %w", path, err)
+	}
 	db, err := sql.Open("sqlite", dsn(path))
 	if err != nil {
 		return nil, fmt.Errorf("durable store %s: %w", path, err)
 	}
 	// One connection: the committer's. Reads at start wait for it.
 	db.SetMaxOpenConns(1)
-	if err := initialize(db); err != nil {
+	if err := check(db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("durable store %s: %w", path, err)
 	}
@@ -197,31 +206,98 @@ func Open(dir string, capacity int) (*Store, error) {
 	return s, nil
 }
 
-// initialize checks the database's integrity and layout, creating the
-// tables in an empty one. Two processes starting at once serialize on the
-// write lock, and the second finds the first's tables.
-func initialize(db *sql.DB) error {
-	var check string
-	if err := db.QueryRow(`PRAGMA quick_check`).Scan(&check); err != nil {
+// create makes the database at path if there is none, whole: its tables
+// are created and its journal mode set to WAL under a temporary name in
+// dir, then the file is linked to path, which fails if another process
+// linked its own first (that one is then used, and ours removed). So path
+// never names a database without its tables, and no two processes ever
+// race to set it up.
+//
+// Setting it up in place raced: SQLite switches a new file to WAL under
+// a read lock upgraded to an exclusive one, and when two processes hold
+// the read lock at once one of them gets SQLITE_BUSY at once, without
+// waiting out the busy timeout (that wait could deadlock), so one start in
+// about forty failed with "database is locked".
+//
+// A crash while creating leaves a file named tempPrefix+"*" in dir,
+// which no store reads.
+func create(dir, path string) error {
+	if _, err := os.Lstat(path); err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if check != "ok" {
-		return fmt.Errorf("corrupt: %s", check)
-	}
-	tx, err := db.Begin()
+	f, err := os.CreateTemp(dir, tempPrefix+"*")
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback()
-	empty, err := layout(tx)
-	if err != nil || !empty {
+	tmp := f.Name()
+	f.Close()
+	defer func() {
+		for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+			os.Remove(tmp + suffix)
+		}
+	}()
+	db, err := sql.Open("sqlite", dsn(tmp)+"&_journal_mode=WAL")
+	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(schema); err != nil {
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(schema); err != nil {
+		db.Close()
 		return fmt.Errorf("create tables: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("create tables: %w", err)
+	// The last connection's close checkpoints the WAL into the file and
+	// removes it: the file holds everything.
+	if err := db.Close(); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(tmp + "-wal"); !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s-wal: still there after close (%v)", tmp, err)
+	}
+	if err := syncFile(tmp); err != nil {
+		return err
+	}
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return syncFile(dir)
+}
+
+// syncFile makes the file or folder at path durable.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// check checks the database's integrity, its layout, and that it is in
+// WAL mode.
+func check(db *sql.DB) error {
+	var result string
+	if err := db.QueryRow(`PRAGMA quick_check`).Scan(&result); err != nil {
+		return err
+	}
+	if result != "ok" {
+		return fmt.Errorf("corrupt: %s", result)
+	}
+	empty, err := layout(db)
+	if err != nil {
+		return err
+	}
+	if empty {
+		return errors.New("not an idemlab state database (no tables, no schema version)")
+	}
+	var mode string
+	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil {
+		return err
+	}
+	if mode != "wal" {
+		return fmt.Errorf("journal mode %q, want wal", mode)
 	}
 	return nil
 }

@@ -21,7 +21,9 @@ const childEnv = "IDEMLAB_DURABLESTORE_CHILD"
 
 // TestMain lets the test binary be the child process that crashes.
 func TestMain(m *testing.M) {
-	if point := os.Getenv(childEnv); point != "" {
+	if point := os.Getenv(childEnv); point == openChild {
+		os.Exit(openAndApply(os.Getenv(childEnv + "_DIR")))
+	} else if point != "" {
 		os.Exit(child(point, os.Getenv(childEnv+"_DIR")))
 	}
 	os.Exit(m.Run())
