@@ -1,12 +1,14 @@
 // Runner runs idemlab's case suite against real effectserver processes,
 // writes the evidence folder, and has the audit program check it.
 //
-// It builds cmd/effectserver and cmd/audit into a temp folder (or takes a
-// prebuilt server with -server), runs every (case, store) pair in parallel on
-// a fresh server and state folder each, prints one line per finished run and
-// a summary table, writes results.json, run.json, REPORT.md and manifest.json,
-// then runs audit as a separate process and exits with its verdict. Run it
-// from the root of the idemlab checkout.
+// It builds cmd/effectserver and cmd/audit with a pinned recipe into a cache
+// keyed by their sources (or takes a prebuilt server with -server), starts a
+// throwaway PostgreSQL for the postgres store when it is selected, runs every
+// (case, store) pair in parallel on fresh servers (one per replica) and fresh
+// state each, prints one line per finished run and a summary table, writes
+// results.json, run.json, REPORT.md and manifest.json, then runs audit as a
+// separate process and exits with its verdict. Run it from the root of the
+// idemlab checkout.
 //
 // A plain run also runs both retry experiments (retries, jitter) and adds
 // their files to the evidence; -case runs one case and no experiment,
@@ -14,7 +16,7 @@
 //
 // Usage:
 //
-//	runner [-out evidence] [-store volatile|durable|all] [-case NAME] [-server PATH]
+//	runner [-out evidence] [-store volatile|durable|postgres|all] [-case NAME] [-server PATH]
 //	runner -experiment retries|jitter|none [-out DIR] [-seed N] [-intents 200]
 //	runner -unsafe-registry NAME [-out DIR] [-store ...] [-case NAME]
 //
@@ -24,7 +26,8 @@
 //	1  the audit failed
 //	2  usage: a bad flag, a malformed case file, an unknown case or store,
 //	   an -out folder holding files the runner does not write
-//	3  the lab itself broke: a build failed, a server never became ready, ...
+//	3  the lab itself broke: a build failed, a server never became ready,
+//	   -store postgres without PostgreSQL installed, ...
 package main
 
 import (
@@ -41,19 +44,24 @@ import (
 	"idemlab/internal/suite"
 )
 
-const usage = `usage: runner [-out DIR] [-store volatile|durable|all] [-case NAME] [-server PATH]
+const usage = `usage: runner [-out DIR] [-store volatile|durable|postgres|all] [-case NAME] [-server PATH]
        runner -experiment retries|jitter|none [-out DIR] [-seed N] [-intents N]
        runner -unsafe-registry NAME [-out DIR] [-store NAME] [-case NAME]
 
 Runs the idemlab case suite against real effectserver processes, then the
 retry experiments, writes the evidence folder and audits it with the audit
 program. Run it from the root of the idemlab checkout (it reads cases/ and
-schema/ and builds ./cmd/...).
+schema/ and builds ./cmd/...). The first build compiles SQLite (about a
+minute); later runs reuse the binaries while their sources are unchanged.
+The postgres store runs on a throwaway PostgreSQL the runner starts and
+stops itself; without PostgreSQL a plain run skips that column and says so.
 
 Flags:
   -out DIR          evidence folder to write (default "evidence"); it may
                     hold only files the runner writes
-  -store NAME       store to run every case on: volatile, durable, or all (default all)
+  -store NAME       store to run every case on: volatile, durable, postgres,
+                    or all (default all; all skips postgres where PostgreSQL
+                    is not installed)
   -case NAME        run only this case (a case file's name), no experiment
   -experiment NAME  run only this experiment, no case: retries (three clients
                     on a flaky network, counted from the server's journal) or
@@ -73,7 +81,8 @@ Exit status:
   1  the audit failed
   2  usage: bad flag, malformed case file, unknown case, store,
      experiment or unsafe registry, bad -out
-  3  the lab itself broke (build failed, server never became ready, ...)
+  3  the lab itself broke (build failed, server never became ready,
+     -store postgres without PostgreSQL installed, ...)
 `
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
