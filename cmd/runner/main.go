@@ -16,7 +16,7 @@
 //
 // Usage:
 //
-//	runner [-out evidence] [-store volatile|durable|postgres|all] [-case NAME] [-server PATH]
+//	runner [-out evidence] [-store volatile|durable|postgres|all] [-case NAME] [-server PATH] [-pg-dsn URL]
 //	runner -experiment retries|jitter|none [-out DIR] [-seed N] [-intents 200]
 //	runner -unsafe-registry NAME [-out DIR] [-store ...] [-case NAME]
 //
@@ -44,7 +44,7 @@ import (
 	"idemlab/internal/suite"
 )
 
-const usage = `usage: runner [-out DIR] [-store volatile|durable|postgres|all] [-case NAME] [-server PATH]
+const usage = `usage: runner [-out DIR] [-store volatile|durable|postgres|all] [-case NAME] [-server PATH] [-pg-dsn URL]
        runner -experiment retries|jitter|none [-out DIR] [-seed N] [-intents N]
        runner -unsafe-registry NAME [-out DIR] [-store NAME] [-case NAME]
 
@@ -75,6 +75,9 @@ Flags:
                     no-fingerprint, evict-oldest or forget-on-lost-reply; the
                     audit must FAIL and name the case that caught the bug
   -server PATH      use this effectserver binary instead of building one
+  -pg-dsn URL       run the postgres store on this existing server (its user
+                    must create databases: one per run, dropped after it)
+                    instead of a throwaway cluster the runner starts
 
 Exit status:
   0  the audit passed
@@ -100,6 +103,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	})
 	fs.StringVar(&o.Case, "case", "", "run only this case")
 	fs.StringVar(&o.ServerPath, "server", "", "prebuilt effectserver binary")
+	fs.StringVar(&o.PostgresDSN, "pg-dsn", "", "existing PostgreSQL server for the postgres store")
 	fs.Func("experiment", "run only this experiment", func(s string) (err error) {
 		o.Experiment, err = suite.ParseExperiment(s)
 		return err

@@ -79,8 +79,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,6 +88,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"idemlab/internal/pgcluster"
 	"idemlab/internal/store"
 )
 
@@ -171,7 +170,7 @@ var _ store.Store = (*Store)(nil)
 // holds other tables or another layout, is an error naming the DSN with its
 // password redacted.
 func Open(ctx context.Context, dsn string, capacity int, wait time.Duration) (*Store, error) {
-	name := Redact(dsn)
+	name := pgcluster.Redact(dsn)
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		var pce *pgconn.ParseConfigError
@@ -451,7 +450,7 @@ func unavailable(err error) bool {
 // exited. A database without the tables means 0 and no effects. It checks
 // that the effects are exactly the counter's: values 1 to counter.
 func ReadState(ctx context.Context, dsn string) (store.State, error) {
-	name := Redact(dsn)
+	name := pgcluster.Redact(dsn)
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return store.State{}, fmt.Errorf("postgres store %s: connect: %w", name, err)
@@ -504,29 +503,3 @@ func readState(ctx context.Context, conn *pgx.Conn) (store.State, error) {
 	}
 	return st, nil
 }
-
-// Redact returns dsn with its password, if any, replaced by xxxxx, for
-// messages: the URL form's user password and password parameter, and the
-// keyword/value form's password=… (quoted or not).
-func Redact(dsn string) string {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return brokenURLPassword.ReplaceAllString(dsn, ":xxxxx@")
-		}
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		}
-		if q := u.Query(); q.Has("password") {
-			q.Set("password", "xxxxx")
-			u.RawQuery = q.Encode()
-		}
-		return u.String()
-	}
-	return keywordPassword.ReplaceAllString(dsn, "${1}xxxxx")
-}
-
-var (
-	keywordPassword   = regexp.MustCompile(`(password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s']\S*)`)
-	brokenURLPassword = regexp.MustCompile(`:[^:@/]*@`)
-)

@@ -41,6 +41,10 @@ type Options struct {
 	Unsafe     protocol.Flaw    // run the cases on servers with this flaw, and no experiment
 	ServerPath string           // a prebuilt effectserver; empty builds cmd/effectserver
 	Protocol   *labrun.Protocol // nil runs with labrun.DefaultProtocol
+	// PostgresDSN, when set, runs the postgres store on this existing
+	// server (a database per run, made and dropped there) instead of a
+	// throwaway one.
+	PostgresDSN string
 	// PostgresAsked says the caller named the postgres store itself
 	// (-store postgres): without PostgreSQL that is an error, where a
 	// plain run skips the postgres column and says so.
@@ -230,11 +234,27 @@ func Run(ctx context.Context, o Options) error {
 // without PostgreSQL's server programs.
 var ErrNoPostgres = errors.New("the postgres store needs PostgreSQL's server programs: " + pgcluster.Hint + " (apt-get install -y postgresql), or run -store volatile or -store durable")
 
+// postgresServer is what the postgres column runs on: a throwaway cluster
+// the runner started, or an existing server (-pg-dsn).
+type postgresServer interface {
+	labrun.Databases
+	Stop() error
+}
+
 // startPostgres starts the throwaway PostgreSQL the postgres column runs
-// on, in a temp folder of its own, saying what it does. Without PostgreSQL it
-// drops the postgres store from o.Stores and says so in one line, unless
-// the caller asked for that store (ErrNoPostgres).
-func startPostgres(ctx context.Context, o *Options) (*pgcluster.Cluster, error) {
+// on, in a temp folder of its own, or attaches to -pg-dsn's server, saying
+// what it does. Without PostgreSQL it drops the postgres store from
+// o.Stores and says so in one line, unless the caller asked for that store
+// (ErrNoPostgres). It returns nil when the column is skipped.
+func startPostgres(ctx context.Context, o *Options) (postgresServer, error) {
+	if o.PostgresDSN != "" {
+		e, err := pgcluster.Attach(ctx, o.PostgresDSN)
+		if err != nil {
+			return nil, &UsageError{fmt.Errorf("-pg-dsn: %w", err)}
+		}
+		fmt.Fprintf(o.Stdout, "postgres %s: the server -pg-dsn names, one database per run\n", e.Version)
+		return e, nil
+	}
 	pg, err := pgcluster.Start(ctx, pgcluster.Options{})
 	switch {
 	case errors.Is(err, pgcluster.ErrNotInstalled) && !o.PostgresAsked:
