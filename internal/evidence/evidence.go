@@ -39,6 +39,10 @@ type Manifest struct {
 	ServerSHA256  string    `json:"server_sha256"`
 	Protocol      Protocol  `json:"protocol"`
 	Selection     Selection `json:"selection"`
+	// PostgresVersion is the version of the PostgreSQL the postgres store
+	// ran on; empty (and absent) when it did not run. It is here, not in
+	// results.json, which holds nothing of the machine.
+	PostgresVersion string `json:"postgres_version,omitempty"`
 	// UnsafeRegistry names the deliberately broken registry of a mutation
 	// run; empty (and absent) for the sound one.
 	UnsafeRegistry string            `json:"unsafe_registry,omitempty"`

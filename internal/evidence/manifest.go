@@ -31,6 +31,7 @@ type ManifestInput struct {
 	Experiments []string
 	Protocol    labrun.Protocol
 	ServerSHA   string // SHA-256 of the server binary
+	Postgres    string // the version of the PostgreSQL the postgres store ran on, if it ran
 	Unsafe      protocol.Flaw
 }
 
@@ -69,8 +70,9 @@ func NewManifest(in ManifestInput) (Manifest, error) {
 			CrashExitCode:   protocol.CrashExitCode,
 			ClientTimeoutMS: p.ClientTimeout.Milliseconds(),
 		},
-		Selection:      sel,
-		UnsafeRegistry: string(in.Unsafe),
-		Sources:        sources,
+		Selection:       sel,
+		PostgresVersion: in.Postgres,
+		UnsafeRegistry:  string(in.Unsafe),
+		Sources:         sources,
 	}, nil
 }

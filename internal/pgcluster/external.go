@@ -78,3 +78,7 @@ func (e *External) dsn(db string) string {
 	}
 	return u.String()
 }
+
+// ServerVersion returns the server's version (SHOW server_version), for
+// manifests.
+func (e *External) ServerVersion() string { return e.Version }

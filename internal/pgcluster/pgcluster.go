@@ -525,3 +525,7 @@ func tail(file string) string {
 	}
 	return "\n\t" + strings.Join(lines, "\n\t")
 }
+
+// ServerVersion returns the server's version (SHOW server_version), for
+// manifests.
+func (c *Cluster) ServerVersion() string { return c.Version }

@@ -178,6 +178,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.Protocol != nil {
 		cfg.Protocol = *o.Protocol
 	}
+	postgresVersion := ""
 	if runSuite && slices.Contains(o.Stores, protocol.Postgres) {
 		pg, err := startPostgres(ctx, &o)
 		if err != nil {
@@ -186,10 +187,11 @@ func Run(ctx context.Context, o Options) error {
 		if pg != nil {
 			defer pg.Stop()
 			cfg.Databases = pg
+			postgresVersion = pg.ServerVersion()
 		}
 	}
 	git := evidence.GitState(o.Root)
-	in := evidence.ManifestInput{Root: o.Root, Git: git, Protocol: cfg.Protocol, ServerSHA: server.SHA256, Unsafe: o.Unsafe}
+	in := evidence.ManifestInput{Root: o.Root, Git: git, Protocol: cfg.Protocol, ServerSHA: server.SHA256, Postgres: postgresVersion, Unsafe: o.Unsafe}
 	var files []evidence.File
 	if runSuite {
 		began := time.Now()
@@ -239,6 +241,7 @@ var ErrNoPostgres = errors.New("the postgres store needs PostgreSQL's server pro
 type postgresServer interface {
 	labrun.Databases
 	Stop() error
+	ServerVersion() string
 }
 
 // startPostgres starts the throwaway PostgreSQL the postgres column runs
