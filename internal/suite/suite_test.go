@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"idemlab/internal/labrun"
+	"idemlab/internal/pgcluster"
 	"idemlab/internal/protocol"
 )
 
@@ -71,4 +72,92 @@ func TestParseStores(t *testing.T) {
 	if _, err := ParseStores("disk"); !errors.As(err, &usage) {
 		t.Fatalf("ParseStores(disk) = %v, want a usage error", err)
 	}
+}
+
+// Ensure the throwaway PostgreSQL is stopped and removed when the lab
+// breaks half-way (a server that never becomes ready) and when the run is
+// cancelled (what SIGTERM or Ctrl-C does to the runner): no postgres
+// process of that cluster is left, and its folder is gone.
+func TestPostgresStoppedOnEveryPath(t *testing.T) {
+	if _, err := pgcluster.FindBinDir(); err != nil && os.Getenv(pgcluster.RequireEnv) != "1" {
+		t.Skipf("postgres tests skipped (%s): %v", pgcluster.Hint, err)
+	}
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "fake-server")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := labrun.DefaultProtocol
+	p.ReadyWithin = 300 * time.Millisecond
+	for _, path := range []string{"broken lab", "cancelled"} {
+		t.Run(path, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			out := &clusterWatch{cancel: cancel, cancelOnStart: path == "cancelled"}
+			err := Run(ctx, Options{
+				Root: "../..", Out: filepath.Join(t.TempDir(), "evidence"), Stores: []protocol.Store{protocol.Postgres},
+				PostgresAsked: true, Intents: DefaultIntents, ServerPath: fake, Protocol: &p, Stdout: out, Stderr: out,
+			})
+			if err == nil {
+				t.Fatalf("Run = nil, want an error\n%s", out.String())
+			}
+			folder := out.folder()
+			if folder == "" {
+				t.Fatalf("the runner never said where its cluster was:\n%s", out.String())
+			}
+			if _, err := os.Stat(folder); !os.IsNotExist(err) {
+				t.Errorf("cluster folder %s still there: %v", folder, err)
+			}
+			if pids := processesMentioning(t, folder); len(pids) > 0 {
+				t.Errorf("processes of the cluster outlived the runner: %v", pids)
+			}
+		})
+	}
+}
+
+// clusterWatch collects the runner's output and, when asked, cancels the
+// run as soon as the cluster is up.
+type clusterWatch struct {
+	bytes.Buffer
+	cancel        func()
+	cancelOnStart bool
+}
+
+func (w *clusterWatch) Write(b []byte) (int, error) {
+	n, err := w.Buffer.Write(b)
+	if w.cancelOnStart && w.folder() != "" {
+		w.cancel()
+	}
+	return n, err
+}
+
+// folder is the cluster folder the runner announced, or "".
+func (w *clusterWatch) folder() string {
+	_, rest, ok := strings.Cut(w.String(), "a throwaway cluster in ")
+	if !ok {
+		return ""
+	}
+	f, _, _ := strings.Cut(rest, " ")
+	return f
+}
+
+// processesMentioning lists the PIDs whose command line contains s.
+func processesMentioning(t *testing.T, s string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(s)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
