@@ -16,6 +16,11 @@
 // and a crash in the middle of the journal write leaves a torn last line.
 // Open cuts both off; ReadState ignores them. Either way the journal lists
 // exactly the effects the counter holds, in the order they were applied.
+//
+// One process at a time: Open locks the state folder until Close (see
+// lockFolder), and refuses a folder that holds the durable store's
+// database. Other files in the folder are not the store's and are left
+// alone.
 package counterfile
 
 import (
@@ -46,15 +51,17 @@ type Counter struct {
 	journal string // the journal's path
 
 	mu       sync.Mutex
+	lock     *os.File // the folder, locked; nil once closed
 	val      int64
 	jsize    int64 // bytes of the journal that hold the effects up to val
 	jcreated bool  // the journal file exists and its folder entry is durable
 }
 
-// Open loads the counter of dir, which must be a writable folder. It removes
-// temporary files a crash may have left, cuts off the journal lines a crash
-// left beyond the counter, and fails on a malformed counter file or
-// journal, naming it.
+// Open loads the counter of dir, which must be a writable folder no other
+// server is using, and holds the folder until Close. It removes temporary
+// files a crash may have left, cuts off the journal lines a crash left
+// beyond the counter, and fails on a malformed counter file or journal, or
+// on the durable store's database, naming the file.
 func Open(dir string) (*Counter, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
@@ -62,6 +69,24 @@ func Open(dir string) (*Counter, error) {
 	}
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("state folder %s: not a directory", dir)
+	}
+	lock, err := lockFolder(dir)
+	if err != nil {
+		return nil, err
+	}
+	c, err := load(dir)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	c.lock = lock
+	return c, nil
+}
+
+// load is Open once the folder is locked.
+func load(dir string) (*Counter, error) {
+	if err := refuseDurable(dir); err != nil {
+		return nil, err
 	}
 	leftovers, err := filepath.Glob(filepath.Join(dir, tempPrefix+"*"))
 	if err != nil {
@@ -164,6 +189,9 @@ func (c *Counter) Path() string { return c.path }
 func (c *Counter) Increment(fp store.Fingerprint) (int64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.lock == nil {
+		return 0, ErrClosed
+	}
 	next := c.val + 1
 	line := strconv.FormatInt(next, 10) + " " + fp.Hex() + "\n"
 	if err := c.appendJournal(line); err != nil {
@@ -244,5 +272,21 @@ func (c *Counter) Apply(in store.Intent, afterEffect func() error) (store.Result
 	return store.Result{Value: v}, nil
 }
 
-// Close does nothing: every increment is already durable.
-func (c *Counter) Close() error { return nil }
+// ErrClosed is returned by Increment after Close.
+var ErrClosed = errors.New("volatile store closed")
+
+// Close releases the state folder; every increment is already durable.
+// Later calls do nothing.
+func (c *Counter) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lock == nil {
+		return nil
+	}
+	err := c.lock.Close()
+	c.lock = nil
+	if err != nil {
+		return fmt.Errorf("state folder %s: release: %w", c.dir, err)
+	}
+	return nil
+}

@@ -34,6 +34,9 @@ func TestIncrementPersists(t *testing.T) {
 	if got, want := string(b), "3\n"; got != want {
 		t.Fatalf("counter file = %q, want %q", got, want)
 	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
 	c2, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
