@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"idemlab/internal/evidence"
-	"idemlab/internal/jitter"
-	"idemlab/internal/retries"
 )
 
 // An Experiment names one of the lab's experiments (runner -experiment).
@@ -22,10 +21,12 @@ const (
 	None Experiment = "none"
 )
 
-// An experiment is one entry of the experiments table: its name, the
-// evidence files it writes, and how to run it.
+// An experiment is one entry of the experiments table: its name, its place
+// in a plain run, the evidence files it writes, and how to run it. Each
+// experiment registers itself from its own file (experiment_NAME.go).
 type experiment struct {
 	name  Experiment
+	order int // a plain run runs experiments by ascending order
 	files []string
 	run   func(ctx context.Context, env experimentEnv) ([]evidence.File, error)
 }
@@ -39,10 +40,25 @@ type experimentEnv struct {
 	out       io.Writer // where its table is printed
 }
 
-// experiments is every experiment, in the order a plain run runs them.
-var experiments = []experiment{
-	{Retries, []string{"retries.json"}, runRetries},
-	{Jitter, []string{"jitter.json", "jitter.svg"}, runJitter},
+// experiments is every registered experiment, in the order a plain run
+// runs them.
+var experiments []experiment
+
+// register adds e to the experiments; a second experiment of one name or
+// one order, or a file two experiments write, is a programmer error.
+func register(e experiment) {
+	for _, known := range experiments {
+		if known.name == e.name || known.order == e.order {
+			panic(fmt.Sprintf("suite: experiment %s registered twice (or at the order of %s)", e.name, known.name))
+		}
+		for _, f := range e.files {
+			if slices.Contains(known.files, f) {
+				panic(fmt.Sprintf("suite: experiments %s and %s both write %s", known.name, e.name, f))
+			}
+		}
+	}
+	experiments = append(experiments, e)
+	slices.SortFunc(experiments, func(a, b experiment) int { return a.order - b.order })
 }
 
 // Experiments lists every experiment's name, in run order.
@@ -86,35 +102,4 @@ func experimentFiles() []string {
 		names = append(names, e.files...)
 	}
 	return names
-}
-
-// runRetries runs the retries experiment and prints its table.
-func runRetries(ctx context.Context, env experimentEnv) ([]evidence.File, error) {
-	p := retries.Default
-	p.Intents = env.intents
-	res, err := retries.Run(ctx, retries.Config{ServerPath: env.server, StateRoot: env.stateRoot, Seed: env.seed, Parameters: p})
-	if err != nil {
-		return nil, fmt.Errorf("experiment retries: %w", err)
-	}
-	fmt.Fprintln(env.out)
-	if err := res.WriteText(env.out); err != nil {
-		return nil, err
-	}
-	return []evidence.File{{Name: "retries.json", Data: res.JSON(), Schema: "retries.schema.json"}}, nil
-}
-
-// runJitter runs the jitter model and prints its peaks.
-func runJitter(_ context.Context, env experimentEnv) ([]evidence.File, error) {
-	res, err := jitter.Run(jitter.Default)
-	if err != nil {
-		return nil, fmt.Errorf("experiment jitter: %w", err)
-	}
-	fmt.Fprintf(env.out, "\njitter (%d clients × %d retries, seed %d): retries in the busiest %d ms\n", res.Parameters.Clients, res.Parameters.Retries, res.Parameters.Seed, res.Parameters.BucketMS)
-	for _, s := range res.Strategies {
-		fmt.Fprintf(env.out, "  %-13s peak %4d\n", s.Name, s.Peak)
-	}
-	return []evidence.File{
-		{Name: "jitter.json", Data: res.JSON(), Schema: "jitter.schema.json"},
-		{Name: "jitter.svg", Data: jitter.SVG(res)},
-	}, nil
 }
