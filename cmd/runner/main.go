@@ -28,6 +28,8 @@
 //	   an -out folder holding files the runner does not write
 //	3  the lab itself broke: a build failed, a server never became ready,
 //	   -store postgres without PostgreSQL installed, ...
+//	4  interrupted (SIGINT or SIGTERM): it stopped sending, stopped every
+//	   server and database it started, and wrote no evidence
 package main
 
 import (
@@ -86,6 +88,8 @@ Exit status:
      experiment or unsafe registry, bad -out
   3  the lab itself broke (build failed, server never became ready,
      -store postgres without PostgreSQL installed, ...)
+  4  interrupted (SIGINT or SIGTERM): it stopped sending, stopped every
+     server and database it started, and wrote no evidence
 `
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
@@ -134,6 +138,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch {
 	case err == nil:
 		return 0
+	case errors.Is(err, suite.ErrInterrupted):
+		fmt.Fprintf(stderr, "runner: %v\n", err)
+		return 4
 	case errors.Is(err, suite.ErrAuditFailed):
 		fmt.Fprintln(stderr, "runner: the audit failed")
 		return 1

@@ -126,6 +126,11 @@ func runCase(ctx context.Context, cfg Config, c caseplan.Case, kind protocol.Sto
 	if err := r.execute(ctx, c); err != nil {
 		return obs, det, err
 	}
+	if err := ctx.Err(); err != nil {
+		// Calls cut short by the interruption were recorded as failures
+		// the server never caused: the run is not evidence.
+		return obs, det, fmt.Errorf("interrupted: %w", err)
+	}
 	st, err := readState(kind, places)
 	if err != nil {
 		return obs, det, err
@@ -230,6 +235,9 @@ func (r *run) execute(ctx context.Context, c caseplan.Case) error {
 		}
 	}
 	for i, step := range c.Steps {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("interrupted before step %d: %w", i, err)
+		}
 		var err error
 		switch {
 		case step.Call != nil:
@@ -345,6 +353,9 @@ func request(c caseplan.Call, i int) protocol.Request {
 
 func (r *run) sequential(ctx context.Context, step int, call caseplan.Call) {
 	for i := range max(call.Repeat, 1) {
+		if ctx.Err() != nil {
+			return // interrupted: Run reports it, sends nothing more
+		}
 		o, d := r.call(ctx, call.Replica, request(call, i))
 		o.Step = step
 		o.Replica = call.Replica
@@ -365,6 +376,9 @@ func (r *run) concurrent(ctx context.Context, step int, g caseplan.Concurrent) {
 		return g.Call.Replica
 	}
 	for i := range max(g.Call.Repeat, 1) {
+		if ctx.Err() != nil {
+			return // interrupted: Run reports it, sends nothing more
+		}
 		req := request(g.Call, i)
 		obs := make([]observation.Call, g.Clients)
 		dets := make([]CallDetail, g.Clients)

@@ -119,6 +119,12 @@ const parallel = 16
 // ErrAuditFailed means the evidence was written and the audit rejected it.
 var ErrAuditFailed = errors.New("audit failed")
 
+// ErrInterrupted means the run was cancelled (SIGINT or SIGTERM): it stopped
+// sending, every server and database it started is gone, and it wrote no
+// evidence (unless the interruption came while the audit ran, which the
+// error then says).
+var ErrInterrupted = errors.New("interrupted: stopped sending, stopped every server")
+
 // ParseStores turns the -store flag into the stores to run: one store's
 // name, or "all".
 func ParseStores(flag string) ([]protocol.Store, error) {
@@ -138,12 +144,22 @@ func evidenceNames() []string {
 }
 
 // Run runs the suite and returns nil when the audit passed, ErrAuditFailed
-// when it did not, a *UsageError for bad input, and any other error when the
-// lab itself broke.
-func Run(ctx context.Context, o Options) error {
+// when it did not, a *UsageError for bad input, ErrInterrupted when ctx
+// ended first, and any other error when the lab itself broke.
+func Run(ctx context.Context, o Options) (err error) {
 	if err := o.check(); err != nil {
 		return err
 	}
+	written := false
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			if written {
+				err = fmt.Errorf("%w, while auditing: %s was written but not audited", ErrInterrupted, o.Out)
+			} else {
+				err = fmt.Errorf("%w, and wrote no evidence", ErrInterrupted)
+			}
+		}
+	}()
 	runSuite, runExperiments := o.plan()
 	schemas, err := schemacheck.Load(filepath.Join(o.Root, "schema"))
 	if err != nil {
@@ -225,9 +241,13 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := evidence.Write(o.Out, schemas, files, m); err != nil {
 		return err
 	}
+	written = true
 	fmt.Fprintf(o.Stdout, "\nwrote %s\n\n", o.Out)
 	return audit(ctx, o, auditBin.Path)
 }

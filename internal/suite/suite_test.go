@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"idemlab/internal/evidence"
 	"idemlab/internal/labrun"
 	"idemlab/internal/pgcluster"
 	"idemlab/internal/protocol"
+	"idemlab/internal/serverproc"
 )
 
 // Ensure a server that never becomes ready breaks the lab (not the audit)
@@ -108,8 +110,8 @@ func TestPostgresStoppedOnEveryPath(t *testing.T) {
 			if _, err := os.Stat(folder); !os.IsNotExist(err) {
 				t.Errorf("cluster folder %s still there: %v", folder, err)
 			}
-			if pids := processesMentioning(t, folder); len(pids) > 0 {
-				t.Errorf("processes of the cluster outlived the runner: %v", pids)
+			if pids, err := serverproc.ProcessesMentioning(folder); err != nil || len(pids) > 0 {
+				t.Errorf("processes of the cluster outlived the runner: %v (%v)", pids, err)
 			}
 		})
 	}
@@ -141,23 +143,37 @@ func (w *clusterWatch) folder() string {
 	return f
 }
 
-// processesMentioning lists the PIDs whose command line contains s.
-func processesMentioning(t *testing.T, s string) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Skipf("no /proc: %v", err)
+// Ensure an interrupted runner (SIGINT or SIGTERM cancel its context)
+// stops, reaps its servers and writes no evidence: the -out folder is left
+// as it was (here: never made), and the error says so.
+func TestInterruptedRunWritesNothing(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "evidence")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &cancelOnLine{cancel: cancel, line: evidence.Match}
+	err := Run(ctx, Options{
+		Root: "../..", Out: out, Stores: []protocol.Store{protocol.Volatile, protocol.Durable},
+		Intents: DefaultIntents, Experiment: None, Stdout: w, Stderr: w,
+	})
+	if !errors.Is(err, ErrInterrupted) || !strings.Contains(err.Error(), "wrote no evidence") {
+		t.Fatalf("Run = %v, want ErrInterrupted saying it wrote no evidence\n%s", err, w.String())
 	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(b, []byte(s)) {
-			pids = append(pids, pid)
-		}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("an interrupted run made %s: %v", out, err)
 	}
-	return pids
+}
+
+// cancelOnLine collects output and cancels once a line holds line.
+type cancelOnLine struct {
+	bytes.Buffer
+	cancel func()
+	line   string
+}
+
+func (w *cancelOnLine) Write(b []byte) (int, error) {
+	n, err := w.Buffer.Write(b)
+	if strings.Contains(w.String(), w.line) {
+		w.cancel()
+	}
+	return n, err
 }
