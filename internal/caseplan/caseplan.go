@@ -8,6 +8,7 @@ package caseplan
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"strings"
 
 	"idemlab/internal/protocol"
+	"idemlab/internal/safefile"
 	"idemlab/internal/schemacheck"
 )
 
@@ -181,6 +183,15 @@ func (x Expectation) Expand() []ExpectedCall {
 	return out
 }
 
+// Bounds on a case, so that the runner's and the audit's memory stay
+// bounded whatever a case file asks: a case file is at most MaxFileBytes,
+// and its steps make at most MaxCalls calls (a call and its recorded
+// observation cost a few hundred bytes each, in results.json and run.json).
+const (
+	MaxFileBytes = 1 << 20
+	MaxCalls     = 10000
+)
+
 // fileName is the shape of a case file's name: two digits, a dash, the case name.
 var fileName = regexp.MustCompile(`^[0-9]{2}-([a-z][a-z0-9_]{0,63})\.json$`)
 
@@ -195,13 +206,18 @@ func (e *Error) Error() string { return e.File + ": " + e.Problem }
 
 // LoadDir loads every *.json file of dir, in file-name order.
 func LoadDir(dir string, schemas *schemacheck.Set) ([]Case, error) {
+	if fi, err := os.Lstat(dir); err != nil {
+		return nil, fmt.Errorf("read cases: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("read cases: %s is not a folder", dir)
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("read cases: %w", err)
 	}
 	var names []string
 	for _, e := range entries {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), ".json") {
+		if strings.HasSuffix(e.Name(), ".json") {
 			names = append(names, e.Name())
 		}
 	}
@@ -213,9 +229,9 @@ func LoadDir(dir string, schemas *schemacheck.Set) ([]Case, error) {
 	seen := map[string]string{}
 	for _, n := range names {
 		path := filepath.Join(dir, n)
-		b, err := os.ReadFile(path)
+		b, err := safefile.Read(path, MaxFileBytes)
 		if err != nil {
-			return nil, fmt.Errorf("read case: %w", err)
+			return nil, &Error{File: path, Problem: strings.TrimPrefix(err.Error(), path+": ")}
 		}
 		c, err := Parse(path, b, schemas)
 		if err != nil {
@@ -259,6 +275,9 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
 		return Case{}, &Error{File: path, Problem: fmt.Sprintf("name: %q does not match the file name (want %q)", raw.Name, m[1])}
 	}
 	c := Case{Name: raw.Name, File: path, Summary: raw.Summary, Replicas: max(raw.Replicas, 1), Steps: raw.Steps, Expect: raw.Expect}
+	if n := c.CallCount(); n > MaxCalls {
+		return Case{}, &Error{File: path, Problem: fmt.Sprintf("steps: %d calls, at most %d per case", n, MaxCalls)}
+	}
 	if err := c.checkReplicas(); err != nil {
 		return Case{}, &Error{File: path, Problem: err.Error()}
 	}
@@ -284,7 +303,15 @@ func (c Case) CallCount() int {
 	return n
 }
 
-// checkReplicas catches steps that name a replica the case does not run,
+// oneBody refuses a call that gives both body and body_bytes.
+func oneBody(field string, c Call) error {
+	if c.Body != nil && c.BodyBytes != nil {
+		return fmt.Errorf("%s: body and body_bytes exclude each other (give one)", field)
+	}
+	return nil
+}
+
+// checkReplicas catches a call with two bodies, and steps that name a replica the case does not run,
 // stop a replica that is down, start one that is up, or repeat a call
 // inside a parallel step: mistakes named at load time, not as a broken run.
 func (c Case) checkReplicas() error {
@@ -303,15 +330,16 @@ func (c Case) checkReplicas() error {
 		var err error
 		switch {
 		case s.Call != nil:
-			err = valid(at+"/call/replica", s.Call.Replica)
+			err = cmp.Or(oneBody(at+"/call", *s.Call), valid(at+"/call/replica", s.Call.Replica))
 		case s.Concurrent != nil:
-			err = valid(at+"/concurrent/call/replica", s.Concurrent.Call.Replica)
+			err = cmp.Or(oneBody(at+"/concurrent/call", s.Concurrent.Call), valid(at+"/concurrent/call/replica", s.Concurrent.Call.Replica))
 			if err == nil && s.Concurrent.AcrossReplicas && c.Replicas < 2 {
 				err = fmt.Errorf("%s/concurrent/across_replicas: the case runs one replica", at)
 			}
 		case s.Parallel != nil:
 			for j, call := range s.Parallel.Calls {
-				if err = valid(fmt.Sprintf("%s/parallel/calls/%d/replica", at, j), call.Replica); err != nil {
+				field := fmt.Sprintf("%s/parallel/calls/%d", at, j)
+				if err = cmp.Or(oneBody(field, call), valid(field+"/replica", call.Replica)); err != nil {
 					break
 				}
 				if call.Repeat > 1 {

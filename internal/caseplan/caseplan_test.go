@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"idemlab/internal/observation"
@@ -65,6 +66,8 @@ func TestParseErrors(t *testing.T) {
 		{"stop a stopped replica", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"call":{"key":"k-{i}","repeat":3}},{"stop":{"how":"sigterm"}},{"stop":{"how":"sigterm"}}`, 1), "10-demo.json: /steps/2/stop: replica 0 is already stopped"},
 		{"start a running replica", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"call":{"key":"k-{i}","repeat":3}},{"start":{}}`, 1), "10-demo.json: /steps/1/start: replica 0 is already running"},
 		{"across one replica", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"concurrent":{"clients":3,"call":{"key":"k"},"across_replicas":true}}`, 1), "10-demo.json: /steps/0/concurrent/across_replicas: the case runs one replica"},
+		{"two bodies", "10-demo.json", strings.Replace(good, `"repeat":3}}`, `"repeat":3,"body":"a","body_bytes":5}}`, 1), "10-demo.json: /steps/0/call: body and body_bytes exclude each other (give one)"},
+		{"too many calls", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"concurrent":{"clients":11,"call":{"key":"k","repeat":1000}}}`, 1), "10-demo.json: steps: 11000 calls, at most 10000 per case"},
 		{"call count", "10-demo.json", strings.Replace(good, `"replayed":false,"repeat":3`, `"replayed":false,"repeat":2`, 1), "10-demo.json: expect.volatile.calls: 2 expected calls, but the steps make 3 calls"},
 	}
 	set := schemas(t)
@@ -196,4 +199,31 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Ensure LoadDir reads only regular case files within the size cap: a
+// FIFO (no hang), a symlink or an oversized file is refused naming it.
+func TestLoadDirRefusesNonRegular(t *testing.T) {
+	set := schemas(t)
+	for _, tt := range []struct {
+		name string
+		make func(path string) error
+		want string
+	}{
+		{"fifo", func(p string) error { return syscall.Mkfifo(p, 0o644) }, "not a regular file (a FIFO)"},
+		{"symlink", func(p string) error { return os.Symlink("/dev/zero", p) }, "not a regular file (a symlink)"},
+		{"oversized", func(p string) error { return os.WriteFile(p, make([]byte, MaxFileBytes+1), 0o644) }, "file too large"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "10-demo.json")
+			if err := tt.make(path); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadDir(dir, set)
+			if err == nil || !strings.Contains(err.Error(), path+": "+tt.want) {
+				t.Fatalf("LoadDir error = %v, want %q naming %s", err, tt.want, path)
+			}
+		})
+	}
 }

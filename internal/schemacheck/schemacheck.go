@@ -11,12 +11,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"idemlab/internal/safefile"
 )
 
 // BaseURL is the absolute $id prefix every schema in schema/ declares.
@@ -28,7 +29,10 @@ type Set struct {
 	schemas map[string]*jsonschema.Schema
 }
 
-// Load compiles every *.schema.json file in dir.
+// maxSchemaBytes bounds one schema file.
+const maxSchemaBytes = 1 << 20
+
+// Load compiles every *.schema.json file in dir, each a regular file.
 func Load(dir string) (*Set, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.schema.json"))
 	if err != nil {
@@ -39,7 +43,7 @@ func Load(dir string) (*Set, error) {
 	}
 	c := jsonschema.NewCompiler()
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
+		b, err := safefile.Read(p, maxSchemaBytes)
 		if err != nil {
 			return nil, fmt.Errorf("read schema: %w", err)
 		}
