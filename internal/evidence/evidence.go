@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -91,23 +92,52 @@ func SHA256(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// CheckTarget makes sure dir can take new evidence without losing anything:
-// it may be missing, empty, or hold only files the runner writes (names).
-// Anything else is refused, naming the file.
+// CheckTarget makes sure dir can take new evidence without losing
+// anything, before any run starts: it may be missing (its parent must then
+// be a writable folder), or a writable folder, not a symlink, holding only
+// regular files the runner writes (names). Anything else is refused, naming
+// the path.
 func CheckTarget(dir string, names []string) error {
-	entries, err := os.ReadDir(dir)
-	if os.IsNotExist(err) {
-		return nil
+	if dir == "" {
+		return errors.New("evidence folder: empty path (give -out a folder)")
 	}
+	fi, err := os.Lstat(dir)
+	switch {
+	case os.IsNotExist(err):
+		return probeWritable(filepath.Dir(dir), dir)
+	case err != nil:
+		return fmt.Errorf("evidence folder: %w", err)
+	case !fi.IsDir():
+		return fmt.Errorf("evidence folder %s: not a folder (a symlink or a file): choose another -out", dir)
+	}
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("evidence folder: %w", err)
 	}
 	for _, e := range entries {
-		if e.IsDir() || !(slices.Contains(names, e.Name()) || isTemp(e.Name())) {
+		if !e.Type().IsRegular() || !(slices.Contains(names, e.Name()) || isTemp(e.Name())) {
 			return fmt.Errorf("evidence folder %s holds %s, which the runner does not write: refusing to mix it into new evidence (choose another -out)", dir, e.Name())
 		}
 	}
-	return nil
+	return probeWritable(dir, dir)
+}
+
+// probeWritable checks that a file can be made in folder, the folder that
+// will hold (or is) the evidence folder out, by making and removing one.
+func probeWritable(folder, out string) error {
+	fi, err := os.Stat(folder)
+	if err != nil {
+		return fmt.Errorf("evidence folder %s: %w", out, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("evidence folder %s: %s is not a folder", out, folder)
+	}
+	f, err := os.CreateTemp(folder, ".idemlab-probe-*")
+	if err != nil {
+		return fmt.Errorf("evidence folder %s: cannot write in %s: %w", out, folder, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 // Write validates every file and the manifest, then writes the files and the

@@ -138,3 +138,36 @@ func TestWrite(t *testing.T) {
 		t.Fatalf("manifest lacks the REPORT.md hash:\n%s", b)
 	}
 }
+
+// Ensure a bad -out is refused before anything runs, naming it: an empty
+// path, a folder that cannot be made or written, a file, a symlink.
+func TestCheckTargetRefuses(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(t.TempDir(), link); err != nil {
+		t.Fatal(err)
+	}
+	readOnly := filepath.Join(dir, "ro")
+	if err := os.Mkdir(readOnly, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ out, want string }{
+		{"", "empty path"},
+		{"/proc/x", "cannot write in /proc"},
+		{filepath.Join(dir, "missing", "deeper"), "no such file or directory"},
+		{file, "not a folder"},
+		{link, "not a folder"},
+	}
+	if os.Geteuid() != 0 { // root writes anywhere
+		tests = append(tests, struct{ out, want string }{filepath.Join(readOnly, "ev"), "cannot write in " + readOnly})
+	}
+	for _, tt := range tests {
+		if err := CheckTarget(tt.out, nil); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("CheckTarget(%q) = %v, want an error containing %q", tt.out, err, tt.want)
+		}
+	}
+}
