@@ -1,48 +1,64 @@
-// Benchmarks of the durable store against the physical limit, the fsync
-// rate of the disk under the state folder. Run:
+// Benchmarks of the stores through the real handler over loopback HTTP,
+// against the physical limits measured in the same run. Run:
 //
-//	go test -run XXX -bench Durable ./internal/effectserver
+//	go test -run XXX -bench Stores ./internal/effectserver
+//	go test -run XXX -bench Postgres ./internal/pgstore    # PostgreSQL's own ceiling beside the store's Apply
 //
-// BenchmarkDurable measures, in one run and on the same disk (the
-// benchmark's temp folder, which holds the state folder):
+// BenchmarkStores measures, in one run:
 //
 //   - fsync: the raw rate of writing 8 bytes to a small file and fsyncing
-//     it (fsync/s);
-//   - clients=1: durable keyed requests per second (req/s) from one client
-//     over loopback HTTP through the real handler, each on a new key;
-//   - clients=64: the same from 64 concurrent clients on distinct keys.
+//     it (fsync/s), the ceiling of the embedded stores;
+//   - STORE/clients=1 and STORE/clients=64: keyed requests per second
+//     (req/s) and the 99th percentile latency (p99_ms), each request on a
+//     new key, for every store (postgres on a throwaway cluster, skipped
+//     where PostgreSQL is not installed);
+//   - STORE/replicas=2/clients=64: the same from 2 servers × 32 clients on
+//     one shared store (durable: one SQLite file; postgres: one database).
 //
-// Each request benchmark reports x_fsync, its rate over the fsync rate
-// measured just before, and intents/commit, the mean group-commit batch. Every durable request waits for its own commit, which costs at
-// least one fsync, so one client cannot beat the fsync rate; 64 clients do
-// because the store's committer puts every pending intent into one
-// transaction (group commit: one fsync for the batch).
+// The embedded stores also report x_fsync, their rate over the fsync rate,
+// and the durable store intents/commit, the mean group-commit batch. Every
+// durable request waits for its own commit, which costs at least one fsync,
+// so one client cannot beat the fsync rate; 64 clients can, because the
+// committer puts every pending intent into one transaction (group commit).
 package effectserver
 
 import (
 	"bufio"
 	"fmt"
 	"idemlab/internal/durablestore"
+	"idemlab/internal/pgcluster"
 	"idemlab/internal/protocol"
+	"idemlab/internal/statedir"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // fsyncRate is the last measured raw fsync rate, per second.
 var fsyncRate float64
 
-func BenchmarkDurable(b *testing.B) {
+func BenchmarkStores(b *testing.B) {
 	b.Run("fsync", benchFsync)
-	for _, clients := range []int{1, 64} {
-		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { benchDurableRequests(b, clients) })
+	for _, kind := range protocol.Stores {
+		for _, shape := range []struct{ replicas, clients int }{{1, 1}, {1, 64}, {2, 64}} {
+			if shape.replicas > 1 && !kind.Shared() {
+				continue // volatile replicas share nothing: nothing to measure
+			}
+			name := fmt.Sprintf("%s/clients=%d", kind, shape.clients)
+			if shape.replicas > 1 {
+				name = fmt.Sprintf("%s/replicas=%d/clients=%d", kind, shape.replicas, shape.clients)
+			}
+			b.Run(name, func(b *testing.B) { benchRequests(b, kind, shape.replicas, shape.clients) })
+		}
 	}
 }
 
@@ -68,51 +84,60 @@ func benchFsync(b *testing.B) {
 	b.ReportMetric(fsyncRate, "fsync/s")
 }
 
-// benchDurableRequests sends b.N keyed requests, each on its own key, from
-// clients concurrent clients to a durable server on loopback.
-func benchDurableRequests(b *testing.B, clients int) {
+// benchRequests sends b.N keyed requests, each on its own key, from clients
+// concurrent clients spread over replicas servers on one store of kind.
+func benchRequests(b *testing.B, kind protocol.Store, replicas, clients int) {
 	dir := b.TempDir()
-	srv, err := New(Config{
-		StateDir: dir,
-		Addr:     protocol.DefaultAddr,
-		Store:    protocol.Durable,
-		Capacity: b.N + 1,
-		MaxBody:  protocol.DefaultMaxBody,
-		Wait:     protocol.DefaultWait,
-	}, io.Discard)
-	if err != nil {
-		b.Fatal(err)
+	p := statedir.Place{Dir: dir}
+	if kind.InDatabase() {
+		p.DSN = pgcluster.Shared(b).DatabaseForTest(b)
 	}
-	hs := httptest.NewServer(srv)
-	defer func() {
-		hs.Close()
-		srv.Close()
-	}()
+	var servers []*Server
+	var addrs []string
+	for range replicas {
+		srv, err := New(Config{
+			StateDir: dir, DSN: p.DSN, Addr: protocol.DefaultAddr, Store: kind,
+			Capacity: b.N + 1, MaxBody: protocol.DefaultMaxBody, Wait: protocol.DefaultWait,
+		}, io.Discard)
+		if err != nil {
+			b.Fatal(err)
+		}
+		hs := httptest.NewServer(srv)
+		defer func() {
+			hs.Close()
+			srv.Close()
+		}()
+		servers = append(servers, srv)
+		addrs = append(addrs, strings.TrimPrefix(hs.URL, "http://"))
+	}
 	// Each client holds one keep-alive connection (safe here: no fault
-	// drops a reply) and speaks HTTP/1.1 itself, as a load generator such as
-	// wrk does: the client shares the machine's two cores with the server,
-	// and net/http's client would spend more of them than the server does.
-	addr := strings.TrimPrefix(hs.URL, "http://")
+	// drops a reply) and speaks HTTP/1.1 itself, as a load generator such
+	// as wrk does: the client shares the machine's two cores with the
+	// server, and net/http's client would spend more of them than the
+	// server does.
 	var next atomic.Int64
+	latencies := make([][]time.Duration, clients)
 	var wg sync.WaitGroup
 	b.ResetTimer()
-	for range clients {
+	for c := range clients {
 		wg.Go(func() {
-			c, err := dialClient(addr)
+			cl, err := dialClient(addrs[c%replicas])
 			if err != nil {
 				b.Error(err)
 				return
 			}
-			defer c.close()
+			defer cl.close()
 			for {
 				i := next.Add(1)
 				if i > int64(b.N) {
 					return
 				}
-				if err := c.post(fmt.Sprintf("key-%d", i)); err != nil {
+				began := time.Now()
+				if err := cl.post(fmt.Sprintf("key-%d", i)); err != nil {
 					b.Error(err)
 					return
 				}
+				latencies[c] = append(latencies[c], time.Since(began))
 			}
 		})
 	}
@@ -120,12 +145,30 @@ func benchDurableRequests(b *testing.B, clients int) {
 	b.StopTimer()
 	rate := float64(b.N) / b.Elapsed().Seconds()
 	b.ReportMetric(rate, "req/s")
-	if fsyncRate > 0 {
+	b.ReportMetric(float64(p99(latencies).Microseconds())/1000, "p99_ms")
+	if fsyncRate > 0 && !kind.InDatabase() {
 		b.ReportMetric(rate/fsyncRate, "x_fsync")
 	}
-	if st := srv.store.(*durablestore.Store).Stats(); st.Commits > 0 {
-		b.ReportMetric(float64(st.Intents)/float64(st.Commits), "intents/commit")
+	var commits, intents int64
+	for _, srv := range servers {
+		if ds, ok := srv.store.(*durablestore.Store); ok {
+			st := ds.Stats()
+			commits, intents = commits+st.Commits, intents+st.Intents
+		}
 	}
+	if commits > 0 {
+		b.ReportMetric(float64(intents)/float64(commits), "intents/commit")
+	}
+}
+
+// p99 is the 99th percentile of every client's latencies.
+func p99(perClient [][]time.Duration) time.Duration {
+	all := slices.Concat(perClient...)
+	if len(all) == 0 {
+		return 0
+	}
+	slices.Sort(all)
+	return all[min(len(all)-1, len(all)*99/100)]
 }
 
 // benchClient is one keep-alive HTTP/1.1 connection to the server.
