@@ -11,6 +11,7 @@ package mutant
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -35,6 +36,10 @@ func New(flaw protocol.Flaw, capacity int) (registry.Table, error) {
 		return &evictOldest{Registry: r}, nil
 	case protocol.FlawForgetOnLostReply:
 		return forgetOnLostReply{r}, nil
+	case protocol.FlawRecordBeforeEffect:
+		return &recordBeforeEffect{Registry: r}, nil
+	case protocol.FlawCheckThenAct:
+		return &checkThenAct{Registry: r, gap: func(string) { time.Sleep(CheckThenActGap) }}, nil
 	}
 	_, err := protocol.ParseFlaw(string(flaw))
 	return nil, fmt.Errorf("mutant: %w", err)
@@ -159,3 +164,123 @@ type forgetTicket struct {
 }
 
 func (t forgetTicket) ReplyLost() { t.r.Forget(t.Key()) }
+
+// recordBeforeEffect is the phantom success: the record is written as
+// complete the moment the key is claimed, before the effect runs, with a
+// placeholder result (phantomValue: the zero a result column holds before
+// anything is known), and the real result is filled in only once the
+// effect is done. It is the classic "INSERT key, status done; then call
+// the payment provider; then UPDATE the response" written in that order.
+//
+// Two things follow. A duplicate that arrives while the owner's effect is
+// still running finds a complete record and replays the placeholder: it is
+// told "done" (200, replayed) for an effect that has not happened yet. And
+// when the effect then fails, nothing takes the record back (Release does
+// nothing): every retry replays a success whose effect never happened.
+//
+// With the lab's faults the first is what a case sees: in
+// concurrent_duplicate the eleven duplicates arrive while the slow owner is
+// in flight and replay "0" instead of waiting for its "1". The crash faults
+// do not show it, and the doc says why rather than pretending: the phantom
+// lives in the process's memory, so a crash takes it away with the
+// process (a durable store restores only keys it committed with their
+// effect), and no lab fault makes an effect fail without a crash.
+type recordBeforeEffect struct {
+	*registry.Registry
+	// mu makes the claim and its phantom record, and the later overwrite
+	// with the real result, each one step: no request ever sees the key
+	// in flight or missing in between. The flaw is the order, not a race.
+	mu sync.Mutex
+}
+
+// phantomValue is the result a record-before-effect record replays until
+// the effect's real result is filled in.
+const phantomValue = 0
+
+func (m *recordBeforeEffect) Acquire(ctx context.Context, key string, fp store.Fingerprint, wait time.Duration) (registry.Ticket, int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// No record is ever in flight outside mu, so this never waits.
+	t, v, err := m.Registry.Acquire(ctx, key, fp, wait)
+	if t == nil {
+		return nil, v, err
+	}
+	t.Complete(phantomValue) // the flaw: "done" before the effect has run
+	return phantomTicket{m, key, fp}, 0, nil
+}
+
+// phantomTicket is an owner whose record already says done.
+type phantomTicket struct {
+	m   *recordBeforeEffect
+	key string
+	fp  store.Fingerprint
+}
+
+func (t phantomTicket) Key() string { return t.key }
+
+// Complete fills in the real result over the placeholder.
+func (t phantomTicket) Complete(value int64) {
+	t.m.mu.Lock()
+	defer t.m.mu.Unlock()
+	if t.m.Registry.Forget(t.key) {
+		_ = t.m.Registry.Restore(t.key, t.fp, value) // the slot just freed is this key's
+	}
+}
+
+// Release does nothing: the effect failed, and the record still says done.
+func (t phantomTicket) Release()   {}
+func (t phantomTicket) ReplyLost() {}
+
+// CheckThenActGap is how long check-then-act waits between its check and
+// its insert: the round trip between a SELECT and an INSERT on a key table
+// in another process, made long enough that duplicates released together
+// (concurrent_duplicate's twelve) all fall into it on every run.
+const CheckThenActGap = 20 * time.Millisecond
+
+// checkThenAct claims a key in two steps instead of one: a check (is the
+// key recorded, held for another body, or in flight? then answer as the
+// sound registry would), then, if the key was free, a blind insert that
+// makes the caller the owner whatever happened since the check. It is the
+// classic "if !exists(key) { put(key, inProgress); doEffect() }" without a
+// compare-and-set or a unique constraint. Duplicates that arrive after an
+// insert wait for the owner as they should; duplicates that all pass the
+// check before any of them inserts each become an owner and each run the
+// effect: concurrent_duplicate applies its key more than once.
+type checkThenAct struct {
+	*registry.Registry
+	gap func(key string) // between the check and the insert
+}
+
+func (m *checkThenAct) Acquire(ctx context.Context, key string, fp store.Fingerprint, wait time.Duration) (registry.Ticket, int64, error) {
+	// The check: the sound registry's answer, unless the key is free.
+	t, v, err := m.Registry.Acquire(ctx, key, fp, wait)
+	if t == nil {
+		return nil, v, err
+	}
+	t.Release() // the check only looked
+	m.gap(key)
+	// The insert, without looking again: an owner either way.
+	t, _, err = m.Registry.Acquire(ctx, key, fp, 0)
+	switch {
+	case t != nil:
+		return t, 0, nil
+	case errors.Is(err, store.ErrFull):
+		return nil, 0, err
+	}
+	// Another request inserted the key in the gap (in flight, recorded,
+	// or with another body): the blind insert takes it over.
+	return blindOwner{m.Registry, key, fp}, 0, nil
+}
+
+// blindOwner owns a key another owner also holds; its result is kept
+// only if the key has no record by the time it completes.
+type blindOwner struct {
+	r   *registry.Registry
+	key string
+	fp  store.Fingerprint
+}
+
+func (t blindOwner) Key() string          { return t.key }
+func (t blindOwner) Complete(value int64) { _ = t.r.Restore(t.key, t.fp, value) }
+func (t blindOwner) Release()             {}
+func (t blindOwner) ReplyLost()           {}

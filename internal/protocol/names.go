@@ -114,10 +114,18 @@ const (
 	// FlawForgetOnLostReply drops a key's record when its reply could not
 	// be delivered, so the client's retry runs the effect again.
 	FlawForgetOnLostReply Flaw = "forget-on-lost-reply"
+	// FlawRecordBeforeEffect completes a key's record before its effect
+	// runs (a phantom success): a duplicate replays a result whose effect
+	// has not happened, and still replays it if the effect then fails.
+	FlawRecordBeforeEffect Flaw = "record-before-effect"
+	// FlawCheckThenAct claims a key in two steps, a check and then a blind
+	// insert: concurrent duplicates that all pass the check before any
+	// inserts each become the owner and each run the effect.
+	FlawCheckThenAct Flaw = "check-then-act"
 )
 
 // Flaws lists every flaw, in a fixed order.
-var Flaws = []Flaw{FlawRecordAfterEffect, FlawNoFingerprint, FlawEvictOldest, FlawForgetOnLostReply}
+var Flaws = []Flaw{FlawRecordAfterEffect, FlawNoFingerprint, FlawEvictOldest, FlawForgetOnLostReply, FlawRecordBeforeEffect, FlawCheckThenAct}
 
 // ParseFlaw returns the flaw called name, or an error listing the names.
 func ParseFlaw(name string) (Flaw, error) {
