@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 
+	"idemlab/internal/labbuild"
 	"idemlab/internal/schemacheck"
 )
 
@@ -31,15 +32,18 @@ type File struct {
 
 // Manifest is manifest.json. Files is filled in by Write.
 type Manifest struct {
-	SchemaVersion int       `json:"schema_version"`
-	GeneratedUTC  string    `json:"generated_utc"`
-	SourceCommit  string    `json:"source_commit"`
-	SourceDirty   bool      `json:"source_dirty"`
-	GoVersion     string    `json:"go_version"`
-	OSArch        string    `json:"os_arch"`
-	ServerSHA256  string    `json:"server_sha256"`
-	Protocol      Protocol  `json:"protocol"`
-	Selection     Selection `json:"selection"`
+	SchemaVersion int    `json:"schema_version"`
+	GeneratedUTC  string `json:"generated_utc"`
+	SourceCommit  string `json:"source_commit"`
+	SourceDirty   bool   `json:"source_dirty"`
+	GoVersion     string `json:"go_version"`
+	OSArch        string `json:"os_arch"`
+	ServerSHA256  string `json:"server_sha256"`
+	// ServerBuild says how the server binary was made (the pinned recipe),
+	// or that it was prebuilt (runner -server): the audit can rebuild it.
+	ServerBuild *labbuild.Recipe `json:"server_build,omitempty"`
+	Protocol    Protocol         `json:"protocol"`
+	Selection   Selection        `json:"selection"`
 	// PostgresVersion is the version of the PostgreSQL the postgres store
 	// ran on; empty (and absent) when it did not run. It is here, not in
 	// results.json, which holds nothing of the machine.

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"time"
 
+	"idemlab/internal/labbuild"
 	"idemlab/internal/labrun"
 	"idemlab/internal/protocol"
 )
@@ -30,8 +31,9 @@ type ManifestInput struct {
 	Stores      []protocol.Store // stores the cases ran on; none without cases
 	Experiments []string
 	Protocol    labrun.Protocol
-	ServerSHA   string // SHA-256 of the server binary
-	Postgres    string // the version of the PostgreSQL the postgres store ran on, if it ran
+	ServerSHA   string          // SHA-256 of the server binary
+	ServerBuild labbuild.Recipe // how it was made
+	Postgres    string          // the version of the PostgreSQL the postgres store ran on, if it ran
 	Unsafe      protocol.Flaw
 }
 
@@ -57,6 +59,7 @@ func NewManifest(in ManifestInput) (Manifest, error) {
 		GoVersion:     runtime.Version(),
 		OSArch:        runtime.GOOS + "/" + runtime.GOARCH,
 		ServerSHA256:  in.ServerSHA,
+		ServerBuild:   &in.ServerBuild,
 		Protocol: Protocol{
 			KeyHeader:       protocol.KeyHeader,
 			ReplayedHeader:  protocol.ReplayedHeader,

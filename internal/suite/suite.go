@@ -207,7 +207,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}
 	git := evidence.GitState(o.Root)
-	in := evidence.ManifestInput{Root: o.Root, Git: git, Protocol: cfg.Protocol, ServerSHA: server.SHA256, Postgres: postgresVersion, Unsafe: o.Unsafe}
+	in := evidence.ManifestInput{Root: o.Root, Git: git, Protocol: cfg.Protocol, ServerSHA: server.SHA256, ServerBuild: server.Recipe, Postgres: postgresVersion, Unsafe: o.Unsafe}
 	var files []evidence.File
 	if runSuite {
 		began := time.Now()
