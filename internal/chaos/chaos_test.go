@@ -1,0 +1,104 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"idemlab/internal/pgcluster"
+	"idemlab/internal/protocol"
+)
+
+// serverBin is the effectserver built once for the package's tests.
+var serverBin string
+
+func TestMain(m *testing.M) {
+	tmp, err := os.MkdirTemp("", "chaos-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	serverBin = filepath.Join(tmp, "effectserver")
+	cmd := exec.Command("go", "build", "-o", serverBin, "./cmd/effectserver")
+	cmd.Dir = filepath.Join("..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build ./cmd/effectserver: %v\n%s", err, out)
+		os.RemoveAll(tmp)
+		os.Exit(1)
+	}
+	code := pgcluster.RunTests(m)
+	os.RemoveAll(tmp)
+	os.Exit(code)
+}
+
+// config is a short run on store s.
+func config(t testing.TB, s protocol.Store) Config {
+	return Config{ServerPath: serverBin, Store: s, StateRoot: t.TempDir(), Seed: 1,
+		Replicas: 2, Clients: 8, Duration: 1500 * time.Millisecond, KillEvery: 300 * time.Millisecond}
+}
+
+// run runs cfg and checks what every run keeps, whatever the store: the
+// history re-read from its file gives the same verdict, and every server
+// was stopped cleanly at the end.
+func runChecked(t *testing.T, cfg Config) Result {
+	t.Helper()
+	if d := os.Getenv("CHAOS_DURATION"); d != "" {
+		var err error
+		if cfg.Duration, err = time.ParseDuration(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	began := time.Now()
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Run(%s) error = %v", cfg.Store, err)
+	}
+	var text bytes.Buffer
+	res.WriteText(&text)
+	t.Logf("%s in %v\n%s", cfg.Store, time.Since(began).Round(time.Millisecond), text.String())
+	if os.Getenv("CHAOS_JSON") != "" {
+		t.Logf("%s", res.JSON())
+	}
+	var hist bytes.Buffer
+	if err := res.WriteHistory(&hist); err != nil {
+		t.Fatal(err)
+	}
+	h, err := ReadHistory(&hist)
+	if err != nil {
+		t.Fatalf("ReadHistory(WriteHistory()) error = %v", err)
+	}
+	if got, want := NewVerdict(h.Store, CheckHistory(h)), res.Verdict; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("verdict from the history file = %+v, want the run's %+v", got, want)
+	}
+	if got, want := res.Counts.CleanStops, cfg.Replicas; got != want {
+		t.Errorf("clean stops = %d, want %d (every replica exits 0 on the final SIGTERM)", got, want)
+	}
+	if res.Counts.Intents == 0 || res.Counts.OK == 0 {
+		t.Errorf("intents %d, ok attempts %d: the run did nothing", res.Counts.Intents, res.Counts.OK)
+	}
+	return res
+}
+
+// Ensure the durable store under faults and kill -9 on two replicas
+// sharing one folder neither duplicates, loses an acknowledgement, nor
+// leaves an intent stuck.
+func TestRunDurable(t *testing.T) {
+	res := runChecked(t, config(t, protocol.Durable))
+	checkSound(t, res)
+}
+
+func checkSound(t *testing.T, res Result) {
+	t.Helper()
+	n := res.Counts
+	if n.Duplicates != 0 || n.LostAcks != 0 || n.Stuck != 0 || !res.Verdict.OK {
+		t.Errorf("%s: duplicates %d, lost acks %d, stuck %d, verdict %+v; want 0, 0, 0, ok", res.Store, n.Duplicates, n.LostAcks, n.Stuck, res.Verdict)
+	}
+	if n.Kills == 0 || n.Restarts == 0 || n.FaultedAttempts == 0 {
+		t.Errorf("%s: kills %d, restarts %d, faulted attempts %d; want some of each", res.Store, n.Kills, n.Restarts, n.FaultedAttempts)
+	}
+}

@@ -1,0 +1,302 @@
+package chaos
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"idemlab/internal/protocol"
+)
+
+// A Rule names one thing the checker looks for.
+type Rule string
+
+// The rules, in the order findings are listed.
+const (
+	// RuleDuplicate: the journal holds two or more effects of one intent.
+	RuleDuplicate Rule = "duplicate"
+	// RuleLostAck: the intent got a 200 reply, and the journal holds no
+	// effect of it.
+	RuleLostAck Rule = "lost_ack"
+	// RuleStuck: the intent never got a 200 reply (it may or may not have
+	// been applied).
+	RuleStuck Rule = "stuck"
+	// RuleValueMismatch: a 200 reply's value is not the value of an effect
+	// of that intent at the place of the replica that replied (or is not
+	// a number). Checked only for intents the journal applied.
+	RuleValueMismatch Rule = "value_mismatch"
+	// RuleValueReused: two non-replayed 200 replies from one place carry
+	// the same value.
+	RuleValueReused Rule = "value_reused"
+	// RuleValueOrder: a non-replayed 200 reply carries a value no larger
+	// than one acknowledged, at the same place, before its attempt began.
+	RuleValueOrder Rule = "value_order"
+	// RuleUnknownEffect: the journal holds an effect whose body no intent
+	// of the history sent.
+	RuleUnknownEffect Rule = "unknown_effect"
+	// RuleBadJournal: a place's journal is not the effects 1..counter in
+	// order, or a replica's place is not listed exactly once.
+	RuleBadJournal Rule = "bad_journal"
+)
+
+// Rules lists every rule in listing order.
+var Rules = []Rule{RuleDuplicate, RuleLostAck, RuleStuck, RuleValueMismatch, RuleValueReused, RuleValueOrder, RuleUnknownEffect, RuleBadJournal}
+
+// Promised reports whether store s promises that rule r never fires: every
+// store promises every rule except the volatile store, whose keys live in
+// one process's memory, and which therefore runs an intent again after a
+// restart or on another replica (its duplicates are counted and shown).
+func Promised(s protocol.Store, r Rule) bool {
+	return !(s == protocol.Volatile && r == RuleDuplicate)
+}
+
+// A Finding is one rule firing, naming the intent (-1 when the finding is
+// about the journal rather than an intent).
+type Finding struct {
+	Rule   Rule   `json:"rule"`
+	Intent int    `json:"intent"`
+	Key    string `json:"key"`
+	Detail string `json:"detail"`
+}
+
+// A Check is what the checker found in one history.
+type Check struct {
+	Intents     int       // distinct intents with at least one attempt
+	Acked       int       // intents with at least one 200 reply
+	AppliedOnce int       // intents the journal holds exactly once
+	Duplicates  int       // intents the journal holds twice or more
+	NotApplied  int       // intents the journal does not hold
+	LostAcks    int       // acknowledged intents the journal does not hold
+	Stuck       int       // intents never acknowledged
+	Findings    []Finding // sorted by rule (Rules order), then intent, then detail
+}
+
+// Violations returns the findings store s promises never to have.
+func (c Check) Violations(s protocol.Store) []Finding {
+	var out []Finding
+	for _, f := range c.Findings {
+		if Promised(s, f.Rule) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// CheckHistory checks h against its own journal. It is a pure function:
+// the same history gives the same Check.
+//
+// Per intent (the intents are those with an attempt in h; an intent is
+// named by its body's SHA-256, which is unique per intent, and the
+// journal keeps that SHA-256 for every applied effect):
+//
+//   - applied n times, n = the number of journal effects, over every place,
+//     with the intent's body: n = 1 is exactly once, n ≥ 2 a duplicate;
+//   - acknowledged: some attempt got a 200 reply; acknowledged with n = 0 is
+//     a lost acknowledgement; never acknowledged is stuck;
+//   - every 200 reply's value is the value of one of the intent's effects at
+//     the place of the replica that replied (when n ≥ 1).
+//
+// Over the acknowledged values, per place: a non-replayed 200 reports the
+// effect its own request ran, so (a) no two carry one value, and (b) if
+// reply A ended before attempt B started, A's value is smaller than B's.
+//
+// Why (a) and (b) instead of a linearizability checker such as porcupine:
+// the object is a counter whose only operation is "add one and return the
+// new value", and the journal numbers the effects 1..counter in the order
+// they were applied. That numbering is the only order the effects could
+// have been linearized in (the state after the k-th effect is k), so the
+// search porcupine does over orderings has exactly one candidate, and it
+// is linearizable iff each acknowledged value belongs to its own effect
+// (the value rule above), no value is handed out twice (a), and the
+// numbering respects real time between acknowledged operations (b).
+// Indeterminate attempts (info) need no check: the journal says whether
+// they took effect, and an unacknowledged effect may sit anywhere in the
+// order. (b) is checked in O(n log n) by a sweep over the replies sorted
+// by end, against the attempts sorted by start; porcupine's search is
+// exponential in the worst case and its verdict would add nothing here.
+func CheckHistory(h History) Check {
+	var c Check
+	add := func(r Rule, intent int, key, format string, args ...any) {
+		c.Findings = append(c.Findings, Finding{Rule: r, Intent: intent, Key: key, Detail: fmt.Sprintf(format, args...)})
+	}
+
+	// The places: which place each replica's state lives at, and each
+	// journal's effects by body.
+	placeOf := map[int]int{}
+	for _, p := range h.Places {
+		for _, r := range p.Replicas {
+			if old, dup := placeOf[r]; dup {
+				add(RuleBadJournal, -1, "", "replica %d listed at places %d and %d", r, old, p.Place)
+			}
+			placeOf[r] = p.Place
+		}
+		if int64(len(p.Effects)) != p.Counter {
+			add(RuleBadJournal, -1, "", "place %d: counter %d, %d effects journaled", p.Place, p.Counter, len(p.Effects))
+		}
+		for i, e := range p.Effects {
+			if e.Value != int64(i+1) {
+				add(RuleBadJournal, -1, "", "place %d: effect %d has value %d, want %d", p.Place, i+1, e.Value, i+1)
+				break
+			}
+		}
+	}
+	for r := 0; r < h.Replicas; r++ {
+		if _, ok := placeOf[r]; !ok {
+			add(RuleBadJournal, -1, "", "replica %d has no place", r)
+		}
+	}
+
+	// The intents, in number order, with their attempts.
+	type intent struct {
+		key, sha string
+		acks     []int // indexes into h.Attempts of 200 replies
+	}
+	intents := map[int]*intent{}
+	bySHA := map[string]int{}
+	for i, a := range h.Attempts {
+		in := intents[a.Intent]
+		if in == nil {
+			in = &intent{key: a.Key, sha: a.BodySHA256}
+			intents[a.Intent] = in
+			bySHA[a.BodySHA256] = a.Intent
+		}
+		if a.Status == http.StatusOK {
+			in.acks = append(in.acks, i)
+		}
+	}
+	// applied[intent][place] lists the values of its effects there.
+	applied := map[int]map[int][]int64{}
+	for _, p := range h.Places {
+		for _, e := range p.Effects {
+			n, ok := bySHA[e.BodySHA256]
+			if !ok {
+				add(RuleUnknownEffect, -1, "", "place %d: effect %d has body SHA-256 %s, which no intent sent", p.Place, e.Value, e.BodySHA256)
+				continue
+			}
+			if applied[n] == nil {
+				applied[n] = map[int][]int64{}
+			}
+			applied[n][p.Place] = append(applied[n][p.Place], e.Value)
+		}
+	}
+
+	numbers := make([]int, 0, len(intents))
+	for n := range intents {
+		numbers = append(numbers, n)
+	}
+	slices.Sort(numbers)
+	c.Intents = len(numbers)
+	for _, n := range numbers {
+		in := intents[n]
+		times := 0
+		var where []string
+		for _, pl := range sortedKeys(applied[n]) {
+			times += len(applied[n][pl])
+			where = append(where, fmt.Sprintf("place %d values %v", pl, applied[n][pl]))
+		}
+		switch {
+		case times == 0:
+			c.NotApplied++
+		case times == 1:
+			c.AppliedOnce++
+		default:
+			c.Duplicates++
+			add(RuleDuplicate, n, in.key, "applied %d times: %v", times, where)
+		}
+		if len(in.acks) == 0 {
+			c.Stuck++
+			add(RuleStuck, n, in.key, "never acknowledged; applied %d times", times)
+			continue
+		}
+		c.Acked++
+		if times == 0 {
+			c.LostAcks++
+			a := h.Attempts[in.acks[0]]
+			add(RuleLostAck, n, in.key, "attempt %d on replica %d got 200 %q, and the journal holds no effect of it", a.Attempt, a.Replica, a.Value)
+			continue
+		}
+		for _, i := range in.acks {
+			a := h.Attempts[i]
+			v, err := strconv.ParseInt(a.Value, 10, 64)
+			pl, ok := placeOf[a.Replica]
+			if err != nil || !ok || !slices.Contains(applied[n][pl], v) {
+				add(RuleValueMismatch, n, in.key, "attempt %d on replica %d got 200 %q; the intent's effects: %v", a.Attempt, a.Replica, a.Value, where)
+			}
+		}
+	}
+
+	// The values of non-replayed acknowledgements, per place.
+	type ack struct {
+		value      int64
+		start, end int64
+		intent     int
+		attempt    int
+	}
+	perPlace := map[int][]ack{}
+	for _, a := range h.Attempts {
+		if a.Status != http.StatusOK || a.Replayed == nil || *a.Replayed {
+			continue
+		}
+		v, err := strconv.ParseInt(a.Value, 10, 64)
+		pl, ok := placeOf[a.Replica]
+		if err != nil || !ok {
+			continue // a value_mismatch already
+		}
+		perPlace[pl] = append(perPlace[pl], ack{v, a.StartUS, a.EndUS, a.Intent, a.Attempt})
+	}
+	for _, pl := range sortedKeys(perPlace) {
+		acks := perPlace[pl]
+		byValue := slices.Clone(acks)
+		slices.SortFunc(byValue, func(a, b ack) int {
+			return cmp.Or(cmp.Compare(a.value, b.value), cmp.Compare(a.intent, b.intent), cmp.Compare(a.attempt, b.attempt))
+		})
+		for i := 1; i < len(byValue); i++ {
+			a, b := byValue[i-1], byValue[i]
+			if a.value == b.value {
+				add(RuleValueReused, b.intent, intents[b.intent].key, "place %d: value %d acknowledged (not replayed) to intent %d attempt %d and intent %d attempt %d",
+					pl, b.value, a.intent, a.attempt, b.intent, b.attempt)
+			}
+		}
+		// Sweep: for each reply B by start, the largest value among the
+		// replies that ended before B started.
+		byEnd := slices.Clone(acks)
+		slices.SortFunc(byEnd, func(a, b ack) int { return cmp.Compare(a.end, b.end) })
+		byStart := slices.Clone(acks)
+		slices.SortFunc(byStart, func(a, b ack) int { return cmp.Compare(a.start, b.start) })
+		j := 0
+		var best *ack
+		for _, b := range byStart {
+			for j < len(byEnd) && byEnd[j].end < b.start {
+				if best == nil || byEnd[j].value > best.value {
+					best = &byEnd[j]
+				}
+				j++
+			}
+			if best != nil && best.value > b.value {
+				add(RuleValueOrder, b.intent, intents[b.intent].key,
+					"place %d: value %d, but intent %d was acknowledged value %d at %d µs, before this attempt (%d) began at %d µs",
+					pl, b.value, best.intent, best.value, best.end, b.attempt, b.start)
+			}
+		}
+	}
+
+	order := map[Rule]int{}
+	for i, r := range Rules {
+		order[r] = i
+	}
+	slices.SortStableFunc(c.Findings, func(a, b Finding) int {
+		return cmp.Or(cmp.Compare(order[a.Rule], order[b.Rule]), cmp.Compare(a.Intent, b.Intent), cmp.Compare(a.Detail, b.Detail))
+	})
+	return c
+}
+
+func sortedKeys[V any](m map[int]V) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

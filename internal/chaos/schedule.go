@@ -1,0 +1,151 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"idemlab/internal/protocol"
+)
+
+// A Schedule is the seeded part of a run: for every attempt of every intent,
+// the replica it goes to, the fault it carries and the backoff before it;
+// and the nemesis's kills. Every decision comes from a generator derived
+// from (seed, intent, attempt) or (seed, kill number) alone, so it does not
+// depend on which client runs an intent, when, or what the servers did.
+type Schedule struct {
+	Seed     uint64
+	Replicas int // replicas to choose among, at least 1
+}
+
+// A Decision is what the schedule says about one attempt.
+type Decision struct {
+	Replica int           // the replica the attempt goes to
+	Fault   string        // the X-Lab-Fault value; "" sends none
+	Backoff time.Duration // the wait before this attempt (0 before the first)
+}
+
+// faultMix is the chaos phase's fault table: the share of attempts (in
+// parts per 10,000) that carry each fault, the rest carry none. Arguments
+// of delay and stall are drawn per attempt. The crash faults are rare on
+// purpose: each stops a replica, and a run spends its time restarting
+// servers if they are common.
+var faultMix = []struct {
+	per10k int
+	make   func(r *rand.Rand) string
+}{
+	{700, fixedFault(protocol.FaultDropReply)},
+	{600, func(r *rand.Rand) string { return fmt.Sprintf("%s=%dms", protocol.FaultDelay, 1+r.IntN(50)) }},
+	{200, fixedFault(protocol.FaultSlow)},
+	{200, func(r *rand.Rand) string { return fmt.Sprintf("%s=%dms", protocol.FaultStall, 5+r.IntN(100)) }},
+	{150, func(r *rand.Rand) string {
+		return fmt.Sprintf("%s=%dms,%s", protocol.FaultDelay, 1+r.IntN(50), protocol.FaultDropReply)
+	}},
+	{40, fixedFault(protocol.FaultCrashBeforeEffect)},
+	{40, fixedFault(protocol.FaultCrashAfterEffect)},
+	{30, func(r *rand.Rand) string {
+		return fmt.Sprintf("%s=%dms,%s", protocol.FaultStall, 20+r.IntN(200), protocol.FaultCrashAfterEffect)
+	}},
+	{40, fixedFault(protocol.FaultCrashAfterRecord)},
+}
+
+func fixedFault(f protocol.Fault) func(*rand.Rand) string {
+	return func(*rand.Rand) string { return string(f) }
+}
+
+// Backoff bounds: the wait before attempt n+1 (n attempts made) is
+// r·min(backoffCap, backoffBase·2^n) with r uniform in [0, 1) (full jitter).
+const (
+	backoffBase = 5 * time.Millisecond
+	backoffCap  = 200 * time.Millisecond
+)
+
+// stream tags keep the generators of attempts and kills apart.
+const (
+	streamAttempt uint64 = 1 << 62
+	streamKill    uint64 = 2 << 62
+)
+
+func (s Schedule) rng(stream, a, b uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(s.Seed, stream|a<<24|b&(1<<24-1)))
+}
+
+// Attempt returns the decision for attempt n (0-based) of intent i in the
+// chaos phase. It is a pure function of (s, i, n).
+func (s Schedule) Attempt(i, n int) Decision {
+	r := s.rng(streamAttempt, uint64(i), uint64(n))
+	d := Decision{Replica: r.IntN(max(s.Replicas, 1))}
+	x := r.IntN(10000)
+	for _, f := range faultMix {
+		if x < f.per10k {
+			d.Fault = f.make(r)
+			break
+		}
+		x -= f.per10k
+	}
+	if n > 0 {
+		ceil := backoffCap
+		if n < 10 {
+			ceil = min(backoffCap, backoffBase<<n)
+		}
+		d.Backoff = time.Duration(r.Float64() * float64(ceil))
+	}
+	return d
+}
+
+// Quiet returns the decision for attempt n of intent i in the quiet phase:
+// no fault, the replicas in turn, a short fixed backoff. It is pure too.
+func (s Schedule) Quiet(i, n int) Decision {
+	return Decision{Replica: (i + n) % max(s.Replicas, 1), Backoff: quietBackoff}
+}
+
+// quietBackoff is the wait between quiet-phase attempts of one intent.
+const quietBackoff = 20 * time.Millisecond
+
+// A Kill is one of the nemesis's planned kills: SIGKILL replica Replica At
+// after the run's start, and restart it on the same state Down later.
+type Kill struct {
+	At      time.Duration
+	Replica int
+	Down    time.Duration
+}
+
+// Kills returns the nemesis's plan for a chaos phase of length d: kills
+// spaced uniformly in [every/2, 3·every/2), each at a replica drawn
+// uniformly, each down for 20 to 200 ms. It is a pure function of
+// (s, d, every); at most maxKills kills.
+func (s Schedule) Kills(d, every time.Duration) []Kill {
+	var out []Kill
+	if every <= 0 {
+		return out
+	}
+	var at time.Duration
+	for k := 0; k < maxKills; k++ {
+		r := s.rng(streamKill, uint64(k), 0)
+		at += every/2 + time.Duration(r.Int64N(int64(every)))
+		if at >= d {
+			break
+		}
+		out = append(out, Kill{At: at, Replica: r.IntN(max(s.Replicas, 1)),
+			Down: 20*time.Millisecond + time.Duration(r.Int64N(int64(180*time.Millisecond)))})
+	}
+	return out
+}
+
+// maxKills bounds the nemesis's plan whatever the duration.
+const maxKills = 10000
+
+// faultKinds splits a fault value into the names of its faults, without
+// arguments: "delay=5ms,drop-reply" is delay and drop-reply.
+func faultKinds(v string) []string {
+	if v == "" {
+		return nil
+	}
+	var out []string
+	for part := range strings.SplitSeq(v, ",") {
+		name, _, _ := strings.Cut(part, "=")
+		out = append(out, name)
+	}
+	return out
+}
