@@ -7,7 +7,9 @@
 // result, or releases it when the effect failed so that a later request can
 // run. Duplicates that arrive while the owner is in flight wait for it,
 // bounded, and share its result. The table holds at most a fixed number of
-// keys, in-flight ones included, and never evicts.
+// keys, in-flight ones included, and never evicts. With a key TTL
+// (SetKeyTTL) a recorded key expires that long after it was recorded: it is
+// then absent (a retry runs the effect again) and frees its place.
 //
 // The volatile store keeps results only here; a durable store also loads the
 // results it kept into a Registry with Restore, so the claim and wait logic
@@ -61,6 +63,8 @@ type Registry struct {
 
 	mu      sync.Mutex
 	records map[string]*record
+	ttl     time.Duration    // 0: recorded keys never expire; guarded by mu
+	now     func() time.Time // the clock; tests replace it
 
 	// onWait, when set by a test, is called (outside the lock) each time a
 	// request starts waiting for an owner. Guarded by mu.
@@ -74,35 +78,91 @@ type record struct {
 	done  chan struct{}
 	final bool
 	value int64
+	at    time.Time // when the result was recorded (final only)
 }
 
-// New returns an empty Registry holding at most capacity keys.
+// New returns an empty Registry holding at most capacity keys, which never
+// expire until SetKeyTTL says otherwise.
 func New(capacity int) *Registry {
-	return &Registry{capacity: capacity, records: make(map[string]*record)}
+	return &Registry{capacity: capacity, records: make(map[string]*record), now: time.Now}
 }
 
-// Len returns the number of keys held, in flight or recorded.
+// SetKeyTTL makes a recorded key expire d after it was recorded (0: never).
+func (r *Registry) SetKeyTTL(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ttl = d
+}
+
+// SetClockForTest makes r read the time from now.
+func (r *Registry) SetClockForTest(now func() time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.now = now
+}
+
+// expired reports whether rec is a recorded result past the key TTL at t.
+// Called with mu held.
+func (r *Registry) expired(rec *record, t time.Time) bool {
+	return rec.final && r.ttl > 0 && !t.Before(rec.at.Add(r.ttl))
+}
+
+// purge removes every expired key. Called with mu held.
+func (r *Registry) purge(t time.Time) {
+	if r.ttl <= 0 {
+		return
+	}
+	for k, rec := range r.records {
+		if r.expired(rec, t) {
+			delete(r.records, k)
+		}
+	}
+}
+
+// Len returns the number of live keys held, in flight or recorded.
 func (r *Registry) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.purge(r.now())
 	return len(r.records)
 }
 
-// Restore records value as the final result of key, as a durable store
-// does at start for the results it kept. It fails if key is already held or
-// the registry is full.
+// Restore records value as the final result of key, recorded now, as a
+// durable store does at start for the results it kept (see RestoreAt).
 func (r *Registry) Restore(key string, fp store.Fingerprint, value int64) error {
+	return r.RestoreAt(key, fp, value, r.clock())
+}
+
+// clock returns the registry's current time.
+func (r *Registry) clock() time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.records[key]; ok {
+	return r.now()
+}
+
+// RestoreAt records value as the final result of key, recorded at at. It
+// fails if key is already held or the registry is full; a result already
+// past the key TTL is not kept (nil).
+func (r *Registry) RestoreAt(key string, fp store.Fingerprint, value int64, at time.Time) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.now()
+	rec := &record{fp: fp, done: make(chan struct{}), final: true, value: value, at: at}
+	close(rec.done)
+	if r.expired(rec, t) {
+		return nil
+	}
+	if old, ok := r.records[key]; ok && !r.expired(old, t) {
 		return ErrExists
+	}
+	delete(r.records, key)
+	if len(r.records) >= r.capacity {
+		r.purge(t)
 	}
 	if len(r.records) >= r.capacity {
 		return store.ErrFull
 	}
-	done := make(chan struct{})
-	close(done)
-	r.records[key] = &record{fp: fp, done: done, final: true, value: value}
+	r.records[key] = rec
 	return nil
 }
 
@@ -135,9 +195,17 @@ func (r *Registry) Acquire(ctx context.Context, key string, fp store.Fingerprint
 	var timeout <-chan time.Time
 	for {
 		r.mu.Lock()
+		now := r.now()
 		rec, ok := r.records[key]
+		if ok && r.expired(rec, now) {
+			delete(r.records, key) // expired: absent, a new effect
+			ok = false
+		}
 		switch {
 		case !ok:
+			if len(r.records) >= r.capacity {
+				r.purge(now)
+			}
 			if len(r.records) >= r.capacity {
 				r.mu.Unlock()
 				return nil, 0, store.ErrFull
@@ -198,6 +266,7 @@ func (t *ticket) Complete(value int64) {
 	t.settled = true
 	t.rec.value = value
 	t.rec.final = true
+	t.rec.at = t.r.now()
 	close(t.rec.done)
 }
 

@@ -1,0 +1,131 @@
+package registry
+
+import (
+	"sync"
+	"time"
+
+	"idemlab/internal/store"
+)
+
+// Claims is the volatile store's store.Phased: the claims and results of
+// the downstream mode, in memory only. A restart forgets every claim and
+// every result, which is the volatile store's design; within one process a
+// claim's lease, its takeover and the key TTL behave as on the persistent
+// stores. Its methods are safe for concurrent use.
+type Claims struct {
+	capacity int
+
+	mu     sync.Mutex
+	ttl    time.Duration
+	now    func() time.Time
+	claims map[string]*claim
+}
+
+// claim is one key: claimed (recorded false) or recorded.
+type claim struct {
+	fp         store.Fingerprint
+	token      string
+	leaseUntil time.Time
+	recorded   bool
+	value      int64
+	at         time.Time // when recorded
+}
+
+var _ store.Phased = (*Claims)(nil)
+
+// NewClaims returns an empty table of at most capacity live keys.
+func NewClaims(capacity int) *Claims {
+	return &Claims{capacity: capacity, now: time.Now, claims: make(map[string]*claim)}
+}
+
+// SetKeyTTL makes a recorded key expire d after it was recorded (0: never).
+func (c *Claims) SetKeyTTL(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ttl = d
+}
+
+// SetClockForTest makes c read the time from now.
+func (c *Claims) SetClockForTest(now func() time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = now
+}
+
+func (c *Claims) expired(cl *claim, t time.Time) bool {
+	return cl.recorded && c.ttl > 0 && !t.Before(cl.at.Add(c.ttl))
+}
+
+// Len returns the number of live keys, claimed or recorded.
+func (c *Claims) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.now()
+	n := 0
+	for _, cl := range c.claims {
+		if !c.expired(cl, t) {
+			n++
+		}
+	}
+	return n
+}
+
+// Claim claims in's key for lease (see store.Phased).
+func (c *Claims) Claim(in store.Intent, lease time.Duration) (store.Claim, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.now()
+	cl, ok := c.claims[in.Key]
+	if ok && c.expired(cl, t) {
+		delete(c.claims, in.Key)
+		ok = false
+	}
+	switch {
+	case !ok:
+		if len(c.claims) >= c.capacity {
+			for k, old := range c.claims {
+				if c.expired(old, t) {
+					delete(c.claims, k)
+				}
+			}
+		}
+		if len(c.claims) >= c.capacity {
+			return store.Claim{}, store.ErrFull
+		}
+		cl = &claim{fp: in.Fingerprint, token: store.NewToken(), leaseUntil: t.Add(lease)}
+		c.claims[in.Key] = cl
+		return store.Claim{State: store.Owned, Token: cl.token, LeaseUntil: cl.leaseUntil}, nil
+	case cl.fp != in.Fingerprint:
+		return store.Claim{}, store.ErrConflict
+	case cl.recorded:
+		return store.Claim{State: store.Recorded, Value: cl.value}, nil
+	case t.Before(cl.leaseUntil):
+		return store.Claim{State: store.Busy, LeaseUntil: cl.leaseUntil}, nil
+	}
+	cl.token, cl.leaseUntil = store.NewToken(), t.Add(lease)
+	return store.Claim{State: store.Owned, Token: cl.token, LeaseUntil: cl.leaseUntil, TakenOver: true}, nil
+}
+
+// Complete records value for key if token still holds its claim.
+func (c *Claims) Complete(key, token string, value int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl, ok := c.claims[key]
+	if !ok || cl.recorded || cl.token != token {
+		return store.ErrClaimLost
+	}
+	cl.recorded, cl.value, cl.at = true, value, c.now()
+	return nil
+}
+
+// Release deletes key's claim if token still holds it.
+func (c *Claims) Release(key, token string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl, ok := c.claims[key]
+	if !ok || cl.recorded || cl.token != token {
+		return store.ErrClaimLost
+	}
+	delete(c.claims, key)
+	return nil
+}

@@ -1,0 +1,90 @@
+package store
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"time"
+)
+
+// This file is the contract of a store whose effect lives in another
+// service (effectserver -downstream): no transaction spans the store and
+// that service, so a keyed request passes three recovery points, each its
+// own transaction:
+//
+//	Claim     commit a claim holding a lease (key, fingerprint, token, lease end)
+//	(call)    the effect: a call to the downstream service, outside any transaction
+//	Complete  commit the result, only if the claim's token still holds
+//
+// A claim whose owner died is never stuck: once its lease ends, the next
+// Claim of the key takes it over (a new token) and drives the call again.
+// Whether that call is a duplicate is the downstream service's business:
+// it replays when the key is forwarded to it.
+
+// ErrClaimLost is returned by Complete and Release when the claim's token
+// no longer holds: its lease ended and another request took the key over.
+var ErrClaimLost = errors.New("claim taken over by another owner after its lease")
+
+// A ClaimState is what Phased.Claim found for a key.
+type ClaimState int
+
+// The claim states.
+const (
+	// Owned: the caller holds the key's claim (new, or taken over from an
+	// owner whose lease ended) and drives the downstream call.
+	Owned ClaimState = iota + 1
+	// Recorded: a result is recorded for the key and the same body: replay it.
+	Recorded
+	// Busy: another owner's claim holds the key until LeaseUntil.
+	Busy
+)
+
+// A Claim is Phased.Claim's answer.
+type Claim struct {
+	State ClaimState
+	// Value is the recorded result (Recorded).
+	Value int64
+	// Token names this owner's claim (Owned): Complete and Release take it.
+	Token string
+	// TakenOver says the key held an expired claim of another owner (Owned).
+	TakenOver bool
+	// LeaseUntil is when the claim's lease ends: ours (Owned) or the
+	// other owner's (Busy).
+	LeaseUntil time.Time
+}
+
+// Phased is implemented by a store that keeps claims with leases for the
+// downstream mode (durablestore, pgstore; the in-memory registry.Claims for
+// the volatile store). Each method is its own transaction.
+type Phased interface {
+	// Claim claims in's key for lease. It returns a Claim (Owned, Recorded
+	// or Busy), or ErrConflict (the key is claimed or recorded for another
+	// body), ErrFull (a new key and capacity live keys held), or an error
+	// wrapping ErrUnavailable. A recorded key older than the key TTL is
+	// absent: it is deleted and claimed anew.
+	Claim(in Intent, lease time.Duration) (Claim, error)
+
+	// Complete records value as the result of key, if token still holds
+	// its claim (else ErrClaimLost), and stamps the time it was recorded
+	// (from which the key TTL runs).
+	Complete(key, token string, value int64) error
+
+	// Release deletes key's claim, if token still holds it (else
+	// ErrClaimLost): the downstream call is known not to have applied.
+	Release(key, token string) error
+}
+
+// Expiring is implemented by a store that can expire recorded keys: after
+// SetKeyTTL(d) with d > 0, a key recorded d or longer ago is absent to
+// every lookup (a retry is a new effect) and takes no capacity. 0 (the
+// default) keeps keys forever. Call it before the store is used.
+type Expiring interface {
+	SetKeyTTL(d time.Duration)
+}
+
+// NewToken returns a fresh claim token: 128 random bits in hex.
+func NewToken() string {
+	b := make([]byte, 16)
+	rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
