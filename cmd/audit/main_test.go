@@ -6,10 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,7 +87,52 @@ func prepare(repo string) {
 	}
 	if err := os.CopyFS(filepath.Join(snapshot, "evidence"), os.DirFS(ev)); err != nil {
 		setupErr = err.Error()
+		return
 	}
+	// A partial selection, as "runner -store volatile" writes it.
+	vol := filepath.Join(filepath.Dir(snapshot), "volatile")
+	cmd = exec.Command("go", "run", "./cmd/runner", "-store", "volatile", "-out", vol)
+	cmd.Dir = snapshot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		setupErr = fmt.Sprintf("go run ./cmd/runner -store volatile: %v\n%s", err, out)
+		return
+	}
+	if err := os.CopyFS(filepath.Join(snapshot, "volatile"), os.DirFS(vol)); err != nil {
+		setupErr = err.Error()
+		return
+	}
+	// The evidence a runner with the pinned build writes: server_build
+	// recorded, server_sha256 of a pinned build (made here as the runner
+	// will make it).
+	if err := pinnedEvidence(snapshot); err != nil {
+		setupErr = err.Error()
+	}
+}
+
+// pinnedEvidence writes snapshot/pinned: a copy of snapshot/evidence whose
+// manifest records the pinned server build and its SHA-256.
+func pinnedEvidence(root string) error {
+	bin := filepath.Join(filepath.Dir(root), "effectserver-pinned")
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-o", bin, "./cmd/effectserver")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly", "GOWORK=off", "GOTOOLCHAIN=local", "GOENV=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pinned build: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(data)
+	pinned := filepath.Join(root, "pinned")
+	if err := os.CopyFS(pinned, os.DirFS(filepath.Join(root, "evidence"))); err != nil {
+		return err
+	}
+	return editJSON(filepath.Join(pinned, "manifest.json"), func(m map[string]any) {
+		m["server_sha256"] = hex.EncodeToString(sum[:])
+		m["server_build"] = map[string]any{"package": "./cmd/effectserver", "flags": []string{"-trimpath", "-buildvcs=false"},
+			"env": []string{"CGO_ENABLED=0", "GOFLAGS=-mod=readonly", "GOWORK=off"}, "prebuilt": false}
+	})
 }
 
 // goldenBase is the commit whose runner writes the goldens' evidence: a
@@ -269,6 +316,58 @@ func findRun(runs []any, cname, store string) (int, error) {
 	return 0, fmt.Errorf("no run of case %s on store %s", cname, store)
 }
 
+// rehash records the SHA-256 of DIR/FILE in DIR/manifest.json, as a
+// forger covering their tracks would; the manifest itself is not hashed.
+func rehash(dir, file string) error {
+	if file == "manifest.json" {
+		return nil
+	}
+	data, err := os.ReadFile(filepath.Join(dir, file))
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(data)
+	return editJSON(filepath.Join(dir, "manifest.json"), func(m map[string]any) {
+		m["files"].(map[string]any)[file] = hex.EncodeToString(sum[:])
+	})
+}
+
+// setPath sets (or deletes) the value at path inside v and returns v
+// (a new slice where an array element was deleted).
+func setPath(v any, path []string, val any, del bool) (any, error) {
+	p := path[0]
+	switch c := v.(type) {
+	case map[string]any:
+		if len(path) == 1 {
+			if del {
+				delete(c, p)
+			} else {
+				c[p] = val
+			}
+			return c, nil
+		}
+		sub, err := setPath(c[p], path[1:], val, del)
+		c[p] = sub
+		return c, err
+	case []any:
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 || n >= len(c) {
+			return c, fmt.Errorf("no element %s", p)
+		}
+		if len(path) == 1 {
+			if del {
+				return append(c[:n:n], c[n+1:]...), nil
+			}
+			c[n] = val
+			return c, nil
+		}
+		sub, err := setPath(c[n], path[1:], val, del)
+		c[n] = sub
+		return c, err
+	}
+	return v, fmt.Errorf("%s: not inside an object or array", p)
+}
+
 // command wraps a tampering function as a cmdtest command.
 func command(nargs int, usage string, f func(args []string) error) cmdtest.CommandFunc {
 	return func(args []string, _ string) ([]byte, error) {
@@ -281,7 +380,7 @@ func command(nargs int, usage string, f func(args []string) error) cmdtest.Comma
 
 // scrubs replace the counts that grow when a case file or a source file
 // is added to the checkout (sources, runs, cases, calls, checks), so that
-// adding one never means editing a golden file.
+// adding one never means editing a golden file, and the local Go version.
 var scrubs = []struct {
 	re   *regexp.Regexp
 	with string
@@ -290,6 +389,8 @@ var scrubs = []struct {
 	{regexp.MustCompile(`\b\d+ runs? \(\d+ cases? ×`), "NN runs (NN cases ×"},
 	{regexp.MustCompile(`\b\d+ calls?, \d+ checks?;`), "NN calls, NN checks;"},
 	{regexp.MustCompile(`"(sources|runs|cases|calls|checks)": \d+`), `"$1": NN`},
+	{regexp.MustCompile(`the local Go is go[0-9a-z.]+`), "the local Go is GOVERSION"},
+	{regexp.MustCompile(`\(go1[0-9a-z.]+, `), "(GOVERSION, "},
 }
 
 // scrubCounts applies scrubs to a command's output.
@@ -427,6 +528,133 @@ func TestAuditCommand(t *testing.T) {
 	})
 	ts.Commands["rm"] = command(1, "rm FILE", func(args []string) error {
 		return os.Remove(args[0])
+	})
+	// setjson DIR FILE PATH VALUE: set the member or element at PATH
+	// (dot-separated; numbers index arrays) of DIR/FILE to the JSON VALUE
+	// (%20 for a space), or delete it (an element too) if VALUE is -; then
+	// record FILE's
+	// new SHA-256 in DIR/manifest.json (unless FILE is the manifest).
+	ts.Commands["setjson"] = command(4, "setjson DIR FILE PATH VALUE", func(args []string) error {
+		var v any
+		if args[3] != "-" {
+			raw, err := url.PathUnescape(args[3])
+			if err != nil {
+				return err
+			}
+			dec := json.NewDecoder(strings.NewReader(raw))
+			dec.UseNumber()
+			if err := dec.Decode(&v); err != nil {
+				return fmt.Errorf("VALUE %s: %v", args[3], err)
+			}
+		}
+		name := filepath.Join(args[0], args[1])
+		doc, err := readJSON(name)
+		if err != nil {
+			return err
+		}
+		if _, err := setPath(doc, strings.Split(args[2], "."), v, args[3] == "-"); err != nil {
+			return fmt.Errorf("%s: %s: %v", args[1], args[2], err)
+		}
+		data, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(name, append(data, '\n'), 0o644); err != nil {
+			return err
+		}
+		return rehash(args[0], args[1])
+	})
+	// replace DIR FILE N OLD NEW: replace the first N occurrences (all if
+	// N is 0) of OLD by NEW in DIR/FILE (%20 for a space, %0A for a
+	// newline), then rehash FILE.
+	ts.Commands["replace"] = command(5, "replace DIR FILE N OLD NEW", func(args []string) error {
+		n, err := strconv.Atoi(args[2])
+		if err != nil {
+			return err
+		}
+		old, err1 := url.PathUnescape(args[3])
+		new, err2 := url.PathUnescape(args[4])
+		if err := errors.Join(err1, err2); err != nil {
+			return err
+		}
+		name := filepath.Join(args[0], args[1])
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		if !bytes.Contains(data, []byte(old)) {
+			return fmt.Errorf("%s: no %q", args[1], old)
+		}
+		if n == 0 {
+			n = -1
+		}
+		data = bytes.Replace(data, []byte(old), []byte(new), n)
+		if err := os.WriteFile(name, data, 0o644); err != nil {
+			return err
+		}
+		return rehash(args[0], args[1])
+	})
+	// overwrite DIR FILE TEXT...: make DIR/FILE hold the words and a
+	// newline, then rehash FILE.
+	ts.Commands["overwrite"] = command(-3, "overwrite DIR FILE TEXT...", func(args []string) error {
+		if err := os.WriteFile(filepath.Join(args[0], args[1]), []byte(strings.Join(args[2:], " ")+"\n"), 0o644); err != nil {
+			return err
+		}
+		return rehash(args[0], args[1])
+	})
+	// grow DIR FILE N: append spaces (still the same JSON) until the file
+	// is N bytes, rehash.
+	ts.Commands["grow"] = command(3, "grow DIR FILE N", func(args []string) error {
+		n, err := strconv.ParseInt(args[2], 10, 64)
+		if err != nil {
+			return err
+		}
+		name := filepath.Join(args[0], args[1])
+		fi, err := os.Stat(name)
+		if err != nil {
+			return err
+		}
+		f, err := os.OpenFile(name, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		_, err = f.Write(bytes.Repeat([]byte(" "), int(max(n-fi.Size(), 0))))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		return rehash(args[0], args[1])
+	})
+	// unlist DIR FILE: remove FILE and its manifest entry.
+	ts.Commands["unlist"] = command(2, "unlist DIR FILE", func(args []string) error {
+		if err := os.Remove(filepath.Join(args[0], args[1])); err != nil {
+			return err
+		}
+		return editJSON(filepath.Join(args[0], "manifest.json"), func(m map[string]any) {
+			delete(m["files"].(map[string]any), args[1])
+		})
+	})
+	// dupmember FILE NAME VALUE: insert "NAME": VALUE as the first member
+	// of the top-level object, whatever else names it (a forger's second
+	// key).
+	ts.Commands["dupmember"] = command(3, "dupmember FILE NAME VALUE", func(args []string) error {
+		data, err := os.ReadFile(args[0])
+		if err != nil {
+			return err
+		}
+		i := bytes.IndexByte(data, '{')
+		if i < 0 {
+			return fmt.Errorf("%s: no object", args[0])
+		}
+		member := fmt.Sprintf("\n  %q: %s,", args[1], args[2])
+		data = append(data[:i+1:i+1], append([]byte(member), data[i+1:]...)...)
+		return os.WriteFile(args[0], data, 0o644)
+	})
+	// symlink TARGET LINK: make LINK a symbolic link to TARGET.
+	ts.Commands["symlink"] = command(2, "symlink TARGET LINK", func(args []string) error {
+		return os.Symlink(args[0], args[1])
 	})
 	ts.Run(t, *update)
 }

@@ -144,7 +144,7 @@ func TestAudit(t *testing.T) {
 				"manifest.json: protocol.max_body: expected 4096 (DefaultMaxBody in internal/protocol), observed 1",
 				"manifest.json: protocol.wait_ms: expected 5000 (DefaultWait in internal/protocol), observed 5001",
 				"manifest.json: protocol.crash_exit_code: expected 23 (CrashExitCode in internal/protocol), observed 99",
-				"case crash_after_effect, store volatile: exit_codes[0]: expected 99, protocol.crash_exit_code (a crash fault was sent to server 0), observed 23",
+				"case crash_after_effect, store volatile: exit_codes[0]: expected 99, protocol.crash_exit_code (a crash fault fired in that server), observed 23",
 				"manifest.json: protocol.capacity: 65, but case capacity_and_input, store volatile accepted 64 distinct keys before its first 429",
 			},
 			more: true,
@@ -184,7 +184,7 @@ func TestAudit(t *testing.T) {
 			},
 			want: []string{
 				"results.json: /runs/0/counter: must be >= 0 but found -1",
-				"results.json: /runs/1/store: value must be one of \"volatile\", \"durable\"",
+				"results.json: /runs/1/store: value must be one of \"volatile\", \"durable\", \"postgres\"",
 			},
 		},
 		{
@@ -645,7 +645,7 @@ func TestAuditCannotRead(t *testing.T) {
 		{
 			name: "unknown -store",
 			opts: func(o *Options) { o.Store = "sharded" },
-			want: "-store sharded: unknown store (known: volatile, durable)",
+			want: "-store sharded: unknown store (known: volatile, durable, postgres)",
 		},
 		{
 			name:   "missing schema",

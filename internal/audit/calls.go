@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"go/constant"
 	"regexp"
 	"strings"
 )
@@ -54,11 +55,16 @@ const keyPattern = "[A-Za-z0-9_-]{1,64}"
 
 var keyToken = regexp.MustCompile(`^` + keyPattern + `$`)
 
-// faultNames are the lab faults that take no argument; "delay" takes
-// "=NNms", 0 to 60000.
-var faultNames = []string{"drop-reply", "slow", "crash-before-effect", "crash-after-effect", "crash-after-record"}
+// faultPoints are the lab faults and the point each acts at: a value is
+// one fault or several joined by ",", at most one per point. "delay" and
+// "stall" take "=NNms" (0 to 60000), the others no argument.
+var faultPoints = map[string]int{
+	"delay": 0, "slow": 0, "stall": 1,
+	"crash-before-effect": 2, "crash-after-effect": 2, "crash-after-record": 2,
+	"drop-reply": 3,
+}
 
-var delayArg = regexp.MustCompile(`^[0-9]{1,5}ms$`)
+var msArg = regexp.MustCompile(`^[0-9]{1,5}ms$`)
 
 // faultError is the audit's own reading of an X-Lab-Fault value: the
 // server's error text, or "" for a good fault.
@@ -66,20 +72,42 @@ func faultError(v string) string {
 	if v == "" {
 		return "empty fault"
 	}
-	name, arg, hasArg := strings.Cut(v, "=")
-	switch {
-	case name == "delay":
-		if !hasArg || !delayArg.MatchString(arg) || number(jsonNum(strings.TrimSuffix(arg, "ms"))) > 60000 {
-			return fmt.Sprintf("bad fault argument %q", v)
+	taken := map[int]bool{}
+	for _, part := range strings.Split(v, ",") {
+		if part == "" {
+			return "empty fault"
 		}
-	case contains(faultNames, name):
-		if hasArg {
-			return fmt.Sprintf("bad fault argument %q", v)
+		name, arg, hasArg := strings.Cut(part, "=")
+		point, known := faultPoints[name]
+		switch {
+		case !known:
+			return fmt.Sprintf("unknown fault %q", name)
+		case name == "delay" || name == "stall":
+			if !hasArg || !msArg.MatchString(arg) || number(jsonNum(strings.TrimSuffix(arg, "ms"))) > 60000 {
+				return fmt.Sprintf("bad fault argument %q", part)
+			}
+		case hasArg:
+			return fmt.Sprintf("bad fault argument %q", part)
 		}
-	default:
-		return fmt.Sprintf("unknown fault %q", name)
+		if taken[point] {
+			return fmt.Sprintf("two faults act at the same point %q", v)
+		}
+		taken[point] = true
 	}
 	return ""
+}
+
+// crashes reports whether a valid fault value makes the server exit.
+func crashes(v *string) bool {
+	if v == nil || faultError(*v) != "" {
+		return false
+	}
+	for _, part := range strings.Split(*v, ",") {
+		if strings.HasPrefix(part, "crash-") {
+			return true
+		}
+	}
+	return false
 }
 
 // expectedReply is what the server must answer a call whose request
@@ -111,7 +139,7 @@ var decimal = regexp.MustCompile(`^(0|[1-9][0-9]*)$`)
 // decimal counter and a replayed flag, a call without a reply no status,
 // body or flag.
 func (a *auditor) checkCalls(runs map[runKey]map[string]any) {
-	maxBody := a.protoInt("max_body")
+	maxBody := a.maxBody()
 	for _, c := range a.cases {
 		for _, s := range a.stores {
 			run, ok := runs[runKey{c.Name, s}]
@@ -139,7 +167,7 @@ func (a *auditor) checkCalls(runs map[runKey]map[string]any) {
 				for _, f := range []struct {
 					name string
 					want any
-				}{{"step", jsonNum(fmt.Sprint(p.Step))}, {"key", strPtr(p.Key)}, {"fault", strPtr(p.Fault)}} {
+				}{{"step", jsonNum(fmt.Sprint(p.Step))}, {"key", strPtr(p.Key)}, {"fault", strPtr(p.Fault)}, {"replica", replicaField(p.Replica)}} {
 					if w, g := render(f.want), render(call[f.name]); w != g {
 						fail(&i, f.name, w+" (as the case's steps send)", g)
 					}
@@ -178,14 +206,31 @@ func (a *auditor) checkCalls(runs map[runKey]map[string]any) {
 	}
 }
 
+// maxBody is the server's body limit the calls are checked against: the
+// checkout's DefaultMaxBody, or manifest.protocol.max_body when that
+// cannot be read (checkProtocol compares the two, checkObservedProtocol
+// the manifest's with the replies).
+func (a *auditor) maxBody() int64 {
+	if consts, err := readConstants(a.opts.Root, ProtocolDir); err == nil {
+		if v, ok := consts["DefaultMaxBody"]; ok {
+			if n, exact := constant.Int64Val(v); exact {
+				return n
+			}
+		}
+	}
+	return a.protoInt("max_body")
+}
+
 // checkObservedProtocol checks manifest.protocol against what the runs
 // show: capacity is the number of distinct keys accepted (200) before the
 // first 429 of a run that got one; the crash exit code ends exactly the
-// server processes a crash fault was sent to; a body over max_body got
-// 413 (see checkCalls). A constant no run exercises is named in a note.
+// server processes a crash fault was sent to; a call whose body is over
+// max_body got 413 and no other call did (the first contradiction is
+// reported). A constant no run exercises is named in a note.
 func (a *auditor) checkObservedProtocol(runs map[runKey]map[string]any) {
 	capacity, crash, maxBody := a.protoInt("capacity"), a.protoInt("crash_exit_code"), a.protoInt("max_body")
 	sawFull, sawCrash, sawBig := false, false, false
+	bodyWrong := ""
 	for _, c := range a.cases {
 		for _, s := range a.stores {
 			run, ok := runs[runKey{c.Name, s}]
@@ -194,25 +239,26 @@ func (a *auditor) checkObservedProtocol(runs map[runKey]map[string]any) {
 			}
 			k := runKey{c.Name, s}
 			calls, _ := run["calls"].([]any)
-			accepted := map[string]bool{}
+			accepted, full := map[string]bool{}, false
 			for i := range min(len(calls), len(c.Plan)) {
 				call, _ := calls[i].(map[string]any)
-				if int64(c.Plan[i].BodyLen) > maxBody {
-					sawBig = true
-				}
 				st := number(call["status"])
-				if key, _ := str(call, "key"); st == 200 && call["key"] != nil {
+				big := int64(c.Plan[i].BodyLen) > maxBody
+				sawBig = sawBig || big
+				if reply, _ := str(call, "outcome"); reply == "reply" && big != (st == 413) && bodyWrong == "" {
+					bodyWrong = fmt.Sprintf("%s, call %d sent %d bytes and got %d", k, i, c.Plan[i].BodyLen, st)
+				}
+				if key, _ := str(call, "key"); st == 200 && call["key"] != nil && !full {
 					accepted[key] = true
 				}
-				if st == 429 {
-					sawFull = true
+				if st == 429 && !full {
+					sawFull, full = true, true
 					a.check()
 					if n := int64(len(accepted)); n != capacity {
 						a.fail(Failure{Check: CheckManifest, Case: c.Name, Store: s, Field: "protocol.capacity",
 							Expected: fmt.Sprint(n), Observed: fmt.Sprint(capacity),
 							Message: fmt.Sprintf("manifest.json: protocol.capacity: %d, but %s accepted %d distinct keys before its first 429", capacity, k, n)})
 					}
-					break
 				}
 			}
 			codes, _ := run["exit_codes"].([]any)
@@ -222,22 +268,42 @@ func (a *auditor) checkObservedProtocol(runs map[runKey]map[string]any) {
 					Message: fmt.Sprintf("%s: exit_codes: expected %d (one per server process the steps start), observed %d", k, c.Lifetimes, len(codes))})
 				continue
 			}
-			for l, code := range codes {
-				crashed := false
-				for _, p := range c.Plan {
-					crashed = crashed || p.Lifetime == l && p.Fault != nil && strings.HasPrefix(*p.Fault, "crash-") && faultError(*p.Fault) == ""
+			// A process that exited with the crash code was sent a crash
+			// fault; one that was sent a crash fault and gave no reply
+			// (the fault fired: a replay fires none) exited with it.
+			may, must := map[int]bool{}, map[int]bool{}
+			for i, p := range c.Plan {
+				if !crashes(p.Fault) {
+					continue
 				}
-				sawCrash = sawCrash || crashed
-				if got := number(code); (got == crash) != crashed {
-					want := fmt.Sprintf("not %d (no crash fault was sent to server %d)", crash, l)
-					if crashed {
-						want = fmt.Sprintf("%d, protocol.crash_exit_code (a crash fault was sent to server %d)", crash, l)
+				sawCrash = true
+				may[p.Process] = true
+				for _, m := range p.Maybe {
+					may[m] = true
+				}
+				if i < len(calls) && p.Process >= 0 {
+					if call, _ := calls[i].(map[string]any); call["outcome"] == "no_reply" {
+						must[p.Process] = true
 					}
+				}
+			}
+			for l, code := range codes {
+				got := number(code)
+				switch {
+				case got == crash && !may[l]:
 					a.fail(Failure{Check: CheckManifest, Case: c.Name, Store: s, Field: fmt.Sprintf("exit_codes[%d]", l),
-						Message: fmt.Sprintf("%s: exit_codes[%d]: expected %s, observed %d", k, l, want, got)})
+						Message: fmt.Sprintf("%s: exit_codes[%d]: %d, protocol.crash_exit_code, but no crash fault was sent to that server", k, l, got)})
+				case got != crash && must[l]:
+					a.fail(Failure{Check: CheckManifest, Case: c.Name, Store: s, Field: fmt.Sprintf("exit_codes[%d]", l),
+						Message: fmt.Sprintf("%s: exit_codes[%d]: expected %d, protocol.crash_exit_code (a crash fault fired in that server), observed %d", k, l, crash, got)})
 				}
 			}
 		}
+	}
+	a.check()
+	if bodyWrong != "" {
+		a.fail(Failure{Check: CheckManifest, Field: "protocol.max_body",
+			Message: fmt.Sprintf("manifest.json: protocol.max_body: %d, but %s", maxBody, bodyWrong)})
 	}
 	for _, x := range []struct {
 		saw  bool
@@ -269,4 +335,13 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// replicaField is results.json's replica field for a call to replica r:
+// absent (nil) for replica 0 and for a group spread across replicas.
+func replicaField(r int) any {
+	if r <= 0 {
+		return nil
+	}
+	return jsonNum(fmt.Sprint(r))
 }

@@ -14,7 +14,7 @@ import (
 
 // StoreOrder is the canonical store order of runs. Stores a case file
 // names that are not listed here sort after these, by name.
-var StoreOrder = []string{"volatile", "durable"}
+var StoreOrder = []string{"volatile", "durable", "postgres"}
 
 // Case is one case file: its name and, per store, what must be observed.
 type Case struct {
@@ -23,20 +23,25 @@ type Case struct {
 	Summary   string                  // the file's summary field
 	Expect    map[string]*Expectation // by store
 	Plan      []PlannedCall           // the calls the steps send, in the order results.json records them
-	Lifetimes int                     // server processes a run starts: 1 + the restart steps
+	Lifetimes int                     // server processes a run has, in the order their exit codes are recorded
 }
 
 // PlannedCall is one call a case's steps send, as the audit expands them:
-// a call step with repeat gives repeat calls with {i} in the key replaced
-// by 0..repeat-1; a concurrent step gives, per repeat, clients calls
-// (group counts the groups from 0; -1 for a lone call).
+// a call with repeat gives repeat calls with {i} (0..repeat-1) and {n}
+// (1..repeat) replaced in its key and body; a concurrent step gives, per
+// repeat, clients calls (group numbers the groups from 0; -1 for a call
+// that is not in one); a parallel step gives its calls in list order, as
+// one group.
 type PlannedCall struct {
-	Step     int     // index of the step in the case file
-	Key      *string // the Idempotency-Key sent; nil: no header
-	Fault    *string // the X-Lab-Fault sent; nil: no header
-	BodyLen  int     // request body length in bytes
-	Group    int     // concurrent group, -1 for a lone call
-	Lifetime int     // which server process (0, 1, ...) answers it
+	Step    int     // index of the step in the case file
+	Key     *string // the Idempotency-Key sent; nil: no header
+	Fault   *string // the X-Lab-Fault sent; nil: no header
+	BodyLen int     // request body length in bytes
+	Group   int     // concurrent group, -1 for a call outside one
+	Replica int     // the replica it goes to; -1: a group spread across replicas
+	Process int     // which server process answers it, by exit-code order; -1: not known (spread) or none (replica down)
+	Maybe   []int   // for a spread group: every process that may answer it
+	Ordered bool    // in a parallel step: recorded in list order, not sorted
 }
 
 // Stores returns the stores the case has an expectation for, in store order.
@@ -146,24 +151,8 @@ func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
 		return nil, fmt.Errorf("%s: /name: %q does not match the file name (want %q)", file, name, m[1])
 	}
 	summary, _ := str(doc, "summary")
-	c := &Case{File: file, Name: name, Summary: summary, Expect: map[string]*Expectation{}, Lifetimes: 1}
-	steps, _ := doc["steps"].([]any)
-	group := 0
-	for i, st := range steps {
-		sm, _ := st.(map[string]any)
-		switch {
-		case sm["call"] != nil:
-			cm, _ := sm["call"].(map[string]any)
-			c.Plan = append(c.Plan, planCalls(cm, i, 1, -1, c.Lifetimes-1, &group)...)
-		case sm["concurrent"] != nil:
-			gm, _ := sm["concurrent"].(map[string]any)
-			cm, _ := gm["call"].(map[string]any)
-			clients := int(number(gm["clients"]))
-			c.Plan = append(c.Plan, planCalls(cm, i, clients, 0, c.Lifetimes-1, &group)...)
-		case sm["restart"] != nil:
-			c.Lifetimes++
-		}
-	}
+	c := &Case{File: file, Name: name, Summary: summary, Expect: map[string]*Expectation{}}
+	c.Plan, c.Lifetimes = plan(doc)
 	expect, _ := doc["expect"].(map[string]any)
 	for store, e := range expect {
 		em, _ := e.(map[string]any)
@@ -186,7 +175,7 @@ func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
 						continue
 					}
 					if b, isStr := val.(string); isStr && f == "body" {
-						val = strings.ReplaceAll(b, "{n}", strconv.Itoa(i))
+						val = expand(b, i-1)
 					}
 					ec.Fields = append(ec.Fields, ExpectedField{Name: f, Value: val})
 				}
@@ -219,43 +208,134 @@ func orderStores(stores []string) []string {
 	return out
 }
 
-// defaultBodyLen is the length of the body a call that names none sends
-// ("add-one", the design's default body; manifest.protocol.default_body
-// must agree).
+// defaultBody is the body a call that names none sends (the design's
+// default; manifest.protocol.default_body must agree).
 const defaultBody = "add-one"
 
-// planCalls expands one call of step: repeat times, clients calls each
-// (clients 1 and group -1 for a lone call).
-func planCalls(cm map[string]any, step, clients, group, lifetime int, groups *int) []PlannedCall {
-	repeat := 1
-	if r := int(number(cm["repeat"])); r > 0 {
-		repeat = r
+// expand replaces {i} by i and {n} by i+1, for repetition i from 0.
+func expand(s string, i int) string {
+	return strings.NewReplacer("{i}", strconv.Itoa(i), "{n}", strconv.Itoa(i+1)).Replace(s)
+}
+
+// plan expands a schema-valid case's steps into the calls they send and
+// numbers the server processes: every replica (the case's replicas, 1 by
+// default) starts one; a stop or restart step ends the replica's process
+// (its exit code comes next) and a restart or start step begins another;
+// the processes still running end last, in replica order.
+func plan(doc map[string]any) ([]PlannedCall, int) {
+	replicas := max(int(number(doc["replicas"])), 1)
+	next := 0
+	current := make([]int, replicas) // process id per replica, -1 when down
+	for r := range current {
+		current[r] = next
+		next++
 	}
-	bodyLen := len(defaultBody)
-	if b, ok := str(cm, "body"); ok {
-		bodyLen = len(b)
-	} else if n, ok := cm["body_bytes"]; ok {
-		bodyLen = int(number(n))
+	var exitOrder []int
+	var calls []PlannedCall
+	groups := 0
+	replicaOf := func(m map[string]any) int { return int(number(m["replica"])) }
+	proc := func(r int) int {
+		if r < 0 || r >= replicas {
+			return -1
+		}
+		return current[r]
 	}
-	var fault *string
-	if f, ok := str(cm, "fault"); ok {
-		fault = &f
-	}
-	var out []PlannedCall
-	for i := 0; i < repeat; i++ {
-		var key *string
+	one := func(cm map[string]any, step, rep, replica, group int) PlannedCall {
+		p := PlannedCall{Step: step, BodyLen: len(defaultBody), Group: group, Replica: replica, Process: proc(replica)}
 		if k, ok := str(cm, "key"); ok {
-			k = strings.ReplaceAll(k, "{i}", strconv.Itoa(i))
-			key = &k
+			k = expand(k, rep)
+			p.Key = &k
 		}
-		g := -1
-		if group >= 0 {
-			g = *groups
-			*groups++
+		if f, ok := str(cm, "fault"); ok {
+			p.Fault = &f
 		}
-		for range clients {
-			out = append(out, PlannedCall{Step: step, Key: key, Fault: fault, BodyLen: bodyLen, Group: g, Lifetime: lifetime})
+		if b, ok := str(cm, "body"); ok {
+			p.BodyLen = len(expand(b, rep))
+		} else if n, ok := cm["body_bytes"]; ok {
+			p.BodyLen = int(number(n))
+		}
+		return p
+	}
+	steps, _ := doc["steps"].([]any)
+	for i, st := range steps {
+		sm, _ := st.(map[string]any)
+		switch {
+		case sm["call"] != nil:
+			cm, _ := sm["call"].(map[string]any)
+			for rep := range max(int(number(cm["repeat"])), 1) {
+				calls = append(calls, one(cm, i, rep, replicaOf(cm), -1))
+			}
+		case sm["concurrent"] != nil:
+			gm, _ := sm["concurrent"].(map[string]any)
+			cm, _ := gm["call"].(map[string]any)
+			across, _ := gm["across_replicas"].(bool)
+			for rep := range max(int(number(cm["repeat"])), 1) {
+				for range int(number(gm["clients"])) {
+					p := one(cm, i, rep, replicaOf(cm), groups)
+					if across {
+						p.Replica, p.Process = -1, -1
+						for r := range replicas {
+							if current[r] >= 0 {
+								p.Maybe = append(p.Maybe, current[r])
+							}
+						}
+					}
+					calls = append(calls, p)
+				}
+				groups++
+			}
+		case sm["parallel"] != nil:
+			pm, _ := sm["parallel"].(map[string]any)
+			list, _ := pm["calls"].([]any)
+			for _, x := range list {
+				cm, _ := x.(map[string]any)
+				p := one(cm, i, 0, replicaOf(cm), groups)
+				p.Ordered = true
+				calls = append(calls, p)
+			}
+			groups++
+		case sm["restart"] != nil, sm["stop"] != nil:
+			m, _ := sm["restart"].(map[string]any)
+			if m == nil {
+				m, _ = sm["stop"].(map[string]any)
+			}
+			if r := replicaOf(m); r < replicas && current[r] >= 0 {
+				exitOrder = append(exitOrder, current[r])
+				current[r] = -1
+				if sm["restart"] != nil {
+					current[r] = next
+					next++
+				}
+			}
+		case sm["start"] != nil:
+			m, _ := sm["start"].(map[string]any)
+			if r := replicaOf(m); r < replicas && current[r] < 0 {
+				current[r] = next
+				next++
+			}
 		}
 	}
-	return out
+	for _, id := range current {
+		if id >= 0 {
+			exitOrder = append(exitOrder, id)
+		}
+	}
+	// Number processes by exit-code order.
+	pos := make(map[int]int, len(exitOrder))
+	for i, id := range exitOrder {
+		pos[id] = i
+	}
+	at := func(id int) int {
+		if i, ok := pos[id]; ok && id >= 0 {
+			return i
+		}
+		return -1
+	}
+	for i := range calls {
+		calls[i].Process = at(calls[i].Process)
+		for j, id := range calls[i].Maybe {
+			calls[i].Maybe[j] = at(id)
+		}
+	}
+	return calls, len(exitOrder)
 }

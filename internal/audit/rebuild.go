@@ -15,12 +15,16 @@ import (
 // FLAGS -o OUT PACKAGE with ENV added to its environment) and records in
 // manifest.server_build, and what -rebuild runs. -trimpath and
 // -buildvcs=false keep the checkout's path and git state out of the
-// binary; CGO_ENABLED=0 keeps the C toolchain out; GOWORK=off and an empty
-// GOFLAGS keep the user's workspace and go env out.
+// binary; CGO_ENABLED=0 keeps the C toolchain out; GOWORK=off keeps a
+// workspace out; GOFLAGS=-mod=readonly replaces the user's GOFLAGS (an
+// empty GOFLAGS would not: the go command then reads it from the go env
+// file). -rebuild also sets GOENV=off, so that nothing from the user's go
+// env file (GOAMD64, GOEXPERIMENT, ...) changes its binary, and
+// GOTOOLCHAIN=local, so that the local Go is the one named.
 var (
 	ServerPackage    = "./cmd/effectserver"
 	PinnedBuildFlags = []string{"-trimpath", "-buildvcs=false"}
-	PinnedBuildEnv   = []string{"CGO_ENABLED=0", "GOFLAGS=", "GOWORK=off"}
+	PinnedBuildEnv   = []string{"CGO_ENABLED=0", "GOFLAGS=-mod=readonly", "GOWORK=off"}
 )
 
 // rebuilds caches rebuildServer's answers by root and target for the life
@@ -58,7 +62,7 @@ func rebuild(root, osArch string) (string, string, error) {
 		return "", "", fmt.Errorf("os_arch %q: not GOOS/GOARCH", osArch)
 	}
 	env := append(os.Environ(), PinnedBuildEnv...)
-	env = append(env, "GOOS="+goos, "GOARCH="+goarch, "GOTOOLCHAIN=local")
+	env = append(env, "GOOS="+goos, "GOARCH="+goarch, "GOTOOLCHAIN=local", "GOENV=off")
 	ver := exec.Command("go", "env", "GOVERSION")
 	ver.Dir, ver.Env = root, env
 	out, err := ver.Output()

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -97,9 +99,8 @@ func (a *auditor) checkRunFile(results map[string]any) {
 		}
 		a.check()
 		for j, line := range stringList(dr, "server_log") {
-			var n int
-			if _, err := fmt.Sscanf(line, "server %d: ", &n); err != nil || n < 0 || n >= len(servers) {
-				fail(&k, "server_log[%d]: does not start with \"server N: \" for one of the %d servers", j, len(servers))
+			if n, ok := logServer(line); !ok || n >= len(servers) {
+				fail(&k, "server_log[%d]: does not start with \"server N\" for one of the %d servers", j, len(servers))
 				break
 			}
 		}
@@ -149,6 +150,13 @@ func (a *auditor) checkClients(k runKey, plan []PlannedCall, rcalls, dcalls []an
 			perm = perm && c == int64(x)
 		}
 		switch {
+		case plan[j].Ordered:
+			for x, c := range clients {
+				if c != int64(x) {
+					fail(&k, "calls[%d].client: expected %d (the call's place in its parallel step), observed %d", j+x, x, c)
+					break
+				}
+			}
 		case !perm && end-j == 1:
 			fail(&k, "calls[%d].client: expected 0 (a lone call), observed %d", j, clients[0])
 		case !perm:
@@ -163,6 +171,19 @@ func (a *auditor) checkClients(k runKey, plan []PlannedCall, rcalls, dcalls []an
 		}
 		j = end
 	}
+}
+
+var logPrefix = regexp.MustCompile(`^server ([0-9]{1,4})[: ]`)
+
+// logServer returns the N of a "server N: ..." or "server N (replica
+// R): ..." log line.
+func logServer(line string) (int, bool) {
+	m := logPrefix.FindStringSubmatch(line)
+	if m == nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(m[1])
+	return n, err == nil
 }
 
 // validTime reports whether s is an RFC 3339 time.

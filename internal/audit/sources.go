@@ -97,6 +97,7 @@ func SourceHash(data []byte) string {
 // nothing outside the list can change the build (see checkBuildInputs).
 func (a *auditor) checkSources() {
 	listed := stringMap(a.manifest, "sources")
+	reported := map[string]bool{}
 	for _, p := range sortedKeys(listed) {
 		a.check()
 		data, err := readInside(a.opts.Root, p, CapSource)
@@ -106,6 +107,7 @@ func (a *auditor) checkSources() {
 			continue
 		case err != nil:
 			a.failf(CheckSource, "source %s: %v", p, unwrapPath(err))
+			reported[p] = true
 			continue
 		case !isSourcePath(p):
 			a.failf(CheckSource, "source %s: not a source path (go.mod, go.sum, or a non-test file under %s)", p, strings.Join(SourceDirs, "/, ")+"/")
@@ -122,6 +124,9 @@ func (a *auditor) checkSources() {
 	var refused *RefusedError
 	if errors.As(err, &refused) {
 		for _, p := range refused.Paths {
+			if reported[p] {
+				continue
+			}
 			a.failf(CheckSource, "source %s: not a regular file (a symlink or special file; refused, never followed)", p)
 		}
 	} else if err != nil {
