@@ -3,11 +3,15 @@ package retries
 import (
 	"context"
 	"fmt"
-	"idemlab/internal/protocol"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
+
+	"idemlab/internal/protocol"
 )
 
 // decisions is one intent's random stream: a PCG seeded with the
@@ -39,27 +43,57 @@ func (d decisions) backoff(n, baseMS, capMS int) time.Duration {
 	return time.Duration(r * ceil * float64(time.Millisecond))
 }
 
-// drive sends every intent of one row to url with p.Workers workers. It
-// returns an error only when the harness itself broke (or ctx ended);
-// failed attempts are the experiment, not errors.
-func drive(ctx context.Context, p Parameters, seed uint64, r Row, stream int, url string) error {
+// tally is what a client counted of its own attempts.
+type tally struct {
+	sent    int // attempts sent (not dropped before sending)
+	refused int // replies with a 4xx or 5xx status
+}
+
+func (t *tally) add(o tally) { t.sent += o.sent; t.refused += o.refused }
+
+// reply counts one reply that arrived.
+func (t *tally) reply(status int) {
+	if status >= 400 {
+		t.refused++
+	}
+}
+
+// rowClient is one row's client: its design, its connections and where it
+// keeps what must survive a restart.
+type rowClient struct {
+	p      Parameters
+	seed   uint64
+	r      Row
+	stream int
+	url    string
+	keys   string // a folder for keys written to a file (restart-key-in-file)
+	hc     *protocol.Client
+	ra     *headerClient // the Retry-After rows read a header protocol.Reply does not carry
+}
+
+// drive sends every intent of one row to url with p.Workers workers and
+// returns what the client counted. It returns an error only when the
+// harness itself broke (or ctx ended); failed attempts are the experiment,
+// not errors.
+func drive(ctx context.Context, p Parameters, seed uint64, r Row, stream int, url, keys string) (tally, error) {
 	// The lab's client: no keep-alives, so Go's transport adds no retries
 	// the client design did not make (see protocol.Client).
-	hc := protocol.NewClient(time.Duration(p.ClientTimeoutMS) * time.Millisecond)
-	defer hc.Close()
-	attempts := p.MaxAttempts
-	if r.Client == NeverRetry {
-		attempts = 1
-	}
+	timeout := time.Duration(p.ClientTimeoutMS) * time.Millisecond
+	c := &rowClient{p: p, seed: seed, r: r, stream: stream, url: url, keys: keys,
+		hc: protocol.NewClient(timeout), ra: newHeaderClient(timeout)}
+	defer c.hc.Close()
 	next := make(chan int)
 	errs := make([]error, p.Workers)
+	tallies := make([]tally, p.Workers)
 	var wg sync.WaitGroup
 	for w := range p.Workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				if err := intent(ctx, hc, url, p, seed, r, stream, i, attempts); err != nil && errs[w] == nil {
+				t, err := c.intent(ctx, i)
+				tallies[w].add(t)
+				if err != nil && errs[w] == nil {
 					errs[w] = err
 				}
 			}
@@ -70,47 +104,198 @@ func drive(ctx context.Context, p Parameters, seed uint64, r Row, stream int, ur
 	}
 	close(next)
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
+	var sum tally
+	for w := range p.Workers {
+		sum.add(tallies[w])
+		if errs[w] != nil {
+			return sum, errs[w]
 		}
 	}
-	return ctx.Err()
+	return sum, ctx.Err()
 }
 
-// intent makes up to attempts attempts for intent i until one gets 200.
-func intent(ctx context.Context, hc *protocol.Client, url string, p Parameters, seed uint64, r Row, stream, i, attempts int) error {
-	d := newDecisions(seed, stream, i)
+// retryable reports whether a failed attempt is worth another: a network
+// error or timeout (err, or an attempt dropped before sending), 429 or a
+// 5xx. Any other 4xx says the request itself is refused as it stands.
+func retryable(status int, err error) bool {
+	return err != nil || status == http.StatusTooManyRequests || status >= 500
+}
+
+// intent makes intent i's attempts as its row's client design does, until
+// one gets 200, the design stops, or the total deadline passes.
+func (c *rowClient) intent(ctx context.Context, i int) (tally, error) {
+	var t tally
+	ictx := ctx
+	if c.p.TotalDeadlineMS > 0 {
+		var cancel context.CancelFunc
+		ictx, cancel = context.WithTimeout(ctx, time.Duration(c.p.TotalDeadlineMS)*time.Millisecond)
+		defer cancel()
+	}
+	d := newDecisions(c.seed, c.stream, i)
+	b := body(c.stream, i)
+	switch c.r.Client {
+	case RetryThreeLayers, RetryOneLayer:
+		layers := 1
+		if c.r.Client == RetryThreeLayers {
+			layers = c.p.Layers
+		}
+		k := key(c.stream, i) // once per user action, at the top
+		c.layer(ictx, d, &t, layers, &k, b)
+		return t, ctx.Err()
+	}
+
+	attempts := c.p.MaxAttempts
 	var k *string
-	if r.Client == RetrySameKey {
-		ik := key(stream, i) // once per intent, before the first send
+	switch c.r.Client {
+	case NeverRetry:
+		attempts = 1
+	case RetrySameKey, IgnoreRetryAfter, HonourRetryAfter, RestartKeyInMemory:
+		ik := key(c.stream, i) // once per intent, before the first send
+		k = &ik
+	case Retry4xx, RetryRetryable:
+		j := i
+		if i%c.p.CollideEvery == c.p.CollideEvery-1 {
+			j = i - 1 // the client's bug: two intents, one key
+		}
+		ik := key(c.stream, j)
+		k = &ik
+	case RestartKeyInFile:
+		ik := key(c.stream, i)
+		if err := c.saveKey(i, ik); err != nil { // written before the first send
+			return t, err
+		}
 		k = &ik
 	}
-	b := body(stream, i)
+	anyFailure := c.r.Client == RetryNoKey || c.r.Client == RetrySameKey || c.r.Client == Retry4xx
+	var retryAfter time.Duration
 	for n := range attempts {
 		if n > 0 {
-			t := time.NewTimer(d.backoff(n, p.BackoffBaseMS, p.BackoffCapMS))
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
+			wait := d.backoff(n, c.p.BackoffBaseMS, c.p.BackoffCapMS)
+			if c.r.Client == HonourRetryAfter {
+				wait = max(wait, retryAfter)
+			}
+			if !sleep(ictx, wait) {
+				break // the total deadline passed (or the run ended)
 			}
 		}
-		dropped := d.drop(p.DropPercent)
-		delay := d.delayMS(p.MaxServerDelayMS)
+		switch {
+		case c.r.Client == RetryNewKey:
+			ik := attemptKey(c.stream, i, n) // the bug: a key made inside the loop
+			k = &ik
+		case n == 1 && c.r.Client == RestartKeyInMemory:
+			// The client restarted after the first failed attempt: the
+			// key it kept in memory is gone, and it makes another.
+			ik := attemptKey(c.stream, i, n)
+			k = &ik
+		case n == 1 && c.r.Client == RestartKeyInFile:
+			ik, err := c.loadKey(i) // restarted: the key comes back from its file
+			if err != nil {
+				return t, err
+			}
+			k = &ik
+		}
+		dropped := d.drop(c.p.DropPercent)
+		delay := d.delayMS(c.p.MaxServerDelayMS)
 		if dropped {
-			continue // never sent: a failed attempt
+			continue // never sent: a failed attempt, like a network error
 		}
-		rep, err := hc.Post(ctx, url, protocol.Request{Key: k, Fault: fmt.Sprintf("%s=%dms", protocol.FaultDelay, delay), Body: b})
-		if err == nil && rep.Status == http.StatusOK {
-			return nil
+		t.sent++
+		fault := fmt.Sprintf("%s=%dms", protocol.FaultDelay, delay)
+		var status int
+		var err error
+		if c.r.Client == IgnoreRetryAfter || c.r.Client == HonourRetryAfter {
+			status, retryAfter, err = c.ra.post(ictx, c.url, k, fault, b)
+		} else {
+			var rep protocol.Reply
+			rep, err = c.hc.Post(ictx, c.url, protocol.Request{Key: k, Fault: fault, Body: b})
+			status = rep.Status
 		}
-		// A network error or another status is a failed attempt; only the
-		// end of the whole run stops the intent.
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if err == nil {
+			t.reply(status)
+			if status == http.StatusOK {
+				return t, nil
+			}
+		}
+		if ictx.Err() != nil {
+			break // the run ended, or the total deadline passed
+		}
+		if !anyFailure && !retryable(status, err) {
+			break
 		}
 	}
-	return nil
+	return t, ctx.Err()
+}
+
+// layer is one retry layer of a layered client: up to LayerAttempts tries
+// of the layer below it (the wire, below the last), each retried on any
+// failure. It reports whether a try succeeded.
+func (c *rowClient) layer(ctx context.Context, d decisions, t *tally, depth int, k *string, b []byte) bool {
+	for a := range c.p.LayerAttempts {
+		if a > 0 && !sleep(ctx, d.backoff(a, c.p.BackoffBaseMS, c.p.BackoffCapMS)) {
+			return false
+		}
+		if depth > 1 {
+			if c.layer(ctx, d, t, depth-1, k, b) {
+				return true
+			}
+			continue
+		}
+		dropped := d.drop(c.p.DropPercent)
+		delay := d.delayMS(c.p.MaxServerDelayMS)
+		if dropped {
+			continue
+		}
+		t.sent++
+		rep, err := c.hc.Post(ctx, c.url, protocol.Request{Key: k, Fault: fmt.Sprintf("%s=%dms", protocol.FaultDelay, delay), Body: b})
+		if err == nil {
+			t.reply(rep.Status)
+			if rep.Status == http.StatusOK {
+				return true
+			}
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+	}
+	return false
+}
+
+// sleep waits d, or less if ctx ends first; it reports whether it waited
+// the whole d.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// saveKey writes intent i's key to its file and syncs it, before the
+// first send: a restarted client finds it there.
+func (c *rowClient) saveKey(i int, k string) error {
+	f, err := os.Create(filepath.Join(c.keys, strconv.Itoa(i)))
+	if err != nil {
+		return fmt.Errorf("save key: %w", err)
+	}
+	if _, err := f.WriteString(k); err != nil {
+		f.Close()
+		return fmt.Errorf("save key: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("save key: %w", err)
+	}
+	return f.Close()
+}
+
+// loadKey reads intent i's key back from its file.
+func (c *rowClient) loadKey(i int) (string, error) {
+	b, err := os.ReadFile(filepath.Join(c.keys, strconv.Itoa(i)))
+	if err != nil {
+		return "", fmt.Errorf("load key after restart: %w", err)
+	}
+	return string(b), nil
 }

@@ -1,8 +1,11 @@
 // Package retries is the lab's retries experiment: it sends a set of
-// intents through three client designs (never retry, retry without a key,
-// retry with one key per intent) against a real effectserver under drops
-// and timeouts, and counts, from the server's own journal of applied
-// effects, how many intents were lost, applied once, or duplicated.
+// intents through client designs (never retry, retry without a key, retry
+// with one key per intent, and the client-side lessons: what to retry,
+// Retry-After, retry layers, where the key is made and kept) against a
+// real effectserver under drops and timeouts, and counts, from the
+// server's own journal of applied effects, how many intents were lost,
+// applied once, or duplicated. The client also counts the attempts it sent
+// and the 4xx/5xx replies it got: the calls a design wastes.
 //
 // Each row (a client against a registry) gets a fresh server process on a
 // fresh state folder. Every intent has a unique body, so after the server
@@ -37,11 +40,39 @@ import (
 // A Client names a client design.
 type Client string
 
-// The client designs.
+// The client designs. Every client but the first four retries only what
+// is retryable: a network error, a timeout (or an attempt dropped before
+// sending), 429 and 5xx.
 const (
 	NeverRetry   Client = "never-retry"    // one attempt, no key
-	RetryNoKey   Client = "retry-no-key"   // up to MaxAttempts, no key
-	RetrySameKey Client = "retry-same-key" // up to MaxAttempts, one key per intent on every attempt
+	RetryNoKey   Client = "retry-no-key"   // up to MaxAttempts, no key, any failure retried
+	RetrySameKey Client = "retry-same-key" // up to MaxAttempts, one key per intent on every attempt, any failure retried
+
+	// Retry4xx and RetryRetryable both reuse a key for two intents (every
+	// CollideEvery-th intent takes the key of the one before it, with its
+	// own body: 422 from the server); Retry4xx retries that 422 like any
+	// failure, RetryRetryable does not.
+	Retry4xx       Client = "retry-4xx"
+	RetryRetryable Client = "retry-retryable"
+	// IgnoreRetryAfter and HonourRetryAfter go through a load-shedding
+	// gateway (at most ShedInflight requests in flight, else 429 with
+	// Retry-After: RetryAfterS); IgnoreRetryAfter waits only its backoff,
+	// HonourRetryAfter at least what Retry-After says.
+	IgnoreRetryAfter Client = "ignore-retry-after"
+	HonourRetryAfter Client = "honour-retry-after"
+	// RetryThreeLayers nests Layers retry loops of LayerAttempts attempts
+	// each (a handler calls a service calls a client, each retrying), one
+	// key per intent from the top; RetryOneLayer retries at one layer only.
+	RetryThreeLayers Client = "retry-3-layers"
+	RetryOneLayer    Client = "retry-1-layer"
+	// RetryNewKey makes a new key inside the retry loop: one per attempt.
+	RetryNewKey Client = "retry-new-key"
+	// RestartKeyInMemory and RestartKeyInFile restart after an intent's
+	// first failed attempt, then retry it; the key kept in memory is gone
+	// after the restart (a new one is made), the key written to a file
+	// before the first send is read back.
+	RestartKeyInMemory Client = "restart-key-in-memory"
+	RestartKeyInFile   Client = "restart-key-in-file"
 )
 
 // Row is one client design against one registry: the server's sound one
@@ -71,6 +102,17 @@ var Rows = []Row{
 	{RetryNoKey, protocol.Sound},
 	{RetrySameKey, protocol.Sound},
 	{RetrySameKey, protocol.FlawRecordAfterEffect},
+	// The client-side lessons, after the first four (whose indexes are
+	// part of their random streams).
+	{Retry4xx, protocol.Sound},
+	{RetryRetryable, protocol.Sound},
+	{IgnoreRetryAfter, protocol.Sound},
+	{HonourRetryAfter, protocol.Sound},
+	{RetryThreeLayers, protocol.Sound},
+	{RetryOneLayer, protocol.Sound},
+	{RetryNewKey, protocol.Sound},
+	{RestartKeyInMemory, protocol.Sound},
+	{RestartKeyInFile, protocol.Sound},
 }
 
 // Parameters are the experiment's constants, recorded with its result.
@@ -83,15 +125,23 @@ type Parameters struct {
 	MaxAttempts      int `json:"max_attempts"`        // attempts per intent for the retrying clients
 	BackoffBaseMS    int `json:"backoff_base_ms"`     // backoff before attempt n+1: r·min(cap, base·2^n) ms,
 	BackoffCapMS     int `json:"backoff_cap_ms"`      // n = attempts made so far (1 before the second)
+	TotalDeadlineMS  int `json:"total_deadline_ms"`   // per intent, over all its attempts and waits; 0: none
+	CollideEvery     int `json:"collide_every"`       // retry-4xx/retry-retryable: every Nth intent reuses the key of the one before
+	ShedInflight     int `json:"shed_inflight"`       // the Retry-After rows' gateway: requests in flight before it answers 429
+	RetryAfterS      int `json:"retry_after_s"`       // the gateway's Retry-After, in seconds
+	Layers           int `json:"layers"`              // retry-3-layers: nested retry loops
+	LayerAttempts    int `json:"layer_attempts"`      // attempts per layer, for retry-3-layers and retry-1-layer
 }
 
 // Default holds the design's parameters.
 var Default = Parameters{
 	Intents: 200, Workers: 10, DropPercent: 15, ClientTimeoutMS: 30,
 	MaxServerDelayMS: 60, MaxAttempts: 6, BackoffBaseMS: 5, BackoffCapMS: 100,
+	TotalDeadlineMS: 0, CollideEvery: 10, ShedInflight: 4, RetryAfterS: 1, Layers: 3, LayerAttempts: 3,
 }
 
-// Config says what to run. Zero fields of Parameters take Default's value.
+// Config says what to run. Parameters are used as given (start from
+// Default); Run refuses values outside their ranges.
 type Config struct {
 	ServerPath string // the effectserver binary
 	StateRoot  string // an existing folder; each row gets a fresh state folder inside it
@@ -107,6 +157,8 @@ type RowResult struct {
 	Lost        int    `json:"lost"`         // intents applied 0 times
 	AppliedOnce int    `json:"applied_once"` // intents applied exactly once
 	Duplicated  int    `json:"duplicated"`   // intents applied more than once
+	Sent        int    `json:"sent"`         // attempts the client sent (not dropped before sending), all intents
+	Refused     int    `json:"refused"`      // replies with a 4xx or 5xx status the client received
 }
 
 // Result is the experiment's outcome.
@@ -128,7 +180,7 @@ const (
 // is an error naming the row; the Result then holds the rows that
 // completed, in order.
 func Run(ctx context.Context, cfg Config) (Result, error) {
-	p := withDefaults(cfg.Parameters)
+	p := cfg.Parameters
 	if err := p.check(); err != nil {
 		return Result{}, err
 	}
@@ -178,24 +230,6 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, errors.Join(errs...)
 }
 
-func withDefaults(p Parameters) Parameters {
-	d := Default
-	set := func(v *int, def int) {
-		if *v == 0 {
-			*v = def
-		}
-	}
-	set(&p.Intents, d.Intents)
-	set(&p.Workers, d.Workers)
-	set(&p.DropPercent, d.DropPercent)
-	set(&p.ClientTimeoutMS, d.ClientTimeoutMS)
-	set(&p.MaxServerDelayMS, d.MaxServerDelayMS)
-	set(&p.MaxAttempts, d.MaxAttempts)
-	set(&p.BackoffBaseMS, d.BackoffBaseMS)
-	set(&p.BackoffCapMS, d.BackoffCapMS)
-	return p
-}
-
 func (p Parameters) check() error {
 	switch {
 	case p.Intents < 1, p.Workers < 1, p.MaxAttempts < 1, p.ClientTimeoutMS < 1:
@@ -207,6 +241,11 @@ func (p Parameters) check() error {
 		return fmt.Errorf("retries: max_server_delay_ms %d outside 0..60000", p.MaxServerDelayMS)
 	case p.BackoffBaseMS < 0 || p.BackoffCapMS < 0:
 		return fmt.Errorf("retries: negative backoff")
+	case p.TotalDeadlineMS < 0:
+		return fmt.Errorf("retries: total_deadline_ms %d: want 0 (none) or more", p.TotalDeadlineMS)
+	case p.CollideEvery < 2, p.ShedInflight < 1, p.RetryAfterS < 0, p.Layers < 1, p.LayerAttempts < 1:
+		return fmt.Errorf("retries: collide_every (%d) must be at least 2, shed_inflight (%d), layers (%d) and layer_attempts (%d) at least 1, retry_after_s (%d) not negative",
+			p.CollideEvery, p.ShedInflight, p.Layers, p.LayerAttempts, p.RetryAfterS)
 	}
 	return nil
 }
@@ -218,9 +257,9 @@ func runRow(ctx context.Context, cfg Config, p Parameters, r Row, stream int) (R
 		return RowResult{}, fmt.Errorf("state folder: %w", err)
 	}
 	args := []string{"-state", dir, "-addr", protocol.DefaultAddr, "-store", string(protocol.Volatile), "-faults",
-		// One key per intent on the keyed rows: the registry must hold
-		// them all, or late intents would get 429 instead of an effect.
-		"-capacity", strconv.Itoa(max(p.Intents, 64))}
+		// Room for every key any row makes (retry-new-key: one per
+		// attempt): a full registry would answer 429 instead of an effect.
+		"-capacity", strconv.Itoa(max(p.Intents*(p.MaxAttempts+1), 64))}
 	if r.Registry != protocol.Sound {
 		args = append(args, "-unsafe-registry", string(r.Registry))
 	}
@@ -235,7 +274,22 @@ func runRow(ctx context.Context, cfg Config, p Parameters, r Row, stream int) (R
 		sum := sha256.Sum256(body(stream, i))
 		bodies[hex.EncodeToString(sum[:])] = i
 	}
-	if err := drive(ctx, p, cfg.Seed, r, stream, protocol.EffectURL(srv.Addr)); err != nil {
+	url := protocol.EffectURL(srv.Addr)
+	if r.Client == IgnoreRetryAfter || r.Client == HonourRetryAfter {
+		g, err := startGateway(url, p.ShedInflight, p.RetryAfterS)
+		if err != nil {
+			return RowResult{}, err
+		}
+		defer g.close()
+		url = g.url
+	}
+	keys, err := os.MkdirTemp(cfg.StateRoot, "retries-client-"+string(r.Client)+"-")
+	if err != nil {
+		return RowResult{}, fmt.Errorf("client folder: %w", err)
+	}
+	defer os.RemoveAll(keys)
+	t, err := drive(ctx, p, cfg.Seed, r, stream, url, keys)
+	if err != nil {
 		return RowResult{}, err
 	}
 	code, err := srv.Stop(stopWithin)
@@ -260,7 +314,7 @@ func runRow(ctx context.Context, cfg Config, p Parameters, r Row, stream int) (R
 		}
 		applied[i]++
 	}
-	res := RowResult{Client: r.Client, Registry: r.RegistryName()}
+	res := RowResult{Client: r.Client, Registry: r.RegistryName(), Sent: t.sent, Refused: t.refused}
 	for _, n := range applied {
 		switch {
 		case n == 0:
@@ -283,3 +337,7 @@ func body(stream, i int) []byte { return fmt.Appendf(nil, "intent-%d-%d", stream
 
 // key is intent i's idempotency key, chosen once before its first send.
 func key(stream, i int) string { return fmt.Sprintf("r%d-i%d", stream, i) }
+
+// attemptKey is the key a client that makes its key inside the retry loop
+// sends on attempt n of intent i: another one every time.
+func attemptKey(stream, i, n int) string { return fmt.Sprintf("r%d-i%d-a%d", stream, i, n) }

@@ -7,10 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"idemlab/internal/protocol"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,8 +45,9 @@ func TestMain(m *testing.M) {
 }
 
 func config(t testing.TB, intents int, rows ...Row) Config {
-	return Config{ServerPath: serverBin, StateRoot: t.TempDir(), Seed: 7, Rows: rows,
-		Parameters: Parameters{Intents: intents}}
+	p := Default
+	p.Intents = intents
+	return Config{ServerPath: serverBin, StateRoot: t.TempDir(), Seed: 7, Rows: rows, Parameters: p}
 }
 
 // checkRow asserts the invariant every row keeps: each intent is counted
@@ -212,30 +218,58 @@ func text(t *testing.T, r Result) string {
 }
 
 var sample = Result{Seed: 1, Parameters: Default, Rows: []RowResult{
-	{NeverRetry, "sound", 43, 157, 0},
-	{RetryNoKey, "sound", 0, 121, 79},
-	{RetrySameKey, "sound", 0, 200, 0},
-	{RetrySameKey, "record-after-effect", 0, 150, 50},
+	{NeverRetry, "sound", 43, 157, 0, 170, 0},
+	{RetryNoKey, "sound", 0, 121, 79, 480, 0},
+	{RetrySameKey, "sound", 0, 200, 0, 470, 3},
+	{RetrySameKey, "record-after-effect", 0, 150, 50, 460, 0},
 }}
 
 // Ensure the text table's layout.
 func TestWriteText(t *testing.T) {
-	want := `retries: 200 intents per row, seed 1; 10 workers, 15% dropped before sending, timeout 30 ms, server delay 0-60 ms, up to 6 attempts
-client          registry             lost  applied once  duplicated
-never-retry     sound                  43           157           0
-retry-no-key    sound                   0           121          79
-retry-same-key  sound                   0           200           0
-retry-same-key  record-after-effect     0           150          50
+	want := `retries: 200 intents per row, seed 1; 10 workers, 15% dropped before sending, timeout 30 ms, server delay 0-60 ms, up to 6 attempts, no total deadline
+client          registry             lost  applied once  duplicated   sent  refused
+never-retry     sound                  43           157           0    170        0
+retry-no-key    sound                   0           121          79    480        0
+retry-same-key  sound                   0           200           0    470        3
+retry-same-key  record-after-effect     0           150          50    460        0
 `
 	if got := text(t, sample); got != want {
 		t.Errorf("WriteText() =\n%s\nwant\n%s", got, want)
 	}
 }
 
-// Ensure JSON() is valid against schema/retries.schema.json, keeps its
-// field order, and gives the same bytes for the same result.
+// proposedSchema is retries.schema.json as the new rows and counts need
+// it; schema/retries.schema.json belongs to the audit's owner, who copies
+// it over (TestSchemaCommitted says whether that has happened).
+const proposedSchema = "testdata/retries.schema.json"
+
+// Ensure schema/retries.schema.json is the proposal JSON() satisfies; a
+// skip says the audit's owner has not adopted it yet.
+func TestSchemaCommitted(t *testing.T) {
+	committed, err := os.ReadFile("../../schema/retries.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proposed, err := os.ReadFile(proposedSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c, p any
+	if err := json.Unmarshal(committed, &c); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(proposed, &p); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c, p) {
+		t.Skipf("schema/retries.schema.json differs from %s: the runner cannot write retries.json until the audit's owner adopts it", proposedSchema)
+	}
+}
+
+// Ensure JSON() is valid against the retries schema (proposedSchema),
+// keeps its field order, and gives the same bytes for the same result.
 func TestJSON(t *testing.T) {
-	data, err := os.ReadFile("../../schema/retries.schema.json")
+	data, err := os.ReadFile(proposedSchema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,3 +337,102 @@ func BenchmarkRetries(b *testing.B) {
 
 // benchRows are the rows BenchmarkRetries runs.
 var benchRows = Rows
+
+// Ensure the client-side rows end to end against the real server, each
+// with its headline claim: retrying a 4xx only adds refused calls;
+// honouring Retry-After sends fewer requests into the refusing gateway;
+// three layers send more calls per intent than one (at most
+// layer_attempts^layers); a key made per attempt duplicates like no key;
+// a key kept in a file survives the client's restart, one in memory does
+// not.
+func TestRunClientRows(t *testing.T) {
+	const intents = 60
+	rows := Rows[4:]
+	res, err := Run(context.Background(), config(t, intents, rows...))
+	if err != nil {
+		t.Fatalf("Run() error = %v", err)
+	}
+	by := map[Client]RowResult{}
+	for _, row := range res.Rows {
+		checkRow(t, row, intents)
+		by[row.Client] = row
+	}
+	t.Logf("\n%s", text(t, res))
+	collisions := intents / Default.CollideEvery
+	if a, b := by[Retry4xx], by[RetryRetryable]; a.Refused <= b.Refused || b.Refused > collisions || a.Duplicated+b.Duplicated != 0 {
+		t.Errorf("retry-4xx refused %d, retry-retryable refused %d (at most %d), duplicated %d and %d; want more refusals from retry-4xx and no duplicates",
+			a.Refused, b.Refused, collisions, a.Duplicated, b.Duplicated)
+	}
+	if a, b := by[IgnoreRetryAfter], by[HonourRetryAfter]; b.Refused >= a.Refused {
+		t.Errorf("honour-retry-after refused %d, ignore-retry-after %d: want fewer when honoured", b.Refused, a.Refused)
+	}
+	if a, b := by[RetryThreeLayers], by[RetryOneLayer]; a.Sent <= b.Sent || a.Sent > intents*27 || a.Duplicated+b.Duplicated != 0 {
+		t.Errorf("retry-3-layers sent %d, retry-1-layer %d: want more from three layers, at most %d, no duplicates", a.Sent, b.Sent, intents*27)
+	}
+	if got := by[RetryNewKey].Duplicated; got == 0 {
+		t.Errorf("retry-new-key duplicated %d, want some", got)
+	}
+	if a, b := by[RestartKeyInMemory], by[RestartKeyInFile]; a.Duplicated == 0 || b.Duplicated != 0 || b.Lost != 0 {
+		t.Errorf("restart-key-in-memory duplicated %d (want some); restart-key-in-file lost %d, duplicated %d (want 0, 0)", a.Duplicated, b.Lost, b.Duplicated)
+	}
+}
+
+// Ensure Retry-After is read as seconds or an HTTP date, and anything
+// else asks for no wait.
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		v    string
+		want time.Duration
+	}{
+		{"", 0}, {"0", 0}, {"1", time.Second}, {"120", 2 * time.Minute}, {"-1", 0}, {"1.5", 0}, {"soon", 0},
+		{now.Add(3 * time.Second).Format(http.TimeFormat), 3 * time.Second},
+		{now.Add(-time.Hour).Format(http.TimeFormat), 0},
+	}
+	for _, tt := range tests {
+		if got := RetryAfter(tt.v, now); got != tt.want {
+			t.Errorf("RetryAfter(%q) = %v, want %v", tt.v, got, tt.want)
+		}
+	}
+}
+
+// Ensure the honouring client waits what a server's Retry-After asks for
+// and the ignoring one does not: against a test server of this package's
+// own that answers the first request of each key 429 with Retry-After: 1
+// and then 200, the honouring client's second request comes a second or
+// more after its first.
+func TestHonourRetryAfter(t *testing.T) {
+	var mu sync.Mutex
+	first := map[string]time.Time{}
+	gaps := map[string]time.Duration{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		k := r.Header.Get(protocol.KeyHeader)
+		if at, ok := first[k]; ok {
+			gaps[k] = time.Since(at)
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		first[k] = time.Now()
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer srv.Close()
+	p := Default
+	p.Intents, p.Workers, p.DropPercent, p.MaxServerDelayMS, p.ClientTimeoutMS = 1, 1, 0, 0, 2000
+	for _, tt := range []struct {
+		client         Client
+		atLeast, below time.Duration
+	}{{HonourRetryAfter, time.Second, time.Hour}, {IgnoreRetryAfter, 0, time.Second}} {
+		stream := slices.Index(Rows, Row{tt.client, protocol.Sound})
+		tl, err := drive(context.Background(), p, 1, Row{tt.client, protocol.Sound}, stream, srv.URL, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		gap := gaps[key(stream, 0)]
+		if tl.sent != 2 || tl.refused != 1 || gap < tt.atLeast || gap >= tt.below {
+			t.Errorf("%s: sent %d, refused %d, second request %v after the first; want 2, 1, in [%v, %v)", tt.client, tl.sent, tl.refused, gap, tt.atLeast, tt.below)
+		}
+	}
+}

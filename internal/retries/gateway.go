@@ -1,0 +1,164 @@
+package retries
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"idemlab/internal/protocol"
+)
+
+// gateway is the Retry-After rows' load shedder: a real HTTP hop on
+// loopback in front of the effect server, as an API gateway or a load
+// balancer with a concurrency limit is. At most limit requests are in
+// flight through it; one more is refused at once with 429 and
+// Retry-After, without reaching the server. Everything else is passed on
+// as it came (key, fault, body) and the server's reply passed back; a
+// reply the server dropped is dropped here too.
+//
+// The effect server itself answers 429 only when its key registry is full,
+// which waiting does not cure, and sends no Retry-After; until it sheds
+// load itself, this gateway is where the lab's transient 429 comes from.
+type gateway struct {
+	url      string // the gateway's own EffectURL
+	upstream string
+	limit    int64
+	after    string // the Retry-After value
+	inflight atomic.Int64
+	hc       *http.Client
+	srv      *http.Server
+}
+
+// startGateway listens on loopback and forwards to upstream.
+func startGateway(upstream string, limit, retryAfterS int) (*gateway, error) {
+	ln, err := net.Listen("tcp", protocol.DefaultAddr)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g := &gateway{
+		url: protocol.EffectURL(ln.Addr().String()), upstream: upstream, limit: int64(limit),
+		after: strconv.Itoa(retryAfterS),
+		// No keep-alives, for the reason protocol.Client gives; no
+		// timeout: the caller's own timeout cancels the forwarded request.
+		hc: &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}},
+	}
+	g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second}
+	g.srv.SetKeepAlivesEnabled(false)
+	go g.srv.Serve(ln)
+	return g, nil
+}
+
+// close stops the gateway and its connections.
+func (g *gateway) close() { g.srv.Close() }
+
+// bodyBusy is the gateway's 429 body.
+const bodyBusy = "gateway busy: too many requests in flight\n"
+
+func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.inflight.Add(1) > g.limit {
+		g.inflight.Add(-1)
+		w.Header().Set("Retry-After", g.after)
+		http.Error(w, bodyBusy, http.StatusTooManyRequests)
+		return
+	}
+	defer g.inflight.Add(-1)
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		dropConn(w)
+		return
+	}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, g.upstream, bytes.NewReader(body))
+	if err != nil {
+		dropConn(w)
+		return
+	}
+	for _, h := range []string{"Content-Type", protocol.KeyHeader, protocol.FaultHeader} {
+		if v, ok := r.Header[h]; ok {
+			req.Header[h] = v
+		}
+	}
+	resp, err := g.hc.Do(req)
+	if err != nil {
+		dropConn(w) // no reply from the server (or the caller gave up): none from here
+		return
+	}
+	defer resp.Body.Close()
+	reply, err := io.ReadAll(resp.Body)
+	if err != nil {
+		dropConn(w)
+		return
+	}
+	for _, h := range []string{"Content-Type", protocol.ReplayedHeader, "Retry-After"} {
+		if v, ok := resp.Header[h]; ok {
+			w.Header()[h] = v
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	w.Write(reply)
+}
+
+// dropConn closes the connection without a reply.
+func dropConn(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	conn.Close()
+}
+
+// headerClient is the lab client's twin for the Retry-After rows: one
+// connection per call, keep-alives off (see protocol.Client), and it
+// returns the reply's Retry-After, which protocol.Reply does not carry.
+type headerClient struct{ http *http.Client }
+
+func newHeaderClient(timeout time.Duration) *headerClient {
+	return &headerClient{&http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}}
+}
+
+// post sends one attempt and returns the reply's status and its
+// Retry-After (0 when absent or unreadable); an error means no complete
+// reply arrived.
+func (c *headerClient) post(ctx context.Context, url string, key *string, fault string, body []byte) (int, time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, 0, err
+	}
+	req.Header.Set("Content-Type", "text/plain")
+	if key != nil {
+		req.Header[protocol.KeyHeader] = []string{*key}
+	}
+	if fault != "" {
+		req.Header.Set(protocol.FaultHeader, fault)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return 0, 0, err
+	}
+	return resp.StatusCode, RetryAfter(resp.Header.Get("Retry-After"), time.Now()), nil
+}
+
+// RetryAfter reads a Retry-After value (RFC 9110 section 10.2.3): a
+// number of seconds, or an HTTP date, relative to now. Anything else, an
+// empty value included, is 0: no wait asked for.
+func RetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
