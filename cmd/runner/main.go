@@ -18,6 +18,7 @@
 //
 //	runner [-out evidence] [-store volatile|durable|postgres|all] [-case NAME] [-server PATH] [-pg-dsn URL]
 //	runner -experiment retries|jitter|none [-out DIR] [-seed N] [-intents 200]
+//	       [-drop-percent 15] [-timeout-ms 30] [-attempts 6] [-workers 10] [-deadline-ms 0]
 //	runner -unsafe-registry NAME [-out DIR] [-store ...] [-case NAME]
 //
 // Exit status:
@@ -43,11 +44,13 @@ import (
 	"syscall"
 
 	"idemlab/internal/protocol"
+	"idemlab/internal/retries"
 	"idemlab/internal/suite"
 )
 
 const usage = `usage: runner [-out DIR] [-store volatile|durable|postgres|all] [-case NAME] [-server PATH] [-pg-dsn URL]
        runner -experiment retries|jitter|none [-out DIR] [-seed N] [-intents N]
+              [-drop-percent N] [-timeout-ms N] [-attempts N] [-workers N] [-deadline-ms N]
        runner -unsafe-registry NAME [-out DIR] [-store NAME] [-case NAME]
 
 Runs the idemlab case suite against real effectserver processes, then the
@@ -71,10 +74,18 @@ Flags:
                     none runs the cases and no experiment
   -seed N           the retries experiment's seed (default 1)
   -intents N        the retries experiment's intents per row (default 200)
+  -drop-percent N   the retries experiment's chance, in %, that the client
+                    drops an attempt before sending it (default 15)
+  -timeout-ms N     its client timeout per attempt (default 30)
+  -attempts N       its attempts per intent for the retrying clients (default 6)
+  -workers N        its intents in flight at once per row (default 10)
+  -deadline-ms N    its total deadline per intent, over all attempts and
+                    waits; 0: none (default 0)
   -unsafe-registry NAME
                     a mutation run: the cases (no experiment) against servers
                     with a deliberately broken registry, record-after-effect,
-                    no-fingerprint, evict-oldest or forget-on-lost-reply; the
+                    no-fingerprint, evict-oldest, forget-on-lost-reply,
+                    record-before-effect or check-then-act; the
                     audit must FAIL and name the case that caught the bug
   -server PATH      use this effectserver binary instead of building one
   -pg-dsn URL       run the postgres store on this existing server (its user
@@ -114,6 +125,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	})
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the retries experiment")
 	fs.IntVar(&o.Intents, "intents", suite.DefaultIntents, "intents per row of the retries experiment")
+	o.Retries = retries.Default
+	fs.IntVar(&o.Retries.DropPercent, "drop-percent", retries.Default.DropPercent, "retries: % of attempts dropped before sending")
+	fs.IntVar(&o.Retries.ClientTimeoutMS, "timeout-ms", retries.Default.ClientTimeoutMS, "retries: client timeout per attempt, ms")
+	fs.IntVar(&o.Retries.MaxAttempts, "attempts", retries.Default.MaxAttempts, "retries: attempts per intent")
+	fs.IntVar(&o.Retries.Workers, "workers", retries.Default.Workers, "retries: intents in flight per row")
+	fs.IntVar(&o.Retries.TotalDeadlineMS, "deadline-ms", retries.Default.TotalDeadlineMS, "retries: total deadline per intent, ms (0: none)")
 	fs.Func("unsafe-registry", "run the cases against this broken registry", func(s string) (err error) {
 		o.Unsafe, err = protocol.ParseFlaw(s)
 		return err

@@ -14,7 +14,10 @@ func init() {
 
 // runRetries runs the retries experiment and prints its table.
 func runRetries(ctx context.Context, env experimentEnv) ([]evidence.File, error) {
-	p := retries.Default
+	p := env.retries
+	if p == (retries.Parameters{}) {
+		p = retries.Default
+	}
 	p.Intents = env.intents
 	res, err := retries.Run(ctx, retries.Config{ServerPath: env.server, StateRoot: env.stateRoot, Seed: env.seed, Parameters: p})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"idemlab/internal/evidence"
+	"idemlab/internal/retries"
 )
 
 // An Experiment names one of the lab's experiments (runner -experiment).
@@ -37,7 +38,8 @@ type experimentEnv struct {
 	stateRoot string // a folder for state folders
 	seed      uint64
 	intents   int
-	out       io.Writer // where its table is printed
+	retries   retries.Parameters // zero: retries.Default
+	out       io.Writer          // where its table is printed
 }
 
 // experiments is every registered experiment, in the order a plain run

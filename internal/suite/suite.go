@@ -31,16 +31,17 @@ import (
 
 // Options is one invocation of the runner.
 type Options struct {
-	Root       string           // the checkout: cases/, schema/, sources
-	Out        string           // the evidence folder to write
-	Stores     []protocol.Store // stores to run, in evidence order
-	Case       string           // run only this case, and no experiment
-	Experiment Experiment       // run only this experiment, and no case; None: cases only
-	Seed       uint64           // the retries experiment's seed
-	Intents    int              // the retries experiment's intents per row (at least 1)
-	Unsafe     protocol.Flaw    // run the cases on servers with this flaw, and no experiment
-	ServerPath string           // a prebuilt effectserver; empty builds cmd/effectserver
-	Protocol   *labrun.Protocol // nil runs with labrun.DefaultProtocol
+	Root       string             // the checkout: cases/, schema/, sources
+	Out        string             // the evidence folder to write
+	Stores     []protocol.Store   // stores to run, in evidence order
+	Case       string             // run only this case, and no experiment
+	Experiment Experiment         // run only this experiment, and no case; None: cases only
+	Seed       uint64             // the retries experiment's seed
+	Intents    int                // the retries experiment's intents per row (at least 1)
+	Retries    retries.Parameters // the retries experiment's other knobs (zero: retries.Default); Intents overrides its Intents
+	Unsafe     protocol.Flaw      // run the cases on servers with this flaw, and no experiment
+	ServerPath string             // a prebuilt effectserver; empty builds cmd/effectserver
+	Protocol   *labrun.Protocol   // nil runs with labrun.DefaultProtocol
 	// PostgresDSN, when set, runs the postgres store on this existing
 	// server (a database per run, made and dropped there) instead of a
 	// throwaway one.
@@ -227,7 +228,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 		in.Stores = o.Stores
 	}
-	env := experimentEnv{server: server.Path, stateRoot: tmp, seed: o.Seed, intents: o.Intents, out: o.Stdout}
+	env := experimentEnv{server: server.Path, stateRoot: tmp, seed: o.Seed, intents: o.Intents, retries: o.Retries, out: o.Stdout}
 	for _, name := range runExperiments {
 		e, _ := lookupExperiment(name) // checked by plan
 		fs, err := e.run(ctx, env)
