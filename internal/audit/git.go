@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 var commitHash = regexp.MustCompile(`^[0-9a-f]{40}$`)
@@ -102,8 +103,33 @@ func isSourcePath(p string) bool {
 	return !contains(parts[1:len(parts)-1], "testdata")
 }
 
+// gitCache keeps git's answers for the life of the process: the audit
+// asks only about objects, which never change (and the byte-flip sweep
+// audits the same checkout thousands of times).
+var gitCache sync.Map
+
+type gitAnswer struct {
+	out []byte
+	err error
+}
+
 // git runs git in dir and returns its standard output.
 func git(dir string, stdin io.Reader, args ...string) ([]byte, error) {
+	key := dir + "\x00" + strings.Join(args, "\x00")
+	if stdin == nil {
+		if v, ok := gitCache.Load(key); ok {
+			a := v.(gitAnswer)
+			return a.out, a.err
+		}
+	}
+	out, err := runGit(dir, stdin, args...)
+	if stdin == nil {
+		gitCache.Store(key, gitAnswer{out, err})
+	}
+	return out, err
+}
+
+func runGit(dir string, stdin io.Reader, args ...string) ([]byte, error) {
 	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
 	cmd.Stdin = stdin
 	var stderr bytes.Buffer
@@ -116,8 +142,20 @@ func git(dir string, stdin io.Reader, args ...string) ([]byte, error) {
 }
 
 // blobHashes returns SourceHash of each blob, read with one git cat-file
-// --batch, each blob capped at CapSource.
+// --batch, each blob capped at CapSource (cached like git's answers).
 func blobHashes(dir string, ids []string) ([]string, error) {
+	key := dir + "\x00blobs\x00" + strings.Join(ids, " ")
+	if v, ok := gitCache.Load(key); ok {
+		return v.([]string), nil
+	}
+	out, err := readBlobs(dir, ids)
+	if err == nil {
+		gitCache.Store(key, out)
+	}
+	return out, err
+}
+
+func readBlobs(dir string, ids []string) ([]string, error) {
 	cmd := exec.Command("git", "-C", dir, "cat-file", "--batch")
 	cmd.Stdin = strings.NewReader(strings.Join(ids, "\n") + "\n")
 	stdout, err := cmd.StdoutPipe()

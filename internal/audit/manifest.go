@@ -306,6 +306,8 @@ func (a *auditor) checkServerBuild() {
 	switch {
 	case err != nil:
 		a.failf(CheckManifest, "-rebuild: %v", err)
+	case got == want && local != goVer:
+		a.failf(CheckManifest, "manifest.json: go_version: %s, but the server rebuilds byte for byte with %s (the Go version is part of the binary)", goVer, local)
 	case got == want:
 		a.note("server_sha256 reproduced by -rebuild (" + local + ", " + osArch + ")")
 	case local != goVer:

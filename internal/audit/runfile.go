@@ -35,8 +35,18 @@ func (a *auditor) checkRunFile(results map[string]any) {
 		a.fail(f)
 	}
 	a.check()
-	if s, _ := str(doc, "started_utc"); !validTime(s) {
-		fail(nil, "started_utc: %q is not an RFC 3339 time", s)
+	started, _ := str(doc, "started_utc")
+	if !validTime(started) {
+		fail(nil, "started_utc: %q is not an RFC 3339 time", started)
+	} else if gen, ok := str(a.manifest, "generated_utc"); ok && validTime(gen) {
+		// The manifest is written after the runs began, and a run that
+		// takes over an hour is not this lab's.
+		s, _ := time.Parse(time.RFC3339Nano, started)
+		g, _ := time.Parse(time.RFC3339Nano, gen)
+		if g.Before(s.Truncate(time.Second)) || g.After(s.Add(time.Hour)) {
+			a.fail(Failure{Check: CheckManifest, Field: "generated_utc",
+				Message: fmt.Sprintf("manifest.json: generated_utc: %s, not within the hour after run.json's started_utc %s", gen, started)})
+		}
 	}
 	a.check()
 	if !sane(doc["wall_ms"]) {

@@ -1,0 +1,65 @@
+package audit
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// Ensure the strict reader refuses what a lenient one would read two ways
+// (duplicate names, invalid UTF-8, trailing data) and reads the rest as
+// encoding/json does.
+func TestDecodeJSON(t *testing.T) {
+	tests := []struct {
+		name, in string
+		err      string // "" for success
+	}{
+		{"object", `{"a": [1, 2.5, "x", true, null], "b": {}}`, ""},
+		{"trailing white space", "{}\n\t ", ""},
+		{"duplicate at the top", `{"a": 1, "a": 1}`, `duplicate member name "a"`},
+		{"duplicate deep inside", `{"a": [{"b": {"c": 1, "c": 2}}]}`, `duplicate member name "c"`},
+		{"duplicate spelled with an escape", `{"a": 1, "\u0061": 2}`, `duplicate member name "a"`},
+		{"invalid UTF-8 in a string", "{\"a\": \"\xff\"}", "invalid UTF-8 at byte 7"},
+		{"invalid UTF-8 in white space", "{} \xc3", "invalid UTF-8 at byte 3"},
+		{"trailing value", `{} {}`, "unexpected data after the JSON value"},
+		{"trailing garbage", `{}x`, "unexpected data after the JSON value"},
+		{"truncated", `{"a": [1,`, "unexpected EOF"},
+		{"empty", ``, "EOF"},
+		{"too deep", strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1), "nested deeper than"},
+		{"deep enough", strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := decodeJSON([]byte(tt.in))
+			switch {
+			case tt.err == "" && err != nil:
+				t.Fatalf("decodeJSON(%q) error = %v, want nil", tt.in, err)
+			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+				t.Fatalf("decodeJSON(%q) = %v, %v, want an error containing %q", tt.in, v, err, tt.err)
+			}
+		})
+	}
+}
+
+// Ensure the strict reader never panics, and that whatever it accepts
+// encoding/json reads to the same value.
+func FuzzDecodeJSON(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `[1,"x",null,true,{"b":[]}]`, `{"a":1,"a":2}`, "\"\xff\"", `{} {}`, `1e400`, `"\ud800"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := decodeJSON(data)
+		if err != nil {
+			return
+		}
+		var w any
+		dec := json.NewDecoder(strings.NewReader(string(data)))
+		dec.UseNumber()
+		if err := dec.Decode(&w); err != nil {
+			t.Fatalf("decodeJSON accepted %q, encoding/json refuses it: %v", data, err)
+		}
+		if render(v) != render(w) {
+			t.Fatalf("decodeJSON(%q) = %s, encoding/json reads %s", data, render(v), render(w))
+		}
+	})
+}
