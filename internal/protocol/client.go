@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -36,7 +37,14 @@ type Reply struct {
 	Status   int
 	Body     []byte
 	Replayed *bool // the Idempotency-Replayed header: nil when absent or neither "true" nor "false"
+	// RetryAfter is how long the Retry-After header asks the client to
+	// wait (RetryAfterHeader); 0 when absent or unreadable.
+	RetryAfter time.Duration
 }
+
+// RetryAfterHeader on a 409, 429, 502 or 503 says how long to wait before
+// retrying.
+const RetryAfterHeader = "Retry-After"
 
 // A Client makes the lab's calls. Its methods are safe for concurrent use.
 type Client struct {
@@ -75,7 +83,7 @@ func (c *Client) Post(ctx context.Context, url string, r Request) (Reply, error)
 	if err != nil {
 		return Reply{}, err
 	}
-	out := Reply{Status: resp.StatusCode, Body: body}
+	out := Reply{Status: resp.StatusCode, Body: body, RetryAfter: ParseRetryAfter(resp.Header.Get(RetryAfterHeader), time.Now())}
 	switch resp.Header.Get(ReplayedHeader) {
 	case "true":
 		t := true
@@ -103,4 +111,20 @@ func Classify(err error) Outcome {
 	default:
 		return OutcomeNoReply
 	}
+}
+
+// ParseRetryAfter reads a Retry-After value (RFC 9110 section 10.2.3): a
+// number of seconds, or an HTTP date, relative to now. Anything else, an
+// empty value included, is 0: no wait asked for.
+func ParseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }

@@ -83,3 +83,22 @@ func TestClientOutcomes(t *testing.T) {
 		})
 	}
 }
+
+// Ensure Retry-After is read as seconds or an HTTP date, and anything
+// else asks for no wait.
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		v    string
+		want time.Duration
+	}{
+		{"", 0}, {"0", 0}, {"1", time.Second}, {"120", 2 * time.Minute}, {"-1", 0}, {"1.5", 0}, {"soon", 0},
+		{now.Add(3 * time.Second).Format(http.TimeFormat), 3 * time.Second},
+		{now.Add(-time.Hour).Format(http.TimeFormat), 0},
+	}
+	for _, tt := range tests {
+		if got := ParseRetryAfter(tt.v, now); got != tt.want {
+			t.Errorf("ParseRetryAfter(%q) = %v, want %v", tt.v, got, tt.want)
+		}
+	}
+}

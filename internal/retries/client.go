@@ -68,7 +68,6 @@ type rowClient struct {
 	url    string
 	keys   string // a folder for keys written to a file (restart-key-in-file)
 	hc     *protocol.Client
-	ra     *headerClient // the Retry-After rows read a header protocol.Reply does not carry
 }
 
 // drive sends every intent of one row to url with p.Workers workers and
@@ -80,7 +79,7 @@ func drive(ctx context.Context, p Parameters, seed uint64, r Row, stream int, ur
 	// the client design did not make (see protocol.Client).
 	timeout := time.Duration(p.ClientTimeoutMS) * time.Millisecond
 	c := &rowClient{p: p, seed: seed, r: r, stream: stream, url: url, keys: keys,
-		hc: protocol.NewClient(timeout), ra: newHeaderClient(timeout)}
+		hc: protocol.NewClient(timeout)}
 	defer c.hc.Close()
 	next := make(chan int)
 	errs := make([]error, p.Workers)
@@ -201,15 +200,8 @@ func (c *rowClient) intent(ctx context.Context, i int) (tally, error) {
 		}
 		t.sent++
 		fault := fmt.Sprintf("%s=%dms", protocol.FaultDelay, delay)
-		var status int
-		var err error
-		if c.r.Client == IgnoreRetryAfter || c.r.Client == HonourRetryAfter {
-			status, retryAfter, err = c.ra.post(ictx, c.url, k, fault, b)
-		} else {
-			var rep protocol.Reply
-			rep, err = c.hc.Post(ictx, c.url, protocol.Request{Key: k, Fault: fault, Body: b})
-			status = rep.Status
-		}
+		rep, err := c.hc.Post(ictx, c.url, protocol.Request{Key: k, Fault: fault, Body: b})
+		status, retryAfter = rep.Status, rep.RetryAfter
 		if err == nil {
 			t.reply(status)
 			if status == http.StatusOK {

@@ -2,7 +2,6 @@ package retries
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -110,55 +109,4 @@ func dropConn(w http.ResponseWriter) {
 		panic(http.ErrAbortHandler)
 	}
 	conn.Close()
-}
-
-// headerClient is the lab client's twin for the Retry-After rows: one
-// connection per call, keep-alives off (see protocol.Client), and it
-// returns the reply's Retry-After, which protocol.Reply does not carry.
-type headerClient struct{ http *http.Client }
-
-func newHeaderClient(timeout time.Duration) *headerClient {
-	return &headerClient{&http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}}
-}
-
-// post sends one attempt and returns the reply's status and its
-// Retry-After (0 when absent or unreadable); an error means no complete
-// reply arrived.
-func (c *headerClient) post(ctx context.Context, url string, key *string, fault string, body []byte) (int, time.Duration, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, 0, err
-	}
-	req.Header.Set("Content-Type", "text/plain")
-	if key != nil {
-		req.Header[protocol.KeyHeader] = []string{*key}
-	}
-	if fault != "" {
-		req.Header.Set(protocol.FaultHeader, fault)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return 0, 0, err
-	}
-	return resp.StatusCode, RetryAfter(resp.Header.Get("Retry-After"), time.Now()), nil
-}
-
-// RetryAfter reads a Retry-After value (RFC 9110 section 10.2.3): a
-// number of seconds, or an HTTP date, relative to now. Anything else, an
-// empty value included, is 0: no wait asked for.
-func RetryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseUint(v, 10, 32); err == nil {
-		return time.Duration(s) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
 }
