@@ -36,11 +36,11 @@ type Config struct {
 
 	MaxAttempts    int           // chaos-phase attempts per intent, 1..100 (default 8)
 	IntentWithin   time.Duration // chaos-phase deadline per intent, from its first attempt (default 3s)
-	AttemptTimeout time.Duration // the client's timeout per attempt, connection to reply (default 1s)
+	AttemptTimeout time.Duration // the client's timeout per attempt, connection to reply (default 250ms)
 	QuietWithin    time.Duration // bound on the quiet phase; an intent unresolved by then is stuck (default 15s)
 	QuietAttempts  int           // quiet-phase attempts per intent, 1..1000 (default 40)
 	KillEvery      time.Duration // mean time between the nemesis's kills (default 500ms; negative: no kills)
-	ServerWait     time.Duration // the servers' -wait: a duplicate's wait for an in-flight owner (default 300ms)
+	ServerWait     time.Duration // the servers' -wait: a duplicate's wait for an in-flight owner (default 150ms)
 	MaxIntents     int           // intents at most; also the servers' -capacity (default 50000)
 	MaxHistory     int           // chaos-phase attempts at most (default 300000)
 	ReadyWithin    time.Duration // a server's start to READY (default 10s)
@@ -50,9 +50,9 @@ type Config struct {
 // Defaults are the values zero fields of a Config take.
 var Defaults = Config{
 	Replicas: 2, Clients: 8, Duration: 3 * time.Second,
-	MaxAttempts: 8, IntentWithin: 3 * time.Second, AttemptTimeout: time.Second,
+	MaxAttempts: 8, IntentWithin: 3 * time.Second, AttemptTimeout: 250 * time.Millisecond,
 	QuietWithin: 15 * time.Second, QuietAttempts: 40, KillEvery: 500 * time.Millisecond,
-	ServerWait: 300 * time.Millisecond, MaxIntents: 50000, MaxHistory: 300000,
+	ServerWait: 150 * time.Millisecond, MaxIntents: 50000, MaxHistory: 300000,
 	ReadyWithin: 10 * time.Second, StopWithin: 15 * time.Second,
 }
 
@@ -434,7 +434,7 @@ func (r *run) awaitAllUp(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("replicas up %v after the chaos phase; the supervisor could not restart the rest", up)
+			return fmt.Errorf("replicas up %v after the chaos phase; the supervisor could not restart the rest: %s", up, r.cl.lastFailure())
 		}
 		t := time.NewTimer(superviseTick)
 		select {

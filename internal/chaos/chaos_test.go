@@ -78,6 +78,7 @@ func runChecked(t *testing.T, cfg Config) Result {
 	if got, want := res.Counts.CleanStops, cfg.Replicas; got != want {
 		t.Errorf("clean stops = %d, want %d (every replica exits 0 on the final SIGTERM)", got, want)
 	}
+	checkNoChildren(t)
 	if res.Counts.Intents == 0 || res.Counts.OK == 0 {
 		t.Errorf("intents %d, ok attempts %d: the run did nothing", res.Counts.Intents, res.Counts.OK)
 	}
@@ -101,4 +102,32 @@ func checkSound(t *testing.T, res Result) {
 	if n.Kills == 0 || n.Restarts == 0 || n.FaultedAttempts == 0 {
 		t.Errorf("%s: kills %d, restarts %d, faulted attempts %d; want some of each", res.Store, n.Kills, n.Restarts, n.FaultedAttempts)
 	}
+}
+
+// Ensure the volatile store runs to the end under the same chaos and its
+// duplicates are counted and shown, not violations: its keys live in one
+// process's memory, so a restart, or a retry on the other replica (its own
+// folder and counter), runs an intent again. Everything else it promises
+// holds (no lost acknowledgement, nothing stuck, values in order).
+func TestRunVolatile(t *testing.T) {
+	res := runChecked(t, config(t, protocol.Volatile))
+	n := res.Counts
+	if n.LostAcks != 0 || n.Stuck != 0 || !res.Verdict.OK {
+		t.Errorf("volatile: lost acks %d, stuck %d, verdict %+v; want 0, 0, ok", n.LostAcks, n.Stuck, res.Verdict)
+	}
+	if got, want := res.Verdict.Shown, n.Duplicates; got != want {
+		t.Errorf("volatile: shown findings %d, want the %d duplicates", got, want)
+	}
+	if n.AppliedOnce+n.Duplicates+n.NotApplied != n.Intents {
+		t.Errorf("volatile: applied once %d + duplicates %d + not applied %d != %d intents", n.AppliedOnce, n.Duplicates, n.NotApplied, n.Intents)
+	}
+}
+
+// Ensure the postgres store, two replicas on one database, keeps the
+// durable store's promises under the same chaos.
+func TestRunPostgres(t *testing.T) {
+	cfg := config(t, protocol.Postgres)
+	cfg.Databases = pgcluster.Shared(t)
+	res := runChecked(t, cfg)
+	checkSound(t, res)
 }

@@ -30,8 +30,10 @@ const (
 	// RuleValueReused: two non-replayed 200 replies from one place carry
 	// the same value.
 	RuleValueReused Rule = "value_reused"
-	// RuleValueOrder: a non-replayed 200 reply carries a value no larger
+	// RuleValueOrder: a non-replayed 200 reply carries a value smaller
 	// than one acknowledged, at the same place, before its attempt began.
+	// One finding per such earlier acknowledgement, naming the reply with
+	// the smallest value it exceeds.
 	RuleValueOrder Rule = "value_order"
 	// RuleUnknownEffect: the journal holds an effect whose body no intent
 	// of the history sent.
@@ -101,6 +103,8 @@ func (c Check) Violations(s protocol.Store) []Finding {
 // Over the acknowledged values, per place: a non-replayed 200 reports the
 // effect its own request ran, so (a) no two carry one value, and (b) if
 // reply A ended before attempt B started, A's value is smaller than B's.
+// A violation of (b) is reported once per A (see RuleValueOrder), so one
+// wrong value does not make every later reply a finding.
 //
 // Why (a) and (b) instead of a linearizability checker such as porcupine:
 // the object is a counter whose only operation is "add one and return the
@@ -260,25 +264,45 @@ func CheckHistory(h History) Check {
 			}
 		}
 		// Sweep: for each reply B by start, the largest value among the
-		// replies that ended before B started.
+		// replies that ended before B started (its culprit A). One
+		// finding per culprit, so that one wrong value does not turn
+		// every later reply into a finding: it names the reply with the
+		// smallest value among those A's value exceeds.
 		byEnd := slices.Clone(acks)
 		slices.SortFunc(byEnd, func(a, b ack) int { return cmp.Compare(a.end, b.end) })
 		byStart := slices.Clone(acks)
 		slices.SortFunc(byStart, func(a, b ack) int { return cmp.Compare(a.start, b.start) })
-		j := 0
-		var best *ack
+		type blame struct {
+			n        int
+			smallest ack
+		}
+		blamed := map[int]*blame{} // index into byEnd of the culprit
+		j, best := 0, -1
 		for _, b := range byStart {
 			for j < len(byEnd) && byEnd[j].end < b.start {
-				if best == nil || byEnd[j].value > best.value {
-					best = &byEnd[j]
+				if best < 0 || byEnd[j].value > byEnd[best].value {
+					best = j
 				}
 				j++
 			}
-			if best != nil && best.value > b.value {
-				add(RuleValueOrder, b.intent, intents[b.intent].key,
-					"place %d: value %d, but intent %d was acknowledged value %d at %d µs, before this attempt (%d) began at %d µs",
-					pl, b.value, best.intent, best.value, best.end, b.attempt, b.start)
+			if best >= 0 && byEnd[best].value > b.value {
+				bl := blamed[best]
+				if bl == nil {
+					bl = &blame{smallest: b}
+					blamed[best] = bl
+				}
+				bl.n++
+				if b.value < bl.smallest.value {
+					bl.smallest = b
+				}
 			}
+		}
+		for _, i := range sortedKeys(blamed) {
+			a, bl := byEnd[i], blamed[i]
+			b := bl.smallest
+			add(RuleValueOrder, b.intent, intents[b.intent].key,
+				"place %d: attempt %d began at %d µs and got value %d, but intent %d was acknowledged value %d at %d µs, before it began (%d later attempts got a value below %d)",
+				pl, b.attempt, b.start, b.value, a.intent, a.value, a.end, bl.n, a.value)
 		}
 	}
 

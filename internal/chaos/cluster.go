@@ -118,6 +118,18 @@ func (c *cluster) start(ctx context.Context, r int) error {
 	return last
 }
 
+// lastFailure is the error of the last start that failed, or "none".
+func (c *cluster) lastFailure() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := len(c.events) - 1; i >= 0; i-- {
+		if e := c.events[i]; e.Kind == EventStartFailed {
+			return fmt.Sprintf("replica %d on %s: %s", e.Replica, e.Addr, e.Error)
+		}
+	}
+	return "none"
+}
+
 // startTries bounds the tries of one start.
 const startTries = 4
 

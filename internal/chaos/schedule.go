@@ -38,6 +38,11 @@ var faultMix = []struct {
 	{700, fixedFault(protocol.FaultDropReply)},
 	{600, func(r *rand.Rand) string { return fmt.Sprintf("%s=%dms", protocol.FaultDelay, 1+r.IntN(50)) }},
 	{200, fixedFault(protocol.FaultSlow)},
+	// Longer than the client's default timeout: the client retries while
+	// the owner is still in flight, so the retry waits for it (and may
+	// get 409) or, on another replica, meets the owner's claim in a
+	// shared store.
+	{300, func(r *rand.Rand) string { return fmt.Sprintf("%s=%dms", protocol.FaultDelay, 300+r.IntN(400)) }},
 	{200, func(r *rand.Rand) string { return fmt.Sprintf("%s=%dms", protocol.FaultStall, 5+r.IntN(100)) }},
 	{150, func(r *rand.Rand) string {
 		return fmt.Sprintf("%s=%dms,%s", protocol.FaultDelay, 1+r.IntN(50), protocol.FaultDropReply)

@@ -1,0 +1,226 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"idemlab/internal/protocol"
+)
+
+// sampleHistory is a small hand-made history with one of each event.
+func sampleHistory() History {
+	h := shared([]Attempt{ack(0, 0, 0, 10, 1, false), lost(1, 0, 20, 30), ack(1, 1, 40, 50, 2, true)}, 0, 1)
+	h.Seed = 7
+	h.Servers = []ServerEvent{
+		{Kind: EventStart, Replica: 0, AtUS: -5, PID: 100, Addr: "127.0.0.1:1"},
+		{Kind: EventKill, Replica: 0, AtUS: 25, PID: 100, Addr: "127.0.0.1:1"},
+		{Kind: EventExit, Replica: 0, AtUS: 26, PID: 100, Addr: "127.0.0.1:1", ExitCode: -1},
+		{Kind: EventStop, Replica: 1, AtUS: 60, PID: 101, Addr: "127.0.0.1:2"},
+	}
+	return h
+}
+
+// Ensure a history survives WriteHistory and ReadHistory unchanged, lines
+// merged in time order, one JSON object per line.
+func TestHistoryRoundTrip(t *testing.T) {
+	h := sampleHistory()
+	var b bytes.Buffer
+	if err := h.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		var k struct{ Kind string }
+		if err := json.Unmarshal([]byte(line), &k); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		kinds = append(kinds, k.Kind)
+	}
+	if got, want := strings.Join(kinds, " "), "run start attempt attempt kill exit attempt stop place effect effect"; got != want {
+		t.Errorf("line kinds = %s, want %s", got, want)
+	}
+	got, err := ReadHistory(&b)
+	if err != nil {
+		t.Fatalf("ReadHistory() error = %v", err)
+	}
+	if !reflect.DeepEqual(got, h) {
+		t.Errorf("ReadHistory(Write(h)) =\n%+v\nwant\n%+v", got, h)
+	}
+	want := `{"kind":"attempt","intent":0,"key":"chaos-0","body_sha256":"sha-0","replica":0,"attempt":0,"phase":"chaos","start_us":0,"end_us":10,"fault":"","type":"ok","outcome":"reply","status":200,"value":"1","replayed":false,"error":""}`
+	if !strings.Contains(b.String(), want) && !strings.Contains(writeString(t, h), want+"\n") {
+		t.Errorf("history has no line\n%s\n%s", want, writeString(t, h))
+	}
+}
+
+func writeString(t *testing.T, h History) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := h.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// Ensure ReadHistory refuses a history it cannot trust, naming the line.
+func TestReadHistoryRefuses(t *testing.T) {
+	good := writeString(t, sampleHistory())
+	lines := strings.Split(strings.TrimSuffix(good, "\n"), "\n")
+	drop := func(i int) string {
+		return strings.Join(append(append([]string{}, lines[:i]...), lines[i+1:]...), "\n") + "\n"
+	}
+	tests := []struct {
+		name, in, want string
+	}{
+		{"empty", "", "no \"run\" header"},
+		{"no header", drop(0), "want the \"run\" header first"},
+		{"an attempt removed", drop(2), "the header announces"},
+		{"an effect removed", drop(len(lines) - 1), "announces 2"},
+		{"unknown kind", strings.Replace(good, `"kind":"kill"`, `"kind":"nuke"`, 1), `unknown kind "nuke"`},
+		{"unknown field", strings.Replace(good, `"fault":""`, `"fault":"","extra":1`, 1), `unknown field "extra"`},
+		{"bad store", strings.Replace(good, `"store":"durable"`, `"store":"mongo"`, 1), `unknown store "mongo"`},
+		{"not JSON", good + "{\n", "history line 12"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ReadHistory(strings.NewReader(tt.in))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ReadHistory() error = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// Ensure chaos.json keeps its field order, lists findings with
+// violations first, ends with a newline, and gives the same bytes twice.
+func TestJSON(t *testing.T) {
+	h := History{Store: protocol.Volatile, Replicas: 2, Seed: 3,
+		Attempts: []Attempt{ack(0, 0, 0, 10, 1, false), lost(1, 0, 20, 30), ack(1, 1, 40, 50, 1, false), lost(2, 1, 60, 70)},
+		Places:   []Place{journal(0, []int{0}, 0, 1), journal(1, []int{1}, 1)}}
+	cfg := withDefaults(Config{Store: protocol.Volatile, Seed: 3})
+	r := newResult(cfg, h, 2, 0, 0, false, false)
+	doc := r.JSON()
+	if !bytes.Equal(doc, r.JSON()) {
+		t.Error("JSON() differs between two calls")
+	}
+	if !bytes.HasSuffix(doc, []byte("}\n")) {
+		t.Error("JSON() has no final newline")
+	}
+	var keys []string
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.Token()
+	for dec.More() {
+		k, _ := dec.Token()
+		keys = append(keys, k.(string))
+		var skip json.RawMessage
+		dec.Decode(&skip)
+	}
+	if got, want := strings.Join(keys, " "), "schema_version experiment store seed parameters counts verdict capped"; got != want {
+		t.Errorf("top-level keys %s, want %s", got, want)
+	}
+	v := r.Verdict
+	if v.OK || v.Violations != 1 || v.Shown != 1 || len(v.Findings) != 2 || v.Findings[0].Rule != RuleStuck || v.Findings[1].Rule != RuleDuplicate {
+		t.Errorf("verdict = %+v, want not ok: the stuck intent 2 first, then the shown duplicate", v)
+	}
+	n := r.Counts
+	if n.Intents != 3 || n.Attempts != 4 || n.OK != 2 || n.Info != 2 || n.Duplicates != 1 || n.Stuck != 1 || n.Faults.DropReply != 2 || n.Effects != 3 {
+		t.Errorf("counts = %+v", n)
+	}
+	for _, want := range []string{`"drop-reply": 2`, `"rule": "duplicate",` + "\n        \"promised\": false", `"latency_ok_p50_us": 10`} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("chaos.json has no %q:\n%s", want, doc)
+		}
+	}
+}
+
+// Ensure the nearest-rank percentiles.
+func TestPercentile(t *testing.T) {
+	xs := []int64{5, 1, 4, 2, 3, 10, 9, 8, 7, 6}
+	for _, tt := range []struct {
+		p    int
+		want int64
+	}{{50, 5}, {99, 10}, {1, 1}, {100, 10}} {
+		if got := percentile(xs, tt.p); got != tt.want {
+			t.Errorf("percentile(1..10, %d) = %d, want %d", tt.p, got, tt.want)
+		}
+	}
+	if got := percentile(nil, 50); got != 0 {
+		t.Errorf("percentile(nil, 50) = %d, want 0", got)
+	}
+}
+
+// Ensure Run refuses what it cannot run before starting any server.
+func TestRunRefuses(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(c *Config)
+		want string
+	}{
+		{"no server", func(c *Config) { c.ServerPath = "" }, "no server binary"},
+		{"unknown store", func(c *Config) { c.Store = "mongo" }, `unknown store "mongo"`},
+		{"no state root", func(c *Config) { c.StateRoot = filepath.Join(c.StateRoot, "nope") }, "is not a folder"},
+		{"postgres without databases", func(c *Config) { c.Store = protocol.Postgres }, "no database server"},
+		{"five replicas", func(c *Config) { c.Replicas = 5 }, "replicas 5 outside 1..4"},
+		{"negative clients", func(c *Config) { c.Clients = -1 }, "clients -1 outside 1..64"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := config(t, protocol.Durable)
+			tt.edit(&c)
+			_, err := Run(context.Background(), c)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Run() error = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// Ensure a cancelled run ends with the context's error and leaves no
+// server behind: every replica started is reaped on that path too.
+func TestRunCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg := config(t, protocol.Durable)
+	cfg.Duration = 10 * time.Second
+	timer := time.AfterFunc(300*time.Millisecond, cancel)
+	defer timer.Stop()
+	began := time.Now()
+	_, err := Run(ctx, cfg)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run(cancelled) error = %v, want context.Canceled", err)
+	}
+	if d := time.Since(began); d > 3*time.Second {
+		t.Errorf("Run took %v to return after the cancel at 300ms", d)
+	}
+	checkNoChildren(t)
+}
+
+// checkNoChildren fails t if a process this test binary started is still
+// there (Linux only: it reads /proc).
+func checkNoChildren(t *testing.T) {
+	t.Helper()
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	if len(stats) == 0 {
+		return
+	}
+	me := strconv.Itoa(os.Getpid())
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so cut at the last ')'.
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fields) > 1 && fields[1] == me && strings.Contains(s, "(effectserver)") {
+			t.Errorf("an effectserver is still a child of the test: %s", strings.TrimSpace(s[:min(len(s), 80)]))
+		}
+	}
+}
