@@ -4,8 +4,15 @@ package main
 // folders it must refuse, a second server on a folder, clients that stall.
 
 import (
+	"crypto/sha256"
+	"database/sql"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"idemlab/internal/durablestore"
+	"idemlab/internal/store"
 )
 
 // exits2 checks that s exited 2 with one line on stderr holding every want.
@@ -47,5 +54,120 @@ func TestVolatileFolderLocked(t *testing.T) {
 	}
 	if got := third.stop(); got != 0 {
 		t.Fatalf("exit status after SIGTERM = %d, want 0; stderr:\n%s", got, third.stderr)
+	}
+}
+
+// durableFolder makes a durable state folder in dir holding the keys, then
+// runs stmts on its database behind the store's back.
+func durableFolder(t *testing.T, dir string, keys []string, stmts string) {
+	t.Helper()
+	s, err := durablestore.Open(dir, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if _, err := s.Apply(store.Intent{Key: k, Fingerprint: store.FingerprintOf([]byte(k))}, func() error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if stmts != "" {
+		sqlExec(t, filepath.Join(dir, durablestore.FileName), stmts)
+	}
+}
+
+// sqlExec runs stmts on the SQLite database at path, creating it if need be.
+func sqlExec(t *testing.T, path, stmts string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(stmts); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fileSum is the SHA-256 of the file at path.
+func fileSum(t *testing.T, path string) [sha256.Size]byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256.Sum256(b)
+}
+
+// Ensure state folders the server cannot use as they are make it exit 2
+// with one line naming the file and what is wrong, and leave the file as
+// it was: none of them may silently start from zero.
+func TestStateFolderRefused(t *testing.T) {
+	db := durablestore.FileName
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+		args  []string
+		file  string // the file named
+		want  string
+	}{
+		{"empty database", func(t *testing.T, dir string) { writeFile(t, filepath.Join(dir, db), "") },
+			[]string{"-store", "durable"}, db, "empty (0 bytes)"},
+		{"volatile folder as durable", func(t *testing.T, dir string) {
+			writeFile(t, filepath.Join(dir, "counter"), "1\n")
+			writeFile(t, filepath.Join(dir, "effects.log"), "1 "+strings.Repeat("ab", 32)+"\n")
+		}, []string{"-store", "durable"}, "counter", "belongs to the volatile store"},
+		{"durable folder as volatile", func(t *testing.T, dir string) { durableFolder(t, dir, []string{"k"}, "") },
+			[]string{"-store", "volatile"}, db, "belongs to the durable store"},
+		{"foreign database", func(t *testing.T, dir string) {
+			sqlExec(t, filepath.Join(dir, db), `CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER); INSERT INTO accounts VALUES (1, 100)`)
+		}, []string{"-store", "durable"}, db, "not an idemlab state database"},
+		{"counter without journal", func(t *testing.T, dir string) { durableFolder(t, dir, nil, `UPDATE state SET counter = 500`) },
+			[]string{"-store", "durable"}, db, "counter holds 500, but 0 effects are journaled"},
+		{"capacity below the recorded keys", func(t *testing.T, dir string) { durableFolder(t, dir, []string{"a", "b", "c"}, "") },
+			[]string{"-store", "durable", "-capacity", "2"}, db, "3 keys recorded, more than the capacity of 2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tt.setup(t, dir)
+			path := filepath.Join(dir, tt.file)
+			before := fileSum(t, path)
+			exits2(t, startServer(t, false, append([]string{"-state", dir}, tt.args...)...), path, tt.want)
+			if fileSum(t, path) != before {
+				t.Errorf("%s changed", path)
+			}
+		})
+	}
+}
+
+// Ensure a volatile server is refused on a folder durable servers run on,
+// and a durable server on a folder a volatile server runs on, each exiting
+// 2 naming the folder; durable servers still share a folder.
+func TestStoresExcludeEachOther(t *testing.T) {
+	dir := t.TempDir()
+	a := startServer(t, true, "-state", dir, "-store", "durable")
+	b := startServer(t, true, "-state", dir, "-store", "durable")
+	exits2(t, startServer(t, false, "-state", dir), dir, "another server holds it")
+	for _, s := range []*server{a, b} {
+		if got := s.stop(); got != 0 {
+			t.Fatalf("durable server exit status = %d, want 0; stderr:\n%s", got, s.stderr)
+		}
+	}
+
+	dir = t.TempDir()
+	v := startServer(t, true, "-state", dir)
+	exits2(t, startServer(t, false, "-state", dir, "-store", "durable"), dir, "a volatile server holds it")
+	if got := v.stop(); got != 0 {
+		t.Fatalf("volatile server exit status = %d, want 0; stderr:\n%s", got, v.stderr)
 	}
 }

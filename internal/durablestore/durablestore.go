@@ -20,7 +20,12 @@
 //
 // PRAGMA user_version holds the layout's version (SchemaVersion). A new
 // database is made whole under a temporary name and then linked to
-// state.db (see create), so state.db never names a half-made database.
+// state.db (see create), so state.db never names a half-made database, and
+// Open refuses any state.db it cannot trust instead of starting from zero:
+// empty, foreign, another layout, or a counter that disagrees with its
+// journal. Durable servers share a folder; a volatile one is kept out of it
+// by a lock on the folder (see lockFolder), and a folder holding the
+// volatile store's files is refused.
 //
 // Apply hands an intent to one committer goroutine, which applies a batch of
 // pending intents in one write transaction (BEGIN IMMEDIATE, so the lookup of
@@ -116,6 +121,7 @@ var ErrClosed = errors.New("durable store closed")
 type Store struct {
 	path     string
 	capacity int64
+	lock     *os.File // the state folder, share-locked
 	db       *sql.DB
 	stmts    [len(statements)]*sql.Stmt
 
@@ -163,9 +169,13 @@ func dsn(path string) string {
 const tempPrefix = ".state.db-new-"
 
 // Open opens the database in the state folder dir for a store holding at
-// most capacity keys, creating it first if there is none (see create). A
-// file that is not a database of this layout, or fails SQLite's integrity
-// check, is an error naming it: never a fresh start.
+// most capacity keys, creating it first if there is none (see create), and
+// holds a shared lock on the folder until Close (see lockFolder). It never
+// starts from zero beside state it cannot use: a file that is not a whole
+// database of this layout, fails SQLite's integrity check, holds a counter
+// that disagrees with its journal or more keys than capacity, or the
+// volatile store's files, is an error naming the file. Other files in the
+// folder are not the store's and are left alone.
 func Open(dir string, capacity int) (*Store, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
@@ -174,7 +184,29 @@ func Open(dir string, capacity int) (*Store, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("state folder %s: not a directory", dir)
 	}
+	lock, err := lockFolder(dir)
+	if err != nil {
+		return nil, err
+	}
+	s, err := openLocked(dir, capacity)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	s.lock = lock
+	go s.commitLoop()
+	return s, nil
+}
+
+// openLocked is Open once the folder is locked.
+func openLocked(dir string, capacity int) (*Store, error) {
+	if err := refuseForeign(dir); err != nil {
+		return nil, err
+	}
 	path := filepath.Join(dir, FileName)
+	if fi, err := os.Stat(path); err == nil && fi.Size() == 0 {
+		return nil, fmt.Errorf("durable store %s: empty (0 bytes): not a database this store made (it makes state.db whole before naming it)", path)
+	}
 	if err := create(dir, path); err != nil {
 		return nil, fmt.Errorf("durable store %s: create: %w", path, err)
 	}
@@ -184,7 +216,7 @@ func Open(dir string, capacity int) (*Store, error) {
 	}
 	// One connection: the committer's. Reads at start wait for it.
 	db.SetMaxOpenConns(1)
-	if err := check(db); err != nil {
+	if err := check(db, int64(capacity)); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("durable store %s: %w", path, err)
 	}
@@ -202,7 +234,6 @@ func Open(dir string, capacity int) (*Store, error) {
 			return nil, fmt.Errorf("durable store %s: prepare %q: %w", path, q, err)
 		}
 	}
-	go s.commitLoop()
 	return s, nil
 }
 
@@ -275,9 +306,10 @@ func syncFile(path string) error {
 	return f.Close()
 }
 
-// check checks the database's integrity, its layout, and that it is in
-// WAL mode.
-func check(db *sql.DB) error {
+// check checks the database's integrity, its layout, that it is in WAL
+// mode, that its counter agrees with its journal and its key count with
+// its keys, and that its keys fit in capacity.
+func check(db *sql.DB, capacity int64) error {
 	var result string
 	if err := db.QueryRow(`PRAGMA quick_check`).Scan(&result); err != nil {
 		return err
@@ -298,6 +330,26 @@ func check(db *sql.DB) error {
 	}
 	if mode != "wal" {
 		return fmt.Errorf("journal mode %q, want wal", mode)
+	}
+	// One statement, one snapshot: other servers may be writing.
+	var counter, keys, effects, lo, hi, recorded int64
+	err = db.QueryRow(`SELECT counter, keys,
+		(SELECT count(*) FROM effects), (SELECT coalesce(min(value), 0) FROM effects), (SELECT coalesce(max(value), 0) FROM effects),
+		(SELECT count(*) FROM keys)
+		FROM state WHERE id = 1`).Scan(&counter, &keys, &effects, &lo, &hi, &recorded)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return errors.New("no state row: table state is empty")
+	case err != nil:
+		return fmt.Errorf("read state: %w", err)
+	case effects != counter:
+		return fmt.Errorf("counter holds %d, but %d effects are journaled", counter, effects)
+	case counter > 0 && (lo != 1 || hi != counter):
+		return fmt.Errorf("counter holds %d, but the journaled effects have values %d to %d", counter, lo, hi)
+	case keys != recorded:
+		return fmt.Errorf("%d keys counted, but %d recorded", keys, recorded)
+	case recorded > capacity:
+		return fmt.Errorf("%d keys recorded, more than the capacity of %d (-capacity must be at least %d)", recorded, capacity, recorded)
 	}
 	return nil
 }
@@ -327,6 +379,16 @@ func layout(q querier) (empty bool, err error) {
 	default:
 		return false, fmt.Errorf("schema version %d, want %d", version, SchemaVersion)
 	}
+}
+
+// Keys returns how many keys the database holds recorded (the state row's
+// count, read without a scan).
+func (s *Store) Keys() (int64, error) {
+	var n int64
+	if err := s.db.QueryRow(`SELECT keys FROM state WHERE id = 1`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("durable store %s: read key count: %w", s.path, err)
+	}
+	return n, nil
 }
 
 // Path returns the database file's path.
@@ -392,7 +454,9 @@ func (s *Store) Close() error {
 	for _, st := range s.stmts {
 		st.Close()
 	}
-	if err := s.db.Close(); err != nil {
+	err := s.db.Close()
+	s.lock.Close() // after the database: a volatile server may take the folder
+	if err != nil {
 		return fmt.Errorf("durable store %s: close: %w", s.path, err)
 	}
 	return nil
@@ -553,8 +617,9 @@ func (s *Store) effect(st *[len(statements)]*sql.Stmt, p *pending) (int64, error
 
 // ReadState returns the counter and the applied effects (in the order
 // applied) of the database in dir, for use after every server on it has
-// exited. A missing database means 0 and no effects. It checks that the
-// effects are exactly the counter's: values 1 to counter, in order.
+// exited. A missing database means 0 and no effects; a database without
+// this store's tables is an error. It checks that the effects are exactly
+// the counter's: values 1 to counter, in order.
 func ReadState(dir string) (store.State, error) {
 	path := filepath.Join(dir, FileName)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
@@ -584,8 +649,8 @@ func readState(db *sql.DB) (store.State, error) {
 	if err != nil {
 		return store.State{}, err
 	}
-	if empty {
-		return store.State{}, nil // created, never written
+	if empty { // 0 bytes too: this store never names a database without its tables
+		return store.State{}, errors.New("not an idemlab state database (no tables, no schema version)")
 	}
 	var counter int64
 	if err := tx.QueryRow(`SELECT counter FROM state WHERE id = 1`).Scan(&counter); err != nil {
