@@ -398,6 +398,14 @@ func (r *run) supervise(ctx context.Context, chaosStart time.Time, chaosOver, st
 			}
 		}
 		up := r.cl.up()
+		for rep, u := range up {
+			// A replica down with nothing pending: a crash fault won
+			// the race against a kill (kill marks it down, reap never
+			// sees it). Restart it as a crashed one.
+			if !u && restartAt[rep].IsZero() {
+				restartAt[rep] = time.Now().Add(crashRestartAfter)
+			}
+		}
 		for rep, at := range restartAt {
 			if up[rep] || at.IsZero() || (chaos && time.Now().Before(at)) {
 				continue

@@ -81,12 +81,12 @@ type Counts struct {
 	Info                 int         `json:"info"` // no reply or timeout: outcome unknown
 	FaultedAttempts      int         `json:"faulted_attempts"`
 	Faults               FaultCounts `json:"faults"`
-	Kills                int         `json:"kills"`       // SIGKILLs the nemesis sent
-	CrashExits           int         `json:"crash_exits"` // servers that exited with protocol.CrashExitCode
-	Restarts             int         `json:"restarts"`    // starts after the first of each replica
-	StartFailures        int         `json:"start_failures"`
-	CleanStops           int         `json:"clean_stops"` // servers that exited 0 on the final SIGTERM
-	Effects              int         `json:"effects"`     // journal entries, over every place
+	Kills                int         `json:"kills"`          // SIGKILLs the nemesis sent
+	CrashExits           int         `json:"crash_exits"`    // servers that exited with protocol.CrashExitCode
+	Restarts             int         `json:"restarts"`       // starts after the first of each replica
+	StartFailures        int         `json:"start_failures"` // starts that did not reach READY (a crash fault can hit a server before its READY line is read)
+	CleanStops           int         `json:"clean_stops"`    // servers that exited 0 on the final SIGTERM
+	Effects              int         `json:"effects"`        // journal entries, over every place
 	Acked                int         `json:"acked"`
 	AppliedOnce          int         `json:"applied_once"`
 	Duplicates           int         `json:"duplicates"`
