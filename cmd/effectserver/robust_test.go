@@ -4,12 +4,18 @@ package main
 // folders it must refuse, a second server on a folder, clients that stall.
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"database/sql"
+	"fmt"
+	"io"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"idemlab/internal/durablestore"
 	"idemlab/internal/store"
@@ -170,4 +176,142 @@ func TestStoresExcludeEachOther(t *testing.T) {
 	if got := v.stop(); got != 0 {
 		t.Fatalf("volatile server exit status = %d, want 0; stderr:\n%s", got, v.stderr)
 	}
+}
+
+// stall opens a connection to addr that sends a POST /effect's headers,
+// promising a 100-byte body, and 5 bytes of it, then nothing more. With
+// waitContinue it asks for "100 Continue" and waits for it, which the
+// server sends when its handler starts reading the body: the request is
+// then surely in flight. The connection is closed when the test ends.
+func stall(t *testing.T, addr string, waitContinue bool) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	expect := ""
+	if waitContinue {
+		expect = "Expect: 100-continue\r\n"
+	}
+	if _, err := fmt.Fprintf(c, "POST /effect HTTP/1.1\r\nHost: %s\r\nContent-Length: 100\r\n%s\r\n", addr, expect); err != nil {
+		t.Fatal(err)
+	}
+	if waitContinue {
+		c.SetReadDeadline(time.Now().Add(deadline))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+			t.Fatalf("waiting for 100 Continue: %q, %v", line, err)
+		}
+	}
+	if _, err := io.WriteString(c, "add-o"); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Ensure SIGTERM with a client stalled in the middle of its body still
+// shuts down cleanly: exit 0, well within the deadline.
+func TestStalledBodyShutdownExits0(t *testing.T) {
+	s := startServer(t, true, "-state", t.TempDir())
+	stall(t, s.addr, true)
+	if got := s.stop(); got != 0 {
+		t.Fatalf("exit status after SIGTERM = %d, want 0; stderr:\n%s", got, s.stderr)
+	}
+}
+
+// Ensure a stalled client's connection is cut: the server stops reading
+// and closes it, however long the client keeps it open.
+func TestStalledBodyIsCut(t *testing.T) {
+	s := startServer(t, true, "-state", t.TempDir())
+	c := stall(t, s.addr, true)
+	c.SetReadDeadline(time.Now().Add(deadline))
+	if _, err := io.ReadAll(c); err != nil {
+		t.Fatalf("stalled connection not closed by the server within %v: %v", deadline, err)
+	}
+	if got := s.stop(); got != 0 {
+		t.Fatalf("exit status after SIGTERM = %d, want 0; stderr:\n%s", got, s.stderr)
+	}
+}
+
+// Ensure clients that stall mid-body cannot starve the server of file
+// descriptors: with an open-file limit of 256, 300 stalled connections
+// used to leave every later request waiting for ever. A normal request
+// must still be served once stallers are cut.
+func TestStallersDoNotStarve(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 300 connections and waits for them to be cut")
+	}
+	s := startLimited(t, 256, "-state", t.TempDir())
+	for range 300 {
+		stall(t, s.addr, false)
+	}
+	began := time.Now()
+	if status, body, _ := s.post("", ""); status != 200 || body != "1" {
+		t.Fatalf("POST behind 300 stalled connections = %d %q, want 200 1; stderr:\n%s", status, body, tail(s.stderr.String()))
+	}
+	t.Logf("served %v after the 300 stalled connections", time.Since(began).Round(time.Millisecond))
+	if got := s.stop(); got != 0 {
+		t.Fatalf("exit status after SIGTERM = %d, want 0; stderr:\n%s", got, tail(s.stderr.String()))
+	}
+}
+
+// tail is the last lines of a log.
+func tail(log string) string {
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	return strings.Join(lines[max(0, len(lines)-5):], "\n")
+}
+
+// startLimited starts effectserver, as startServer does, with an open-file
+// limit of nofile (soft and hard, so that the Go runtime cannot raise it),
+// and waits for its READY line.
+func startLimited(t *testing.T, nofile int, args ...string) *server {
+	t.Helper()
+	s := &server{t: t, stdout: new(syncBuffer), stderr: new(syncBuffer), exited: make(chan struct{}), copied: make(chan struct{}), lines: make(chan string, 1)}
+	s.cmd = exec.Command("/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile), os.Args[0]}, args...)...)
+	s.cmd.Env = append(os.Environ(), asServer+"=1", "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"))
+	s.cmd.Stderr = s.stderr
+	out, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(s.copied)
+		r := bufio.NewReader(out)
+		line, err := r.ReadString('\n')
+		s.lines <- line
+		if err == nil {
+			io.Copy(s.stdout, r)
+		}
+	}()
+	go func() {
+		<-s.copied
+		s.cmd.Wait()
+		close(s.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-s.exited:
+		default:
+			s.cmd.Process.Kill()
+			<-s.exited
+		}
+	})
+	s.ready()
+	return s
+}
+
+// Ensure an -addr whose port is taken is a usage error: exit 2, one line
+// naming the address.
+func TestPortInUseExits2(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	exits2(t, startServer(t, false, "-state", t.TempDir(), "-addr", addr), "-addr "+addr, "address already in use")
 }

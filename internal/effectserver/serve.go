@@ -1,7 +1,9 @@
 package effectserver
 
 // This file runs a Server as a process does: listen, announce READY, serve
-// until told to stop, shut down within a grace period.
+// until told to stop, shut down within a grace period. It also bounds what
+// a client can hold: the time to send a request, and the connections open
+// at once.
 
 import (
 	"context"
@@ -10,31 +12,74 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 )
 
-// shutdownGrace bounds how long a graceful shutdown waits for requests in
-// flight before closing them.
-const shutdownGrace = 10 * time.Second
+// The limits Run puts on clients.
+const (
+	// requestReadTimeout bounds how long a client may take to send its
+	// whole request, headers and body, counted from the moment the server
+	// starts reading it (when its connection is accepted). Lab clients send at once on loopback; a
+	// client that stalls is cut (400 if its headers had arrived, else the
+	// connection is closed). It bounds reading only: delay faults and a
+	// duplicate's wait for its owner come after the request is read.
+	requestReadTimeout = 3 * time.Second
+
+	// maxConns caps the connections served at once, well below common
+	// open-file limits (256, 1024) so that the store's files always open.
+	// Accept waits for a free slot: a connection beyond the cap waits in
+	// the kernel's accept backlog, holding no descriptor of this process,
+	// and is served once another closes (at the latest requestReadTimeout
+	// after the oldest staller was accepted). It is not refused: a lab
+	// client would see a refusal as a fault the lab did not inject.
+	maxConns = 128
+
+	// shutdownGrace bounds how long a graceful shutdown waits for
+	// requests in flight; the connections still open then are closed, and
+	// the shutdown is still clean.
+	shutdownGrace = 10 * time.Second
+)
+
+// limits are the bounds run serves with; tests shrink them.
+type limits struct {
+	read  time.Duration // requestReadTimeout
+	conns int           // maxConns
+	grace time.Duration // shutdownGrace
+}
+
+var defaultLimits = limits{read: requestReadTimeout, conns: maxConns, grace: shutdownGrace}
 
 // Run starts a server for cfg, prints "READY host:port\n" on stdout once it
 // accepts connections, logs to stderr, and serves until ctx ends, then shuts
-// down gracefully and returns nil. A *StartError means cfg or the state
-// folder cannot be used; any other error means the server failed. A crash
-// fault ends the process (cfg.Exit) without returning.
+// down within the grace period, whatever its clients do, and returns nil.
+// A *StartError means cfg, the state folder or the listen address cannot
+// be used; any other error means the server failed. A crash fault ends the
+// process (cfg.Exit) without returning.
 func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+	return run(ctx, cfg, stdout, stderr, defaultLimits)
+}
+
+func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, lim limits) error {
 	s, err := New(cfg, stderr)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	ln, err := net.Listen("tcp", s.listen)
+	inner, err := net.Listen("tcp", s.listen)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return &StartError{fmt.Errorf("-addr %s: %w", cfg.Addr, err)}
 	}
+	ln := newLimitListener(inner, lim.conns)
 	hs := &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler: s,
+		// The whole request, headers and body, must arrive within
+		// lim.read of the start of reading it. net/http lifts the deadline
+		// once the body is read, so it does not cut short a handler that
+		// waits (a delay fault, a duplicate waiting for its owner).
+		ReadHeaderTimeout: lim.read,
+		ReadTimeout:       lim.read,
+		IdleTimeout:       lim.read, // no keep-alives, so never idle; set should they return
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	// No keep-alives: see the package comment.
@@ -55,12 +100,63 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	case <-ctx.Done():
 	}
 	s.log.Info("shutdown")
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), lim.grace)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
+		// Past the grace period: whatever the clients still hold is
+		// closed, and the shutdown is still the clean one asked for.
 		hs.Close()
-		return fmt.Errorf("shutdown: %w", err)
+		s.log.Warn("shutdown: closed the connections still open", "grace", lim.grace, "err", err)
 	}
 	s.log.Info("stopped")
 	return nil
+}
+
+// limitListener accepts at most n connections open at once: Accept waits
+// for one to close before it takes the next from the backlog.
+type limitListener struct {
+	net.Listener
+	slots  chan struct{}
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newLimitListener(l net.Listener, n int) *limitListener {
+	return &limitListener{Listener: l, slots: make(chan struct{}, n), closed: make(chan struct{})}
+}
+
+// Accept waits for a free slot, then accepts a connection that frees its
+// slot when closed.
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+// Close stops Accept, waiting or not, and closes the listener.
+func (l *limitListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
+// limitConn is a connection holding a slot of its limitListener.
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+// Close closes the connection and frees its slot, once.
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }

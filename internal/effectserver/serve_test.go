@@ -1,0 +1,295 @@
+package effectserver
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"idemlab/internal/protocol"
+)
+
+// within bounds every wait in these tests; reaching it is a failure, not a
+// measurement.
+const within = 20 * time.Second
+
+// running is a server started by run in this process.
+type running struct {
+	t      *testing.T
+	addr   string
+	log    *lockedBuffer
+	cancel context.CancelFunc
+	done   chan error // run's result
+}
+
+// startRun runs a volatile server with lim (and -faults) until the test
+// ends, and waits for its READY line.
+func startRun(t *testing.T, lim limits) *running {
+	t.Helper()
+	cfg := Config{
+		StateDir: t.TempDir(),
+		Addr:     protocol.DefaultAddr,
+		Store:    protocol.Volatile,
+		Capacity: protocol.DefaultCapacity,
+		MaxBody:  protocol.DefaultMaxBody,
+		Wait:     protocol.DefaultWait,
+		Faults:   true,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{t: t, log: new(lockedBuffer), cancel: cancel, done: make(chan error, 1)}
+	pr, pw := io.Pipe()
+	go func() {
+		r.done <- run(ctx, cfg, pw, r.log, lim)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		cancel()
+		t.Fatalf("no READY line: %v; log:\n%s", err, r.log)
+	}
+	go io.Copy(io.Discard, pr)
+	r.addr = strings.TrimSuffix(strings.TrimPrefix(line, "READY "), "\n")
+	t.Cleanup(func() { r.stop() })
+	return r
+}
+
+// stop cancels run's context and returns its result.
+func (r *running) stop() error {
+	r.cancel()
+	select {
+	case err := <-r.done:
+		r.done <- err // for a later call
+		return err
+	case <-time.After(within):
+		r.t.Fatalf("run still running %v after its context ended; log:\n%s", within, r.log)
+		return nil
+	}
+}
+
+// stallConn sends a POST /effect's headers promising 100 bytes of body, 5
+// of them, then nothing. With waitContinue it waits for the server's "100
+// Continue", sent when the handler starts reading the body.
+func stallConn(t *testing.T, addr string, waitContinue bool) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, within)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	expect := ""
+	if waitContinue {
+		expect = "Expect: 100-continue\r\n"
+	}
+	if _, err := fmt.Fprintf(c, "POST /effect HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n%s\r\n", expect); err != nil {
+		t.Fatal(err)
+	}
+	if waitContinue {
+		c.SetReadDeadline(time.Now().Add(within))
+		if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+			t.Fatalf("waiting for 100 Continue: %q, %v", line, err)
+		}
+	}
+	if _, err := io.WriteString(c, "add-o"); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// post sends POST /effect with key and fault; status 0 means no reply.
+func (r *running) post(key, fault string) (status int, body, replayed string) {
+	req, err := http.NewRequest(http.MethodPost, "http://"+r.addr+"/effect", strings.NewReader("add-one"))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set(protocol.KeyHeader, key)
+	}
+	if fault != "" {
+		req.Header.Set(protocol.FaultHeader, fault)
+	}
+	cl := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: within}
+	res, err := cl.Do(req)
+	if err != nil {
+		return 0, "", ""
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b), res.Header.Get(protocol.ReplayedHeader)
+}
+
+// Ensure a body that stalls is cut after the read timeout: the client gets
+// 400 and the connection is closed.
+func TestRunCutsStalledBody(t *testing.T) {
+	r := startRun(t, limits{read: 200 * time.Millisecond, conns: 8, grace: within})
+	c := stallConn(t, r.addr, true)
+	c.SetReadDeadline(time.Now().Add(within))
+	reply, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("stalled connection not closed within %v: %v", within, err)
+	}
+	if !strings.HasPrefix(string(reply), "HTTP/1.1 400 ") {
+		t.Fatalf("reply to the stalled body = %q, want 400", reply)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Ensure a connection that never sends its headers is cut as well.
+func TestRunCutsStalledHeaders(t *testing.T) {
+	r := startRun(t, limits{read: 200 * time.Millisecond, conns: 8, grace: within})
+	c, err := net.DialTimeout("tcp", r.addr, within)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "POST /effect HTTP/1.1\r\nHost: x\r\n")
+	c.SetReadDeadline(time.Now().Add(within))
+	if _, err := io.ReadAll(c); err != nil {
+		t.Fatalf("connection with stalled headers not closed within %v: %v", within, err)
+	}
+}
+
+// Ensure the read deadline ends with the body: a duplicate waiting for its
+// owner longer than the read timeout still gets the owner's result, not a
+// canceled request. Both requests carry the delay, so whichever is
+// admitted first holds the key for 2 s, and the other waits for it.
+func TestRunWaitOutlivesReadTimeout(t *testing.T) {
+	r := startRun(t, limits{read: 100 * time.Millisecond, conns: 8, grace: within})
+	type reply struct {
+		status         int
+		body, replayed string
+	}
+	replies := make([]reply, 2)
+	var wg sync.WaitGroup
+	for i := range replies {
+		wg.Go(func() {
+			status, body, replayed := r.post("k", "delay=2000ms")
+			replies[i] = reply{status, body, replayed}
+		})
+	}
+	wg.Wait()
+	fresh := 0
+	for i, got := range replies {
+		if got.status != 200 || got.body != "1" {
+			t.Errorf("request %d = %+v, want 200 1; log:\n%s", i, got, r.log)
+		}
+		if got.replayed == "false" {
+			fresh++
+		}
+	}
+	if fresh != 1 {
+		t.Errorf("%d replies not replayed, want 1", fresh)
+	}
+}
+
+// Ensure that with every connection slot held by stallers, a normal
+// request waits in the backlog and is served once a staller is cut (its
+// 400 is logged before the 200).
+func TestRunConnectionCap(t *testing.T) {
+	const slots = 4
+	r := startRun(t, limits{read: 300 * time.Millisecond, conns: slots, grace: within})
+	for range slots + 2 {
+		stallConn(t, r.addr, false)
+	}
+	if status, body, _ := r.post("", ""); status != 200 || body != "1" {
+		t.Fatalf("POST behind the stallers = %d %q, want 200 1; log:\n%s", status, body, r.log)
+	}
+	log := r.log.String()
+	cut, served := strings.Index(log, "status=400"), strings.Index(log, "status=200")
+	if cut < 0 || served < cut {
+		t.Fatalf("log has no staller's 400 before the 200:\n%s", log)
+	}
+}
+
+// Ensure the listener never holds more than its slots open, and that
+// Close ends an Accept waiting for a slot.
+func TestLimitListener(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const slots = 3
+	ln := newLimitListener(inner, slots)
+	defer ln.Close()
+	accepted := make(chan net.Conn, 10)
+	acceptErr := make(chan error, 1)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				acceptErr <- err
+				return
+			}
+			accepted <- c
+		}
+	}()
+	for range slots + 2 {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	var held []net.Conn
+	for range slots {
+		held = append(held, <-accepted)
+	}
+	select {
+	case c := <-accepted:
+		t.Fatalf("accepted %v beyond %d slots", c.RemoteAddr(), slots)
+	case <-time.After(50 * time.Millisecond): // only the absence of a wrong accept; a slow machine passes too
+	}
+	held[0].Close()
+	held[0].Close() // frees its slot once
+	select {
+	case c := <-accepted:
+		held = append(held, c)
+	case <-time.After(within):
+		t.Fatal("no accept after a slot was freed")
+	}
+	select {
+	case c := <-accepted:
+		t.Fatalf("accepted %v beyond %d slots after a double Close", c.RemoteAddr(), slots)
+	case <-time.After(50 * time.Millisecond):
+	}
+	ln.Close()
+	select {
+	case err := <-acceptErr:
+		if !isClosed(err) {
+			t.Fatalf("Accept after Close: %v, want net.ErrClosed", err)
+		}
+	case <-time.After(within):
+		t.Fatal("Accept still waiting after Close")
+	}
+	for _, c := range held {
+		c.Close()
+	}
+}
+
+func isClosed(err error) bool {
+	return err != nil && strings.Contains(err.Error(), net.ErrClosed.Error())
+}
+
+// Ensure a shutdown with a request still in flight after the grace period
+// closes it and still returns nil (the command exits 0).
+func TestRunShutdownAfterGrace(t *testing.T) {
+	r := startRun(t, limits{read: within, conns: 8, grace: 100 * time.Millisecond})
+	c := stallConn(t, r.addr, true) // in flight, and stays so for the read timeout
+	if err := r.stop(); err != nil {
+		t.Fatalf("run after the grace period = %v, want nil", err)
+	}
+	c.SetReadDeadline(time.Now().Add(within))
+	if _, err := io.ReadAll(c); err != nil {
+		t.Fatalf("stalled connection not closed at shutdown: %v", err)
+	}
+	if log := r.log.String(); !strings.Contains(log, "closed the connections still open") || !strings.Contains(log, "msg=stopped") {
+		t.Fatalf("log lacks the forced close and the stop:\n%s", log)
+	}
+}
