@@ -80,6 +80,17 @@ type Phased interface {
 // default) keeps keys forever. Call it before the store is used.
 type Expiring interface {
 	SetKeyTTL(d time.Duration)
+
+	// RecordedWithTimes returns what Recorded does, less the expired keys,
+	// each with the time it was recorded, so that a registry loading them
+	// expires them when the store does.
+	RecordedWithTimes() ([]TimedRecord, error)
+}
+
+// A TimedRecord is a Record and when it was recorded.
+type TimedRecord struct {
+	Record
+	RecordedAt time.Time
 }
 
 // NewToken returns a fresh claim token: 128 random bits in hex.
