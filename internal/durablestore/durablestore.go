@@ -10,15 +10,19 @@
 //
 //	state   (id INTEGER PRIMARY KEY CHECK (id = 1), counter INTEGER, keys INTEGER)
 //	        one row: the counter (the side effect) and how many keys are held
-//	keys    (key TEXT PRIMARY KEY, fingerprint BLOB, value INTEGER)
-//	        one row per recorded key: the SHA-256 of its request body and
+//	keys    (key TEXT PRIMARY KEY, fingerprint BLOB, value INTEGER, recorded_at INTEGER)
+//	        one row per recorded key: the SHA-256 of its request body,
 //	        the counter value its effect produced (the reply body; the
-//	        status of a recorded result is always 200)
+//	        status of a recorded result is always 200), and when (Unix ms),
+//	        from which the key TTL runs (see SetKeyTTL)
+//	claims  the downstream mode's claims and results (see phased.go)
 //	effects (value INTEGER PRIMARY KEY, body_sha256 TEXT)
 //	        one row per applied effect, keyed or not: the counter value it
 //	        produced and the SHA-256 (hex) of its request body
 //
-// PRAGMA user_version holds the layout's version (SchemaVersion). A new
+// PRAGMA user_version holds the layout's version (SchemaVersion); a
+// database of version 1 (no recorded_at, no claims) is refused, naming its
+// version. A new
 // database is made whole under a temporary name and then linked to
 // state.db (see create), so state.db never names a half-made database, and
 // Open refuses any state.db it cannot trust instead of starting from zero:
@@ -61,7 +65,7 @@ import (
 const FileName = "state.db"
 
 // SchemaVersion is the table layout's version, kept in PRAGMA user_version.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // busyTimeoutMS bounds how long a transaction waits for another process's
 // write lock, in milliseconds.
@@ -81,23 +85,35 @@ INSERT INTO state (id, counter, keys) VALUES (1, 0, 0);
 CREATE TABLE keys (
 	key         TEXT PRIMARY KEY,
 	fingerprint BLOB NOT NULL,
-	value       INTEGER NOT NULL
+	value       INTEGER NOT NULL,
+	recorded_at INTEGER NOT NULL
+);
+CREATE TABLE claims (
+	key         TEXT PRIMARY KEY,
+	fingerprint BLOB NOT NULL,
+	token       TEXT NOT NULL,
+	lease_until INTEGER NOT NULL,
+	value       INTEGER,
+	recorded_at INTEGER
 );
 CREATE TABLE effects (
 	value       INTEGER PRIMARY KEY,
 	body_sha256 TEXT NOT NULL
 );
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;
 `
 
 // The statements an intent runs, prepared once.
 var statements = [...]string{
 	// The key count, and the key's fingerprint and value if it is recorded.
-	lookup: `SELECT s.keys, k.fingerprint, k.value FROM state AS s LEFT JOIN keys AS k ON k.key = ? WHERE s.id = 1`,
+	lookup: `SELECT s.keys, k.fingerprint, k.value, k.recorded_at FROM state AS s LEFT JOIN keys AS k ON k.key = ? WHERE s.id = 1`,
 	// The effect; a keyed intent also takes its place among the keys.
 	increment: `UPDATE state SET counter = counter + 1, keys = keys + ? WHERE id = 1 RETURNING counter`,
 	journal:   `INSERT INTO effects (value, body_sha256) VALUES (?, ?)`,
-	record:    `INSERT INTO keys (key, fingerprint, value) VALUES (?, ?, ?)`,
+	record:    `INSERT INTO keys (key, fingerprint, value, recorded_at) VALUES (?, ?, ?, ?)`,
+	// The key TTL: forget the keys recorded at or before $1, and recount.
+	purge:     `DELETE FROM keys WHERE recorded_at <= ?`,
+	recount:   `UPDATE state SET keys = (SELECT count(*) FROM keys) WHERE id = 1 RETURNING keys`,
 	savepoint: `SAVEPOINT intent`,
 	rollback:  `ROLLBACK TO intent`,
 	release:   `RELEASE intent`,
@@ -109,6 +125,8 @@ const (
 	increment
 	journal
 	record
+	purge
+	recount
 	savepoint
 	rollback
 	release
@@ -131,6 +149,8 @@ type Store struct {
 	once    sync.Once
 
 	commits, intents atomic.Int64 // see Stats
+
+	phased phasedState // see phased.go
 }
 
 // Stats counts the transactions the committer committed and the intents
@@ -554,9 +574,16 @@ func (s *Store) applyOne(st *[len(statements)]*sql.Stmt, p *pending, savepoints 
 	if keyed {
 		var keys int64
 		var fp []byte
-		var value sql.NullInt64
-		if err := st[lookup].QueryRow(in.Key).Scan(&keys, &fp, &value); err != nil {
+		var value, recordedAt sql.NullInt64
+		if err := st[lookup].QueryRow(in.Key).Scan(&keys, &fp, &value, &recordedAt); err != nil {
 			return store.Result{}, fmt.Errorf("durable store %s: look up key %q: %w", s.path, in.Key, err)
+		}
+		if cut, ok := s.expiredBefore(s.clock()); ok && (value.Valid && recordedAt.Int64 <= cut || !value.Valid && keys >= s.capacity) {
+			var err error
+			if keys, err = s.purgeKeys(st, cut); err != nil {
+				return store.Result{}, err
+			}
+			value.Valid = value.Valid && recordedAt.Int64 > cut // an expired key is absent
 		}
 		switch {
 		case value.Valid && string(fp) == string(in.Fingerprint[:]):
@@ -609,7 +636,7 @@ func (s *Store) effect(st *[len(statements)]*sql.Stmt, p *pending) (int64, error
 	if keyed == 0 {
 		return value, nil
 	}
-	if _, err := st[record].Exec(p.in.Key, p.in.Fingerprint[:], value); err != nil {
+	if _, err := st[record].Exec(p.in.Key, p.in.Fingerprint[:], value, s.clock().UnixMilli()); err != nil {
 		return 0, fmt.Errorf("durable store %s: record key %q: %w", s.path, p.in.Key, err)
 	}
 	return value, nil

@@ -342,7 +342,7 @@ func TestOpenRefuses(t *testing.T) {
 	}{
 		{"garbage", func(p string) error { return os.WriteFile(p, []byte(strings.Repeat("not a database ", 512)), 0o644) }, "file is not a database"},
 		{"foreign tables", sqlFile(`CREATE TABLE t (x)`), "not an idemlab state database"},
-		{"newer schema", sqlFile(`PRAGMA user_version = 7`), "schema version 7, want 1"},
+		{"newer schema", sqlFile(`PRAGMA user_version = 7`), "schema version 7, want 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
