@@ -8,16 +8,19 @@
 //	layout  (version integer)          one row: LayoutVersion
 //	state   (id integer PRIMARY KEY CHECK (id = 1), counter bigint, keys bigint)
 //	        one row: the counter (the side effect) and how many keys are held
-//	keys    (key text PRIMARY KEY, fingerprint bytea, value bigint)
-//	        one row per recorded key: the SHA-256 of its request body and
-//	        the counter value its effect produced; value is NULL only
-//	        inside the owner's open transaction
+//	keys    (key text PRIMARY KEY, fingerprint bytea, value bigint, recorded_at bigint)
+//	        one row per recorded key: the SHA-256 of its request body,
+//	        the counter value its effect produced, and when (Unix ms),
+//	        from which the key TTL runs; value is NULL only inside the
+//	        owner's open transaction
+//	claims  the downstream mode's claims and results (see phased.go)
 //	effects (value bigint PRIMARY KEY, body_sha256 text)
 //	        one row per applied effect, keyed or not: the counter value it
 //	        produced and the SHA-256 (hex) of its request body
 //
 // Open creates the tables in an empty database and refuses one holding
-// other tables or another layout version.
+// other tables or another layout version (version 1 had no recorded_at and
+// no claims).
 //
 // # Who applies a key: the key's primary key
 //
@@ -93,15 +96,15 @@ import (
 )
 
 // LayoutVersion is the table layout's version, kept in the layout table.
-const LayoutVersion = 1
+const LayoutVersion = 2
 
 // tables are the layout's tables, sorted.
-var tables = []string{"effects", "keys", "layout", "state"}
+var tables = []string{"claims", "effects", "keys", "layout", "state"}
 
 // schema creates the tables of LayoutVersion in an empty database.
 const schema = `
 CREATE TABLE layout (version integer NOT NULL);
-INSERT INTO layout (version) VALUES (1);
+INSERT INTO layout (version) VALUES (2);
 CREATE TABLE state (
 	id      integer PRIMARY KEY CHECK (id = 1),
 	counter bigint NOT NULL,
@@ -111,7 +114,16 @@ INSERT INTO state (id, counter, keys) VALUES (1, 0, 0);
 CREATE TABLE keys (
 	key         text PRIMARY KEY,
 	fingerprint bytea NOT NULL,
-	value       bigint
+	value       bigint,
+	recorded_at bigint
+);
+CREATE TABLE claims (
+	key         text PRIMARY KEY,
+	fingerprint bytea NOT NULL,
+	token       text NOT NULL,
+	lease_until bigint NOT NULL,
+	value       bigint,
+	recorded_at bigint
 );
 CREATE TABLE effects (
 	value       bigint PRIMARY KEY,
@@ -134,7 +146,7 @@ const defaultMaxConns = 16
 // The statements Apply runs (pgx prepares and caches each per connection).
 const (
 	claimKey = `INSERT INTO keys (key, fingerprint) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`
-	readKey  = `SELECT fingerprint, value FROM keys WHERE key = $1`
+	readKey  = `SELECT fingerprint, value, recorded_at FROM keys WHERE key = $1`
 	// The effect and its journal row: counter + 1, and for a keyed intent
 	// ($1 = 1) a place among at most $2 keys; no row means full.
 	applyEffect = `WITH s AS (
@@ -143,7 +155,7 @@ const (
 	RETURNING counter
 )
 INSERT INTO effects (value, body_sha256) SELECT counter, $3 FROM s RETURNING value`
-	recordKey = `UPDATE keys SET value = $2 WHERE key = $1`
+	recordKey = `UPDATE keys SET value = $2, recorded_at = $3 WHERE key = $1`
 )
 
 // SQLSTATE codes the store tells apart.
@@ -159,6 +171,8 @@ type Store struct {
 
 	claimTimeout string // SET LOCAL lock_timeout for the claim
 	busyTimeout  string // and back for the rest of the transaction
+
+	phased phasedState // see phased.go
 }
 
 var _ store.Store = (*Store)(nil)
@@ -344,6 +358,9 @@ func (s *Store) Apply(in store.Intent, afterEffect func() error) (store.Result, 
 		isKey = 1
 	}
 	err = tx.QueryRow(ctx, applyEffect, isKey, s.capacity, in.Fingerprint.Hex()).Scan(&value)
+	if errors.Is(err, pgx.ErrNoRows) && s.purgeKeys(ctx, tx) { // full: expired keys free places
+		err = tx.QueryRow(ctx, applyEffect, isKey, s.capacity, in.Fingerprint.Hex()).Scan(&value)
+	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return store.Result{}, store.ErrFull
@@ -354,7 +371,7 @@ func (s *Store) Apply(in store.Intent, afterEffect func() error) (store.Result, 
 		return store.Result{}, err
 	}
 	if keyed {
-		if _, err := tx.Exec(ctx, recordKey, in.Key, value); err != nil {
+		if _, err := tx.Exec(ctx, recordKey, in.Key, value, s.clock().UnixMilli()); err != nil {
 			return store.Result{}, s.failConn(conn, fmt.Sprintf("record key %q", in.Key), err)
 		}
 	}
@@ -386,9 +403,17 @@ func (s *Store) claim(ctx context.Context, conn *pgxpool.Conn, tx pgx.Tx, in sto
 		return store.Result{}, true, nil
 	}
 	var fp []byte
-	var value *int64
-	if err := tx.QueryRow(ctx, readKey, in.Key).Scan(&fp, &value); err != nil {
+	var value, recordedAt *int64
+	if err := tx.QueryRow(ctx, readKey, in.Key).Scan(&fp, &value, &recordedAt); err != nil {
 		return store.Result{}, false, s.failConn(conn, fmt.Sprintf("read key %q", in.Key), err)
+	}
+	if s.expired(recordedAt) {
+		// Expired: absent. Whoever deletes it claims the key anew; a
+		// replica that lost that race finds the new row next time.
+		if err := s.expireKey(ctx, tx, in.Key); err != nil {
+			return store.Result{}, false, s.failConn(conn, fmt.Sprintf("expire key %q", in.Key), err)
+		}
+		return s.claim(ctx, conn, tx, in)
 	}
 	switch {
 	case value == nil:

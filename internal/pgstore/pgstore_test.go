@@ -447,13 +447,13 @@ func TestOpenRefusesForeignDatabase(t *testing.T) {
 		name, setup, want string
 	}{
 		{"other tables", `CREATE TABLE accounts (id int)`, "public.accounts"},
-		{"other version", `SELECT 1`, "layout version 2, want 1"},
+		{"other version", `SELECT 1`, "layout version 99, want 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dsn := newDB(t)
 			if tc.name == "other version" {
 				open(t, dsn, 10, time.Second).Close()
-				exec(t, dsn, `UPDATE layout SET version = 2`)
+				exec(t, dsn, `UPDATE layout SET version = 99`)
 			} else {
 				exec(t, dsn, tc.setup)
 			}
