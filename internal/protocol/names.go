@@ -68,10 +68,17 @@ const (
 	FaultCrashAfterEffect  Fault = "crash-after-effect"  // exit once the effect is durable, result not recorded
 	FaultCrashAfterRecord  Fault = "crash-after-record"  // exit once the result is recorded, before the reply
 	FaultDropReply         Fault = "drop-reply"          // apply and record, then close without a reply
+
+	// The downstream mode's faults (effectserver -downstream), refused
+	// by a server without it.
+	FaultCrashAfterClaim      Fault = "crash-after-claim"      // exit once the claim is committed, before the downstream call
+	FaultCrashAfterDownstream Fault = "crash-after-downstream" // exit once the downstream replied, result not recorded
+	FaultDropDownstreamReply  Fault = "drop-downstream-reply"  // the downstream applies and drops its reply (X-Lab-Fault: drop-reply to it)
 )
 
 // Faults lists every fault.
-var Faults = []Fault{FaultDelay, FaultSlow, FaultCrashBeforeEffect, FaultStall, FaultCrashAfterEffect, FaultCrashAfterRecord, FaultDropReply}
+var Faults = []Fault{FaultDelay, FaultSlow, FaultCrashBeforeEffect, FaultStall, FaultCrashAfterEffect, FaultCrashAfterRecord, FaultDropReply,
+	FaultCrashAfterClaim, FaultCrashAfterDownstream, FaultDropDownstreamReply}
 
 // ParseFault returns the fault called name (without an argument), or an
 // error listing the names.
