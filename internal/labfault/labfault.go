@@ -33,6 +33,11 @@ const (
 	BeforeEffect       // admitted, nothing applied
 	AfterEffect        // effect durable, result not yet recorded
 	AfterRecord        // result recorded, reply not yet sent
+
+	// The downstream mode's points (effectserver -downstream), where the
+	// effect is a call to another service between two commits.
+	AfterClaim      // claim committed, downstream not yet called
+	AfterDownstream // downstream replied, result not yet recorded
 )
 
 // A Fault is one parsed X-Lab-Fault value: one fault, or several joined by
@@ -44,6 +49,16 @@ type Fault struct {
 	Stall     time.Duration // sleep once the effect is done, before its result is recorded (inside a store's transaction)
 	Crash     Point         // where to exit with ExitCode, or NoCrash
 	DropReply bool          // apply and record, then close the connection without a reply
+
+	// DropDownstreamReply asks the downstream service to apply and drop
+	// its reply (the server sends it X-Lab-Fault: drop-reply).
+	DropDownstreamReply bool
+}
+
+// Downstream reports whether f names a fault that only a server with a
+// downstream service can act on.
+func (f Fault) Downstream() bool {
+	return f.Crash == AfterClaim || f.Crash == AfterDownstream || f.DropDownstreamReply
 }
 
 // Errors returned by Parse and FromHeader. Their text is fixed (apart from
@@ -118,6 +133,9 @@ func init() {
 	register(protocol.FaultCrashBeforeEffect, fixed(Fault{Crash: BeforeEffect}))
 	register(protocol.FaultCrashAfterEffect, fixed(Fault{Crash: AfterEffect}))
 	register(protocol.FaultCrashAfterRecord, fixed(Fault{Crash: AfterRecord}))
+	register(protocol.FaultCrashAfterClaim, fixed(Fault{Crash: AfterClaim}))
+	register(protocol.FaultCrashAfterDownstream, fixed(Fault{Crash: AfterDownstream}))
+	register(protocol.FaultDropDownstreamReply, fixed(Fault{DropDownstreamReply: true}))
 }
 
 // Names returns the registered fault names, sorted.
@@ -155,6 +173,7 @@ func Parse(v string) (Fault, error) {
 		f.Stall += one.Stall
 		f.Crash = max(f.Crash, one.Crash)
 		f.DropReply = f.DropReply || one.DropReply
+		f.DropDownstreamReply = f.DropDownstreamReply || one.DropDownstreamReply
 	}
 	f.Name = v
 	return f, nil
@@ -164,10 +183,11 @@ func Parse(v string) (Fault, error) {
 type point int
 
 const (
-	beforeEffect point = iota // delay, slow
-	atTheGap                  // stall
-	crash                     // every crash point: a process exits once
-	reply                     // drop-reply
+	beforeEffect    point = iota // delay, slow
+	atTheGap                     // stall
+	crash                        // every crash point: a process exits once
+	reply                        // drop-reply
+	downstreamReply              // drop-downstream-reply
 )
 
 // pointOf tells where each fault acts.
@@ -179,6 +199,10 @@ var pointOf = map[protocol.Fault]point{
 	protocol.FaultCrashAfterEffect:  crash,
 	protocol.FaultCrashAfterRecord:  crash,
 	protocol.FaultDropReply:         reply,
+
+	protocol.FaultCrashAfterClaim:      crash,
+	protocol.FaultCrashAfterDownstream: crash,
+	protocol.FaultDropDownstreamReply:  downstreamReply,
 }
 
 // parseOne parses one fault of a list.

@@ -26,6 +26,13 @@ func TestParse(t *testing.T) {
 		{in: "crash-before-effect", want: Fault{Name: "crash-before-effect", Crash: BeforeEffect}},
 		{in: "crash-after-effect", want: Fault{Name: "crash-after-effect", Crash: AfterEffect}},
 		{in: "crash-after-record", want: Fault{Name: "crash-after-record", Crash: AfterRecord}},
+		{in: "crash-after-claim", want: Fault{Name: "crash-after-claim", Crash: AfterClaim}},
+		{in: "crash-after-downstream", want: Fault{Name: "crash-after-downstream", Crash: AfterDownstream}},
+		{in: "drop-downstream-reply", want: Fault{Name: "drop-downstream-reply", DropDownstreamReply: true}},
+		{in: "drop-downstream-reply,drop-reply", want: Fault{Name: "drop-downstream-reply,drop-reply", DropDownstreamReply: true, DropReply: true}},
+		{in: "stall=5ms,crash-after-downstream", want: Fault{Name: "stall=5ms,crash-after-downstream", Stall: 5 * time.Millisecond, Crash: AfterDownstream}},
+		{in: "crash-after-claim,crash-after-downstream", err: ErrClash},
+		{in: "drop-downstream-reply,drop-downstream-reply", err: ErrClash},
 		{in: "", err: ErrEmpty},
 		{in: "dorp", err: ErrUnknown},
 		{in: "Slow", err: ErrUnknown},
@@ -92,7 +99,7 @@ func TestFromHeader(t *testing.T) {
 // Ensure the vocabulary holds exactly the designed names, and every fault
 // the protocol names has a behaviour here.
 func TestNames(t *testing.T) {
-	want := []string{"crash-after-effect", "crash-after-record", "crash-before-effect", "delay", "drop-reply", "slow", "stall"}
+	want := []string{"crash-after-claim", "crash-after-downstream", "crash-after-effect", "crash-after-record", "crash-before-effect", "delay", "drop-downstream-reply", "drop-reply", "slow", "stall"}
 	if got := Names(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}
@@ -117,4 +124,20 @@ func TestRegisterTwicePanics(t *testing.T) {
 		}
 	}()
 	register("slow", fixed(Fault{}))
+}
+
+// Ensure exactly the downstream mode's faults say they need a downstream.
+func TestDownstream(t *testing.T) {
+	for in, want := range map[string]bool{
+		"crash-after-claim": true, "crash-after-downstream": true, "drop-downstream-reply": true,
+		"slow,drop-downstream-reply": true, "crash-after-effect": false, "drop-reply": false, "stall=1ms": false,
+	} {
+		f, err := Parse(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.Downstream(); got != want {
+			t.Errorf("Parse(%q).Downstream() = %v, want %v", in, got, want)
+		}
+	}
 }
