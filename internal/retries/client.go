@@ -201,7 +201,8 @@ func (c *rowClient) intent(ctx context.Context, i int) (tally, error) {
 		t.sent++
 		fault := fmt.Sprintf("%s=%dms", protocol.FaultDelay, delay)
 		rep, err := c.hc.Post(ictx, c.url, protocol.Request{Key: k, Fault: fault, Body: b})
-		status, retryAfter = rep.Status, rep.RetryAfter
+		status := rep.Status
+		retryAfter = rep.RetryAfter
 		if err == nil {
 			t.reply(status)
 			if status == http.StatusOK {
