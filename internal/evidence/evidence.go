@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -138,6 +139,9 @@ func probeWritable(folder, out string) error {
 	}
 	f, err := os.CreateTemp(folder, ".idemlab-probe-*")
 	if err != nil {
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			err = pe.Err // the probe's random name says nothing
+		}
 		return fmt.Errorf("evidence folder %s: cannot write in %s: %w", out, folder, err)
 	}
 	f.Close()
