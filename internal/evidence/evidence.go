@@ -151,7 +151,7 @@ func probeWritable(folder, out string) error {
 // Write validates every file and the manifest, then writes the files and the
 // manifest (last) into dir. Files from an earlier run that this run does not
 // write are removed, so the folder lists exactly what the manifest lists.
-func Write(dir string, schemas *schemacheck.Set, files []File, m Manifest) error {
+func Write(dir string, schemas *schemacheck.Set, files []File, m Manifest, tests Tests) error {
 	m.Files = map[string]string{}
 	for _, f := range files {
 		if f.Schema != "" {
@@ -168,6 +168,13 @@ func Write(dir string, schemas *schemacheck.Set, files []File, m Manifest) error
 	if err := schemas.Validate("manifest.schema.json", mb); err != nil {
 		return fmt.Errorf("evidence %s does not satisfy manifest.schema.json: %w", ManifestName, err)
 	}
+	sb, err := Statement(m, mb, tests)
+	if err != nil {
+		return err
+	}
+	if err := schemas.Validate("statement.schema.json", sb); err != nil {
+		return fmt.Errorf("evidence %s does not satisfy statement.schema.json: %w", StatementName, err)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("make evidence folder: %w", err)
 	}
@@ -175,6 +182,9 @@ func Write(dir string, schemas *schemacheck.Set, files []File, m Manifest) error
 	// the audit instead of passing with stale hashes.
 	if err := os.Remove(filepath.Join(dir, ManifestName)); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("remove old manifest: %w", err)
+	}
+	if err := os.Remove(filepath.Join(dir, StatementName)); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("remove old statement: %w", err)
 	}
 	if err := removeUnlisted(dir, m.Files); err != nil {
 		return err
@@ -184,7 +194,10 @@ func Write(dir string, schemas *schemacheck.Set, files []File, m Manifest) error
 			return err
 		}
 	}
-	return writeAtomic(filepath.Join(dir, ManifestName), mb)
+	if err := writeAtomic(filepath.Join(dir, ManifestName), mb); err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(dir, StatementName), sb)
 }
 
 func removeUnlisted(dir string, listed map[string]string) error {

@@ -141,7 +141,7 @@ func ParseStores(flag string) ([]protocol.Store, error) {
 
 // evidenceNames are the files the runner may write into the evidence folder.
 func evidenceNames() []string {
-	return append([]string{evidence.ResultsName, evidence.RunName, evidence.ReportName, evidence.ManifestName}, experimentFiles()...)
+	return append([]string{evidence.ResultsName, evidence.RunName, evidence.ReportName, evidence.ManifestName, evidence.StatementName}, experimentFiles()...)
 }
 
 // Run runs the suite and returns nil when the audit passed, ErrAuditFailed
@@ -210,6 +210,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	git := evidence.GitState(o.Root)
 	in := evidence.ManifestInput{Root: o.Root, Git: git, Protocol: cfg.Protocol, ServerSHA: server.SHA256, ServerBuild: server.Recipe, Postgres: postgresVersion, Unsafe: o.Unsafe}
 	var files []evidence.File
+	tests := evidence.Tests{}
 	if runSuite {
 		began := time.Now()
 		grid, err := runAll(ctx, cfg, cases, o.Stores, o.Stdout)
@@ -223,6 +224,7 @@ func Run(ctx context.Context, o Options) (err error) {
 			return err
 		}
 		files = append(fs, evidence.File{Name: evidence.ReportName, Data: evidence.Report(grid, git.Commit, git.Dirty)})
+		tests = evidence.TestsOf(grid)
 		for _, c := range cases {
 			in.Cases = append(in.Cases, c.Name)
 		}
@@ -245,7 +247,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := evidence.Write(o.Out, schemas, files, m); err != nil {
+	if err := evidence.Write(o.Out, schemas, files, m, tests); err != nil {
 		return err
 	}
 	written = true
