@@ -11,6 +11,11 @@
 // from its own record where the registry could not: a key another process
 // recorded replays, or gets 422, and a new key beyond capacity gets 429.
 //
+// With Config.Downstream the effect is a call to another effect server
+// (the ledger) and a keyed request passes three recovery points, each its
+// own transaction in a store.Phased: claim (with a lease), the call,
+// complete (see downstream.go). With Config.KeyTTL a recorded key expires.
+//
 // The wire contract (path, headers, key syntax, defaults) is package
 // protocol's; the stores are package store's implementations, opened by
 // name through statedir. The server disables keep-alives: see protocol's
@@ -46,6 +51,25 @@ type Config struct {
 	Wait     time.Duration  // how long a duplicate waits for an in-flight owner
 	Faults   bool           // honour X-Lab-Fault
 
+	// Downstream, when set, is the effect URL of another effect server
+	// (the ledger): the effect becomes a POST to it, and the reply value
+	// is the ledger's (see downstream.go).
+	Downstream string
+	// ForwardKey sends the ledger a key derived from the request's
+	// (ForwardedKey); false sends none.
+	ForwardKey bool
+	// Service scopes the forwarded key (ForwardedKey), so that two
+	// upstream services cannot collide at one ledger; replicas of one
+	// service share it.
+	Service string
+	// Lease is how long a claim of the downstream mode holds its key
+	// before another request may take it over.
+	Lease time.Duration
+	// KeyTTL, when more than 0, makes a recorded key expire that long
+	// after it was recorded: a retry after it is a new effect, and the
+	// key no longer takes a place. 0 keeps keys for ever.
+	KeyTTL time.Duration
+
 	// UnsafeRegistry, when not protocol.Sound, names a flaw to build into
 	// the key registry on purpose (only with Faults): the lab's mutation
 	// runs prove its cases catch each classic registry bug.
@@ -76,6 +100,13 @@ type Server struct {
 	log      *slog.Logger
 	exit     func(int)
 
+	// phased holds the downstream mode's claims (nil without Downstream):
+	// the store's when it is a store.Phased, else an in-memory
+	// registry.Claims (the volatile store).
+	phased store.Phased
+	// ledger is the client of the downstream calls.
+	ledger *protocol.Client
+
 	// admitted, when set by a test, is called when a request has been
 	// admitted (became the owner of its key, or is unkeyed), before faults.
 	admitted func(key string)
@@ -100,16 +131,10 @@ func New(cfg Config, stderr io.Writer) (*Server, error) {
 	if cfg.UnsafeRegistry != protocol.Sound {
 		fmt.Fprintf(stderr, "WARNING: UNSAFE REGISTRY %q: this server has a deliberate idempotency bug, for the lab's mutation runs only\n", cfg.UnsafeRegistry)
 	}
-	recorded, err := st.Recorded()
+	phased, err := expire(cfg, st, reg)
 	if err != nil {
 		st.Close()
-		return nil, &StartError{fmt.Errorf("load recorded keys: %w", err)}
-	}
-	for _, rec := range recorded {
-		if err := reg.Restore(rec.Key, rec.Fingerprint, rec.Value); err != nil {
-			st.Close()
-			return nil, &StartError{fmt.Errorf("load recorded key %q: %w", rec.Key, err)}
-		}
+		return nil, &StartError{err}
 	}
 	exit := cfg.Exit
 	if exit == nil {
@@ -120,9 +145,60 @@ func New(cfg Config, stderr io.Writer) (*Server, error) {
 		listen:   listen,
 		store:    st,
 		registry: reg,
+		phased:   phased,
+		ledger:   protocol.NewClient(protocol.DefaultClientTimeout),
 		log:      slog.New(slog.NewTextHandler(stderr, nil)),
 		exit:     exit,
 	}, nil
+}
+
+// expire gives the key TTL to the registry and the store, loads the keys
+// the store kept into the registry (with the time each was recorded, when
+// the store keeps it), and returns the downstream mode's claims, if any.
+func expire(cfg Config, st store.Store, reg registry.Table) (store.Phased, error) {
+	if cfg.KeyTTL > 0 {
+		r, ok := reg.(interface{ SetKeyTTL(time.Duration) })
+		if !ok {
+			return nil, errors.New("-key-ttl: this registry cannot expire keys")
+		}
+		r.SetKeyTTL(cfg.KeyTTL)
+	}
+	exp, timed := st.(store.Expiring)
+	restoreAt, canAt := reg.(interface {
+		RestoreAt(string, store.Fingerprint, int64, time.Time) error
+	})
+	switch {
+	case cfg.KeyTTL > 0 && timed && canAt:
+		exp.SetKeyTTL(cfg.KeyTTL)
+		recorded, err := exp.RecordedWithTimes()
+		if err != nil {
+			return nil, fmt.Errorf("load recorded keys: %w", err)
+		}
+		for _, rec := range recorded {
+			if err := restoreAt.RestoreAt(rec.Key, rec.Fingerprint, rec.Value, rec.RecordedAt); err != nil {
+				return nil, fmt.Errorf("load recorded key %q: %w", rec.Key, err)
+			}
+		}
+	default:
+		recorded, err := st.Recorded()
+		if err != nil {
+			return nil, fmt.Errorf("load recorded keys: %w", err)
+		}
+		for _, rec := range recorded {
+			if err := reg.Restore(rec.Key, rec.Fingerprint, rec.Value); err != nil {
+				return nil, fmt.Errorf("load recorded key %q: %w", rec.Key, err)
+			}
+		}
+	}
+	if cfg.Downstream == "" {
+		return nil, nil
+	}
+	if p, ok := st.(store.Phased); ok {
+		return p, nil
+	}
+	c := registry.NewClaims(cfg.Capacity) // volatile: claims in memory only
+	c.SetKeyTTL(cfg.KeyTTL)
+	return c, nil
 }
 
 // check validates cfg and returns the address to listen on.
@@ -154,7 +230,16 @@ func check(cfg Config) (string, error) {
 	if cfg.Wait <= 0 {
 		return "", fmt.Errorf("-wait %s: want more than 0", cfg.Wait)
 	}
+	if err := checkDownstream(cfg); err != nil {
+		return "", err
+	}
 	if cfg.UnsafeRegistry != protocol.Sound {
+		switch {
+		case cfg.Downstream != "":
+			return "", fmt.Errorf("-unsafe-registry %s: not with -downstream (the downstream mode keeps claims, not the registry's tickets)", cfg.UnsafeRegistry)
+		case cfg.KeyTTL > 0:
+			return "", fmt.Errorf("-unsafe-registry %s: not with -key-ttl", cfg.UnsafeRegistry)
+		}
 		if _, err := protocol.ParseFlaw(string(cfg.UnsafeRegistry)); err != nil {
 			return "", fmt.Errorf("-unsafe-registry: %w", err)
 		}

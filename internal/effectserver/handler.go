@@ -43,8 +43,11 @@ type exchange struct {
 	status   int    // 0 when no reply was sent
 	replayed string // "true", "false", or "" when not a 200 from /effect
 	outcome  string // "reply", "dropped" or "crash"
-	err      error
-	logged   bool
+	// takenOver says the request took over a claim whose lease had ended
+	// (the downstream mode).
+	takenOver bool
+	err       error
+	logged    bool
 }
 
 // ServeHTTP handles one request and logs one line about it.
@@ -68,8 +71,13 @@ func (s *Server) logRequest(x *exchange) {
 		slog.Int("status", x.status),
 		slog.String("replayed", x.replayed),
 		slog.String("outcome", x.outcome),
-		slog.Duration("duration", time.Since(x.start)),
 	}
+	if x.takenOver {
+		attrs = append(attrs, slog.Bool("taken_over", true))
+	}
+	attrs = append(attrs,
+		slog.Duration("duration", time.Since(x.start)),
+	)
 	level := slog.LevelInfo
 	if x.err != nil {
 		attrs = append(attrs, slog.String("err", x.err.Error()))
@@ -98,6 +106,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 		return
 	}
 	x.fault = fault.Name
+	if fault.Downstream() && s.cfg.Downstream == "" {
+		s.reply(w, x, http.StatusBadRequest, protocol.FaultHeader+": "+fault.Name+bodyNeedsLedge)
+		return
+	}
 	key, err := protocol.KeyFromHeader(r.Header)
 	if err != nil {
 		s.reply(w, x, http.StatusBadRequest, protocol.KeyHeader+": "+err.Error()+"\n")
@@ -110,6 +122,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 		return
 	}
 	in := store.Intent{Key: key, Fingerprint: store.FingerprintOf(body)}
+	if s.cfg.Downstream != "" {
+		s.downstream(w, x, in, body, fault)
+		return
+	}
 
 	var ticket registry.Ticket
 	if key != "" {

@@ -1,0 +1,225 @@
+package effectserver
+
+// This file is the downstream mode (Config.Downstream): the effect is a
+// POST to another effect server, the ledger, and no transaction spans the
+// ledger and this server's store. A keyed request passes three recovery
+// points, each its own transaction of a store.Phased:
+//
+//	claim     commit a claim holding a lease (key, fingerprint, token, lease end)
+//	          a recorded result replays; another body 422; a live claim of
+//	          another owner 409 with Retry-After; an expired one is taken over
+//	call      POST the ledger (forwarded key: ForwardedKey); no reply, or
+//	          not 200: 502 with Retry-After, the claim left in place (the
+//	          ledger may have applied: only a retry after the lease may
+//	          drive it again)
+//	complete  commit the ledger's value as the key's result, if our token
+//	          still holds the claim; reply it
+//
+// Crash points: crash-after-claim (and crash-before-effect) after the
+// claim, crash-after-downstream (and crash-after-effect) after the ledger
+// replied, crash-after-record after the result is committed;
+// drop-downstream-reply makes the ledger apply and drop its reply.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"idemlab/internal/labfault"
+	"idemlab/internal/protocol"
+	"idemlab/internal/store"
+)
+
+// DefaultLease is how long a claim holds its key unless -lease says otherwise.
+const DefaultLease = 5 * time.Second
+
+// DefaultService names the upstream service in a forwarded key unless
+// -service says otherwise.
+const DefaultService = "effectserver"
+
+// Reply bodies of the downstream mode.
+const (
+	bodyClaimed    = "request with this Idempotency-Key is claimed by another request until its lease ends; retry after Retry-After seconds\n"
+	bodyClaimLost  = "request with this Idempotency-Key was taken over by another request after this one's lease ended\n"
+	bodyNeedsLedge = " acts only on a server started with -downstream\n"
+)
+
+// ForwardedKey is the key the ledger gets for key: "fw-" and the first 40
+// hex digits of SHA-256(service ":" key). It is a valid key (43
+// characters of [a-z0-9-]) whatever the client's key, the same on every
+// replica of one service (so a takeover on another replica replays at the
+// ledger), and scoped by the service's name, so that two services using
+// one ledger cannot collide on a key their clients happen to share.
+func ForwardedKey(service, key string) string {
+	sum := sha256.Sum256([]byte(service + ":" + key))
+	return "fw-" + hex.EncodeToString(sum[:])[:40]
+}
+
+// checkDownstream checks the downstream mode's settings.
+func checkDownstream(cfg Config) error {
+	if cfg.KeyTTL < 0 {
+		return fmt.Errorf("-key-ttl %s: want 0 (never) or more", cfg.KeyTTL)
+	}
+	if cfg.Downstream == "" {
+		return nil
+	}
+	u, err := url.Parse(cfg.Downstream)
+	if err != nil || u.Scheme != "http" || u.Host == "" || u.Path != protocol.EffectPath || u.RawQuery != "" || u.User != nil {
+		return fmt.Errorf("-downstream %s: want http://HOST:PORT%s", cfg.Downstream, protocol.EffectPath)
+	}
+	if _, err := loopback(u.Host); err != nil {
+		return fmt.Errorf("-downstream %s: %w", cfg.Downstream, err)
+	}
+	if cfg.Lease <= 0 {
+		return fmt.Errorf("-lease %s: want more than 0", cfg.Lease)
+	}
+	if cfg.ForwardKey && cfg.Service == "" {
+		return errors.New("-service: want a name (it scopes the forwarded key)")
+	}
+	return nil
+}
+
+// downstream runs an admissible request of the downstream mode.
+func (s *Server) downstream(w http.ResponseWriter, x *exchange, in store.Intent, body []byte, fault labfault.Fault) {
+	var claim store.Claim
+	if in.Key != "" {
+		c, err := s.phased.Claim(in, s.cfg.Lease)
+		if status, msg, ok := refusal(err); ok {
+			if status == http.StatusServiceUnavailable {
+				x.err = err
+			}
+			s.reply(w, x, status, msg)
+			return
+		}
+		if err != nil {
+			x.err = err
+			s.reply(w, x, http.StatusInternalServerError, bodyEffectFailed)
+			return
+		}
+		switch c.State {
+		case store.Recorded:
+			s.replyValue(w, x, c.Value, true)
+			return
+		case store.Busy:
+			retryAfter(w, c.LeaseUntil)
+			s.reply(w, x, http.StatusConflict, bodyClaimed)
+			return
+		}
+		claim = c
+		x.takenOver = c.TakenOver
+	}
+	if s.admitted != nil {
+		s.admitted(in.Key)
+	}
+	if fault.Delay > 0 {
+		time.Sleep(fault.Delay)
+	}
+	if fault.Crash == labfault.AfterClaim || fault.Crash == labfault.BeforeEffect {
+		s.crash(x)
+		drop(w)
+		return
+	}
+	value, err := s.callLedger(in.Key, body, fault)
+	if err != nil {
+		// The ledger may have applied: the claim stays, and only a retry
+		// after the lease drives the call again.
+		x.err = err
+		if in.Key != "" {
+			retryAfter(w, claim.LeaseUntil)
+		}
+		s.reply(w, x, http.StatusBadGateway, "downstream call failed: "+errorWords(err)+"\n")
+		return
+	}
+	if fault.Stall > 0 {
+		time.Sleep(fault.Stall)
+	}
+	if fault.Crash == labfault.AfterDownstream || fault.Crash == labfault.AfterEffect {
+		s.crash(x)
+		drop(w)
+		return
+	}
+	if in.Key != "" {
+		err := s.phased.Complete(in.Key, claim.Token, value)
+		switch {
+		case errors.Is(err, store.ErrClaimLost):
+			s.reply(w, x, http.StatusConflict, bodyClaimLost)
+			return
+		case errors.Is(err, store.ErrUnavailable):
+			x.err = err
+			retryAfter(w, claim.LeaseUntil)
+			s.reply(w, x, http.StatusServiceUnavailable, bodyUnavailable)
+			return
+		case err != nil:
+			x.err = err
+			s.reply(w, x, http.StatusInternalServerError, bodyEffectFailed)
+			return
+		}
+	}
+	if fault.Crash == labfault.AfterRecord {
+		s.crash(x)
+		drop(w)
+		return
+	}
+	if fault.DropReply {
+		x.outcome = "dropped"
+		drop(w)
+		return
+	}
+	s.replyValue(w, x, value, false)
+}
+
+// A ledgerError is a downstream call that brought no value back.
+type ledgerError struct {
+	words string // fixed text for the reply body
+	err   error
+}
+
+func (e *ledgerError) Error() string { return "downstream: " + e.err.Error() }
+func (e *ledgerError) Unwrap() error { return e.err }
+
+// errorWords is the fixed text of a failed downstream call.
+func errorWords(err error) string {
+	if le, ok := errors.AsType[*ledgerError](err); ok {
+		return le.words
+	}
+	return "error"
+}
+
+// callLedger POSTs body to the ledger, with the forwarded key when the
+// request is keyed and forwarding is on, and returns the ledger's value.
+func (s *Server) callLedger(key string, body []byte, fault labfault.Fault) (int64, error) {
+	req := protocol.Request{Body: body}
+	if key != "" && s.cfg.ForwardKey {
+		fk := ForwardedKey(s.cfg.Service, key)
+		req.Key = &fk
+	}
+	if fault.DropDownstreamReply {
+		req.Fault = string(protocol.FaultDropReply)
+	}
+	rep, err := s.ledger.Post(context.Background(), s.cfg.Downstream, req)
+	if err != nil {
+		return 0, &ledgerError{words: string(protocol.Classify(err)), err: err}
+	}
+	if rep.Status != http.StatusOK {
+		return 0, &ledgerError{words: "status " + strconv.Itoa(rep.Status), err: fmt.Errorf("status %d: %q", rep.Status, rep.Body)}
+	}
+	v, err := strconv.ParseInt(string(rep.Body), 10, 64)
+	if err != nil {
+		return 0, &ledgerError{words: "unreadable reply", err: fmt.Errorf("reply body %q: %w", rep.Body, err)}
+	}
+	return v, nil
+}
+
+// retryAfter sets Retry-After to the whole seconds, rounded up, until t
+// (0 once t has passed).
+func retryAfter(w http.ResponseWriter, t time.Time) {
+	secs := math.Ceil(time.Until(t).Seconds())
+	w.Header().Set(protocol.RetryAfterHeader, strconv.FormatInt(int64(max(secs, 0)), 10))
+}
