@@ -27,12 +27,24 @@ type retriesRow struct {
 // retriesRows are the design's rows, in order, and its headline claims:
 // never-retry loses some intents and duplicates none; retry-no-key loses
 // none and duplicates some; retry-same-key on the sound registry neither
-// loses nor duplicates; on record-after-effect it duplicates again.
+// loses nor duplicates; on record-after-effect it duplicates again. The
+// client-side lessons follow: every design that keeps one key per intent against the sound registry
+// duplicates nothing; a new key per attempt, or a key lost in a restart,
+// duplicates some.
 var retriesRows = []retriesRow{
 	{client: "never-retry", registry: "sound", zero: []string{"duplicated"}, positive: []string{"lost"}},
 	{client: "retry-no-key", registry: "sound", zero: []string{"lost"}, positive: []string{"duplicated"}},
 	{client: "retry-same-key", registry: "sound", zero: []string{"lost", "duplicated"}},
 	{client: "retry-same-key", registry: "record-after-effect", positive: []string{"duplicated"}},
+	{client: "retry-4xx", registry: "sound", zero: []string{"duplicated"}},
+	{client: "retry-retryable", registry: "sound", zero: []string{"duplicated"}},
+	{client: "ignore-retry-after", registry: "sound", zero: []string{"duplicated"}},
+	{client: "honour-retry-after", registry: "sound", zero: []string{"duplicated"}},
+	{client: "retry-3-layers", registry: "sound", zero: []string{"duplicated"}},
+	{client: "retry-1-layer", registry: "sound", zero: []string{"duplicated"}},
+	{client: "retry-new-key", registry: "sound", positive: []string{"duplicated"}},
+	{client: "restart-key-in-memory", registry: "sound", positive: []string{"duplicated"}},
+	{client: "restart-key-in-file", registry: "sound", zero: []string{"duplicated"}},
 }
 
 // retriesParams are the design's parameters of the retries experiment
@@ -44,6 +56,7 @@ var retriesParams = []struct {
 }{
 	{"intents", 200}, {"workers", 10}, {"drop_percent", 15}, {"client_timeout_ms", 30},
 	{"max_server_delay_ms", 60}, {"max_attempts", 6}, {"backoff_base_ms", 5}, {"backoff_cap_ms", 100},
+	{"total_deadline_ms", 0}, {"collide_every", 10}, {"shed_inflight", 4}, {"retry_after_s", 1}, {"layers", 3}, {"layer_attempts", 3},
 }
 
 // experiments maps each experiment's name to its files, in the order the
@@ -117,10 +130,11 @@ func (a *auditor) experimentFail(file, where, field, expected, observed string) 
 // intents.
 func (a *auditor) checkRetries(doc map[string]any) {
 	params, _ := doc["parameters"].(map[string]any)
-	for _, p := range retriesParams {
+	rowsWant, paramsWant := retriesRows, retriesParams
+	for _, p := range paramsWant {
 		a.check()
 		if got := render(params[p.name]); got != fmt.Sprint(p.value) {
-			a.experimentFail(RetriesFile, "parameters", p.name, fmt.Sprint(p.value), got)
+			a.experimentFail(RetriesFile, "parameters", p.name, fmt.Sprint(p.value)+" (the design's)", got)
 		}
 	}
 	intents := number(params["intents"])
@@ -133,13 +147,14 @@ func (a *auditor) checkRetries(doc map[string]any) {
 		g, _ := str(row, "registry")
 		names = append(names, c+"/"+g)
 	}
-	for _, w := range retriesRows {
+	for _, w := range rowsWant {
 		want = append(want, w.client+"/"+w.registry)
 	}
 	if !slices.Equal(names, want) {
-		a.experimentFail(RetriesFile, "rows", "client/registry", strings.Join(want, ", "), strings.Join(names, ", "))
+		a.failf(CheckExperiment, "%s: rows: expected the design's %d rows in its order, observed %d: %s",
+			RetriesFile, len(want), len(names), firstDiffOf("rows", want, names))
 	}
-	for i, w := range retriesRows {
+	for i, w := range rowsWant {
 		where := "row " + want[i]
 		j := slices.Index(names, want[i])
 		if j < 0 {
@@ -151,6 +166,16 @@ func (a *auditor) checkRetries(doc map[string]any) {
 		if sum := lost + once + dup; sum != intents {
 			a.experimentFail(RetriesFile, where, "lost+applied_once+duplicated",
 				fmt.Sprintf("%d (parameters.intents)", intents), fmt.Sprint(sum))
+		}
+		// Every applied intent was sent at least once, a duplicated one
+		// twice; a refusal is a reply to a sent attempt.
+		sent, refused := number(row["sent"]), number(row["refused"])
+		a.check()
+		if sent < once+2*dup {
+			a.experimentFail(RetriesFile, where, "sent", fmt.Sprintf(">= applied_once + 2 × duplicated = %d", once+2*dup), fmt.Sprint(sent))
+		}
+		if refused > sent {
+			a.experimentFail(RetriesFile, where, "refused", fmt.Sprintf("<= sent (%d)", sent), fmt.Sprint(refused))
 		}
 		for _, f := range w.zero {
 			a.check()

@@ -20,12 +20,22 @@ func addExperiments(t *testing.T, f *fixture) {
 		"parameters": map[string]any{
 			"intents": 200, "workers": 10, "drop_percent": 15, "client_timeout_ms": 30,
 			"max_server_delay_ms": 60, "max_attempts": 6, "backoff_base_ms": 5, "backoff_cap_ms": 100,
+			"total_deadline_ms": 0, "collide_every": 10, "shed_inflight": 4, "retry_after_s": 1, "layers": 3, "layer_attempts": 3,
 		},
 		"rows": []any{
 			retriesRowDoc("never-retry", "sound", 43, 157, 0),
 			retriesRowDoc("retry-no-key", "sound", 0, 121, 79),
 			retriesRowDoc("retry-same-key", "sound", 0, 200, 0),
 			retriesRowDoc("retry-same-key", "record-after-effect", 0, 150, 50),
+			retriesRowDoc("retry-4xx", "sound", 20, 180, 0),
+			retriesRowDoc("retry-retryable", "sound", 20, 180, 0),
+			retriesRowDoc("ignore-retry-after", "sound", 16, 184, 0),
+			retriesRowDoc("honour-retry-after", "sound", 1, 199, 0),
+			retriesRowDoc("retry-3-layers", "sound", 0, 200, 0),
+			retriesRowDoc("retry-1-layer", "sound", 7, 193, 0),
+			retriesRowDoc("retry-new-key", "sound", 0, 9, 191),
+			retriesRowDoc("restart-key-in-memory", "sound", 0, 52, 148),
+			retriesRowDoc("restart-key-in-file", "sound", 0, 200, 0),
 		},
 	})
 	data, err := os.ReadFile(filepath.Join("testdata", "jitter.json"))
@@ -45,7 +55,8 @@ func addExperiments(t *testing.T, f *fixture) {
 }
 
 func retriesRowDoc(client, registry string, lost, once, dup int) map[string]any {
-	return map[string]any{"client": client, "registry": registry, "lost": lost, "applied_once": once, "duplicated": dup}
+	return map[string]any{"client": client, "registry": registry, "lost": lost, "applied_once": once, "duplicated": dup,
+		"sent": once + 3*dup + lost, "refused": 0}
 }
 
 // retriesRowOf returns row i of retries.json, for edits.
@@ -190,7 +201,7 @@ func TestAuditExperiments(t *testing.T) {
 			name: "retries/retry-same-key sound lost and duplicated",
 			mutate: editRetries(func(d map[string]any) {
 				r := retriesRowOf(d, 2)
-				r["lost"], r["applied_once"], r["duplicated"] = 1, 196, 3
+				r["lost"], r["applied_once"], r["duplicated"], r["sent"] = 1, 196, 3, 210
 			}),
 			want: []string{
 				"retries.json: row retry-same-key/sound: lost: expected 0, observed 1",
@@ -215,7 +226,7 @@ func TestAuditExperiments(t *testing.T) {
 			mutate: editRetries(func(d map[string]any) {
 				d["rows"] = d["rows"].([]any)[:3]
 			}),
-			want: []string{"retries.json: rows: client/registry: expected never-retry/sound, retry-no-key/sound, retry-same-key/sound, retry-same-key/record-after-effect, observed never-retry/sound, retry-no-key/sound, retry-same-key/sound"},
+			want: []string{"retries.json: rows: expected the design's 13 rows in its order, observed 3: rows[3] is (none), want retry-same-key/record-after-effect"},
 		},
 		{
 			name: "retries/duplicate and unexpected rows",
@@ -223,7 +234,18 @@ func TestAuditExperiments(t *testing.T) {
 				rows := d["rows"].([]any)
 				d["rows"] = append(rows, rows[1], retriesRowDoc("never-retry", "record-after-effect", 200, 0, 0))
 			}),
-			want: []string{"retries.json: rows: client/registry: expected never-retry/sound, retry-no-key/sound, retry-same-key/sound, retry-same-key/record-after-effect, observed never-retry/sound, retry-no-key/sound, retry-same-key/sound, retry-same-key/record-after-effect, retry-no-key/sound, never-retry/record-after-effect"},
+			want: []string{"retries.json: rows: expected the design's 13 rows in its order, observed 15: rows[13] is retry-no-key/sound, want (none)"},
+		},
+		{
+			name: "retries/sent fewer attempts than the intents applied need",
+			mutate: editRetries(func(d map[string]any) {
+				r := retriesRowOf(d, 1)
+				r["sent"], r["refused"] = 100, 101
+			}),
+			want: []string{
+				"retries.json: row retry-no-key/sound: sent: expected >= applied_once + 2 × duplicated = 279, observed 100",
+				"retries.json: row retry-no-key/sound: refused: expected <= sent (100), observed 101",
+			},
 		},
 		{
 			name:   "retries/schema",
@@ -234,7 +256,7 @@ func TestAuditExperiments(t *testing.T) {
 		{
 			name:   "retries/unknown client",
 			mutate: editRetries(func(d map[string]any) { retriesRowOf(d, 0)["client"] = "retry-forever" }),
-			want:   []string{`retries.json: /rows/0/client: value must be one of "never-retry", "retry-no-key", "retry-same-key"`},
+			want:   []string{`retries.json: /rows/0/client: value must be one of "never-retry", "retry-no-key", "retry-same-key", "retry-4xx", "retry-retryable", "ignore-retry-after", "honour-retry-after", "retry-3-layers", "retry-1-layer", "retry-new-key", "restart-key-in-memory", "restart-key-in-file"`},
 		},
 		{
 			name:   "retries/listed but missing",

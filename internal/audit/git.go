@@ -33,7 +33,11 @@ func (a *auditor) checkCommit() {
 	}
 	top, gerr := git(a.opts.Root, nil, "rev-parse", "--show-toplevel")
 	if err != nil || gerr != nil || filepath.Clean(strings.TrimSpace(string(top))) != root {
-		a.note("source_commit not checked: the checkout has no git history at " + a.opts.Root + " (no repository there, or no git)")
+		why := "no repository there, or no git"
+		if gerr == nil && err == nil {
+			why = "the repository's top is " + strings.TrimSpace(string(top))
+		}
+		a.note("source_commit not checked: the checkout has no git history at " + a.opts.Root + " (" + why + ")")
 		return
 	}
 	if t, err := git(a.opts.Root, nil, "cat-file", "-t", commit); err != nil || strings.TrimSpace(string(t)) != "commit" {
@@ -103,9 +107,10 @@ func isSourcePath(p string) bool {
 	return !contains(parts[1:len(parts)-1], "testdata")
 }
 
-// gitCache keeps git's answers for the life of the process: the audit
-// asks only about objects, which never change (and the byte-flip sweep
-// audits the same checkout thousands of times).
+// gitCache keeps git's answers for the life of the process, keyed by the
+// absolute folder and the question: the audit asks only about objects,
+// which never change (and the byte-flip sweep audits the same checkout
+// thousands of times).
 var gitCache sync.Map
 
 type gitAnswer struct {
@@ -115,7 +120,11 @@ type gitAnswer struct {
 
 // git runs git in dir and returns its standard output.
 func git(dir string, stdin io.Reader, args ...string) ([]byte, error) {
-	key := dir + "\x00" + strings.Join(args, "\x00")
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	key := abs + "\x00" + strings.Join(args, "\x00")
 	if stdin == nil {
 		if v, ok := gitCache.Load(key); ok {
 			a := v.(gitAnswer)
@@ -144,7 +153,11 @@ func runGit(dir string, stdin io.Reader, args ...string) ([]byte, error) {
 // blobHashes returns SourceHash of each blob, read with one git cat-file
 // --batch, each blob capped at CapSource (cached like git's answers).
 func blobHashes(dir string, ids []string) ([]string, error) {
-	key := dir + "\x00blobs\x00" + strings.Join(ids, " ")
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	key := abs + "\x00blobs\x00" + strings.Join(ids, " ")
 	if v, ok := gitCache.Load(key); ok {
 		return v.([]string), nil
 	}

@@ -54,6 +54,7 @@ var (
 	goVersion = regexp.MustCompile(`^go1\.[0-9]{1,3}(\.[0-9]{1,3})?((rc|beta)[0-9]{1,2})?$`)
 	osArch    = regexp.MustCompile(`^(aix|android|darwin|dragonfly|freebsd|illumos|ios|js|linux|netbsd|openbsd|plan9|solaris|wasip1|windows)/` +
 		`(386|amd64|arm|arm64|loong64|mips|mips64|mips64le|mipsle|ppc64|ppc64le|riscv64|s390x|wasm)$`)
+	pgVersion = regexp.MustCompile(`^[0-9]{1,3}\.[0-9]{1,3}(\.[0-9]{1,3})?( |$)`)
 	generated = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$`)
 )
 
@@ -99,6 +100,17 @@ func (a *auditor) checkManifest() {
 		} else {
 			fail("unsafe_registry", "%s: mutation run, not reference evidence (pass -allow-mutation to audit it as one)", render(u))
 		}
+	}
+	a.check()
+	sel, _ := m["selection"].(map[string]any)
+	pg, hasPG := str(m, "postgres_version")
+	switch ranPG := contains(stringList(sel, "stores"), "postgres"); {
+	case hasPG && !ranPG:
+		fail("postgres_version", "present, but selection.stores names no postgres")
+	case !hasPG && ranPG:
+		fail("postgres_version", "absent, but selection.stores names postgres")
+	case hasPG && !pgVersion.MatchString(pg):
+		fail("postgres_version", "%q does not start with a PostgreSQL version (N.N)", pg)
 	}
 	a.checkProtocol()
 	a.checkCommit()

@@ -223,7 +223,10 @@ func loopback(addr string) bool {
 }
 
 // firstListDiff names the first position where two lists differ.
-func firstListDiff(want, got []string) string {
+func firstListDiff(want, got []string) string { return firstDiffOf("runs", want, got) }
+
+// firstDiffOf names the first position where two lists called what differ.
+func firstDiffOf(what string, want, got []string) string {
 	for i := range max(len(want), len(got)) {
 		var w, g = "(none)", "(none)"
 		if i < len(want) {
@@ -233,8 +236,8 @@ func firstListDiff(want, got []string) string {
 			g = got[i]
 		}
 		if w != g {
-			return fmt.Sprintf("runs[%d] is %s, want %s", i, g, w)
+			return fmt.Sprintf("%s[%d] is %s, want %s", what, i, g, w)
 		}
 	}
-	return "same runs"
+	return "same " + what
 }
