@@ -37,6 +37,25 @@ type Case struct {
 	Replicas int
 	Steps    []Step // in order
 	Expect   map[protocol.Store]Expectation
+	// Ledger, when set, gives the case a ledger server that every replica
+	// calls for its effect (effectserver -downstream).
+	Ledger *Ledger
+	// Server holds the replicas' flags the case sets in place of the
+	// lab's protocol constants.
+	Server Server
+}
+
+// Ledger is a case's ledger: a durable effect server of its own.
+type Ledger struct {
+	ForwardKey bool `json:"forward_key"` // the replicas' -forward-key
+	KeyTTLMS   int  `json:"key_ttl_ms"`  // the ledger's -key-ttl, ms; 0: never
+}
+
+// Server is the replicas' flags a case sets; zero fields keep the lab's.
+type Server struct {
+	LeaseMS  int `json:"lease_ms"`   // -lease, ms (only with a ledger)
+	KeyTTLMS int `json:"key_ttl_ms"` // -key-ttl, ms; 0: never
+	Capacity int `json:"capacity"`   // -capacity
 }
 
 // Step is exactly one action of a case.
@@ -47,6 +66,13 @@ type Step struct {
 	Restart    *Restart    `json:"restart,omitempty"`
 	Stop       *StopStep   `json:"stop,omitempty"`
 	Start      *StartStep  `json:"start,omitempty"`
+	Sleep      *SleepStep  `json:"sleep,omitempty"`
+}
+
+// SleepStep waits MS milliseconds: the lab's control of time, to let a
+// lease or a key TTL run out between calls.
+type SleepStep struct {
+	MS int `json:"ms"`
 }
 
 // Call is one POST /effect, or Repeat consecutive ones.
@@ -106,6 +132,9 @@ type Expectation struct {
 	Counter   int64          `json:"counter"`
 	ExitCodes []int          `json:"exit_codes"`
 	Calls     []ExpectedCall `json:"calls"`
+	// LedgerCounter is the ledger's counter, required exactly when the
+	// case has a ledger.
+	LedgerCounter *int64 `json:"ledger_counter,omitempty"`
 }
 
 // ExpectedCall is what one call must observe. Nil fields are not checked.
@@ -265,6 +294,8 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
 		Replicas int                            `json:"replicas"`
 		Steps    []Step                         `json:"steps"`
 		Expect   map[protocol.Store]Expectation `json:"expect"`
+		Ledger   *Ledger                        `json:"ledger"`
+		Server   Server                         `json:"server"`
 	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
@@ -274,7 +305,8 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
 	if raw.Name != m[1] {
 		return Case{}, &Error{File: path, Problem: fmt.Sprintf("name: %q does not match the file name (want %q)", raw.Name, m[1])}
 	}
-	c := Case{Name: raw.Name, File: path, Summary: raw.Summary, Replicas: max(raw.Replicas, 1), Steps: raw.Steps, Expect: raw.Expect}
+	c := Case{Name: raw.Name, File: path, Summary: raw.Summary, Replicas: max(raw.Replicas, 1), Steps: raw.Steps, Expect: raw.Expect,
+		Ledger: raw.Ledger, Server: raw.Server}
 	if n := c.CallCount(); n > MaxCalls {
 		return Case{}, &Error{File: path, Problem: fmt.Sprintf("steps: %d calls, at most %d per case", n, MaxCalls)}
 	}
@@ -282,6 +314,9 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
 		return Case{}, &Error{File: path, Problem: err.Error()}
 	}
 	if err := c.checkCounts(); err != nil {
+		return Case{}, &Error{File: path, Problem: err.Error()}
+	}
+	if err := c.checkLedger(); err != nil {
 		return Case{}, &Error{File: path, Problem: err.Error()}
 	}
 	return c, nil
@@ -409,4 +444,26 @@ func (c Call) BodyFor(i int) []byte {
 	default:
 		return []byte(protocol.DefaultBody)
 	}
+}
+
+// checkLedger catches a lease without a ledger, and a ledger_counter
+// expected where there is no ledger or missing where there is one.
+func (c Case) checkLedger() error {
+	if c.Ledger == nil && c.Server.LeaseMS > 0 {
+		return errors.New("server/lease_ms: only with a ledger (the lease is the downstream mode's)")
+	}
+	stores := make([]protocol.Store, 0, len(c.Expect))
+	for s := range c.Expect {
+		stores = append(stores, s)
+	}
+	slices.Sort(stores)
+	for _, s := range stores {
+		switch has := c.Expect[s].LedgerCounter != nil; {
+		case c.Ledger != nil && !has:
+			return fmt.Errorf("expect.%s.ledger_counter: required, the case has a ledger", s)
+		case c.Ledger == nil && has:
+			return fmt.Errorf("expect.%s.ledger_counter: the case has no ledger", s)
+		}
+	}
+	return nil
 }

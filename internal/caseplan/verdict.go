@@ -16,6 +16,9 @@ func (x Expectation) Mismatches(run observation.Run) []string {
 	if run.Counter != x.Counter {
 		out = append(out, fmt.Sprintf("counter: expected %d, observed %d", x.Counter, run.Counter))
 	}
+	if want, got := x.LedgerCounter, run.LedgerCounter; (want == nil) != (got == nil) || want != nil && *want != *got {
+		out = append(out, fmt.Sprintf("ledger counter: expected %s, observed %s", show(want), show(got)))
+	}
 	if !slices.Equal(run.ExitCodes, x.ExitCodes) {
 		out = append(out, fmt.Sprintf("exit codes: expected %v, observed %v", x.ExitCodes, run.ExitCodes))
 	}

@@ -4,6 +4,12 @@
 // crashes, and at the end the effects applied, read from the store's state
 // after every server has exited. It returns what was observed; it does not
 // judge.
+//
+// A case with a ledger gets one more server, started first and stopped
+// last: the ledger, always on the durable store in a state folder of its
+// own, with its own keys; every replica calls it for its effect
+// (effectserver -downstream), and its counter, read from its state after
+// it exited, is the run's ledger counter.
 package labrun
 
 import (
@@ -121,7 +127,13 @@ func runCase(ctx context.Context, cfg Config, c caseplan.Case, kind protocol.Sto
 	defer drop()
 
 	r := &run{cfg: cfg, kind: kind, places: places, servers: make([]*serverproc.Server, c.Replicas),
-		obs: &obs, det: &det, client: protocol.NewClient(cfg.Protocol.ClientTimeout)}
+		obs: &obs, det: &det, client: protocol.NewClient(cfg.Protocol.ClientTimeout), c: c}
+	if c.Ledger != nil {
+		r.ledgerDir = filepath.Join(root, "ledger")
+		if err := os.Mkdir(r.ledgerDir, 0o755); err != nil {
+			return obs, det, fmt.Errorf("make ledger state folder: %w", err)
+		}
+	}
 	defer r.killServers()
 	if err := r.execute(ctx, c); err != nil {
 		return obs, det, err
@@ -136,6 +148,13 @@ func runCase(ctx context.Context, cfg Config, c caseplan.Case, kind protocol.Sto
 		return obs, det, err
 	}
 	obs.Counter = st.Counter
+	if c.Ledger != nil {
+		lst, err := statedir.Read(protocol.Durable, statedir.Place{Dir: r.ledgerDir})
+		if err != nil {
+			return obs, det, fmt.Errorf("ledger: %w", err)
+		}
+		obs.LedgerCounter = &lst.Counter
+	}
 	det.Wall = time.Since(began)
 	return obs, det, nil
 }
@@ -226,9 +245,18 @@ type run struct {
 	obs     *observation.Run
 	det     *Detail
 	client  *protocol.Client
+	c       caseplan.Case
+
+	ledgerDir string             // the ledger's state folder; "" without one
+	ledger    *serverproc.Server // nil while stopped
 }
 
 func (r *run) execute(ctx context.Context, c caseplan.Case) error {
+	if c.Ledger != nil {
+		if err := r.startLedger(ctx); err != nil {
+			return err
+		}
+	}
 	for i := range r.servers {
 		if err := r.startServer(ctx, i); err != nil {
 			return err
@@ -253,6 +281,11 @@ func (r *run) execute(ctx context.Context, c caseplan.Case) error {
 			r.stopServer(step.Stop.Replica, step.Stop.How)
 		case step.Start != nil:
 			err = r.startServer(ctx, step.Start.Replica)
+		case step.Sleep != nil:
+			select {
+			case <-time.After(time.Duration(step.Sleep.MS) * time.Millisecond):
+			case <-ctx.Done():
+			}
 		default:
 			err = errors.New("empty step") // the schema forbids it
 		}
@@ -264,6 +297,44 @@ func (r *run) execute(ctx context.Context, c caseplan.Case) error {
 		if s != nil {
 			r.stopServer(i, caseplan.StopSIGTERM)
 		}
+	}
+	return r.stopLedger()
+}
+
+// startLedger starts the case's ledger: durable, in its own state folder,
+// with faults on (an upstream asks it to drop a reply) and its own key TTL.
+func (r *run) startLedger(ctx context.Context) error {
+	p := r.cfg.Protocol
+	args := []string{"-addr", protocol.DefaultAddr, "-store", string(protocol.Durable), "-state", r.ledgerDir,
+		"-capacity", strconv.Itoa(p.Capacity), "-max-body", strconv.Itoa(p.MaxBody), "-wait", p.Wait.String(), "-faults"}
+	if ms := r.c.Ledger.KeyTTLMS; ms > 0 {
+		args = append(args, "-key-ttl", (time.Duration(ms) * time.Millisecond).String())
+	}
+	s, err := serverproc.Start(ctx, r.cfg.ServerPath, args, p.ReadyWithin)
+	if err != nil {
+		return fmt.Errorf("start the ledger: %w", err)
+	}
+	r.ledger = s
+	return nil
+}
+
+// stopLedger stops the ledger after every replica, keeping its log. No
+// case crashes the ledger: an exit other than 0 means the lab broke.
+func (r *run) stopLedger() error {
+	s := r.ledger
+	if s == nil {
+		return nil
+	}
+	r.ledger = nil
+	code, err := s.Stop(r.cfg.Protocol.StopWithin)
+	for _, line := range s.Log() {
+		r.det.ServerLog = append(r.det.ServerLog, "ledger: "+line)
+	}
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit status %d", code)
+	}
+	if err != nil {
+		return fmt.Errorf("stop the ledger: %w", err)
 	}
 	return nil
 }
@@ -280,8 +351,22 @@ func (r *run) startServer(ctx context.Context, replica int) error {
 	} else {
 		args = append(args, "-state", place.Dir)
 	}
+	capacity := p.Capacity
+	if r.c.Server.Capacity > 0 {
+		capacity = r.c.Server.Capacity
+	}
+	if ms := r.c.Server.KeyTTLMS; ms > 0 {
+		args = append(args, "-key-ttl", (time.Duration(ms) * time.Millisecond).String())
+	}
+	if r.ledger != nil {
+		args = append(args, "-downstream", protocol.EffectURL(r.ledger.Addr),
+			"-forward-key="+strconv.FormatBool(r.c.Ledger.ForwardKey))
+		if ms := r.c.Server.LeaseMS; ms > 0 {
+			args = append(args, "-lease", (time.Duration(ms) * time.Millisecond).String())
+		}
+	}
 	args = append(args,
-		"-capacity", strconv.Itoa(p.Capacity),
+		"-capacity", strconv.Itoa(capacity),
 		"-max-body", strconv.Itoa(p.MaxBody),
 		"-wait", p.Wait.String(),
 		"-faults",
@@ -334,6 +419,9 @@ func (r *run) killServers() {
 		if s != nil {
 			s.Kill()
 		}
+	}
+	if r.ledger != nil {
+		r.ledger.Kill()
 	}
 }
 

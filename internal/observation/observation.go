@@ -16,7 +16,10 @@ type Run struct {
 	Store     protocol.Store `json:"store"`
 	Counter   int64          `json:"counter"`
 	ExitCodes []int          `json:"exit_codes"`
-	Calls     []Call         `json:"calls"`
+	// LedgerCounter is the ledger's counter, read from its state after it
+	// exited; only for a case with a ledger.
+	LedgerCounter *int64 `json:"ledger_counter,omitempty"`
+	Calls         []Call `json:"calls"`
 }
 
 // Call is one HTTP call and what came back.
