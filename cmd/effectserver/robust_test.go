@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -241,6 +242,10 @@ func TestStalledBodyIsCut(t *testing.T) {
 func TestStallersDoNotStarve(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens 300 connections and waits for them to be cut")
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Max < 400 {
+		t.Skipf("needs an open-file limit of 400 or more for its clients (%+v, %v)", lim, err)
 	}
 	s := startLimited(t, 256, "-state", t.TempDir())
 	for range 300 {
