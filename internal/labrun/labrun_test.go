@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"idemlab/internal/caseplan"
+	"idemlab/internal/pgcluster"
 	"idemlab/internal/protocol"
 	"idemlab/internal/serverproc"
 )
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(tmp)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := pgcluster.RunTests(m) // stops the shared PostgreSQL of TestTakeoverAfterKill
 	os.RemoveAll(tmp)
 	os.Exit(code)
 }
