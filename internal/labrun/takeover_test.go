@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,12 +44,12 @@ func takeoverAfterKill(t *testing.T, kind protocol.Store) {
 		t.Cleanup(s.Kill)
 		return s
 	}
-	ledgerDir := t.TempDir()
-	ledger := start("-store", "durable", "-state", ledgerDir)
 	storeArgs := []string{"-store", string(kind), "-state", t.TempDir()}
 	if kind.InDatabase() {
 		storeArgs = []string{"-store", string(kind), "-dsn", pgcluster.Shared(t).DatabaseForTest(t)}
 	}
+	ledgerDir := t.TempDir()
+	ledger := start("-store", "durable", "-state", ledgerDir)
 	var ups []*serverproc.Server
 	for range 3 {
 		ups = append(ups, start(append(storeArgs, "-downstream", protocol.EffectURL(ledger.Addr), "-lease", lease.String())...))
@@ -84,7 +85,8 @@ func takeoverAfterKill(t *testing.T, kind protocol.Store) {
 	deadline := time.Now().Add(10 * time.Second)
 	for ledgerCounter() < perKind {
 		if time.Now().After(deadline) {
-			t.Fatalf("the ledger applied %d stalled keys, want %d", ledgerCounter(), perKind)
+			t.Fatalf("the ledger applied %d stalled keys, want %d; owner's log:\n%s\nledger's log:\n%s", ledgerCounter(), perKind,
+				strings.Join(ups[0].Log(), "\n"), strings.Join(ledger.Log(), "\n"))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
