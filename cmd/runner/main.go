@@ -17,7 +17,8 @@
 // Usage:
 //
 //	runner [-out evidence] [-store volatile|durable|postgres|all] [-case NAME] [-server PATH] [-pg-dsn URL]
-//	runner -experiment retries|jitter|none [-out DIR] [-seed N] [-intents 200]
+//	runner -experiment retries|jitter|chaos|none [-out DIR] [-seed N] [-intents 200]
+//	runner -experiment chaos [-store NAME] [-duration 3s] [-clients 8] [-replicas 2]
 //	       [-drop-percent 15] [-timeout-ms 30] [-attempts 6] [-workers 10] [-deadline-ms 0]
 //	runner -unsafe-registry NAME [-out DIR] [-store ...] [-case NAME]
 //
@@ -43,18 +44,20 @@ import (
 	"os/signal"
 	"syscall"
 
+	"idemlab/internal/chaos"
 	"idemlab/internal/protocol"
 	"idemlab/internal/retries"
 	"idemlab/internal/suite"
 )
 
 const usage = `usage: runner [-out DIR] [-store volatile|durable|postgres|all] [-case NAME] [-server PATH] [-pg-dsn URL]
-       runner -experiment retries|jitter|none [-out DIR] [-seed N] [-intents N]
+       runner -experiment retries|jitter|chaos|none [-out DIR] [-seed N] [-intents N]
+       runner -experiment chaos [-store NAME] [-duration D] [-clients N] [-replicas N]
               [-drop-percent N] [-timeout-ms N] [-attempts N] [-workers N] [-deadline-ms N]
        runner -unsafe-registry NAME [-out DIR] [-store NAME] [-case NAME]
 
 Runs the idemlab case suite against real effectserver processes, then the
-retry experiments, writes the evidence folder and audits it with the audit
+experiments (retries, jitter, chaos), writes the evidence folder and audits it with the audit
 program. Run it from the root of the idemlab checkout (it reads cases/ and
 schema/ and builds ./cmd/...). The first build compiles SQLite (about a
 minute); later runs reuse the binaries while their sources are unchanged.
@@ -68,11 +71,13 @@ Flags:
                     or all (default all; all skips postgres where PostgreSQL
                     is not installed)
   -case NAME        run only this case (a case file's name), no experiment
-  -experiment NAME  run only this experiment, no case: retries (three clients
-                    on a flaky network, counted from the server's journal) or
-                    jitter (the retry-storm model, drawn as jitter.svg);
+  -experiment NAME  run only this experiment, no case: retries (client designs
+                    on a flaky network, counted from the server's journal),
+                    jitter (the retry-storm model, drawn as jitter.svg) or
+                    chaos (clients under seeded faults and kill -9 on every
+                    selected store, judged from the recorded history);
                     none runs the cases and no experiment
-  -seed N           the retries experiment's seed (default 1)
+  -seed N           the retries and chaos experiments' seed (default 1)
   -intents N        the retries experiment's intents per row (default 200)
   -drop-percent N   the retries experiment's chance, in %, that the client
                     drops an attempt before sending it (default 15)
@@ -88,6 +93,10 @@ Flags:
                     record-before-effect or check-then-act; the
                     audit must FAIL and name the case that caught the bug
   -server PATH      use this effectserver binary instead of building one
+  -duration D       the chaos experiment's chaos phase per store (default 3s);
+                    a soak is a longer one
+  -clients N        the chaos experiment's clients (default 8)
+  -replicas N       the chaos experiment's replicas per store (default 2)
   -pg-dsn URL       run the postgres store on this existing server (its user
                     must create databases: one per run, dropped after it)
                     instead of a throwaway cluster the runner starts
@@ -119,6 +128,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Case, "case", "", "run only this case")
 	fs.StringVar(&o.ServerPath, "server", "", "prebuilt effectserver binary")
 	fs.StringVar(&o.PostgresDSN, "pg-dsn", "", "existing PostgreSQL server for the postgres store")
+	fs.DurationVar(&o.Chaos.Duration, "duration", chaos.Defaults.Duration, "chaos phase per store")
+	fs.IntVar(&o.Chaos.Clients, "clients", chaos.Defaults.Clients, "chaos clients")
+	fs.IntVar(&o.Chaos.Replicas, "replicas", chaos.Defaults.Replicas, "chaos replicas per store")
 	fs.Func("experiment", "run only this experiment", func(s string) (err error) {
 		o.Experiment, err = suite.ParseExperiment(s)
 		return err

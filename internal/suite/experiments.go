@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"idemlab/internal/evidence"
+	"idemlab/internal/labrun"
+	"idemlab/internal/protocol"
 	"idemlab/internal/retries"
 )
 
@@ -40,6 +42,9 @@ type experimentEnv struct {
 	intents   int
 	retries   retries.Parameters // zero: retries.Default
 	out       io.Writer          // where its table is printed
+	stores    []protocol.Store   // the stores an experiment that runs on every store covers
+	databases labrun.Databases   // the postgres store's databases; nil when it does not run
+	chaos     ChaosOptions
 }
 
 // experiments is every registered experiment, in the order a plain run

@@ -42,6 +42,8 @@ type Options struct {
 	Unsafe     protocol.Flaw      // run the cases on servers with this flaw, and no experiment
 	ServerPath string             // a prebuilt effectserver; empty builds cmd/effectserver
 	Protocol   *labrun.Protocol   // nil runs with labrun.DefaultProtocol
+	// Chaos holds the chaos experiment's knobs.
+	Chaos ChaosOptions
 	// PostgresDSN, when set, runs the postgres store on this existing
 	// server (a database per run, made and dropped there) instead of a
 	// throwaway one.
@@ -196,7 +198,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		cfg.Protocol = *o.Protocol
 	}
 	postgresVersion := ""
-	if runSuite && slices.Contains(o.Stores, protocol.Postgres) {
+	if slices.Contains(o.Stores, protocol.Postgres) && (runSuite || slices.Contains(runExperiments, Chaos)) {
 		pg, err := startPostgres(ctx, &o)
 		if err != nil {
 			return err
@@ -230,7 +232,8 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 		in.Stores = o.Stores
 	}
-	env := experimentEnv{server: server.Path, stateRoot: tmp, seed: o.Seed, intents: o.Intents, retries: o.Retries, out: o.Stdout}
+	env := experimentEnv{server: server.Path, stateRoot: tmp, seed: o.Seed, intents: o.Intents, retries: o.Retries, out: o.Stdout,
+		stores: o.Stores, databases: cfg.Databases, chaos: o.Chaos}
 	for _, name := range runExperiments {
 		e, _ := lookupExperiment(name) // checked by plan
 		fs, err := e.run(ctx, env)
