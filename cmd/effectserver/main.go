@@ -37,7 +37,10 @@
 //	    without -faults or unknown, or with -downstream or -key-ttl,
 //	    -downstream not a loopback http URL of /effect, unusable state folder,
 //	    malformed counter file or effects log, database that cannot be
-//	    opened, reached (named with its password redacted) or is corrupt
+//	    opened, reached (named with its password redacted) or is corrupt,
+//	    a state folder another server holds or holding the other store's
+//	    files or a database that disagrees with itself, more recorded keys
+//	    than -capacity, an -addr that cannot be listened on (port in use)
 //	23  a lab crash fault fired
 package main
 
@@ -93,7 +96,11 @@ Flags:
                     concurrent duplicates all run), no-fingerprint (another
                     body replays instead of 422), evict-oldest (a full
                     registry forgets its oldest key instead of 429),
-                    forget-on-lost-reply (a dropped reply drops the record)
+                    forget-on-lost-reply (a dropped reply drops the record),
+                    record-before-effect (the record is completed with a
+                    placeholder before the effect: a phantom success),
+                    check-then-act (the claim is a check, a gap, then an
+                    insert: concurrent duplicates both own the key)
   -key-ttl D        a recorded key expires D after it was recorded: a retry
                     after that is a new effect, and the key frees its place
                     (default 0: never); every store, both modes
@@ -152,7 +159,10 @@ Exit status:
       -downstream not a loopback http URL of /effect, unusable state folder,
       malformed counter file or effects log, database that cannot be
       opened, reached (the DSN is named, its password redacted) or is
-      corrupt
+      corrupt, a state folder another server holds or holding the other
+      store's files or a database that disagrees with itself, more
+      recorded keys than -capacity, an -addr that cannot be listened on
+      (port in use)
   23  a lab crash fault fired
 `
 

@@ -184,6 +184,9 @@ func expire(cfg Config, st store.Store, reg registry.Table) (store.Phased, error
 		if err != nil {
 			return nil, fmt.Errorf("load recorded keys: %w", err)
 		}
+		if n := len(recorded); n > cfg.Capacity {
+			return nil, fmt.Errorf("-capacity %d: the state holds %d recorded keys; start with -capacity %d or more", cfg.Capacity, n, n)
+		}
 		for _, rec := range recorded {
 			if err := reg.Restore(rec.Key, rec.Fingerprint, rec.Value); err != nil {
 				return nil, fmt.Errorf("load recorded key %q: %w", rec.Key, err)

@@ -137,6 +137,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 		switch {
 		case err != nil:
 			x.err = err
+			w.Header().Set(protocol.RetryAfterHeader, "1")
 			s.reply(w, x, http.StatusServiceUnavailable, bodyCanceled)
 			return
 		case t == nil:
@@ -219,6 +220,7 @@ func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, faul
 		if status, body, ok := refusal(err); ok {
 			if status == http.StatusServiceUnavailable {
 				x.err = err // the store's own words go to the log
+				w.Header().Set(protocol.RetryAfterHeader, "1")
 			}
 			s.reply(w, x, status, body)
 			return
