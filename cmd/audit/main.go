@@ -1,33 +1,26 @@
 // Audit re-checks idemlab evidence, trusting nothing but bytes, the case
-// files in cases/ and the schemas in schema/. It shares no code with the
-// runner that wrote the evidence.
+// files in cases/, the schemas in schema/, the checkout's sources and its
+// git history. It shares no code with the runner that wrote the evidence.
 //
-// It checks, and reports every failure (not only the first):
-//
-//   - manifest.json, results.json and run.json against their schemas;
-//   - every file listed in manifest.files exists with its SHA-256, and no
-//     other file sits in the evidence folder;
-//   - every source listed in manifest.sources matches the checkout (CRLF
-//     folded to LF), and no source file of the checkout is unlisted;
-//   - results.json holds exactly one run per (case, store), in case-file
-//     order then store order, consistent with manifest.selection;
-//   - every expectation of every case file: counter, exit codes, the
-//     number of calls and each expected field of each call;
-//   - the experiments, when the manifest lists them: retries.json against
-//     its schema and the design's promises per row (never-retry duplicates
-//     nothing, retry-no-key loses nothing, retry-same-key neither loses nor
-//     duplicates on the sound registry and duplicates on
-//     record-after-effect, every row's counts add up to its intents);
-//     jitter.json against its schema and against the audit's own
-//     recomputation of the jitter model (every peak, total and bucket).
+// Nothing in the evidence is believed because its hash matches: the audit
+// re-derives jitter.json, jitter.svg and REPORT.md and compares them byte
+// for byte, and checks results.json against the case files and the
+// server's reply texts, run.json against results.json, retries.json
+// against the design's parameters and claims, and every manifest field
+// (protocol constants, source commit and tree, dirtiness, mutation runs,
+// the server's build). It reads only regular files inside the evidence
+// folder and the checkout's source folders, each under a size cap, and
+// refuses JSON with duplicate names, invalid UTF-8 or trailing data. It
+// reports every failure, not only the first. See package
+// idemlab/internal/audit for the full list.
 //
 // With -compare it says whether two evidence folders hold byte-identical
-// deterministic files (results.json; jitter.json and jitter.svg where
-// present) and, where not, which runs or strategies differ.
+// deterministic files (results.json; jitter.json, jitter.svg and REPORT.md
+// where present) and, where not, which runs or strategies differ.
 //
 // Usage:
 //
-//	audit [-json] [-root DIR] [-case NAME] [-store NAME] [EVIDENCE_DIR]
+//	audit [-json] [-root DIR] [-case NAME] [-store NAME] [-allow-dirty] [-allow-mutation] [-rebuild] [EVIDENCE_DIR]
 //	audit [-root DIR] -compare DIR_A DIR_B
 //
 // EVIDENCE_DIR defaults to evidence, -root (the checkout holding cases/,
@@ -36,7 +29,7 @@
 // Exit status: 0 the audit passed (or the compared files are identical);
 // 1 a check failed (or the files differ); 2 usage error, or an input
 // cannot be read (missing evidence folder, unreadable or unparseable
-// manifest, bad case file).
+// manifest, bad case file, not a checkout).
 package main
 
 import (
@@ -52,32 +45,41 @@ import (
 	"idemlab/internal/audit"
 )
 
-const usage = `usage: audit [-json] [-root DIR] [-case NAME] [-store NAME] [EVIDENCE_DIR]
+const usage = `usage: audit [-json] [-root DIR] [-case NAME] [-store NAME] [-allow-dirty] [-allow-mutation] [-rebuild] [EVIDENCE_DIR]
        audit [-root DIR] -compare DIR_A DIR_B
 `
 
 const help = usage + `
 Audit re-checks the evidence folder EVIDENCE_DIR (default evidence) against
-the checkout at -root: schemas of manifest.json, results.json and run.json;
-the SHA-256 of every evidence file and of every source file; the set and
-order of (case, store) runs; every expectation in cases/; and, when the
-manifest lists them, the experiments: retries.json against the design's
-promises per row, jitter.json against the audit's own run of the jitter
-model. It prints "PASS: ..." with counts, or "FAIL: N checks" and one line
-per failure.
+the checkout at -root, trusting no hash for what a file says: schemas (after
+a strict read: no duplicate JSON names, valid UTF-8, size caps, no
+symlinks); the SHA-256 of every evidence and source file, and nothing
+outside the sources that changes the build; every manifest field (protocol
+constants against internal/protocol and the runs, source_commit against git
+history, source_dirty, unsafe_registry, server_build); the runs the
+selection lists; every expectation in cases/ and every call against the
+case's steps and the server's reply texts; run.json against results.json;
+REPORT.md, jitter.json and jitter.svg re-derived byte for byte; retries.json
+against the design's parameters and claims. It prints "PASS: ..." with
+counts (and what a partial selection leaves out), or "FAIL: N checks" and
+one line per failure.
 
 Flags:
-  -json         print the verdict as one JSON object
-  -root DIR     the checkout holding cases/, schema/ and the sources (default .)
-  -case NAME    require only the runs of case NAME
-  -store NAME   require only the runs on store NAME
-  -compare      compare the deterministic files of DIR_A and DIR_B
+  -json            print the verdict as one JSON object
+  -root DIR        the checkout holding cases/, schema/ and the sources (default .)
+  -case NAME       check only the runs of case NAME in depth
+  -store NAME      check only the runs on store NAME in depth
+  -allow-dirty     accept evidence from uncommitted sources (source_dirty)
+  -allow-mutation  accept a mutation run (unsafe_registry) as one
+  -rebuild         rebuild cmd/effectserver with the recorded, pinned flags
+                   and compare its SHA-256 with server_sha256
+  -compare         compare the deterministic files of DIR_A and DIR_B
 
 Exit status:
   0  the audit passed; with -compare, the files are identical
   1  a check failed; with -compare, the files differ
   2  usage error, or an input cannot be read (missing evidence folder,
-     unreadable or unparseable manifest, bad case file)
+     unreadable or unparseable manifest, bad case file, not a checkout)
 `
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }

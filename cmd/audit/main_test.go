@@ -421,6 +421,8 @@ var scrubs = []struct {
 	{regexp.MustCompile(`\b\d+ calls?, \d+ checks?;`), "NN calls, NN checks;"},
 	{regexp.MustCompile(`"(sources|runs|cases|calls|checks)": \d+`), `"$1": NN`},
 	{regexp.MustCompile(`the local Go is go[0-9a-z.]+`), "the local Go is GOVERSION"},
+	{regexp.MustCompile("Source commit `[0-9a-f]{40}`"), "Source commit `COMMIT`"},
+	{regexp.MustCompile(`\b\d+ match their`), "NN match their"},
 	{regexp.MustCompile(`\(go1[0-9a-z.]+, `), "(GOVERSION, "},
 }
 

@@ -33,11 +33,12 @@ const (
 	CheckExpectation Check = "expectation" // each run against its case's expectation
 	CheckCalls       Check = "calls"       // each call against the case's steps and the server's fixed replies
 	CheckRunFile     Check = "runfile"     // run.json against results.json
+	CheckReport      Check = "report"      // REPORT.md against the audit's own rendering
 	CheckExperiment  Check = "experiment"  // retries.json, jitter.json and jitter.svg
 )
 
 // Checks lists every check group in report order.
-var Checks = []Check{CheckSchema, CheckFile, CheckSource, CheckManifest, CheckRunSet, CheckExpectation, CheckCalls, CheckRunFile, CheckExperiment}
+var Checks = []Check{CheckSchema, CheckFile, CheckSource, CheckManifest, CheckRunSet, CheckExpectation, CheckCalls, CheckRunFile, CheckReport, CheckExperiment}
 
 // ParseCheck returns the check group called name, or an error listing the names.
 func ParseCheck(name string) (Check, error) {

@@ -105,6 +105,7 @@ func TestAudit(t *testing.T) {
 			name: "pass/dirty tree with -allow-dirty is a note",
 			mutate: func(t *testing.T, f *fixture) {
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { m["source_dirty"] = true })
+				f.rehash(t)
 			},
 			opts: func(o *Options) { o.AllowDirty = true },
 			note: "the evidence came from a checkout with uncommitted changes (manifest.json source_dirty: true), accepted with -allow-dirty",
@@ -113,6 +114,7 @@ func TestAudit(t *testing.T) {
 			name: "manifest/dirty tree fails",
 			mutate: func(t *testing.T, f *fixture) {
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { m["source_dirty"] = true })
+				f.rehash(t)
 			},
 			want: []string{"manifest.json: source_dirty: true: the evidence came from a checkout with uncommitted changes (pass -allow-dirty to accept it)"},
 		},
@@ -226,7 +228,10 @@ func TestAudit(t *testing.T) {
 				data[0] ^= 1
 				os.WriteFile(f.path("evidence/REPORT.md"), data, 0o644)
 			},
-			want: []string{"file REPORT.md: SHA-256 does not match the manifest"},
+			want: []string{
+				"file REPORT.md: SHA-256 does not match the manifest",
+				`REPORT.md: differs from the audit's own rendering of the verified runs: line 1: expected "# idemlab report", observed "\" idemlab report"`,
+			},
 		},
 		{
 			name: "file/unlisted, also in a subfolder",

@@ -1,29 +1,64 @@
 // Package audit re-checks idemlab evidence, trusting nothing but bytes,
-// the case files in cases/ and the schemas in schema/.
+// the case files in cases/, the schemas in schema/, the checkout's sources
+// and its git history.
 //
-// It shares no code with the runner that wrote the evidence (nor with the
-// experiments: it carries its own jitter model). Audit runs six groups of
-// checks and reports every failure, not only the first:
+// It shares no code with the runner that wrote the evidence, nor with the
+// server or the experiments: it carries its own jitter model and drawing,
+// its own copy of the server's reply texts, key and fault syntax, its own
+// reading of the protocol constants (go/parser, not an import) and its own
+// REPORT.md renderer. Nothing is believed because its hash matches: every
+// evidence file is either re-derived and compared byte for byte, or
+// checked field by field. Audit runs these groups of checks (Checks, in
+// report order) and reports every failure, not only the first:
 //
-//  1. schemas: manifest.json, results.json and run.json against their
-//     JSON schemas (case files must be valid too, or nothing can be checked);
-//  2. files: every file listed in manifest.files exists with its SHA-256,
-//     and no other file sits in the evidence folder;
-//  3. sources: every source listed in manifest.sources matches the checkout
-//     (CRLF folded to LF), and no source file of the checkout is unlisted;
-//  4. run set: results.json holds exactly one run per (case, store), in
-//     case-file order then store order, consistent with manifest.selection;
-//  5. expectations: counter, exit codes and every expected call field;
-//  6. experiments, when manifest.files lists them: retries.json and
-//     jitter.json against their schemas; retries.json holds exactly the
-//     design's rows, each row's counts add up to its intents, never-retry
-//     duplicates nothing, retry-no-key loses nothing, retry-same-key on the
-//     sound registry neither loses nor duplicates and on
-//     record-after-effect duplicates; jitter.json holds the design's
-//     parameters and exactly the peaks, totals and buckets the audit's own
-//     implementation of the model computes.
+//  1. schema: manifest.json, results.json, run.json, retries.json and
+//     jitter.json against their JSON schemas, after a strict read: valid
+//     UTF-8, no duplicate member names at any depth, no trailing data,
+//     nesting under 64 levels (case files must pass too, or nothing can be
+//     checked);
+//  2. file: every file in manifest.files is a regular file inside the
+//     evidence folder (no symlink, FIFO or device, never followed) within
+//     its size cap (see CapManifest and the other caps), with its SHA-256;
+//     every file the selection implies is listed; nothing else is there;
+//  3. source: every source in manifest.sources matches the checkout (CRLF
+//     folded to LF), no source is unlisted, no source is a symlink, and
+//     nothing outside the list changes the build: no go.work, go.work.sum
+//     or vendor/, no replace by a folder in go.mod;
+//  4. manifest: generated_utc, go_version, os_arch and postgres_version
+//     look like what they claim; source_dirty fails unless -allow-dirty;
+//     unsafe_registry (a mutation run) fails unless -allow-mutation;
+//     protocol equals the constants of internal/protocol and the runs'
+//     observations (capacity: distinct keys accepted before the first 429;
+//     crash_exit_code: exactly the processes a crash fault stopped;
+//     max_body: which bodies got 413); source_commit is a commit of the
+//     checkout whose tree hashes to manifest.sources (a note says so when
+//     there is no git history); server_build records the pinned build, a
+//     prebuilt server fails unless -rebuild reproduces server_sha256;
+//  5. runset: results.json holds exactly the runs manifest.selection
+//     lists (cases × stores), in case-file order then store order; a
+//     partial selection audits on its own and the PASS line names it;
+//  6. expectation: counter, exit codes and every expected call field;
+//  7. calls: every call's step, key ({i} and {n} expanded), fault and
+//     replica are what the case's steps send, and every reply is one the
+//     server sends: its fixed texts for refusals, a decimal counter and a
+//     replayed flag for 200;
+//  8. runfile: run.json has the same runs and calls as results.json, the
+//     servers' exit codes equal results.json's, client launch indexes are
+//     consistent with the recorded order (the owner of a concurrent group
+//     first), timestamps are RFC 3339, durations are non-negative, servers
+//     listen on loopback;
+//  9. report: REPORT.md equals the audit's own rendering of the verified
+//     runs, byte for byte;
+//  10. experiment: retries.json has the design's parameters and rows and
+//     its headline claims hold (never-retry loses some, retry-no-key
+//     duplicates some, retry-same-key on the sound registry loses and
+//     duplicates none, on record-after-effect duplicates some, and the
+//     client-side lessons); jitter.json holds exactly what the audit's own
+//     run of the jitter model computes, and jitter.svg is byte for byte
+//     the audit's own drawing of it.
 //
 // Compare tells whether two evidence folders hold byte-identical
-// deterministic files (results.json; jitter.json and jitter.svg where
-// present) and, where they do not, which runs or strategies differ.
+// deterministic files (results.json, jitter.json, jitter.svg, REPORT.md;
+// optional ones where present) and, where they do not, which runs or
+// strategies differ.
 package audit

@@ -147,6 +147,7 @@ func runOf(doc map[string]any, name string) map[string]any {
 // independently of the code under test.
 func (f *fixture) rehash(t *testing.T) {
 	t.Helper()
+	f.renderReport(t)
 	files := map[string]string{}
 	filepath.WalkDir(f.evidence, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -186,6 +187,62 @@ func (f *fixture) rehash(t *testing.T) {
 		m["files"] = files
 		m["sources"] = sources
 	})
+}
+
+// renderReport rewrites evidence/REPORT.md from the current results.json,
+// as a careful forger would, so that each test breaks one rule at a time.
+// (REPORT.md's bytes against the lab's own renderer are the goldens' job:
+// cmd/audit's pass.ct audits real evidence.)
+func (f *fixture) renderReport(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(f.path("evidence/REPORT.md")); err != nil {
+		return
+	}
+	schemas, err := LoadSchemas(f.root)
+	if err != nil {
+		return
+	}
+	cases, err := LoadCases(f.root, schemas)
+	if err != nil {
+		return
+	}
+	data, err := os.ReadFile(f.path("evidence/results.json"))
+	if err != nil {
+		return
+	}
+	v, err := decodeJSON(data)
+	if err != nil {
+		return
+	}
+	m := f.readJSON(t, "evidence/manifest.json")
+	sel, _ := m["selection"].(map[string]any)
+	runs := map[runKey]map[string]any{}
+	doc, _ := v.(map[string]any)
+	arr, _ := doc["runs"].([]any)
+	for _, r := range arr {
+		rm, _ := r.(map[string]any)
+		c, _ := str(rm, "case")
+		s, _ := str(rm, "store")
+		runs[runKey{c, s}] = rm
+	}
+	var picked []*Case
+	stores := stringList(sel, "stores")
+	for _, n := range stringList(sel, "cases") {
+		for _, c := range cases {
+			if c.Name != n {
+				continue
+			}
+			for _, s := range stores {
+				if c.Expect[s] == nil || runs[runKey{c.Name, s}] == nil {
+					return
+				}
+			}
+			picked = append(picked, c)
+		}
+	}
+	commit, _ := str(m, "source_commit")
+	dirty, _ := m["source_dirty"].(bool)
+	f.write(t, "evidence/REPORT.md", string(reportText(commit, dirty, picked, stores, runs)))
 }
 
 type caseDoc struct {

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -60,11 +61,148 @@ func experimentsText(names []string) string {
 	return "; experiments checked: " + strings.Join(names, ", ")
 }
 
-// checkReportFile will compare REPORT.md with the audit's own rendering;
-// until the runner's renderer lives in internal/evidence (issue 8) it is
-// only hashed and named in a note.
+// checkReportFile compares REPORT.md byte for byte with the audit's own
+// rendering of it (reportText) from the case files, results.json and the
+// manifest. The runner's verdicts are re-derived as the audit's own: a run
+// "matches" when it meets its case's expectation. When a run does not,
+// the runner's REPORT.md lists its own mismatch lines, which the audit
+// does not re-word: the expectation failures are then the verdict, and a
+// note says REPORT.md was not compared.
 func (a *auditor) checkReportFile(results map[string]any) {
-	if a.isListed("REPORT.md") {
-		a.note("REPORT.md is hashed but not yet re-derived by the audit")
+	data, ok := a.evidenceFile("REPORT.md")
+	if !ok {
+		return // reported by the file checks
 	}
+	a.check()
+	runs := map[runKey]map[string]any{}
+	arr, _ := results["runs"].([]any)
+	for _, r := range arr {
+		m, _ := r.(map[string]any)
+		c, _ := str(m, "case")
+		s, _ := str(m, "store")
+		if _, dup := runs[runKey{c, s}]; !dup {
+			runs[runKey{c, s}] = m
+		}
+	}
+	for _, c := range a.selCases {
+		for _, s := range a.selStores {
+			run, ok := runs[runKey{c.Name, s}]
+			exp, hasExp := c.Expect[s]
+			if !ok || !hasExp || !meets(exp, run) {
+				a.note("REPORT.md not compared: a run does not match its case, and the runner's own mismatch lines are not re-derived")
+				return
+			}
+		}
+	}
+	commit, _ := str(a.manifest, "source_commit")
+	dirty, _ := a.manifest["source_dirty"].(bool)
+	want := reportText(commit, dirty, a.selCases, a.selStores, runs)
+	if !bytes.Equal(data, want) {
+		a.fail(Failure{Check: CheckReport, Field: "REPORT.md",
+			Message: "REPORT.md: differs from the audit's own rendering of the verified runs: " + firstDiff(want, data)})
+	}
+}
+
+// meets reports whether run meets exp (as checkRun checks it).
+func meets(exp *Expectation, run map[string]any) bool {
+	calls, _ := run["calls"].([]any)
+	codes := exp.ExitCodes
+	if codes == nil {
+		codes = []any{}
+	}
+	if render(exp.Counter) != render(run["counter"]) || render(codes) != render(run["exit_codes"]) || len(exp.Calls) != len(calls) {
+		return false
+	}
+	for i, ec := range exp.Calls {
+		got, _ := calls[i].(map[string]any)
+		for _, f := range ec.Fields {
+			if render(f.Value) != render(got[f.Name]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// reportLegend says what a cell of REPORT.md's tables means.
+const reportLegend = `In each cell the number is the **effects applied**: the counter the server
+left, read from its state after every server of the run had exited, never
+from a reply. "matches" means the run showed exactly what its case file
+expects of that store, call by call; a case may expect a duplicate (2
+effects applied), which is the lesson it shows, not a pass of the server.
+"MISMATCH" means the run differs from its case file.
+`
+
+// reportText is the audit's own rendering of REPORT.md for runs that all
+// match their cases: a header naming the commit and tree state, the grid
+// of effects applied, one line per run with expected and observed counter
+// and exit codes, and per case its summary and every call of every run.
+func reportText(commit string, dirty bool, cases []*Case, stores []string, runs map[runKey]map[string]any) []byte {
+	var b strings.Builder
+	state := "clean"
+	if dirty {
+		state = "dirty"
+	}
+	n := len(cases) * len(stores)
+	fmt.Fprintf(&b, "# idemlab report\n\nSource commit `%s` (%s tree). %d runs (%d cases × %d stores): %d match their case's expectation, 0 do not, by the runner's own check; `audit` re-checks every one from the bytes.\n\n",
+		commit, state, n, len(cases), len(stores), n)
+	b.WriteString(reportLegend)
+	b.WriteString("\n| case |")
+	for _, s := range stores {
+		fmt.Fprintf(&b, " %s: effects applied, verdict |", s)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(stores)) + "\n")
+	for _, c := range cases {
+		fmt.Fprintf(&b, "| %s |", c.Name)
+		for _, s := range stores {
+			fmt.Fprintf(&b, " %s, matches |", render(runs[runKey{c.Name, s}]["counter"]))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n| case | store | expected | observed | verdict |\n|---|---|---|---|---|\n")
+	for _, c := range cases {
+		for _, s := range stores {
+			x, run := c.Expect[s], runs[runKey{c.Name, s}]
+			codes, _ := run["exit_codes"].([]any)
+			fmt.Fprintf(&b, "| %s | %s | %s effects applied, exits %s | %s effects applied, exits %s | matches |\n",
+				c.Name, s, render(x.Counter), goList(x.ExitCodes), render(run["counter"]), goList(codes))
+		}
+	}
+	for _, c := range cases {
+		fmt.Fprintf(&b, "\n## %s\n\n%s\n", c.Name, c.Summary)
+		for _, s := range stores {
+			run := runs[runKey{c.Name, s}]
+			fmt.Fprintf(&b, "\n### %s: %s effects applied, matches\n\n", s, render(run["counter"]))
+			b.WriteString("| call | step | key | fault | outcome | status | body | replayed |\n|---|---|---|---|---|---|---|---|\n")
+			calls, _ := run["calls"].([]any)
+			for k, call := range calls {
+				m, _ := call.(map[string]any)
+				outcome, _ := str(m, "outcome")
+				fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", k, render(m["step"]), mdCell(m["key"]), mdCell(m["fault"]),
+					outcome, mdCell(m["status"]), mdCell(m["body"]), mdCell(m["replayed"]))
+			}
+		}
+	}
+	return []byte(b.String())
+}
+
+// goList prints a list of JSON integers as Go prints an []int: [23 0].
+func goList(v []any) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = render(x)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// mdCell prints an optional value for a Markdown table cell: a dash for
+// null, a string in backquotes with newline, bar and backquote escaped.
+func mdCell(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "—"
+	case string:
+		return "`" + strings.NewReplacer("\n", `\n`, "|", `\|`, "`", "'").Replace(v) + "`"
+	}
+	return render(v)
 }
