@@ -35,10 +35,11 @@ const (
 	CheckRunFile     Check = "runfile"     // run.json against results.json
 	CheckReport      Check = "report"      // REPORT.md against the audit's own rendering
 	CheckExperiment  Check = "experiment"  // retries.json, jitter.json and jitter.svg
+	CheckChaos       Check = "chaos"       // chaos.json and each store's history, judged again (chaos.go)
 )
 
 // Checks lists every check group in report order.
-var Checks = []Check{CheckSchema, CheckFile, CheckSource, CheckManifest, CheckRunSet, CheckExpectation, CheckCalls, CheckRunFile, CheckReport, CheckExperiment}
+var Checks = []Check{CheckSchema, CheckFile, CheckSource, CheckManifest, CheckRunSet, CheckExpectation, CheckCalls, CheckRunFile, CheckReport, CheckExperiment, CheckChaos}
 
 // ParseCheck returns the check group called name, or an error listing the names.
 func ParseCheck(name string) (Check, error) {

@@ -55,7 +55,11 @@
 //     duplicates none, on record-after-effect duplicates some, and the
 //     client-side lessons); jitter.json holds exactly what the audit's own
 //     run of the jitter model computes, and jitter.svg is byte for byte
-//     the audit's own drawing of it.
+//     the audit's own drawing of it;
+//  11. chaos: chaos.json and each store's history (chaos.go): every line
+//     strict, the audit's own checker run again on the history and its
+//     journal, chaos.json's counts and verdict equal to its findings, no
+//     violation of a rule the store promises, named by intent.
 //
 // Compare tells whether two evidence folders hold byte-identical
 // deterministic files (results.json, jitter.json, jitter.svg, REPORT.md;

@@ -64,7 +64,7 @@ var retriesParams = []struct {
 var experiments = []struct {
 	name  string
 	files []string
-}{{"retries", []string{RetriesFile}}, {"jitter", []string{JitterFile, JitterSVGFile}}}
+}{{"retries", []string{RetriesFile}}, {"jitter", []string{JitterFile, JitterSVGFile}}, {"chaos", []string{ChaosFile}}}
 
 // checkExperiments checks every experiment manifest.selection names: its
 // files are listed (see checkFiles), valid, and say what the design
@@ -100,6 +100,8 @@ func (a *auditor) checkExperiments() {
 				a.note(JitterFile + " is missing or invalid: its checks were not made")
 			}
 			a.checkJitterSVG()
+		case "chaos":
+			a.checkChaos() // chaos.go
 		}
 		a.report.Experiments = append(a.report.Experiments, e.name)
 	}

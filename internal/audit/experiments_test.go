@@ -345,7 +345,7 @@ func TestReportExperiments(t *testing.T) {
 	if err := r.WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := b.String(), "6 files and "; !strings.Contains(got, want) || !strings.HasSuffix(withoutNotes(got), " sources verified; experiments checked: retries, jitter\n") {
+	if got, want := b.String(), "6 files and "; !strings.Contains(got, want) || !strings.HasSuffix(withoutNotes(got), " sources verified; experiments checked: retries, jitter; partial: experiments: retries, jitter only\n") {
 		t.Errorf("WriteText() = %q, want 6 files and the experiments named at the end", got)
 	}
 	if got, want := r.Experiments, []string{"retries", "jitter"}; !slices.Equal(got, want) {
