@@ -36,10 +36,11 @@ const (
 	CheckReport      Check = "report"      // REPORT.md against the audit's own rendering
 	CheckExperiment  Check = "experiment"  // retries.json, jitter.json and jitter.svg
 	CheckChaos       Check = "chaos"       // chaos.json and each store's history, judged again (chaos.go)
+	CheckStatement   Check = "statement"   // statement.intoto.json against the manifest and the audit's verdicts (statement.go)
 )
 
 // Checks lists every check group in report order.
-var Checks = []Check{CheckSchema, CheckFile, CheckSource, CheckManifest, CheckRunSet, CheckExpectation, CheckCalls, CheckRunFile, CheckReport, CheckExperiment, CheckChaos}
+var Checks = []Check{CheckSchema, CheckFile, CheckSource, CheckManifest, CheckRunSet, CheckExpectation, CheckCalls, CheckRunFile, CheckReport, CheckExperiment, CheckChaos, CheckStatement}
 
 // ParseCheck returns the check group called name, or an error listing the names.
 func ParseCheck(name string) (Check, error) {
@@ -152,6 +153,7 @@ func Audit(opts Options) (*Report, error) {
 		a.failf(CheckRunSet, "manifest.json: selection.cases: empty, but manifest.files lists results.json")
 	}
 	a.checkExperiments()
+	a.checkStatement() // statement.go
 	if len(a.selCases) == 0 && len(a.cases) == 0 {
 		a.note("an experiment-only folder (manifest.json selects no cases): no case runs were required")
 	}

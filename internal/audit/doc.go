@@ -59,7 +59,11 @@
 //  11. chaos: chaos.json and each store's history (chaos.go): every line
 //     strict, the audit's own checker run again on the history and its
 //     journal, chaos.json's counts and verdict equal to its findings, no
-//     violation of a rule the store promises, named by intent.
+//     violation of a rule the store promises, named by intent;
+//  12. statement: statement.intoto.json (statement.go) is present and
+//     valid; its subjects are manifest.files and manifest.json with their
+//     SHA-256, its passed and failed tests the audit's own verdicts on the
+//     runs, its configuration the manifest's commit and case files.
 //
 // Compare tells whether two evidence folders hold byte-identical
 // deterministic files (results.json, jitter.json, jitter.svg, REPORT.md;

@@ -94,6 +94,7 @@ func (f *fixture) write(t *testing.T, rel, content string) {
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	f.restamp(t, rel) // statement_test.go
 }
 
 func (f *fixture) writeJSON(t *testing.T, rel string, v any) {
@@ -154,7 +155,7 @@ func (f *fixture) rehash(t *testing.T) {
 			return err
 		}
 		rel, _ := filepath.Rel(f.evidence, p)
-		if rel == "manifest.json" {
+		if rel == "manifest.json" || rel == StatementFile {
 			return nil
 		}
 		data, _ := os.ReadFile(p)
@@ -187,6 +188,7 @@ func (f *fixture) rehash(t *testing.T) {
 		m["files"] = files
 		m["sources"] = sources
 	})
+	f.stamp(t) // statement_test.go
 }
 
 // renderReport rewrites evidence/REPORT.md from the current results.json,
