@@ -132,13 +132,8 @@ func (a *auditor) experimentFail(file, where, field, expected, observed string) 
 // intents.
 func (a *auditor) checkRetries(doc map[string]any) {
 	params, _ := doc["parameters"].(map[string]any)
-	rowsWant, paramsWant := retriesRows, retriesParams
-	for _, p := range paramsWant {
-		a.check()
-		if got := render(params[p.name]); got != fmt.Sprint(p.value) {
-			a.experimentFail(RetriesFile, "parameters", p.name, fmt.Sprint(p.value)+" (the design's)", got)
-		}
-	}
+	rowsWant := retriesRows
+	a.checkRetriesParams(params) // retries_claims.go: flags in range, the rest the design's
 	intents := number(params["intents"])
 	rows, _ := doc["rows"].([]any)
 	a.check()
@@ -192,6 +187,7 @@ func (a *auditor) checkRetries(doc map[string]any) {
 			}
 		}
 	}
+	a.checkRetriesClaims(rows, params) // retries_claims.go
 }
 
 // number returns a decoded JSON integer (json.Number), 0 for anything else;

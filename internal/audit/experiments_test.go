@@ -48,6 +48,7 @@ func addExperiments(t *testing.T, f *fixture) {
 		t.Fatal(err)
 	}
 	f.write(t, "evidence/jitter.svg", string(svg))
+	lessonCounts(t, f) // retries_claims_test.go
 	f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
 		m["selection"].(map[string]any)["experiments"] = []string{"retries", "jitter"}
 	})
