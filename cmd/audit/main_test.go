@@ -55,7 +55,8 @@ func TestMain(m *testing.M) {
 // last commit, so that other people's half-done edits in the same
 // checkout cannot break the snapshot.
 var ownPaths = []string{"internal/audit", "cmd/audit", "schema/manifest.schema.json", "schema/results.schema.json",
-	"schema/run.schema.json", "schema/retries.schema.json", "schema/jitter.schema.json"}
+	"schema/run.schema.json", "schema/retries.schema.json", "schema/jitter.schema.json",
+	"schema/chaos.schema.json", "schema/statement.schema.json"}
 
 // prepare builds the snapshot: the committed tree of repo with the
 // audit's own files from the working tree, as a fresh git repository of
@@ -100,9 +101,10 @@ func prepare(repo string) {
 		skipReason = "no PostgreSQL here: the goldens need the postgres column (CI installs it)"
 		return
 	}
-	// A partial selection, as "runner -store volatile" writes it.
+	// A partial selection, as "runner -store volatile -experiment none"
+	// writes it (cases only: no timing-dependent retries counts).
 	vol := filepath.Join(filepath.Dir(snapshot), "volatile")
-	if err := runRunner(snapshot, "-store", "volatile", "-out", vol); err != nil {
+	if err := runRunner(snapshot, "-store", "volatile", "-experiment", "none", "-out", vol); err != nil {
 		setupErr = err.Error()
 		return
 	}
@@ -115,16 +117,25 @@ func prepare(repo string) {
 	// will make it).
 	if err := pinnedEvidence(snapshot); err != nil {
 		setupErr = err.Error()
+		return
+	}
+	// The in-toto statement the current runner writes beside the manifest
+	// (statement_fixture_test.go).
+	for _, d := range []string{"evidence", "volatile", "pinned"} {
+		if err := stampStatement(snapshot, filepath.Join(snapshot, d)); err != nil {
+			setupErr = err.Error()
+			return
+		}
 	}
 }
 
 // runRunner runs go run ./cmd/runner ARGS in dir. The retries experiment's
 // counts depend on real timing, and on a loaded machine a claim such as
 // "retry-same-key loses nothing" can fail (the audit then fails the run, as
-// it must); up to three tries keep that from failing the goldens.
+// it must); up to five tries keep that from failing the goldens.
 func runRunner(dir string, args ...string) error {
 	var err error
-	for try := 0; try < 3; try++ {
+	for try := 0; try < 5; try++ {
 		os.RemoveAll(args[len(args)-1]) // the -out folder of a failed try
 		cmd := exec.Command("go", append([]string{"run", "./cmd/runner"}, args...)...)
 		cmd.Dir = dir
@@ -302,7 +313,10 @@ func editJSON(name string, edit func(map[string]any)) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(name, append(data, '\n'), 0o644)
+	if err := os.WriteFile(name, append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	return restampAfter(name) // statement_fixture_test.go
 }
 
 // editResults rewrites DIR/results.json through edit and records its new
@@ -347,8 +361,8 @@ func findRun(runs []any, cname, store string) (int, error) {
 // rehash records the SHA-256 of DIR/FILE in DIR/manifest.json, as a
 // forger covering their tracks would; the manifest itself is not hashed.
 func rehash(dir, file string) error {
-	if file == "manifest.json" {
-		return nil
+	if file == "manifest.json" || file == "statement.intoto.json" { // unlisted; the statement is restamped (statement_fixture_test.go)
+		return restampAfter(filepath.Join(dir, file))
 	}
 	data, err := os.ReadFile(filepath.Join(dir, file))
 	if err != nil {
