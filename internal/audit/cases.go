@@ -24,6 +24,8 @@ type Case struct {
 	Expect    map[string]*Expectation // by store
 	Plan      []PlannedCall           // the calls the steps send, in the order results.json records them
 	Lifetimes int                     // server processes a run has, in the order their exit codes are recorded
+	Capacity  int                     // the case's server.capacity (-capacity), 0 for the lab's
+	KeyTTL    int                     // the case's server.key_ttl_ms, 0 when keys never expire
 }
 
 // PlannedCall is one call a case's steps send, as the audit expands them:
@@ -51,6 +53,7 @@ func (c *Case) Stores() []string {
 
 // Expectation is what one run of a case on a store must observe.
 type Expectation struct {
+	Ledger    any   // the ledger's counter (ledger_counter), nil when the case has no ledger
 	Counter   any   // a json.Number
 	ExitCodes []any // json.Numbers, exact list
 	Calls     []ExpectedCall
@@ -153,10 +156,12 @@ func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
 	summary, _ := str(doc, "summary")
 	c := &Case{File: file, Name: name, Summary: summary, Expect: map[string]*Expectation{}}
 	c.Plan, c.Lifetimes = plan(doc)
+	server, _ := doc["server"].(map[string]any)
+	c.Capacity, c.KeyTTL = int(number(server["capacity"])), int(number(server["key_ttl_ms"]))
 	expect, _ := doc["expect"].(map[string]any)
 	for store, e := range expect {
 		em, _ := e.(map[string]any)
-		exp := &Expectation{Counter: em["counter"]}
+		exp := &Expectation{Counter: em["counter"], Ledger: em["ledger_counter"]}
 		exp.ExitCodes, _ = em["exit_codes"].([]any)
 		calls, _ := em["calls"].([]any)
 		for _, call := range calls {

@@ -37,6 +37,9 @@ func (a *auditor) checkRun(caseName, store string, exp *Expectation, run map[str
 			Message: fmt.Sprintf("%s: %s: expected %s, observed %s", at, field, w, g)})
 	}
 	cmp(nil, "counter", exp.Counter, run["counter"])
+	if exp.Ledger != nil || run["ledger_counter"] != nil {
+		cmp(nil, "ledger_counter", exp.Ledger, run["ledger_counter"])
+	}
 	exitCodes := exp.ExitCodes
 	if exitCodes == nil {
 		exitCodes = []any{}
