@@ -156,6 +156,7 @@ func (a *auditor) checkCalls(runs map[runKey]map[string]any) {
 			calls, _ := run["calls"].([]any)
 			where := fmt.Sprintf("case %s, store %s", c.Name, s)
 			fail := func(call *int, field, expected, observed string) {
+				expected, observed = clipValue(expected), clipValue(observed)
 				at := where
 				if call != nil {
 					at = fmt.Sprintf("%s, call %d", where, *call)

@@ -28,6 +28,7 @@ func (a *auditor) checkRun(caseName, store string, exp *Expectation, run map[str
 		if w == g {
 			return
 		}
+		w, g = clipValue(w), clipValue(g)
 		at := where
 		if call != nil {
 			at = fmt.Sprintf("%s, call %d", where, *call)
@@ -57,4 +58,14 @@ func (a *auditor) checkRun(caseName, store string, exp *Expectation, run map[str
 			cmp(&idx, f.Name, f.Value, observed[f.Name])
 		}
 	}
+}
+
+// clipValue shortens a rendered value for a failure line: evidence can
+// hold a string of megabytes, and a verdict line need not repeat it.
+func clipValue(s string) string {
+	const limit = 200
+	if len(s) <= limit {
+		return s
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s[:limit], len(s))
 }
