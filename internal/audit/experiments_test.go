@@ -19,7 +19,7 @@ func addExperiments(t *testing.T, f *fixture) {
 		"seed":           1,
 		"parameters": map[string]any{
 			"intents": 200, "workers": 10, "drop_percent": 15, "client_timeout_ms": 30,
-			"max_server_delay_ms": 60, "max_attempts": 6, "backoff_base_ms": 5, "backoff_cap_ms": 100,
+			"max_server_delay_ms": 60, "max_attempts": 30, "backoff_base_ms": 5, "backoff_cap_ms": 100,
 			"total_deadline_ms": 0, "collide_every": 10, "shed_inflight": 4, "retry_after_s": 1, "layers": 3, "layer_attempts": 3,
 		},
 		"rows": []any{

@@ -136,7 +136,7 @@ type Parameters struct {
 // Default holds the design's parameters.
 var Default = Parameters{
 	Intents: 200, Workers: 10, DropPercent: 15, ClientTimeoutMS: 30,
-	MaxServerDelayMS: 60, MaxAttempts: 6, BackoffBaseMS: 5, BackoffCapMS: 100,
+	MaxServerDelayMS: 60, MaxAttempts: 30, BackoffBaseMS: 5, BackoffCapMS: 100,
 	TotalDeadlineMS: 0, CollideEvery: 10, ShedInflight: 4, RetryAfterS: 1, Layers: 3, LayerAttempts: 3,
 }
 

@@ -226,7 +226,7 @@ var sample = Result{Seed: 1, Parameters: Default, Rows: []RowResult{
 
 // Ensure the text table's layout.
 func TestWriteText(t *testing.T) {
-	want := `retries: 200 intents per row, seed 1; 10 workers, 15% dropped before sending, timeout 30 ms, server delay 0-60 ms, up to 6 attempts, no total deadline
+	want := `retries: 200 intents per row, seed 1; 10 workers, 15% dropped before sending, timeout 30 ms, server delay 0-60 ms, up to 30 attempts, no total deadline
 client          registry             lost  applied once  duplicated   sent  refused
 never-retry     sound                  43           157           0    170        0
 retry-no-key    sound                   0           121          79    480        0

@@ -231,6 +231,10 @@ func Run(ctx context.Context, o Options) (err error) {
 			in.Cases = append(in.Cases, c.Name)
 		}
 		in.Stores = o.Stores
+	} else {
+		// The manifest's PostgreSQL version goes with the postgres column
+		// of the selection; an experiment-only run names no stores.
+		in.Postgres = ""
 	}
 	env := experimentEnv{server: server.Path, stateRoot: tmp, seed: o.Seed, intents: o.Intents, retries: o.Retries, out: o.Stdout,
 		stores: o.Stores, databases: cfg.Databases, chaos: o.Chaos}
