@@ -242,9 +242,7 @@ func (f *fixture) renderReport(t *testing.T) {
 			picked = append(picked, c)
 		}
 	}
-	commit, _ := str(m, "source_commit")
-	dirty, _ := m["source_dirty"].(bool)
-	f.write(t, "evidence/REPORT.md", string(reportText(commit, dirty, picked, stores, runs)))
+	f.write(t, "evidence/REPORT.md", string(reportText(picked, stores, runs)))
 }
 
 type caseDoc struct {

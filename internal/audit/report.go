@@ -94,9 +94,7 @@ func (a *auditor) checkReportFile(results map[string]any) {
 			}
 		}
 	}
-	commit, _ := str(a.manifest, "source_commit")
-	dirty, _ := a.manifest["source_dirty"].(bool)
-	want := reportText(commit, dirty, a.selCases, a.selStores, runs)
+	want := reportText(a.selCases, a.selStores, runs)
 	if !bytes.Equal(data, want) {
 		a.fail(Failure{Check: CheckReport, Field: "REPORT.md",
 			Message: "REPORT.md: differs from the audit's own rendering of the verified runs: " + firstDiff(want, data)})
@@ -137,15 +135,11 @@ effects applied), which is the lesson it shows, not a pass of the server.
 // match their cases: a header naming the commit and tree state, the grid
 // of effects applied, one line per run with expected and observed counter
 // and exit codes, and per case its summary and every call of every run.
-func reportText(commit string, dirty bool, cases []*Case, stores []string, runs map[runKey]map[string]any) []byte {
+func reportText(cases []*Case, stores []string, runs map[runKey]map[string]any) []byte {
 	var b strings.Builder
-	state := "clean"
-	if dirty {
-		state = "dirty"
-	}
 	n := len(cases) * len(stores)
-	fmt.Fprintf(&b, "# idemlab report\n\nSource commit `%s` (%s tree). %d runs (%d cases × %d stores): %d match their case's expectation, 0 do not, by the runner's own check; `audit` re-checks every one from the bytes.\n\n",
-		commit, state, n, len(cases), len(stores), n)
+	fmt.Fprintf(&b, "# idemlab report\n\n%d runs (%d cases × %d stores): %d match their case's expectation, 0 do not, by the runner's own check; `audit` re-checks every one from the bytes.\n\n",
+		n, len(cases), len(stores), n)
 	b.WriteString(reportLegend)
 	b.WriteString("\n| case |")
 	for _, s := range stores {

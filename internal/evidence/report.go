@@ -36,17 +36,14 @@ effects applied), which is the lesson it shows, not a pass of the server.
 `
 
 // Report is REPORT.md, the table a person reads. It holds only what the
-// audit can re-derive from the case files, results.json and the manifest:
-// no time, host or timing.
-func Report(g *Grid, commit string, dirty bool) []byte {
+// audit can re-derive from the case files and results.json: no time, host,
+// timing or commit (the manifest names the commit), so that the same
+// sources give the same bytes at any later commit.
+func Report(g *Grid) []byte {
 	var b strings.Builder
-	state := "clean"
-	if dirty {
-		state = "dirty"
-	}
 	n := len(g.Runs())
-	fmt.Fprintf(&b, "# idemlab report\n\nSource commit `%s` (%s tree). %d runs (%d cases × %d stores): %d match their case's expectation, %d do not, by the runner's own check; `audit` re-checks every one from the bytes.\n\n",
-		commit, state, n, len(g.Cases), len(g.Stores), g.Matching(), n-g.Matching())
+	fmt.Fprintf(&b, "# idemlab report\n\n%d runs (%d cases × %d stores): %d match their case's expectation, %d do not, by the runner's own check; `audit` re-checks every one from the bytes.\n\n",
+		n, len(g.Cases), len(g.Stores), g.Matching(), n-g.Matching())
 	b.WriteString(legend)
 	b.WriteString("\n| case |")
 	for _, s := range g.Stores {

@@ -225,7 +225,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		if err != nil {
 			return err
 		}
-		files = append(fs, evidence.File{Name: evidence.ReportName, Data: evidence.Report(grid, git.Commit, git.Dirty)})
+		files = append(fs, evidence.File{Name: evidence.ReportName, Data: evidence.Report(grid)})
 		tests = evidence.TestsOf(grid)
 		for _, c := range cases {
 			in.Cases = append(in.Cases, c.Name)
