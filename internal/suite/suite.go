@@ -259,7 +259,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	written = true
 	fmt.Fprintf(o.Stdout, "\nwrote %s\n\n", o.Out)
-	return audit(ctx, o, auditBin.Path)
+	return audit(ctx, o, auditBin.Path, git.Dirty)
 }
 
 // ErrNoPostgres means the postgres store was asked for on a machine
@@ -383,9 +383,18 @@ func serverBinary(ctx context.Context, o Options) (labbuild.Binary, error) {
 }
 
 // audit runs the audit program on the evidence just written, as a separate
-// process, and passes its verdict on.
-func audit(ctx context.Context, o Options, bin string) error {
+// process, and passes its verdict on. A run from a checkout with uncommitted changes is audited with
+// -allow-dirty, and a mutation run with -allow-mutation: the audit still
+// says so in its notes, and committed evidence (audited without them) must
+// come from a clean tree and the sound registry.
+func audit(ctx context.Context, o Options, bin string, dirty bool) error {
 	args := []string{"-root", o.Root}
+	if dirty {
+		args = append(args, "-allow-dirty")
+	}
+	if o.Unsafe != protocol.Sound {
+		args = append(args, "-allow-mutation")
+	}
 	if o.Case != "" {
 		args = append(args, "-case", o.Case)
 	}
