@@ -151,7 +151,9 @@ func editChaosCounts(dir, store string, lines []map[string]any, delta map[string
 // addChaosCommands adds the chaos forgeries to the goldens' commands.
 func addChaosCommands(cmds map[string]cmdtest.CommandFunc) {
 	// chaos-ack DIR STORE: add a 200 reply for a new intent 999999 that the
-	// journal never applied; chaos.json's counts follow.
+	// journal never applied, after every other event and with a value no
+	// effect has (so that only the lost acknowledgement and its value are
+	// flagged, the same way in every run); chaos.json's counts follow.
 	cmds["chaos-ack"] = command(2, "chaos-ack DIR STORE", func(args []string) error {
 		lines, err := historyLines(args[0], args[1])
 		if err != nil {
@@ -163,7 +165,7 @@ func addChaosCommands(cmds map[string]cmdtest.CommandFunc) {
 		sum := sha256.Sum256([]byte("forged intent"))
 		ack := map[string]any{"kind": "attempt", "intent": 999999, "key": "chaos-999999", "body_sha256": hex.EncodeToString(sum[:]),
 			"replica": 0, "attempt": 0, "phase": "quiet", "start_us": at, "end_us": at + 1000, "fault": "", "type": "ok",
-			"outcome": "reply", "status": 200, "value": "1", "replayed": false, "error": ""}
+			"outcome": "reply", "status": 200, "value": "1000000000", "replayed": false, "error": ""}
 		lines = slices.Insert(lines, i, ack)
 		lines[0]["attempts"] = num(lines[0]["attempts"]) + 1
 		if err := writeHistory(args[0], args[1], lines); err != nil {

@@ -127,6 +127,10 @@ func prepare(repo string) {
 			return
 		}
 	}
+	// The chaos experiment's evidence, for the forge-chaos-*.ct goldens.
+	if err := chaosEvidence(repo, snapshot); err != nil {
+		setupErr = err.Error()
+	}
 }
 
 // runRunner runs go run ./cmd/runner ARGS in dir. The retries experiment's
@@ -179,7 +183,7 @@ func pinnedEvidence(root string) error {
 // runner mid-refactor must not break the audit's tests. Set
 // IDEMLAB_GOLDEN_BASE (e.g. to HEAD) to test against another; where the
 // commit is unknown (a shallow clone), HEAD is used.
-const goldenBase = "e19e02157c0f9f17220d6458911a0aa92586af87"
+const goldenBase = "6adb5364505c1e5aa484e0fa182232102a906f68"
 
 // exportHead writes the files of the golden base commit into dir.
 func exportHead(repo, dir string) error {
