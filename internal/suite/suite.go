@@ -176,6 +176,12 @@ func Run(ctx context.Context, o Options) (err error) {
 		if cases, err = selectCase(cases, o.Case); err != nil {
 			return &UsageError{err}
 		}
+		if o.Unsafe != protocol.Sound {
+			cases = mutable(cases, o.Stdout)
+			if len(cases) == 0 {
+				return &UsageError{fmt.Errorf("-unsafe-registry %s: no selected case runs on the key registry (the downstream mode and key expiry refuse a mutant)", o.Unsafe)}
+			}
+		}
 	}
 	if err := evidence.CheckTarget(o.Out, evidenceNames()); err != nil {
 		return &UsageError{err}
@@ -302,6 +308,27 @@ func startPostgres(ctx context.Context, o *Options) (postgresServer, error) {
 	fmt.Fprintf(o.Stdout, "postgres %s: a throwaway cluster in %s (initdb %s, start %s), one database per run\n",
 		pg.Version, pg.Dir, pg.InitIn.Round(time.Millisecond), pg.ReadyIn.Round(time.Millisecond))
 	return pg, nil
+}
+
+// mutable keeps the cases a mutation run can run: a mutant is built into the
+// key registry, and the server refuses one together with the downstream
+// mode (whose claims live in the store) or key expiry. It says what it left
+// out.
+func mutable(cases []caseplan.Case, out io.Writer) []caseplan.Case {
+	var kept, left []string
+	var run []caseplan.Case
+	for _, c := range cases {
+		if c.Ledger != nil || c.Server.KeyTTLMS > 0 {
+			left = append(left, c.Name)
+			continue
+		}
+		kept = append(kept, c.Name)
+		run = append(run, c)
+	}
+	if len(left) > 0 {
+		fmt.Fprintf(out, "mutation run: %d cases run on the key registry; left out (downstream mode or key expiry, which refuse a mutant): %s\n", len(kept), strings.Join(left, ", "))
+	}
+	return run
 }
 
 func selectCase(cases []caseplan.Case, name string) ([]caseplan.Case, error) {
