@@ -95,19 +95,38 @@ func runChecked(t *testing.T, cfg Config) Result {
 // sharing one folder neither duplicates, loses an acknowledgement, nor
 // leaves an intent stuck.
 func TestRunDurable(t *testing.T) {
-	res := runChecked(t, config(t, protocol.Durable))
-	checkSound(t, res)
+	runSound(t, config(t, protocol.Durable))
 }
 
-func checkSound(t *testing.T, res Result) {
+// soundTries is how many seeds runSound tries before it gives up on
+// seeing a kill, a restart and a faulted attempt in one run.
+const soundTries = 4
+
+// runSound runs cfg, on a store that promises no duplicate, no lost
+// acknowledgement and nothing stuck, and checks every run keeps that
+// promise. The seed fixes the kill plan but not whether a planned kill
+// lands: a kill is skipped when its target is down or is the last replica
+// up, and on a loaded machine crash faults can keep a replica down at
+// every planned moment of a short run. A run with no kill proves nothing
+// about kill -9, so runSound tries the next seed (each run checked all the
+// same) until one run had a kill, a restart and a faulted attempt.
+func runSound(t *testing.T, cfg Config) {
 	t.Helper()
-	n := res.Counts
-	if n.Duplicates != 0 || n.LostAcks != 0 || n.Stuck != 0 || !res.Verdict.OK {
-		t.Errorf("%s: duplicates %d, lost acks %d, stuck %d, verdict %+v; want 0, 0, 0, ok", res.Store, n.Duplicates, n.LostAcks, n.Stuck, res.Verdict)
+	for try := range soundTries {
+		res := runChecked(t, cfg)
+		n := res.Counts
+		if n.Duplicates != 0 || n.LostAcks != 0 || n.Stuck != 0 || !res.Verdict.OK {
+			t.Fatalf("%s seed %d: duplicates %d, lost acks %d, stuck %d, verdict %+v; want 0, 0, 0, ok",
+				res.Store, cfg.Seed, n.Duplicates, n.LostAcks, n.Stuck, res.Verdict)
+		}
+		if n.Kills > 0 && n.Restarts > 0 && n.FaultedAttempts > 0 {
+			return
+		}
+		t.Logf("%s seed %d (try %d of %d): kills %d, restarts %d, faulted attempts %d; trying the next seed for a run with some of each",
+			res.Store, cfg.Seed, try+1, soundTries, n.Kills, n.Restarts, n.FaultedAttempts)
+		cfg.Seed++
 	}
-	if n.Kills == 0 || n.Restarts == 0 || n.FaultedAttempts == 0 {
-		t.Errorf("%s: kills %d, restarts %d, faulted attempts %d; want some of each", res.Store, n.Kills, n.Restarts, n.FaultedAttempts)
-	}
+	t.Errorf("%s: no run of %d seeds had a kill, a restart and a faulted attempt", cfg.Store, soundTries)
 }
 
 // Ensure the volatile store runs to the end under the same chaos and its
@@ -134,8 +153,7 @@ func TestRunVolatile(t *testing.T) {
 func TestRunPostgres(t *testing.T) {
 	cfg := config(t, protocol.Postgres)
 	cfg.Databases = pgcluster.Shared(t)
-	res := runChecked(t, cfg)
-	checkSound(t, res)
+	runSound(t, cfg)
 }
 
 // SoakEnv names the environment variable that runs TestSoak: a duration
