@@ -108,7 +108,8 @@ func meets(exp *Expectation, run map[string]any) bool {
 	if codes == nil {
 		codes = []any{}
 	}
-	if render(exp.Counter) != render(run["counter"]) || render(codes) != render(run["exit_codes"]) || len(exp.Calls) != len(calls) {
+	if render(exp.Counter) != render(run["counter"]) || render(exp.Ledger) != render(run["ledger_counter"]) ||
+		render(codes) != render(run["exit_codes"]) || len(exp.Calls) != len(calls) {
 		return false
 	}
 	for i, ec := range exp.Calls {
@@ -125,11 +126,33 @@ func meets(exp *Expectation, run map[string]any) bool {
 // reportLegend says what a cell of REPORT.md's tables means.
 const reportLegend = `In each cell the number is the **effects applied**: the counter the server
 left, read from its state after every server of the run had exited, never
-from a reply. "matches" means the run showed exactly what its case file
-expects of that store, call by call; a case may expect a duplicate (2
-effects applied), which is the lesson it shows, not a pass of the server.
-"MISMATCH" means the run differs from its case file.
+from a reply. For a case with a ledger (the effect is a call to a second
+effect server), the cell says "ledger N": the ledger's counter, read the same
+way, with the forwarding of the key in the case's name; the upstream applies
+nothing itself, and its own counter is the "upstream" number in the rows
+below. "matches" means the run showed exactly what its case file expects of
+that store, call by call; a case may expect a duplicate (2 effects applied),
+which is the lesson it shows, not a pass of the server. "MISMATCH" means the
+run differs from its case file.
 `
+
+// gridCell is a run's number in REPORT.md's grid: the counter, or
+// "ledger N" when the run has a ledger counter.
+func gridCell(counter, ledger any) string {
+	if ledger != nil {
+		return "ledger " + render(ledger)
+	}
+	return render(counter)
+}
+
+// effectsText is a run's effects in REPORT.md's rows and headings: the
+// counter, and with a ledger first the ledger's counter.
+func effectsText(counter, ledger any) string {
+	if ledger != nil {
+		return fmt.Sprintf("ledger %s, upstream %s effects applied", render(ledger), render(counter))
+	}
+	return render(counter) + " effects applied"
+}
 
 // reportText is the audit's own rendering of REPORT.md for runs that all
 // match their cases: a header naming the commit and tree state, the grid
@@ -149,7 +172,8 @@ func reportText(cases []*Case, stores []string, runs map[runKey]map[string]any) 
 	for _, c := range cases {
 		fmt.Fprintf(&b, "| %s |", c.Name)
 		for _, s := range stores {
-			fmt.Fprintf(&b, " %s, matches |", render(runs[runKey{c.Name, s}]["counter"]))
+			run := runs[runKey{c.Name, s}]
+			fmt.Fprintf(&b, " %s, matches |", gridCell(run["counter"], run["ledger_counter"]))
 		}
 		b.WriteString("\n")
 	}
@@ -158,15 +182,15 @@ func reportText(cases []*Case, stores []string, runs map[runKey]map[string]any) 
 		for _, s := range stores {
 			x, run := c.Expect[s], runs[runKey{c.Name, s}]
 			codes, _ := run["exit_codes"].([]any)
-			fmt.Fprintf(&b, "| %s | %s | %s effects applied, exits %s | %s effects applied, exits %s | matches |\n",
-				c.Name, s, render(x.Counter), goList(x.ExitCodes), render(run["counter"]), goList(codes))
+			fmt.Fprintf(&b, "| %s | %s | %s, exits %s | %s, exits %s | matches |\n",
+				c.Name, s, effectsText(x.Counter, x.Ledger), goList(x.ExitCodes), effectsText(run["counter"], run["ledger_counter"]), goList(codes))
 		}
 	}
 	for _, c := range cases {
 		fmt.Fprintf(&b, "\n## %s\n\n%s\n", c.Name, c.Summary)
 		for _, s := range stores {
 			run := runs[runKey{c.Name, s}]
-			fmt.Fprintf(&b, "\n### %s: %s effects applied, matches\n\n", s, render(run["counter"]))
+			fmt.Fprintf(&b, "\n### %s: %s, matches\n\n", s, effectsText(run["counter"], run["ledger_counter"]))
 			b.WriteString("| call | step | key | fault | outcome | status | body | replayed |\n|---|---|---|---|---|---|---|---|\n")
 			calls, _ := run["calls"].([]any)
 			for k, call := range calls {

@@ -29,11 +29,33 @@ func Verdict(r Run) string {
 // legend says what a cell of the tables means.
 const legend = `In each cell the number is the **effects applied**: the counter the server
 left, read from its state after every server of the run had exited, never
-from a reply. "matches" means the run showed exactly what its case file
-expects of that store, call by call; a case may expect a duplicate (2
-effects applied), which is the lesson it shows, not a pass of the server.
-"MISMATCH" means the run differs from its case file.
+from a reply. For a case with a ledger (the effect is a call to a second
+effect server), the cell says "ledger N": the ledger's counter, read the same
+way, with the forwarding of the key in the case's name; the upstream applies
+nothing itself, and its own counter is the "upstream" number in the rows
+below. "matches" means the run showed exactly what its case file expects of
+that store, call by call; a case may expect a duplicate (2 effects applied),
+which is the lesson it shows, not a pass of the server. "MISMATCH" means the
+run differs from its case file.
 `
+
+// applied is the grid's number for a run: the effects applied, or for a
+// case with a ledger "ledger N", the ledger's counter.
+func applied(counter int64, ledger *int64) string {
+	if ledger != nil {
+		return fmt.Sprintf("ledger %d", *ledger)
+	}
+	return fmt.Sprint(counter)
+}
+
+// appliedLong is a run's effects in the per-run rows and headings: the
+// effects applied, and for a case with a ledger also the upstream's own.
+func appliedLong(counter int64, ledger *int64) string {
+	if ledger != nil {
+		return fmt.Sprintf("ledger %d, upstream %d effects applied", *ledger, counter)
+	}
+	return fmt.Sprintf("%d effects applied", counter)
+}
 
 // Report is REPORT.md, the table a person reads. It holds only what the
 // audit can re-derive from the case files and results.json: no time, host,
@@ -54,7 +76,7 @@ func Report(g *Grid) []byte {
 		fmt.Fprintf(&b, "| %s |", c.Name)
 		for j := range g.Stores {
 			r := g.At(i, j)
-			fmt.Fprintf(&b, " %d, %s |", r.Obs.Counter, Verdict(r))
+			fmt.Fprintf(&b, " %s, %s |", applied(r.Obs.Counter, r.Obs.LedgerCounter), Verdict(r))
 		}
 		b.WriteString("\n")
 	}
@@ -62,15 +84,15 @@ func Report(g *Grid) []byte {
 	for _, r := range g.Runs() {
 		want := "(none)"
 		if x, ok := r.Case.Expect[r.Store]; ok {
-			want = fmt.Sprintf("%d effects applied, exits %v", x.Counter, x.ExitCodes)
+			want = fmt.Sprintf("%s, exits %v", appliedLong(x.Counter, x.LedgerCounter), x.ExitCodes)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d effects applied, exits %v | %s |\n", r.Case.Name, r.Store, want, r.Obs.Counter, r.Obs.ExitCodes, Verdict(r))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s, exits %v | %s |\n", r.Case.Name, r.Store, want, appliedLong(r.Obs.Counter, r.Obs.LedgerCounter), r.Obs.ExitCodes, Verdict(r))
 	}
 	for i, c := range g.Cases {
 		fmt.Fprintf(&b, "\n## %s\n\n%s\n", c.Name, c.Summary)
 		for j, store := range g.Stores {
 			r := g.At(i, j)
-			fmt.Fprintf(&b, "\n### %s: %d effects applied, %s\n\n", store, r.Obs.Counter, Verdict(r))
+			fmt.Fprintf(&b, "\n### %s: %s, %s\n\n", store, appliedLong(r.Obs.Counter, r.Obs.LedgerCounter), Verdict(r))
 			for _, m := range r.Mismatches {
 				fmt.Fprintf(&b, "- %s\n", m)
 			}
@@ -102,7 +124,7 @@ func cell[T any](p *T) string {
 // one column per store with the effects applied and the verdict.
 func Summary(g *Grid) string {
 	var b strings.Builder
-	b.WriteString("effects applied per (case, store), and whether the run matches its case's\nexpectation (a case may expect a duplicate: that is its lesson, not a pass)\n\n")
+	b.WriteString("effects applied per (case, store) (\"ledger N\": the ledger's counter, for a case\nwith a ledger), and whether the run matches its case's expectation (a case may\nexpect a duplicate: that is its lesson, not a pass)\n\n")
 	w := len("case")
 	for _, c := range g.Cases {
 		w = max(w, len(c.Name))
@@ -116,7 +138,7 @@ func Summary(g *Grid) string {
 		fmt.Fprintf(&b, "%-*s", w, c.Name)
 		for j := range g.Stores {
 			r := g.At(i, j)
-			fmt.Fprintf(&b, "  %-20s", fmt.Sprintf("%3d  %s", r.Obs.Counter, Verdict(r)))
+			fmt.Fprintf(&b, "  %-20s", fmt.Sprintf("%8s  %s", applied(r.Obs.Counter, r.Obs.LedgerCounter), Verdict(r)))
 		}
 		b.WriteString("\n")
 	}
@@ -126,7 +148,11 @@ func Summary(g *Grid) string {
 // ProgressLine is the line the runner prints when a run has finished.
 func ProgressLine(r Run) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-8s  %-29s %-8s effects applied=%-3d calls=%-3d %6.1fms", Verdict(r), r.Case.Name, r.Store, r.Obs.Counter, len(r.Obs.Calls), ms(r.Detail.Wall))
+	fmt.Fprintf(&b, "%-8s  %-29s %-8s effects applied=%-3d", Verdict(r), r.Case.Name, r.Store, r.Obs.Counter)
+	if r.Obs.LedgerCounter != nil {
+		fmt.Fprintf(&b, " ledger=%d", *r.Obs.LedgerCounter)
+	}
+	fmt.Fprintf(&b, " calls=%-3d %6.1fms", len(r.Obs.Calls), ms(r.Detail.Wall))
 	for _, m := range r.Mismatches {
 		fmt.Fprintf(&b, "\n          %s", m)
 	}
