@@ -183,7 +183,7 @@ func pinnedEvidence(root string) error {
 // runner mid-refactor must not break the audit's tests. Set
 // IDEMLAB_GOLDEN_BASE (e.g. to HEAD) to test against another; where the
 // commit is unknown (a shallow clone), HEAD is used.
-const goldenBase = "6adb5364505c1e5aa484e0fa182232102a906f68"
+const goldenBase = "578e7040b7cc387a5017014b7e85595e2606129c"
 
 // exportHead writes the files of the golden base commit into dir.
 func exportHead(repo, dir string) error {
