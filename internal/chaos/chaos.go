@@ -99,6 +99,14 @@ func (c Config) check() error {
 	if c.Store.InDatabase() && c.Databases == nil {
 		return fmt.Errorf("no database server for the %s store", c.Store)
 	}
+	return c.CheckKnobs()
+}
+
+// CheckKnobs refuses counts and durations out of their ranges (a zero
+// takes its default first), naming each, so that a caller can refuse
+// them before anything starts.
+func (c Config) CheckKnobs() error {
+	c = withDefaults(c)
 	rangeErr := func(name string, v, lo, hi int64) error {
 		if v < lo || v > hi {
 			return fmt.Errorf("%s %d outside %d..%d", name, v, lo, hi)

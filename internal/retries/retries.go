@@ -181,8 +181,8 @@ const (
 // completed, in order.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	p := cfg.Parameters
-	if err := p.check(); err != nil {
-		return Result{}, err
+	if err := p.Check(); err != nil {
+		return Result{}, fmt.Errorf("retries: %w", err)
 	}
 	rows := cfg.Rows
 	if len(rows) == 0 {
@@ -230,21 +230,23 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, errors.Join(errs...)
 }
 
-func (p Parameters) check() error {
+// Check refuses knobs the experiment cannot run with, naming the knob and
+// its range, so that a caller can refuse them before anything starts.
+func (p Parameters) Check() error {
 	switch {
 	case p.Intents < 1, p.Workers < 1, p.MaxAttempts < 1, p.ClientTimeoutMS < 1:
-		return fmt.Errorf("retries: intents (%d), workers (%d), max_attempts (%d) and client_timeout_ms (%d) must be at least 1",
+		return fmt.Errorf("intents (%d), workers (%d), max_attempts (%d) and client_timeout_ms (%d) must be at least 1",
 			p.Intents, p.Workers, p.MaxAttempts, p.ClientTimeoutMS)
 	case p.DropPercent < 0 || p.DropPercent > 100:
-		return fmt.Errorf("retries: drop_percent %d outside 0..100", p.DropPercent)
+		return fmt.Errorf("drop_percent %d outside 0..100", p.DropPercent)
 	case p.MaxServerDelayMS < 0 || p.MaxServerDelayMS > 60000:
-		return fmt.Errorf("retries: max_server_delay_ms %d outside 0..60000", p.MaxServerDelayMS)
+		return fmt.Errorf("max_server_delay_ms %d outside 0..60000", p.MaxServerDelayMS)
 	case p.BackoffBaseMS < 0 || p.BackoffCapMS < 0:
-		return fmt.Errorf("retries: negative backoff")
+		return errors.New("negative backoff")
 	case p.TotalDeadlineMS < 0:
-		return fmt.Errorf("retries: total_deadline_ms %d: want 0 (none) or more", p.TotalDeadlineMS)
+		return fmt.Errorf("total_deadline_ms %d: want 0 (none) or more", p.TotalDeadlineMS)
 	case p.CollideEvery < 2, p.ShedInflight < 1, p.RetryAfterS < 0, p.Layers < 1, p.LayerAttempts < 1:
-		return fmt.Errorf("retries: collide_every (%d) must be at least 2, shed_inflight (%d), layers (%d) and layer_attempts (%d) at least 1, retry_after_s (%d) not negative",
+		return fmt.Errorf("collide_every (%d) must be at least 2, shed_inflight (%d), layers (%d) and layer_attempts (%d) at least 1, retry_after_s (%d) not negative",
 			p.CollideEvery, p.ShedInflight, p.Layers, p.LayerAttempts, p.RetryAfterS)
 	}
 	return nil

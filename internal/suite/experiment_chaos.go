@@ -28,7 +28,8 @@ func init() {
 	for _, s := range protocol.Stores {
 		files = append(files, chaosHistory(s))
 	}
-	register(experiment{name: Chaos, order: 30, files: files, run: runChaos})
+	register(experiment{name: Chaos, order: 30, files: files, run: runChaos,
+		check: func(o Options) error { return o.Chaos.config().CheckKnobs() }})
 }
 
 // ChaosOptions are the chaos experiment's knobs (runner -duration,
@@ -37,6 +38,11 @@ type ChaosOptions struct {
 	Duration time.Duration
 	Clients  int
 	Replicas int
+}
+
+// config is the chaos configuration of these knobs (zero: the default).
+func (c ChaosOptions) config() chaos.Config {
+	return chaos.Config{Duration: c.Duration, Clients: c.Clients, Replicas: c.Replicas}
 }
 
 // runChaos runs the chaos experiment on each selected store in turn, prints
@@ -48,10 +54,9 @@ func runChaos(ctx context.Context, env experimentEnv) ([]evidence.File, error) {
 		if s.InDatabase() && env.databases == nil {
 			continue // no PostgreSQL here: said once when the run began
 		}
-		res, err := chaos.Run(ctx, chaos.Config{
-			ServerPath: env.server, Store: s, StateRoot: env.stateRoot, Databases: env.databases, Seed: env.seed,
-			Duration: env.chaos.Duration, Clients: env.chaos.Clients, Replicas: env.chaos.Replicas,
-		})
+		cfg := env.chaos.config()
+		cfg.ServerPath, cfg.Store, cfg.StateRoot, cfg.Databases, cfg.Seed = env.server, s, env.stateRoot, env.databases, env.seed
+		res, err := chaos.Run(ctx, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("experiment chaos on %s: %w", s, err)
 		}

@@ -25,12 +25,16 @@ const (
 )
 
 // An experiment is one entry of the experiments table: its name, its place
-// in a plain run, the evidence files it writes, and how to run it. Each
-// experiment registers itself from its own file (experiment_NAME.go).
+// in a plain run, the evidence files it writes, how to check its knobs
+// and how to run it. Each experiment registers itself from its own file
+// (experiment_NAME.go).
 type experiment struct {
 	name  Experiment
 	order int // a plain run runs experiments by ascending order
 	files []string
+	// check, when set, refuses the experiment's knobs in o before anything
+	// is built or run; its error names the knob and becomes a usage error.
+	check func(o Options) error
 	run   func(ctx context.Context, env experimentEnv) ([]evidence.File, error)
 }
 

@@ -93,6 +93,9 @@ func (o Options) check() error {
 	if oneExperiment && o.Case != "" {
 		return &UsageError{errors.New("-case and -experiment exclude each other: a run is either cases or one experiment")}
 	}
+	if err := o.checkKnobs(); err != nil {
+		return err
+	}
 	if o.Unsafe == protocol.Sound {
 		return nil
 	}
@@ -101,6 +104,19 @@ func (o Options) check() error {
 	}
 	if oneExperiment {
 		return &UsageError{errors.New("-unsafe-registry and -experiment exclude each other: a mutation run runs the cases")}
+	}
+	return nil
+}
+
+// checkKnobs refuses the knobs of every experiment this invocation runs.
+func (o Options) checkKnobs() error {
+	_, run := o.plan()
+	for _, name := range run {
+		if e, ok := lookupExperiment(name); ok && e.check != nil {
+			if err := e.check(o); err != nil {
+				return &UsageError{fmt.Errorf("%s experiment: %w", name, err)}
+			}
+		}
 	}
 	return nil
 }
