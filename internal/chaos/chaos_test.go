@@ -5,36 +5,18 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"idemlab/internal/pgcluster"
 	"idemlab/internal/protocol"
+	"idemlab/internal/servertest"
 )
 
 // serverBin is the effectserver built once for the package's tests.
 var serverBin string
 
-func TestMain(m *testing.M) {
-	tmp, err := os.MkdirTemp("", "chaos-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	serverBin = filepath.Join(tmp, "effectserver")
-	cmd := exec.Command("go", "build", "-o", serverBin, "./cmd/effectserver")
-	cmd.Dir = filepath.Join("..", "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build ./cmd/effectserver: %v\n%s", err, out)
-		os.RemoveAll(tmp)
-		os.Exit(1)
-	}
-	code := pgcluster.RunTests(m)
-	os.RemoveAll(tmp)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &serverBin)) }
 
 // config is a short run on store s.
 func config(t testing.TB, s protocol.Store) Config {

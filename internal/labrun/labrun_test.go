@@ -3,40 +3,20 @@ package labrun
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"idemlab/internal/caseplan"
-	"idemlab/internal/pgcluster"
 	"idemlab/internal/protocol"
 	"idemlab/internal/serverproc"
+	"idemlab/internal/servertest"
 )
 
 // serverBin is the effectserver built once for these tests.
 var serverBin string
 
-func TestMain(m *testing.M) {
-	tmp, err := os.MkdirTemp("", "labrun-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	serverBin = filepath.Join(tmp, "effectserver")
-	cmd := exec.Command("go", "build", "-o", serverBin, "./cmd/effectserver")
-	cmd.Dir = filepath.Join("..", "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build ./cmd/effectserver: %v\n%s", err, out)
-		os.RemoveAll(tmp)
-		os.Exit(1)
-	}
-	code := pgcluster.RunTests(m) // stops the shared PostgreSQL of TestTakeoverAfterKill
-	os.RemoveAll(tmp)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &serverBin)) }
 
 // Ensure an interrupted run stops sending at once, reports the
 // interruption instead of observations, and leaves no server behind: the

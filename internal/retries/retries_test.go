@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"idemlab/internal/protocol"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -20,29 +18,15 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"idemlab/internal/protocol"
+	"idemlab/internal/servertest"
 )
 
 // serverBin is the effectserver built once for the package's tests.
 var serverBin string
 
-func TestMain(m *testing.M) {
-	tmp, err := os.MkdirTemp("", "retries-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	serverBin = filepath.Join(tmp, "effectserver")
-	cmd := exec.Command("go", "build", "-o", serverBin, "./cmd/effectserver")
-	cmd.Dir = filepath.Join("..", "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build ./cmd/effectserver: %v\n%s", err, out)
-		os.RemoveAll(tmp)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(tmp)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &serverBin)) }
 
 func config(t testing.TB, intents int, rows ...Row) Config {
 	p := Default
