@@ -6,15 +6,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"idemlab/internal/folderlock"
 )
 
 // durableFile is the durable store's database (durablestore.FileName),
 // named here because that package is not imported.
 const durableFile = "state.db"
-
-// errHeld is what lock answers when another open file holds a conflicting
-// lock on the folder.
-var errHeld = errors.New("folder locked")
 
 // lockFolder takes an exclusive lock on the folder dir itself (flock(2) on
 // the directory: no lock file to leave behind), without waiting, and
@@ -25,18 +23,11 @@ var errHeld = errors.New("folder locked")
 // volatile server is refused on a folder a durable server runs on, and the
 // other way round.
 func lockFolder(dir string) (*os.File, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, fmt.Errorf("state folder %s: %w", dir, err)
+	f, err := folderlock.Lock(dir, folderlock.Exclusive)
+	if errors.Is(err, folderlock.ErrHeld) {
+		return nil, fmt.Errorf("state folder %s: another server holds it (a volatile server needs its folder to itself)", dir)
 	}
-	if err := lockExclusive(f); err != nil {
-		f.Close()
-		if errors.Is(err, errHeld) {
-			return nil, fmt.Errorf("state folder %s: another server holds it (a volatile server needs its folder to itself)", dir)
-		}
-		return nil, fmt.Errorf("state folder %s: lock: %w", dir, err)
-	}
-	return f, nil
+	return f, err
 }
 
 // refuseDurable fails, naming the file, when dir holds the durable store's

@@ -6,16 +6,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"idemlab/internal/folderlock"
 )
 
 // volatileFiles are the volatile store's counter and journal
 // (counterfile.FileName and counterfile.JournalName), named here because
 // that package is not imported.
 var volatileFiles = []string{"counter", "effects.log"}
-
-// errHeld is what lockShared answers when another open file holds an
-// exclusive lock on the folder.
-var errHeld = errors.New("folder locked")
 
 // lockFolder takes a shared lock on the folder dir itself (flock(2) on the
 // directory: no lock file to leave behind), without waiting, and returns
@@ -24,18 +22,11 @@ var errHeld = errors.New("folder locked")
 // folder the other runs on. Closing the file releases the lock; so does the
 // kernel when the process ends, however it ends.
 func lockFolder(dir string) (*os.File, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, fmt.Errorf("state folder %s: %w", dir, err)
+	f, err := folderlock.Lock(dir, folderlock.Shared)
+	if errors.Is(err, folderlock.ErrHeld) {
+		return nil, fmt.Errorf("state folder %s: a volatile server holds it", dir)
 	}
-	if err := lockShared(f); err != nil {
-		f.Close()
-		if errors.Is(err, errHeld) {
-			return nil, fmt.Errorf("state folder %s: a volatile server holds it", dir)
-		}
-		return nil, fmt.Errorf("state folder %s: lock: %w", dir, err)
-	}
-	return f, nil
+	return f, err
 }
 
 // refuseForeign fails, naming the file, when dir holds the volatile
