@@ -12,14 +12,20 @@ import (
 	"idemlab/internal/store"
 )
 
+// subject is a fresh store of capacity and key TTL ttl whose clock reads
+// *now, for the phasedtest contracts.
+func subject(t *testing.T, capacity int, ttl time.Duration, now *time.Time) *Store {
+	s := open(t, t.TempDir(), capacity)
+	s.SetKeyTTL(ttl)
+	s.SetClockForTest(func() time.Time { return *now })
+	return s
+}
+
 // Ensure the claims keep the store.Phased contract: leases, takeover,
 // tokens, capacity and the key TTL, each phase committed.
 func TestPhasedContract(t *testing.T) {
 	phasedtest.Run(t, func(t *testing.T, capacity int, ttl time.Duration, now *time.Time) store.Phased {
-		s := open(t, t.TempDir(), capacity)
-		s.SetKeyTTL(ttl)
-		s.SetClockForTest(func() time.Time { return *now })
-		return s
+		return subject(t, capacity, ttl, now)
 	})
 }
 
@@ -56,46 +62,11 @@ func TestClaimSurvivesReopen(t *testing.T) {
 	}
 }
 
-// Ensure the key TTL applies to Apply's keys: a replay within it, a new
-// effect after it, and an expired key's place taken by a new key in a
-// full store; RecordedWithTimes leaves expired keys out.
+// Ensure the key TTL applies to Apply's keys (phasedtest.ApplyTTL).
 func TestApplyKeyTTL(t *testing.T) {
-	const ttl = 10 * time.Second
-	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := open(t, t.TempDir(), 2)
-	s.SetKeyTTL(ttl)
-	s.SetClockForTest(func() time.Time { return now })
-	steps := []struct {
-		name     string
-		advance  time.Duration
-		key      string
-		value    int64
-		replayed bool
-		err      error
-		live     int
-	}{
-		{"a applies", 0, "a", 1, false, nil, 1},
-		{"b applies", ttl / 2, "b", 2, false, nil, 2},
-		{"c finds the store full", 0, "c", 0, false, store.ErrFull, 2},
-		{"a replays just before its TTL", ttl/2 - time.Millisecond, "a", 1, true, nil, 2},
-		{"a is a new effect at its TTL", time.Millisecond, "a", 3, false, nil, 2},
-		{"c still finds the store full", 0, "c", 0, false, store.ErrFull, 2},
-		{"b expired: c takes its place", ttl / 2, "c", 4, false, nil, 2},
-	}
-	for _, st := range steps {
-		now = now.Add(st.advance)
-		res, err := s.Apply(store.Intent{Key: st.key, Fingerprint: fp("add-one")}, noHook)
-		if !errors.Is(err, st.err) || res.Value != st.value || res.Replayed != st.replayed {
-			t.Fatalf("%s: Apply(%s) = %+v, %v; want value %d replayed %v, %v", st.name, st.key, res, err, st.value, st.replayed, st.err)
-		}
-		recs, err := s.RecordedWithTimes()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, want := len(recs), st.live; got != want {
-			t.Fatalf("%s: RecordedWithTimes() holds %d keys, want %d", st.name, got, want)
-		}
-	}
+	phasedtest.ApplyTTL(t, func(t *testing.T, capacity int, ttl time.Duration, now *time.Time) phasedtest.Applier {
+		return subject(t, capacity, ttl, now)
+	})
 }
 
 // Ensure a database of layout version 1 (before recorded_at and claims) is

@@ -126,3 +126,55 @@ func run(t *testing.T, subject Subject, capacity int, ttl time.Duration, steps [
 		}
 	}
 }
+
+// An Applier is a persistent store's one-transaction path (Apply) with its
+// live keys listed, beside its store.Phased.
+type Applier interface {
+	Apply(in store.Intent, afterEffect func() error) (store.Result, error)
+	RecordedWithTimes() ([]store.TimedRecord, error)
+}
+
+// An ApplierSubject is a fresh, empty Applier of the given capacity and key
+// TTL, whose clock reads *now.
+type ApplierSubject func(t *testing.T, capacity int, ttl time.Duration, now *time.Time) Applier
+
+// ApplyTTL checks that the key TTL applies to Apply's keys: a replay
+// within it, a new effect after it, and an expired key's place taken by a
+// new key in a full store; RecordedWithTimes leaves expired keys out.
+func ApplyTTL(t *testing.T, subject ApplierSubject) {
+	const ttl = 10 * time.Second
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := subject(t, 2, ttl, &now)
+	steps := []struct {
+		name     string
+		advance  time.Duration
+		key      string
+		value    int64
+		replayed bool
+		err      error
+		live     int
+	}{
+		{"a applies", 0, "a", 1, false, nil, 1},
+		{"b applies", ttl / 2, "b", 2, false, nil, 2},
+		{"c finds the store full", 0, "c", 0, false, store.ErrFull, 2},
+		{"a replays just before its TTL", ttl/2 - time.Millisecond, "a", 1, true, nil, 2},
+		{"a is a new effect at its TTL", time.Millisecond, "a", 3, false, nil, 2},
+		{"c still finds the store full", 0, "c", 0, false, store.ErrFull, 2},
+		{"b expired: c takes its place", ttl / 2, "c", 4, false, nil, 2},
+	}
+	noHook := func() error { return nil }
+	for _, st := range steps {
+		now = now.Add(st.advance)
+		res, err := s.Apply(store.Intent{Key: st.key, Fingerprint: store.FingerprintOf([]byte("add-one"))}, noHook)
+		if !errors.Is(err, st.err) || res.Value != st.value || res.Replayed != st.replayed {
+			t.Fatalf("%s: Apply(%s) = %+v, %v; want value %d replayed %v, %v", st.name, st.key, res, err, st.value, st.replayed, st.err)
+		}
+		recs, err := s.RecordedWithTimes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := len(recs), st.live; got != want {
+			t.Fatalf("%s: RecordedWithTimes() holds %d keys, want %d", st.name, got, want)
+		}
+	}
+}
