@@ -83,8 +83,15 @@ type server struct {
 // for its READY line. The process is killed when the test ends, whatever happens.
 func startServer(t *testing.T, ready bool, args ...string) *server {
 	t.Helper()
-	s := &server{t: t, stdout: new(syncBuffer), stderr: new(syncBuffer), exited: make(chan struct{}), copied: make(chan struct{}), lines: make(chan string, 1)}
-	s.cmd = exec.Command(os.Args[0], args...)
+	return launch(t, exec.Command(os.Args[0], args...), ready)
+}
+
+// launch starts cmd, a command that runs this test binary as the server,
+// collects its output, and when ready is true waits for its READY line.
+// The process is killed when the test ends, whatever happens.
+func launch(t *testing.T, cmd *exec.Cmd, ready bool) *server {
+	t.Helper()
+	s := &server{t: t, cmd: cmd, stdout: new(syncBuffer), stderr: new(syncBuffer), exited: make(chan struct{}), copied: make(chan struct{}), lines: make(chan string, 1)}
 	// A -race child would otherwise sleep a second at exit.
 	s.cmd.Env = append(os.Environ(), asServer+"=1", "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"))
 	s.cmd.Stderr = s.stderr

@@ -272,41 +272,7 @@ func tail(log string) string {
 // and waits for its READY line.
 func startLimited(t *testing.T, nofile int, args ...string) *server {
 	t.Helper()
-	s := &server{t: t, stdout: new(syncBuffer), stderr: new(syncBuffer), exited: make(chan struct{}), copied: make(chan struct{}), lines: make(chan string, 1)}
-	s.cmd = exec.Command("/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile), os.Args[0]}, args...)...)
-	s.cmd.Env = append(os.Environ(), asServer+"=1", "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"))
-	s.cmd.Stderr = s.stderr
-	out, err := s.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(s.copied)
-		r := bufio.NewReader(out)
-		line, err := r.ReadString('\n')
-		s.lines <- line
-		if err == nil {
-			io.Copy(s.stdout, r)
-		}
-	}()
-	go func() {
-		<-s.copied
-		s.cmd.Wait()
-		close(s.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-s.exited:
-		default:
-			s.cmd.Process.Kill()
-			<-s.exited
-		}
-	})
-	s.ready()
-	return s
+	return launch(t, exec.Command("/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile), os.Args[0]}, args...)...), true)
 }
 
 // Ensure an -addr whose port is taken is a usage error: exit 2, one line
