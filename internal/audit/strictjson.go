@@ -19,6 +19,13 @@ const maxDepth = 64
 // could disagree on what a file says), nesting stays under maxDepth, and
 // nothing but white space may follow the value. Numbers are kept as
 // json.Number.
+//
+// It is a small recursive-descent parser of its own rather than
+// encoding/json's token stream: Decoder.Token decodes every number as a
+// top-level value and builds an error string at its end, which made the
+// audit of a chaos history (tens of thousands of lines) spend most of its
+// time formatting errors it then discarded. FuzzDecodeJSON holds it to
+// encoding/json's reading of every document both accept.
 func decodeJSON(data []byte) (any, error) {
 	if !utf8.Valid(data) {
 		off := 0
@@ -31,75 +38,232 @@ func decodeJSON(data []byte) (any, error) {
 		}
 		return nil, fmt.Errorf("invalid UTF-8 at byte %d", off)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	v, err := decodeValue(dec, 0)
+	p := &jsonParser{data: data}
+	p.space()
+	if p.off == len(data) {
+		return nil, io.ErrUnexpectedEOF
+	}
+	v, err := p.value(0)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	p.space()
+	if p.off != len(data) {
 		return nil, errors.New("unexpected data after the JSON value")
 	}
 	return v, nil
 }
 
-// decodeValue reads one value from dec's token stream.
-func decodeValue(dec *json.Decoder, depth int) (any, error) {
-	tok, err := nextToken(dec)
-	if err != nil {
-		return nil, err
-	}
-	d, ok := tok.(json.Delim)
-	if !ok {
-		return tok, nil // string, json.Number, bool or nil
-	}
-	if depth >= maxDepth {
-		return nil, fmt.Errorf("nested deeper than %d levels", maxDepth)
-	}
-	switch d {
-	case '{':
-		obj := map[string]any{}
-		for dec.More() {
-			kt, err := nextToken(dec)
-			if err != nil {
-				return nil, err
-			}
-			k, _ := kt.(string)
-			if _, dup := obj[k]; dup {
-				return nil, fmt.Errorf("duplicate member name %q at byte %d", k, dec.InputOffset())
-			}
-			v, err := decodeValue(dec, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			obj[k] = v
-		}
-		if _, err := nextToken(dec); err != nil { // '}'
-			return nil, err
-		}
-		return obj, nil
-	case '[':
-		arr := []any{}
-		for dec.More() {
-			v, err := decodeValue(dec, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			arr = append(arr, v)
-		}
-		if _, err := nextToken(dec); err != nil { // ']'
-			return nil, err
-		}
-		return arr, nil
-	}
-	return nil, fmt.Errorf("unexpected %v", d)
+// jsonParser reads one JSON document from data, valid UTF-8.
+type jsonParser struct {
+	data []byte
+	off  int
 }
 
-// nextToken is dec.Token inside a value, where the end of input is unexpected.
-func nextToken(dec *json.Decoder) (json.Token, error) {
-	t, err := dec.Token()
-	if err == io.EOF {
-		err = io.ErrUnexpectedEOF
+// space skips JSON white space.
+func (p *jsonParser) space() {
+	for p.off < len(p.data) {
+		switch p.data[p.off] {
+		case ' ', '\t', '\n', '\r':
+			p.off++
+		default:
+			return
+		}
 	}
-	return t, err
+}
+
+// syntax is the error for the byte at p.off, or for the end of input.
+func (p *jsonParser) syntax(what string) error {
+	if p.off >= len(p.data) {
+		return io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("invalid character %q %s at byte %d", p.data[p.off], what, p.off)
+}
+
+// value reads the value that starts at p.off (no white space before it).
+func (p *jsonParser) value(depth int) (any, error) {
+	if p.off >= len(p.data) {
+		return nil, io.ErrUnexpectedEOF
+	}
+	switch c := p.data[p.off]; {
+	case c == '{' || c == '[':
+		if depth >= maxDepth {
+			return nil, fmt.Errorf("nested deeper than %d levels", maxDepth)
+		}
+		if c == '{' {
+			return p.object(depth)
+		}
+		return p.array(depth)
+	case c == '"':
+		return p.str()
+	case c == '-' || c >= '0' && c <= '9':
+		return p.number()
+	case c == 't':
+		return p.literal("true", true)
+	case c == 'f':
+		return p.literal("false", false)
+	case c == 'n':
+		return p.literal("null", nil)
+	}
+	return nil, p.syntax("looking for the beginning of a value")
+}
+
+func (p *jsonParser) object(depth int) (any, error) {
+	p.off++ // '{'
+	obj := map[string]any{}
+	p.space()
+	if p.off < len(p.data) && p.data[p.off] == '}' {
+		p.off++
+		return obj, nil
+	}
+	for {
+		if p.off >= len(p.data) || p.data[p.off] != '"' {
+			return nil, p.syntax("looking for the beginning of a member name")
+		}
+		k, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := obj[k]; dup {
+			return nil, fmt.Errorf("duplicate member name %q at byte %d", k, p.off)
+		}
+		p.space()
+		if p.off >= len(p.data) || p.data[p.off] != ':' {
+			return nil, p.syntax("after a member name")
+		}
+		p.off++
+		p.space()
+		v, err := p.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		obj[k] = v
+		p.space()
+		if p.off >= len(p.data) {
+			return nil, io.ErrUnexpectedEOF
+		}
+		switch p.data[p.off] {
+		case ',':
+			p.off++
+			p.space()
+		case '}':
+			p.off++
+			return obj, nil
+		default:
+			return nil, p.syntax("after a member's value")
+		}
+	}
+}
+
+func (p *jsonParser) array(depth int) (any, error) {
+	p.off++ // '['
+	arr := []any{}
+	p.space()
+	if p.off < len(p.data) && p.data[p.off] == ']' {
+		p.off++
+		return arr, nil
+	}
+	for {
+		v, err := p.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		arr = append(arr, v)
+		p.space()
+		if p.off >= len(p.data) {
+			return nil, io.ErrUnexpectedEOF
+		}
+		switch p.data[p.off] {
+		case ',':
+			p.off++
+			p.space()
+		case ']':
+			p.off++
+			return arr, nil
+		default:
+			return nil, p.syntax("after an array element")
+		}
+	}
+}
+
+// str reads a string. One without escapes is taken as it is (the whole
+// document is valid UTF-8); one with escapes is handed to encoding/json,
+// so that \u escapes and lone surrogates read exactly as it reads them.
+func (p *jsonParser) str() (string, error) {
+	start := p.off
+	p.off++ // '"'
+	escaped := false
+	for p.off < len(p.data) {
+		switch c := p.data[p.off]; {
+		case c == '"':
+			p.off++
+			raw := p.data[start:p.off]
+			if !escaped {
+				return string(raw[1 : len(raw)-1]), nil
+			}
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return "", fmt.Errorf("string at byte %d: %w", start, err)
+			}
+			return s, nil
+		case c == '\\':
+			escaped = true
+			p.off += 2 // the escaped byte cannot end the string
+		case c < 0x20:
+			return "", p.syntax("in a string")
+		default:
+			p.off++
+		}
+	}
+	return "", io.ErrUnexpectedEOF
+}
+
+// number reads a number by JSON's grammar and keeps its text.
+func (p *jsonParser) number() (any, error) {
+	start := p.off
+	digits := func() int {
+		n := 0
+		for p.off < len(p.data) && p.data[p.off] >= '0' && p.data[p.off] <= '9' {
+			p.off++
+			n++
+		}
+		return n
+	}
+	if p.data[p.off] == '-' {
+		p.off++
+	}
+	switch {
+	case p.off < len(p.data) && p.data[p.off] == '0':
+		p.off++
+	case digits() == 0:
+		return nil, p.syntax("in a number")
+	}
+	if p.off < len(p.data) && p.data[p.off] == '.' {
+		p.off++
+		if digits() == 0 {
+			return nil, p.syntax("after a decimal point")
+		}
+	}
+	if p.off < len(p.data) && (p.data[p.off] == 'e' || p.data[p.off] == 'E') {
+		p.off++
+		if p.off < len(p.data) && (p.data[p.off] == '+' || p.data[p.off] == '-') {
+			p.off++
+		}
+		if digits() == 0 {
+			return nil, p.syntax("in an exponent")
+		}
+	}
+	return json.Number(p.data[start:p.off]), nil
+}
+
+// literal reads true, false or null.
+func (p *jsonParser) literal(word string, v any) (any, error) {
+	if !bytes.HasPrefix(p.data[p.off:], []byte(word)) {
+		if len(p.data)-p.off < len(word) && bytes.HasPrefix([]byte(word), p.data[p.off:]) {
+			return nil, io.ErrUnexpectedEOF
+		}
+		return nil, p.syntax("in a literal")
+	}
+	p.off += len(word)
+	return v, nil
 }

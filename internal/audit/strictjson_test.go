@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // Ensure the strict reader refuses what a lenient one would read two ways
@@ -41,15 +42,19 @@ func TestDecodeJSON(t *testing.T) {
 	}
 }
 
-// Ensure the strict reader never panics, and that whatever it accepts
-// encoding/json reads to the same value.
+// Ensure the strict reader never panics, that whatever it accepts
+// encoding/json reads to the same value, and that it refuses a document
+// encoding/json reads only for a duplicate name or too deep a nesting.
 func FuzzDecodeJSON(f *testing.F) {
-	for _, s := range []string{`{"a":1}`, `[1,"x",null,true,{"b":[]}]`, `{"a":1,"a":2}`, "\"\xff\"", `{} {}`, `1e400`, `"\ud800"`} {
+	for _, s := range []string{`{"a":1}`, `[1,"x",null,true,{"b":[]}]`, `{"a":1,"a":2}`, "\"\xff\"", `{} {}`, `1e400`, `"\ud800"`, `-0.5e+3`, `"a\\\"b"`, `01`, `[1,]`, `tru`, "\"\t\""} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		v, err := decodeJSON(data)
 		if err != nil {
+			if json.Valid(data) && utf8.Valid(data) && !strings.Contains(err.Error(), "duplicate member name") && !strings.Contains(err.Error(), "nested deeper") {
+				t.Fatalf("decodeJSON(%q) error = %v, but encoding/json reads it", data, err)
+			}
 			return
 		}
 		var w any

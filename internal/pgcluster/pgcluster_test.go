@@ -51,14 +51,19 @@ func requirePostgres(t *testing.T) {
 }
 
 // tempDir returns a fresh folder that the postgres OS user can reach when
-// the tests run as root (t.TempDir makes its folders 0700).
+// the tests run as root, removed when the test ends. Its name is short
+// (TMPDIR/pgt-N, not t.TempDir's TMPDIR/TestName123/001) so that the
+// cluster's socket path stays within the 107 bytes a unix socket allows
+// under a longer TMPDIR, such as CI's.
 func tempDir(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir() // TMP/TestName123/001, both made 0700
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
+	dir, err := os.MkdirTemp("", "pgt-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }
