@@ -150,7 +150,7 @@ type Store struct {
 
 	commits, intents atomic.Int64 // see Stats
 
-	phased phasedState // see phased.go
+	store.KeyClock // the key TTL and the clock (phased.go)
 }
 
 // Stats counts the transactions the committer committed and the intents
@@ -578,7 +578,7 @@ func (s *Store) applyOne(st *[len(statements)]*sql.Stmt, p *pending, savepoints 
 		if err := st[lookup].QueryRow(in.Key).Scan(&keys, &fp, &value, &recordedAt); err != nil {
 			return store.Result{}, fmt.Errorf("durable store %s: look up key %q: %w", s.path, in.Key, err)
 		}
-		if cut, ok := s.expiredBefore(s.clock()); ok && (value.Valid && recordedAt.Int64 <= cut || !value.Valid && keys >= s.capacity) {
+		if cut, ok := s.ExpiredBefore(s.Now()); ok && (value.Valid && recordedAt.Int64 <= cut || !value.Valid && keys >= s.capacity) {
 			var err error
 			if keys, err = s.purgeKeys(st, cut); err != nil {
 				return store.Result{}, err
@@ -636,7 +636,7 @@ func (s *Store) effect(st *[len(statements)]*sql.Stmt, p *pending) (int64, error
 	if keyed == 0 {
 		return value, nil
 	}
-	if _, err := st[record].Exec(p.in.Key, p.in.Fingerprint[:], value, s.clock().UnixMilli()); err != nil {
+	if _, err := st[record].Exec(p.in.Key, p.in.Fingerprint[:], value, s.Now().UnixMilli()); err != nil {
 		return 0, fmt.Errorf("durable store %s: record key %q: %w", s.path, p.in.Key, err)
 	}
 	return value, nil

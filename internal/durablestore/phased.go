@@ -28,40 +28,11 @@ var (
 	_ store.Expiring = (*Store)(nil)
 )
 
-// phasedState is the part of a Store this file owns.
-type phasedState struct {
-	ttl time.Duration    // 0: keys never expire
-	now func() time.Time // nil: time.Now
-}
-
-// SetKeyTTL makes a recorded key, of Apply or of Complete, expire d after
-// it was recorded (0: never). Call it before the store is used.
-func (s *Store) SetKeyTTL(d time.Duration) { s.phased.ttl = d }
-
-// SetClockForTest makes s read the time from now.
-func (s *Store) SetClockForTest(now func() time.Time) { s.phased.now = now }
-
-func (s *Store) clock() time.Time {
-	if s.phased.now != nil {
-		return s.phased.now()
-	}
-	return time.Now()
-}
-
-// expiredBefore returns the recording time (Unix ms) at or before which a
-// key is expired at t; ok is false without a TTL.
-func (s *Store) expiredBefore(t time.Time) (ms int64, ok bool) {
-	if s.phased.ttl <= 0 {
-		return 0, false
-	}
-	return t.Add(-s.phased.ttl).UnixMilli(), true
-}
-
 // Claim claims in's key for lease in one transaction (see store.Phased).
 func (s *Store) Claim(in store.Intent, lease time.Duration) (store.Claim, error) {
 	var c store.Claim
 	err := s.phase("claim key "+in.Key, func(tx *sql.Tx) (bool, error) {
-		t := s.clock()
+		t := s.Now()
 		var fp []byte
 		var token string
 		var leaseUntil int64
@@ -72,7 +43,7 @@ func (s *Store) Claim(in store.Intent, lease time.Duration) (store.Claim, error)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return false, err
 		}
-		if cut, ok := s.expiredBefore(t); found && value.Valid && ok && recordedAt.Int64 <= cut {
+		if cut, ok := s.ExpiredBefore(t); found && value.Valid && ok && recordedAt.Int64 <= cut {
 			if _, err := tx.Exec(`DELETE FROM claims WHERE key = ?`, in.Key); err != nil {
 				return false, err
 			}
@@ -115,7 +86,7 @@ func (s *Store) claimsFull(tx *sql.Tx, t time.Time) (bool, error) {
 	if err := tx.QueryRow(`SELECT count(*) FROM claims`).Scan(&n); err != nil {
 		return false, err
 	}
-	cut, ok := s.expiredBefore(t)
+	cut, ok := s.ExpiredBefore(t)
 	if n < s.capacity || !ok {
 		return n >= s.capacity, nil
 	}
@@ -132,7 +103,7 @@ func (s *Store) claimsFull(tx *sql.Tx, t time.Time) (bool, error) {
 func (s *Store) Complete(key, token string, value int64) error {
 	return s.phase("complete key "+key, func(tx *sql.Tx) (bool, error) {
 		res, err := tx.Exec(`UPDATE claims SET value = ?, recorded_at = ? WHERE key = ? AND token = ? AND value IS NULL`,
-			value, s.clock().UnixMilli(), key, token)
+			value, s.Now().UnixMilli(), key, token)
 		return lostUnlessOne(res, err)
 	})
 }
@@ -210,7 +181,7 @@ func (s *Store) RecordedWithTimes() ([]store.TimedRecord, error) {
 		return nil, fmt.Errorf("durable store %s: read keys: %w", s.path, err)
 	}
 	defer rows.Close()
-	cut, expiring := s.expiredBefore(s.clock())
+	cut, expiring := s.ExpiredBefore(s.Now())
 	var keys []store.TimedRecord
 	for rows.Next() {
 		var k store.TimedRecord

@@ -172,7 +172,7 @@ type Store struct {
 	claimTimeout string // SET LOCAL lock_timeout for the claim
 	busyTimeout  string // and back for the rest of the transaction
 
-	phased phasedState // see phased.go
+	store.KeyClock // the key TTL and the clock (phased.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -371,7 +371,7 @@ func (s *Store) Apply(in store.Intent, afterEffect func() error) (store.Result, 
 		return store.Result{}, err
 	}
 	if keyed {
-		if _, err := tx.Exec(ctx, recordKey, in.Key, value, s.clock().UnixMilli()); err != nil {
+		if _, err := tx.Exec(ctx, recordKey, in.Key, value, s.Now().UnixMilli()); err != nil {
 			return store.Result{}, s.failConn(conn, fmt.Sprintf("record key %q", in.Key), err)
 		}
 	}

@@ -36,34 +36,9 @@ var (
 // claimsLock is the advisory lock key Claim holds for its transaction.
 const claimsLock = 0x1de71ac
 
-// phasedState is the part of a Store this file owns.
-type phasedState struct {
-	ttl time.Duration    // 0: keys never expire
-	now func() time.Time // nil: time.Now
-}
-
-// SetKeyTTL makes a recorded key, of Apply or of Complete, expire d after
-// it was recorded (0: never). Call it before the store is used.
-func (s *Store) SetKeyTTL(d time.Duration) { s.phased.ttl = d }
-
-// SetClockForTest makes s read the time from now.
-func (s *Store) SetClockForTest(now func() time.Time) { s.phased.now = now }
-
-func (s *Store) clock() time.Time {
-	if s.phased.now != nil {
-		return s.phased.now()
-	}
-	return time.Now()
-}
-
 // cut returns the recording time (Unix ms) at or before which a key is
 // expired now; ok is false without a TTL.
-func (s *Store) cut() (ms int64, ok bool) {
-	if s.phased.ttl <= 0 {
-		return 0, false
-	}
-	return s.clock().Add(-s.phased.ttl).UnixMilli(), true
-}
+func (s *Store) cut() (ms int64, ok bool) { return s.ExpiredBefore(s.Now()) }
 
 // expired reports whether a key recorded at recordedAt (Unix ms; nil: not
 // recorded) is past the key TTL.
@@ -137,7 +112,7 @@ func (s *Store) Claim(in store.Intent, lease time.Duration) (store.Claim, error)
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, claimsLock); err != nil {
 		return store.Claim{}, s.fail(fmt.Sprintf("claim key %q: lock", in.Key), err)
 	}
-	t := s.clock()
+	t := s.Now()
 	until := t.Add(lease)
 	var fp []byte
 	var token string
@@ -211,7 +186,7 @@ func (s *Store) claimsFull(ctx context.Context, tx pgx.Tx) (bool, error) {
 func (s *Store) Complete(key, token string, value int64) error {
 	tag, err := s.pool.Exec(context.Background(),
 		`UPDATE claims SET value = $3, recorded_at = $4 WHERE key = $1 AND token = $2 AND value IS NULL`,
-		key, token, value, s.clock().UnixMilli())
+		key, token, value, s.Now().UnixMilli())
 	if err != nil {
 		return s.fail(fmt.Sprintf("complete key %q", key), err)
 	}

@@ -1,0 +1,35 @@
+package store
+
+import "time"
+
+// KeyClock is a persistent store's key TTL and clock, the same for every
+// store that keeps recorded_at times: embedded in the store's type, it
+// gives it SetKeyTTL (Expiring) and SetClockForTest.
+type KeyClock struct {
+	ttl time.Duration    // 0: keys never expire
+	now func() time.Time // nil: time.Now
+}
+
+// SetKeyTTL makes a recorded key, of Apply or of Complete, expire d after
+// it was recorded (0: never). Call it before the store is used.
+func (k *KeyClock) SetKeyTTL(d time.Duration) { k.ttl = d }
+
+// SetClockForTest makes the store read the time from now.
+func (k *KeyClock) SetClockForTest(now func() time.Time) { k.now = now }
+
+// Now is the store's time: time.Now unless a test set a clock.
+func (k *KeyClock) Now() time.Time {
+	if k.now != nil {
+		return k.now()
+	}
+	return time.Now()
+}
+
+// ExpiredBefore returns the recording time (Unix ms) at or before which a
+// key is expired at t; ok is false without a TTL.
+func (k *KeyClock) ExpiredBefore(t time.Time) (ms int64, ok bool) {
+	if k.ttl <= 0 {
+		return 0, false
+	}
+	return t.Add(-k.ttl).UnixMilli(), true
+}
