@@ -138,19 +138,8 @@ func (p *jsonParser) object(depth int) (any, error) {
 			return nil, err
 		}
 		obj[k] = v
-		p.space()
-		if p.off >= len(p.data) {
-			return nil, io.ErrUnexpectedEOF
-		}
-		switch p.data[p.off] {
-		case ',':
-			p.off++
-			p.space()
-		case '}':
-			p.off++
-			return obj, nil
-		default:
-			return nil, p.syntax("after a member's value")
+		if closed, err := p.commaOrClose('}', "after a member's value"); err != nil || closed {
+			return obj, err
 		}
 	}
 }
@@ -169,21 +158,31 @@ func (p *jsonParser) array(depth int) (any, error) {
 			return nil, err
 		}
 		arr = append(arr, v)
-		p.space()
-		if p.off >= len(p.data) {
-			return nil, io.ErrUnexpectedEOF
-		}
-		switch p.data[p.off] {
-		case ',':
-			p.off++
-			p.space()
-		case ']':
-			p.off++
-			return arr, nil
-		default:
-			return nil, p.syntax("after an array element")
+		if closed, err := p.commaOrClose(']', "after an array element"); err != nil || closed {
+			return arr, err
 		}
 	}
+}
+
+// commaOrClose reads what follows an object's member or an array's
+// element, after white space: the closing byte (closed), or a comma and
+// the white space after it; anything else is a syntax error (where says
+// what it came after).
+func (p *jsonParser) commaOrClose(closer byte, where string) (closed bool, err error) {
+	p.space()
+	if p.off >= len(p.data) {
+		return false, io.ErrUnexpectedEOF
+	}
+	switch p.data[p.off] {
+	case ',':
+		p.off++
+		p.space()
+		return false, nil
+	case closer:
+		p.off++
+		return true, nil
+	}
+	return false, p.syntax(where)
 }
 
 // str reads a string. One without escapes is taken as it is (the whole
