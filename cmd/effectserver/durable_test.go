@@ -8,15 +8,15 @@ import (
 	"sync"
 	"testing"
 
-	"idemlab/internal/durablestore"
 	"idemlab/internal/protocol"
-	"idemlab/internal/statedir"
 	"idemlab/internal/store"
+	"idemlab/internal/store/durable"
+	"idemlab/internal/store/open"
 )
 
 func readState(t *testing.T, kind protocol.Store, dir string) store.State {
 	t.Helper()
-	st, err := statedir.Read(kind, statedir.Place{Dir: dir})
+	st, err := open.ReadState(kind, open.Place{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestDurableCrashRestartRetry(t *testing.T) {
 // Ensure a database file holding garbage stops the start with exit 2 and one line naming it.
 func TestDurableCorruptDatabaseExits2(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, durablestore.FileName)
+	path := filepath.Join(dir, durable.FileName)
 	if err := os.WriteFile(path, []byte(strings.Repeat("\x00garbage", 2048)), 0o644); err != nil {
 		t.Fatal(err)
 	}

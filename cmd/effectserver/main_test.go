@@ -17,7 +17,7 @@ import (
 
 	"github.com/google/go-cmdtest"
 
-	"idemlab/internal/counterfile"
+	"idemlab/internal/store/volatile"
 )
 
 var update = flag.Bool("update", false, "update testdata/*.ct with the observed output")
@@ -198,7 +198,7 @@ func (s *server) post(key, fault string) (status int, body, replayed string) {
 
 func readCounter(t *testing.T, dir string) int64 {
 	t.Helper()
-	v, err := counterfile.Read(dir)
+	v, err := volatile.Read(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"idemlab/internal/durablestore"
 	"idemlab/internal/store"
+	"idemlab/internal/store/durable"
 )
 
 // exits2 checks that s exited 2 with one line on stderr holding every want.
@@ -68,7 +68,7 @@ func TestVolatileFolderLocked(t *testing.T) {
 // runs stmts on its database behind the store's back.
 func durableFolder(t *testing.T, dir string, keys []string, stmts string) {
 	t.Helper()
-	s, err := durablestore.Open(dir, 64)
+	s, err := durable.Open(dir, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func durableFolder(t *testing.T, dir string, keys []string, stmts string) {
 		t.Fatal(err)
 	}
 	if stmts != "" {
-		sqlExec(t, filepath.Join(dir, durablestore.FileName), stmts)
+		sqlExec(t, filepath.Join(dir, durable.FileName), stmts)
 	}
 }
 
@@ -119,7 +119,7 @@ func fileSum(t *testing.T, path string) [sha256.Size]byte {
 // with one line naming the file and what is wrong, and leave the file as
 // it was: none of them may silently start from zero.
 func TestStateFolderRefused(t *testing.T) {
-	db := durablestore.FileName
+	db := durable.FileName
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, dir string)

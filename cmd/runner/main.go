@@ -47,7 +47,7 @@ import (
 	"idemlab/internal/chaos"
 	"idemlab/internal/protocol"
 	"idemlab/internal/retries"
-	"idemlab/internal/suite"
+	"idemlab/internal/runner"
 )
 
 const usage = `usage: runner [-out DIR] [-store volatile|durable|postgres|all] [-case NAME] [-server PATH] [-pg-dsn URL]
@@ -117,11 +117,11 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported below, help by -h
-	o := suite.Options{Root: ".", Stdout: stdout, Stderr: stderr}
+	o := runner.Options{Root: ".", Stdout: stdout, Stderr: stderr}
 	fs.StringVar(&o.Out, "out", "evidence", "evidence folder to write")
 	o.Stores = protocol.Stores
 	fs.Func("store", "volatile, durable, postgres or all", func(s string) (err error) {
-		o.Stores, err = suite.ParseStores(s)
+		o.Stores, err = runner.ParseStores(s)
 		o.PostgresAsked = s == string(protocol.Postgres)
 		return err
 	})
@@ -132,11 +132,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Chaos.Clients, "clients", chaos.Defaults.Clients, "chaos clients")
 	fs.IntVar(&o.Chaos.Replicas, "replicas", chaos.Defaults.Replicas, "chaos replicas per store")
 	fs.Func("experiment", "run only this experiment", func(s string) (err error) {
-		o.Experiment, err = suite.ParseExperiment(s)
+		o.Experiment, err = runner.ParseExperiment(s)
 		return err
 	})
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the retries experiment")
-	fs.IntVar(&o.Intents, "intents", suite.DefaultIntents, "intents per row of the retries experiment")
+	fs.IntVar(&o.Intents, "intents", runner.DefaultIntents, "intents per row of the retries experiment")
 	o.Retries = retries.Default
 	fs.IntVar(&o.Retries.DropPercent, "drop-percent", retries.Default.DropPercent, "retries: % of attempts dropped before sending")
 	fs.IntVar(&o.Retries.ClientTimeoutMS, "timeout-ms", retries.Default.ClientTimeoutMS, "retries: client timeout per attempt, ms")
@@ -162,15 +162,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := suite.Run(ctx, o)
-	var usageErr *suite.UsageError
+	err := runner.Run(ctx, o)
+	var usageErr *runner.UsageError
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, suite.ErrInterrupted):
+	case errors.Is(err, runner.ErrInterrupted):
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return 4
-	case errors.Is(err, suite.ErrAuditFailed):
+	case errors.Is(err, runner.ErrAuditFailed):
 		fmt.Fprintln(stderr, "runner: the audit failed")
 		return 1
 	case errors.As(err, &usageErr):

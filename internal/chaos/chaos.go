@@ -16,19 +16,20 @@ import (
 	"sync/atomic"
 	"time"
 
-	"idemlab/internal/labrun"
+	"idemlab/internal/caserun"
+	"idemlab/internal/client"
 	"idemlab/internal/protocol"
-	"idemlab/internal/statedir"
+	"idemlab/internal/store/open"
 )
 
 // Config says what to run. Zero fields take the defaults documented on
 // each field (see Defaults); Run refuses values outside their range.
 type Config struct {
-	ServerPath string           // the effectserver binary (required)
-	Store      protocol.Store   // the store (required)
-	StateRoot  string           // an existing folder; the run's state goes in a fresh folder inside it, removed at the end (required)
-	Databases  labrun.Databases // makes the postgres store's database (required for postgres only)
-	Seed       uint64           // the root of every fault, replica and kill decision
+	ServerPath string            // the effectserver binary (required)
+	Store      protocol.Store    // the store (required)
+	StateRoot  string            // an existing folder; the run's state goes in a fresh folder inside it, removed at the end (required)
+	Databases  caserun.Databases // makes the postgres store's database (required for postgres only)
+	Seed       uint64            // the root of every fault, replica and kill decision
 
 	Replicas int           // servers on one store, 1..4 (default 2)
 	Clients  int           // client workers, each one intent at a time, 1..64 (default 8)
@@ -153,7 +154,7 @@ type run struct {
 	sched  Schedule
 	began  time.Time
 	cl     *cluster
-	client *protocol.Client
+	client *client.Client
 
 	mu       sync.Mutex
 	attempts []Attempt
@@ -205,7 +206,7 @@ func runChaos(ctx context.Context, cfg Config) (Result, error) {
 	defer drop()
 
 	r := &run{cfg: cfg, sched: Schedule{Seed: cfg.Seed, Replicas: cfg.Replicas}, began: began,
-		client: protocol.NewClient(cfg.AttemptTimeout)}
+		client: client.New(cfg.AttemptTimeout)}
 	defer r.client.Close()
 	r.cl = newCluster(cfg, began, places)
 	defer r.cl.killAll()
@@ -297,13 +298,13 @@ func runChaos(ctx context.Context, cfg Config) (Result, error) {
 	return newResult(cfg, h, len(unresolved), chaosWall, quietWall, r.cappedInt.Load(), r.cappedHist.Load()), nil
 }
 
-// makePlaces makes where each replica keeps its state, as labrun does: one
+// makePlaces makes where each replica keeps its state, as caserun does: one
 // state folder shared by every replica of the durable store, a folder per
 // replica for the volatile store, one fresh database for postgres. drop
 // removes the database, if any.
-func makePlaces(ctx context.Context, cfg Config, root string) (places []statedir.Place, drop func(), err error) {
+func makePlaces(ctx context.Context, cfg Config, root string) (places []open.Place, drop func(), err error) {
 	drop = func() {}
-	places = make([]statedir.Place, cfg.Replicas)
+	places = make([]open.Place, cfg.Replicas)
 	switch {
 	case cfg.Store.InDatabase():
 		b := make([]byte, 8)
@@ -322,15 +323,15 @@ func makePlaces(ctx context.Context, cfg Config, root string) (places []statedir
 			_ = cfg.Databases.DropDatabase(dctx, name)
 		}
 		for i := range places {
-			places[i] = statedir.Place{Dir: root, DSN: dsn}
+			places[i] = open.Place{Dir: root, DSN: dsn}
 		}
 	case cfg.Store.Shared():
 		for i := range places {
-			places[i] = statedir.Place{Dir: root}
+			places[i] = open.Place{Dir: root}
 		}
 	default:
 		for i := range places {
-			places[i] = statedir.Place{Dir: filepath.Join(root, "r"+strconv.Itoa(i))}
+			places[i] = open.Place{Dir: filepath.Join(root, "r"+strconv.Itoa(i))}
 			if err := os.Mkdir(places[i].Dir, 0o755); err != nil {
 				return nil, drop, fmt.Errorf("make state folder: %w", err)
 			}
@@ -340,15 +341,15 @@ func makePlaces(ctx context.Context, cfg Config, root string) (places []statedir
 }
 
 // readPlaces reads the journal at every distinct place.
-func readPlaces(kind protocol.Store, places []statedir.Place) ([]Place, error) {
+func readPlaces(kind protocol.Store, places []open.Place) ([]Place, error) {
 	var out []Place
-	index := map[statedir.Place]int{}
+	index := map[open.Place]int{}
 	for r, p := range places {
 		if i, ok := index[p]; ok {
 			out[i].Replicas = append(out[i].Replicas, r)
 			continue
 		}
-		st, err := statedir.Read(kind, p)
+		st, err := open.ReadState(kind, p)
 		if err != nil {
 			return nil, err
 		}
@@ -548,13 +549,13 @@ func (r *run) attempt(ctx context.Context, in *intent, phase Phase, d Decision) 
 		Attempt: in.attempts, Phase: phase, Fault: d.Fault}
 	in.attempts++
 	key := in.key
-	url := protocol.EffectURL(r.cl.addr(d.Replica))
+	url := client.EffectURL(r.cl.addr(d.Replica))
 	a.StartUS = r.since()
-	rep, err := r.client.Post(ctx, url, protocol.Request{Key: &key, Fault: d.Fault, Body: in.body})
+	rep, err := r.client.Post(ctx, url, client.Request{Key: &key, Fault: d.Fault, Body: in.body})
 	a.EndUS = r.since()
 	switch {
 	case err != nil:
-		a.Outcome = protocol.Classify(err)
+		a.Outcome = client.Classify(err)
 		a.Type = Info
 		if a.Outcome == protocol.OutcomeRefused {
 			a.Type = Fail

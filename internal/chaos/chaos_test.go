@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"idemlab/internal/pgcluster"
+	"idemlab/internal/pgcluster/pgclustertest"
 	"idemlab/internal/protocol"
 	"idemlab/internal/servertest"
 )
@@ -134,7 +134,7 @@ func TestRunVolatile(t *testing.T) {
 // durable store's promises under the same chaos.
 func TestRunPostgres(t *testing.T) {
 	cfg := config(t, protocol.Postgres)
-	cfg.Databases = pgcluster.Shared(t)
+	cfg.Databases = pgclustertest.Shared(t)
 	runSound(t, cfg)
 }
 
@@ -158,7 +158,7 @@ func TestSoak(t *testing.T) {
 		t.Run(string(s), func(t *testing.T) {
 			cfg := Config{ServerPath: serverBin, Store: s, StateRoot: t.TempDir(), Seed: 1, Duration: d}
 			if s.InDatabase() {
-				cfg.Databases = pgcluster.Shared(t)
+				cfg.Databases = pgclustertest.Shared(t)
 			}
 			res := runChecked(t, cfg)
 			if !res.Verdict.OK {

@@ -9,7 +9,7 @@
 // Run starts Config.Replicas servers (real subprocesses, loopback only,
 // started with -faults) on one store: durable replicas share one state
 // folder, postgres replicas one fresh database (made through
-// labrun.Databases), volatile replicas each their own folder, as the case
+// caserun.Databases), volatile replicas each their own folder, as the case
 // runner does. Then:
 //
 //  1. The chaos phase (Config.Duration). Config.Clients clients each take a
@@ -34,7 +34,7 @@
 //     turn) until it gets one, QuietAttempts attempts, or QuietWithin has
 //     passed since the phase began: an intent still without a 200 is stuck.
 //  3. Every server is stopped with SIGTERM (a clean stop exits 0), and the
-//     journal of applied effects is read at every place (statedir.Read):
+//     journal of applied effects is read at every place (open.ReadState):
 //     the ground truth.
 //
 // Every attempt is recorded as an Attempt: intent, key, body SHA-256,

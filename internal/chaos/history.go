@@ -84,7 +84,7 @@ type ServerEvent struct {
 }
 
 // A Place is one place of state after every server exited, as
-// statedir.Read gave it: the journal of applied effects, the ground truth.
+// open.ReadState gave it: the journal of applied effects, the ground truth.
 // Replicas lists the replicas whose state lives there (every replica for a
 // shared store; one each for the volatile store).
 type Place struct {

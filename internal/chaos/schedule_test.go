@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"idemlab/internal/labfault"
+	"idemlab/internal/effectserver/faultheader"
 )
 
 // Ensure the schedule is a pure function of (seed, intent, attempt): the
@@ -43,7 +43,7 @@ func TestSchedulePure(t *testing.T) {
 }
 
 // Ensure every fault the schedule sends is one the server accepts
-// (labfault.Parse), every replica is in range, every kind is drawn (but
+// (faultheader.Parse), every replica is in range, every kind is drawn (but
 // the downstream mode's, which need a server with -downstream), the
 // share of faulted attempts is near the table's, and backoffs stay under
 // their cap.
@@ -66,15 +66,15 @@ func TestScheduleRanges(t *testing.T) {
 			continue
 		}
 		faulted++
-		if _, err := labfault.Parse(d.Fault); err != nil {
+		if _, err := faultheader.Parse(d.Fault); err != nil {
 			t.Fatalf("Attempt(%d, %d).Fault = %q: %v", i, i%5, d.Fault, err)
 		}
 		for _, k := range faultKinds(d.Fault) {
 			kinds[k]++
 		}
 	}
-	for _, k := range labfault.Names() {
-		if f, err := labfault.Parse(k); err == nil && f.Downstream() {
+	for _, k := range faultheader.Names() {
+		if f, err := faultheader.Parse(k); err == nil && f.Downstream() {
 			continue // the downstream mode's faults: not this experiment's
 		}
 		if kinds[k] == 0 {

@@ -2,7 +2,7 @@
 // against the physical limits measured in the same run. Run:
 //
 //	go test -run XXX -bench Stores ./internal/effectserver
-//	go test -run XXX -bench Postgres ./internal/pgstore    # PostgreSQL's own ceiling beside the store's Apply
+//	go test -run XXX -bench Postgres ./internal/store/postgres    # PostgreSQL's own ceiling beside the store's Apply
 //
 // BenchmarkStores measures, in one run:
 //
@@ -25,10 +25,6 @@ package effectserver
 import (
 	"bufio"
 	"fmt"
-	"idemlab/internal/durablestore"
-	"idemlab/internal/pgcluster"
-	"idemlab/internal/protocol"
-	"idemlab/internal/statedir"
 	"io"
 	"net"
 	"net/http"
@@ -41,6 +37,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"idemlab/internal/pgcluster/pgclustertest"
+	"idemlab/internal/protocol"
+	"idemlab/internal/store/durable"
+	"idemlab/internal/store/open"
 )
 
 // fsyncRate is the last measured raw fsync rate, per second.
@@ -88,9 +89,9 @@ func benchFsync(b *testing.B) {
 // concurrent clients spread over replicas servers on one store of kind.
 func benchRequests(b *testing.B, kind protocol.Store, replicas, clients int) {
 	dir := b.TempDir()
-	p := statedir.Place{Dir: dir}
+	p := open.Place{Dir: dir}
 	if kind.InDatabase() {
-		p.DSN = pgcluster.Shared(b).DatabaseForTest(b)
+		p.DSN = pgclustertest.Database(b)
 	}
 	var servers []*Server
 	var addrs []string
@@ -151,7 +152,7 @@ func benchRequests(b *testing.B, kind protocol.Store, replicas, clients int) {
 	}
 	var commits, intents int64
 	for _, srv := range servers {
-		if ds, ok := srv.store.(*durablestore.Store); ok {
+		if ds, ok := srv.store.(*durable.Store); ok {
 			st := ds.Stats()
 			commits, intents = commits+st.Commits, intents+st.Intents
 		}

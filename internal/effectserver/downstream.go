@@ -32,7 +32,8 @@ import (
 	"strconv"
 	"time"
 
-	"idemlab/internal/labfault"
+	"idemlab/internal/client"
+	"idemlab/internal/effectserver/faultheader"
 	"idemlab/internal/protocol"
 	"idemlab/internal/store"
 )
@@ -87,7 +88,7 @@ func checkDownstream(cfg Config) error {
 }
 
 // downstream runs an admissible request of the downstream mode.
-func (s *Server) downstream(w http.ResponseWriter, x *exchange, in store.Intent, body []byte, fault labfault.Fault) {
+func (s *Server) downstream(w http.ResponseWriter, x *exchange, in store.Intent, body []byte, fault faultheader.Fault) {
 	var claim store.Claim
 	if in.Key != "" {
 		c, err := s.phased.Claim(in, s.cfg.Lease)
@@ -118,11 +119,8 @@ func (s *Server) downstream(w http.ResponseWriter, x *exchange, in store.Intent,
 	if s.admitted != nil {
 		s.admitted(in.Key)
 	}
-	if fault.Delay > 0 {
-		time.Sleep(fault.Delay)
-	}
-	if fault.Crash == labfault.AfterClaim || fault.Crash == labfault.BeforeEffect {
-		s.crash(x)
+	fireDelay(fault)
+	if s.fireCrash(x, fault, faultheader.AfterClaim, faultheader.BeforeEffect) {
 		drop(w)
 		return
 	}
@@ -137,11 +135,8 @@ func (s *Server) downstream(w http.ResponseWriter, x *exchange, in store.Intent,
 		s.reply(w, x, http.StatusBadGateway, "downstream call failed: "+errorWords(err)+"\n")
 		return
 	}
-	if fault.Stall > 0 {
-		time.Sleep(fault.Stall)
-	}
-	if fault.Crash == labfault.AfterDownstream || fault.Crash == labfault.AfterEffect {
-		s.crash(x)
+	fireStall(fault)
+	if s.fireCrash(x, fault, faultheader.AfterDownstream, faultheader.AfterEffect) {
 		drop(w)
 		return
 	}
@@ -162,14 +157,11 @@ func (s *Server) downstream(w http.ResponseWriter, x *exchange, in store.Intent,
 			return
 		}
 	}
-	if fault.Crash == labfault.AfterRecord {
-		s.crash(x)
+	if s.fireCrash(x, fault, faultheader.AfterRecord) {
 		drop(w)
 		return
 	}
-	if fault.DropReply {
-		x.outcome = "dropped"
-		drop(w)
+	if fireDropReply(w, x, fault, nil) {
 		return
 	}
 	s.replyValue(w, x, value, false)
@@ -194,8 +186,8 @@ func errorWords(err error) string {
 
 // callLedger POSTs body to the ledger, with the forwarded key when the
 // request is keyed and forwarding is on, and returns the ledger's value.
-func (s *Server) callLedger(key string, body []byte, fault labfault.Fault) (int64, error) {
-	req := protocol.Request{Body: body}
+func (s *Server) callLedger(key string, body []byte, fault faultheader.Fault) (int64, error) {
+	req := client.Request{Body: body}
 	if key != "" && s.cfg.ForwardKey {
 		fk := ForwardedKey(s.cfg.Service, key)
 		req.Key = &fk
@@ -205,7 +197,7 @@ func (s *Server) callLedger(key string, body []byte, fault labfault.Fault) (int6
 	}
 	rep, err := s.ledger.Post(context.Background(), s.cfg.Downstream, req)
 	if err != nil {
-		return 0, &ledgerError{words: string(protocol.Classify(err)), err: err}
+		return 0, &ledgerError{words: string(client.Classify(err)), err: err}
 	}
 	if rep.Status != http.StatusOK {
 		return 0, &ledgerError{words: "status " + strconv.Itoa(rep.Status), err: fmt.Errorf("status %d: %q", rep.Status, rep.Body)}

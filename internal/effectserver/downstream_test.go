@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"idemlab/internal/client"
 	"idemlab/internal/protocol"
 )
 
@@ -34,15 +35,15 @@ func ledgerAndUpstream(t *testing.T, kind protocol.Store, forward bool, edit fun
 }
 
 // call makes one lab call to f and returns what came back (status 0: no reply).
-func call(t *testing.T, f *fixture, key, fault string) protocol.Reply {
+func call(t *testing.T, f *fixture, key, fault string) client.Reply {
 	t.Helper()
-	r := protocol.Request{Body: []byte(protocol.DefaultBody), Fault: fault}
+	r := client.Request{Body: []byte(protocol.DefaultBody), Fault: fault}
 	if key != "" {
 		r.Key = &key
 	}
-	rep, err := protocol.NewClient(5*time.Second).Post(context.Background(), f.http.URL+protocol.EffectPath, r)
+	rep, err := client.New(5*time.Second).Post(context.Background(), f.http.URL+protocol.EffectPath, r)
 	if err != nil {
-		return protocol.Reply{}
+		return client.Reply{}
 	}
 	return rep
 }

@@ -9,26 +9,26 @@ import (
 	"strings"
 	"testing"
 
-	"idemlab/internal/durablestore"
 	"idemlab/internal/protocol"
-	"idemlab/internal/statedir"
 	"idemlab/internal/store"
+	"idemlab/internal/store/durable"
+	"idemlab/internal/store/open"
 )
 
-func durable(edit func(*Config)) func(*Config) { return on(protocol.Durable, edit) }
+func onDurable(edit func(*Config)) func(*Config) { return on(protocol.Durable, edit) }
 
 // Ensure a durable server replays every key after a restart on the same
 // folder, and keeps 422 for another body.
 func TestDurableReplayAfterReopen(t *testing.T) {
 	dir := t.TempDir()
-	f := newFixtureIn(t, dir, durable(nil))
+	f := newFixtureIn(t, dir, onDurable(nil))
 	for _, key := range []string{"a", "b"} {
 		if got := f.do(req{key: key}); got.status != 200 || got.replayed != "false" {
 			t.Fatalf("POST %s = %+v, want 200 not replayed", key, got)
 		}
 	}
 	f.close()
-	g := newFixtureIn(t, dir, durable(nil))
+	g := newFixtureIn(t, dir, onDurable(nil))
 	if got, want := g.srv.registry.Len(), 2; got != want {
 		t.Fatalf("registry holds %d keys after the restart, want %d", got, want)
 	}
@@ -77,8 +77,8 @@ func TestDurableAnswersFromTransaction(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			capacity := func(c *Config) { c.Capacity = 2 }
-			a := newFixtureIn(t, dir, durable(capacity))
-			b := newFixtureIn(t, dir, durable(capacity))
+			a := newFixtureIn(t, dir, onDurable(capacity))
+			b := newFixtureIn(t, dir, onDurable(capacity))
 			for i, r := range tt.first {
 				if got := a.do(r); got.status != 200 {
 					t.Fatalf("first[%d] = %+v, want 200", i, got)
@@ -107,10 +107,10 @@ func TestDurableAnswersFromTransaction(t *testing.T) {
 // Ensure a durable effect whose transaction fails answers 500, leaves
 // neither effect nor key, releases the key, and a retry runs.
 func TestDurableFailedEffect(t *testing.T) {
-	f := newFixture(t, durable(nil))
+	f := newFixture(t, onDurable(nil))
 	// A row already holding value 1 makes the effects insert fail inside
 	// the transaction, after the counter update.
-	db, err := sql.Open("sqlite", filepath.Join(f.dir, durablestore.FileName)+"?_busy_timeout=5000")
+	db, err := sql.Open("sqlite", filepath.Join(f.dir, durable.FileName)+"?_busy_timeout=5000")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,8 +152,8 @@ func TestReadState(t *testing.T) {
 	for _, kind := range stores {
 		t.Run(string(kind), func(t *testing.T) {
 			dir := t.TempDir()
-			if got, err := statedir.Read(kind, place(t, kind, dir)); err != nil || len(got.Effects) != 0 || got.Counter != 0 {
-				t.Fatalf("statedir.Read(empty folder) = %+v, %v, want zero", got, err)
+			if got, err := open.ReadState(kind, place(t, kind, dir)); err != nil || len(got.Effects) != 0 || got.Counter != 0 {
+				t.Fatalf("open.ReadState(empty folder) = %+v, %v, want zero", got, err)
 			}
 			f := newFixtureIn(t, dir, on(kind, faults))
 			for _, r := range []req{
@@ -168,7 +168,7 @@ func TestReadState(t *testing.T) {
 			}
 			f.close()
 			want := store.State{Counter: 3, Effects: []store.Effect{{Value: 1, BodySHA256: sum("add-one")}, {Value: 2, BodySHA256: sum("x")}, {Value: 3, BodySHA256: sum("")}}}
-			if got, err := statedir.Read(kind, place(t, kind, dir)); err != nil || !reflect.DeepEqual(got, want) {
+			if got, err := open.ReadState(kind, place(t, kind, dir)); err != nil || !reflect.DeepEqual(got, want) {
 				t.Fatalf("ReadState = %+v, %v, want %+v", got, err, want)
 			}
 		})

@@ -18,7 +18,7 @@
 //
 // The wire contract (path, headers, key syntax, defaults) is package
 // protocol's; the stores are package store's implementations, opened by
-// name through statedir. The server disables keep-alives: see protocol's
+// name through open. The server disables keep-alives: see protocol's
 // client for why a lab client must too.
 package effectserver
 
@@ -33,11 +33,12 @@ import (
 	"strconv"
 	"time"
 
-	"idemlab/internal/mutant"
+	"idemlab/internal/client"
+	"idemlab/internal/effectserver/registry"
+	"idemlab/internal/effectserver/unsaferegistry"
 	"idemlab/internal/protocol"
-	"idemlab/internal/registry"
-	"idemlab/internal/statedir"
 	"idemlab/internal/store"
+	"idemlab/internal/store/open"
 )
 
 // Config is what the server is started with.
@@ -105,7 +106,7 @@ type Server struct {
 	// registry.Claims (the volatile store).
 	phased store.Phased
 	// ledger is the client of the downstream calls.
-	ledger *protocol.Client
+	ledger *client.Client
 
 	// admitted, when set by a test, is called when a request has been
 	// admitted (became the owner of its key, or is unkeyed), before faults.
@@ -119,11 +120,11 @@ func New(cfg Config, stderr io.Writer) (*Server, error) {
 	if err != nil {
 		return nil, &StartError{err}
 	}
-	st, err := statedir.Open(cfg.Store, statedir.Place{Dir: cfg.StateDir, DSN: cfg.DSN}, cfg.Capacity, cfg.Wait)
+	st, err := open.Store(cfg.Store, open.Place{Dir: cfg.StateDir, DSN: cfg.DSN}, cfg.Capacity, cfg.Wait)
 	if err != nil {
 		return nil, &StartError{err}
 	}
-	reg, err := mutant.New(cfg.UnsafeRegistry, cfg.Capacity) // the sound registry unless told
+	reg, err := unsaferegistry.New(cfg.UnsafeRegistry, cfg.Capacity) // the sound registry unless told
 	if err != nil {
 		st.Close()
 		return nil, &StartError{err}
@@ -146,7 +147,7 @@ func New(cfg Config, stderr io.Writer) (*Server, error) {
 		store:    st,
 		registry: reg,
 		phased:   phased,
-		ledger:   protocol.NewClient(protocol.DefaultClientTimeout),
+		ledger:   client.New(protocol.DefaultClientTimeout),
 		log:      slog.New(slog.NewTextHandler(stderr, nil)),
 		exit:     exit,
 	}, nil

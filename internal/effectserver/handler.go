@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"time"
 
-	"idemlab/internal/labfault"
+	"idemlab/internal/effectserver/faultheader"
+	"idemlab/internal/effectserver/registry"
 	"idemlab/internal/protocol"
-	"idemlab/internal/registry"
 	"idemlab/internal/store"
 )
 
@@ -96,7 +96,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 		s.reply(w, x, http.StatusMethodNotAllowed, bodyMethodNotAllowed)
 		return
 	}
-	fault, present, err := labfault.FromHeader(r.Header)
+	fault, present, err := faultheader.FromHeader(r.Header)
 	switch {
 	case present && !s.cfg.Faults:
 		s.reply(w, x, http.StatusBadRequest, bodyFaultsDisabled)
@@ -186,25 +186,19 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 }
 
 // admit runs an admitted request: the owner of its key (ticket != nil) or
-// an unkeyed one. Faults fire only here.
-func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, fault labfault.Fault, ticket registry.Ticket) {
+// an unkeyed one. Its faults fire here (faults.go says where each fires).
+func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, fault faultheader.Fault, ticket registry.Ticket) {
 	if s.admitted != nil {
 		s.admitted(in.Key)
 	}
-	if fault.Delay > 0 {
-		time.Sleep(fault.Delay)
-	}
-	if fault.Crash == labfault.BeforeEffect {
-		s.crash(x)
+	fireDelay(fault)
+	if s.fireCrash(x, fault, faultheader.BeforeEffect) {
 		drop(w)
 		return
 	}
 	res, err := s.store.Apply(in, func() error {
-		if fault.Stall > 0 {
-			time.Sleep(fault.Stall) // the owner in flight at the crash gap
-		}
-		if fault.Crash == labfault.AfterEffect {
-			s.crash(x)
+		fireStall(fault)
+		if s.fireCrash(x, fault, faultheader.AfterEffect) {
 			return errCrashed
 		}
 		return nil
@@ -238,40 +232,14 @@ func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, faul
 		s.replyValue(w, x, res.Value, true)
 		return
 	}
-	if fault.Crash == labfault.AfterRecord {
-		s.crash(x)
+	if s.fireCrash(x, fault, faultheader.AfterRecord) {
 		drop(w)
 		return
 	}
-	if fault.DropReply {
-		x.outcome = "dropped"
-		drop(w)
-		if ticket != nil {
-			ticket.ReplyLost() // a sound registry keeps the record for the retry; a mutant may not
-		}
+	if fireDropReply(w, x, fault, ticket) {
 		return
 	}
 	s.replyValue(w, x, res.Value, false)
-}
-
-// crash logs the request and ends the process with protocol.CrashExitCode. The
-// exit function returns only in tests; the caller then drops the
-// connection, as a real crash would.
-func (s *Server) crash(x *exchange) {
-	x.outcome = "crash"
-	s.logRequest(x) // the deferred log line never comes after a real exit
-	s.exit(protocol.CrashExitCode)
-}
-
-// drop closes the connection without writing a reply.
-func drop(w http.ResponseWriter) {
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		// Not hijackable (e.g. HTTP/2 or a recorder): abort the handler,
-		// which net/http turns into a closed stream without a reply.
-		panic(http.ErrAbortHandler)
-	}
-	conn.Close()
 }
 
 // replyValue sends a 200 carrying the counter value.

@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"idemlab/internal/durablestore"
-	"idemlab/internal/pgcluster"
+	"idemlab/internal/effectserver/registry"
+	"idemlab/internal/pgcluster/pgclustertest"
 	"idemlab/internal/protocol"
-	"idemlab/internal/registry"
-	"idemlab/internal/statedir"
+	"idemlab/internal/store/durable"
+	"idemlab/internal/store/open"
 )
 
 // lockedBuffer is a log sink safe for concurrent handlers.
@@ -48,7 +48,7 @@ type fixture struct {
 	log   *lockedBuffer
 	exits chan int
 	store protocol.Store
-	place statedir.Place
+	place open.Place
 
 	closeOnce sync.Once
 }
@@ -95,9 +95,9 @@ var databases sync.Map
 // place is where a store of kind keeps the state of folder dir: the folder,
 // and for postgres a database of the tests' shared cluster, made for the
 // test (the test is skipped where PostgreSQL is not installed).
-func place(t *testing.T, kind protocol.Store, dir string) statedir.Place {
+func place(t *testing.T, kind protocol.Store, dir string) open.Place {
 	t.Helper()
-	p := statedir.Place{Dir: dir}
+	p := open.Place{Dir: dir}
 	if !kind.InDatabase() {
 		return p
 	}
@@ -105,13 +105,13 @@ func place(t *testing.T, kind protocol.Store, dir string) statedir.Place {
 		p.DSN = dsn.(string)
 		return p
 	}
-	p.DSN = pgcluster.Shared(t).DatabaseForTest(t)
+	p.DSN = pgclustertest.Database(t)
 	databases.Store(dir, p.DSN)
 	t.Cleanup(func() { databases.Delete(dir) })
 	return p
 }
 
-func TestMain(m *testing.M) { os.Exit(pgcluster.RunTests(m)) }
+func TestMain(m *testing.M) { os.Exit(pgclustertest.Main(m)) }
 
 // close stops the fixture's HTTP server and closes its Server; later calls do nothing.
 func (f *fixture) close() {
@@ -123,9 +123,9 @@ func (f *fixture) close() {
 	})
 }
 
-// client never reuses connections: http.Transport would silently resend a
+// httpClient never reuses connections: http.Transport would silently resend a
 // request carrying an Idempotency-Key after a dropped reply on a reused one.
-var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
+var httpClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
 
 // req describes one request; zero fields mean POST /effect, no key, body add-one.
 type req struct {
@@ -171,7 +171,7 @@ func (f *fixture) do(r req) resp {
 	if r.fault != "" {
 		hr.Header.Set("X-Lab-Fault", r.fault)
 	}
-	res, err := client.Do(hr)
+	res, err := httpClient.Do(hr)
 	if err != nil {
 		return resp{}
 	}
@@ -194,7 +194,7 @@ func (f *fixture) do(r req) resp {
 // transactions are what a reader sees.
 func (f *fixture) counter() int64 {
 	f.t.Helper()
-	st, err := statedir.Read(f.store, f.place)
+	st, err := open.ReadState(f.store, f.place)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -612,7 +612,7 @@ func TestNewRefuses(t *testing.T) {
 	if err := os.Mkdir(corrupt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(corrupt, durablestore.FileName), []byte(strings.Repeat("garbage ", 1024)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(corrupt, durable.FileName), []byte(strings.Repeat("garbage ", 1024)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ok := Config{StateDir: dir, Addr: protocol.DefaultAddr, Store: protocol.Volatile, Capacity: 1, MaxBody: 1, Wait: time.Second}
@@ -624,7 +624,7 @@ func TestNewRefuses(t *testing.T) {
 		{"no state", func(c *Config) { c.StateDir = "" }, "-state is required"},
 		{"missing state", func(c *Config) { c.StateDir = filepath.Join(dir, "nosuch") }, "state folder: stat " + filepath.Join(dir, "nosuch") + ": no such file or directory"},
 		{"bad counter", func(c *Config) { c.StateDir = bad }, "counter file " + filepath.Join(bad, "counter") + ": malformed content"},
-		{"corrupt database", func(c *Config) { c.StateDir = corrupt; c.Store = protocol.Durable }, "durable store " + filepath.Join(corrupt, durablestore.FileName) + ": file is not a database"},
+		{"corrupt database", func(c *Config) { c.StateDir = corrupt; c.Store = protocol.Durable }, "durable store " + filepath.Join(corrupt, durable.FileName) + ": file is not a database"},
 		{"unknown store", func(c *Config) { c.Store = "nosuch" }, "-store: unknown store \"nosuch\" (want one of volatile, durable, postgres)"},
 		{"all interfaces", func(c *Config) { c.Addr = "0.0.0.0:0" }, "-addr 0.0.0.0:0: not a loopback address"},
 		{"empty host", func(c *Config) { c.Addr = ":8080" }, "-addr :8080: not a loopback address"},

@@ -1,18 +1,18 @@
 package evidence
 
 import (
-	"idemlab/internal/caseplan"
-	"idemlab/internal/labrun"
-	"idemlab/internal/observation"
+	"idemlab/internal/casefile"
+	"idemlab/internal/caserun"
 	"idemlab/internal/protocol"
+	"idemlab/internal/results"
 )
 
 // A Run is one finished (case, store) run and the runner's own check of it.
 type Run struct {
-	Case   caseplan.Case
+	Case   casefile.Case
 	Store  protocol.Store
-	Obs    observation.Run
-	Detail labrun.Detail
+	Obs    results.Run
+	Detail caserun.Detail
 	// Mismatches lists every difference from what the case file expects
 	// of this store; none means the run matches its case.
 	Mismatches []string
@@ -26,13 +26,13 @@ func (r Run) Matches() bool { return len(r.Mismatches) == 0 }
 // A Grid holds one Run per (case, store): cases in suite order, stores in
 // evidence order, the order every evidence file lists runs in.
 type Grid struct {
-	Cases  []caseplan.Case
+	Cases  []casefile.Case
 	Stores []protocol.Store
 	runs   []Run // row-major: case, then store
 }
 
 // NewGrid returns an empty grid for cases × stores.
-func NewGrid(cases []caseplan.Case, stores []protocol.Store) *Grid {
+func NewGrid(cases []casefile.Case, stores []protocol.Store) *Grid {
 	return &Grid{Cases: cases, Stores: stores, runs: make([]Run, len(cases)*len(stores))}
 }
 

@@ -4,8 +4,8 @@ import (
 	"runtime"
 	"time"
 
+	"idemlab/internal/caserun"
 	"idemlab/internal/labbuild"
-	"idemlab/internal/labrun"
 	"idemlab/internal/protocol"
 )
 
@@ -30,7 +30,7 @@ type ManifestInput struct {
 	Cases       []string
 	Stores      []protocol.Store // stores the cases ran on; none without cases
 	Experiments []string
-	Protocol    labrun.Protocol
+	Protocol    caserun.Protocol
 	ServerSHA   string          // SHA-256 of the server binary
 	ServerBuild labbuild.Recipe // how it was made
 	Postgres    string          // the version of the PostgreSQL the postgres store ran on, if it ran

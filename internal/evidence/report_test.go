@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"idemlab/internal/caseplan"
-	"idemlab/internal/observation"
+	"idemlab/internal/casefile"
 	"idemlab/internal/protocol"
+	"idemlab/internal/results"
 )
 
 // ledgerGrid is one store and two cases: a plain one whose run matches,
@@ -14,15 +14,15 @@ import (
 // counter only.
 func ledgerGrid() *Grid {
 	one, two := int64(1), int64(2)
-	plain := caseplan.Case{Name: "plain", Summary: "A plain case.",
-		Expect: map[protocol.Store]caseplan.Expectation{protocol.Durable: {Counter: 2, ExitCodes: []int{0}}}}
-	hop := caseplan.Case{Name: "hop", Summary: "A case with a ledger.", Ledger: &caseplan.Ledger{ForwardKey: true},
-		Expect: map[protocol.Store]caseplan.Expectation{protocol.Durable: {Counter: 0, ExitCodes: []int{23, 0}, LedgerCounter: &one}}}
-	g := NewGrid([]caseplan.Case{plain, hop}, []protocol.Store{protocol.Durable})
+	plain := casefile.Case{Name: "plain", Summary: "A plain case.",
+		Expect: map[protocol.Store]casefile.Expectation{protocol.Durable: {Counter: 2, ExitCodes: []int{0}}}}
+	hop := casefile.Case{Name: "hop", Summary: "A case with a ledger.", Ledger: &casefile.Ledger{ForwardKey: true},
+		Expect: map[protocol.Store]casefile.Expectation{protocol.Durable: {Counter: 0, ExitCodes: []int{23, 0}, LedgerCounter: &one}}}
+	g := NewGrid([]casefile.Case{plain, hop}, []protocol.Store{protocol.Durable})
 	g.Set(0, 0, Run{Case: plain, Store: protocol.Durable,
-		Obs: observation.Run{Case: "plain", Store: protocol.Durable, Counter: 2, ExitCodes: []int{0}}})
+		Obs: results.Run{Case: "plain", Store: protocol.Durable, Counter: 2, ExitCodes: []int{0}}})
 	g.Set(1, 0, Run{Case: hop, Store: protocol.Durable,
-		Obs:        observation.Run{Case: "hop", Store: protocol.Durable, Counter: 0, ExitCodes: []int{23, 0}, LedgerCounter: &two},
+		Obs:        results.Run{Case: "hop", Store: protocol.Durable, Counter: 0, ExitCodes: []int{23, 0}, LedgerCounter: &two},
 		Mismatches: []string{"ledger_counter: expected 1, observed 2"}})
 	return g
 }

@@ -1,22 +1,25 @@
-package pgcluster
+package pgcluster_test
 
 import (
 	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"idemlab/internal/pgcluster"
+	"idemlab/internal/pgcluster/pgclustertest"
 )
 
 // BenchmarkStartStop measures a whole throwaway cluster: initdb, the
 // server's start (to accepting connections and holding the template), and
 // its stop with the folder's removal, each reported in ms.
 func BenchmarkStartStop(b *testing.B) {
-	if _, err := FindBinDir(); err != nil {
-		skipOrFail(b, err)
+	if _, err := pgcluster.FindBinDir(); err != nil {
+		pgclustertest.SkipOrFail(b, err)
 	}
 	var initdb, ready, stop time.Duration
 	for b.Loop() {
-		c, err := Start(context.Background(), Options{})
+		c, err := pgcluster.Start(context.Background(), pgcluster.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -37,7 +40,7 @@ func BenchmarkStartStop(b *testing.B) {
 // BenchmarkCreateDatabase measures a database per run: CREATE DATABASE
 // from the template, then its DROP, each reported in ms.
 func BenchmarkCreateDatabase(b *testing.B) {
-	c := ForTest(b)
+	c := pgclustertest.ForTest(b)
 	ctx := context.Background()
 	var create, drop time.Duration
 	i := 0

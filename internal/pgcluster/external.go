@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 
+	"idemlab/internal/store/postgres/redact"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,16 +26,16 @@ type External struct {
 func Attach(ctx context.Context, dsn string) (*External, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("postgres %s: %w", Redact(dsn), err)
+		return nil, fmt.Errorf("postgres %s: %w", redact.DSN(dsn), err)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres %s: %w", Redact(dsn), err)
+		return nil, fmt.Errorf("postgres %s: %w", redact.DSN(dsn), err)
 	}
 	e := &External{admin: pool, config: cfg.ConnConfig.Config.Copy()}
 	if err := pool.QueryRow(ctx, `SHOW server_version`).Scan(&e.Version); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres %s: %w", Redact(dsn), err)
+		return nil, fmt.Errorf("postgres %s: %w", redact.DSN(dsn), err)
 	}
 	return e, nil
 }

@@ -1,25 +1,28 @@
-package pgcluster
+package pgcluster_test
 
 import (
 	"context"
 	"strings"
 	"testing"
 
+	"idemlab/internal/pgcluster"
+	"idemlab/internal/pgcluster/pgclustertest"
+
 	"github.com/jackc/pgx/v5"
 )
 
-// Ensure Attach works against a server it did not start: it makes a
+// Ensure pgcluster.Attach works against a server it did not start: it makes a
 // database, hands out a DSN that connects to it, drops it, and leaves the
 // server running; an unreachable server's error hides the password.
 func TestAttach(t *testing.T) {
-	c := ForTest(t)
+	c := pgclustertest.ForTest(t)
 	ctx := context.Background()
-	e, err := Attach(ctx, c.DSN("postgres"))
+	e, err := pgcluster.Attach(ctx, c.DSN("postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e.Version == "" {
-		t.Error("Attach: no server version")
+		t.Error("pgcluster.Attach: no server version")
 	}
 	dsn, err := e.CreateDatabase(ctx, "attached_run")
 	if err != nil {
@@ -44,8 +47,8 @@ func TestAttach(t *testing.T) {
 		t.Fatalf("the server stopped with the attachment: %v", err)
 	}
 
-	_, err = Attach(ctx, "postgres://lab:s3cret@127.0.0.1:1/x?connect_timeout=2")
+	_, err = pgcluster.Attach(ctx, "postgres://lab:s3cret@127.0.0.1:1/x?connect_timeout=2")
 	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "xxxxx") {
-		t.Fatalf("Attach(unreachable) error = %v, want one naming the DSN without its password", err)
+		t.Fatalf("pgcluster.Attach(unreachable) error = %v, want one naming the DSN without its password", err)
 	}
 }

@@ -1,4 +1,4 @@
-package pgcluster
+package pgcluster_test
 
 import (
 	"bufio"
@@ -9,10 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"idemlab/internal/pgcluster"
+	"idemlab/internal/pgcluster/pgclustertest"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -25,12 +27,12 @@ func TestMain(m *testing.M) {
 	if parent := os.Getenv(childEnv); parent != "" {
 		os.Exit(childMain(parent))
 	}
-	os.Exit(RunTests(m))
+	os.Exit(pgclustertest.Main(m))
 }
 
 // childMain starts a cluster, prints its folder and waits to be killed.
 func childMain(parent string) int {
-	c, err := Start(context.Background(), Options{TempDir: parent})
+	c, err := pgcluster.Start(context.Background(), pgcluster.Options{TempDir: parent})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -45,8 +47,8 @@ func childMain(parent string) int {
 // that needs PostgreSQL's programs where they are missing.
 func requirePostgres(t *testing.T) {
 	t.Helper()
-	if _, err := FindBinDir(); err != nil {
-		skipOrFail(t, err)
+	if _, err := pgcluster.FindBinDir(); err != nil {
+		pgclustertest.SkipOrFail(t, err)
 	}
 }
 
@@ -115,7 +117,7 @@ func awaitNoProcessesIn(t *testing.T, dir string) {
 func TestStartCreateConnectStop(t *testing.T) {
 	requirePostgres(t)
 	ctx := context.Background()
-	c, err := Start(ctx, Options{TempDir: tempDir(t)})
+	c, err := pgcluster.Start(ctx, pgcluster.Options{TempDir: tempDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,38 +164,38 @@ func TestStartCreateConnectStop(t *testing.T) {
 	}
 }
 
-// Ensure a server that cannot start (initdb succeeded) fails Start with the
+// Ensure a server that cannot start (initdb succeeded) fails pgcluster.Start with the
 // server's own words and leaves no process and no folder behind.
 func TestStartFailingHalfWayLeavesNothing(t *testing.T) {
 	requirePostgres(t)
 	parent := tempDir(t)
-	_, err := Start(context.Background(), Options{TempDir: parent, Settings: map[string]string{"shared_buffers": "plenty"}})
+	_, err := pgcluster.Start(context.Background(), pgcluster.Options{TempDir: parent, Settings: map[string]string{"shared_buffers": "plenty"}})
 	if err == nil {
-		t.Fatal("Start with shared_buffers=plenty = nil error")
+		t.Fatal("pgcluster.Start with shared_buffers=plenty = nil error")
 	}
 	if !strings.Contains(err.Error(), "shared_buffers") {
-		t.Fatalf("Start error = %v, want the server's complaint about shared_buffers", err)
+		t.Fatalf("pgcluster.Start error = %v, want the server's complaint about shared_buffers", err)
 	}
 	entries, _ := os.ReadDir(parent)
 	if len(entries) > 0 {
-		t.Fatalf("%s holds %d entries after a failed Start, want none", parent, len(entries))
+		t.Fatalf("%s holds %d entries after a failed pgcluster.Start, want none", parent, len(entries))
 	}
 	if left := processesIn(t, parent); len(left) > 0 {
-		t.Fatalf("processes left after a failed Start:\n%s", strings.Join(left, "\n"))
+		t.Fatalf("processes left after a failed pgcluster.Start:\n%s", strings.Join(left, "\n"))
 	}
 }
 
-// Ensure missing programs are reported as ErrNotInstalled, which callers
+// Ensure missing programs are reported as pgcluster.ErrNotInstalled, which callers
 // turn into "postgres column skipped".
 func TestStartWithoutProgramsIsNotInstalled(t *testing.T) {
-	_, err := Start(context.Background(), Options{BinDir: t.TempDir()})
-	if !errors.Is(err, ErrNotInstalled) {
-		t.Fatalf("Start with an empty BinDir = %v, want ErrNotInstalled", err)
+	_, err := pgcluster.Start(context.Background(), pgcluster.Options{BinDir: t.TempDir()})
+	if !errors.Is(err, pgcluster.ErrNotInstalled) {
+		t.Fatalf("pgcluster.Start with an empty BinDir = %v, want ErrNotInstalled", err)
 	}
 }
 
 // Ensure a runner killed with SIGKILL leaves no postgres running: the
-// kernel's parent-death signal stops the server; the next Start removes the
+// kernel's parent-death signal stops the server; the next pgcluster.Start removes the
 // folder the dead runner could not.
 func TestRunnerKilledLeavesNoPostgres(t *testing.T) {
 	requirePostgres(t)
@@ -228,100 +230,12 @@ func TestRunnerKilledLeavesNoPostgres(t *testing.T) {
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("folder of the killed runner: %v, want it left for the next Start", err)
 	}
-	c, err := Start(context.Background(), Options{TempDir: parent})
+	c, err := pgcluster.Start(context.Background(), pgcluster.Options{TempDir: parent})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Stop()
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("folder of the killed runner after the next Start: %v, want it removed", err)
-	}
-}
-
-// Ensure the shared cluster and per-test databases work together.
-func TestDatabaseForTest(t *testing.T) {
-	c := Shared(t)
-	dsn := c.DatabaseForTest(t)
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	var n int
-	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != 0 {
-		t.Fatalf("tables in a fresh database = %d, want 0", n)
-	}
-}
-
-func TestDBName(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"TestApply/new_key", "testapply_new_key"},
-		{strings.Repeat("x", 80), strings.Repeat("x", 48)},
-	} {
-		if got := dbName(tc.in); got != tc.want {
-			t.Errorf("dbName(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
-
-// decisionTB records how skipOrFail ended a test.
-type decisionTB struct {
-	testing.TB
-	ended string
-}
-
-func (d *decisionTB) Helper()              {}
-func (d *decisionTB) Skipf(string, ...any) { d.ended = "skip"; panic(d) }
-func (d *decisionTB) Fatal(...any)         { d.ended = "fail"; panic(d) }
-
-// decide runs skipOrFail, whose Skipf and Fatal end it with a panic.
-func (d *decisionTB) decide(err error) {
-	defer func() { recover() }()
-	skipOrFail(d, err)
-}
-
-// Ensure a missing PostgreSQL skips a test, unless IDEMLAB_REQUIRE_POSTGRES=1
-// makes it a failure; any other failure to start fails it.
-func TestSkipOrFail(t *testing.T) {
-	notInstalled := fmt.Errorf("start postgres: %w", ErrNotInstalled)
-	broke := errors.New("start postgres: initdb: exit status 1")
-	for _, tc := range []struct {
-		require string
-		err     error
-		want    string
-	}{
-		{"", notInstalled, "skip"},
-		{"1", notInstalled, "fail"},
-		{"", broke, "fail"},
-		{"1", broke, "fail"},
-	} {
-		t.Setenv(RequireEnv, tc.require)
-		d := &decisionTB{TB: t}
-		d.decide(tc.err)
-		if d.ended != tc.want {
-			t.Errorf("%s=%q, %v: test ended with %q, want %q", RequireEnv, tc.require, tc.err, d.ended, tc.want)
-		}
-	}
-}
-
-// Ensure parallel runs can create their databases at the same time.
-func TestCreateDatabasesConcurrently(t *testing.T) {
-	c := Shared(t)
-	errs := make([]error, 8)
-	var wg sync.WaitGroup
-	for i := range errs {
-		wg.Go(func() {
-			name := fmt.Sprintf("concurrent_%d", i)
-			if _, errs[i] = c.CreateDatabase(context.Background(), name); errs[i] == nil {
-				errs[i] = c.DropDatabase(context.Background(), name)
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
+		t.Fatalf("folder of the killed runner after the next pgcluster.Start: %v, want it removed", err)
 	}
 }

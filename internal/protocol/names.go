@@ -55,7 +55,7 @@ var Outcomes = []Outcome{OutcomeReply, OutcomeNoReply, OutcomeTimeout, OutcomeRe
 func ParseOutcome(name string) (Outcome, error) { return parseName("outcome", name, Outcomes) }
 
 // A Fault names one lab fault, the part of an X-Lab-Fault value before
-// any "=" (package labfault gives each its behaviour). A value may join
+// any "=" (package effectserver/faultheader gives each its behaviour). A value may join
 // faults that act at different points with ",".
 type Fault string
 

@@ -1,10 +1,11 @@
 // Package protocol is the one place for the contract the effect server and
 // its clients share: the path and header names, the defaults every side
 // starts from, the Idempotency-Key syntax and its parser, the typed names
-// of stores, call outcomes and faults, and the lab's HTTP client.
+// of stores, call outcomes and faults. The lab's HTTP client that speaks it
+// is package client.
 //
-// The server (effectserver), the runner (labrun, suite) and the experiments
-// (retries) import it; the audit does not: it re-derives what it checks
+// The server (effectserver), the runner (caserun, runner) and the experiments
+// (retries, chaos) import it; the audit does not: it re-derives what it checks
 // with its own code, so that a mistake here cannot hide from it.
 package protocol
 
@@ -24,6 +25,9 @@ const (
 	// FaultHeader, honoured only by a server started with -faults, names
 	// one lab fault for the request (see Fault).
 	FaultHeader = "X-Lab-Fault"
+	// RetryAfterHeader on a 409, 429, 502 or 503 says how long to wait
+	// before retrying.
+	RetryAfterHeader = "Retry-After"
 )
 
 // Defaults every side starts from: the server's flags, the runner's

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"idemlab/internal/client"
 	"idemlab/internal/protocol"
 )
 
@@ -67,7 +68,7 @@ type rowClient struct {
 	stream int
 	url    string
 	keys   string // a folder for keys written to a file (restart-key-in-file)
-	hc     *protocol.Client
+	hc     *client.Client
 }
 
 // drive sends every intent of one row to url with p.Workers workers and
@@ -76,10 +77,10 @@ type rowClient struct {
 // not errors.
 func drive(ctx context.Context, p Parameters, seed uint64, r Row, stream int, url, keys string) (tally, error) {
 	// The lab's client: no keep-alives, so Go's transport adds no retries
-	// the client design did not make (see protocol.Client).
+	// the client design did not make (see client.Client).
 	timeout := time.Duration(p.ClientTimeoutMS) * time.Millisecond
 	c := &rowClient{p: p, seed: seed, r: r, stream: stream, url: url, keys: keys,
-		hc: protocol.NewClient(timeout)}
+		hc: client.New(timeout)}
 	defer c.hc.Close()
 	next := make(chan int)
 	errs := make([]error, p.Workers)
@@ -200,7 +201,7 @@ func (c *rowClient) intent(ctx context.Context, i int) (tally, error) {
 		}
 		t.sent++
 		fault := fmt.Sprintf("%s=%dms", protocol.FaultDelay, delay)
-		rep, err := c.hc.Post(ictx, c.url, protocol.Request{Key: k, Fault: fault, Body: b})
+		rep, err := c.hc.Post(ictx, c.url, client.Request{Key: k, Fault: fault, Body: b})
 		status := rep.Status
 		retryAfter = rep.RetryAfter
 		if err == nil {
@@ -239,7 +240,7 @@ func (c *rowClient) layer(ctx context.Context, d decisions, t *tally, depth int,
 			continue
 		}
 		t.sent++
-		rep, err := c.hc.Post(ctx, c.url, protocol.Request{Key: k, Fault: fmt.Sprintf("%s=%dms", protocol.FaultDelay, delay), Body: b})
+		rep, err := c.hc.Post(ctx, c.url, client.Request{Key: k, Fault: fmt.Sprintf("%s=%dms", protocol.FaultDelay, delay), Body: b})
 		if err == nil {
 			t.reply(rep.Status)
 			if rep.Status == http.StatusOK {

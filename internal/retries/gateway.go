@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"idemlab/internal/client"
 	"idemlab/internal/protocol"
 )
 
@@ -41,9 +42,9 @@ func startGateway(upstream string, limit, retryAfterS int) (*gateway, error) {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g := &gateway{
-		url: protocol.EffectURL(ln.Addr().String()), upstream: upstream, limit: int64(limit),
+		url: client.EffectURL(ln.Addr().String()), upstream: upstream, limit: int64(limit),
 		after: strconv.Itoa(retryAfterS),
-		// No keep-alives, for the reason protocol.Client gives; no
+		// No keep-alives, for the reason client.Client gives; no
 		// timeout: the caller's own timeout cancels the forwarded request.
 		hc: &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}},
 	}

@@ -9,7 +9,7 @@
 //
 // Each row (a client against a registry) gets a fresh server process on a
 // fresh state folder. Every intent has a unique body, so after the server
-// has exited the journal (statedir.Read) tells how many times each
+// has exited the journal (open.Read) tells how many times each
 // intent took effect: 0 lost, 1 applied once, more duplicated. Client
 // replies are never counted.
 //
@@ -32,9 +32,10 @@ import (
 	"sync"
 	"time"
 
+	"idemlab/internal/client"
 	"idemlab/internal/protocol"
 	"idemlab/internal/serverproc"
-	"idemlab/internal/statedir"
+	"idemlab/internal/store/open"
 )
 
 // A Client names a client design.
@@ -276,7 +277,7 @@ func runRow(ctx context.Context, cfg Config, p Parameters, r Row, stream int) (R
 		sum := sha256.Sum256(body(stream, i))
 		bodies[hex.EncodeToString(sum[:])] = i
 	}
-	url := protocol.EffectURL(srv.Addr)
+	url := client.EffectURL(srv.Addr)
 	if r.Client == IgnoreRetryAfter || r.Client == HonourRetryAfter {
 		g, err := startGateway(url, p.ShedInflight, p.RetryAfterS)
 		if err != nil {
@@ -301,7 +302,7 @@ func runRow(ctx context.Context, cfg Config, p Parameters, r Row, stream int) (R
 	if code != 0 {
 		return RowResult{}, fmt.Errorf("server exited with code %d on SIGTERM, want 0", code)
 	}
-	st, err := statedir.Read(protocol.Volatile, statedir.Place{Dir: dir})
+	st, err := open.ReadState(protocol.Volatile, open.Place{Dir: dir})
 	if err != nil {
 		return RowResult{}, fmt.Errorf("read server state: %w", err)
 	}

@@ -1,5 +1,5 @@
 // Package servertest builds the effectserver once for a package's tests:
-// the integration tests of labrun, retries and chaos start it as a real
+// the integration tests of caserun, retries and chaos start it as a real
 // subprocess, and each of their TestMains is one call to Main.
 package servertest
 
@@ -10,12 +10,12 @@ import (
 	"path/filepath"
 	"testing"
 
-	"idemlab/internal/pgcluster"
+	"idemlab/internal/pgcluster/pgclustertest"
 )
 
 // Main builds ./cmd/effectserver of the module the tests run in into a
 // temporary folder, sets *bin to its path, runs the tests through
-// pgcluster.RunTests (which stops a PostgreSQL the tests shared, if they
+// pgclustertest.Main (which stops a PostgreSQL the tests shared, if they
 // started one), removes the folder and returns the exit code for
 // os.Exit. A failed build prints go build's output and returns 1 without
 // running a test.
@@ -40,7 +40,7 @@ func Main(m *testing.M, bin *string) int {
 		fmt.Fprintf(os.Stderr, "servertest: go build ./cmd/effectserver: %v\n%s", err, out)
 		return 1
 	}
-	return pgcluster.RunTests(m)
+	return pgclustertest.Main(m)
 }
 
 // moduleRoot is the nearest folder at or above the working directory

@@ -54,7 +54,7 @@ type Claim struct {
 }
 
 // Phased is implemented by a store that keeps claims with leases for the
-// downstream mode (durablestore, pgstore; the in-memory registry.Claims for
+// downstream mode (durable, postgres; the in-memory registry.Claims for
 // the volatile store). Each method is its own transaction.
 type Phased interface {
 	// Claim claims in's key for lease. It returns a Claim (Owned, Recorded

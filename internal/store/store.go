@@ -3,11 +3,13 @@
 // values that cross it (Intent, Result, Record, Effect, State), the body
 // Fingerprint, and the refusals a store or a key registry can answer with.
 //
-// Each store is an implementation beside this package (counterfile for the
-// volatile store, durablestore for SQLite); package statedir opens one by
-// name and reads what it left behind. Implementations depend on this
-// package, never the reverse, so a new store adds a package, not a copy of
-// these types.
+// Each store is a package beneath this one: volatile (a durable counter
+// file; its keys live in the server's in-memory registry), durable
+// (SQLite) and postgres (shared by replicas). Package store/open opens one
+// by name and reads what it left behind; store/storetest is the contract
+// every phased store passes. Implementations depend on this package, never
+// the reverse, so a new store adds a package, not a copy of these types,
+// and nothing outside this subtree knows which files a store keeps.
 package store
 
 import (
@@ -79,7 +81,7 @@ type State struct {
 // process. The server claims keys in its key registry whatever the store;
 // the store decides where the effect and the key's result live.
 //
-// The volatile store (counterfile) applies the effect durably and records
+// The volatile store (package volatile) applies the effect durably and records
 // nothing itself: completing the registry ticket after Apply is the record,
 // so a restart forgets every key. The durable store runs the effect and
 // records a keyed result in one transaction inside Apply, and returns what

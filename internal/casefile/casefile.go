@@ -1,0 +1,469 @@
+// Package casefile loads the case files of cases/ for the runner: it checks
+// each against schema/case.schema.json and its file name, and turns its steps
+// and per-store expectations into Go values.
+//
+// A case file is named NN-name.json; the two digits order the suite, so adding
+// a case is adding a file. No case name appears in Go code.
+package casefile
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"idemlab/internal/protocol"
+	"idemlab/internal/safefile"
+	"idemlab/internal/schemacheck"
+)
+
+// SchemaName is the schema every case file must satisfy.
+const SchemaName = "case.schema.json"
+
+// Case is one case file: what the runner does and what must be observed.
+type Case struct {
+	Name    string // the file's name field
+	File    string // the path it was read from
+	Summary string // one sentence for people
+	// Replicas is how many servers run at once, at least 1.
+	Replicas int
+	Steps    []Step // in order
+	Expect   map[protocol.Store]Expectation
+	// Ledger, when set, gives the case a ledger server that every replica
+	// calls for its effect (effectserver -downstream).
+	Ledger *Ledger
+	// Server holds the replicas' flags the case sets in place of the
+	// lab's protocol constants.
+	Server Server
+}
+
+// Ledger is a case's ledger: a durable effect server of its own.
+type Ledger struct {
+	ForwardKey bool `json:"forward_key"` // the replicas' -forward-key
+	KeyTTLMS   int  `json:"key_ttl_ms"`  // the ledger's -key-ttl, ms; 0: never
+}
+
+// Server is the replicas' flags a case sets; zero fields keep the lab's.
+type Server struct {
+	LeaseMS  int `json:"lease_ms"`   // -lease, ms (only with a ledger)
+	KeyTTLMS int `json:"key_ttl_ms"` // -key-ttl, ms; 0: never
+	Capacity int `json:"capacity"`   // -capacity
+}
+
+// Step is exactly one action of a case.
+type Step struct {
+	Call       *Call       `json:"call,omitempty"`
+	Concurrent *Concurrent `json:"concurrent,omitempty"`
+	Parallel   *Parallel   `json:"parallel,omitempty"`
+	Restart    *Restart    `json:"restart,omitempty"`
+	Stop       *StopStep   `json:"stop,omitempty"`
+	Start      *StartStep  `json:"start,omitempty"`
+	Sleep      *SleepStep  `json:"sleep,omitempty"`
+}
+
+// SleepStep waits MS milliseconds: the lab's control of time, to let a
+// lease or a key TTL run out between calls.
+type SleepStep struct {
+	MS int `json:"ms"`
+}
+
+// Call is one POST /effect, or Repeat consecutive ones.
+type Call struct {
+	Key       *string `json:"key,omitempty"`        // Idempotency-Key sent verbatim (templated, see Expand); nil sends none
+	Body      *string `json:"body,omitempty"`       // nil means protocol.DefaultBody
+	BodyBytes *int    `json:"body_bytes,omitempty"` // a body of that many 'x' bytes instead
+	Fault     string  `json:"fault,omitempty"`      // X-Lab-Fault; empty sends none
+	Repeat    int     `json:"repeat,omitempty"`     // 0 or 1: once
+	Replica   int     `json:"replica,omitempty"`    // the replica it goes to
+}
+
+// Concurrent is Clients identical calls released together.
+type Concurrent struct {
+	Clients int  `json:"clients"`
+	Call    Call `json:"call"`
+	// AcrossReplicas sends client i to replica i mod Replicas instead of
+	// every client to Call.Replica.
+	AcrossReplicas bool `json:"across_replicas,omitempty"`
+}
+
+// Parallel is different calls started together, the i-th StaggerMS × i
+// milliseconds after the first.
+type Parallel struct {
+	Calls     []Call `json:"calls"`
+	StaggerMS int    `json:"stagger_ms,omitempty"`
+}
+
+// Restart stops a replica's server and starts it again on the same state.
+type Restart struct {
+	Stop    Stop `json:"stop"`
+	Replica int  `json:"replica,omitempty"`
+}
+
+// StopStep stops a running replica's server and leaves it down.
+type StopStep struct {
+	How     Stop `json:"how"`
+	Replica int  `json:"replica,omitempty"`
+}
+
+// StartStep starts a stopped replica's server again.
+type StartStep struct {
+	Replica int `json:"replica,omitempty"`
+}
+
+// A Stop says how a restart ends the running server.
+type Stop string
+
+// The ways to stop a server (the schema allows exactly these).
+const (
+	StopSIGTERM   Stop = "sigterm"    // send SIGTERM and wait for the exit
+	StopAwaitExit Stop = "await_exit" // the server is exiting on its own (a crash fault): wait
+)
+
+// Expectation is what one store must show at the end of a case.
+type Expectation struct {
+	Counter   int64          `json:"counter"`
+	ExitCodes []int          `json:"exit_codes"`
+	Calls     []ExpectedCall `json:"calls"`
+	// LedgerCounter is the ledger's counter, required exactly when the
+	// case has a ledger.
+	LedgerCounter *int64 `json:"ledger_counter,omitempty"`
+}
+
+// ExpectedCall is what one call must observe. Nil fields are not checked.
+type ExpectedCall struct {
+	Outcome  protocol.Outcome
+	Status   *int
+	Body     *string
+	Replayed *Replayed
+	Repeat   int
+}
+
+// Replayed is an expected Idempotency-Replayed header: Absent, or its value.
+type Replayed struct {
+	Absent bool // the header must be missing (JSON null)
+	Value  bool
+}
+
+// UnmarshalJSON keeps apart "replayed": null (header absent) and no
+// "replayed" field at all (not checked).
+func (e *ExpectedCall) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Outcome  protocol.Outcome `json:"outcome"`
+		Status   *int             `json:"status"`
+		Body     *string          `json:"body"`
+		Replayed json.RawMessage  `json:"replayed"`
+		Repeat   int              `json:"repeat"`
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&raw); err != nil {
+		return err
+	}
+	*e = ExpectedCall{Outcome: raw.Outcome, Status: raw.Status, Body: raw.Body, Repeat: raw.Repeat}
+	switch string(raw.Replayed) {
+	case "":
+	case "null":
+		e.Replayed = &Replayed{Absent: true}
+	case "true", "false":
+		e.Replayed = &Replayed{Value: string(raw.Replayed) == "true"}
+	default:
+		return fmt.Errorf("replayed: want true, false or null, got %s", raw.Replayed)
+	}
+	return nil
+}
+
+// Repeat templates: in a repeated call's key and body, and in a repeated
+// expected call's body, "{i}" becomes the repetition's index counted from 0
+// and "{n}" its number counted from 1 (so the third of key "k-{i}", body
+// "{n}" is key "k-2" expecting "3"). Both work in every templated field.
+const (
+	IndexTemplate  = "{i}" // 0, 1, ..., repeat-1
+	NumberTemplate = "{n}" // 1, 2, ..., repeat
+)
+
+// expand fills the repeat templates of s for repetition i (from 0).
+func expand(s string, i int) string {
+	return strings.NewReplacer(IndexTemplate, strconv.Itoa(i), NumberTemplate, strconv.Itoa(i+1)).Replace(s)
+}
+
+// Expand returns the expected calls one per call, with repeats unrolled and
+// the repeat templates of a body filled in.
+func (x Expectation) Expand() []ExpectedCall {
+	var out []ExpectedCall
+	for _, c := range x.Calls {
+		for i := range max(c.Repeat, 1) {
+			one := c
+			one.Repeat = 0
+			if c.Body != nil && c.Repeat > 0 {
+				b := expand(*c.Body, i)
+				one.Body = &b
+			}
+			out = append(out, one)
+		}
+	}
+	return out
+}
+
+// Bounds on a case, so that the runner's and the audit's memory stay
+// bounded whatever a case file asks: a case file is at most MaxFileBytes,
+// and its steps make at most MaxCalls calls (a call and its recorded
+// observation cost a few hundred bytes each, in results.json and run.json).
+const (
+	MaxFileBytes = 1 << 20
+	MaxCalls     = 10000
+)
+
+// fileName is the shape of a case file's name: two digits, a dash, the case name.
+var fileName = regexp.MustCompile(`^[0-9]{2}-([a-z][a-z0-9_]{0,63})\.json$`)
+
+// Error is a case file that cannot be used, naming the file and the field.
+type Error struct {
+	File    string
+	Problem string
+}
+
+// Error names the file, then the field and the problem.
+func (e *Error) Error() string { return e.File + ": " + e.Problem }
+
+// LoadDir loads every *.json file of dir, in file-name order.
+func LoadDir(dir string, schemas *schemacheck.Set) ([]Case, error) {
+	if fi, err := os.Lstat(dir); err != nil {
+		return nil, fmt.Errorf("read cases: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("read cases: %s is not a folder", dir)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read cases: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".json") {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return nil, fmt.Errorf("read cases: no *.json files in %s", dir)
+	}
+	var cases []Case
+	seen := map[string]string{}
+	for _, n := range names {
+		path := filepath.Join(dir, n)
+		b, err := safefile.Read(path, MaxFileBytes)
+		if err != nil {
+			return nil, &Error{File: path, Problem: strings.TrimPrefix(err.Error(), path+": ")}
+		}
+		c, err := Parse(path, b, schemas)
+		if err != nil {
+			return nil, err
+		}
+		if prev, dup := seen[c.Name]; dup {
+			return nil, &Error{File: path, Problem: fmt.Sprintf("name: %q is already used by %s", c.Name, prev)}
+		}
+		seen[c.Name] = path
+		cases = append(cases, c)
+	}
+	return cases, nil
+}
+
+// Parse checks one case file's bytes, read from path, and decodes it.
+func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
+	m := fileName.FindStringSubmatch(filepath.Base(path))
+	if m == nil {
+		return Case{}, &Error{File: path, Problem: "file name: want NN-name.json (two digits, a dash, a lower-case name)"}
+	}
+	if err := schemas.Validate(SchemaName, b); err != nil {
+		var se *schemacheck.Error
+		if errors.As(err, &se) {
+			return Case{}, &Error{File: path, Problem: strings.Join(se.Problems, "; ")}
+		}
+		return Case{}, fmt.Errorf("%s: %w", path, err)
+	}
+	var raw struct {
+		Name     string                         `json:"name"`
+		Summary  string                         `json:"summary"`
+		Replicas int                            `json:"replicas"`
+		Steps    []Step                         `json:"steps"`
+		Expect   map[protocol.Store]Expectation `json:"expect"`
+		Ledger   *Ledger                        `json:"ledger"`
+		Server   Server                         `json:"server"`
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&raw); err != nil {
+		return Case{}, &Error{File: path, Problem: err.Error()}
+	}
+	if raw.Name != m[1] {
+		return Case{}, &Error{File: path, Problem: fmt.Sprintf("name: %q does not match the file name (want %q)", raw.Name, m[1])}
+	}
+	c := Case{Name: raw.Name, File: path, Summary: raw.Summary, Replicas: max(raw.Replicas, 1), Steps: raw.Steps, Expect: raw.Expect,
+		Ledger: raw.Ledger, Server: raw.Server}
+	if n := c.CallCount(); n > MaxCalls {
+		return Case{}, &Error{File: path, Problem: fmt.Sprintf("steps: %d calls, at most %d per case", n, MaxCalls)}
+	}
+	if err := c.checkReplicas(); err != nil {
+		return Case{}, &Error{File: path, Problem: err.Error()}
+	}
+	if err := c.checkCounts(); err != nil {
+		return Case{}, &Error{File: path, Problem: err.Error()}
+	}
+	if err := c.checkLedger(); err != nil {
+		return Case{}, &Error{File: path, Problem: err.Error()}
+	}
+	return c, nil
+}
+
+// CallCount is how many HTTP calls the steps make.
+func (c Case) CallCount() int {
+	n := 0
+	for _, s := range c.Steps {
+		switch {
+		case s.Call != nil:
+			n += max(s.Call.Repeat, 1)
+		case s.Concurrent != nil:
+			n += s.Concurrent.Clients * max(s.Concurrent.Call.Repeat, 1)
+		case s.Parallel != nil:
+			n += len(s.Parallel.Calls)
+		}
+	}
+	return n
+}
+
+// oneBody refuses a call that gives both body and body_bytes.
+func oneBody(field string, c Call) error {
+	if c.Body != nil && c.BodyBytes != nil {
+		return fmt.Errorf("%s: body and body_bytes exclude each other (give one)", field)
+	}
+	return nil
+}
+
+// checkReplicas catches a call with two bodies, and steps that name a replica the case does not run,
+// stop a replica that is down, start one that is up, or repeat a call
+// inside a parallel step: mistakes named at load time, not as a broken run.
+func (c Case) checkReplicas() error {
+	up := make([]bool, c.Replicas)
+	for i := range up {
+		up[i] = true
+	}
+	valid := func(field string, r int) error {
+		if r < 0 || r >= c.Replicas {
+			return fmt.Errorf("%s: replica %d, but the case runs %d (replicas)", field, r, c.Replicas)
+		}
+		return nil
+	}
+	for i, s := range c.Steps {
+		at := fmt.Sprintf("/steps/%d", i)
+		var err error
+		switch {
+		case s.Call != nil:
+			err = cmp.Or(oneBody(at+"/call", *s.Call), valid(at+"/call/replica", s.Call.Replica))
+		case s.Concurrent != nil:
+			err = cmp.Or(oneBody(at+"/concurrent/call", s.Concurrent.Call), valid(at+"/concurrent/call/replica", s.Concurrent.Call.Replica))
+			if err == nil && s.Concurrent.AcrossReplicas && c.Replicas < 2 {
+				err = fmt.Errorf("%s/concurrent/across_replicas: the case runs one replica", at)
+			}
+		case s.Parallel != nil:
+			for j, call := range s.Parallel.Calls {
+				field := fmt.Sprintf("%s/parallel/calls/%d", at, j)
+				if err = cmp.Or(oneBody(field, call), valid(field+"/replica", call.Replica)); err != nil {
+					break
+				}
+				if call.Repeat > 1 {
+					err = fmt.Errorf("%s/parallel/calls/%d/repeat: a parallel call is made once", at, j)
+					break
+				}
+			}
+		case s.Restart != nil:
+			if err = valid(at+"/restart/replica", s.Restart.Replica); err == nil && !up[s.Restart.Replica] {
+				err = fmt.Errorf("%s/restart: replica %d is already stopped (use start)", at, s.Restart.Replica)
+			}
+		case s.Stop != nil:
+			if err = valid(at+"/stop/replica", s.Stop.Replica); err == nil && !up[s.Stop.Replica] {
+				err = fmt.Errorf("%s/stop: replica %d is already stopped", at, s.Stop.Replica)
+			}
+			if err == nil {
+				up[s.Stop.Replica] = false
+			}
+		case s.Start != nil:
+			if err = valid(at+"/start/replica", s.Start.Replica); err == nil && up[s.Start.Replica] {
+				err = fmt.Errorf("%s/start: replica %d is already running", at, s.Start.Replica)
+			}
+			if err == nil {
+				up[s.Start.Replica] = true
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkCounts catches a case whose expectations cannot line up with its steps,
+// so the mistake is named at load time rather than as a failed run.
+func (c Case) checkCounts() error {
+	want := c.CallCount()
+	stores := make([]protocol.Store, 0, len(c.Expect))
+	for s := range c.Expect {
+		stores = append(stores, s)
+	}
+	slices.Sort(stores)
+	for _, s := range stores {
+		if got := len(c.Expect[s].Expand()); got != want {
+			return fmt.Errorf("expect.%s.calls: %d expected calls, but the steps make %d calls", s, got, want)
+		}
+	}
+	return nil
+}
+
+// KeyFor is the Idempotency-Key of repetition i (from 0) of a call, or nil.
+func (c Call) KeyFor(i int) *string {
+	if c.Key == nil {
+		return nil
+	}
+	k := expand(*c.Key, i)
+	return &k
+}
+
+// BodyFor is the request body of repetition i (from 0) of the call.
+func (c Call) BodyFor(i int) []byte {
+	switch {
+	case c.BodyBytes != nil:
+		return bytes.Repeat([]byte{'x'}, *c.BodyBytes)
+	case c.Body != nil:
+		return []byte(expand(*c.Body, i))
+	default:
+		return []byte(protocol.DefaultBody)
+	}
+}
+
+// checkLedger catches a lease without a ledger, and a ledger_counter
+// expected where there is no ledger or missing where there is one.
+func (c Case) checkLedger() error {
+	if c.Ledger == nil && c.Server.LeaseMS > 0 {
+		return errors.New("server/lease_ms: only with a ledger (the lease is the downstream mode's)")
+	}
+	stores := make([]protocol.Store, 0, len(c.Expect))
+	for s := range c.Expect {
+		stores = append(stores, s)
+	}
+	slices.Sort(stores)
+	for _, s := range stores {
+		switch has := c.Expect[s].LedgerCounter != nil; {
+		case c.Ledger != nil && !has:
+			return fmt.Errorf("expect.%s.ledger_counter: required, the case has a ledger", s)
+		case c.Ledger == nil && has:
+			return fmt.Errorf("expect.%s.ledger_counter: the case has no ledger", s)
+		}
+	}
+	return nil
+}

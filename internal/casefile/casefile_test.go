@@ -1,0 +1,229 @@
+package casefile
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"idemlab/internal/protocol"
+	"idemlab/internal/results"
+	"idemlab/internal/schemacheck"
+)
+
+func schemas(t testing.TB) *schemacheck.Set {
+	t.Helper()
+	s, err := schemacheck.Load("../../schema")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Ensure every committed case file loads, in file order, and its
+// expectations line up with its steps.
+func TestLoadCommittedCases(t *testing.T) {
+	cases, err := LoadDir("../../cases", schemas(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) == 0 {
+		t.Fatal("no cases")
+	}
+	for i := 1; i < len(cases); i++ {
+		if filepath.Base(cases[i-1].File) >= filepath.Base(cases[i].File) {
+			t.Fatalf("cases out of file order: %s before %s", cases[i-1].File, cases[i].File)
+		}
+	}
+	for _, c := range cases {
+		if _, ok := c.Expect["volatile"]; !ok {
+			t.Errorf("%s: no volatile expectation", c.File)
+		}
+	}
+}
+
+const good = `{"name":"demo","summary":"s","steps":[{"call":{"key":"k-{i}","repeat":3}}],
+"expect":{"volatile":{"counter":3,"exit_codes":[0],"calls":[{"outcome":"reply","status":200,"body":"{n}","replayed":false,"repeat":3}]}}}`
+
+// Ensure a malformed case file is refused with a message naming the file
+// and the field.
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name, file, doc, want string
+	}{
+		{"ok", "10-demo.json", good, ""},
+		{"bad file name", "demo.json", good, "demo.json: file name"},
+		{"name mismatch", "10-other.json", good, `10-other.json: name: "demo" does not match the file name`},
+		{"not json", "10-demo.json", `{"name":`, "10-demo.json: not JSON: unexpected EOF"},
+		{"unknown field", "10-demo.json", strings.Replace(good, `"summary"`, `"sumary"`, 1), "10-demo.json: /: additionalProperties 'sumary' not allowed; /: missing properties: 'summary'"},
+		{"bad fault type", "10-demo.json", strings.Replace(good, `"repeat":3}}`, `"repeat":3,"fault":7}}`, 1), "10-demo.json: /steps/0/call/fault: expected string, but got number"},
+		{"two actions", "10-demo.json", strings.Replace(good, `"repeat":3}}`, `"repeat":3},"restart":{"stop":"sigterm"}}`, 1), "10-demo.json: /steps/0: maximum 1 properties allowed, but found 2 properties"},
+		{"bad stop", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"call":{"key":"k-{i}","repeat":3}},{"restart":{"stop":"reboot"}}`, 1), "10-demo.json: /steps/1/restart/stop: value must be one of"},
+		{"unknown store", "10-demo.json", strings.Replace(good, `"volatile"`, `"volatle"`, 1), "10-demo.json: /expect: additionalProperties 'volatle' not allowed"},
+		{"replica beyond replicas", "10-demo.json", strings.Replace(good, `"repeat":3}}`, `"repeat":3,"replica":1}}`, 1), "10-demo.json: /steps/0/call/replica: replica 1, but the case runs 1 (replicas)"},
+		{"stop a stopped replica", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"call":{"key":"k-{i}","repeat":3}},{"stop":{"how":"sigterm"}},{"stop":{"how":"sigterm"}}`, 1), "10-demo.json: /steps/2/stop: replica 0 is already stopped"},
+		{"start a running replica", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"call":{"key":"k-{i}","repeat":3}},{"start":{}}`, 1), "10-demo.json: /steps/1/start: replica 0 is already running"},
+		{"across one replica", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"concurrent":{"clients":3,"call":{"key":"k"},"across_replicas":true}}`, 1), "10-demo.json: /steps/0/concurrent/across_replicas: the case runs one replica"},
+		{"two bodies", "10-demo.json", strings.Replace(good, `"repeat":3}}`, `"repeat":3,"body":"a","body_bytes":5}}`, 1), "10-demo.json: /steps/0/call: body and body_bytes exclude each other (give one)"},
+		{"too many calls", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"concurrent":{"clients":11,"call":{"key":"k","repeat":1000}}}`, 1), "10-demo.json: steps: 11000 calls, at most 10000 per case"},
+		{"call count", "10-demo.json", strings.Replace(good, `"replayed":false,"repeat":3`, `"replayed":false,"repeat":2`, 1), "10-demo.json: expect.volatile.calls: 2 expected calls, but the steps make 3 calls"},
+	}
+	set := schemas(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse(filepath.Join("cases", tt.file), []byte(tt.doc), set)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Parse = %v, want nil", err)
+				}
+				if got, want := c.CallCount(), 3; got != want {
+					t.Fatalf("CallCount = %d, want %d", got, want)
+				}
+				return
+			}
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("Parse error = %v, want *Error", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Parse error = %q, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// Ensure two files with the same case name are refused.
+func TestLoadDirDuplicateName(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"10-demo.json", "20-demo.json"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(good), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := LoadDir(dir, schemas(t))
+	if err == nil || !strings.Contains(err.Error(), "20-demo.json: name") {
+		t.Fatalf("LoadDir = %v, want the duplicate named", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Ensure the runner's own verdict sees every kind of difference and none on
+// a matching run.
+func TestMismatches(t *testing.T) {
+	c, err := Parse("cases/10-demo.json", []byte(good), schemas(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := c.Expect["volatile"]
+	reply := func(body string, replayed *bool) results.Call {
+		return results.Call{Outcome: protocol.OutcomeReply, Status: ptr(200), Body: ptr(body), Replayed: replayed}
+	}
+	ok := results.Run{Counter: 3, ExitCodes: []int{0}, Calls: []results.Call{reply("1", ptr(false)), reply("2", ptr(false)), reply("3", ptr(false))}}
+	if got := x.Mismatches(ok); len(got) != 0 {
+		t.Fatalf("Mismatches(matching run) = %q, want none", got)
+	}
+	bad := results.Run{Counter: 4, ExitCodes: []int{23, 0}, Calls: []results.Call{reply("1", ptr(true)), reply("9", nil), {Outcome: protocol.OutcomeNoReply}}}
+	want := []string{
+		"counter: expected 3, observed 4",
+		"exit codes: expected [0], observed [23 0]",
+		"call 0: replayed: expected false, observed true",
+		`call 1: body: expected "2", observed "9"`,
+		"call 1: replayed: expected false, observed null",
+		"call 2: outcome: expected reply, observed no_reply",
+		"call 2: status: expected 200, observed null",
+		`call 2: body: expected "3", observed null`,
+		"call 2: replayed: expected false, observed null",
+	}
+	if got := x.Mismatches(bad); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("Mismatches =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	short := results.Run{Counter: 3, ExitCodes: []int{0}, Calls: ok.Calls[:1]}
+	if got := x.Mismatches(short); len(got) != 1 || got[0] != "calls: expected 3, observed 1" {
+		t.Fatalf("Mismatches(short) = %q", got)
+	}
+}
+
+// Ensure the repeat templates mean the same in keys, request bodies and
+// expected bodies: {i} counts from 0, {n} from 1.
+func TestKeyForAndBody(t *testing.T) {
+	c := Call{Key: ptr("key-{i}-{n}"), Body: ptr("body-{i}-{n}")}
+	if got := *c.KeyFor(7); got != "key-7-8" {
+		t.Fatalf("KeyFor(7) = %q, want key-7-8", got)
+	}
+	if got := string(c.BodyFor(7)); got != "body-7-8" {
+		t.Fatalf("BodyFor(7) = %q, want body-7-8", got)
+	}
+	x := Expectation{Calls: []ExpectedCall{{Body: ptr("{i}/{n}"), Repeat: 3}}}
+	var bodies []string
+	for _, e := range x.Expand() {
+		bodies = append(bodies, *e.Body)
+	}
+	if got, want := strings.Join(bodies, " "), "0/1 1/2 2/3"; got != want {
+		t.Fatalf("Expand bodies = %q, want %q", got, want)
+	}
+	if got := (Call{}).KeyFor(0); got != nil {
+		t.Fatalf("KeyFor without key = %q, want nil", *got)
+	}
+	if got := string((Call{}).BodyFor(0)); got != protocol.DefaultBody {
+		t.Fatalf("default body = %q", got)
+	}
+	if got := len((Call{BodyBytes: ptr(4097)}).BodyFor(0)); got != 4097 {
+		t.Fatalf("body_bytes body length = %d", got)
+	}
+}
+
+// FuzzParse: arbitrary bytes never panic the loader, and anything it accepts
+// has expectations that line up with its steps.
+func FuzzParse(f *testing.F) {
+	paths, _ := filepath.Glob("../../cases/*.json")
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(filepath.Base(p), b)
+	}
+	f.Add("10-demo.json", []byte(good))
+	set := schemas(f)
+	f.Fuzz(func(t *testing.T, name string, b []byte) {
+		c, err := Parse(filepath.Join("cases", name), b, set)
+		if err != nil {
+			return
+		}
+		for store, x := range c.Expect {
+			if len(x.Expand()) != c.CallCount() {
+				t.Fatalf("accepted %s: store %s expects %d calls, steps make %d", name, store, len(x.Expand()), c.CallCount())
+			}
+		}
+	})
+}
+
+// Ensure LoadDir reads only regular case files within the size cap: a
+// FIFO (no hang), a symlink or an oversized file is refused naming it.
+func TestLoadDirRefusesNonRegular(t *testing.T) {
+	set := schemas(t)
+	for _, tt := range []struct {
+		name string
+		make func(path string) error
+		want string
+	}{
+		{"fifo", func(p string) error { return syscall.Mkfifo(p, 0o644) }, "not a regular file (a FIFO)"},
+		{"symlink", func(p string) error { return os.Symlink("/dev/zero", p) }, "not a regular file (a symlink)"},
+		{"oversized", func(p string) error { return os.WriteFile(p, make([]byte, MaxFileBytes+1), 0o644) }, "file too large"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "10-demo.json")
+			if err := tt.make(path); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadDir(dir, set)
+			if err == nil || !strings.Contains(err.Error(), path+": "+tt.want) {
+				t.Fatalf("LoadDir error = %v, want %q naming %s", err, tt.want, path)
+			}
+		})
+	}
+}

@@ -1,0 +1,558 @@
+// Package caserun runs one case on one store: fresh state (a state folder, or
+// a database for a database store), real effectserver subprocesses (one per
+// replica), the case's steps as real loopback HTTP calls, stops, starts and
+// crashes, and at the end the effects applied, read from the store's state
+// after every server has exited. It returns what was observed; it does not
+// judge.
+//
+// A case with a ledger gets one more server, started first and stopped
+// last: the ledger, always on the durable store in a state folder of its
+// own, with its own keys; every replica calls it for its effect
+// (effectserver -downstream), and its counter, read from its state after
+// it exited, is the run's ledger counter.
+package caserun
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"idemlab/internal/casefile"
+	"idemlab/internal/client"
+	"idemlab/internal/protocol"
+	"idemlab/internal/results"
+	"idemlab/internal/serverproc"
+	"idemlab/internal/store"
+	"idemlab/internal/store/open"
+)
+
+// Protocol holds the constants the lab runs every server and client with.
+// They are recorded in the manifest.
+type Protocol struct {
+	Capacity      int           // -capacity: keys the registry holds
+	MaxBody       int           // -max-body: bytes
+	Wait          time.Duration // -wait: how long a duplicate waits for its owner
+	ClientTimeout time.Duration // how long a client waits for a reply
+	ReadyWithin   time.Duration // how long a server may take to print READY
+	StopWithin    time.Duration // how long a server may take to exit
+}
+
+// DefaultProtocol is what the committed evidence was made with: the
+// protocol's defaults, and bounds on a server's start and stop.
+var DefaultProtocol = Protocol{
+	Capacity:      protocol.DefaultCapacity,
+	MaxBody:       protocol.DefaultMaxBody,
+	Wait:          protocol.DefaultWait,
+	ClientTimeout: protocol.DefaultClientTimeout,
+	ReadyWithin:   10 * time.Second,
+	StopWithin:    10 * time.Second,
+}
+
+// Databases makes and removes the databases of a database store, one per
+// run (pgcluster.Cluster is one).
+type Databases interface {
+	CreateDatabase(ctx context.Context, name string) (dsn string, err error)
+	DropDatabase(ctx context.Context, name string) error
+}
+
+// Config says how to run: which server binary, where state goes.
+type Config struct {
+	ServerPath string   // the effectserver binary
+	StateRoot  string   // parent of each run's fresh state folder
+	Protocol   Protocol // constants
+	// Databases makes each run's database on a database store; nil when
+	// no database server is at hand (such a store cannot run).
+	Databases Databases
+	// UnsafeRegistry, when not protocol.Sound, starts every server with this
+	// deliberately broken registry (effectserver -unsafe-registry): a
+	// mutation run.
+	UnsafeRegistry protocol.Flaw
+}
+
+// Detail is what varies between runs of the same case: it goes to run.json.
+type Detail struct {
+	Wall      time.Duration
+	Servers   []ServerDetail // in the order they were stopped
+	Calls     []CallDetail   // in the order of the observed calls
+	ServerLog []string
+}
+
+// ServerDetail is one server process of a run.
+type ServerDetail struct {
+	Replica  int
+	PID      int
+	Addr     string
+	ReadyIn  time.Duration
+	ExitCode int
+}
+
+// CallDetail is the varying part of one call.
+type CallDetail struct {
+	Latency time.Duration
+	Error   string // the client's raw error text; empty on a reply
+	Client  int    // launch index within its concurrent group
+	Replica int    // the replica the call went to
+}
+
+// Run runs case c on store. An error means the lab itself broke (a server
+// never became ready, a state folder or database could not be made);
+// anything the server does wrong is an observation, not an error.
+func Run(ctx context.Context, cfg Config, c casefile.Case, kind protocol.Store) (results.Run, Detail, error) {
+	obs, det, err := runCase(ctx, cfg, c, kind)
+	if err != nil {
+		return obs, det, fmt.Errorf("case %s on %s: %w", c.Name, kind, err)
+	}
+	return obs, det, nil
+}
+
+func runCase(ctx context.Context, cfg Config, c casefile.Case, kind protocol.Store) (results.Run, Detail, error) {
+	began := time.Now()
+	obs := results.Run{Case: c.Name, Store: kind, ExitCodes: []int{}, Calls: []results.Call{}}
+	var det Detail
+	root, err := os.MkdirTemp(cfg.StateRoot, c.Name+"-"+string(kind)+"-")
+	if err != nil {
+		return obs, det, fmt.Errorf("make state folder: %w", err)
+	}
+	defer os.RemoveAll(root)
+	places, drop, err := placesFor(ctx, cfg, kind, root, c.Replicas)
+	if err != nil {
+		return obs, det, err
+	}
+	defer drop()
+
+	r := &run{cfg: cfg, kind: kind, places: places, servers: make([]*serverproc.Server, c.Replicas),
+		obs: &obs, det: &det, client: client.New(cfg.Protocol.ClientTimeout), c: c}
+	if c.Ledger != nil {
+		r.ledgerDir = filepath.Join(root, "ledger")
+		if err := os.Mkdir(r.ledgerDir, 0o755); err != nil {
+			return obs, det, fmt.Errorf("make ledger state folder: %w", err)
+		}
+	}
+	defer r.killServers()
+	if err := r.execute(ctx, c); err != nil {
+		return obs, det, err
+	}
+	if err := ctx.Err(); err != nil {
+		// Calls cut short by the interruption were recorded as failures
+		// the server never caused: the run is not evidence.
+		return obs, det, fmt.Errorf("interrupted: %w", err)
+	}
+	st, err := readState(kind, places)
+	if err != nil {
+		return obs, det, err
+	}
+	obs.Counter = st.Counter
+	if c.Ledger != nil {
+		lst, err := open.ReadState(protocol.Durable, open.Place{Dir: r.ledgerDir})
+		if err != nil {
+			return obs, det, fmt.Errorf("ledger: %w", err)
+		}
+		obs.LedgerCounter = &lst.Counter
+	}
+	det.Wall = time.Since(began)
+	return obs, det, nil
+}
+
+// placesFor makes where each replica keeps its state: one state folder
+// shared by every replica of the durable store, a folder per replica for
+// the volatile store (its registry and counter are per process, which is
+// what its column shows), one database for a database store. drop removes
+// the database, if any.
+func placesFor(ctx context.Context, cfg Config, kind protocol.Store, root string, replicas int) (places []open.Place, drop func(), err error) {
+	drop = func() {}
+	places = make([]open.Place, replicas)
+	switch {
+	case kind.InDatabase():
+		if cfg.Databases == nil {
+			return nil, drop, fmt.Errorf("no database server for the %s store", kind)
+		}
+		name, err := databaseName()
+		if err != nil {
+			return nil, drop, err
+		}
+		dsn, err := cfg.Databases.CreateDatabase(ctx, name)
+		if err != nil {
+			return nil, drop, err
+		}
+		drop = func() {
+			// A fresh context: the run's may be cancelled, the database must go.
+			dctx, cancel := context.WithTimeout(context.Background(), cfg.Protocol.StopWithin)
+			defer cancel()
+			cfg.Databases.DropDatabase(dctx, name)
+		}
+		for i := range places {
+			places[i] = open.Place{Dir: root, DSN: dsn}
+		}
+	case kind.Shared():
+		for i := range places {
+			places[i] = open.Place{Dir: root}
+		}
+	default:
+		for i := range places {
+			places[i] = open.Place{Dir: root}
+			if replicas > 1 {
+				places[i].Dir = filepath.Join(root, "r"+strconv.Itoa(i))
+				if err := os.Mkdir(places[i].Dir, 0o755); err != nil {
+					return nil, drop, fmt.Errorf("make state folder: %w", err)
+				}
+			}
+		}
+	}
+	return places, drop, nil
+}
+
+// databaseName is a fresh database name; the case's name is not in it, so
+// nothing about the run's place reaches results.json.
+func databaseName() (string, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("name a database: %w", err)
+	}
+	return "run_" + hex.EncodeToString(b), nil
+}
+
+// readState reads the effects applied at every distinct place, summed.
+func readState(kind protocol.Store, places []open.Place) (store.State, error) {
+	var total store.State
+	seen := map[open.Place]bool{}
+	for _, p := range places {
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		st, err := open.ReadState(kind, p)
+		if err != nil {
+			return store.State{}, err
+		}
+		total.Counter += st.Counter
+		total.Effects = append(total.Effects, st.Effects...)
+	}
+	return total, nil
+}
+
+// run is the state of one case execution.
+type run struct {
+	cfg     Config
+	kind    protocol.Store
+	places  []open.Place         // per replica
+	servers []*serverproc.Server // per replica; nil while stopped
+	obs     *results.Run
+	det     *Detail
+	client  *client.Client
+	c       casefile.Case
+
+	ledgerDir string             // the ledger's state folder; "" without one
+	ledger    *serverproc.Server // nil while stopped
+}
+
+func (r *run) execute(ctx context.Context, c casefile.Case) error {
+	if c.Ledger != nil {
+		if err := r.startLedger(ctx); err != nil {
+			return err
+		}
+	}
+	for i := range r.servers {
+		if err := r.startServer(ctx, i); err != nil {
+			return err
+		}
+	}
+	for i, step := range c.Steps {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("interrupted before step %d: %w", i, err)
+		}
+		var err error
+		switch {
+		case step.Call != nil:
+			r.sequential(ctx, i, *step.Call)
+		case step.Concurrent != nil:
+			r.concurrent(ctx, i, *step.Concurrent)
+		case step.Parallel != nil:
+			r.parallel(ctx, i, *step.Parallel)
+		case step.Restart != nil:
+			r.stopServer(step.Restart.Replica, step.Restart.Stop)
+			err = r.startServer(ctx, step.Restart.Replica)
+		case step.Stop != nil:
+			r.stopServer(step.Stop.Replica, step.Stop.How)
+		case step.Start != nil:
+			err = r.startServer(ctx, step.Start.Replica)
+		case step.Sleep != nil:
+			select {
+			case <-time.After(time.Duration(step.Sleep.MS) * time.Millisecond):
+			case <-ctx.Done():
+			}
+		default:
+			err = errors.New("empty step") // the schema forbids it
+		}
+		if err != nil {
+			return fmt.Errorf("step %d: %w", i, err)
+		}
+	}
+	for i, s := range r.servers {
+		if s != nil {
+			r.stopServer(i, casefile.StopSIGTERM)
+		}
+	}
+	return r.stopLedger()
+}
+
+// startLedger starts the case's ledger: durable, in its own state folder,
+// with faults on (an upstream asks it to drop a reply) and its own key TTL.
+func (r *run) startLedger(ctx context.Context) error {
+	p := r.cfg.Protocol
+	args := []string{"-addr", protocol.DefaultAddr, "-store", string(protocol.Durable), "-state", r.ledgerDir,
+		"-capacity", strconv.Itoa(p.Capacity), "-max-body", strconv.Itoa(p.MaxBody), "-wait", p.Wait.String(), "-faults"}
+	if ms := r.c.Ledger.KeyTTLMS; ms > 0 {
+		args = append(args, "-key-ttl", (time.Duration(ms) * time.Millisecond).String())
+	}
+	s, err := serverproc.Start(ctx, r.cfg.ServerPath, args, p.ReadyWithin)
+	if err != nil {
+		return fmt.Errorf("start the ledger: %w", err)
+	}
+	r.ledger = s
+	return nil
+}
+
+// stopLedger stops the ledger after every replica, keeping its log. No
+// case crashes the ledger: an exit other than 0 means the lab broke.
+func (r *run) stopLedger() error {
+	s := r.ledger
+	if s == nil {
+		return nil
+	}
+	r.ledger = nil
+	code, err := s.Stop(r.cfg.Protocol.StopWithin)
+	for _, line := range s.Log() {
+		r.det.ServerLog = append(r.det.ServerLog, "ledger: "+line)
+	}
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit status %d", code)
+	}
+	if err != nil {
+		return fmt.Errorf("stop the ledger: %w", err)
+	}
+	return nil
+}
+
+func (r *run) startServer(ctx context.Context, replica int) error {
+	if r.servers[replica] != nil {
+		return fmt.Errorf("start replica %d: already running", replica)
+	}
+	p := r.cfg.Protocol
+	place := r.places[replica]
+	args := []string{"-addr", protocol.DefaultAddr, "-store", string(r.kind)}
+	if r.kind.InDatabase() {
+		args = append(args, "-dsn", place.DSN)
+	} else {
+		args = append(args, "-state", place.Dir)
+	}
+	capacity := p.Capacity
+	if r.c.Server.Capacity > 0 {
+		capacity = r.c.Server.Capacity
+	}
+	if ms := r.c.Server.KeyTTLMS; ms > 0 {
+		args = append(args, "-key-ttl", (time.Duration(ms) * time.Millisecond).String())
+	}
+	if r.ledger != nil {
+		args = append(args, "-downstream", client.EffectURL(r.ledger.Addr),
+			"-forward-key="+strconv.FormatBool(r.c.Ledger.ForwardKey))
+		if ms := r.c.Server.LeaseMS; ms > 0 {
+			args = append(args, "-lease", (time.Duration(ms) * time.Millisecond).String())
+		}
+	}
+	args = append(args,
+		"-capacity", strconv.Itoa(capacity),
+		"-max-body", strconv.Itoa(p.MaxBody),
+		"-wait", p.Wait.String(),
+		"-faults",
+	)
+	if r.cfg.UnsafeRegistry != protocol.Sound {
+		args = append(args, "-unsafe-registry", string(r.cfg.UnsafeRegistry))
+	}
+	s, err := serverproc.Start(ctx, r.cfg.ServerPath, args, p.ReadyWithin)
+	if err != nil {
+		return fmt.Errorf("start effectserver (replica %d): %w", replica, err)
+	}
+	r.servers[replica] = s
+	return nil
+}
+
+// stopServer ends a replica's server the way the case says and records its
+// exit code. A server that has to be killed is recorded with code -1: an
+// observation the audit will flag, not a broken lab. A replica that is not
+// running has nothing to stop (casefile refuses such a step).
+func (r *run) stopServer(replica int, how casefile.Stop) {
+	s := r.servers[replica]
+	if s == nil {
+		return
+	}
+	r.servers[replica] = nil
+	var code int
+	var err error
+	switch how {
+	case casefile.StopAwaitExit:
+		code, err = s.AwaitExit(r.cfg.Protocol.StopWithin)
+	case casefile.StopSIGTERM:
+		code, err = s.Stop(r.cfg.Protocol.StopWithin)
+	default: // the schema allows no other; stop it anyway, and say so
+		code, err = s.Stop(r.cfg.Protocol.StopWithin)
+		err = errors.Join(fmt.Errorf("unknown stop %q: stopped with SIGTERM", how), err)
+	}
+	r.obs.ExitCodes = append(r.obs.ExitCodes, code)
+	r.det.Servers = append(r.det.Servers, ServerDetail{Replica: replica, PID: s.PID, Addr: s.Addr, ReadyIn: s.ReadyIn, ExitCode: code})
+	for _, line := range s.Log() {
+		r.det.ServerLog = append(r.det.ServerLog, fmt.Sprintf("server %d (replica %d): %s", len(r.det.Servers)-1, replica, line))
+	}
+	if err != nil {
+		r.det.ServerLog = append(r.det.ServerLog, "runner: "+err.Error())
+	}
+}
+
+// killServers is the last resort on every path out of Run.
+func (r *run) killServers() {
+	for _, s := range r.servers {
+		if s != nil {
+			s.Kill()
+		}
+	}
+	if r.ledger != nil {
+		r.ledger.Kill()
+	}
+}
+
+// url is the effect URL of a replica, or "" when it is stopped (a call to
+// it is refused, which is an observation).
+func (r *run) url(replica int) string {
+	if s := r.servers[replica]; s != nil {
+		return client.EffectURL(s.Addr)
+	}
+	return ""
+}
+
+// request is repetition i of a case's call.
+func request(c casefile.Call, i int) client.Request {
+	return client.Request{Key: c.KeyFor(i), Fault: c.Fault, Body: c.BodyFor(i)}
+}
+
+func (r *run) sequential(ctx context.Context, step int, call casefile.Call) {
+	for i := range max(call.Repeat, 1) {
+		if ctx.Err() != nil {
+			return // interrupted: Run reports it, sends nothing more
+		}
+		o, d := r.call(ctx, call.Replica, request(call, i))
+		o.Step = step
+		o.Replica = call.Replica
+		r.record(o, d)
+	}
+}
+
+// concurrent releases every client of the group at once and records the
+// group in canonical order; the launch index of each goes to run.json.
+// Across replicas, client i goes to replica i mod replicas; which replica a
+// recorded call went to is left out of results.json, because which replica
+// won a race is not the same from run to run.
+func (r *run) concurrent(ctx context.Context, step int, g casefile.Concurrent) {
+	replicaOf := func(client int) int {
+		if g.AcrossReplicas {
+			return client % len(r.servers)
+		}
+		return g.Call.Replica
+	}
+	for i := range max(g.Call.Repeat, 1) {
+		if ctx.Err() != nil {
+			return // interrupted: Run reports it, sends nothing more
+		}
+		req := request(g.Call, i)
+		obs := make([]results.Call, g.Clients)
+		dets := make([]CallDetail, g.Clients)
+		r.together(g.Clients, 0, func(client int) {
+			obs[client], dets[client] = r.call(ctx, replicaOf(client), req)
+		})
+		perm := results.SortCanonical(obs)
+		for j, o := range obs {
+			o.Step = step
+			if !g.AcrossReplicas {
+				o.Replica = g.Call.Replica
+			}
+			d := dets[perm[j]]
+			d.Client = perm[j]
+			r.record(o, d)
+		}
+	}
+}
+
+// parallel starts different calls together, the i-th after i staggers, and
+// records them in list order.
+func (r *run) parallel(ctx context.Context, step int, p casefile.Parallel) {
+	obs := make([]results.Call, len(p.Calls))
+	dets := make([]CallDetail, len(p.Calls))
+	r.together(len(p.Calls), time.Duration(p.StaggerMS)*time.Millisecond, func(i int) {
+		c := p.Calls[i]
+		obs[i], dets[i] = r.call(ctx, c.Replica, request(c, 0))
+		obs[i].Replica = c.Replica
+	})
+	for i := range obs {
+		obs[i].Step = step
+		dets[i].Client = i
+		r.record(obs[i], dets[i])
+	}
+}
+
+// together runs f(0..n-1) at once, f(i) after i staggers, and waits for all.
+func (r *run) together(n int, stagger time.Duration, f func(i int)) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			if i > 0 && stagger > 0 {
+				time.Sleep(time.Duration(i) * stagger)
+			}
+			f(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
+// call makes one call to a replica and records what came back in the
+// stable shape of results.json, and what varies in the detail.
+func (r *run) call(ctx context.Context, replica int, req client.Request) (results.Call, CallDetail) {
+	o := results.Call{Key: req.Key}
+	if req.Fault != "" {
+		f := req.Fault
+		o.Fault = &f
+	}
+	d := CallDetail{Replica: replica}
+	url := r.url(replica)
+	if url == "" {
+		o.Outcome = protocol.OutcomeRefused
+		d.Error = fmt.Sprintf("replica %d is stopped", replica)
+		return o, d
+	}
+	began := time.Now()
+	rep, err := r.client.Post(ctx, url, req)
+	d.Latency = time.Since(began)
+	if err != nil {
+		o.Outcome = client.Classify(err)
+		d.Error = err.Error()
+		return o, d
+	}
+	o.Outcome = protocol.OutcomeReply
+	o.Status = &rep.Status
+	body := string(rep.Body)
+	o.Body = &body
+	o.Replayed = rep.Replayed
+	return o, d
+}
+
+func (r *run) record(o results.Call, d CallDetail) {
+	r.obs.Calls = append(r.obs.Calls, o)
+	r.det.Calls = append(r.det.Calls, d)
+}

@@ -1,0 +1,129 @@
+// Package client is the lab's HTTP client, the one every lab caller uses:
+// the runner's cases, the experiments, and the effect server calling its
+// ledger.
+//
+// It opens one connection per call, with keep-alives off on purpose: Go's
+// http.Transport silently resends a request that carries an
+// Idempotency-Key header when a reused keep-alive connection fails before
+// any reply (it treats such requests as replayable), so a dropped reply
+// would turn into an invisible second request, exactly the retry the lab
+// counts. One connection per call also keeps calls independent. The server
+// disables keep-alives on its side too.
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"syscall"
+	"time"
+
+	"idemlab/internal/protocol"
+)
+
+// EffectURL is the URL of protocol.EffectPath on a server listening at addr (host:port).
+func EffectURL(addr string) string { return "http://" + addr + protocol.EffectPath }
+
+// A Request is one POST to protocol.EffectPath.
+type Request struct {
+	Key   *string // Idempotency-Key sent verbatim (a case may send a malformed one); nil sends none
+	Fault string  // X-Lab-Fault value; empty sends none
+	Body  []byte
+}
+
+// A Reply is the HTTP response to a Request.
+type Reply struct {
+	Status   int
+	Body     []byte
+	Replayed *bool // the Idempotency-Replayed header: nil when absent or neither "true" nor "false"
+	// RetryAfter is how long the Retry-After header asks the client to
+	// wait (protocol.RetryAfterHeader); 0 when absent or unreadable.
+	RetryAfter time.Duration
+}
+
+// A Client makes the lab's calls. Its methods are safe for concurrent use.
+type Client struct {
+	http *http.Client
+}
+
+// New returns a client that gives up on a call after timeout
+// (connection to the end of the reply body).
+func New(timeout time.Duration) *Client {
+	return &Client{http: &http.Client{
+		Timeout:   timeout,
+		Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
+	}}
+}
+
+// Post sends r to url and reads the whole reply. An error means no complete
+// reply arrived; Classify says how the call failed.
+func (c *Client) Post(ctx context.Context, url string, r Request) (Reply, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(r.Body))
+	if err != nil {
+		return Reply{}, err
+	}
+	req.Header.Set("Content-Type", "text/plain")
+	if r.Key != nil {
+		req.Header[protocol.KeyHeader] = []string{*r.Key} // verbatim, not canonicalized or checked
+	}
+	if r.Fault != "" {
+		req.Header.Set(protocol.FaultHeader, r.Fault)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return Reply{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return Reply{}, err
+	}
+	out := Reply{Status: resp.StatusCode, Body: body, RetryAfter: ParseRetryAfter(resp.Header.Get(protocol.RetryAfterHeader), time.Now())}
+	switch resp.Header.Get(protocol.ReplayedHeader) {
+	case "true":
+		t := true
+		out.Replayed = &t
+	case "false":
+		f := false
+		out.Replayed = &f
+	}
+	return out, nil
+}
+
+// Close closes the client's idle connections (there are none with
+// keep-alives off; Close is for symmetry with a client that owns resources).
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// Classify maps the error of a failed call to an protocol.Outcome that is the same
+// on every machine: protocol.OutcomeRefused, protocol.OutcomeTimeout or protocol.OutcomeNoReply.
+func Classify(err error) protocol.Outcome {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return protocol.OutcomeRefused
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return protocol.OutcomeTimeout
+	default:
+		return protocol.OutcomeNoReply
+	}
+}
+
+// ParseRetryAfter reads a Retry-After value (RFC 9110 section 10.2.3): a
+// number of seconds, or an HTTP date, relative to now. Anything else, an
+// empty value included, is 0: no wait asked for.
+func ParseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}

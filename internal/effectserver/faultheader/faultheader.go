@@ -1,0 +1,238 @@
+// Package faultheader defines the lab's fault vocabulary: the values of the
+// X-Lab-Fault request header that make the effect server misbehave on
+// purpose, at named points of handling one request.
+//
+// A fault acts only on the execution it was sent with, and only once that
+// request has been admitted (it became the owner of its key, or carries no
+// key). A duplicate that waits for an owner or replays a recorded result
+// never fires a fault, neither its own nor the owner's.
+//
+// The vocabulary is a map keyed by name; registering a name twice is a
+// programmer error and panics.
+package faultheader
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"idemlab/internal/protocol"
+)
+
+// A Point is a place in handling one admitted request where a crash fault
+// stops the process (with protocol.CrashExitCode).
+type Point int
+
+// The crash points, in the order a request passes them.
+const (
+	NoCrash      Point = iota
+	BeforeEffect       // admitted, nothing applied
+	AfterEffect        // effect durable, result not yet recorded
+	AfterRecord        // result recorded, reply not yet sent
+
+	// The downstream mode's points (effectserver -downstream), where the
+	// effect is a call to another service between two commits.
+	AfterClaim      // claim committed, downstream not yet called
+	AfterDownstream // downstream replied, result not yet recorded
+)
+
+// A Fault is one parsed X-Lab-Fault value: one fault, or several joined by
+// "," that act at different points ("stall=800ms,crash-after-effect"). The
+// zero Fault does nothing.
+type Fault struct {
+	Name      string        // the header value as sent, e.g. "delay=15ms"
+	Delay     time.Duration // sleep after admission, before the effect
+	Stall     time.Duration // sleep once the effect is done, before its result is recorded (inside a store's transaction)
+	Crash     Point         // where to exit with ExitCode, or NoCrash
+	DropReply bool          // apply and record, then close the connection without a reply
+
+	// DropDownstreamReply asks the downstream service to apply and drop
+	// its reply (the server sends it X-Lab-Fault: drop-reply).
+	DropDownstreamReply bool
+}
+
+// Downstream reports whether f names a fault that only a server with a
+// downstream service can act on.
+func (f Fault) Downstream() bool {
+	return f.Crash == AfterClaim || f.Crash == AfterDownstream || f.DropDownstreamReply
+}
+
+// Errors returned by Parse and FromHeader. Their text is fixed (apart from
+// a quoted fault name) so a server can reply with it byte for byte.
+var (
+	ErrEmpty    = errors.New("empty fault")
+	ErrUnknown  = errors.New("unknown fault")
+	ErrArgument = errors.New("bad fault argument")
+	ErrMultiple = errors.New("more than one X-Lab-Fault header line")
+	ErrClash    = errors.New("two faults act at the same point")
+)
+
+// A builder makes the Fault for one name; arg is what followed "=", and
+// hasArg says whether there was an "=" at all.
+type builder func(arg string, hasArg bool) (Fault, error)
+
+var vocabulary = map[protocol.Fault]builder{}
+
+// register adds name to the vocabulary; a second registration panics.
+func register(name protocol.Fault, b builder) {
+	if _, dup := vocabulary[name]; dup {
+		panic("faultheader: fault " + string(name) + " registered twice")
+	}
+	vocabulary[name] = b
+}
+
+// fixed returns a builder for a fault that takes no argument.
+func fixed(f Fault) builder {
+	return func(arg string, hasArg bool) (Fault, error) {
+		if hasArg {
+			return Fault{}, ErrArgument
+		}
+		return f, nil
+	}
+}
+
+// delay parses the NN of "delay=NNms": decimal milliseconds, 0..60000.
+func delay(arg string, hasArg bool) (Fault, error) {
+	d, err := millis(arg, hasArg)
+	return Fault{Delay: d}, err
+}
+
+// stall parses "stall=NNms" as delay does.
+func stall(arg string, hasArg bool) (Fault, error) {
+	d, err := millis(arg, hasArg)
+	return Fault{Stall: d}, err
+}
+
+// millis parses NNms: decimal milliseconds, 0..protocol.MaxDelay.
+func millis(arg string, hasArg bool) (time.Duration, error) {
+	digits, ok := strings.CutSuffix(arg, "ms")
+	if !hasArg || !ok || digits == "" || len(digits) > 5 {
+		return 0, ErrArgument
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return 0, ErrArgument
+		}
+	}
+	ms, err := strconv.Atoi(digits)
+	if err != nil || time.Duration(ms)*time.Millisecond > protocol.MaxDelay {
+		return 0, ErrArgument
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+func init() {
+	register(protocol.FaultDropReply, fixed(Fault{DropReply: true}))
+	register(protocol.FaultSlow, fixed(Fault{Delay: protocol.SlowDelay}))
+	register(protocol.FaultDelay, delay)
+	register(protocol.FaultStall, stall)
+	register(protocol.FaultCrashBeforeEffect, fixed(Fault{Crash: BeforeEffect}))
+	register(protocol.FaultCrashAfterEffect, fixed(Fault{Crash: AfterEffect}))
+	register(protocol.FaultCrashAfterRecord, fixed(Fault{Crash: AfterRecord}))
+	register(protocol.FaultCrashAfterClaim, fixed(Fault{Crash: AfterClaim}))
+	register(protocol.FaultCrashAfterDownstream, fixed(Fault{Crash: AfterDownstream}))
+	register(protocol.FaultDropDownstreamReply, fixed(Fault{DropDownstreamReply: true}))
+}
+
+// Names returns the registered fault names, sorted.
+func Names() []string {
+	names := make([]string, 0, len(vocabulary))
+	for name := range vocabulary {
+		names = append(names, string(name))
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Parse returns the Fault named by one X-Lab-Fault value: a name, or
+// "delay=NNms" or "stall=NNms", or several of them joined by "," when each
+// acts at its own point (at most one sleep before the effect, one after it,
+// one crash, one dropped reply).
+func Parse(v string) (Fault, error) {
+	if v == "" {
+		return Fault{}, ErrEmpty
+	}
+	var f Fault
+	taken := map[point]bool{}
+	for part := range strings.SplitSeq(v, ",") {
+		one, err := parseOne(part)
+		if err != nil {
+			return Fault{}, err
+		}
+		name, _, _ := strings.Cut(part, "=")
+		p := pointOf[protocol.Fault(name)]
+		if taken[p] {
+			return Fault{}, fmt.Errorf("%w %q", ErrClash, v)
+		}
+		taken[p] = true
+		f.Delay += one.Delay
+		f.Stall += one.Stall
+		f.Crash = max(f.Crash, one.Crash)
+		f.DropReply = f.DropReply || one.DropReply
+		f.DropDownstreamReply = f.DropDownstreamReply || one.DropDownstreamReply
+	}
+	f.Name = v
+	return f, nil
+}
+
+// A point is where a fault acts; a list holds at most one fault per point.
+type point int
+
+const (
+	beforeEffect    point = iota // delay, slow
+	atTheGap                     // stall
+	crash                        // every crash point: a process exits once
+	reply                        // drop-reply
+	downstreamReply              // drop-downstream-reply
+)
+
+// pointOf tells where each fault acts.
+var pointOf = map[protocol.Fault]point{
+	protocol.FaultDelay:             beforeEffect,
+	protocol.FaultSlow:              beforeEffect,
+	protocol.FaultStall:             atTheGap,
+	protocol.FaultCrashBeforeEffect: crash,
+	protocol.FaultCrashAfterEffect:  crash,
+	protocol.FaultCrashAfterRecord:  crash,
+	protocol.FaultDropReply:         reply,
+
+	protocol.FaultCrashAfterClaim:      crash,
+	protocol.FaultCrashAfterDownstream: crash,
+	protocol.FaultDropDownstreamReply:  downstreamReply,
+}
+
+// parseOne parses one fault of a list.
+func parseOne(v string) (Fault, error) {
+	if v == "" {
+		return Fault{}, ErrEmpty
+	}
+	name, arg, hasArg := strings.Cut(v, "=")
+	b, ok := vocabulary[protocol.Fault(name)]
+	if !ok {
+		return Fault{}, fmt.Errorf("%w %q", ErrUnknown, name)
+	}
+	f, err := b(arg, hasArg)
+	if err != nil {
+		return Fault{}, fmt.Errorf("%w %q", err, v)
+	}
+	return f, nil
+}
+
+// FromHeader returns the fault h asks for; present is false when h has no
+// X-Lab-Fault header at all.
+func FromHeader(h http.Header) (f Fault, present bool, err error) {
+	vs := h.Values(protocol.FaultHeader)
+	switch len(vs) {
+	case 0:
+		return Fault{}, false, nil
+	case 1:
+		f, err := Parse(vs[0])
+		return f, true, err
+	default:
+		return Fault{}, true, ErrMultiple
+	}
+}

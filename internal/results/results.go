@@ -1,0 +1,91 @@
+// Package results holds what the lab observed in one run of a case on a
+// store, in the exact shape results.json records: only facts that are the same
+// on every machine (no times, ports or PIDs).
+package results
+
+import (
+	"cmp"
+	"slices"
+
+	"idemlab/internal/protocol"
+)
+
+// Run is one case on one store.
+type Run struct {
+	Case      string         `json:"case"`
+	Store     protocol.Store `json:"store"`
+	Counter   int64          `json:"counter"`
+	ExitCodes []int          `json:"exit_codes"`
+	// LedgerCounter is the ledger's counter, read from its state after it
+	// exited; only for a case with a ledger.
+	LedgerCounter *int64 `json:"ledger_counter,omitempty"`
+	Calls         []Call `json:"calls"`
+}
+
+// Call is one HTTP call and what came back.
+type Call struct {
+	Step     int              `json:"step"`
+	Key      *string          `json:"key"`
+	Fault    *string          `json:"fault"`
+	Outcome  protocol.Outcome `json:"outcome"`
+	Status   *int             `json:"status"`
+	Body     *string          `json:"body"`
+	Replayed *bool            `json:"replayed"`
+	// Replica is the replica the call went to, left out for replica 0
+	// (every call of a one-server case) and for a concurrent group spread
+	// across replicas, whose winner differs from run to run.
+	Replica int `json:"replica,omitempty"`
+}
+
+// Compare orders calls canonically: by outcome, status, body, then replayed
+// (absent < false < true). A concurrent group sorted this way reads the same
+// whatever order its replies arrived in.
+func Compare(a, b Call) int {
+	return cmp.Or(
+		cmp.Compare(a.Outcome, b.Outcome),
+		cmp.Compare(intOr(a.Status), intOr(b.Status)),
+		cmp.Compare(strOr(a.Body), strOr(b.Body)),
+		cmp.Compare(boolRank(a.Replayed), boolRank(b.Replayed)),
+	)
+}
+
+// SortCanonical sorts a concurrent group in place by Compare, stably, and
+// returns the permutation: perm[i] is the original index of the call now at i.
+func SortCanonical(calls []Call) (perm []int) {
+	perm = make([]int, len(calls))
+	for i := range perm {
+		perm[i] = i
+	}
+	slices.SortStableFunc(perm, func(i, j int) int { return Compare(calls[i], calls[j]) })
+	sorted := make([]Call, len(calls))
+	for i, p := range perm {
+		sorted[i] = calls[p]
+	}
+	copy(calls, sorted)
+	return perm
+}
+
+func intOr(p *int) int {
+	if p == nil {
+		return -1
+	}
+	return *p
+}
+
+func strOr(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func boolRank(p *bool) int {
+	switch {
+	case p == nil:
+		return 0
+	case !*p:
+		return 1
+	default:
+		return 2
+	}
+}

@@ -1,0 +1,63 @@
+package runner
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+
+	"idemlab/internal/casefile"
+	"idemlab/internal/caserun"
+	"idemlab/internal/protocol"
+)
+
+// BenchmarkSuite measures the wall time of running every case on one store
+// and on all stores, excluding the build: one op is the whole suite, its
+// servers started and stopped, as the runner does it.
+//
+//	go test -run XXX -bench Suite -benchtime 1x -count 5 ./internal/runner
+func BenchmarkSuite(b *testing.B) {
+	dir := b.TempDir()
+	server, err := build(context.Background(), Options{Root: "../.."}, "./cmd/effectserver", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cases, err := casefile.LoadDir("../../cases", mustSchemas(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := caserun.Config{ServerPath: server.Path, StateRoot: dir, Protocol: caserun.DefaultProtocol}
+	for _, stores := range append(singles(protocol.Stores), protocol.Stores) {
+		b.Run(name(stores), func(b *testing.B) {
+			for b.Loop() {
+				grid, err := runAll(context.Background(), cfg, cases, stores, io.Discard)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, r := range grid.Runs() {
+					if !r.Matches() {
+						b.Fatalf("%s on %s: %v", r.Case.Name, r.Store, r.Mismatches)
+					}
+				}
+			}
+		})
+	}
+}
+
+// singles turns each store into a one-store selection.
+func singles(stores []protocol.Store) [][]protocol.Store {
+	var out [][]protocol.Store
+	for _, s := range stores {
+		out = append(out, []protocol.Store{s})
+	}
+	return out
+}
+
+// name joins the stores' names with "+".
+func name(stores []protocol.Store) string {
+	names := make([]string, len(stores))
+	for i, s := range stores {
+		names[i] = string(s)
+	}
+	return strings.Join(names, "+")
+}

@@ -1,0 +1,38 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+
+	"idemlab/internal/evidence"
+	"idemlab/internal/retries"
+)
+
+func init() {
+	register(experiment{name: Retries, order: 10, files: []string{"retries.json"}, run: runRetries,
+		check: func(o Options) error { return retriesParameters(o.Retries, o.Intents).Check() }})
+}
+
+// retriesParameters are the knobs the experiment runs with: p, or
+// retries.Default when p is zero, with intents as its Intents.
+func retriesParameters(p retries.Parameters, intents int) retries.Parameters {
+	if p == (retries.Parameters{}) {
+		p = retries.Default
+	}
+	p.Intents = intents
+	return p
+}
+
+// runRetries runs the retries experiment and prints its table.
+func runRetries(ctx context.Context, env experimentEnv) ([]evidence.File, error) {
+	p := retriesParameters(env.retries, env.intents)
+	res, err := retries.Run(ctx, retries.Config{ServerPath: env.server, StateRoot: env.stateRoot, Seed: env.seed, Parameters: p})
+	if err != nil {
+		return nil, fmt.Errorf("experiment retries: %w", err)
+	}
+	fmt.Fprintln(env.out)
+	if err := res.WriteText(env.out); err != nil {
+		return nil, err
+	}
+	return []evidence.File{{Name: "retries.json", Data: res.JSON(), Schema: "retries.schema.json"}}, nil
+}

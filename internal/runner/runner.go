@@ -1,0 +1,460 @@
+// Package runner is the runner's one job: load the cases, build the lab's
+// programs, run every (case, store) pair in parallel and the experiments,
+// write the evidence (rendered by package evidence), and hand the folder to
+// the audit program, a separate process, for the verdict.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"idemlab/internal/casefile"
+	"idemlab/internal/caserun"
+	"idemlab/internal/evidence"
+	"idemlab/internal/labbuild"
+	"idemlab/internal/pgcluster"
+	"idemlab/internal/protocol"
+	"idemlab/internal/retries"
+	"idemlab/internal/schemacheck"
+)
+
+// Options is one invocation of the runner.
+type Options struct {
+	Root       string             // the checkout: cases/, schema/, sources
+	Out        string             // the evidence folder to write
+	Stores     []protocol.Store   // stores to run, in evidence order
+	Case       string             // run only this case, and no experiment
+	Experiment Experiment         // run only this experiment, and no case; None: cases only
+	Seed       uint64             // the retries experiment's seed
+	Intents    int                // the retries experiment's intents per row (at least 1)
+	Retries    retries.Parameters // the retries experiment's other knobs (zero: retries.Default); Intents overrides its Intents
+	Unsafe     protocol.Flaw      // run the cases on servers with this flaw, and no experiment
+	ServerPath string             // a prebuilt effectserver; empty builds cmd/effectserver
+	Protocol   *caserun.Protocol  // nil runs with caserun.DefaultProtocol
+	// Chaos holds the chaos experiment's knobs.
+	Chaos ChaosOptions
+	// PostgresDSN, when set, runs the postgres store on this existing
+	// server (a database per run, made and dropped there) instead of a
+	// throwaway one.
+	PostgresDSN string
+	// PostgresAsked says the caller named the postgres store itself
+	// (-store postgres): without PostgreSQL that is an error, where a
+	// plain run skips the postgres column and says so.
+	PostgresAsked bool
+	Stdout        io.Writer
+	Stderr        io.Writer
+}
+
+// DefaultIntents is the retries experiment's intents per row unless told.
+var DefaultIntents = retries.Default.Intents
+
+// plan says what one invocation runs: the case suite unless -experiment
+// names one experiment, and every experiment unless -case, -unsafe-registry
+// or -experiment narrows the run.
+func (o Options) plan() (suite bool, run []Experiment) {
+	switch {
+	case o.Experiment == None:
+		return true, nil
+	case o.Experiment != "":
+		return false, []Experiment{o.Experiment}
+	case o.Case != "", o.Unsafe != protocol.Sound:
+		return true, nil
+	default:
+		return true, Experiments()
+	}
+}
+
+// check refuses an unknown experiment, a bad count and flags that exclude
+// each other, before anything is built or run.
+func (o Options) check() error {
+	if o.Experiment != "" {
+		if _, err := ParseExperiment(string(o.Experiment)); err != nil {
+			return &UsageError{fmt.Errorf("-experiment: %w", err)}
+		}
+	}
+	if o.Intents < 1 {
+		return &UsageError{fmt.Errorf("-intents %d: want a positive count", o.Intents)}
+	}
+	if len(o.Stores) == 0 {
+		return &UsageError{errors.New("no store to run on")}
+	}
+	oneExperiment := o.Experiment != "" && o.Experiment != None
+	if oneExperiment && o.Case != "" {
+		return &UsageError{errors.New("-case and -experiment exclude each other: a run is either cases or one experiment")}
+	}
+	if err := o.checkKnobs(); err != nil {
+		return err
+	}
+	if o.Unsafe == protocol.Sound {
+		return nil
+	}
+	if _, err := protocol.ParseFlaw(string(o.Unsafe)); err != nil {
+		return &UsageError{fmt.Errorf("-unsafe-registry: %w", err)}
+	}
+	if oneExperiment {
+		return &UsageError{errors.New("-unsafe-registry and -experiment exclude each other: a mutation run runs the cases")}
+	}
+	return nil
+}
+
+// checkKnobs refuses the knobs of every experiment this invocation runs.
+func (o Options) checkKnobs() error {
+	_, run := o.plan()
+	for _, name := range run {
+		if e, ok := lookupExperiment(name); ok && e.check != nil {
+			if err := e.check(o); err != nil {
+				return &UsageError{fmt.Errorf("%s experiment: %w", name, err)}
+			}
+		}
+	}
+	return nil
+}
+
+// UsageError is bad input from the caller: flags, case files, the -out folder.
+type UsageError struct{ Err error }
+
+// Error is the underlying error's text, which names the bad input.
+func (e *UsageError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// parallel bounds how many (case, store) runs go at once. Runs spend most of
+// their time waiting on fsync, sleeps and process starts, not on the CPU, so
+// more than the core count pays off; each run has its own server and state.
+const parallel = 16
+
+// ErrAuditFailed means the evidence was written and the audit rejected it.
+var ErrAuditFailed = errors.New("audit failed")
+
+// ErrInterrupted means the run was cancelled (SIGINT or SIGTERM): it stopped
+// sending, every server and database it started is gone, and it wrote no
+// evidence (unless the interruption came while the audit ran, which the
+// error then says).
+var ErrInterrupted = errors.New("interrupted: stopped sending, stopped every server")
+
+// ParseStores turns the -store flag into the stores to run: one store's
+// name, or "all".
+func ParseStores(flag string) ([]protocol.Store, error) {
+	if flag == "all" {
+		return slices.Clone(protocol.Stores), nil
+	}
+	s, err := protocol.ParseStore(flag)
+	if err != nil {
+		return nil, &UsageError{fmt.Errorf("%w, or all", err)}
+	}
+	return []protocol.Store{s}, nil
+}
+
+// evidenceNames are the files the runner may write into the evidence folder.
+func evidenceNames() []string {
+	return append([]string{evidence.ResultsName, evidence.RunName, evidence.ReportName, evidence.ManifestName, evidence.StatementName}, experimentFiles()...)
+}
+
+// Run runs the suite and returns nil when the audit passed, ErrAuditFailed
+// when it did not, a *UsageError for bad input, ErrInterrupted when ctx
+// ended first, and any other error when the lab itself broke.
+func Run(ctx context.Context, o Options) (err error) {
+	if err := o.check(); err != nil {
+		return err
+	}
+	written := false
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			if written {
+				err = fmt.Errorf("%w, while auditing: %s was written but not audited", ErrInterrupted, o.Out)
+			} else {
+				err = fmt.Errorf("%w, and wrote no evidence", ErrInterrupted)
+			}
+		}
+	}()
+	runSuite, runExperiments := o.plan()
+	schemas, err := schemacheck.Load(filepath.Join(o.Root, "schema"))
+	if err != nil {
+		return &UsageError{fmt.Errorf("%w (run the runner from the idemlab checkout)", err)}
+	}
+	var cases []casefile.Case
+	if runSuite {
+		if cases, err = casefile.LoadDir(filepath.Join(o.Root, "cases"), schemas); err != nil {
+			return &UsageError{err}
+		}
+		if cases, err = selectCase(cases, o.Case); err != nil {
+			return &UsageError{err}
+		}
+		if o.Unsafe != protocol.Sound {
+			cases = mutable(cases, o.Stdout)
+			if len(cases) == 0 {
+				return &UsageError{fmt.Errorf("-unsafe-registry %s: no selected case runs on the key registry (the downstream mode and key expiry refuse a mutant)", o.Unsafe)}
+			}
+		}
+	}
+	if err := evidence.CheckTarget(o.Out, evidenceNames()); err != nil {
+		return &UsageError{err}
+	}
+	tmp, err := os.MkdirTemp("", "idemlab-runner-")
+	if err != nil {
+		return fmt.Errorf("make temp folder: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	server, err := serverBinary(ctx, o)
+	if err != nil {
+		return err
+	}
+	auditBin, err := build(ctx, o, "./cmd/audit", "")
+	if err != nil {
+		return err
+	}
+	cfg := caserun.Config{ServerPath: server.Path, StateRoot: tmp, Protocol: caserun.DefaultProtocol, UnsafeRegistry: o.Unsafe}
+	if o.Protocol != nil {
+		cfg.Protocol = *o.Protocol
+	}
+	postgresVersion := ""
+	if slices.Contains(o.Stores, protocol.Postgres) && (runSuite || slices.Contains(runExperiments, Chaos)) {
+		pg, err := startPostgres(ctx, &o)
+		if err != nil {
+			return err
+		}
+		if pg != nil {
+			defer pg.Stop()
+			cfg.Databases = pg
+			postgresVersion = pg.ServerVersion()
+		}
+	}
+	git := evidence.GitState(o.Root)
+	in := evidence.ManifestInput{Root: o.Root, Git: git, Protocol: cfg.Protocol, ServerSHA: server.SHA256, ServerBuild: server.Recipe, Postgres: postgresVersion, Unsafe: o.Unsafe}
+	var files []evidence.File
+	tests := evidence.Tests{}
+	if runSuite {
+		began := time.Now()
+		grid, err := runAll(ctx, cfg, cases, o.Stores, o.Stdout)
+		if err != nil {
+			return err
+		}
+		wall := time.Since(began)
+		fmt.Fprintf(o.Stdout, "\n%s\n%d runs in %s\n", evidence.Summary(grid), len(grid.Runs()), wall.Round(time.Millisecond))
+		fs, err := evidence.RunFiles(grid, evidence.Timing{Began: began, Wall: wall, Parallel: parallel})
+		if err != nil {
+			return err
+		}
+		files = append(fs, evidence.File{Name: evidence.ReportName, Data: evidence.Report(grid)})
+		tests = evidence.TestsOf(grid)
+		for _, c := range cases {
+			in.Cases = append(in.Cases, c.Name)
+		}
+		in.Stores = o.Stores
+	} else {
+		// The manifest's PostgreSQL version goes with the postgres column
+		// of the selection; an experiment-only run names no stores.
+		in.Postgres = ""
+	}
+	env := experimentEnv{server: server.Path, stateRoot: tmp, seed: o.Seed, intents: o.Intents, retries: o.Retries, out: o.Stdout,
+		stores: o.Stores, databases: cfg.Databases, chaos: o.Chaos}
+	for _, name := range runExperiments {
+		e, _ := lookupExperiment(name) // checked by plan
+		fs, err := e.run(ctx, env)
+		if err != nil {
+			return err
+		}
+		files = append(files, fs...)
+		in.Experiments = append(in.Experiments, string(name))
+	}
+	m, err := evidence.NewManifest(in)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := evidence.Write(o.Out, schemas, files, m, tests); err != nil {
+		return err
+	}
+	written = true
+	fmt.Fprintf(o.Stdout, "\nwrote %s\n\n", o.Out)
+	return audit(ctx, o, auditBin.Path, git.Dirty)
+}
+
+// ErrNoPostgres means the postgres store was asked for on a machine
+// without PostgreSQL's server programs.
+var ErrNoPostgres = errors.New("the postgres store needs PostgreSQL's server programs: " + pgcluster.Hint + " (apt-get install -y postgresql), or run -store volatile or -store durable")
+
+// postgresServer is what the postgres column runs on: a throwaway cluster
+// the runner started, or an existing server (-pg-dsn).
+type postgresServer interface {
+	caserun.Databases
+	Stop() error
+	ServerVersion() string
+}
+
+// startPostgres starts the throwaway PostgreSQL the postgres column runs
+// on, in a temp folder of its own, or attaches to -pg-dsn's server, saying
+// what it does. Without PostgreSQL it drops the postgres store from
+// o.Stores and says so in one line, unless the caller asked for that store
+// (ErrNoPostgres). It returns nil when the column is skipped.
+func startPostgres(ctx context.Context, o *Options) (postgresServer, error) {
+	if o.PostgresDSN != "" {
+		e, err := pgcluster.Attach(ctx, o.PostgresDSN)
+		if err != nil {
+			return nil, &UsageError{fmt.Errorf("-pg-dsn: %w", err)}
+		}
+		fmt.Fprintf(o.Stdout, "postgres %s: the server -pg-dsn names, one database per run\n", e.Version)
+		return e, nil
+	}
+	pg, err := pgcluster.Start(ctx, pgcluster.Options{})
+	switch {
+	case errors.Is(err, pgcluster.ErrNotInstalled) && !o.PostgresAsked:
+		o.Stores = slices.DeleteFunc(slices.Clone(o.Stores), func(s protocol.Store) bool { return s == protocol.Postgres })
+		fmt.Fprintf(o.Stdout, "postgres column skipped: PostgreSQL is not installed (%s; apt-get install -y postgresql)\n", pgcluster.Hint)
+		return nil, nil
+	case errors.Is(err, pgcluster.ErrNotInstalled):
+		return nil, fmt.Errorf("%w: %v", ErrNoPostgres, err)
+	case err != nil:
+		return nil, fmt.Errorf("start postgres: %w", err)
+	}
+	fmt.Fprintf(o.Stdout, "postgres %s: a throwaway cluster in %s (initdb %s, start %s), one database per run\n",
+		pg.Version, pg.Dir, pg.InitIn.Round(time.Millisecond), pg.ReadyIn.Round(time.Millisecond))
+	return pg, nil
+}
+
+// mutable keeps the cases a mutation run can run: a mutant is built into the
+// key registry, and the server refuses one together with the downstream
+// mode (whose claims live in the store) or key expiry. It says what it left
+// out.
+func mutable(cases []casefile.Case, out io.Writer) []casefile.Case {
+	var kept, left []string
+	var run []casefile.Case
+	for _, c := range cases {
+		if c.Ledger != nil || c.Server.KeyTTLMS > 0 {
+			left = append(left, c.Name)
+			continue
+		}
+		kept = append(kept, c.Name)
+		run = append(run, c)
+	}
+	if len(left) > 0 {
+		fmt.Fprintf(out, "mutation run: %d cases run on the key registry; left out (downstream mode or key expiry, which refuse a mutant): %s\n", len(kept), strings.Join(left, ", "))
+	}
+	return run
+}
+
+func selectCase(cases []casefile.Case, name string) ([]casefile.Case, error) {
+	if name == "" {
+		return cases, nil
+	}
+	var names []string
+	for _, c := range cases {
+		if c.Name == name {
+			return []casefile.Case{c}, nil
+		}
+		names = append(names, c.Name)
+	}
+	return nil, fmt.Errorf("-case %q: no such case; cases are: %s", name, strings.Join(names, ", "))
+}
+
+// runAll runs every pair, at most a few at a time, each into its own cell
+// of the grid, so the order of the evidence never depends on which finished
+// first. Progress lines come in grid order too: a finished run is printed
+// once every run before it has been. A case that does not match its
+// expectations is a verdict in its cell; only a broken lab is an error,
+// and it cancels the rest.
+func runAll(ctx context.Context, cfg caserun.Config, cases []casefile.Case, stores []protocol.Store, progress io.Writer) (*evidence.Grid, error) {
+	grid := evidence.NewGrid(cases, stores)
+	done := make([]bool, len(grid.Runs()))
+	next := 0 // the first cell not yet printed
+	var mu sync.Mutex
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallel)
+	for i, c := range cases {
+		for j, store := range stores {
+			g.Go(func() error {
+				obs, det, err := caserun.Run(ctx, cfg, c, store)
+				if err != nil {
+					return err
+				}
+				r := evidence.Run{Case: c, Store: store, Obs: obs, Detail: det}
+				if x, ok := c.Expect[store]; ok {
+					r.Mismatches = x.Mismatches(obs)
+				} else {
+					r.Mismatches = []string{"no expectation for this store in " + c.File}
+				}
+				grid.Set(i, j, r)
+				mu.Lock()
+				defer mu.Unlock()
+				done[i*len(stores)+j] = true
+				for ; next < len(done) && done[next]; next++ {
+					fmt.Fprintln(progress, evidence.ProgressLine(grid.Runs()[next]))
+				}
+				return nil
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return grid, nil
+}
+
+// build returns the lab's program pkg, built from the checkout with the
+// pinned recipe or taken from the build cache when its sources are
+// unchanged (see labbuild), saying what it builds before a real build.
+func build(ctx context.Context, o Options, pkg, firstNote string) (labbuild.Binary, error) {
+	return labbuild.Build(ctx, labbuild.Options{Root: o.Root, Package: pkg, Log: o.Stdout, FirstNote: firstNote})
+}
+
+// serverBinary is the effect server the cases run: -server's binary as it
+// is, or cmd/effectserver built by build.
+func serverBinary(ctx context.Context, o Options) (labbuild.Binary, error) {
+	const pkg = "./cmd/effectserver"
+	if o.ServerPath == "" {
+		return build(ctx, o, pkg, "compiles SQLite, about a minute")
+	}
+	b, err := os.ReadFile(o.ServerPath)
+	if err != nil {
+		return labbuild.Binary{}, &UsageError{fmt.Errorf("-server: %w", err)}
+	}
+	return labbuild.Binary{Path: o.ServerPath, SHA256: evidence.SHA256(b), Recipe: labbuild.Prebuilt(pkg)}, nil
+}
+
+// audit runs the audit program on the evidence just written, as a separate
+// process, and passes its verdict on. A run from a checkout with uncommitted changes is audited with
+// -allow-dirty, and a mutation run with -allow-mutation: the audit still
+// says so in its notes, and committed evidence (audited without them) must
+// come from a clean tree and the sound registry.
+func audit(ctx context.Context, o Options, bin string, dirty bool) error {
+	args := []string{"-root", o.Root}
+	if dirty {
+		args = append(args, "-allow-dirty")
+	}
+	if o.Unsafe != protocol.Sound {
+		args = append(args, "-allow-mutation")
+	}
+	if o.Case != "" {
+		args = append(args, "-case", o.Case)
+	}
+	if len(o.Stores) == 1 {
+		args = append(args, "-store", string(o.Stores[0]))
+	}
+	args = append(args, o.Out)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = o.Stdout, o.Stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &exit) && exit.ExitCode() == 1:
+		return ErrAuditFailed
+	default:
+		return fmt.Errorf("run audit: %w", err)
+	}
+}

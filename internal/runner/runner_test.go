@@ -1,0 +1,180 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"idemlab/internal/caserun"
+	"idemlab/internal/evidence"
+	"idemlab/internal/pgcluster"
+	"idemlab/internal/pgcluster/pgclustertest"
+	"idemlab/internal/protocol"
+	"idemlab/internal/serverproc"
+)
+
+// Ensure a server that never becomes ready breaks the lab (not the audit)
+// and that no server process is left behind: every fake server writes its
+// PID, and each must be gone (not even a zombie) when Run returns.
+func TestNeverReadyServerLeavesNoProcess(t *testing.T) {
+	dir := t.TempDir()
+	pids := filepath.Join(dir, "pids")
+	fake := filepath.Join(dir, "fake-server")
+	script := "#!/bin/sh\necho $$ >> '" + pids + "'\nexec sleep 30\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := caserun.DefaultProtocol
+	p.ReadyWithin = 300 * time.Millisecond
+	var out bytes.Buffer
+	err := Run(context.Background(), Options{
+		Root: "../..", Out: filepath.Join(dir, "evidence"), Stores: []protocol.Store{protocol.Volatile},
+		Intents: DefaultIntents, ServerPath: fake, Protocol: &p, Stdout: &out, Stderr: &out,
+	})
+	var usage *UsageError
+	if err == nil || errors.Is(err, ErrAuditFailed) || errors.As(err, &usage) {
+		t.Fatalf("Run = %v, want a broken-lab error", err)
+	}
+	if !strings.Contains(err.Error(), "no READY line") {
+		t.Fatalf("Run = %v, want it to say the server never printed READY", err)
+	}
+	b, err := os.ReadFile(pids)
+	if err != nil {
+		t.Fatalf("no server was started: %v", err)
+	}
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("server pid %d outlived the runner (kill 0: %v)", pid, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "evidence")); !os.IsNotExist(err) {
+		t.Errorf("a broken lab wrote evidence: %v", err)
+	}
+}
+
+func TestParseStores(t *testing.T) {
+	if got, err := ParseStores("all"); err != nil || !slices.Equal(got, protocol.Stores) {
+		t.Fatalf("ParseStores(all) = %v, %v", got, err)
+	}
+	if got, err := ParseStores("volatile"); err != nil || len(got) != 1 {
+		t.Fatalf("ParseStores(volatile) = %v, %v", got, err)
+	}
+	var usage *UsageError
+	if _, err := ParseStores("disk"); !errors.As(err, &usage) {
+		t.Fatalf("ParseStores(disk) = %v, want a usage error", err)
+	}
+}
+
+// Ensure the throwaway PostgreSQL is stopped and removed when the lab
+// breaks half-way (a server that never becomes ready) and when the run is
+// cancelled (what SIGTERM or Ctrl-C does to the runner): no postgres
+// process of that cluster is left, and its folder is gone.
+func TestPostgresStoppedOnEveryPath(t *testing.T) {
+	if _, err := pgcluster.FindBinDir(); err != nil && os.Getenv(pgclustertest.RequireEnv) != "1" {
+		t.Skipf("postgres tests skipped (%s): %v", pgcluster.Hint, err)
+	}
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "fake-server")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := caserun.DefaultProtocol
+	p.ReadyWithin = 300 * time.Millisecond
+	for _, path := range []string{"broken lab", "cancelled"} {
+		t.Run(path, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			out := &clusterWatch{cancel: cancel, cancelOnStart: path == "cancelled"}
+			err := Run(ctx, Options{
+				Root: "../..", Out: filepath.Join(t.TempDir(), "evidence"), Stores: []protocol.Store{protocol.Postgres},
+				PostgresAsked: true, Intents: DefaultIntents, ServerPath: fake, Protocol: &p, Stdout: out, Stderr: out,
+			})
+			if err == nil {
+				t.Fatalf("Run = nil, want an error\n%s", out.String())
+			}
+			folder := out.folder()
+			if folder == "" {
+				t.Fatalf("the runner never said where its cluster was:\n%s", out.String())
+			}
+			if _, err := os.Stat(folder); !os.IsNotExist(err) {
+				t.Errorf("cluster folder %s still there: %v", folder, err)
+			}
+			if pids, err := serverproc.ProcessesMentioning(folder); err != nil || len(pids) > 0 {
+				t.Errorf("processes of the cluster outlived the runner: %v (%v)", pids, err)
+			}
+		})
+	}
+}
+
+// clusterWatch collects the runner's output and, when asked, cancels the
+// run as soon as the cluster is up.
+type clusterWatch struct {
+	bytes.Buffer
+	cancel        func()
+	cancelOnStart bool
+}
+
+func (w *clusterWatch) Write(b []byte) (int, error) {
+	n, err := w.Buffer.Write(b)
+	if w.cancelOnStart && w.folder() != "" {
+		w.cancel()
+	}
+	return n, err
+}
+
+// folder is the cluster folder the runner announced, or "".
+func (w *clusterWatch) folder() string {
+	_, rest, ok := strings.Cut(w.String(), "a throwaway cluster in ")
+	if !ok {
+		return ""
+	}
+	f, _, _ := strings.Cut(rest, " ")
+	return f
+}
+
+// Ensure an interrupted runner (SIGINT or SIGTERM cancel its context)
+// stops, reaps its servers and writes no evidence: the -out folder is left
+// as it was (here: never made), and the error says so.
+func TestInterruptedRunWritesNothing(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "evidence")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &cancelOnLine{cancel: cancel, line: evidence.Match}
+	err := Run(ctx, Options{
+		Root: "../..", Out: out, Stores: []protocol.Store{protocol.Volatile, protocol.Durable},
+		Intents: DefaultIntents, Experiment: None, Stdout: w, Stderr: w,
+	})
+	if !errors.Is(err, ErrInterrupted) || !strings.Contains(err.Error(), "wrote no evidence") {
+		t.Fatalf("Run = %v, want ErrInterrupted saying it wrote no evidence\n%s", err, w.String())
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("an interrupted run made %s: %v", out, err)
+	}
+}
+
+// cancelOnLine collects output and cancels once a line holds line.
+type cancelOnLine struct {
+	bytes.Buffer
+	cancel func()
+	line   string
+}
+
+func (w *cancelOnLine) Write(b []byte) (int, error) {
+	n, err := w.Buffer.Write(b)
+	if strings.Contains(w.String(), w.line) {
+		w.cancel()
+	}
+	return n, err
+}

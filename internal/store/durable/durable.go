@@ -1,0 +1,709 @@
+// Package durable is the durable store's state: the counter, the
+// idempotency keys and the journal of applied effects in one SQLite database
+// (modernc.org/sqlite, pure Go), where an effect and its key's result commit
+// in one transaction.
+//
+// The database is DIR/state.db, in WAL mode with synchronous=FULL (a commit
+// returns once it is on disk) and a busy timeout, so that several processes
+// can share one state folder: SQLite's write lock serializes their
+// transactions and the key's primary key decides which one applies it.
+//
+//	state   (id INTEGER PRIMARY KEY CHECK (id = 1), counter INTEGER, keys INTEGER)
+//	        one row: the counter (the side effect) and how many keys are held
+//	keys    (key TEXT PRIMARY KEY, fingerprint BLOB, value INTEGER, recorded_at INTEGER)
+//	        one row per recorded key: the SHA-256 of its request body,
+//	        the counter value its effect produced (the reply body; the
+//	        status of a recorded result is always 200), and when (Unix ms),
+//	        from which the key TTL runs (see SetKeyTTL)
+//	claims  the downstream mode's claims and results (see phased.go)
+//	effects (value INTEGER PRIMARY KEY, body_sha256 TEXT)
+//	        one row per applied effect, keyed or not: the counter value it
+//	        produced and the SHA-256 (hex) of its request body
+//
+// PRAGMA user_version holds the layout's version (SchemaVersion); a
+// database of version 1 (no recorded_at, no claims) is refused, naming its
+// version. A new
+// database is made whole under a temporary name and then linked to
+// state.db (see create), so state.db never names a half-made database, and
+// Open refuses any state.db it cannot trust instead of starting from zero:
+// empty, foreign, another layout, or a counter that disagrees with its
+// journal. Durable servers share a folder; a volatile one is kept out of it
+// by a lock on the folder (see lockFolder), and a folder holding the
+// volatile store's files is refused.
+//
+// Apply hands an intent to one committer goroutine, which applies a batch of
+// pending intents in one write transaction (BEGIN IMMEDIATE, so the lookup of
+// a key and the writes happen under the write lock), each intent of a batch
+// of several inside its own SAVEPOINT so that a failing one rolls back
+// alone, then commits once:
+// the intents of a batch share one fsync (group commit), and each Apply
+// returns only after the commit holding its effect is durable. Within its
+// savepoint an intent runs, in order: the key lookup (a recorded key with
+// the same fingerprint replays, another fingerprint is a conflict), the
+// capacity check, the counter update and its effects row (the effect), the
+// afterEffect hook, and the key's row. A crash before the commit leaves
+// none of it; a crash after leaves all of it.
+package durable
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+
+	"idemlab/internal/store"
+)
+
+// FileName is the database's name inside the state folder.
+const FileName = "state.db"
+
+// SchemaVersion is the table layout's version, kept in PRAGMA user_version.
+const SchemaVersion = 2
+
+// busyTimeoutMS bounds how long a transaction waits for another process's
+// write lock, in milliseconds.
+const busyTimeoutMS = 10000
+
+// maxBatch bounds how many intents share one transaction.
+const maxBatch = 256
+
+// schema creates the tables of SchemaVersion in an empty database.
+const schema = `
+CREATE TABLE state (
+	id      INTEGER PRIMARY KEY CHECK (id = 1),
+	counter INTEGER NOT NULL,
+	keys    INTEGER NOT NULL
+);
+INSERT INTO state (id, counter, keys) VALUES (1, 0, 0);
+CREATE TABLE keys (
+	key         TEXT PRIMARY KEY,
+	fingerprint BLOB NOT NULL,
+	value       INTEGER NOT NULL,
+	recorded_at INTEGER NOT NULL
+);
+CREATE TABLE claims (
+	key         TEXT PRIMARY KEY,
+	fingerprint BLOB NOT NULL,
+	token       TEXT NOT NULL,
+	lease_until INTEGER NOT NULL,
+	value       INTEGER,
+	recorded_at INTEGER
+);
+CREATE TABLE effects (
+	value       INTEGER PRIMARY KEY,
+	body_sha256 TEXT NOT NULL
+);
+PRAGMA user_version = 2;
+`
+
+// The statements an intent runs, prepared once.
+var statements = [...]string{
+	// The key count, and the key's fingerprint and value if it is recorded.
+	lookup: `SELECT s.keys, k.fingerprint, k.value, k.recorded_at FROM state AS s LEFT JOIN keys AS k ON k.key = ? WHERE s.id = 1`,
+	// The effect; a keyed intent also takes its place among the keys.
+	increment: `UPDATE state SET counter = counter + 1, keys = keys + ? WHERE id = 1 RETURNING counter`,
+	journal:   `INSERT INTO effects (value, body_sha256) VALUES (?, ?)`,
+	record:    `INSERT INTO keys (key, fingerprint, value, recorded_at) VALUES (?, ?, ?, ?)`,
+	// The key TTL: forget the keys recorded at or before $1, and recount.
+	purge:     `DELETE FROM keys WHERE recorded_at <= ?`,
+	recount:   `UPDATE state SET keys = (SELECT count(*) FROM keys) WHERE id = 1 RETURNING keys`,
+	savepoint: `SAVEPOINT intent`,
+	rollback:  `ROLLBACK TO intent`,
+	release:   `RELEASE intent`,
+}
+
+// Indexes into statements.
+const (
+	lookup = iota
+	increment
+	journal
+	record
+	purge
+	recount
+	savepoint
+	rollback
+	release
+)
+
+// ErrClosed is returned by Apply after Close.
+var ErrClosed = errors.New("durable store closed")
+
+// A Store is an open database. Its methods are safe for concurrent use.
+type Store struct {
+	path     string
+	capacity int64
+	lock     *os.File // the state folder, share-locked
+	db       *sql.DB
+	stmts    [len(statements)]*sql.Stmt
+
+	queue   chan *pending
+	stop    chan struct{}
+	stopped chan struct{}
+	once    sync.Once
+
+	commits, intents atomic.Int64 // see Stats
+
+	store.KeyClock // the key TTL and the clock (phased.go)
+}
+
+// Stats counts the transactions the committer committed and the intents
+// they held; their ratio is the mean group-commit batch.
+type Stats struct {
+	Commits int64
+	Intents int64
+}
+
+// Stats returns the store's counts so far.
+func (s *Store) Stats() Stats {
+	return Stats{Commits: s.commits.Load(), Intents: s.intents.Load()}
+}
+
+// pending is an intent waiting for the committer.
+type pending struct {
+	in          store.Intent
+	afterEffect func() error
+	done        chan outcome
+}
+
+type outcome struct {
+	res store.Result
+	err error
+}
+
+// dsn is the data source name of the database at path: every connection
+// waits for a busy lock, syncs every commit, and begins transactions with
+// BEGIN IMMEDIATE (the write lock up front). It sets no journal mode: WAL
+// is a property of the file, set once by create, and Open checks it.
+func dsn(path string) string {
+	return fmt.Sprintf("%s?_busy_timeout=%d&_synchronous=FULL&_txlock=immediate", path, busyTimeoutMS)
+}
+
+// tempPrefix starts the name of a database being made by create.
+const tempPrefix = ".state.db-new-"
+
+// Open opens the database in the state folder dir for a store holding at
+// most capacity keys, creating it first if there is none (see create), and
+// holds a shared lock on the folder until Close (see lockFolder). It never
+// starts from zero beside state it cannot use: a file that is not a whole
+// database of this layout, fails SQLite's integrity check, holds a counter
+// that disagrees with its journal or more keys than capacity, or the
+// volatile store's files, is an error naming the file. Other files in the
+// folder are not the store's and are left alone.
+func Open(dir string, capacity int) (*Store, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("state folder: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("state folder %s: not a directory", dir)
+	}
+	lock, err := lockFolder(dir)
+	if err != nil {
+		return nil, err
+	}
+	s, err := openLocked(dir, capacity)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	s.lock = lock
+	go s.commitLoop()
+	return s, nil
+}
+
+// openLocked is Open once the folder is locked.
+func openLocked(dir string, capacity int) (*Store, error) {
+	if err := refuseForeign(dir); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, FileName)
+	if fi, err := os.Stat(path); err == nil && fi.Size() == 0 {
+		return nil, fmt.Errorf("durable store %s: empty (0 bytes): not a database this store made (it makes state.db whole before naming it)", path)
+	}
+	if err := create(dir, path); err != nil {
+		return nil, fmt.Errorf("durable store %s: create: %w", path, err)
+	}
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		return nil, fmt.Errorf("durable store %s: %w", path, err)
+	}
+	// One connection: the committer's. Reads at start wait for it.
+	db.SetMaxOpenConns(1)
+	if err := check(db, int64(capacity)); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("durable store %s: %w", path, err)
+	}
+	s := &Store{
+		path:     path,
+		capacity: int64(capacity),
+		db:       db,
+		queue:    make(chan *pending),
+		stop:     make(chan struct{}),
+		stopped:  make(chan struct{}),
+	}
+	for i, q := range statements {
+		if s.stmts[i], err = db.Prepare(q); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("durable store %s: prepare %q: %w", path, q, err)
+		}
+	}
+	return s, nil
+}
+
+// create makes the database at path if there is none, whole: its tables
+// are created and its journal mode set to WAL under a temporary name in
+// dir, then the file is linked to path, which fails if another process
+// linked its own first (that one is then used, and ours removed). So path
+// never names a database without its tables, and no two processes ever
+// race to set it up.
+//
+// Setting it up in place raced: SQLite switches a new file to WAL under
+// a read lock upgraded to an exclusive one, and when two processes hold
+// the read lock at once one of them gets SQLITE_BUSY at once, without
+// waiting out the busy timeout (that wait could deadlock), so one start in
+// about forty failed with "database is locked".
+//
+// A crash while creating leaves a file named tempPrefix+"*" in dir,
+// which no store reads.
+func create(dir, path string) error {
+	if _, err := os.Lstat(path); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := os.CreateTemp(dir, tempPrefix+"*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	f.Close()
+	defer func() {
+		for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+			os.Remove(tmp + suffix)
+		}
+	}()
+	db, err := sql.Open("sqlite", dsn(tmp)+"&_journal_mode=WAL")
+	if err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(schema); err != nil {
+		db.Close()
+		return fmt.Errorf("create tables: %w", err)
+	}
+	// The last connection's close checkpoints the WAL into the file and
+	// removes it: the file holds everything.
+	if err := db.Close(); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(tmp + "-wal"); !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s-wal: still there after close (%v)", tmp, err)
+	}
+	if err := syncFile(tmp); err != nil {
+		return err
+	}
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return syncFile(dir)
+}
+
+// syncFile makes the file or folder at path durable.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// check checks the database's integrity, its layout, that it is in WAL
+// mode, that its counter agrees with its journal and its key count with
+// its keys, and that its keys fit in capacity.
+func check(db *sql.DB, capacity int64) error {
+	var result string
+	if err := db.QueryRow(`PRAGMA quick_check`).Scan(&result); err != nil {
+		return err
+	}
+	if result != "ok" {
+		return fmt.Errorf("corrupt: %s", result)
+	}
+	empty, err := layout(db)
+	if err != nil {
+		return err
+	}
+	if empty {
+		return errors.New("not an idemlab state database (no tables, no schema version)")
+	}
+	var mode string
+	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil {
+		return err
+	}
+	if mode != "wal" {
+		return fmt.Errorf("journal mode %q, want wal", mode)
+	}
+	// One statement, one snapshot: other servers may be writing.
+	var counter, keys, effects, lo, hi, recorded int64
+	err = db.QueryRow(`SELECT counter, keys,
+		(SELECT count(*) FROM effects), (SELECT coalesce(min(value), 0) FROM effects), (SELECT coalesce(max(value), 0) FROM effects),
+		(SELECT count(*) FROM keys)
+		FROM state WHERE id = 1`).Scan(&counter, &keys, &effects, &lo, &hi, &recorded)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return errors.New("no state row: table state is empty")
+	case err != nil:
+		return fmt.Errorf("read state: %w", err)
+	case effects != counter:
+		return fmt.Errorf("counter holds %d, but %d effects are journaled", counter, effects)
+	case counter > 0 && (lo != 1 || hi != counter):
+		return fmt.Errorf("counter holds %d, but the journaled effects have values %d to %d", counter, lo, hi)
+	case keys != recorded:
+		return fmt.Errorf("%d keys counted, but %d recorded", keys, recorded)
+	case recorded > capacity:
+		return fmt.Errorf("%d keys recorded, more than the capacity of %d (-capacity must be at least %d)", recorded, capacity, recorded)
+	}
+	return nil
+}
+
+// querier is what *sql.DB and *sql.Tx share.
+type querier interface {
+	QueryRow(query string, args ...any) *sql.Row
+}
+
+// layout checks that the database has the tables of SchemaVersion, or none
+// at all (empty).
+func layout(q querier) (empty bool, err error) {
+	var version, tables int
+	if err := q.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil {
+		return false, err
+	}
+	if err := q.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'table'`).Scan(&tables); err != nil {
+		return false, err
+	}
+	switch {
+	case version == SchemaVersion:
+		return false, nil
+	case version == 0 && tables == 0:
+		return true, nil
+	case version == 0:
+		return false, fmt.Errorf("not an idemlab state database (%d tables, no schema version)", tables)
+	default:
+		return false, fmt.Errorf("schema version %d, want %d", version, SchemaVersion)
+	}
+}
+
+// Keys returns how many keys the database holds recorded (the state row's
+// count, read without a scan).
+func (s *Store) Keys() (int64, error) {
+	var n int64
+	if err := s.db.QueryRow(`SELECT keys FROM state WHERE id = 1`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("durable store %s: read key count: %w", s.path, err)
+	}
+	return n, nil
+}
+
+// Path returns the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Recorded returns every recorded key and its result, in the order recorded.
+func (s *Store) Recorded() ([]store.Record, error) {
+	rows, err := s.db.Query(`SELECT key, fingerprint, value FROM keys ORDER BY rowid`)
+	if err != nil {
+		return nil, fmt.Errorf("durable store %s: read keys: %w", s.path, err)
+	}
+	defer rows.Close()
+	var keys []store.Record
+	for rows.Next() {
+		var k store.Record
+		var fp []byte
+		if err := rows.Scan(&k.Key, &fp, &k.Value); err != nil {
+			return nil, fmt.Errorf("durable store %s: read keys: %w", s.path, err)
+		}
+		if len(fp) != len(k.Fingerprint) {
+			return nil, fmt.Errorf("durable store %s: key %q: fingerprint of %d bytes, want %d", s.path, k.Key, len(fp), len(k.Fingerprint))
+		}
+		copy(k.Fingerprint[:], fp)
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("durable store %s: read keys: %w", s.path, err)
+	}
+	return keys, nil
+}
+
+// Apply runs one intent in a write transaction and returns once that
+// transaction is committed (durable) or rolled back:
+//
+//   - the key is recorded with the same fingerprint: its value, Replayed,
+//     and nothing written;
+//   - the key is recorded with another fingerprint: store.ErrConflict;
+//   - the key is new and capacity keys are recorded: store.ErrFull;
+//   - otherwise the effect: counter + 1 and its effects row, then
+//     afterEffect (still inside the transaction, before the key's row and
+//     the commit), then the key's row; the new counter value.
+//
+// If afterEffect or a statement fails, the intent's writes are rolled back
+// and Apply returns the error (afterEffect's unwrapped); other intents
+// sharing the transaction are not affected. If the commit fails, every
+// intent of the transaction fails.
+func (s *Store) Apply(in store.Intent, afterEffect func() error) (store.Result, error) {
+	p := &pending{in: in, afterEffect: afterEffect, done: make(chan outcome, 1)}
+	select {
+	case s.queue <- p:
+	case <-s.stopped:
+		return store.Result{}, ErrClosed
+	}
+	o := <-p.done
+	return o.res, o.err
+}
+
+// Close stops the committer, after the transaction in progress, and closes
+// the database.
+func (s *Store) Close() error {
+	s.once.Do(func() { close(s.stop) })
+	<-s.stopped
+	for _, st := range s.stmts {
+		st.Close()
+	}
+	err := s.db.Close()
+	s.lock.Close() // after the database: a volatile server may take the folder
+	if err != nil {
+		return fmt.Errorf("durable store %s: close: %w", s.path, err)
+	}
+	return nil
+}
+
+// commitLoop is the committer: it takes the intents waiting at that moment,
+// up to maxBatch, and runs them in one transaction, until Close.
+func (s *Store) commitLoop() {
+	defer close(s.stopped)
+	batch := make([]*pending, 0, maxBatch)
+	for {
+		select {
+		case p := <-s.queue:
+			batch = append(batch[:0], p)
+		case <-s.stop:
+			return
+		}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case p := <-s.queue:
+				batch = append(batch, p)
+			default:
+				break more
+			}
+		}
+		s.runBatch(batch)
+	}
+}
+
+// runBatch applies batch in one transaction and answers every intent.
+func (s *Store) runBatch(batch []*pending) {
+	out := make([]outcome, len(batch))
+	err := s.transact(batch, out)
+	for i, p := range batch {
+		if err != nil {
+			out[i] = outcome{err: err}
+		}
+		p.done <- out[i]
+	}
+}
+
+// transact runs the batch's intents, writing each one's outcome to out,
+// and commits. An error means the transaction as a whole failed and nothing
+// of it was committed. With more than one intent, each runs under a
+// savepoint, so that a failing one is rolled back alone; a lone intent
+// needs none, its failure rolls back the transaction.
+func (s *Store) transact(batch []*pending, out []outcome) (err error) {
+	tx, err := s.db.BeginTx(context.Background(), nil) // BEGIN IMMEDIATE (see dsn)
+	if err != nil {
+		return fmt.Errorf("durable store %s: begin: %w", s.path, err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	var st [len(statements)]*sql.Stmt
+	for i, stmt := range s.stmts {
+		st[i] = tx.Stmt(stmt)
+	}
+	alone := len(batch) == 1
+	for i, p := range batch {
+		res, err := s.applyOne(&st, p, !alone)
+		if broken, ok := errors.AsType[*txError](err); ok {
+			return broken.err
+		}
+		out[i] = outcome{res: res, err: err}
+	}
+	if alone && out[0].err != nil {
+		if err := tx.Rollback(); err != nil {
+			return fmt.Errorf("durable store %s: roll back: %w", s.path, err)
+		}
+		return nil
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("durable store %s: commit: %w", s.path, err)
+	}
+	s.commits.Add(1)
+	s.intents.Add(int64(len(batch)))
+	return nil
+}
+
+// A txError means the transaction itself can no longer be used.
+type txError struct{ err error }
+
+func (e *txError) Error() string { return e.err.Error() }
+
+// applyOne runs one intent with the transaction's statements st, under a
+// savepoint if savepoints is set. A *txError means the savepoint failed and
+// the transaction must be abandoned.
+func (s *Store) applyOne(st *[len(statements)]*sql.Stmt, p *pending, savepoints bool) (store.Result, error) {
+	in := p.in
+	keyed := in.Key != ""
+	if keyed {
+		var keys int64
+		var fp []byte
+		var value, recordedAt sql.NullInt64
+		if err := st[lookup].QueryRow(in.Key).Scan(&keys, &fp, &value, &recordedAt); err != nil {
+			return store.Result{}, fmt.Errorf("durable store %s: look up key %q: %w", s.path, in.Key, err)
+		}
+		if cut, ok := s.ExpiredBefore(s.Now()); ok && (value.Valid && recordedAt.Int64 <= cut || !value.Valid && keys >= s.capacity) {
+			var err error
+			if keys, err = s.purgeKeys(st, cut); err != nil {
+				return store.Result{}, err
+			}
+			value.Valid = value.Valid && recordedAt.Int64 > cut // an expired key is absent
+		}
+		switch {
+		case value.Valid && string(fp) == string(in.Fingerprint[:]):
+			return store.Result{Value: value.Int64, Replayed: true}, nil
+		case value.Valid:
+			return store.Result{}, store.ErrConflict
+		case keys >= s.capacity:
+			return store.Result{}, store.ErrFull
+		}
+	}
+	if !savepoints {
+		value, err := s.effect(st, p)
+		return store.Result{Value: value}, err
+	}
+	if _, err := st[savepoint].Exec(); err != nil {
+		return store.Result{}, &txError{fmt.Errorf("durable store %s: savepoint: %w", s.path, err)}
+	}
+	value, err := s.effect(st, p)
+	if err != nil {
+		if _, rerr := st[rollback].Exec(); rerr != nil {
+			return store.Result{}, &txError{fmt.Errorf("durable store %s: roll back intent after %v: %w", s.path, err, rerr)}
+		}
+	}
+	if _, rerr := st[release].Exec(); rerr != nil {
+		return store.Result{}, &txError{fmt.Errorf("durable store %s: release savepoint: %w", s.path, rerr)}
+	}
+	if err != nil {
+		return store.Result{}, err
+	}
+	return store.Result{Value: value}, nil
+}
+
+// effect runs the intent's writes: the effect (counter and effects row),
+// the hook, the key's row.
+func (s *Store) effect(st *[len(statements)]*sql.Stmt, p *pending) (int64, error) {
+	keyed := int64(0)
+	if p.in.Key != "" {
+		keyed = 1
+	}
+	var value int64
+	if err := st[increment].QueryRow(keyed).Scan(&value); err != nil {
+		return 0, fmt.Errorf("durable store %s: apply effect: %w", s.path, err)
+	}
+	if _, err := st[journal].Exec(value, p.in.Fingerprint.Hex()); err != nil {
+		return 0, fmt.Errorf("durable store %s: journal effect %d: %w", s.path, value, err)
+	}
+	if err := p.afterEffect(); err != nil {
+		return 0, err
+	}
+	if keyed == 0 {
+		return value, nil
+	}
+	if _, err := st[record].Exec(p.in.Key, p.in.Fingerprint[:], value, s.Now().UnixMilli()); err != nil {
+		return 0, fmt.Errorf("durable store %s: record key %q: %w", s.path, p.in.Key, err)
+	}
+	return value, nil
+}
+
+// ReadState returns the counter and the applied effects (in the order
+// applied) of the database in dir, for use after every server on it has
+// exited. A missing database means 0 and no effects; a database without
+// this store's tables is an error. It checks that the effects are exactly
+// the counter's: values 1 to counter, in order.
+func ReadState(dir string) (store.State, error) {
+	path := filepath.Join(dir, FileName)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return store.State{}, nil
+	} else if err != nil {
+		return store.State{}, fmt.Errorf("durable store %s: %w", path, err)
+	}
+	db, err := sql.Open("sqlite", path+fmt.Sprintf("?_busy_timeout=%d&_query_only=1", busyTimeoutMS))
+	if err != nil {
+		return store.State{}, fmt.Errorf("durable store %s: %w", path, err)
+	}
+	defer db.Close()
+	st, err := readState(db)
+	if err != nil {
+		return store.State{}, fmt.Errorf("durable store %s: %w", path, err)
+	}
+	return st, nil
+}
+
+func readState(db *sql.DB) (store.State, error) {
+	tx, err := db.BeginTx(context.Background(), &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return store.State{}, err
+	}
+	defer tx.Rollback()
+	empty, err := layout(tx)
+	if err != nil {
+		return store.State{}, err
+	}
+	if empty { // 0 bytes too: this store never names a database without its tables
+		return store.State{}, errors.New("not an idemlab state database (no tables, no schema version)")
+	}
+	var counter int64
+	if err := tx.QueryRow(`SELECT counter FROM state WHERE id = 1`).Scan(&counter); err != nil {
+		return store.State{}, fmt.Errorf("read counter: %w", err)
+	}
+	rows, err := tx.Query(`SELECT value, body_sha256 FROM effects ORDER BY value`)
+	if err != nil {
+		return store.State{}, fmt.Errorf("read effects: %w", err)
+	}
+	defer rows.Close()
+	var effects []store.Effect
+	for rows.Next() {
+		var e store.Effect
+		if err := rows.Scan(&e.Value, &e.BodySHA256); err != nil {
+			return store.State{}, fmt.Errorf("read effects: %w", err)
+		}
+		if want := int64(len(effects)) + 1; e.Value != want {
+			return store.State{}, fmt.Errorf("effects: value %d where %d was expected", e.Value, want)
+		}
+		effects = append(effects, e)
+	}
+	if err := rows.Err(); err != nil {
+		return store.State{}, fmt.Errorf("read effects: %w", err)
+	}
+	if int64(len(effects)) != counter {
+		return store.State{}, fmt.Errorf("%d effects recorded, but the counter holds %d", len(effects), counter)
+	}
+	return store.State{Counter: counter, Effects: effects}, nil
+}

@@ -1,0 +1,207 @@
+package durable
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"idemlab/internal/store"
+)
+
+// This file is the durable store's store.Phased and store.Expiring: the
+// claims of the downstream mode in the claims table, each phase (Claim,
+// Complete, Release) its own write transaction (BEGIN IMMEDIATE), so that
+// processes sharing the state folder see one order of claims:
+//
+//	claims (key TEXT PRIMARY KEY, fingerprint BLOB, token TEXT,
+//	        lease_until INTEGER, value INTEGER, recorded_at INTEGER)
+//	        one row per live key: claimed (value and recorded_at NULL) by
+//	        the owner named by token until lease_until, or recorded; times
+//	        are Unix milliseconds of the servers' clock (one machine)
+//
+// The key TTL (SetKeyTTL) also applies to the keys table of Apply.
+
+var (
+	_ store.Phased   = (*Store)(nil)
+	_ store.Expiring = (*Store)(nil)
+)
+
+// Claim claims in's key for lease in one transaction (see store.Phased).
+func (s *Store) Claim(in store.Intent, lease time.Duration) (store.Claim, error) {
+	var c store.Claim
+	err := s.phase("claim key "+in.Key, func(tx *sql.Tx) (bool, error) {
+		t := s.Now()
+		var fp []byte
+		var token string
+		var leaseUntil int64
+		var value, recordedAt sql.NullInt64
+		err := tx.QueryRow(`SELECT fingerprint, token, lease_until, value, recorded_at FROM claims WHERE key = ?`, in.Key).
+			Scan(&fp, &token, &leaseUntil, &value, &recordedAt)
+		found := err == nil
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return false, err
+		}
+		if cut, ok := s.ExpiredBefore(t); found && value.Valid && ok && recordedAt.Int64 <= cut {
+			if _, err := tx.Exec(`DELETE FROM claims WHERE key = ?`, in.Key); err != nil {
+				return false, err
+			}
+			found = false
+		}
+		until := t.Add(lease)
+		switch {
+		case !found:
+			full, err := s.claimsFull(tx, t)
+			if err != nil {
+				return false, err
+			}
+			if full {
+				return false, store.ErrFull
+			}
+			c = store.Claim{State: store.Owned, Token: store.NewToken(), LeaseUntil: until}
+			_, err = tx.Exec(`INSERT INTO claims (key, fingerprint, token, lease_until) VALUES (?, ?, ?, ?)`,
+				in.Key, in.Fingerprint[:], c.Token, until.UnixMilli())
+			return true, err
+		case string(fp) != string(in.Fingerprint[:]):
+			return false, store.ErrConflict
+		case value.Valid:
+			c = store.Claim{State: store.Recorded, Value: value.Int64}
+			return true, nil // commits the expired rows it deleted, if any
+		case t.UnixMilli() < leaseUntil:
+			c = store.Claim{State: store.Busy, LeaseUntil: time.UnixMilli(leaseUntil)}
+			return true, nil
+		}
+		c = store.Claim{State: store.Owned, Token: store.NewToken(), LeaseUntil: until, TakenOver: true}
+		_, err = tx.Exec(`UPDATE claims SET token = ?, lease_until = ? WHERE key = ?`, c.Token, until.UnixMilli(), in.Key)
+		return true, err
+	})
+	return c, err
+}
+
+// claimsFull reports whether capacity live keys are held, after deleting
+// the expired ones if the table is full.
+func (s *Store) claimsFull(tx *sql.Tx, t time.Time) (bool, error) {
+	var n int64
+	if err := tx.QueryRow(`SELECT count(*) FROM claims`).Scan(&n); err != nil {
+		return false, err
+	}
+	cut, ok := s.ExpiredBefore(t)
+	if n < s.capacity || !ok {
+		return n >= s.capacity, nil
+	}
+	res, err := tx.Exec(`DELETE FROM claims WHERE value IS NOT NULL AND recorded_at <= ?`, cut)
+	if err != nil {
+		return false, err
+	}
+	gone, err := res.RowsAffected()
+	return n-gone >= s.capacity, err
+}
+
+// Complete records value for key in one transaction, if token still holds
+// its claim (see store.Phased).
+func (s *Store) Complete(key, token string, value int64) error {
+	return s.phase("complete key "+key, func(tx *sql.Tx) (bool, error) {
+		res, err := tx.Exec(`UPDATE claims SET value = ?, recorded_at = ? WHERE key = ? AND token = ? AND value IS NULL`,
+			value, s.Now().UnixMilli(), key, token)
+		return lostUnlessOne(res, err)
+	})
+}
+
+// Release deletes key's claim in one transaction, if token still holds it.
+func (s *Store) Release(key, token string) error {
+	return s.phase("release key "+key, func(tx *sql.Tx) (bool, error) {
+		res, err := tx.Exec(`DELETE FROM claims WHERE key = ? AND token = ? AND value IS NULL`, key, token)
+		return lostUnlessOne(res, err)
+	})
+}
+
+// lostUnlessOne is store.ErrClaimLost unless the statement changed one row.
+func lostUnlessOne(res sql.Result, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	switch {
+	case err != nil:
+		return false, err
+	case n != 1:
+		return false, store.ErrClaimLost
+	}
+	return true, nil
+}
+
+// phase runs f in one write transaction and commits it when f says so;
+// the store's refusals (store.Err*) come back unwrapped, anything else
+// names what failed.
+func (s *Store) phase(what string, f func(tx *sql.Tx) (commit bool, err error)) error {
+	tx, err := s.db.BeginTx(context.Background(), nil) // BEGIN IMMEDIATE (see dsn)
+	if err != nil {
+		return fmt.Errorf("durable store %s: %s: begin: %w", s.path, what, err)
+	}
+	commit, err := f(tx)
+	if err == nil && !commit {
+		return tx.Rollback()
+	}
+	if err != nil {
+		tx.Rollback()
+		if refusal(err) {
+			return err
+		}
+		return fmt.Errorf("durable store %s: %s: %w", s.path, what, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("durable store %s: %s: commit: %w", s.path, what, err)
+	}
+	return nil
+}
+
+// refusal reports whether err is one of the store's answers rather than a failure.
+func refusal(err error) bool {
+	return errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrFull) || errors.Is(err, store.ErrClaimLost)
+}
+
+// purgeKeys deletes the keys of Apply recorded at or before cut (Unix ms)
+// with the transaction's statements st, and returns how many keys remain.
+func (s *Store) purgeKeys(st *[len(statements)]*sql.Stmt, cut int64) (keys int64, err error) {
+	if _, err := st[purge].Exec(cut); err != nil {
+		return 0, fmt.Errorf("durable store %s: expire keys: %w", s.path, err)
+	}
+	if err := st[recount].QueryRow().Scan(&keys); err != nil {
+		return 0, fmt.Errorf("durable store %s: count keys: %w", s.path, err)
+	}
+	return keys, nil
+}
+
+// RecordedWithTimes returns the live keys of Apply, as Recorded, with the
+// time each was recorded, for a registry that expires them (RestoreAt).
+func (s *Store) RecordedWithTimes() ([]store.TimedRecord, error) {
+	rows, err := s.db.Query(`SELECT key, fingerprint, value, recorded_at FROM keys ORDER BY rowid`)
+	if err != nil {
+		return nil, fmt.Errorf("durable store %s: read keys: %w", s.path, err)
+	}
+	defer rows.Close()
+	cut, expiring := s.ExpiredBefore(s.Now())
+	var keys []store.TimedRecord
+	for rows.Next() {
+		var k store.TimedRecord
+		var fp []byte
+		var at int64
+		if err := rows.Scan(&k.Key, &fp, &k.Value, &at); err != nil {
+			return nil, fmt.Errorf("durable store %s: read keys: %w", s.path, err)
+		}
+		if len(fp) != len(k.Fingerprint) {
+			return nil, fmt.Errorf("durable store %s: key %q: fingerprint of %d bytes, want %d", s.path, k.Key, len(fp), len(k.Fingerprint))
+		}
+		if expiring && at <= cut {
+			continue
+		}
+		copy(k.Fingerprint[:], fp)
+		k.RecordedAt = time.UnixMilli(at)
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("durable store %s: read keys: %w", s.path, err)
+	}
+	return keys, nil
+}

@@ -1,0 +1,210 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"idemlab/internal/store"
+)
+
+// This file is the postgres store's store.Phased and store.Expiring: the
+// claims of the downstream mode in the claims table, each phase (Claim,
+// Complete, Release) its own transaction:
+//
+//	claims (key text PRIMARY KEY, fingerprint bytea, token text,
+//	        lease_until bigint, value bigint, recorded_at bigint)
+//	        one row per live key: claimed (value and recorded_at NULL) by
+//	        the owner named by token until lease_until, or recorded; times
+//	        are Unix milliseconds of the servers' clock (one machine)
+//
+// Claim decides under a transaction-scoped advisory lock (claimsLock), so
+// replicas' claims happen in one order, each reading what the last one
+// committed (READ COMMITTED takes a fresh snapshot per statement): the
+// same decisions, in the same order, as SQLite's write lock gives the
+// durable store. Complete and Release are one conditional statement each.
+// The key TTL (SetKeyTTL) also applies to the keys table of Apply.
+
+var (
+	_ store.Phased   = (*Store)(nil)
+	_ store.Expiring = (*Store)(nil)
+)
+
+// claimsLock is the advisory lock key Claim holds for its transaction.
+const claimsLock = 0x1de71ac
+
+// cut returns the recording time (Unix ms) at or before which a key is
+// expired now; ok is false without a TTL.
+func (s *Store) cut() (ms int64, ok bool) { return s.ExpiredBefore(s.Now()) }
+
+// expired reports whether a key recorded at recordedAt (Unix ms; nil: not
+// recorded) is past the key TTL.
+func (s *Store) expired(recordedAt *int64) bool {
+	cut, ok := s.cut()
+	return ok && recordedAt != nil && *recordedAt <= cut
+}
+
+// expireKey deletes Apply's expired key and gives back its place.
+func (s *Store) expireKey(ctx context.Context, tx pgx.Tx, key string) error {
+	cut, _ := s.cut()
+	_, err := tx.Exec(ctx, `WITH d AS (DELETE FROM keys WHERE key = $1 AND recorded_at <= $2 RETURNING 1)
+UPDATE state SET keys = keys - (SELECT count(*) FROM d) WHERE id = 1`, key, cut)
+	return err
+}
+
+// purgeKeys deletes Apply's expired keys and gives back their places; it
+// reports whether any went.
+func (s *Store) purgeKeys(ctx context.Context, tx pgx.Tx) bool {
+	cut, ok := s.cut()
+	if !ok {
+		return false
+	}
+	var gone int64
+	err := tx.QueryRow(ctx, `WITH d AS (DELETE FROM keys WHERE value IS NOT NULL AND recorded_at <= $1 RETURNING 1)
+UPDATE state SET keys = keys - (SELECT count(*) FROM d) WHERE id = 1 RETURNING (SELECT count(*) FROM d)`, cut).Scan(&gone)
+	return err == nil && gone > 0
+}
+
+// RecordedWithTimes returns the live keys of Apply, as Recorded, with the
+// time each was recorded, for a registry that expires them (RestoreAt).
+func (s *Store) RecordedWithTimes() ([]store.TimedRecord, error) {
+	ctx := context.Background()
+	rows, err := s.pool.Query(ctx, `SELECT key, fingerprint, value, recorded_at FROM keys WHERE value IS NOT NULL ORDER BY value`)
+	if err != nil {
+		return nil, s.fail("read keys", err)
+	}
+	defer rows.Close()
+	var recs []store.TimedRecord
+	for rows.Next() {
+		var r store.TimedRecord
+		var fp []byte
+		var at *int64
+		if err := rows.Scan(&r.Key, &fp, &r.Value, &at); err != nil {
+			return nil, s.fail("read keys", err)
+		}
+		if len(fp) != len(r.Fingerprint) {
+			return nil, fmt.Errorf("postgres store %s: key %q: fingerprint of %d bytes, want %d", s.dsn, r.Key, len(fp), len(r.Fingerprint))
+		}
+		if at == nil || s.expired(at) {
+			continue
+		}
+		copy(r.Fingerprint[:], fp)
+		r.RecordedAt = time.UnixMilli(*at)
+		recs = append(recs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("read keys", err)
+	}
+	return recs, nil
+}
+
+// Claim claims in's key for lease in one transaction (see store.Phased).
+func (s *Store) Claim(in store.Intent, lease time.Duration) (store.Claim, error) {
+	ctx := context.Background()
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return store.Claim{}, s.fail("claim: begin", err)
+	}
+	defer tx.Rollback(ctx) // after Commit, a no-op
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, claimsLock); err != nil {
+		return store.Claim{}, s.fail(fmt.Sprintf("claim key %q: lock", in.Key), err)
+	}
+	t := s.Now()
+	until := t.Add(lease)
+	var fp []byte
+	var token string
+	var leaseUntil int64
+	var value, recordedAt *int64
+	err = tx.QueryRow(ctx, `SELECT fingerprint, token, lease_until, value, recorded_at FROM claims WHERE key = $1`, in.Key).
+		Scan(&fp, &token, &leaseUntil, &value, &recordedAt)
+	found := err == nil
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return store.Claim{}, s.fail(fmt.Sprintf("claim key %q: read", in.Key), err)
+	}
+	if found && value != nil && s.expired(recordedAt) {
+		if _, err := tx.Exec(ctx, `DELETE FROM claims WHERE key = $1`, in.Key); err != nil {
+			return store.Claim{}, s.fail(fmt.Sprintf("claim key %q: expire", in.Key), err)
+		}
+		found = false
+	}
+	var c store.Claim
+	switch {
+	case !found:
+		full, err := s.claimsFull(ctx, tx)
+		if err != nil {
+			return store.Claim{}, s.fail(fmt.Sprintf("claim key %q: count", in.Key), err)
+		}
+		if full {
+			return store.Claim{}, store.ErrFull
+		}
+		c = store.Claim{State: store.Owned, Token: store.NewToken(), LeaseUntil: until}
+		_, err = tx.Exec(ctx, `INSERT INTO claims (key, fingerprint, token, lease_until) VALUES ($1, $2, $3, $4)`,
+			in.Key, in.Fingerprint[:], c.Token, until.UnixMilli())
+		if err != nil {
+			return store.Claim{}, s.fail(fmt.Sprintf("claim key %q: insert", in.Key), err)
+		}
+	case string(fp) != string(in.Fingerprint[:]):
+		return store.Claim{}, store.ErrConflict
+	case value != nil:
+		c = store.Claim{State: store.Recorded, Value: *value}
+	case t.UnixMilli() < leaseUntil:
+		c = store.Claim{State: store.Busy, LeaseUntil: time.UnixMilli(leaseUntil)}
+	default:
+		c = store.Claim{State: store.Owned, Token: store.NewToken(), LeaseUntil: until, TakenOver: true}
+		if _, err := tx.Exec(ctx, `UPDATE claims SET token = $2, lease_until = $3 WHERE key = $1`, in.Key, c.Token, until.UnixMilli()); err != nil {
+			return store.Claim{}, s.fail(fmt.Sprintf("claim key %q: take over", in.Key), err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return store.Claim{}, s.fail(fmt.Sprintf("claim key %q: commit", in.Key), err)
+	}
+	return c, nil
+}
+
+// claimsFull reports whether capacity live keys are held, after deleting
+// the expired ones if the table is full.
+func (s *Store) claimsFull(ctx context.Context, tx pgx.Tx) (bool, error) {
+	var n int64
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM claims`).Scan(&n); err != nil {
+		return false, err
+	}
+	cut, ok := s.cut()
+	if n < s.capacity || !ok {
+		return n >= s.capacity, nil
+	}
+	tag, err := tx.Exec(ctx, `DELETE FROM claims WHERE value IS NOT NULL AND recorded_at <= $1`, cut)
+	if err != nil {
+		return false, err
+	}
+	return n-tag.RowsAffected() >= s.capacity, nil
+}
+
+// Complete records value for key, if token still holds its claim.
+func (s *Store) Complete(key, token string, value int64) error {
+	tag, err := s.pool.Exec(context.Background(),
+		`UPDATE claims SET value = $3, recorded_at = $4 WHERE key = $1 AND token = $2 AND value IS NULL`,
+		key, token, value, s.Now().UnixMilli())
+	if err != nil {
+		return s.fail(fmt.Sprintf("complete key %q", key), err)
+	}
+	if tag.RowsAffected() != 1 {
+		return store.ErrClaimLost
+	}
+	return nil
+}
+
+// Release deletes key's claim, if token still holds it.
+func (s *Store) Release(key, token string) error {
+	tag, err := s.pool.Exec(context.Background(),
+		`DELETE FROM claims WHERE key = $1 AND token = $2 AND value IS NULL`, key, token)
+	if err != nil {
+		return s.fail(fmt.Sprintf("release key %q", key), err)
+	}
+	if tag.RowsAffected() != 1 {
+		return store.ErrClaimLost
+	}
+	return nil
+}

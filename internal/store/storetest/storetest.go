@@ -1,0 +1,180 @@
+// Package storetest is the contract test every store.Phased passes: the
+// in-memory registry.Claims and the persistent stores (durable,
+// postgres) run the same table of steps against a clock the test moves.
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"idemlab/internal/store"
+)
+
+// A Subject is a fresh, empty store.Phased of the given capacity and key
+// TTL, whose clock reads *now.
+type Subject func(t *testing.T, capacity int, ttl time.Duration, now *time.Time) store.Phased
+
+// Lease is the lease every Claim of the contract asks for.
+const Lease = time.Second
+
+// step is one call of the contract and its answer.
+type step struct {
+	name    string
+	advance time.Duration // move the clock first
+	op      string        // "claim", "complete", "release"
+	key     string
+	body    string
+	token   int   // complete/release: the token of the n-th Owned claim (from 1), 0: a made-up one
+	value   int64 // complete
+	want    store.ClaimState
+	over    bool  // want TakenOver
+	val     int64 // want Value (Recorded)
+	err     error
+}
+
+// Run runs the contract on fresh subjects.
+func Run(t *testing.T, subject Subject) {
+	t.Run("claim-complete-takeover", func(t *testing.T) {
+		run(t, subject, 2, 0, []step{
+			{name: "a new key is owned", op: "claim", key: "a", body: "x", want: store.Owned},
+			{name: "a duplicate within the lease is busy", op: "claim", key: "a", body: "x", want: store.Busy},
+			{name: "another body is a conflict", op: "claim", key: "a", body: "y", err: store.ErrConflict},
+			{name: "after the lease it is taken over", advance: Lease, op: "claim", key: "a", body: "x", want: store.Owned, over: true},
+			{name: "the first owner's token no longer holds", op: "complete", key: "a", token: 1, value: 5, err: store.ErrClaimLost},
+			{name: "the new owner completes", op: "complete", key: "a", token: 2, value: 7},
+			{name: "a completed key replays", op: "claim", key: "a", body: "x", want: store.Recorded, val: 7},
+			{name: "completing twice is refused", op: "complete", key: "a", token: 2, value: 8, err: store.ErrClaimLost},
+			{name: "a recorded key with another body is a conflict", op: "claim", key: "a", body: "y", err: store.ErrConflict},
+			{name: "a second key fills capacity", op: "claim", key: "b", body: "x", want: store.Owned},
+			{name: "a third key is refused", op: "claim", key: "c", body: "x", err: store.ErrFull},
+			{name: "an expired claim still takes its place", advance: 10 * Lease, op: "claim", key: "c", body: "x", err: store.ErrFull},
+			{name: "a made-up token releases nothing", op: "release", key: "b", token: 0, err: store.ErrClaimLost},
+			{name: "the owner releases", op: "release", key: "b", token: 3},
+			{name: "the freed place takes a new key", op: "claim", key: "c", body: "x", want: store.Owned},
+			{name: "recorded keys never expire without a TTL", advance: 1000 * Lease, op: "claim", key: "a", body: "x", want: store.Recorded, val: 7},
+		})
+	})
+	t.Run("ttl", func(t *testing.T) {
+		ttl := 5 * Lease
+		run(t, subject, 2, ttl, []step{
+			{name: "a is owned", op: "claim", key: "a", body: "x", want: store.Owned},
+			{name: "a completes", op: "complete", key: "a", token: 1, value: 1},
+			{name: "b is owned", op: "claim", key: "b", body: "x", want: store.Owned},
+			{name: "b completes", op: "complete", key: "b", token: 2, value: 2},
+			{name: "a full table refuses c", op: "claim", key: "c", body: "x", err: store.ErrFull},
+			{name: "a replays just before its TTL", advance: ttl - time.Millisecond, op: "claim", key: "a", body: "x", want: store.Recorded, val: 1},
+			{name: "an expired key frees its place for c", advance: time.Millisecond, op: "claim", key: "c", body: "x", want: store.Owned},
+			{name: "an expired key is new again, other body or not", op: "claim", key: "b", body: "y", want: store.Owned},
+			{name: "c completes", op: "complete", key: "c", token: 3, value: 3},
+			{name: "b completes", op: "complete", key: "b", token: 4, value: 4},
+			{name: "a, expired, finds the table full", op: "claim", key: "a", body: "x", err: store.ErrFull},
+			{name: "c replays within its TTL", advance: ttl - time.Millisecond, op: "claim", key: "c", body: "x", want: store.Recorded, val: 3},
+		})
+	})
+}
+
+func run(t *testing.T, subject Subject, capacity int, ttl time.Duration, steps []step) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := subject(t, capacity, ttl, &now)
+	var tokens []string
+	for i, s := range steps {
+		now = now.Add(s.advance)
+		fp := store.FingerprintOf([]byte(s.body))
+		tok := "0123456789abcdef0123456789abcdef"
+		if s.token > 0 {
+			tok = tokens[s.token-1]
+		}
+		var err error
+		var c store.Claim
+		switch s.op {
+		case "claim":
+			c, err = p.Claim(store.Intent{Key: s.key, Fingerprint: fp}, Lease)
+		case "complete":
+			err = p.Complete(s.key, tok, s.value)
+		case "release":
+			err = p.Release(s.key, tok)
+		}
+		if !errors.Is(err, s.err) {
+			t.Fatalf("step %d (%s): %s %s: error %v, want %v", i, s.name, s.op, s.key, err, s.err)
+		}
+		if s.op != "claim" || err != nil {
+			continue
+		}
+		if got, want := c.State, s.want; got != want {
+			t.Fatalf("step %d (%s): Claim(%s).State = %d, want %d", i, s.name, s.key, got, want)
+		}
+		switch c.State {
+		case store.Owned:
+			if c.Token == "" || c.TakenOver != s.over || !c.LeaseUntil.Equal(now.Add(Lease)) {
+				t.Fatalf("step %d (%s): Claim(%s) = %+v, want a token, TakenOver %v, LeaseUntil %v", i, s.name, s.key, c, s.over, now.Add(Lease))
+			}
+			for _, old := range tokens {
+				if old == c.Token {
+					t.Fatalf("step %d (%s): token %s reused", i, s.name, c.Token)
+				}
+			}
+			tokens = append(tokens, c.Token)
+		case store.Recorded:
+			if c.Value != s.val {
+				t.Fatalf("step %d (%s): Claim(%s).Value = %d, want %d", i, s.name, s.key, c.Value, s.val)
+			}
+		case store.Busy:
+			if !c.LeaseUntil.After(now) {
+				t.Fatalf("step %d (%s): Busy until %v, not after now %v", i, s.name, c.LeaseUntil, now)
+			}
+		}
+	}
+}
+
+// An Applier is a persistent store's one-transaction path (Apply) with its
+// live keys listed, beside its store.Phased.
+type Applier interface {
+	Apply(in store.Intent, afterEffect func() error) (store.Result, error)
+	RecordedWithTimes() ([]store.TimedRecord, error)
+}
+
+// An ApplierSubject is a fresh, empty Applier of the given capacity and key
+// TTL, whose clock reads *now.
+type ApplierSubject func(t *testing.T, capacity int, ttl time.Duration, now *time.Time) Applier
+
+// ApplyTTL checks that the key TTL applies to Apply's keys: a replay
+// within it, a new effect after it, and an expired key's place taken by a
+// new key in a full store; RecordedWithTimes leaves expired keys out.
+func ApplyTTL(t *testing.T, subject ApplierSubject) {
+	const ttl = 10 * time.Second
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := subject(t, 2, ttl, &now)
+	steps := []struct {
+		name     string
+		advance  time.Duration
+		key      string
+		value    int64
+		replayed bool
+		err      error
+		live     int
+	}{
+		{"a applies", 0, "a", 1, false, nil, 1},
+		{"b applies", ttl / 2, "b", 2, false, nil, 2},
+		{"c finds the store full", 0, "c", 0, false, store.ErrFull, 2},
+		{"a replays just before its TTL", ttl/2 - time.Millisecond, "a", 1, true, nil, 2},
+		{"a is a new effect at its TTL", time.Millisecond, "a", 3, false, nil, 2},
+		{"c still finds the store full", 0, "c", 0, false, store.ErrFull, 2},
+		{"b expired: c takes its place", ttl / 2, "c", 4, false, nil, 2},
+	}
+	noHook := func() error { return nil }
+	for _, st := range steps {
+		now = now.Add(st.advance)
+		res, err := s.Apply(store.Intent{Key: st.key, Fingerprint: store.FingerprintOf([]byte("add-one"))}, noHook)
+		if !errors.Is(err, st.err) || res.Value != st.value || res.Replayed != st.replayed {
+			t.Fatalf("%s: Apply(%s) = %+v, %v; want value %d replayed %v, %v", st.name, st.key, res, err, st.value, st.replayed, st.err)
+		}
+		recs, err := s.RecordedWithTimes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := len(recs), st.live; got != want {
+			t.Fatalf("%s: RecordedWithTimes() holds %d keys, want %d", st.name, got, want)
+		}
+	}
+}
