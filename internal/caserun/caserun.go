@@ -384,7 +384,7 @@ func (r *run) startServer(ctx context.Context, replica int) error {
 }
 
 // stopServer ends a replica's server the way the case says and records its
-// exit code. A server that has to be killed is recorded with code -1: an
+// exit code. A server that has to be killed is recorded with code 137 (SIGKILL): an
 // observation the audit will flag, not a broken lab. A replica that is not
 // running has nothing to stop (casefile refuses such a step).
 func (r *run) stopServer(replica int, how casefile.Stop) {

@@ -179,7 +179,7 @@ func (c *cluster) reap() []int {
 }
 
 // stopAll stops every running replica with SIGTERM and records how each
-// ended; a server that does not exit within StopWithin is killed (code -1).
+// ended; a server that does not exit within StopWithin is killed (code 137, SIGKILL).
 func (c *cluster) stopAll() {
 	c.reap()
 	var wg sync.WaitGroup
