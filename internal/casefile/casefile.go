@@ -43,6 +43,17 @@ type Case struct {
 	// Server holds the replicas' flags the case sets in place of the
 	// lab's protocol constants.
 	Server Server
+	// Target says how a run of the case on a target is judged; its zero
+	// value (no "target" in the file) keeps the case off targets.
+	Target TargetJudging
+}
+
+// TargetJudging says what a sound implementation shows in a case (the
+// expectation of the store Sound) and which properties the case tests,
+// for judging a run on a target (package verdict).
+type TargetJudging struct {
+	Sound protocol.Store `json:"sound"`
+	Tests []string       `json:"tests"`
 }
 
 // Ledger is a case's ledger: a durable effect server of its own.
@@ -296,6 +307,7 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
 		Expect   map[protocol.Store]Expectation `json:"expect"`
 		Ledger   *Ledger                        `json:"ledger"`
 		Server   Server                         `json:"server"`
+		Target   TargetJudging                  `json:"target"`
 	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
@@ -306,7 +318,7 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
 		return Case{}, &Error{File: path, Problem: fmt.Sprintf("name: %q does not match the file name (want %q)", raw.Name, m[1])}
 	}
 	c := Case{Name: raw.Name, File: path, Summary: raw.Summary, Replicas: max(raw.Replicas, 1), Steps: raw.Steps, Expect: raw.Expect,
-		Ledger: raw.Ledger, Server: raw.Server}
+		Ledger: raw.Ledger, Server: raw.Server, Target: raw.Target}
 	if n := c.CallCount(); n > MaxCalls {
 		return Case{}, &Error{File: path, Problem: fmt.Sprintf("steps: %d calls, at most %d per case", n, MaxCalls)}
 	}
@@ -319,7 +331,49 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
 	if err := c.checkLedger(); err != nil {
 		return Case{}, &Error{File: path, Problem: err.Error()}
 	}
+	if _, ok := c.Expect[c.Target.Sound]; c.Target.Sound != "" && !ok {
+		return Case{}, &Error{File: path, Problem: fmt.Sprintf("target/sound: %q has no expectation in expect", c.Target.Sound)}
+	}
 	return c, nil
+}
+
+// A PlannedCall is one call the steps make, in the order they are
+// recorded: its step, key, fault, body length and, for a call of a
+// concurrent group, the group's step (Group is -1 otherwise).
+type PlannedCall struct {
+	Step    int
+	Group   int
+	Replica int
+	Key     *string
+	Fault   string
+	BodyLen int
+}
+
+// Plan lists the calls the steps make, one per recorded call.
+func (c Case) Plan() []PlannedCall {
+	var out []PlannedCall
+	one := func(step, group int, call Call, i int) PlannedCall {
+		return PlannedCall{Step: step, Group: group, Replica: call.Replica, Key: call.KeyFor(i), Fault: call.Fault, BodyLen: len(call.BodyFor(i))}
+	}
+	for step, s := range c.Steps {
+		switch {
+		case s.Call != nil:
+			for i := range max(s.Call.Repeat, 1) {
+				out = append(out, one(step, -1, *s.Call, i))
+			}
+		case s.Concurrent != nil:
+			for i := range max(s.Concurrent.Call.Repeat, 1) {
+				for range s.Concurrent.Clients {
+					out = append(out, one(step, step, s.Concurrent.Call, i))
+				}
+			}
+		case s.Parallel != nil:
+			for _, call := range s.Parallel.Calls {
+				out = append(out, one(step, -1, call, 0))
+			}
+		}
+	}
+	return out
 }
 
 // CallCount is how many HTTP calls the steps make.

@@ -2,6 +2,7 @@ package casefile
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,6 +69,8 @@ func TestParseErrors(t *testing.T) {
 		{"across one replica", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"concurrent":{"clients":3,"call":{"key":"k"},"across_replicas":true}}`, 1), "10-demo.json: /steps/0/concurrent/across_replicas: the case runs one replica"},
 		{"two bodies", "10-demo.json", strings.Replace(good, `"repeat":3}}`, `"repeat":3,"body":"a","body_bytes":5}}`, 1), "10-demo.json: /steps/0/call: body and body_bytes exclude each other (give one)"},
 		{"too many calls", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"concurrent":{"clients":11,"call":{"key":"k","repeat":1000}}}`, 1), "10-demo.json: steps: 11000 calls, at most 10000 per case"},
+		{"sound store without an expectation", "10-demo.json", strings.Replace(good, `"steps"`, `"target":{"sound":"durable","tests":["duplicate_effect"]},"steps"`, 1), `10-demo.json: target/sound: "durable" has no expectation in expect`},
+		{"unknown rule", "10-demo.json", strings.Replace(good, `"steps"`, `"target":{"sound":"volatile","tests":["nice_reply"]},"steps"`, 1), "10-demo.json: /target/tests/0: value must be one of"},
 		{"call count", "10-demo.json", strings.Replace(good, `"replayed":false,"repeat":3`, `"replayed":false,"repeat":2`, 1), "10-demo.json: expect.volatile.calls: 2 expected calls, but the steps make 3 calls"},
 	}
 	set := schemas(t)
@@ -91,6 +94,34 @@ func TestParseErrors(t *testing.T) {
 				t.Fatalf("Parse error = %q, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// Ensure Plan lists one planned call per recorded call, in recorded
+// order, with its step, key, fault and body length, and marks a
+// concurrent group's calls with the group's step.
+func TestPlan(t *testing.T) {
+	doc := `{"name":"demo","summary":"s","steps":[
+{"call":{"key":"k-{i}","repeat":2,"fault":"slow"}},
+{"concurrent":{"clients":2,"call":{"key":"g","body_bytes":5}}},
+{"sleep":{"ms":1}},
+{"call":{"body":"abc"}}],
+"expect":{"volatile":{"counter":0,"exit_codes":[0],"calls":[{"outcome":"reply","repeat":5}]}}}`
+	c, err := Parse(filepath.Join("cases", "10-demo.json"), []byte(doc), schemas(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range c.Plan() {
+		key := "-"
+		if p.Key != nil {
+			key = *p.Key
+		}
+		got = append(got, fmt.Sprintf("%d/%d %s %q %d", p.Step, p.Group, key, p.Fault, p.BodyLen))
+	}
+	want := []string{`0/-1 k-0 "slow" 7`, `0/-1 k-1 "slow" 7`, `1/1 g "" 5`, `1/1 g "" 5`, `3/-1 - "" 3`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("Plan =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
