@@ -376,6 +376,24 @@ func (c Case) Plan() []PlannedCall {
 	return out
 }
 
+// LosesProcess reports whether the case ends a server process between
+// calls: a restart or stop step, or a crash fault.
+func (c Case) LosesProcess() bool {
+	for _, s := range c.Steps {
+		if s.Restart != nil || s.Stop != nil {
+			return true
+		}
+	}
+	for _, p := range c.Plan() {
+		for part := range strings.SplitSeq(p.Fault, ",") {
+			if strings.HasPrefix(part, "crash-") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // CallCount is how many HTTP calls the steps make.
 func (c Case) CallCount() int {
 	n := 0
