@@ -28,12 +28,25 @@ import (
 // EffectURL is the URL of protocol.EffectPath on a server listening at addr (host:port).
 func EffectURL(addr string) string { return "http://" + addr + protocol.EffectPath }
 
-// A Request is one POST to protocol.EffectPath.
+// A Request is one call for one intent: a POST to protocol.EffectPath
+// unless its Shape says otherwise (a target's own method and headers).
 type Request struct {
 	Key   *string // Idempotency-Key sent verbatim (a case may send a malformed one); nil sends none
 	Fault string  // X-Lab-Fault value; empty sends none
 	Body  []byte
+	Shape *Shape // nil: the lab's own protocol
 }
+
+// A Shape is how a target takes a request: its method, the header its key
+// goes in, and the Content-Type sent ("" sends none).
+type Shape struct {
+	Method      string
+	KeyHeader   string
+	ContentType string
+}
+
+// labShape is the effect server's.
+var labShape = Shape{Method: http.MethodPost, KeyHeader: protocol.KeyHeader, ContentType: "text/plain"}
 
 // A Reply is the HTTP response to a Request.
 type Reply struct {
@@ -43,6 +56,8 @@ type Reply struct {
 	// RetryAfter is how long the Retry-After header asks the client to
 	// wait (protocol.RetryAfterHeader); 0 when absent or unreadable.
 	RetryAfter time.Duration
+	// Header holds every reply header (a target marks a replay its own way).
+	Header http.Header
 }
 
 // A Client makes the lab's calls. Its methods are safe for concurrent use.
@@ -62,13 +77,19 @@ func New(timeout time.Duration) *Client {
 // Post sends r to url and reads the whole reply. An error means no complete
 // reply arrived; Classify says how the call failed.
 func (c *Client) Post(ctx context.Context, url string, r Request) (Reply, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(r.Body))
+	shape := labShape
+	if r.Shape != nil {
+		shape = *r.Shape
+	}
+	req, err := http.NewRequestWithContext(ctx, shape.Method, url, bytes.NewReader(r.Body))
 	if err != nil {
 		return Reply{}, err
 	}
-	req.Header.Set("Content-Type", "text/plain")
+	if shape.ContentType != "" {
+		req.Header.Set("Content-Type", shape.ContentType)
+	}
 	if r.Key != nil {
-		req.Header[protocol.KeyHeader] = []string{*r.Key} // verbatim, not canonicalized or checked
+		req.Header[http.CanonicalHeaderKey(shape.KeyHeader)] = []string{*r.Key} // the value verbatim, not checked
 	}
 	if r.Fault != "" {
 		req.Header.Set(protocol.FaultHeader, r.Fault)
@@ -82,7 +103,7 @@ func (c *Client) Post(ctx context.Context, url string, r Request) (Reply, error)
 	if err != nil {
 		return Reply{}, err
 	}
-	out := Reply{Status: resp.StatusCode, Body: body, RetryAfter: ParseRetryAfter(resp.Header.Get(protocol.RetryAfterHeader), time.Now())}
+	out := Reply{Status: resp.StatusCode, Body: body, RetryAfter: ParseRetryAfter(resp.Header.Get(protocol.RetryAfterHeader), time.Now()), Header: resp.Header}
 	switch resp.Header.Get(protocol.ReplayedHeader) {
 	case "true":
 		t := true
