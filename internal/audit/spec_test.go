@@ -181,9 +181,11 @@ func TestSpecReport(t *testing.T) {
 						verdict, mismatches = "MISMATCH", mismatches+1
 					}
 					row := "\n| " + c.Name + " | " + s + " | "
-					i := bytes.Index(want, []byte(row))
-					line, _, _ := strings.Cut(string(want[i+1:]), "\n")
-					if i < 0 || !strings.HasSuffix(line, " | "+verdict+" |") {
+					line := "(no row)"
+					if i := bytes.Index(want, []byte(row)); i >= 0 {
+						line, _, _ = strings.Cut(string(want[i+1:]), "\n")
+					}
+					if !strings.HasSuffix(line, " | "+verdict+" |") {
 						t.Errorf("case %s, store %s: the audit's verdict is %s; REPORT.md's row: %q", c.Name, s, verdict, line)
 					}
 				}
