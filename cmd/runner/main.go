@@ -123,7 +123,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Func("store", "volatile, durable, postgres or all", func(s string) (err error) {
 		o.Stores, err = runner.ParseStores(s)
 		o.PostgresAsked = s == string(protocol.Postgres)
+		o.StoresGiven = true
 		return err
+	})
+	fs.Func("target", "run the cases on this target: a shipped target's name or a folder with target.json (repeatable)", func(s string) error {
+		if s == "" {
+			return errors.New("want a target's name or folder")
+		}
+		o.Targets = append(o.Targets, s)
+		return nil
 	})
 	fs.StringVar(&o.Case, "case", "", "run only this case")
 	fs.StringVar(&o.ServerPath, "server", "", "prebuilt effectserver binary")

@@ -12,19 +12,23 @@ import (
 )
 
 // SourceRoots are the checkout's files and folders that can change a result.
-// Below a folder, test files and testdata are not sources.
-var SourceRoots = []string{"go.mod", "go.sum", "cmd", "internal", "cases", "schema"}
+// Below a folder, test files and testdata are not sources, nor what a
+// target's setup makes (node_modules, which its lock file pins) and the
+// setup's own marker.
+var SourceRoots = []string{"go.mod", "go.sum", "cmd", "internal", "cases", "schema", "targets"}
 
 // IsSource reports whether a slash path relative to the checkout root is a
 // source by the rule the audit also applies: below a source folder, every
-// regular file except *_test.go and anything in a testdata folder.
+// regular file except *_test.go, anything in a testdata or node_modules
+// folder, and a target's setup marker (.idemlab-setup*).
 func IsSource(rel string) bool {
-	if strings.HasSuffix(rel, "_test.go") {
+	parts := strings.Split(rel, "/")
+	base := parts[len(parts)-1]
+	if strings.HasSuffix(base, "_test.go") || strings.HasPrefix(base, ".idemlab-setup") {
 		return false
 	}
-	parts := strings.Split(rel, "/")
 	for _, p := range parts[:len(parts)-1] {
-		if p == "testdata" {
+		if p == "testdata" || p == "node_modules" {
 			return false
 		}
 	}
@@ -42,6 +46,9 @@ func Sources(root string) (map[string]string, error) {
 		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
+			}
+			if d.IsDir() && d.Name() == "node_modules" {
+				return filepath.SkipDir // a target's setup made it: not a source
 			}
 			if !d.Type().IsRegular() {
 				return nil

@@ -27,6 +27,7 @@ import (
 	"idemlab/internal/protocol"
 	"idemlab/internal/retries"
 	"idemlab/internal/schemacheck"
+	"idemlab/internal/target"
 )
 
 // Options is one invocation of the runner.
@@ -52,6 +53,14 @@ type Options struct {
 	// (-store postgres): without PostgreSQL that is an error, where a
 	// plain run skips the postgres column and says so.
 	PostgresAsked bool
+	// StoresGiven says -store narrowed the stores (a plain run then runs
+	// no shipped target).
+	StoresGiven bool
+	// Targets are the targets to run the cases on (-target: a shipped
+	// target's name or a folder); empty in a plain run means every shipped
+	// target, and with Targets set the cases run on no store unless
+	// StoresGiven.
+	Targets []string
 	Stdout        io.Writer
 	Stderr        io.Writer
 }
@@ -68,7 +77,7 @@ func (o Options) plan() (suite bool, run []Experiment) {
 		return true, nil
 	case o.Experiment != "":
 		return false, []Experiment{o.Experiment}
-	case o.Case != "", o.Unsafe != protocol.Sound:
+	case o.Case != "", o.Unsafe != protocol.Sound, len(o.Targets) > 0:
 		return true, nil
 	default:
 		return true, Experiments()
@@ -159,8 +168,20 @@ func ParseStores(flag string) ([]protocol.Store, error) {
 
 // evidenceNames are the files the runner may write into the evidence folder.
 func evidenceNames() []string {
-	return append([]string{evidence.ResultsName, evidence.RunName, evidence.ReportName, evidence.ManifestName, evidence.StatementName}, experimentFiles()...)
+	return append([]string{evidence.ResultsName, evidence.RunName, evidence.ReportName, evidence.ManifestName, evidence.StatementName,
+		evidence.TargetsName, evidence.TargetsReportName}, experimentFiles()...)
 }
+
+// onTargets says whether this invocation runs the cases on targets: with
+// -target, or in a run of the cases on every store; never in a mutation
+// run (the broken registries are the lab server's).
+func (o Options) onTargets(suite bool) bool {
+	return suite && o.Unsafe == protocol.Sound && (len(o.Targets) > 0 || !o.StoresGiven)
+}
+
+// onStores says whether the cases run on the lab's own stores: unless
+// -target alone narrowed the run to targets.
+func (o Options) onStores() bool { return len(o.Targets) == 0 || o.StoresGiven }
 
 // Run runs the suite and returns nil when the audit passed, ErrAuditFailed
 // when it did not, a *UsageError for bad input, ErrInterrupted when ctx
@@ -199,6 +220,16 @@ func Run(ctx context.Context, o Options) (err error) {
 			}
 		}
 	}
+	var targets []*target.Target
+	if o.onTargets(runSuite) {
+		dirs, err := findTargets(o)
+		if err != nil {
+			return err
+		}
+		if targets, err = loadTargets(dirs, schemas); err != nil {
+			return err
+		}
+	}
 	if err := evidence.CheckTarget(o.Out, evidenceNames()); err != nil {
 		return &UsageError{err}
 	}
@@ -220,7 +251,8 @@ func Run(ctx context.Context, o Options) (err error) {
 		cfg.Protocol = *o.Protocol
 	}
 	postgresVersion := ""
-	if slices.Contains(o.Stores, protocol.Postgres) && (runSuite || slices.Contains(runExperiments, Chaos)) {
+	needsPostgres := slices.ContainsFunc(targets, func(t *target.Target) bool { return slices.Contains(t.Services, target.Postgres) })
+	if slices.Contains(o.Stores, protocol.Postgres) && (runSuite && o.onStores() || slices.Contains(runExperiments, Chaos)) || needsPostgres {
 		pg, err := startPostgres(ctx, &o)
 		if err != nil {
 			return err
@@ -235,9 +267,10 @@ func Run(ctx context.Context, o Options) (err error) {
 	in := evidence.ManifestInput{Root: o.Root, Git: git, Protocol: cfg.Protocol, ServerSHA: server.SHA256, ServerBuild: server.Recipe, Postgres: postgresVersion, Unsafe: o.Unsafe}
 	var files []evidence.File
 	tests := evidence.Tests{}
-	if runSuite {
+	var grid *evidence.Grid
+	if runSuite && o.onStores() {
 		began := time.Now()
-		grid, err := runAll(ctx, cfg, cases, o.Stores, o.Stdout)
+		grid, err = runAll(ctx, cfg, cases, o.Stores, o.Stdout)
 		if err != nil {
 			return err
 		}
@@ -257,6 +290,25 @@ func Run(ctx context.Context, o Options) (err error) {
 		// The manifest's PostgreSQL version goes with the postgres column
 		// of the selection; an experiment-only run names no stores.
 		in.Postgres = ""
+	}
+	if len(targets) > 0 {
+		fmt.Fprintln(o.Stdout)
+		tenv := targetEnv{root: o.Root, server: server.Path, stateRoot: tmp, databases: cfg.Databases, protocol: cfg.Protocol, out: o.Stdout, grid: grid}
+		res, err := runTargets(ctx, tenv, targets, cases)
+		if err != nil {
+			return err
+		}
+		fs, err := evidence.TargetFiles(res)
+		if err != nil {
+			return err
+		}
+		files = append(files, fs...)
+		in.Targets = res
+		if len(in.Cases) == 0 {
+			for _, c := range cases {
+				in.Cases = append(in.Cases, c.Name)
+			}
+		}
 	}
 	env := experimentEnv{server: server.Path, stateRoot: tmp, seed: o.Seed, intents: o.Intents, retries: o.Retries, out: o.Stdout,
 		stores: o.Stores, databases: cfg.Databases, chaos: o.Chaos}
