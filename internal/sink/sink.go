@@ -24,11 +24,13 @@
 // still open: a caller that is gone may have been restarted since, and
 // killing its successor would be a kill nobody planned (Call.Err says so).
 //
-// Bounds: a call's head (request line and header fields) at most HeaderBytes,
-// its body at most Config.MaxBody, its whole request read within 30 s; at most
-// MaxConns connections at once (more wait to be accepted); waits at most
-// MaxWait each; Close cancels every wait and returns within 10 s plus the
-// time Kills in progress take.
+// Bounds: a call's head (request line, header fields, empty line) at most
+// HeaderBytes (431 beyond), read within 30 s; its body at most
+// Config.MaxBody, read within 30 s more; its reply written within 150 s of
+// its head; a kept-alive connection idle at most 30 s; at most MaxConns
+// connections at once (more wait to be accepted); each wait at most
+// MaxWait; at most MaxArms arms outstanding per replica. Close cancels
+// every wait and returns within 10 s plus the time Kills in progress take.
 package sink
 
 import (
@@ -208,13 +210,13 @@ func Start(cfg Config) (*Sink, error) {
 		arms:   make([][]*arm, cfg.Replicas),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	// No ReadTimeout: its deadline would outlive the body and, in the
+	// middle of a wait, cancel the request's context as if the caller had
+	// gone. The handler bounds the body's read instead.
 	s.srv = &http.Server{
 		Handler:           http.HandlerFunc(s.serveHTTP),
 		MaxHeaderBytes:    HeaderBytes - headerSlack,
 		ReadHeaderTimeout: readTimeout,
-		// No ReadTimeout: its deadline would outlive the body and, in
-		// the middle of a wait, cancel the request's context as if the
-		// caller had gone. The handler bounds the body's read instead.
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          log.New(io.Discard, "", 0),
