@@ -239,16 +239,14 @@ func (s *Sink) URL(replica int) string {
 // order. disarm removes the arm if it was not taken yet; calling it again,
 // or after the arm was taken, does nothing.
 //
+// An arm for a body over MaxBody is never taken: such a call gets 413.
 // An invalid Action (see Action.Validate), a replica the sink does not
-// serve, a body over MaxBody (no call could match it) or more than MaxArms
-// arms outstanding are programmer errors: Arm panics.
+// serve, or more than MaxArms arms outstanding are programmer errors: Arm
+// panics.
 func (s *Sink) Arm(replica int, body []byte, a Action) (disarm func()) {
 	s.mustServe(replica)
 	if err := a.Validate(); err != nil {
 		panic(err)
-	}
-	if int64(len(body)) > s.cfg.MaxBody {
-		panic(fmt.Sprintf("sink: arm: body of %d bytes over the sink's max body %d: no call can match it", len(body), s.cfg.MaxBody))
 	}
 	ar := &arm{body: bytes.Clone(body), action: a}
 	s.mu.Lock()
@@ -432,19 +430,21 @@ func (s *Sink) call(w http.ResponseWriter, r *http.Request, c *Call) int {
 	case Fail:
 		return reply(w, http.StatusInternalServerError, FailBody)
 	}
-	// Kill: only the replica still waiting on this connection.
-	if r.Context().Err() != nil {
-		c.Err = "caller gone before the kill"
-		return 0
-	}
+	// Kill: only the replica still waiting on this connection; either
+	// way the connection is closed unanswered.
+	gone := r.Context().Err() != nil
 	conn, _, err := rc.Hijack()
 	if err != nil {
 		c.Err = "hijack: " + err.Error()
 		return 0
 	}
+	defer conn.Close()
+	if gone {
+		c.Err = "caller gone before the kill"
+		return 0
+	}
 	s.cfg.Kill(replica)
 	c.Killed = true
-	conn.Close()
 	return 0
 }
 

@@ -244,9 +244,11 @@ func TestContract(t *testing.T) {
 			{call{method: "GET", path: "/"}, 404, ""},
 		},
 	}, {
-		name: "a body over MaxBody is 413 and applies nothing; one at MaxBody applies",
+		name: "a body over MaxBody is 413 and applies nothing, armed or not; one at MaxBody applies",
 		cfg:  sink.Config{Replicas: 1, MaxBody: 8},
+		arms: []armSpec{{0, "123456789", fail, false}},
 		steps: []step{
+			{post("/effect/0", "123456789"), 413, "body over 8 bytes\n"},
 			{post("/effect/0", "123456789"), 413, "body over 8 bytes\n"},
 			{post("/effect/0", "12345678"), 200, "1"},
 		},
@@ -633,7 +635,8 @@ func TestStartRejects(t *testing.T) {
 }
 
 // Ensure Validate accepts the lab's sink faults and names what is wrong
-// with any other Action; Arm refuses what Validate refuses.
+// with any other Action; Arm panics on what Validate refuses, on a replica
+// the sink does not serve, and past MaxArms arms outstanding.
 func TestValidate(t *testing.T) {
 	tests := []struct {
 		action sink.Action
@@ -671,6 +674,21 @@ func TestValidate(t *testing.T) {
 			s.Arm(0, nil, tt.action)
 		}()
 	}
+	panics := func(what string, f func()) {
+		t.Helper()
+		defer func() {
+			if recover() == nil {
+				t.Errorf("%s did not panic", what)
+			}
+		}()
+		f()
+	}
+	panics("Arm for replica 1 of 1", func() { s.Arm(1, nil, sink.Normal) })
+	panics("URL of replica -1", func() { s.URL(-1) })
+	for range sink.MaxArms {
+		s.Arm(0, []byte("leak"), sink.Normal)
+	}
+	panics("Arm past MaxArms outstanding", func() { s.Arm(0, []byte("leak"), sink.Normal) })
 	for e, want := range map[sink.End]string{sink.Answer: "answer", sink.Fail: "fail", sink.Kill: "kill", 0: "End(0)"} {
 		if got := e.String(); got != want {
 			t.Errorf("End(%d).String() = %q, want %q", int(e), got, want)
