@@ -27,7 +27,8 @@
 // Where the replica cannot be reached, or closes without a complete reply
 // (it was killed mid-request), the client's connection is closed without a
 // reply. Where the client goes (closes, or shuts down its sending side)
-// before the reply, the replica's connection is closed too, unless GiveUp
+// before the reply, the replica's connection is closed too (or never
+// opened, when it went before the request was forwarded), unless GiveUp
 // already let the client go. Requests the proxy refuses itself get a reply
 // whose body starts "proxy: ": 400 for a malformed request (or one with two
 // X-Lab-Fault fields, or both Transfer-Encoding and Content-Length), 431 for
@@ -287,6 +288,14 @@ type exchange struct {
 	ex     Exchange
 }
 
+// A request is one client request, read whole.
+type request struct {
+	*http.Request
+	head head   // as sent
+	body []byte // decoded
+	raw  []byte // the body as framed
+}
+
 // run runs the exchange; it reports false for a connection that sent no
 // byte (no exchange to observe). The caller closes the client's connection.
 func (x *exchange) run() bool {
@@ -294,56 +303,12 @@ func (x *exchange) run() bool {
 	defer cancel()
 	defer context.AfterFunc(ctx, func() { x.client.Close() })()
 	x.ctx = ctx
-	maxBody := x.p.cfg.MaxBody
 
-	// The request: head, then body, as sent.
-	x.client.SetReadDeadline(time.Now().Add(RequestTimeout))
-	x.rec = &recorder{r: x.client, n: HeaderBytes, keep: true}
-	x.br = bufio.NewReaderSize(x.rec, 4096)
-	req, err := http.ReadRequest(x.br)
-	if err != nil {
-		switch {
-		case len(x.rec.buf) == 0:
-			return false
-		case x.rec.exceeded:
-			x.refuse(http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("request head over %d bytes", HeaderBytes))
-		default:
-			x.refuse(http.StatusBadRequest, "bad request: "+err.Error())
-		}
-		return true
+	req, observed := x.read()
+	if req == nil {
+		return observed
 	}
-	headLen := len(x.rec.buf) - x.br.Buffered()
-	h, err := splitHead(x.rec.buf[:headLen])
-	if err != nil { // net/http accepted it: a bug of splitHead
-		x.refuse(http.StatusBadRequest, "bad request head: "+err.Error())
-		return true
-	}
-	if h.count(protocol.FaultHeader) > 1 {
-		x.refuse(http.StatusBadRequest, "more than one "+protocol.FaultHeader+" field")
-		return true
-	}
-	x.ex.Fault = req.Header.Get(protocol.FaultHeader)
-	if h.count("Transfer-Encoding") > 0 && h.count("Content-Length") > 0 {
-		x.refuse(http.StatusBadRequest, "both Transfer-Encoding and Content-Length")
-		return true
-	}
-	if req.ContentLength > maxBody {
-		x.refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody))
-		return true
-	}
-	x.rec.n = 2*maxBody + HeaderBytes
-	body, err := io.ReadAll(io.LimitReader(req.Body, maxBody+1))
-	switch {
-	case int64(len(body)) > maxBody || x.rec.exceeded:
-		x.refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody))
-		return true
-	case err != nil:
-		x.refuse(http.StatusBadRequest, "read request body: "+err.Error())
-		return true
-	}
-	rawBody := x.rec.buf[headLen : len(x.rec.buf)-x.br.Buffered()]
 	x.watchClient()
-
 	route, err := x.p.cfg.Route(x.ex.Fault)
 	if err == nil {
 		err = route.check()
@@ -352,12 +317,71 @@ func (x *exchange) run() bool {
 		x.refuse(http.StatusBadGateway, fmt.Sprintf("fault %q: %v", x.ex.Fault, err))
 		return true
 	}
+	x.forward(req, route)
+	return true
+}
+
+// read reads the client's request whole: its head, then its body. It
+// returns nil when there is none to forward: observed is then false for a
+// connection that sent no byte, true for a request the proxy refused.
+func (x *exchange) read() (req *request, observed bool) {
+	maxBody := x.p.cfg.MaxBody
+	x.client.SetReadDeadline(time.Now().Add(RequestTimeout))
+	x.rec = &recorder{r: x.client, n: HeaderBytes, keep: true}
+	x.br = bufio.NewReaderSize(x.rec, 4096)
+	r, err := http.ReadRequest(x.br)
+	if err != nil {
+		switch {
+		case len(x.rec.buf) == 0:
+			return nil, false
+		case x.rec.exceeded:
+			x.refuse(http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("request head over %d bytes", HeaderBytes))
+		default:
+			x.refuse(http.StatusBadRequest, "bad request: "+err.Error())
+		}
+		return nil, true
+	}
+	headLen := len(x.rec.buf) - x.br.Buffered()
+	h, err := splitHead(x.rec.buf[:headLen])
+	if err != nil { // net/http accepted it: a bug of splitHead
+		x.refuse(http.StatusBadRequest, "bad request head: "+err.Error())
+		return nil, true
+	}
+	if h.count(protocol.FaultHeader) > 1 {
+		x.refuse(http.StatusBadRequest, "more than one "+protocol.FaultHeader+" field")
+		return nil, true
+	}
+	x.ex.Fault = r.Header.Get(protocol.FaultHeader)
+	if h.count("Transfer-Encoding") > 0 && h.count("Content-Length") > 0 {
+		x.refuse(http.StatusBadRequest, "both Transfer-Encoding and Content-Length")
+		return nil, true
+	}
+	if r.ContentLength > maxBody {
+		x.refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody))
+		return nil, true
+	}
+	x.rec.n = 2*maxBody + HeaderBytes
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	switch {
+	case int64(len(body)) > maxBody || x.rec.exceeded:
+		x.refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody))
+		return nil, true
+	case err != nil:
+		x.refuse(http.StatusBadRequest, "read request body: "+err.Error())
+		return nil, true
+	}
+	raw := x.rec.buf[headLen : len(x.rec.buf)-x.br.Buffered()]
+	return &request{Request: r, head: h, body: body, raw: raw}, true
+}
+
+// forward places route's faults on the exchange of req with the replica.
+func (x *exchange) forward(req *request, route Route) {
 	add := route.Header.Clone()
 	if add == nil {
 		add = http.Header{}
 	}
 	add["Connection"] = []string{"close"}
-	fwd := h.edit(append([]string{protocol.FaultHeader}, keys(add)...), add)
+	head := req.head.edit(append([]string{protocol.FaultHeader}, keys(add)...), add)
 
 	// wait waits for done while the client may leave, GiveUp may let it
 	// go, or Close may end the exchange.
@@ -379,7 +403,7 @@ func (x *exchange) run() bool {
 				x.client.Close()
 			case <-gone:
 				return errClientGone
-			case <-ctx.Done():
+			case <-x.ctx.Done():
 				return errProxyClosed
 			}
 		}
@@ -390,66 +414,70 @@ func (x *exchange) run() bool {
 		defer t.Stop()
 		if err := wait(delayed); err != nil {
 			x.ex.Err = err.Error() + " during the delay"
-			return true
+			return
 		}
+	}
+	select {
+	case <-gone: // nil once GiveUp let the client go
+		x.ex.Err = errClientGone.Error() + " before forwarding"
+		return
+	default:
 	}
 
 	if route.Arm != nil {
-		if disarm := route.Arm(body); disarm != nil {
+		if disarm := route.Arm(req.body); disarm != nil {
 			defer disarm()
 		}
 	}
-	addr := x.p.upstreamAddr()
-	dialCtx, dialCancel := context.WithTimeout(ctx, DialTimeout)
-	up, err := new(net.Dialer).DialContext(dialCtx, "tcp", addr)
+	dialCtx, dialCancel := context.WithTimeout(x.ctx, DialTimeout)
+	up, err := new(net.Dialer).DialContext(dialCtx, "tcp", x.p.upstreamAddr())
 	dialCancel()
 	if err != nil {
 		x.ex.Err = "dial upstream: " + err.Error()
-		return true
+		return
 	}
 	defer up.Close()
-	defer context.AfterFunc(ctx, func() { up.Close() })()
+	defer context.AfterFunc(x.ctx, func() { up.Close() })()
 
 	var rep reply
 	replied := make(chan struct{})
 	go func() {
 		defer close(replied)
-		rep = roundTrip(up, fwd, rawBody, req, maxBody)
+		rep = roundTrip(up, head, req.raw, req.Request, x.p.cfg.MaxBody)
 	}()
 	if err := wait(replied); err != nil {
 		up.Close()
 		<-replied
 		x.ex.Err = err.Error() + " before the reply"
-		return true
+		return
 	}
 	if rep.err != nil {
 		x.ex.Err = rep.err.Error()
 		if rep.overBound && !x.ex.GaveUp {
 			x.refuse(http.StatusBadGateway, rep.err.Error())
 		}
-		return true
+		return
 	}
 	x.ex.Status = rep.status
 	switch {
 	case x.ex.GaveUp:
-		return true
+		return
 	case route.HoldAndKill:
 		x.ex.Dropped = true
 		x.p.cfg.Kill()
 		x.ex.Killed = true
-		return true
+		return
 	case route.DropReply:
 		x.ex.Dropped = true
-		return true
+		return
 	}
 	up.Close()
 	x.client.SetWriteDeadline(time.Now().Add(WriteTimeout))
 	if _, err := x.client.Write(rep.raw); err != nil {
 		x.ex.Err = "write reply: " + err.Error()
-		return true
+		return
 	}
 	x.linger()
-	return true
 }
 
 // keys returns the names of h.
