@@ -120,7 +120,7 @@ func rawTarget(t *testing.T, handle func(net.Conn)) string {
 }
 
 // httpTarget serves h with net/http on a loopback port until t ends.
-func httpTarget(t *testing.T, h http.HandlerFunc) string {
+func httpTarget(t testing.TB, h http.HandlerFunc) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
