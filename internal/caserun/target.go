@@ -113,7 +113,7 @@ func runTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (results.
 		det.Journal = tr.sink.Journal()
 		obs.Counter = int64(len(det.Journal))
 	} else {
-		n, err := tr.count(ctx)
+		n, err := tr.countEffects(ctx)
 		if err != nil {
 			return obs, det, err
 		}
@@ -267,6 +267,9 @@ func (tr *targetReplicas) route(i int) func(fault string) (proxy.Route, error) {
 				return proxy.Route{}, fmt.Errorf("fault %q acts at the sink, and the target has none", fault)
 			}
 			a := sinkAction(*p.Sink)
+			if err := a.Validate(); err != nil {
+				return proxy.Route{}, fmt.Errorf("fault %q: %w", fault, err)
+			}
 			rt.Arm = func(body []byte) func() { return tr.sink.Arm(i, bytes.Clone(body), a) }
 		}
 		return rt, nil
@@ -355,9 +358,9 @@ func (tr *targetReplicas) kill() {
 	}
 }
 
-// count runs the target's count command once every process exited and
+// countEffects runs the target's count command once every process exited and
 // reads the one integer it prints: the effects applied.
-func (tr *targetReplicas) count(ctx context.Context) (int64, error) {
+func (tr *targetReplicas) countEffects(ctx context.Context) (int64, error) {
 	argv := tr.t.CountCommand(tr.vars)
 	ctx, cancel := context.WithTimeout(ctx, countWithin)
 	defer cancel()
