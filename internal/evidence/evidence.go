@@ -55,9 +55,9 @@ type Manifest struct {
 	UnsafeRegistry string `json:"unsafe_registry,omitempty"`
 	// Targets are the services the lab did not write that the cases ran
 	// on: where each came from, and the code under test.
-	Targets        []ManifestTarget  `json:"targets"`
-	Sources        map[string]string `json:"sources"`
-	Files          map[string]string `json:"files"`
+	Targets []ManifestTarget  `json:"targets"`
+	Sources map[string]string `json:"sources"`
+	Files   map[string]string `json:"files"`
 }
 
 // Protocol is the constants the lab ran with, as the manifest records them.

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"idemlab/internal/caserun"
 	"idemlab/internal/casefile"
+	"idemlab/internal/caserun"
 	"idemlab/internal/results"
 	"idemlab/internal/sink"
 	"idemlab/internal/target"
@@ -196,23 +196,38 @@ func TargetsReport(ts []TargetResult) []byte {
 			if r.NotRun != "" {
 				continue
 			}
-			fmt.Fprintf(&b, "\n### %s on %s: %d effects applied, %s\n\n", r.Case.Name, t.Target.Name, r.Verdict.Effects, r.Verdict.Safety)
+			fmt.Fprintf(&b, "\n### %s on %s: %s, %s\n\n", r.Case.Name, t.Target.Name, effectsApplied(r.Verdict.Effects), r.Verdict.Safety)
+			notes := 0
 			for _, f := range r.Verdict.Findings {
 				fmt.Fprintf(&b, "- safety %s%s: %s%s\n", f.Rule, at(f.Call), escape(f.Detail), limitation(f))
+				notes++
 			}
 			for _, f := range r.Verdict.Deviations {
 				fmt.Fprintf(&b, "- conformance %s%s: %s\n", f.Rule, at(f.Call), escape(f.Detail))
+				notes++
 			}
 			for _, m := range r.Mirror {
 				fmt.Fprintf(&b, "- differs from the native run: %s\n", escape(m))
+				notes++
 			}
-			b.WriteString("\n| call | step | key | fault | outcome | status | body | replayed |\n|---|---|---|---|---|---|---|---|\n")
+			if notes > 0 {
+				b.WriteString("\n")
+			}
+			b.WriteString("| call | step | key | fault | outcome | status | body | replayed |\n|---|---|---|---|---|---|---|---|\n")
 			for k, call := range r.Obs.Calls {
 				fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s |\n", k, call.Step, cell(short(call.Key)), cell(call.Fault), call.Outcome, cell(call.Status), cell(short(call.Body)), cell(call.Replayed))
 			}
 		}
 	}
 	return []byte(b.String())
+}
+
+// effectsApplied says "1 effect applied" or "N effects applied".
+func effectsApplied(n int64) string {
+	if n == 1 {
+		return "1 effect applied"
+	}
+	return fmt.Sprintf("%d effects applied", n)
 }
 
 func libraries(t TargetResult) string {

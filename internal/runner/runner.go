@@ -61,8 +61,8 @@ type Options struct {
 	// target, and with Targets set the cases run on no store unless
 	// StoresGiven.
 	Targets []string
-	Stdout        io.Writer
-	Stderr        io.Writer
+	Stdout  io.Writer
+	Stderr  io.Writer
 }
 
 // DefaultIntents is the retries experiment's intents per row unless told.
