@@ -18,15 +18,17 @@ import (
 	"testing"
 	"time"
 
+	"idemlab/internal/effectserver"
 	"idemlab/internal/store"
 	"idemlab/internal/store/durable"
 )
 
-// exits2 checks that s exited 2 with one line on stderr holding every want.
-func exits2(t *testing.T, s *server, want ...string) {
+// exitsWith checks that s exited with status code and one line on stderr
+// holding every want, and printed nothing on stdout.
+func exitsWith(t *testing.T, s *server, code int, want ...string) {
 	t.Helper()
-	if got := s.wait(); got != 2 {
-		t.Fatalf("exit status = %d, want 2; stderr:\n%s", got, s.stderr)
+	if got := s.wait(); got != code {
+		t.Fatalf("exit status = %d, want %d; stderr:\n%s", got, code, s.stderr)
 	}
 	<-s.copied
 	got := s.stderr.String()
@@ -43,7 +45,14 @@ func exits2(t *testing.T, s *server, want ...string) {
 	}
 }
 
-// Ensure a second volatile server on a folder in use exits 2 naming the
+// refused checks that s refused to start on its state or address: exit 3
+// (effectserver.ExitRefused), one line on stderr holding every want.
+func refused(t *testing.T, s *server, want ...string) {
+	t.Helper()
+	exitsWith(t, s, effectserver.ExitRefused, want...)
+}
+
+// Ensure a second volatile server on a folder in use exits 3 naming the
 // folder, and that the folder is free again once the first is killed -9
 // (the kernel drops the lock with the process).
 func TestVolatileFolderLocked(t *testing.T) {
@@ -52,7 +61,7 @@ func TestVolatileFolderLocked(t *testing.T) {
 	if status, body, _ := first.post("k", ""); status != 200 || body != "1" {
 		t.Fatalf("POST = %d %q, want 200 1", status, body)
 	}
-	exits2(t, startServer(t, false, "-state", dir), dir, "another server holds it")
+	refused(t, startServer(t, false, "-state", dir), dir, "another server holds it")
 	first.cmd.Process.Kill()
 	first.wait()
 	third := startServer(t, true, "-state", dir)
@@ -115,7 +124,7 @@ func fileSum(t *testing.T, path string) [sha256.Size]byte {
 	return sha256.Sum256(b)
 }
 
-// Ensure state folders the server cannot use as they are make it exit 2
+// Ensure state folders the server cannot use as they are make it exit 3
 // with one line naming the file and what is wrong, and leave the file as
 // it was: none of them may silently start from zero.
 func TestStateFolderRefused(t *testing.T) {
@@ -149,7 +158,7 @@ func TestStateFolderRefused(t *testing.T) {
 			tt.setup(t, dir)
 			path := filepath.Join(dir, tt.file)
 			before := fileSum(t, path)
-			exits2(t, startServer(t, false, append([]string{"-state", dir}, tt.args...)...), path, tt.want)
+			refused(t, startServer(t, false, append([]string{"-state", dir}, tt.args...)...), path, tt.want)
 			if fileSum(t, path) != before {
 				t.Errorf("%s changed", path)
 			}
@@ -159,12 +168,12 @@ func TestStateFolderRefused(t *testing.T) {
 
 // Ensure a volatile server is refused on a folder durable servers run on,
 // and a durable server on a folder a volatile server runs on, each exiting
-// 2 naming the folder; durable servers still share a folder.
+// 3 naming the folder; durable servers still share a folder.
 func TestStoresExcludeEachOther(t *testing.T) {
 	dir := t.TempDir()
 	a := startServer(t, true, "-state", dir, "-store", "durable")
 	b := startServer(t, true, "-state", dir, "-store", "durable")
-	exits2(t, startServer(t, false, "-state", dir), dir, "another server holds it")
+	refused(t, startServer(t, false, "-state", dir), dir, "another server holds it")
 	for _, s := range []*server{a, b} {
 		if got := s.stop(); got != 0 {
 			t.Fatalf("durable server exit status = %d, want 0; stderr:\n%s", got, s.stderr)
@@ -173,7 +182,7 @@ func TestStoresExcludeEachOther(t *testing.T) {
 
 	dir = t.TempDir()
 	v := startServer(t, true, "-state", dir)
-	exits2(t, startServer(t, false, "-state", dir, "-store", "durable"), dir, "a volatile server holds it")
+	refused(t, startServer(t, false, "-state", dir, "-store", "durable"), dir, "a volatile server holds it")
 	if got := v.stop(); got != 0 {
 		t.Fatalf("volatile server exit status = %d, want 0; stderr:\n%s", got, v.stderr)
 	}
@@ -275,14 +284,14 @@ func startLimited(t *testing.T, nofile int, args ...string) *server {
 	return launch(t, exec.Command("/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile), os.Args[0]}, args...)...), true)
 }
 
-// Ensure an -addr whose port is taken is a usage error: exit 2, one line
-// naming the address.
-func TestPortInUseExits2(t *testing.T) {
+// Ensure an -addr whose port is taken is refused, not a usage error: exit
+// 3, one line naming the address.
+func TestPortInUseExits3(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
 	addr := ln.Addr().String()
-	exits2(t, startServer(t, false, "-state", t.TempDir(), "-addr", addr), "-addr "+addr, "address already in use")
+	refused(t, startServer(t, false, "-state", t.TempDir(), "-addr", addr), "-addr "+addr, "address already in use")
 }

@@ -53,9 +53,10 @@ var defaultLimits = limits{read: requestReadTimeout, conns: maxConns, grace: shu
 // Run starts a server for cfg, prints "READY host:port\n" on stdout once it
 // accepts connections, logs to stderr, and serves until ctx ends, then shuts
 // down within the grace period, whatever its clients do, and returns nil.
-// A *StartError means cfg, the state folder or the listen address cannot
-// be used; any other error means the server failed. A crash fault ends the
-// process (cfg.Exit) without returning.
+// A *UsageError means cfg is wrong; a *RefusedError that the state it
+// names or the listen address cannot be used (ExitStatus maps each to the
+// command's exit status); any other error means the server failed. A crash
+// fault ends the process (cfg.Exit) without returning.
 func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	return run(ctx, cfg, stdout, stderr, defaultLimits)
 }
@@ -68,7 +69,7 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, lim limits) 
 	defer s.Close()
 	inner, err := net.Listen("tcp", s.listen)
 	if err != nil {
-		return &StartError{fmt.Errorf("-addr %s: %w", cfg.Addr, err)}
+		return &RefusedError{fmt.Errorf("-addr %s: %w", cfg.Addr, err)}
 	}
 	ln := newLimitListener(inner, lim.conns)
 	hs := &http.Server{
