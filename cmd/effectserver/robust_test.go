@@ -295,3 +295,56 @@ func TestPortInUseExits3(t *testing.T) {
 	addr := ln.Addr().String()
 	refused(t, startServer(t, false, "-state", t.TempDir(), "-addr", addr), "-addr "+addr, "address already in use")
 }
+
+// Ensure a volatile state folder whose counter or journal is not a regular
+// file (a FIFO, a symlink to /dev/zero or to a regular file) is refused at
+// start, exit 3 naming the file, instead of hanging before READY deaf to
+// SIGTERM (a FIFO) or reading without end (/dev/zero: 164 -> 615 MB in a
+// second, as found by a probe).
+func TestVolatileSpecialFilesRefused(t *testing.T) {
+	line := "1 " + strings.Repeat("ab", 32) + "\n"
+	tests := []struct {
+		name, file string
+		make       func(t *testing.T, path string)
+		want       string
+	}{
+		{"counter a FIFO", "counter", mkfifo, "a FIFO"},
+		{"journal a FIFO", "effects.log", mkfifo, "a FIFO"},
+		{"counter a link to /dev/zero", "counter", symlink("/dev/zero"), "a symlink"},
+		{"journal a link to /dev/zero", "effects.log", symlink("/dev/zero"), "a symlink"},
+		{"journal a link to a regular file", "effects.log", func(t *testing.T, path string) {
+			target := filepath.Join(t.TempDir(), "journal")
+			writeFile(t, target, line)
+			symlink(target)(t, path)
+		}, "a symlink"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "counter"), "1\n")
+			writeFile(t, filepath.Join(dir, "effects.log"), line)
+			path := filepath.Join(dir, tt.file)
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			tt.make(t, path)
+			refused(t, startServer(t, false, "-state", dir), path, "not a regular file", tt.want)
+		})
+	}
+}
+
+func mkfifo(t *testing.T, path string) {
+	t.Helper()
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func symlink(target string) func(t *testing.T, path string) {
+	return func(t *testing.T, path string) {
+		t.Helper()
+		if err := os.Symlink(target, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

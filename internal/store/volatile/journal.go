@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 
+	"idemlab/internal/safefile"
 	"idemlab/internal/store"
 )
 
@@ -41,15 +43,22 @@ type journal struct {
 	tail    int64          // bytes after them (a crash's leftover), to cut off
 }
 
-// readJournal parses the journal at path against the counter value v.
+// readJournal parses the journal at path against the counter value v. A
+// journal that is not a regular file (a FIFO, a device, a symlink, a
+// folder) is an error naming it, returned at once.
 func readJournal(path string, v int64) (journal, error) {
-	b, err := os.ReadFile(path)
+	f, err := safefile.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if v != 0 {
 			return journal{}, fmt.Errorf("effects log %s: missing, but the counter holds %d", path, v)
 		}
 		return journal{}, nil
 	}
+	if err != nil {
+		return journal{}, fmt.Errorf("effects log: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
 	if err != nil {
 		return journal{}, fmt.Errorf("read effects log %s: %w", path, err)
 	}

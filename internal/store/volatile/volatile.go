@@ -33,6 +33,7 @@ import (
 	"strconv"
 	"sync"
 
+	"idemlab/internal/safefile"
 	"idemlab/internal/store"
 )
 
@@ -130,16 +131,24 @@ func load(dir string) (*Counter, error) {
 	}, nil
 }
 
+// maxCounterBytes bounds what Read reads of a counter file: far more than
+// the 20 bytes of the largest counter, so that a wrong file shows as
+// malformed, and few enough that no file can exhaust memory.
+const maxCounterBytes = 64
+
 // Read returns the value stored in dir's counter file, 0 when there is none.
-// The runner uses it to read the counter after the server has exited.
+// The runner uses it to read the counter after the server has exited. A
+// counter that is not a regular file (a FIFO, a device, a symlink, a
+// folder) is an error naming it, returned at once: it is never followed,
+// waited on or read without end.
 func Read(dir string) (int64, error) {
 	path := filepath.Join(dir, FileName)
-	b, err := os.ReadFile(path)
+	b, err := safefile.Read(path, maxCounterBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read counter %s: %w", path, err)
+		return 0, fmt.Errorf("counter file: %w", err)
 	}
 	v, err := parse(b)
 	if err != nil {
