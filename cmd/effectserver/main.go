@@ -41,8 +41,9 @@
 //	3   refused to start on the state or address given: a state folder
 //	    that is missing, not a folder or not writable, held by another
 //	    server or holding the other store's files; a counter file or
-//	    effects log that is malformed; a database that cannot be
-//	    opened, reached (the DSN is named, its
+//	    effects log that is malformed, not a regular file (a FIFO, a
+//	    device, a symlink) or ends in more than one torn record; a
+//	    database that cannot be opened, reached (the DSN is named, its
 //	    password redacted) or is corrupt, foreign or disagrees with
 //	    itself; more recorded keys than -capacity; an -addr that cannot
 //	    be listened on (port in use)

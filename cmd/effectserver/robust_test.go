@@ -348,3 +348,49 @@ func symlink(target string) func(t *testing.T, path string) {
 		}
 	}
 }
+
+// Ensure a volatile journal's tail without a newline is cut at start only
+// when it can be one torn record, with a log line saying what was cut; a
+// larger tail, or one that is no record's beginning, is refused (exit 3,
+// naming the file and the byte count) and left as it was. A probe saw 300
+// MB of garbage after the last record deleted without a word.
+func TestVolatileJournalTail(t *testing.T) {
+	line := "1 " + strings.Repeat("ab", 32) + "\n"
+	torn := "2 " + strings.Repeat("cd", 20)
+	t.Run("torn record cut and logged", func(t *testing.T) {
+		dir := t.TempDir()
+		writeFile(t, filepath.Join(dir, "counter"), "1\n")
+		path := filepath.Join(dir, "effects.log")
+		writeFile(t, path, line+torn)
+		s := startServer(t, true, "-state", dir)
+		if got := s.stop(); got != 0 {
+			t.Fatalf("exit status after SIGTERM = %d, want 0; stderr:\n%s", got, s.stderr)
+		}
+		<-s.copied
+		if log, want := s.stderr.String(), fmt.Sprintf("cut a torn record of %d bytes after line 1", len(torn)); !strings.Contains(log, want) || !strings.Contains(log, path) {
+			t.Errorf("log lacks %q naming %s:\n%s", want, path, log)
+		}
+		if b, err := os.ReadFile(path); err != nil || string(b) != line {
+			t.Errorf("journal after start = %q, %v, want %q", b, err, line)
+		}
+	})
+	for _, tt := range []struct {
+		name, tail string
+	}{
+		{"a megabyte of garbage", strings.Repeat("x", 1<<20)},
+		{"more than one record's length", "2 " + strings.Repeat("c", 100)},
+		{"short, but no record's beginning", "garbage"},
+	} {
+		t.Run(tt.name+" refused", func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "counter"), "1\n")
+			path := filepath.Join(dir, "effects.log")
+			writeFile(t, path, line+tt.tail)
+			before := fileSum(t, path)
+			refused(t, startServer(t, false, "-state", dir), path, fmt.Sprintf("%d bytes after line 1", len(tt.tail)))
+			if fileSum(t, path) != before {
+				t.Errorf("%s changed", path)
+			}
+		})
+	}
+}

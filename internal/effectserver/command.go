@@ -13,7 +13,9 @@ import (
 	"strings"
 
 	"idemlab/internal/protocol"
+	"idemlab/internal/store/volatile"
 )
+
 
 // The command's exit statuses.
 const (
@@ -252,7 +254,8 @@ var exitStatuses = []struct {
 		"(-capacity, -max-body, -wait, -lease, -key-ttl)"},
 	{ExitRefused, "refused to start on the state or address given: a state folder that is missing, " +
 		"not a folder or not writable, held by another server or holding the other store's files; a " +
-		"counter file or effects log that is malformed; a database that cannot be opened, reached (the DSN is named, " +
+		"counter file or effects log that is malformed, not a regular file (a FIFO, a device, a symlink) " +
+		"or ends in more than one torn record; a database that cannot be opened, reached (the DSN is named, " +
 		"its password redacted) or is corrupt, foreign or disagrees with itself; more recorded keys than " +
 		"-capacity; an -addr that cannot be listened on (port in use)"},
 	{ExitCrash, "a lab crash fault fired"},
@@ -323,6 +326,10 @@ func bounds() []bound {
 		{"request body", "-max-body bytes; more gets 413"},
 		{"Idempotency-Key", fmt.Sprintf("%d characters; more gets 400", protocol.MaxKeyLen)},
 		{"delay, stall", fmt.Sprintf("%d ms each; more gets 400", protocol.MaxDelay.Milliseconds())},
+		{"volatile state", fmt.Sprintf("DIR/counter at most %d bytes; after the effects DIR/effects.log lists, "+
+			"at most one record a crash left (whole, or torn: under %d bytes, the start of the next record), "+
+			"which is cut at start with a log line saying what; anything else, and either file not a regular "+
+			"file, is refused at start (exit 3)", volatile.MaxCounterBytes, volatile.MaxRecordLen)},
 		{"request read", fmt.Sprintf("%s from its connection's accept, headers and body; a client "+
 			"still sending then gets 400 (its headers had arrived) or its connection closed", requestReadTimeout)},
 		{"connections", fmt.Sprintf("%d served at once; a connection beyond them waits in the kernel's "+

@@ -131,7 +131,7 @@ func New(cfg Config, stderr io.Writer) (*Server, error) {
 	if exit == nil {
 		exit = os.Exit
 	}
-	return &Server{
+	s := &Server{
 		cfg:      cfg,
 		listen:   listen,
 		store:    st,
@@ -140,7 +140,13 @@ func New(cfg Config, stderr io.Writer) (*Server, error) {
 		ledger:   client.New(protocol.DefaultClientTimeout),
 		log:      slog.New(slog.NewTextHandler(stderr, nil)),
 		exit:     exit,
-	}, nil
+	}
+	if r, ok := st.(store.Repairer); ok {
+		for _, what := range r.Repairs() {
+			s.log.Warn("state repaired", "what", what)
+		}
+	}
+	return s, nil
 }
 
 // expire gives the key TTL to the registry and the store, loads the keys
