@@ -29,7 +29,8 @@
 //
 // Exit status:
 //
-//	0   clean shutdown on SIGTERM or SIGINT, or -h
+//	0   clean shutdown on SIGTERM or SIGINT (requests still in flight
+//	    at the end of the grace are cut), or -h
 //	1   the server failed while running
 //	2   usage error: a bad flag or argument, missing -state or -dsn, a
 //	    non-loopback -addr, -faults with a non-loopback address, unknown

@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmdtest"
 
 	"idemlab/internal/effectserver"
+	"idemlab/internal/pgcluster/pgclustertest"
 	"idemlab/internal/store/volatile"
 )
 
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asServer) == "1" {
 		main()
 	}
-	os.Exit(m.Run())
+	os.Exit(pgclustertest.Main(m))
 }
 
 // Ensure the usage errors and the help text (testdata/*.ct golden files).

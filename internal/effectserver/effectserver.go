@@ -31,6 +31,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"idemlab/internal/client"
@@ -101,6 +102,14 @@ type Server struct {
 	// admitted, when set by a test, is called when a request has been
 	// admitted (became the owner of its key, or is unkeyed), before faults.
 	admitted func(key string)
+
+	// cut is closed when the shutdown grace ends (Run): fault sleeps still
+	// running end, and no new effect starts.
+	cut     chan struct{}
+	cutOnce sync.Once
+	// inflight counts the requests being handled, for Run to wait on
+	// after it cut them.
+	inflight tracker
 }
 
 // New checks cfg, opens its store and returns a Server logging to stderr.
@@ -140,6 +149,7 @@ func New(cfg Config, stderr io.Writer) (*Server, error) {
 		ledger:   client.New(protocol.DefaultClientTimeout),
 		log:      slog.New(slog.NewTextHandler(stderr, nil)),
 		exit:     exit,
+		cut:      make(chan struct{}),
 	}
 	if r, ok := st.(store.Repairer); ok {
 		for _, what := range r.Repairs() {

@@ -42,7 +42,7 @@ type exchange struct {
 	fault    string
 	status   int    // 0 when no reply was sent
 	replayed string // "true", "false", or "" when not a 200 from /effect
-	outcome  string // "reply", "dropped" or "crash"
+	outcome  string // "reply", "dropped", "crash" or "cut" (by the end of the shutdown grace)
 	// takenOver says the request took over a claim whose lease had ended
 	// (the downstream mode).
 	takenOver bool
@@ -52,6 +52,8 @@ type exchange struct {
 
 // ServeHTTP handles one request and logs one line about it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.inflight.enter()
+	defer s.inflight.leave()
 	x := &exchange{r: r, start: time.Now(), outcome: "reply"}
 	defer s.logRequest(x)
 	s.serve(w, r, x)
@@ -191,13 +193,18 @@ func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, faul
 	if s.admitted != nil {
 		s.admitted(in.Key)
 	}
-	fireDelay(fault)
+	if err := s.fireDelay(fault); err != nil || s.cutting() {
+		cutShort(w, x) // nothing applied; the deferred Release frees the key
+		return
+	}
 	if s.fireCrash(x, fault, faultheader.BeforeEffect) {
 		drop(w)
 		return
 	}
 	res, err := s.store.Apply(in, func() error {
-		fireStall(fault)
+		if err := s.fireStall(fault); err != nil {
+			return err
+		}
 		if s.fireCrash(x, fault, faultheader.AfterEffect) {
 			return errCrashed
 		}
@@ -209,6 +216,9 @@ func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, faul
 	switch {
 	case errors.Is(err, errCrashed):
 		drop(w)
+		return
+	case errors.Is(err, errCut):
+		cutShort(w, x) // rolled back by a store with a transaction
 		return
 	case err != nil:
 		if status, body, ok := refusal(err); ok {

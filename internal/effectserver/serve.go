@@ -36,9 +36,18 @@ const (
 	maxConns = 128
 
 	// shutdownGrace bounds how long a graceful shutdown waits for
-	// requests in flight; the connections still open then are closed, and
-	// the shutdown is still clean.
+	// requests in flight. When it ends, the fault sleeps still running
+	// (stall, delay) are cut, whatever they asked for: a cut stall fails
+	// its store's afterEffect hook, so a store with a transaction rolls
+	// the intent back (durable, postgres) and the key is released. The
+	// connections still open are closed, and the shutdown is still clean.
 	shutdownGrace = 10 * time.Second
+
+	// cutWithin bounds how long a shutdown waits, after the grace, for the
+	// requests it cut to roll back and end, before the store is closed.
+	// A rollback takes milliseconds; a request still running then is one
+	// blocked in its store (a postgres lock wait, bounded by -wait).
+	cutWithin = 2 * time.Second
 )
 
 // limits are the bounds run serves with; tests shrink them.
@@ -104,13 +113,62 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, lim limits) 
 	sctx, cancel := context.WithTimeout(context.Background(), lim.grace)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
-		// Past the grace period: whatever the clients still hold is
-		// closed, and the shutdown is still the clean one asked for.
+		// Past the grace period: fault sleeps are cut, whatever the
+		// clients still hold is closed, and the shutdown is still the
+		// clean one asked for, once the cut requests have rolled back.
+		s.cutOnce.Do(func() { close(s.cut) })
 		hs.Close()
-		s.log.Warn("shutdown: closed the connections still open", "grace", lim.grace, "err", err)
+		s.log.Warn("shutdown: cut the requests in flight and closed the connections still open", "grace", lim.grace, "err", err)
+		if !s.inflight.wait(cutWithin) {
+			s.log.Warn("shutdown: requests still running after the cut", "waited", cutWithin)
+		}
 	}
 	s.log.Info("stopped")
 	return nil
+}
+
+// tracker counts the requests being handled.
+type tracker struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n comes to 0, while wait waits
+}
+
+func (t *tracker) enter() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n++
+}
+
+func (t *tracker) leave() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n--
+	if t.n == 0 && t.idle != nil {
+		close(t.idle)
+		t.idle = nil
+	}
+}
+
+// wait waits up to d for no request to be in flight, and reports whether
+// none is.
+func (t *tracker) wait(d time.Duration) bool {
+	t.mu.Lock()
+	if t.n == 0 {
+		t.mu.Unlock()
+		return true
+	}
+	idle := make(chan struct{})
+	t.idle = idle
+	t.mu.Unlock()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-idle:
+		return true
+	case <-timer.C:
+		return false
+	}
 }
 
 // limitListener accepts at most n connections open at once: Accept waits

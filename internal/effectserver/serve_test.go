@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"idemlab/internal/protocol"
+	"idemlab/internal/store/open"
 )
 
 // within bounds every wait in these tests; reaching it is a failure, not a
@@ -32,6 +33,12 @@ type running struct {
 // ends, and waits for its READY line.
 func startRun(t *testing.T, lim limits) *running {
 	t.Helper()
+	return startRunWith(t, lim, nil)
+}
+
+// startRunWith is startRun with cfg edited by edit.
+func startRunWith(t *testing.T, lim limits, edit func(*Config)) *running {
+	t.Helper()
 	cfg := Config{
 		StateDir: t.TempDir(),
 		Addr:     protocol.DefaultAddr,
@@ -40,6 +47,9 @@ func startRun(t *testing.T, lim limits) *running {
 		MaxBody:  protocol.DefaultMaxBody,
 		Wait:     protocol.DefaultWait,
 		Faults:   true,
+	}
+	if edit != nil {
+		edit(&cfg)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{t: t, log: new(lockedBuffer), cancel: cancel, done: make(chan error, 1)}
@@ -291,5 +301,89 @@ func TestRunShutdownAfterGrace(t *testing.T) {
 	}
 	if log := r.log.String(); !strings.Contains(log, "closed the connections still open") || !strings.Contains(log, "msg=stopped") {
 		t.Fatalf("log lacks the forced close and the stop:\n%s", log)
+	}
+}
+
+// sendStalled sends POST /effect with key and fault on a raw connection,
+// asking for 100 Continue and sending the body once it comes: the request
+// is then surely in flight. The connection is closed when the test ends.
+func sendStalled(t *testing.T, addr, key, fault string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, within)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := fmt.Fprintf(c, "POST /effect HTTP/1.1\r\nHost: x\r\nIdempotency-Key: %s\r\nX-Lab-Fault: %s\r\nContent-Length: 7\r\nExpect: 100-continue\r\n\r\n", key, fault); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(within))
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+		t.Fatalf("waiting for 100 Continue: %q, %v", line, err)
+	}
+	if _, err := io.WriteString(c, protocol.DefaultBody); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Ensure the end of the shutdown grace cuts a fault's sleep on every
+// store, so that run returns instead of sleeping it out: a cut delay
+// applies nothing; a cut stall is rolled back by a store with a
+// transaction (durable, postgres), and the volatile store keeps the effect
+// it made durable before the stall. Either way the key is not recorded.
+func TestRunCutsFaultSleeps(t *testing.T) {
+	tests := []struct {
+		store   protocol.Store
+		fault   string
+		counter int64
+	}{
+		{protocol.Volatile, "delay=60000ms", 0},
+		{protocol.Volatile, "stall=60000ms", 1},
+		{protocol.Durable, "delay=60000ms", 0},
+		{protocol.Durable, "stall=60000ms", 0},
+		{protocol.Postgres, "delay=60000ms", 0},
+		{protocol.Postgres, "stall=60000ms", 0},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.store)+" "+tt.fault, func(t *testing.T) {
+			dir := t.TempDir()
+			p := place(t, tt.store, dir)
+			r := startRunWith(t, limits{read: within, conns: 8, grace: 200 * time.Millisecond}, func(c *Config) {
+				c.Store, c.StateDir, c.DSN = tt.store, dir, p.DSN
+				if tt.store.InDatabase() {
+					c.StateDir = ""
+				}
+			})
+			c := sendStalled(t, r.addr, "k", tt.fault)
+			if err := r.stop(); err != nil {
+				t.Fatalf("run = %v, want nil", err)
+			}
+			c.SetReadDeadline(time.Now().Add(within))
+			if reply, err := io.ReadAll(c); err != nil || len(reply) != 0 {
+				t.Errorf("cut request got %q, %v, want no reply", reply, err)
+			}
+			if log := r.log.String(); !strings.Contains(log, "outcome=cut") || strings.Contains(log, "still running after the cut") {
+				t.Errorf("log does not say the request was cut and ended:\n%s", log)
+			}
+			st, err := open.ReadState(tt.store, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Counter != tt.counter {
+				t.Errorf("counter after the cut = %d, want %d", st.Counter, tt.counter)
+			}
+			if tt.store == protocol.Volatile {
+				return // its keys live in memory only
+			}
+			s, err := open.Store(tt.store, p, protocol.DefaultCapacity, protocol.DefaultWait)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if rec, err := s.Recorded(); err != nil || len(rec) != 0 {
+				t.Errorf("recorded keys after the cut = %v, %v, want none", rec, err)
+			}
+		})
 	}
 }
