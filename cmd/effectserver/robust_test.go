@@ -394,3 +394,77 @@ func TestVolatileJournalTail(t *testing.T) {
 		})
 	}
 }
+
+// rawExchange writes req on a new connection to addr while reading the
+// reply (a server refusing a request may reply before it has read it all)
+// and returns the reply's status line and everything after it.
+func rawExchange(t *testing.T, addr string, req []byte) (status, rest string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go c.Write(req) // fails once the server has closed: the reply is what counts
+	c.SetReadDeadline(time.Now().Add(deadline))
+	r := bufio.NewReader(c)
+	status, err = r.ReadString('\n')
+	if err != nil {
+		t.Fatalf("no reply: %q, %v", status, err)
+	}
+	b, _ := io.ReadAll(r) // up to the close (or a reset after it)
+	return strings.TrimSuffix(status, "\r\n"), string(b)
+}
+
+// Ensure what a hostile client sends is bounded in what it costs and in
+// what comes back: request headers past 16 KiB get 431 (a probe had a 1 MiB
+// header and 10,000 headers served), headers under it are served, a long
+// path is logged cut with a marker (a 1 MB path was one 1 MB log line), and
+// a 400 for an unknown fault quotes at most 128 bytes of it (the whole
+// 100 kB value came back).
+func TestHostileRequestsBounded(t *testing.T) {
+	s := startServer(t, true, "-state", t.TempDir(), "-faults")
+	post := func(path, headers string) []byte {
+		return []byte("POST " + path + " HTTP/1.1\r\nHost: x\r\n" + headers + "Content-Length: 7\r\nConnection: close\r\n\r\nadd-one")
+	}
+	var many strings.Builder
+	for i := range 10_000 {
+		fmt.Fprintf(&many, "X-H%d: v\r\n", i)
+	}
+	for _, tt := range []struct {
+		name, want string
+		req        []byte
+	}{
+		{"a 1 MiB header", "HTTP/1.1 431 ", post("/effect", "X-Big: "+strings.Repeat("x", 1<<20)+"\r\n")},
+		{"10,000 headers", "HTTP/1.1 431 ", post("/effect", many.String())},
+		{"a 1 MiB path", "HTTP/1.1 431 ", post("/"+strings.Repeat("p", 1<<20), "")},
+		{"a 15 KiB header", "HTTP/1.1 200 ", post("/effect", "X-Big: "+strings.Repeat("x", 15<<10)+"\r\n")},
+	} {
+		if status, _ := rawExchange(t, s.addr, tt.req); !strings.HasPrefix(status, tt.want) {
+			t.Errorf("%s: reply %q, want %q", tt.name, status, tt.want)
+		}
+	}
+	path := "/" + strings.Repeat("p", 10_000)
+	if status, _ := rawExchange(t, s.addr, post(path, "")); !strings.HasPrefix(status, "HTTP/1.1 404 ") {
+		t.Errorf("a 10,000-byte path: reply %q, want 404", status)
+	}
+	fault := strings.Repeat("q", 10_000)
+	status, rest := rawExchange(t, s.addr, post("/effect", "X-Lab-Fault: "+fault+"\r\n"))
+	_, body, _ := strings.Cut(rest, "\r\n\r\n")
+	if want := "X-Lab-Fault: unknown fault \"" + fault[:128] + "\"...\n"; !strings.HasPrefix(status, "HTTP/1.1 400 ") || body != want {
+		t.Errorf("an unknown 10,000-byte fault: reply %q %q, want 400 %q", status, body, want)
+	}
+	if got := s.stop(); got != 0 {
+		t.Fatalf("exit status after SIGTERM = %d, want 0; stderr:\n%s", got, tail(s.stderr.String()))
+	}
+	<-s.copied
+	log := s.stderr.String()
+	if want := `path="/` + strings.Repeat("p", 255) + `...(10001 bytes)"`; !strings.Contains(log, want) {
+		t.Errorf("log lacks the path cut at 256 bytes with its length:\n%.2000s", log)
+	}
+	for _, line := range strings.Split(log, "\n") {
+		if len(line) > 1024 {
+			t.Errorf("log line of %d bytes: %.200q...", len(line), line)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"strings"
 
+	"idemlab/internal/effectserver/faultheader"
 	"idemlab/internal/protocol"
 	"idemlab/internal/store/volatile"
 )
@@ -193,6 +194,7 @@ func Help() string {
 		writeItem(&b, textColumn, bd.what, bd.bound)
 	}
 	b.WriteString(helpLimits)
+	fmt.Fprintf(&b, limitsConns, maxConns, requestReadTimeout, maxConns)
 	b.WriteString("\nExit status:\n")
 	for _, e := range exitStatuses {
 		writeItem(&b, exitColumn, fmt.Sprint(e.code), e.text)
@@ -229,18 +231,22 @@ Request headers:
 
 Replies: 200 effect or replay; 400 bad header; 404 other path; 405 other
 method (Allow: POST); 409 key still in progress after -wait; 413 body too
-large; 422 key reused with another body; 429 registry full; 500 the effect
-failed (the key is released, a retry can run); 503 the store's database
-could not be reached (nothing recorded, a retry can run). With -downstream:
-409 with Retry-After (seconds) while another request's claim holds the
-key; 502 with Retry-After when the ledger call brought no value back (the
-claim stays until its lease ends: the ledger may have applied).
+large; 422 key reused with another body; 429 registry full; 431 request
+line and headers too large; 500 the effect failed (the key is released, a
+retry can run); 503 the store's database could not be reached (nothing
+recorded, a retry can run). With -downstream: 409 with Retry-After
+(seconds) while another request's claim holds the key; 502 with
+Retry-After when the ledger call brought no value back (the claim stays
+until its lease ends: the ledger may have applied).
 
 Lab clients must disable HTTP keep-alives: Go's http.Transport silently
 resends a request carrying an Idempotency-Key on a reused connection.
 `
 
-const helpLimits = `
+// helpLimits is the help's Limits section; limitsConns, its second
+// paragraph, takes maxConns and requestReadTimeout.
+const (
+	helpLimits = `
 Limits:
   A stall=NNms fires inside the store's write transaction, after the
   effect, and holds what that transaction holds for its length. Durable:
@@ -254,6 +260,15 @@ Limits:
   Volatile: nothing (0 s). The lab's cases need the stall inside the
   transaction (a waiter on another replica must see the crash roll it back).
 `
+	limitsConns = `
+  A connection beyond the cap of %d waits for the connections ahead of it:
+  a client stalling its request holds its slot up to the request read
+  bound (%s), so behind N stallers a connection waits up to N/%d (rounded
+  down) request read bounds (measured: 9.03 s behind 500 stallers); a
+  request being handled (a delay or stall, a duplicate waiting for its
+  owner) holds its slot as long as that takes.
+`
+)
 
 // exitStatuses are the exit statuses the help lists, in order.
 var exitStatuses = []struct {
@@ -338,9 +353,15 @@ type bound struct{ what, bound string }
 // constants that set them.
 func bounds() []bound {
 	return []bound{
+		{"request headers", fmt.Sprintf("%d bytes, request line and headers together (net/http reads "+
+			"4096 more before it refuses); more gets 431, answered before any handler and not logged", maxHeaderBytes)},
 		{"request body", "-max-body bytes; more gets 413"},
 		{"Idempotency-Key", fmt.Sprintf("%d characters; more gets 400", protocol.MaxKeyLen)},
 		{"delay, stall", fmt.Sprintf("%d ms each; more gets 400", protocol.MaxDelay.Milliseconds())},
+		{"echoed value", fmt.Sprintf("a 400 for a bad X-Lab-Fault quotes at most %d bytes of it, then "+
+			"\"...\"", faultheader.MaxEcho)},
+		{"log fields", fmt.Sprintf("method, path, key and fault at most %d bytes each, err %d, then "+
+			"\"...(N bytes)\"", maxLogField, maxLogErr)},
 		{"volatile state", fmt.Sprintf("DIR/counter at most %d bytes; after the effects DIR/effects.log lists, "+
 			"at most one record a crash left (whole, or torn: under %d bytes, the start of the next record), "+
 			"which is cut at start with a log line saying what; anything else, and either file not a regular "+
@@ -348,7 +369,7 @@ func bounds() []bound {
 		{"request read", fmt.Sprintf("%s from its connection's accept, headers and body; a client "+
 			"still sending then gets 400 (its headers had arrived) or its connection closed", requestReadTimeout)},
 		{"connections", fmt.Sprintf("%d served at once; a connection beyond them waits in the kernel's "+
-			"accept backlog until one closes, holding no descriptor of the server", maxConns)},
+			"accept backlog, in arrival order, until one closes (see Limits)", maxConns)},
 		{"shutdown grace", fmt.Sprintf("%s from SIGTERM or SIGINT for the requests in flight; then a "+
 			"stall or delay still sleeping is cut (the request is not answered; a cut stall is rolled back "+
 			"by durable and postgres, not by volatile, whose effect was durable before it; the key is not "+

@@ -30,6 +30,25 @@ const (
 	bodyUnavailable      = "store unavailable; nothing was recorded, retry\n"
 )
 
+// Bounds on a request's log line, so that no request can write a line of
+// its own making without end (a probe logged a 1 MB path as one line).
+const (
+	// maxLogField bounds each field taken from the request (method, path,
+	// key, fault): its first maxLogField bytes, then a marker.
+	maxLogField = 256
+	// maxLogErr bounds the err field: the server's own words, which may
+	// quote a store's or the ledger's.
+	maxLogErr = 1024
+)
+
+// clip returns s cut to its first n bytes, marked with how long it was.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "...(" + strconv.Itoa(len(s)) + " bytes)"
+}
+
 // errCrashed is returned through store.Store.Apply when a crash fault fired and
 // the exit function returned (only in tests).
 var errCrashed = errors.New("crash fault fired")
@@ -66,10 +85,10 @@ func (s *Server) logRequest(x *exchange) {
 	}
 	x.logged = true
 	attrs := []slog.Attr{
-		slog.String("method", x.r.Method),
-		slog.String("path", x.r.URL.Path),
-		slog.String("key", x.key),
-		slog.String("fault", x.fault),
+		slog.String("method", clip(x.r.Method, maxLogField)),
+		slog.String("path", clip(x.r.URL.Path, maxLogField)),
+		slog.String("key", clip(x.key, maxLogField)),
+		slog.String("fault", clip(x.fault, maxLogField)),
 		slog.Int("status", x.status),
 		slog.String("replayed", x.replayed),
 		slog.String("outcome", x.outcome),
@@ -82,7 +101,7 @@ func (s *Server) logRequest(x *exchange) {
 	)
 	level := slog.LevelInfo
 	if x.err != nil {
-		attrs = append(attrs, slog.String("err", x.err.Error()))
+		attrs = append(attrs, slog.String("err", clip(x.err.Error(), maxLogErr)))
 		level = slog.LevelError
 	}
 	s.log.LogAttrs(context.Background(), level, "request", attrs...)

@@ -682,3 +682,23 @@ func TestLoopback(t *testing.T) {
 		}
 	}
 }
+
+// Ensure clip keeps a field up to its bound whole and cuts a longer one
+// to the bound, marked with its length.
+func TestClip(t *testing.T) {
+	tests := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"", 4, ""},
+		{"abcd", 4, "abcd"},
+		{"abcde", 4, "abcd...(5 bytes)"},
+		{strings.Repeat("p", 1<<20), maxLogField, strings.Repeat("p", maxLogField) + "...(1048576 bytes)"},
+	}
+	for _, tt := range tests {
+		if got := clip(tt.in, tt.n); got != tt.want {
+			t.Errorf("clip(%d bytes, %d) = %.40q (%d bytes), want %.40q", len(tt.in), tt.n, got, len(got), tt.want)
+		}
+	}
+}

@@ -18,6 +18,14 @@ import (
 
 // The limits Run puts on clients.
 const (
+	// maxHeaderBytes bounds a request's line and headers together:
+	// http.Server.MaxHeaderBytes, so more gets 431 from net/http itself
+	// (before any handler, so without a log line). net/http reads up to
+	// 4096 bytes beyond it before it refuses (its buffering's slack). Lab
+	// clients send well under 1 KiB; a probe's 1 MiB header and 10,000
+	// headers were served under Go's default of 1 MiB.
+	maxHeaderBytes = 16 << 10
+
 	// requestReadTimeout bounds how long a client may take to send its
 	// whole request, headers and body, counted from the moment the server
 	// starts reading it (when its connection is accepted). Lab clients send at once on loopback; a
@@ -30,9 +38,14 @@ const (
 	// open-file limits (256, 1024) so that the store's files always open.
 	// Accept waits for a free slot: a connection beyond the cap waits in
 	// the kernel's accept backlog, holding no descriptor of this process,
-	// and is served once another closes (at the latest requestReadTimeout
-	// after the oldest staller was accepted). It is not refused: a lab
-	// client would see a refusal as a fault the lab did not inject.
+	// and is accepted, in arrival order, once another closes. It is not
+	// refused: a lab client would see a refusal as a fault the lab did not
+	// inject. So its wait is what the connections ahead of it take: a
+	// client stalling its request holds a slot up to requestReadTimeout
+	// from its accept, and behind N such stallers a connection waits up to
+	// N/maxConns (rounded down) read timeouts (500 stallers: 3 x 3 s,
+	// measured 9.03 s); a request being handled (a delay or stall fault, a
+	// duplicate waiting for its owner) holds its slot as long as that takes.
 	maxConns = 128
 
 	// shutdownGrace bounds how long a graceful shutdown waits for
@@ -88,6 +101,7 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, lim limits) 
 		// once the body is read, so it does not cut short a handler that
 		// waits (a delay fault, a duplicate waiting for its owner).
 		ReadHeaderTimeout: lim.read,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ReadTimeout:       lim.read,
 		IdleTimeout:       lim.read, // no keep-alives, so never idle; set should they return
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
