@@ -237,6 +237,12 @@ func TestDownstreamCutAtGrace(t *testing.T) {
 				c.ForwardKey, c.Service, c.Lease = true, DefaultService, time.Minute
 			})
 			c := sendStalled(t, r.addr, "k", tt.fault)
+			if tt.ledger > 0 {
+				// The ledger applied: the request is past the call, in its
+				// stall (else, on a slow machine, the grace could end
+				// before the call).
+				waitFor(t, func() bool { return ledger.counter() == tt.ledger })
+			}
 			if err := r.stop(); err != nil {
 				t.Fatalf("run = %v, want nil", err)
 			}

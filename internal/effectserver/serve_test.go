@@ -363,6 +363,12 @@ func TestRunCutsFaultSleeps(t *testing.T) {
 				}
 			})
 			c := sendStalled(t, r.addr, "k", tt.fault)
+			if tt.counter > 0 {
+				// The volatile effect is durable before the stall: once it
+				// shows, the request is in the stall (else, on a slow
+				// machine, the grace could end before the effect begins).
+				waitFor(t, func() bool { st, err := open.ReadState(tt.store, p); return err == nil && st.Counter == tt.counter })
+			}
 			if err := r.stop(); err != nil {
 				t.Fatalf("run = %v, want nil", err)
 			}
@@ -392,5 +398,15 @@ func TestRunCutsFaultSleeps(t *testing.T) {
 				t.Errorf("recorded keys after the cut = %v, %v, want none", rec, err)
 			}
 		})
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after within.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(within); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("condition not met within %v", within)
+		}
 	}
 }
