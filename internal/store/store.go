@@ -112,3 +112,11 @@ type Store interface {
 	// Close releases the store.
 	Close() error
 }
+
+// A Repairer is a store that repaired, when it opened, what a crash had
+// left (the volatile store cuts a torn last journal record). Repairs says
+// what it cut, one line each, for the server's log: nothing is removed
+// without a word.
+type Repairer interface {
+	Repairs() []string
+}
