@@ -6,6 +6,7 @@
 //
 //	effectserver -state DIR [flags]
 //	effectserver -store postgres -dsn URL [flags]
+//	effectserver -read-state json|counter -state DIR [-store NAME]
 //
 // It listens on loopback only, prints one line "READY 127.0.0.1:PORT" on
 // standard output once it accepts connections, and logs one line per
@@ -18,7 +19,9 @@
 // -dsn names, which several servers (replicas) share. With -downstream
 // URL the effect is a POST to another effect server (the ledger) instead,
 // between two commits of the key's claim and result. SIGTERM or SIGINT
-// shuts it down gracefully. "effectserver -h" prints every flag with its
+// shuts it down gracefully. -read-state prints what a store holds (the
+// counter and the journal of applied effects) and exits without serving:
+// how the runner reads a store after its servers exited. "effectserver -h" prints every flag with its
 // default (from the command's FlagSet), the HTTP contract, the bounds on
 // every input and the exit statuses; the list below is checked against it
 // by a test.

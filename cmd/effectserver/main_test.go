@@ -3,6 +3,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"go/parser"
 	"go/token"
@@ -21,6 +24,7 @@ import (
 
 	"idemlab/internal/effectserver"
 	"idemlab/internal/pgcluster/pgclustertest"
+	"idemlab/internal/protocol"
 	"idemlab/internal/store/volatile"
 )
 
@@ -280,6 +284,52 @@ func TestFaultsOffLoopbackExits2(t *testing.T) {
 }
 
 // Ensure a malformed counter file stops the start with exit 3, naming the file.
+// Ensure -read-state reports the effects a real server applied, each with
+// its value and body digest, once the server exited.
+func TestReadStateAfterServing(t *testing.T) {
+	for _, store := range []string{"volatile", "durable"} {
+		t.Run(store, func(t *testing.T) {
+			dir := t.TempDir()
+			s := startServer(t, true, "-state", dir, "-store", store)
+			for _, key := range []string{"a", "b", "a"} {
+				if status, _, _ := s.post(key, ""); status != 200 {
+					t.Fatalf("post %s = %d", key, status)
+				}
+			}
+			if code := s.stop(); code != 0 {
+				t.Fatalf("stop = %d", code)
+			}
+			readState := func(format string) ([]byte, error) {
+				cmd := exec.Command(os.Args[0], "-read-state", format, "-store", store, "-state", dir)
+				cmd.Env = append(os.Environ(), asServer+"=1")
+				return cmd.Output()
+			}
+			out, err := readState("json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st struct {
+				Counter int64 `json:"counter"`
+				Effects []struct {
+					Value      int64  `json:"value"`
+					BodySHA256 string `json:"body_sha256"`
+				} `json:"effects"`
+			}
+			if err := json.Unmarshal(out, &st); err != nil {
+				t.Fatalf("%s: %v", out, err)
+			}
+			sum := sha256.Sum256([]byte(protocol.DefaultBody))
+			if st.Counter != 2 || len(st.Effects) != 2 || st.Effects[1].Value != 2 || st.Effects[0].BodySHA256 != hex.EncodeToString(sum[:]) {
+				t.Fatalf("-read-state json = %s, want 2 effects of the default body", out)
+			}
+			out, err = readState("counter")
+			if err != nil || string(out) != "2\n" {
+				t.Fatalf("-read-state counter = %q, %v, want 2", out, err)
+			}
+		})
+	}
+}
+
 func TestMalformedCounterExits3(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "counter")
@@ -299,7 +349,7 @@ func TestDocMatchesHelp(t *testing.T) {
 	}
 	doc := f.Doc.Text()
 	help := effectserver.Help()
-	for _, line := range []string{"effectserver -state DIR [flags]", "effectserver -store postgres -dsn URL [flags]"} {
+	for _, line := range []string{"effectserver -state DIR [flags]", "effectserver -store postgres -dsn URL [flags]", "effectserver -read-state json|counter -state DIR [-store NAME]"} {
 		if !strings.Contains(doc, "\t"+line+"\n") || !strings.Contains(help, line+"\n") {
 			t.Errorf("synopsis line %q not in both the package comment and -h", line)
 		}

@@ -30,7 +30,6 @@ import (
 	"idemlab/internal/results"
 	"idemlab/internal/serverproc"
 	"idemlab/internal/store"
-	"idemlab/internal/store/open"
 )
 
 // Protocol holds the constants the lab runs every server and client with.
@@ -153,13 +152,13 @@ func runCase(ctx context.Context, cfg Config, c casefile.Case, kind protocol.Sto
 		// the server never caused: the run is not evidence.
 		return obs, det, fmt.Errorf("interrupted: %w", err)
 	}
-	st, err := readState(kind, places)
+	st, err := readState(ctx, cfg.ServerPath, kind, places)
 	if err != nil {
 		return obs, det, err
 	}
 	obs.Counter = st.Counter
 	if c.Ledger != nil {
-		lst, err := open.ReadState(protocol.Durable, open.Place{Dir: sr.ledgerDir})
+		lst, err := serverproc.ReadState(ctx, cfg.ServerPath, protocol.Durable, store.Place{Dir: sr.ledgerDir})
 		if err != nil {
 			return obs, det, fmt.Errorf("ledger: %w", err)
 		}
@@ -174,9 +173,9 @@ func runCase(ctx context.Context, cfg Config, c casefile.Case, kind protocol.Sto
 // the volatile store (its registry and counter are per process, which is
 // what its column shows), one database for a database store. drop removes
 // the database, if any.
-func placesFor(ctx context.Context, cfg Config, kind protocol.Store, root string, replicas int) (places []open.Place, drop func(), err error) {
+func placesFor(ctx context.Context, cfg Config, kind protocol.Store, root string, replicas int) (places []store.Place, drop func(), err error) {
 	drop = func() {}
-	places = make([]open.Place, replicas)
+	places = make([]store.Place, replicas)
 	switch {
 	case kind.InDatabase():
 		if cfg.Databases == nil {
@@ -197,15 +196,15 @@ func placesFor(ctx context.Context, cfg Config, kind protocol.Store, root string
 			cfg.Databases.DropDatabase(dctx, name)
 		}
 		for i := range places {
-			places[i] = open.Place{Dir: root, DSN: dsn}
+			places[i] = store.Place{Dir: root, DSN: dsn}
 		}
 	case kind.Shared():
 		for i := range places {
-			places[i] = open.Place{Dir: root}
+			places[i] = store.Place{Dir: root}
 		}
 	default:
 		for i := range places {
-			places[i] = open.Place{Dir: root}
+			places[i] = store.Place{Dir: root}
 			if replicas > 1 {
 				places[i].Dir = filepath.Join(root, "r"+strconv.Itoa(i))
 				if err := os.Mkdir(places[i].Dir, 0o755); err != nil {
@@ -228,15 +227,15 @@ func databaseName() (string, error) {
 }
 
 // readState reads the effects applied at every distinct place, summed.
-func readState(kind protocol.Store, places []open.Place) (store.State, error) {
+func readState(ctx context.Context, server string, kind protocol.Store, places []store.Place) (store.State, error) {
 	var total store.State
-	seen := map[open.Place]bool{}
+	seen := map[store.Place]bool{}
 	for _, p := range places {
 		if seen[p] {
 			continue
 		}
 		seen[p] = true
-		st, err := open.ReadState(kind, p)
+		st, err := serverproc.ReadState(ctx, server, kind, p)
 		if err != nil {
 			return store.State{}, err
 		}
@@ -348,7 +347,7 @@ type storeReplicas struct {
 	cfg     Config
 	kind    protocol.Store
 	c       casefile.Case
-	places  []open.Place         // per replica
+	places  []store.Place        // per replica
 	servers []*serverproc.Server // per replica; nil while stopped
 
 	ledgerDir string             // the ledger's state folder; "" without one

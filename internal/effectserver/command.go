@@ -117,6 +117,10 @@ func newFlagSet(cfg *Config) *flag.FlagSet {
 	fs.StringVar(&cfg.Service, "service", DefaultService,
 		"with -downstream: `NAME` scopes the forwarded key, so that two services cannot collide at one ledger; "+
 			"the same on every replica")
+	fs.StringVar(&cfg.ReadState, "read-state", "",
+		"print what the store holds in -state (or -dsn) as `FORMAT` and exit without serving, after every server "+
+			"on it exited: json (the counter and the journal of applied effects, each with its value and body SHA-256) "+
+			"or counter (the counter alone, one integer); the store's refusals of foreign or corrupt state apply")
 	fs.DurationVar(&cfg.Lease, "lease", DefaultLease,
 		"with -downstream: a claim holds its key for `D`; until then a duplicate gets 409 with Retry-After, "+
 			"after it any replica takes the key over")
@@ -206,6 +210,7 @@ func Help() string {
 // repeats.
 const helpSynopsis = `usage: effectserver -state DIR [flags]
        effectserver -store postgres -dsn URL [flags]
+       effectserver -read-state json|counter -state DIR [-store NAME]
 
 effectserver serves POST /effect on loopback: each admitted request adds one
 to a durable counter and replies 200 with the counter value after its

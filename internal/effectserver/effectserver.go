@@ -53,6 +53,10 @@ type Config struct {
 	Wait     time.Duration  // how long a duplicate waits for an in-flight owner
 	Faults   bool           // honour X-Lab-Fault
 
+	// ReadState, when set, prints what the store holds instead of
+	// serving (ReadStateJSON or ReadStateCounter) and exits.
+	ReadState string
+
 	// Downstream, when set, is the effect URL of another effect server
 	// (the ledger): the effect becomes a POST to it, and the reply value
 	// is the ledger's (see downstream.go).
@@ -224,6 +228,12 @@ func check(cfg Config) (string, error) {
 		return "", fmt.Errorf("-dsn: only with -store %s (-store %s keeps its state in -state)", protocol.Postgres, cfg.Store)
 	case !db && cfg.StateDir == "":
 		return "", errors.New("-state is required")
+	}
+	if cfg.ReadState != "" {
+		if cfg.ReadState != ReadStateJSON && cfg.ReadState != ReadStateCounter {
+			return "", fmt.Errorf("-read-state %q: want %s or %s", cfg.ReadState, ReadStateJSON, ReadStateCounter)
+		}
+		return "", nil
 	}
 	listen, err := loopback(cfg.Addr)
 	if err != nil {

@@ -7,6 +7,7 @@ package effectserver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +15,9 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"idemlab/internal/store"
+	"idemlab/internal/store/open"
 )
 
 // The limits Run puts on clients.
@@ -80,7 +84,41 @@ var defaultLimits = limits{read: requestReadTimeout, conns: maxConns, grace: shu
 // command's exit status); any other error means the server failed. A crash
 // fault ends the process (cfg.Exit) without returning.
 func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+	if cfg.ReadState != "" {
+		return PrintState(cfg, stdout)
+	}
 	return run(ctx, cfg, stdout, stderr, defaultLimits)
+}
+
+// The formats of -read-state.
+const (
+	ReadStateJSON    = "json"    // store.State as JSON: the counter and the journal
+	ReadStateCounter = "counter" // the counter alone
+)
+
+// PrintState writes what the store cfg names holds, in cfg.ReadState's
+// format: how the runner reads a store after its servers exited without
+// linking any store engine itself. A state it refuses is a *RefusedError.
+func PrintState(cfg Config, out io.Writer) error {
+	if _, err := check(cfg); err != nil {
+		return &UsageError{err}
+	}
+	st, err := open.ReadState(cfg.Store, open.Place{Dir: cfg.StateDir, DSN: cfg.DSN})
+	if err != nil {
+		return &RefusedError{err}
+	}
+	if cfg.ReadState == ReadStateCounter {
+		_, err = fmt.Fprintln(out, st.Counter)
+	} else {
+		if st.Effects == nil {
+			st.Effects = []store.Effect{}
+		}
+		err = json.NewEncoder(out).Encode(st)
+	}
+	if err != nil {
+		return fmt.Errorf("print state: %w", err)
+	}
+	return nil
 }
 
 func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, lim limits) error {

@@ -35,7 +35,7 @@ import (
 	"idemlab/internal/client"
 	"idemlab/internal/protocol"
 	"idemlab/internal/serverproc"
-	"idemlab/internal/store/open"
+	"idemlab/internal/store"
 )
 
 // A Client names a client design.
@@ -302,7 +302,7 @@ func runRow(ctx context.Context, cfg Config, p Parameters, r Row, stream int) (R
 	if code != 0 {
 		return RowResult{}, fmt.Errorf("server exited with code %d on SIGTERM, want 0", code)
 	}
-	st, err := open.ReadState(protocol.Volatile, open.Place{Dir: dir})
+	st, err := serverproc.ReadState(ctx, cfg.ServerPath, protocol.Volatile, store.Place{Dir: dir})
 	if err != nil {
 		return RowResult{}, fmt.Errorf("read server state: %w", err)
 	}
