@@ -212,13 +212,20 @@ func (x Expectation) Expand() []ExpectedCall {
 	return out
 }
 
-// Bounds on a case, so that the runner's and the audit's memory stay
-// bounded whatever a case file asks: a case file is at most MaxFileBytes,
-// and its steps make at most MaxCalls calls (a call and its recorded
-// observation cost a few hundred bytes each, in results.json and run.json).
+// Bounds on a case, so that the runner's and the audit's memory and time
+// stay bounded whatever a case file asks: a case file is at most
+// MaxFileBytes, and its steps make at most MaxCalls calls (a call and its
+// recorded observation cost a few hundred bytes each, in results.json and
+// run.json) and wait at most MaxWaitMS in all (sleep steps and a parallel
+// step's staggers). MaxBodyBytes is the schema's largest body_bytes and
+// MaxKeyLength its longest key, in characters (TestSchemaBounds holds the
+// schema to both); a body string is bounded by the file itself.
 const (
 	MaxFileBytes = 1 << 20
 	MaxCalls     = 10000
+	MaxWaitMS    = 120000
+	MaxBodyBytes = 1 << 20
+	MaxKeyLength = 200
 )
 
 // fileName is the shape of a case file's name: two digits, a dash, the case name.
@@ -281,6 +288,9 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
 	if m == nil {
 		return Case{}, &Error{File: path, Problem: "file name: want NN-name.json (two digits, a dash, a lower-case name)"}
 	}
+	if err := checkStrict(b); err != nil {
+		return Case{}, &Error{File: path, Problem: err.Error()}
+	}
 	if err := schemas.Validate(SchemaName, b); err != nil {
 		var se *schemacheck.Error
 		if errors.As(err, &se) {
@@ -310,6 +320,12 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
 	if n := c.CallCount(); n > MaxCalls {
 		return Case{}, &Error{File: path, Problem: fmt.Sprintf("steps: %d calls, at most %d per case", n, MaxCalls)}
 	}
+	if ms := c.WaitMS(); ms > MaxWaitMS {
+		return Case{}, &Error{File: path, Problem: fmt.Sprintf("steps: the sleeps and staggers wait %d ms in all, at most %d per case", ms, MaxWaitMS)}
+	}
+	if err := c.checkHeaders(); err != nil {
+		return Case{}, &Error{File: path, Problem: err.Error()}
+	}
 	if err := c.checkReplicas(); err != nil {
 		return Case{}, &Error{File: path, Problem: err.Error()}
 	}
@@ -336,6 +352,75 @@ func (c Case) CallCount() int {
 		}
 	}
 	return n
+}
+
+// WaitMS is how long the steps wait on purpose, in milliseconds: every
+// sleep step, and each parallel step's last call's stagger.
+func (c Case) WaitMS() int {
+	ms := 0
+	for _, s := range c.Steps {
+		switch {
+		case s.Sleep != nil:
+			ms += s.Sleep.MS
+		case s.Parallel != nil && len(s.Parallel.Calls) > 1:
+			ms += s.Parallel.StaggerMS * (len(s.Parallel.Calls) - 1)
+		}
+	}
+	return ms
+}
+
+// checkHeaders refuses a key or fault that HTTP cannot carry as written: a
+// control byte (CR and LF above all, which would end the header) or white
+// space at either end (a header value is trimmed). The client would refuse
+// to send such a call, and the run would record it as a reply the server
+// never dropped.
+func (c Case) checkHeaders() error {
+	check := func(field string, call Call) error {
+		if call.Key != nil {
+			if err := headerValue(*call.Key); err != nil {
+				return fmt.Errorf("%s/key: %w", field, err)
+			}
+		}
+		if call.Fault != "" {
+			if err := headerValue(call.Fault); err != nil {
+				return fmt.Errorf("%s/fault: %w", field, err)
+			}
+		}
+		return nil
+	}
+	for i, s := range c.Steps {
+		at := fmt.Sprintf("/steps/%d", i)
+		var err error
+		switch {
+		case s.Call != nil:
+			err = check(at+"/call", *s.Call)
+		case s.Concurrent != nil:
+			err = check(at+"/concurrent/call", s.Concurrent.Call)
+		case s.Parallel != nil:
+			for j, call := range s.Parallel.Calls {
+				if err = check(fmt.Sprintf("%s/parallel/calls/%d", at, j), call); err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// headerValue refuses a value an HTTP header cannot carry byte for byte.
+func headerValue(v string) error {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
+			return fmt.Errorf("byte %d is %q, a control character an HTTP header cannot carry", i, b)
+		}
+	}
+	if strings.TrimLeft(v, " \t") != v || strings.TrimRight(v, " \t") != v {
+		return fmt.Errorf("%q: white space at either end is trimmed from an HTTP header, so it cannot be sent as written", v)
+	}
+	return nil
 }
 
 // oneBody refuses a call that gives both body and body_bytes.
