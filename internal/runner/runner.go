@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -26,6 +27,7 @@ import (
 	"idemlab/internal/pgcluster"
 	"idemlab/internal/protocol"
 	"idemlab/internal/retries"
+	"idemlab/internal/safefile"
 	"idemlab/internal/schemacheck"
 )
 
@@ -138,11 +140,18 @@ const parallel = 16
 // ErrAuditFailed means the evidence was written and the audit rejected it.
 var ErrAuditFailed = errors.New("audit failed")
 
-// ErrInterrupted means the run was cancelled (SIGINT or SIGTERM): it stopped
-// sending, every server and database it started is gone, and it wrote no
-// evidence (unless the interruption came while the audit ran, which the
-// error then says).
-var ErrInterrupted = errors.New("interrupted: stopped sending, stopped every server")
+// ErrInterrupted means the run was cancelled (SIGINT or SIGTERM) before
+// the evidence was written: it stopped sending, every server and database
+// it started is gone, and it wrote no evidence.
+var ErrInterrupted = errors.New("interrupted: stopped sending, stopped every server and database, wrote no evidence")
+
+// ErrAuditInterrupted means the run was cancelled while the audit ran: the
+// evidence folder was written but not audited. It does not wrap
+// ErrInterrupted, whose words (no evidence) would be false.
+var ErrAuditInterrupted = errors.New("interrupted while auditing")
+
+// MaxServerBytes bounds the -server binary the runner reads and hashes.
+const MaxServerBytes = 512 << 20
 
 // ParseStores turns the -store flag into the stores to run: one store's
 // name, or "all".
@@ -171,12 +180,12 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	written := false
 	defer func() {
-		if err != nil && ctx.Err() != nil {
-			if written {
-				err = fmt.Errorf("%w, while auditing: %s was written but not audited", ErrInterrupted, o.Out)
-			} else {
-				err = fmt.Errorf("%w, and wrote no evidence", ErrInterrupted)
-			}
+		switch {
+		case err == nil || errors.Is(err, ErrAuditInterrupted):
+		case ctx.Err() != nil && written:
+			err = fmt.Errorf("%w: %s was written but not audited (run audit on it, or run again)", ErrAuditInterrupted, o.Out)
+		case ctx.Err() != nil:
+			err = ErrInterrupted
 		}
 	}()
 	runSuite, runExperiments := o.plan()
@@ -198,6 +207,9 @@ func Run(ctx context.Context, o Options) (err error) {
 				return &UsageError{fmt.Errorf("-unsafe-registry %s: no selected case runs on the key registry (the downstream mode and key expiry refuse a mutant)", o.Unsafe)}
 			}
 		}
+	}
+	if err := evidence.CheckOutsideSources(o.Root, o.Out); err != nil {
+		return &UsageError{err}
 	}
 	if err := evidence.CheckTarget(o.Out, evidenceNames()); err != nil {
 		return &UsageError{err}
@@ -418,9 +430,13 @@ func serverBinary(ctx context.Context, o Options) (labbuild.Binary, error) {
 	if o.ServerPath == "" {
 		return build(ctx, o, pkg, "compiles SQLite, about a minute")
 	}
-	b, err := os.ReadFile(o.ServerPath)
+	path, err := filepath.EvalSymlinks(o.ServerPath)
 	if err != nil {
 		return labbuild.Binary{}, &UsageError{fmt.Errorf("-server: %w", err)}
+	}
+	b, err := safefile.Read(path, MaxServerBytes)
+	if err != nil {
+		return labbuild.Binary{}, &UsageError{fmt.Errorf("-server %s: %w", o.ServerPath, err)}
 	}
 	return labbuild.Binary{Path: o.ServerPath, SHA256: evidence.SHA256(b), Recipe: labbuild.Prebuilt(pkg)}, nil
 }
@@ -454,7 +470,17 @@ func audit(ctx context.Context, o Options, bin string, dirty bool) error {
 		return nil
 	case errors.As(err, &exit) && exit.ExitCode() == 1:
 		return ErrAuditFailed
+	case errors.As(err, &exit) && interruptedBy(exit):
+		// A Ctrl-C at the terminal reaches the audit too, maybe before
+		// the runner's own context says so.
+		return fmt.Errorf("%w: %s was written but not audited (run audit on it, or run again)", ErrAuditInterrupted, o.Out)
 	default:
 		return fmt.Errorf("run audit: %w", err)
 	}
+}
+
+// interruptedBy reports whether a process ended by SIGINT or SIGTERM.
+func interruptedBy(exit *exec.ExitError) bool {
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && (ws.Signal() == syscall.SIGINT || ws.Signal() == syscall.SIGTERM)
 }
