@@ -320,6 +320,9 @@ func startPostgres(ctx context.Context, o *Options) (postgresServer, error) {
 			return nil, &UsageError{fmt.Errorf("-pg-dsn: %w", err)}
 		}
 		fmt.Fprintf(o.Stdout, "postgres %s: the server -pg-dsn names, one database per run\n", e.Version)
+		if len(e.Swept) > 0 {
+			fmt.Fprintf(o.Stdout, "postgres: dropped %d databases of runners that are gone: %s\n", len(e.Swept), strings.Join(e.Swept, ", "))
+		}
 		return e, nil
 	}
 	pg, err := pgcluster.Start(ctx, pgcluster.Options{})
