@@ -214,11 +214,14 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := evidence.CheckTarget(o.Out, evidenceNames()); err != nil {
 		return &UsageError{err}
 	}
-	tmp, err := os.MkdirTemp("", "idemlab-runner-")
-	if err != nil {
-		return fmt.Errorf("make temp folder: %w", err)
+	tmp, swept, release, err := makeTemp(os.TempDir())
+	if len(swept) > 0 {
+		fmt.Fprintf(o.Stdout, "removed %d temp folders of runners that are gone: %s\n", len(swept), strings.Join(swept, ", "))
 	}
-	defer os.RemoveAll(tmp)
+	if err != nil {
+		return err
+	}
+	defer release()
 	server, err := serverBinary(ctx, o)
 	if err != nil {
 		return err
