@@ -89,7 +89,7 @@ func TestPasswordNeverShown(t *testing.T) {
 				t.Errorf("DSN(%q) = %q: shows the password", dsn, got)
 			}
 			for name, parse := range map[string]func(string) error{
-				"pgconn.ParseConfig": func(s string) error { _, err := pgconn.ParseConfig(s); return err },
+				"pgconn.ParseConfig":  func(s string) error { _, err := pgconn.ParseConfig(s); return err },
 				"pgxpool.ParseConfig": func(s string) error { _, err := pgxpool.ParseConfig(s); return err },
 			} {
 				err := parse(dsn)
