@@ -217,15 +217,18 @@ func (x Expectation) Expand() []ExpectedCall {
 // MaxFileBytes, and its steps make at most MaxCalls calls (a call and its
 // recorded observation cost a few hundred bytes each, in results.json and
 // run.json) and wait at most MaxWaitMS in all (sleep steps and a parallel
-// step's staggers). MaxBodyBytes is the schema's largest body_bytes and
-// MaxKeyLength its longest key, in characters (TestSchemaBounds holds the
-// schema to both); a body string is bounded by the file itself.
+// step's staggers). MaxBodyBytes is the schema's largest body_bytes, and
+// MaxKeyLength and MaxFaultLength its longest key and fault, in characters
+// (TestSchemaBounds holds the schema to them): so a call's headers stay far
+// below any server's header limit, whose refusal could race the request
+// like an early 413. A body string is bounded by the file itself.
 const (
-	MaxFileBytes = 1 << 20
-	MaxCalls     = 10000
-	MaxWaitMS    = 120000
-	MaxBodyBytes = 1 << 20
-	MaxKeyLength = 200
+	MaxFileBytes   = 1 << 20
+	MaxCalls       = 10000
+	MaxWaitMS      = 120000
+	MaxBodyBytes   = 1 << 20
+	MaxKeyLength   = 200
+	MaxFaultLength = 200
 )
 
 // fileName is the shape of a case file's name: two digits, a dash, the case name.

@@ -258,6 +258,7 @@ func TestSchemaBounds(t *testing.T) {
 			Call struct {
 				Properties struct {
 					Key       struct{ MaxLength int }
+					Fault     struct{ MaxLength int }
 					BodyBytes struct{ Maximum int } `json:"body_bytes"`
 				}
 			}
@@ -279,6 +280,9 @@ func TestSchemaBounds(t *testing.T) {
 	}
 	if got, want := call.Key.MaxLength, MaxKeyLength; got != want {
 		t.Errorf("schema key maxLength = %d, want MaxKeyLength %d", got, want)
+	}
+	if got, want := call.Fault.MaxLength, MaxFaultLength; got != want {
+		t.Errorf("schema fault maxLength = %d, want MaxFaultLength %d", got, want)
 	}
 	if got := doc.Definitions.Step.Properties.Sleep.Properties.MS.Maximum; got == 0 || got > MaxWaitMS {
 		t.Errorf("schema sleep ms maximum = %d, want 1..MaxWaitMS (%d)", got, MaxWaitMS)
