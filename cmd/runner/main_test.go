@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,5 +130,45 @@ func TestLongArgument(t *testing.T) {
 	}
 	if got, want := stderr.String(), "runner: argument 2 is 1048576 bytes, at most 4096 (see runner -h)\n"; got != want {
 		t.Fatalf("stderr = %q, want %q", got, want)
+	}
+}
+
+// signalOnLine passes writes on and sends this process SIGINT once the
+// output holds line, as a Ctrl-C at that moment would.
+type signalOnLine struct {
+	strings.Builder
+	line string
+	sent bool
+}
+
+func (w *signalOnLine) Write(b []byte) (int, error) {
+	n, err := w.Builder.Write(b)
+	if !w.sent && strings.Contains(w.String(), w.line) {
+		w.sent = true
+		syscall.Kill(os.Getpid(), syscall.SIGINT)
+	}
+	return n, err
+}
+
+// Ensure a SIGINT that comes while the audit runs exits 5 and says the
+// evidence was written but not audited (it is there), not exit 4's "wrote
+// no evidence".
+func TestSIGINTWhileAuditing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the lab and runs a case")
+	}
+	out := filepath.Join(t.TempDir(), "evidence")
+	t.Chdir(filepath.Join("..", ".."))
+	stdout := &signalOnLine{line: "wrote " + out}
+	var stderr strings.Builder
+	code := run([]string{"-case", "unkeyed_lost_reply", "-store", "volatile", "-out", out}, nil, stdout, &stderr)
+	if got, want := code, 5; got != want {
+		t.Fatalf("run = %d, want %d\nstdout:\n%s\nstderr:\n%s", got, want, stdout.String(), stderr.String())
+	}
+	if want := "runner: interrupted while auditing: " + out + " was written but not audited"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr = %q, want it to say %q", stderr.String(), want)
+	}
+	if _, err := os.Stat(filepath.Join(out, "manifest.json")); err != nil {
+		t.Errorf("the evidence the message says was written: %v", err)
 	}
 }
