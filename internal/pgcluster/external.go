@@ -43,6 +43,9 @@ type External struct {
 	config  *pgconn.Config
 	Version string   // SHOW server_version
 	Swept   []string // databases of runners that were gone, dropped by Attach
+	// SweepFailed are the drops of such databases that failed (another
+	// user's database, say): reported, not fatal, tried again next time.
+	SweepFailed []error
 }
 
 // LeaseClass is the first key of every runner's advisory lock: a constant
@@ -127,7 +130,8 @@ func (e *External) sweepAndLease(ctx context.Context) error {
 		}
 		for _, n := range byOwner[o] {
 			if _, err := e.admin.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{n}.Sanitize()+` WITH (FORCE)`); err != nil {
-				return fmt.Errorf("drop database %s of a runner that is gone: %w", n, err)
+				e.SweepFailed = append(e.SweepFailed, fmt.Errorf("drop database %s of a runner that is gone: %w", n, err))
+				continue
 			}
 			e.Swept = append(e.Swept, n)
 		}

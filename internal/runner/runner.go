@@ -326,6 +326,9 @@ func startPostgres(ctx context.Context, o *Options) (postgresServer, error) {
 		if len(e.Swept) > 0 {
 			fmt.Fprintf(o.Stdout, "postgres: dropped %d databases of runners that are gone: %s\n", len(e.Swept), strings.Join(e.Swept, ", "))
 		}
+		for _, err := range e.SweepFailed {
+			fmt.Fprintf(o.Stderr, "runner: warning: %v\n", err)
+		}
 		return e, nil
 	}
 	pg, err := pgcluster.Start(ctx, pgcluster.Options{})
