@@ -61,6 +61,15 @@ const maxDatabaseName = 63
 // owner's number and the caller's name.
 var leasedName = regexp.MustCompile(`^idemlab_([0-9a-f]{8})_(.+)$`)
 
+// CheckDSN refuses a dsn pgx cannot parse, before anything connects; the
+// error hides its password as Attach's do.
+func CheckDSN(dsn string) error {
+	if _, err := pgxpool.ParseConfig(dsn); err != nil {
+		return fmt.Errorf("postgres %s: %w", redact.DSN(dsn), redact.Error(dsn, err))
+	}
+	return nil
+}
+
 // Attach connects to the server at dsn, whose user must be allowed to
 // create databases, drops the databases of runners that are gone (see
 // Leftovers) and takes its own lease. Errors name the DSN with its

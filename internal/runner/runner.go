@@ -98,6 +98,11 @@ func (o Options) check() error {
 	if err := o.checkKnobs(); err != nil {
 		return err
 	}
+	if o.PostgresDSN != "" {
+		if err := pgcluster.CheckDSN(o.PostgresDSN); err != nil {
+			return &UsageError{fmt.Errorf("-pg-dsn: %w", err)}
+		}
+	}
 	if o.Unsafe == protocol.Sound {
 		return nil
 	}
