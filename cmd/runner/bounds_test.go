@@ -111,7 +111,22 @@ func caseRows(t *testing.T) string {
 	}
 	_, err = casefile.LoadDir(filepath.Dir(big), schemas)
 	fileErr := strings.ReplaceAll(err.Error(), filepath.Dir(big), "cases")
+	many := t.TempDir()
+	for i := range casefile.MaxFiles + 1 {
+		if err := os.WriteFile(filepath.Join(many, fmt.Sprintf("%03d-c.json", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = casefile.LoadDir(many, schemas)
+	manyErr := strings.ReplaceAll(err.Error(), many, "cases")
+	one, err := casefile.Parse("cases/10-x.json", []byte(head+`{"concurrent":{"clients":10,"call":{"repeat":1000}}}`+
+		`],"expect":{"volatile":{"counter":1,"exit_codes":[0],"calls":[`+strings.Repeat(`{"outcome":"reply","repeat":1000},`, 9)+`{"outcome":"reply","repeat":1000}]}}}`), schemas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	suiteErr := casefile.CheckSuite([]casefile.Case{one, one}, 2)
 	rows := []struct{ what, bound, err string }{
+		{"case files", fmt.Sprintf("at most %d in cases/", casefile.MaxFiles), manyErr},
 		{"a case file", fmt.Sprintf("a regular file of at most %d bytes (1 MiB)", casefile.MaxFileBytes), fileErr},
 		{"its JSON", fmt.Sprintf("valid UTF-8, no member named twice, nested at most %d levels, nothing after the value (the audit's own reader's rules)", casefile.MaxDepth),
 			parse(head + `{"call":{},"call":{}}` + tail)},
@@ -119,6 +134,8 @@ func caseRows(t *testing.T) string {
 			parse(head + `{"concurrent":{"clients":11,"call":{"repeat":1000}}}` + tail)},
 		{"waiting per case", fmt.Sprintf("at most %d ms in all: sleep steps and a parallel step's staggers", casefile.MaxWaitMS),
 			parse(head + strings.Repeat(`{"sleep":{"ms":60000}},`, 2) + `{"sleep":{"ms":1}}` + tail)},
+		{"calls per run of the runner", fmt.Sprintf("at most %d over every (case, store) run selected (results.json, about 230 bytes a call, is read by the audit up to 8 MiB)", casefile.MaxSuiteCalls),
+			suiteErr.Error()},
 		{"a key or fault", "no control byte (CR, LF, ...) and no white space at either end: HTTP cannot carry it as written",
 			parse(head + `{"call":{"key":"k\r\n"}}` + tail)},
 	}

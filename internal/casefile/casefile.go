@@ -213,8 +213,8 @@ func (x Expectation) Expand() []ExpectedCall {
 }
 
 // Bounds on a case, so that the runner's and the audit's memory and time
-// stay bounded whatever a case file asks: a case file is at most
-// MaxFileBytes, and its steps make at most MaxCalls calls (a call and its
+// stay bounded whatever a case file asks: cases/ holds at most MaxFiles
+// case files, a case file is at most MaxFileBytes, and its steps make at most MaxCalls calls (a call and its
 // recorded observation cost a few hundred bytes each, in results.json and
 // run.json) and wait at most MaxWaitMS in all (sleep steps and a parallel
 // step's staggers). MaxBodyBytes is the schema's largest body_bytes, and
@@ -223,6 +223,7 @@ func (x Expectation) Expand() []ExpectedCall {
 // below any server's header limit, whose refusal could race the request
 // like an early 413. A body string is bounded by the file itself.
 const (
+	MaxFiles       = 100
 	MaxFileBytes   = 1 << 20
 	MaxCalls       = 10000
 	MaxWaitMS      = 120000
@@ -263,6 +264,9 @@ func LoadDir(dir string, schemas *schemacheck.Set) ([]Case, error) {
 	sort.Strings(names)
 	if len(names) == 0 {
 		return nil, fmt.Errorf("read cases: no *.json files in %s", dir)
+	}
+	if len(names) > MaxFiles {
+		return nil, fmt.Errorf("read cases: %d *.json files in %s, at most %d", len(names), dir, MaxFiles)
 	}
 	var cases []Case
 	seen := map[string]string{}
@@ -339,6 +343,24 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
 		return Case{}, &Error{File: path, Problem: err.Error()}
 	}
 	return c, nil
+}
+
+// MaxSuiteCalls bounds the calls of one run of the runner, over every
+// (case, store) run: results.json takes about 230 bytes a call, and the
+// audit reads it up to 8 MiB.
+const MaxSuiteCalls = 30000
+
+// CheckSuite refuses a selection of cases that makes more than
+// MaxSuiteCalls calls in all on stores stores.
+func CheckSuite(cases []Case, stores int) error {
+	n := 0
+	for _, c := range cases {
+		n += c.CallCount() * stores
+	}
+	if n > MaxSuiteCalls {
+		return fmt.Errorf("cases: %d calls on %d stores in all, at most %d per run of the runner (select fewer with -case or -store)", n, stores, MaxSuiteCalls)
+	}
+	return nil
 }
 
 // CallCount is how many HTTP calls the steps make.

@@ -3,6 +3,7 @@ package casefile
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -301,4 +302,19 @@ func FuzzCheckStrict(f *testing.F) {
 			t.Fatalf("checkStrict(%q) = nil, but it is not valid JSON", b)
 		}
 	})
+}
+
+// Ensure a cases folder with more case files than the bound is refused,
+// before any is read.
+func TestLoadDirTooManyFiles(t *testing.T) {
+	dir := t.TempDir()
+	for i := range MaxFiles + 1 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%03d-c.json", i)), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := LoadDir(dir, schemas(t))
+	if want := fmt.Sprintf("101 *.json files in %s, at most 100", dir); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("LoadDir = %v, want an error saying %q", err, want)
+	}
 }

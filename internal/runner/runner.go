@@ -206,6 +206,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		if cases, err = selectCase(cases, o.Case); err != nil {
 			return &UsageError{err}
 		}
+		if err := casefile.CheckSuite(cases, len(o.Stores)); err != nil {
+			return &UsageError{err}
+		}
 		if o.Unsafe != protocol.Sound {
 			cases = mutable(cases, o.Stdout)
 			if len(cases) == 0 {
