@@ -223,13 +223,24 @@ func (x Expectation) Expand() []ExpectedCall {
 	return out
 }
 
-// Bounds on a case, so that the runner's and the audit's memory stay
-// bounded whatever a case file asks: a case file is at most MaxFileBytes,
-// and its steps make at most MaxCalls calls (a call and its recorded
-// observation cost a few hundred bytes each, in results.json and run.json).
+// Bounds on a case, so that the runner's and the audit's memory and time
+// stay bounded whatever a case file asks: cases/ holds at most MaxFiles
+// case files, a case file is at most MaxFileBytes, and its steps make at most MaxCalls calls (a call and its
+// recorded observation cost a few hundred bytes each, in results.json and
+// run.json) and wait at most MaxWaitMS in all (sleep steps and a parallel
+// step's staggers). MaxBodyBytes is the schema's largest body_bytes, and
+// MaxKeyLength and MaxFaultLength its longest key and fault, in characters
+// (TestSchemaBounds holds the schema to them): so a call's headers stay far
+// below any server's header limit, whose refusal could race the request
+// like an early 413. A body string is bounded by the file itself.
 const (
-	MaxFileBytes = 1 << 20
-	MaxCalls     = 10000
+	MaxFiles       = 100
+	MaxFileBytes   = 1 << 20
+	MaxCalls       = 10000
+	MaxWaitMS      = 120000
+	MaxBodyBytes   = 1 << 20
+	MaxKeyLength   = 200
+	MaxFaultLength = 200
 )
 
 // fileName is the shape of a case file's name: two digits, a dash, the case name.
@@ -265,6 +276,9 @@ func LoadDir(dir string, schemas *schemacheck.Set) ([]Case, error) {
 	if len(names) == 0 {
 		return nil, fmt.Errorf("read cases: no *.json files in %s", dir)
 	}
+	if len(names) > MaxFiles {
+		return nil, fmt.Errorf("read cases: %d *.json files in %s, at most %d", len(names), dir, MaxFiles)
+	}
 	var cases []Case
 	seen := map[string]string{}
 	for _, n := range names {
@@ -291,6 +305,9 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
 	m := fileName.FindStringSubmatch(filepath.Base(path))
 	if m == nil {
 		return Case{}, &Error{File: path, Problem: "file name: want NN-name.json (two digits, a dash, a lower-case name)"}
+	}
+	if err := checkStrict(b); err != nil {
+		return Case{}, &Error{File: path, Problem: err.Error()}
 	}
 	if err := schemas.Validate(SchemaName, b); err != nil {
 		var se *schemacheck.Error
@@ -321,6 +338,12 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
 		Ledger: raw.Ledger, Server: raw.Server, Target: raw.Target}
 	if n := c.CallCount(); n > MaxCalls {
 		return Case{}, &Error{File: path, Problem: fmt.Sprintf("steps: %d calls, at most %d per case", n, MaxCalls)}
+	}
+	if ms := c.WaitMS(); ms > MaxWaitMS {
+		return Case{}, &Error{File: path, Problem: fmt.Sprintf("steps: the sleeps and staggers wait %d ms in all, at most %d per case", ms, MaxWaitMS)}
+	}
+	if err := c.checkHeaders(); err != nil {
+		return Case{}, &Error{File: path, Problem: err.Error()}
 	}
 	if err := c.checkReplicas(); err != nil {
 		return Case{}, &Error{File: path, Problem: err.Error()}
@@ -394,6 +417,24 @@ func (c Case) LosesProcess() bool {
 	return false
 }
 
+// MaxSuiteCalls bounds the calls of one run of the runner, over every
+// (case, store) run: results.json takes about 230 bytes a call, and the
+// audit reads it up to 8 MiB.
+const MaxSuiteCalls = 30000
+
+// CheckSuite refuses a selection of cases that makes more than
+// MaxSuiteCalls calls in all on stores stores.
+func CheckSuite(cases []Case, stores int) error {
+	n := 0
+	for _, c := range cases {
+		n += c.CallCount() * stores
+	}
+	if n > MaxSuiteCalls {
+		return fmt.Errorf("cases: %d calls on %d stores in all, at most %d per run of the runner (select fewer with -case or -store)", n, stores, MaxSuiteCalls)
+	}
+	return nil
+}
+
 // CallCount is how many HTTP calls the steps make.
 func (c Case) CallCount() int {
 	n := 0
@@ -408,6 +449,75 @@ func (c Case) CallCount() int {
 		}
 	}
 	return n
+}
+
+// WaitMS is how long the steps wait on purpose, in milliseconds: every
+// sleep step, and each parallel step's last call's stagger.
+func (c Case) WaitMS() int {
+	ms := 0
+	for _, s := range c.Steps {
+		switch {
+		case s.Sleep != nil:
+			ms += s.Sleep.MS
+		case s.Parallel != nil && len(s.Parallel.Calls) > 1:
+			ms += s.Parallel.StaggerMS * (len(s.Parallel.Calls) - 1)
+		}
+	}
+	return ms
+}
+
+// checkHeaders refuses a key or fault that HTTP cannot carry as written: a
+// control byte (CR and LF above all, which would end the header) or white
+// space at either end (a header value is trimmed). The client would refuse
+// to send such a call, and the run would record it as a reply the server
+// never dropped.
+func (c Case) checkHeaders() error {
+	check := func(field string, call Call) error {
+		if call.Key != nil {
+			if err := headerValue(*call.Key); err != nil {
+				return fmt.Errorf("%s/key: %w", field, err)
+			}
+		}
+		if call.Fault != "" {
+			if err := headerValue(call.Fault); err != nil {
+				return fmt.Errorf("%s/fault: %w", field, err)
+			}
+		}
+		return nil
+	}
+	for i, s := range c.Steps {
+		at := fmt.Sprintf("/steps/%d", i)
+		var err error
+		switch {
+		case s.Call != nil:
+			err = check(at+"/call", *s.Call)
+		case s.Concurrent != nil:
+			err = check(at+"/concurrent/call", s.Concurrent.Call)
+		case s.Parallel != nil:
+			for j, call := range s.Parallel.Calls {
+				if err = check(fmt.Sprintf("%s/parallel/calls/%d", at, j), call); err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// headerValue refuses a value an HTTP header cannot carry byte for byte.
+func headerValue(v string) error {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
+			return fmt.Errorf("byte %d is %q, a control character an HTTP header cannot carry", i, b)
+		}
+	}
+	if strings.TrimLeft(v, " \t") != v || strings.TrimRight(v, " \t") != v {
+		return fmt.Errorf("%q: white space at either end is trimmed from an HTTP header, so it cannot be sent as written", v)
+	}
+	return nil
 }
 
 // oneBody refuses a call that gives both body and body_bytes.

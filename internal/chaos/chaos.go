@@ -104,6 +104,13 @@ func (c Config) check() error {
 	return c.CheckKnobs()
 }
 
+// Bounds on the knobs the runner exposes (-replicas, -clients, -duration).
+const (
+	MaxReplicas = 4
+	MaxClients  = 64
+	MaxDuration = 10 * time.Minute
+)
+
 // CheckKnobs refuses counts and durations out of their ranges (a zero
 // takes its default first), naming each, so that a caller can refuse
 // them before anything starts.
@@ -117,9 +124,9 @@ func (c Config) CheckKnobs() error {
 	}
 	ms := func(d time.Duration) int64 { return d.Milliseconds() }
 	return errors.Join(
-		rangeErr("replicas", int64(c.Replicas), 1, 4),
-		rangeErr("clients", int64(c.Clients), 1, 64),
-		rangeErr("duration (ms)", ms(c.Duration), 1, ms(10*time.Minute)),
+		rangeErr("replicas", int64(c.Replicas), 1, MaxReplicas),
+		rangeErr("clients", int64(c.Clients), 1, MaxClients),
+		rangeErr("duration (ms)", ms(c.Duration), 1, ms(MaxDuration)),
 		rangeErr("max attempts", int64(c.MaxAttempts), 1, 100),
 		rangeErr("intent deadline (ms)", ms(c.IntentWithin), 1, ms(10*time.Minute)),
 		rangeErr("attempt timeout (ms)", ms(c.AttemptTimeout), 1, ms(time.Minute)),

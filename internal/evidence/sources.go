@@ -90,3 +90,58 @@ func GitState(root string) GitCheckout {
 	}
 	return g
 }
+
+// CheckOutsideSources refuses an evidence folder out that is the checkout
+// root itself or a folder whose files the manifest would hash as sources
+// (inside cases/, schema/, cmd/ or internal/, but not in a testdata
+// folder): evidence written there would be read back as sources by every
+// later run, and the audit would find the sources changed. Both paths are
+// compared after resolving symlinks, as far as they exist.
+func CheckOutsideSources(root, out string) error {
+	r, err := resolve(root)
+	if err != nil {
+		return fmt.Errorf("checkout %s: %w", root, err)
+	}
+	o, err := resolve(out)
+	if err != nil {
+		return fmt.Errorf("evidence folder %s: %w", out, err)
+	}
+	rel, err := filepath.Rel(r, o)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return nil // outside the checkout
+	}
+	if rel == "." {
+		return fmt.Errorf("evidence folder %s is the checkout itself: choose a folder of its own (the default is evidence)", out)
+	}
+	rel = filepath.ToSlash(rel)
+	top, _, _ := strings.Cut(rel, "/")
+	for _, s := range SourceRoots {
+		if top == s && IsSource(rel+"/"+ManifestName) {
+			return fmt.Errorf("evidence folder %s is inside %s, whose files are the lab's sources: the evidence would be hashed as a source by later runs (choose a folder outside it)", out, s)
+		}
+	}
+	return nil
+}
+
+// resolve is path made absolute with the symlinks of its longest existing
+// prefix resolved; the missing rest is appended as written.
+func resolve(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	missing := ""
+	for p := abs; ; p = filepath.Dir(p) {
+		real, err := filepath.EvalSymlinks(p)
+		if err == nil {
+			return filepath.Join(real, missing), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		if filepath.Dir(p) == p {
+			return abs, nil
+		}
+		missing = filepath.Join(filepath.Base(p), missing)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -26,6 +27,7 @@ import (
 	"idemlab/internal/pgcluster"
 	"idemlab/internal/protocol"
 	"idemlab/internal/retries"
+	"idemlab/internal/safefile"
 	"idemlab/internal/schemacheck"
 	"idemlab/internal/target"
 )
@@ -105,6 +107,11 @@ func (o Options) check() error {
 	if err := o.checkKnobs(); err != nil {
 		return err
 	}
+	if o.PostgresDSN != "" {
+		if err := pgcluster.CheckDSN(o.PostgresDSN); err != nil {
+			return &UsageError{fmt.Errorf("-pg-dsn: %w", err)}
+		}
+	}
 	if o.Unsafe == protocol.Sound {
 		return nil
 	}
@@ -147,11 +154,18 @@ const parallel = 16
 // ErrAuditFailed means the evidence was written and the audit rejected it.
 var ErrAuditFailed = errors.New("audit failed")
 
-// ErrInterrupted means the run was cancelled (SIGINT or SIGTERM): it stopped
-// sending, every server and database it started is gone, and it wrote no
-// evidence (unless the interruption came while the audit ran, which the
-// error then says).
-var ErrInterrupted = errors.New("interrupted: stopped sending, stopped every server")
+// ErrInterrupted means the run was cancelled (SIGINT or SIGTERM) before
+// the evidence was written: it stopped sending, every server and database
+// it started is gone, and it wrote no evidence.
+var ErrInterrupted = errors.New("interrupted: stopped sending, stopped every server and database, wrote no evidence")
+
+// ErrAuditInterrupted means the run was cancelled while the audit ran: the
+// evidence folder was written but not audited. It does not wrap
+// ErrInterrupted, whose words (no evidence) would be false.
+var ErrAuditInterrupted = errors.New("interrupted while auditing")
+
+// MaxServerBytes bounds the -server binary the runner reads and hashes.
+const MaxServerBytes = 512 << 20
 
 // ParseStores turns the -store flag into the stores to run: one store's
 // name, or "all".
@@ -192,12 +206,12 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	written := false
 	defer func() {
-		if err != nil && ctx.Err() != nil {
-			if written {
-				err = fmt.Errorf("%w, while auditing: %s was written but not audited", ErrInterrupted, o.Out)
-			} else {
-				err = fmt.Errorf("%w, and wrote no evidence", ErrInterrupted)
-			}
+		switch {
+		case err == nil || errors.Is(err, ErrAuditInterrupted):
+		case ctx.Err() != nil && written:
+			err = fmt.Errorf("%w: %s was written but not audited (run audit on it, or run again)", ErrAuditInterrupted, o.Out)
+		case ctx.Err() != nil:
+			err = ErrInterrupted
 		}
 	}()
 	runSuite, runExperiments := o.plan()
@@ -213,12 +227,18 @@ func Run(ctx context.Context, o Options) (err error) {
 		if cases, err = selectCase(cases, o.Case); err != nil {
 			return &UsageError{err}
 		}
+		if err := casefile.CheckSuite(cases, len(o.Stores)); err != nil {
+			return &UsageError{err}
+		}
 		if o.Unsafe != protocol.Sound {
 			cases = mutable(cases, o.Stdout)
 			if len(cases) == 0 {
 				return &UsageError{fmt.Errorf("-unsafe-registry %s: no selected case runs on the key registry (the downstream mode and key expiry refuse a mutant)", o.Unsafe)}
 			}
 		}
+	}
+	if err := evidence.CheckOutsideSources(o.Root, o.Out); err != nil {
+		return &UsageError{err}
 	}
 	var targets []*target.Target
 	if o.onTargets(runSuite) {
@@ -233,11 +253,14 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := evidence.CheckTarget(o.Out, evidenceNames()); err != nil {
 		return &UsageError{err}
 	}
-	tmp, err := os.MkdirTemp("", "idemlab-runner-")
-	if err != nil {
-		return fmt.Errorf("make temp folder: %w", err)
+	tmp, swept, release, err := makeTemp(os.TempDir())
+	if len(swept) > 0 {
+		fmt.Fprintf(o.Stdout, "removed %d temp folders of runners that are gone: %s\n", len(swept), strings.Join(swept, ", "))
 	}
-	defer os.RemoveAll(tmp)
+	if err != nil {
+		return err
+	}
+	defer release()
 	server, err := serverBinary(ctx, o)
 	if err != nil {
 		return err
@@ -360,6 +383,12 @@ func startPostgres(ctx context.Context, o *Options) (postgresServer, error) {
 			return nil, &UsageError{fmt.Errorf("-pg-dsn: %w", err)}
 		}
 		fmt.Fprintf(o.Stdout, "postgres %s: the server -pg-dsn names, one database per run\n", e.Version)
+		if len(e.Swept) > 0 {
+			fmt.Fprintf(o.Stdout, "postgres: dropped %d databases of runners that are gone: %s\n", len(e.Swept), strings.Join(e.Swept, ", "))
+		}
+		for _, err := range e.SweepFailed {
+			fmt.Fprintf(o.Stderr, "runner: warning: %v\n", err)
+		}
 		return e, nil
 	}
 	pg, err := pgcluster.Start(ctx, pgcluster.Options{})
@@ -470,9 +499,13 @@ func serverBinary(ctx context.Context, o Options) (labbuild.Binary, error) {
 	if o.ServerPath == "" {
 		return build(ctx, o, pkg, "compiles SQLite, about a minute")
 	}
-	b, err := os.ReadFile(o.ServerPath)
+	path, err := filepath.EvalSymlinks(o.ServerPath)
 	if err != nil {
 		return labbuild.Binary{}, &UsageError{fmt.Errorf("-server: %w", err)}
+	}
+	b, err := safefile.Read(path, MaxServerBytes)
+	if err != nil {
+		return labbuild.Binary{}, &UsageError{fmt.Errorf("-server %s: %w", o.ServerPath, err)}
 	}
 	return labbuild.Binary{Path: o.ServerPath, SHA256: evidence.SHA256(b), Recipe: labbuild.Prebuilt(pkg)}, nil
 }
@@ -506,7 +539,17 @@ func audit(ctx context.Context, o Options, bin string, dirty bool) error {
 		return nil
 	case errors.As(err, &exit) && exit.ExitCode() == 1:
 		return ErrAuditFailed
+	case errors.As(err, &exit) && interruptedBy(exit):
+		// A Ctrl-C at the terminal reaches the audit too, maybe before
+		// the runner's own context says so.
+		return fmt.Errorf("%w: %s was written but not audited (run audit on it, or run again)", ErrAuditInterrupted, o.Out)
 	default:
 		return fmt.Errorf("run audit: %w", err)
 	}
+}
+
+// interruptedBy reports whether a process ended by SIGINT or SIGTERM.
+func interruptedBy(exit *exec.ExitError) bool {
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && (ws.Signal() == syscall.SIGINT || ws.Signal() == syscall.SIGTERM)
 }
