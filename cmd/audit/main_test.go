@@ -33,8 +33,8 @@ const fixtureDir = "testdata/fixture"
 // snapshot is a copy of the fixture whose root's sources are one git
 // commit, the one the manifests name; setupErr says why it could not be
 // made. snapshotFiles are its files but .git, read once: each .ct file's
-// folder gets a copy of them and a .git file pointing to the snapshot's
-// repository (the audit only reads git's objects).
+// folder gets hard links to them and a .git file pointing to the
+// snapshot's repository (the audit only reads git's objects).
 var (
 	snapshot, setupErr string
 	snapshotFiles      []snapshotFile
@@ -45,7 +45,7 @@ type snapshotFile struct {
 	data []byte
 }
 
-// TestMain makes the snapshot once; each .ct file starts from a copy.
+// TestMain makes the snapshot once; each .ct file starts from links to it.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if os.Getenv("GOGC") == "" {
