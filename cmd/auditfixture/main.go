@@ -50,6 +50,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -380,17 +381,18 @@ func statementTests(name string) (evidence.Tests, error) {
 	return evidence.Tests{Passed: st.Predicate.PassedTests, Failed: st.Predicate.FailedTests}, nil
 }
 
-// fixtureEntries are what replaceFixture replaces in the fixture folder;
-// anything else there (README.md) is kept.
-var fixtureEntries = []string{"go.mod", "go.sum", "cases", "schema", "internal", "cmd", "evidence", "volatile", "chaos"}
-
-// replaceFixture replaces fixtureEntries of out by those of root (never
-// its .git).
+// replaceFixture replaces the root's sources (CommitPaths) and evidence
+// folders in out by those of root, never its .git; anything else in out
+// (README.md) is kept.
 func replaceFixture(root, out string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	for _, e := range fixtureEntries {
+	entries := slices.Clone(CommitPaths)
+	for _, f := range folders {
+		entries = append(entries, f.name)
+	}
+	for _, e := range entries {
 		if err := os.RemoveAll(filepath.Join(out, e)); err != nil {
 			return err
 		}
