@@ -135,7 +135,7 @@ func runCase(ctx context.Context, cfg Config, c casefile.Case, kind protocol.Sto
 			return obs, det, fmt.Errorf("make ledger state folder: %w", err)
 		}
 	}
-	defer sr.kill()
+	defer sr.Close()
 	if c.Ledger != nil {
 		if err := sr.startLedger(ctx); err != nil {
 			return obs, det, err
@@ -249,14 +249,14 @@ func readState(ctx context.Context, server string, kind protocol.Store, places [
 // server on a store (storeReplicas, below), or a target between the fault
 // proxy and the effect sink (target.go).
 type replicas interface {
-	count() int
-	start(ctx context.Context, replica int) error
-	// stop ends a running replica the way the case says and returns its
+	Count() int
+	Start(ctx context.Context, replica int) error
+	// Stop ends a running replica the way the case says and returns its
 	// exit code, its log lines and what went wrong stopping it.
-	stop(replica int, how casefile.Stop) (code int, log []string, detail ServerDetail, err error)
-	running(replica int) bool
-	url(replica int) string // the replica's call URL; "" while it is down
-	kill()                  // the last resort on every path out of a run
+	Stop(replica int, how casefile.Stop) (code int, log []string, detail ServerDetail, err error)
+	Running(replica int) bool
+	URL(replica int) string // the replica's call URL; "" while it is down
+	Close()                 // the last resort on every path out of a run
 }
 
 // run is the state of one case execution.
@@ -276,8 +276,8 @@ type run struct {
 // execute starts every replica, runs the steps, then stops every replica
 // still running with SIGTERM.
 func (r *run) execute(ctx context.Context) error {
-	for i := range r.reps.count() {
-		if err := r.reps.start(ctx, i); err != nil {
+	for i := range r.reps.Count() {
+		if err := r.reps.Start(ctx, i); err != nil {
 			return err
 		}
 	}
@@ -295,11 +295,11 @@ func (r *run) execute(ctx context.Context) error {
 			r.parallel(ctx, i, *step.Parallel)
 		case step.Restart != nil:
 			r.stopServer(step.Restart.Replica, step.Restart.Stop)
-			err = r.reps.start(ctx, step.Restart.Replica)
+			err = r.reps.Start(ctx, step.Restart.Replica)
 		case step.Stop != nil:
 			r.stopServer(step.Stop.Replica, step.Stop.How)
 		case step.Start != nil:
-			err = r.reps.start(ctx, step.Start.Replica)
+			err = r.reps.Start(ctx, step.Start.Replica)
 		case step.Sleep != nil:
 			select {
 			case <-time.After(time.Duration(step.Sleep.MS) * time.Millisecond):
@@ -312,8 +312,8 @@ func (r *run) execute(ctx context.Context) error {
 			return fmt.Errorf("step %d: %w", i, err)
 		}
 	}
-	for i := range r.reps.count() {
-		if r.reps.running(i) {
+	for i := range r.reps.Count() {
+		if r.reps.Running(i) {
 			r.stopServer(i, casefile.StopSIGTERM)
 		}
 	}
@@ -326,10 +326,10 @@ func (r *run) execute(ctx context.Context) error {
 // replica that is not running has nothing to stop (casefile refuses such a
 // step).
 func (r *run) stopServer(replica int, how casefile.Stop) {
-	if !r.reps.running(replica) {
+	if !r.reps.Running(replica) {
 		return
 	}
-	code, log, d, err := r.reps.stop(replica, how)
+	code, log, d, err := r.reps.Stop(replica, how)
 	r.obs.ExitCodes = append(r.obs.ExitCodes, code)
 	r.det.Servers = append(r.det.Servers, d)
 	for _, line := range log {
@@ -354,8 +354,8 @@ type storeReplicas struct {
 	ledger    *serverproc.Server // nil while stopped
 }
 
-func (sr *storeReplicas) count() int         { return len(sr.servers) }
-func (sr *storeReplicas) running(i int) bool { return sr.servers[i] != nil }
+func (sr *storeReplicas) Count() int         { return len(sr.servers) }
+func (sr *storeReplicas) Running(i int) bool { return sr.servers[i] != nil }
 
 // startLedger starts the case's ledger: durable, in its own state folder,
 // with faults on (an upstream asks it to drop a reply) and its own key TTL.
@@ -396,7 +396,7 @@ func (sr *storeReplicas) stopLedger() error {
 }
 
 // start starts a replica's server on its place.
-func (sr *storeReplicas) start(ctx context.Context, replica int) error {
+func (sr *storeReplicas) Start(ctx context.Context, replica int) error {
 	if sr.servers[replica] != nil {
 		return fmt.Errorf("start replica %d: already running", replica)
 	}
@@ -439,8 +439,8 @@ func (sr *storeReplicas) start(ctx context.Context, replica int) error {
 	return nil
 }
 
-// stop ends a replica's server the way the case says.
-func (sr *storeReplicas) stop(replica int, how casefile.Stop) (int, []string, ServerDetail, error) {
+// Stop ends a replica's server the way the case says.
+func (sr *storeReplicas) Stop(replica int, how casefile.Stop) (int, []string, ServerDetail, error) {
 	s := sr.servers[replica]
 	sr.servers[replica] = nil
 	var code int
@@ -457,8 +457,8 @@ func (sr *storeReplicas) stop(replica int, how casefile.Stop) (int, []string, Se
 	return code, s.Log(), ServerDetail{Replica: replica, PID: s.PID, Addr: s.Addr, ReadyIn: s.ReadyIn, ExitCode: code}, err
 }
 
-// kill is the last resort on every path out of Run.
-func (sr *storeReplicas) kill() {
+// Close is the last resort on every path out of Run.
+func (sr *storeReplicas) Close() {
 	for _, s := range sr.servers {
 		if s != nil {
 			s.Kill()
@@ -469,9 +469,9 @@ func (sr *storeReplicas) kill() {
 	}
 }
 
-// url is the effect URL of a replica, or "" when it is stopped (a call to
+// URL is the effect URL of a replica, or "" when it is stopped (a call to
 // it is refused, which is an observation).
-func (sr *storeReplicas) url(replica int) string {
+func (sr *storeReplicas) URL(replica int) string {
 	if s := sr.servers[replica]; s != nil {
 		return client.EffectURL(s.Addr)
 	}
@@ -503,7 +503,7 @@ func (r *run) sequential(ctx context.Context, step int, call casefile.Call) {
 func (r *run) concurrent(ctx context.Context, step int, g casefile.Concurrent) {
 	replicaOf := func(client int) int {
 		if g.AcrossReplicas {
-			return client % r.reps.count()
+			return client % r.reps.Count()
 		}
 		return g.Call.Replica
 	}
@@ -573,7 +573,7 @@ func (r *run) call(ctx context.Context, replica int, req client.Request) (result
 		o.Fault = &f
 	}
 	d := CallDetail{Replica: replica}
-	url := r.reps.url(replica)
+	url := r.reps.URL(replica)
 	if url == "" {
 		o.Outcome = protocol.OutcomeRefused
 		d.Error = fmt.Sprintf("replica %d is stopped", replica)

@@ -78,39 +78,26 @@ func runTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (results.
 		return obs, det, fmt.Errorf("make state folder: %w", err)
 	}
 	defer os.RemoveAll(root)
-	state := filepath.Join(root, "state")
-	if err := os.Mkdir(state, 0o755); err != nil {
-		return obs, det, fmt.Errorf("make state folder: %w", err)
+	tr, err := StartTargetReplicas(ctx, cfg, root, c.Replicas, nil)
+	if tr != nil {
+		defer tr.Close()
 	}
-
-	tr := &targetReplicas{cfg: cfg, t: t, procs: make([]*serverproc.Server, c.Replicas), proxies: make([]*proxy.Proxy, c.Replicas),
-		vars: target.Vars{State: state, EffectServer: cfg.EffectServer}}
-	defer tr.kill()
-	if err := tr.startServices(ctx, root); err != nil {
+	if err != nil {
 		return obs, det, err
-	}
-	if t.Effects.Sink {
-		s, err := sink.Start(sink.Config{Replicas: c.Replicas, Kill: tr.killReplica})
-		if err != nil {
-			return obs, det, fmt.Errorf("start the effect sink: %w", err)
-		}
-		tr.sink = s
 	}
 
 	r := &run{reps: tr, obs: &obs, det: &det.Detail, client: client.New(cfg.ClientTimeout), c: c,
 		shape:   &client.Shape{Method: t.Request.Method, KeyHeader: t.Request.KeyHeader, ContentType: t.Request.ContentType},
 		observe: observer(t)}
-	tr.run = r
 	if err := r.execute(ctx); err != nil {
 		return obs, det, err
 	}
 	if err := ctx.Err(); err != nil {
 		return obs, det, fmt.Errorf("interrupted: %w", err)
 	}
-	det.Exchanges = tr.exchanges()
+	det.Exchanges = tr.Exchanges()
 	if tr.sink != nil {
-		tr.sink.Close()
-		det.Journal = tr.sink.Journal()
+		det.Journal = tr.Journal()
 		obs.Counter = int64(len(det.Journal))
 	} else {
 		n, err := tr.countEffects(ctx)
@@ -141,14 +128,24 @@ func observer(t *target.Target) func(client.Reply, *results.Call) {
 	}
 }
 
-// targetReplicas are a target's processes, each behind its own proxy,
-// all calling one sink, with the run's side services.
-type targetReplicas struct {
-	run  *run
+// TargetReplicas are one run's processes of a target, each behind its own
+// fault proxy, all calling one effect sink (where the target has one), with
+// the run's side services: the one place that runs a target's replicas,
+// for a case (RunTarget) and for the chaos experiment.
+//
+// A replica's proxy is made at its first start and kept across restarts
+// (a restart points it at the new process), so its URL stays the same for
+// the whole run. A replica killed (by Kill, or by a fault the proxy or the
+// sink places) counts as running until Stop collects its exit.
+type TargetReplicas struct {
 	cfg  TargetConfig
 	t    *target.Target
 	vars target.Vars // the run's; start fills in the replica's own
 	sink *sink.Sink  // nil for a target that counts its own effects
+
+	// faultKilled, when set, is called once a fault (the proxy's hold and
+	// kill, the sink's kill) killed replica i and it exited.
+	faultKilled func(i int)
 
 	mu      sync.Mutex
 	procs   []*serverproc.Server // per replica; nil while stopped
@@ -159,15 +156,55 @@ type targetReplicas struct {
 	dropDB func()
 }
 
-func (tr *targetReplicas) count() int { return len(tr.procs) }
+// StartTargetReplicas prepares n replicas of cfg.Target in the run folder
+// root (which the caller made and removes): a state folder shared by the
+// replicas ({state}), the side services target.json names, and the effect
+// sink where the target has one. It starts no replica (Start does).
+// faultKilled, if not nil, is told of every replica a fault killed. On an
+// error the returned TargetReplicas, if not nil, must still be closed.
+func StartTargetReplicas(ctx context.Context, cfg TargetConfig, root string, n int, faultKilled func(replica int)) (*TargetReplicas, error) {
+	t := cfg.Target
+	state := filepath.Join(root, "state")
+	if err := os.Mkdir(state, 0o755); err != nil {
+		return nil, fmt.Errorf("make state folder: %w", err)
+	}
+	tr := &TargetReplicas{cfg: cfg, t: t, procs: make([]*serverproc.Server, n), proxies: make([]*proxy.Proxy, n),
+		vars: target.Vars{State: state, EffectServer: cfg.EffectServer}, faultKilled: faultKilled}
+	if err := tr.startServices(ctx, root); err != nil {
+		return tr, err
+	}
+	if t.Effects.Sink {
+		s, err := sink.Start(sink.Config{Replicas: n, Kill: tr.killByFault})
+		if err != nil {
+			return tr, fmt.Errorf("start the effect sink: %w", err)
+		}
+		tr.sink = s
+	}
+	return tr, nil
+}
 
-func (tr *targetReplicas) running(i int) bool {
+// Count is the number of replicas.
+func (tr *TargetReplicas) Count() int { return len(tr.procs) }
+
+// Running reports whether replica i was started and its exit not yet
+// collected by Stop.
+func (tr *TargetReplicas) Running(i int) bool {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return tr.procs[i] != nil
 }
 
-func (tr *targetReplicas) url(i int) string {
+// Exited reports whether replica i was started and its process has
+// exited (killed, or on its own), its exit not yet collected by Stop.
+func (tr *TargetReplicas) Exited(i int) bool {
+	tr.mu.Lock()
+	s := tr.procs[i]
+	tr.mu.Unlock()
+	return s != nil && s.Exited()
+}
+
+// URL is replica i's call URL, through its proxy; "" while it is down.
+func (tr *TargetReplicas) URL(i int) string {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	if tr.procs[i] == nil {
@@ -176,8 +213,30 @@ func (tr *targetReplicas) url(i int) string {
 	return "http://" + tr.proxies[i].Addr() + tr.t.Request.Path
 }
 
+// ProxyURL is replica i's call URL through its proxy whether or not the
+// replica runs (a call while it is down is closed unanswered); "" before
+// its first start.
+func (tr *TargetReplicas) ProxyURL(i int) string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.proxies[i] == nil {
+		return ""
+	}
+	return "http://" + tr.proxies[i].Addr() + tr.t.Request.Path
+}
+
+// PID is the process id of replica i, 0 while it is down.
+func (tr *TargetReplicas) PID(i int) int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.procs[i] == nil {
+		return 0
+	}
+	return tr.procs[i].PID
+}
+
 // startServices starts the side services target.json names.
-func (tr *targetReplicas) startServices(ctx context.Context, root string) error {
+func (tr *TargetReplicas) startServices(ctx context.Context, root string) error {
 	for _, s := range tr.t.Services {
 		switch s {
 		case target.Redis:
@@ -210,9 +269,10 @@ func (tr *targetReplicas) startServices(ctx context.Context, root string) error 
 	return nil
 }
 
-// start starts replica i's process and points its proxy at it.
-func (tr *targetReplicas) start(ctx context.Context, i int) error {
-	if tr.running(i) {
+// Start starts replica i's process, on the run's state, and points its
+// proxy at it.
+func (tr *TargetReplicas) Start(ctx context.Context, i int) error {
+	if tr.Running(i) {
 		return fmt.Errorf("start replica %d: already running", i)
 	}
 	v := tr.vars
@@ -246,8 +306,10 @@ func (tr *targetReplicas) start(ctx context.Context, i int) error {
 		p.SetUpstream(s.Addr)
 		return nil
 	}
-	p, err := proxy.Start(proxy.Config{Upstream: s.Addr, Route: tr.route(i), Kill: func() { tr.killReplica(i) }, Observe: tr.observe})
+	p, err := proxy.Start(proxy.Config{Upstream: s.Addr, Route: tr.route(i), Kill: func() { tr.killByFault(i) }, Observe: tr.observe})
 	if err != nil {
+		tr.procs[i] = nil
+		s.Kill()
 		return fmt.Errorf("start the fault proxy of replica %d: %w", i, err)
 	}
 	tr.proxies[i] = p
@@ -255,13 +317,13 @@ func (tr *targetReplicas) start(ctx context.Context, i int) error {
 }
 
 // route places a call's lab fault for replica i's proxy.
-func (tr *targetReplicas) route(i int) func(fault string) (proxy.Route, error) {
+func (tr *TargetReplicas) route(i int) func(fault string) (proxy.Route, error) {
 	return func(fault string) (proxy.Route, error) {
 		p, err := tr.t.Place(fault)
 		if err != nil {
 			return proxy.Route{}, err
 		}
-		rt := proxy.Route{Header: p.Header, DropReply: p.DropReply, HoldAndKill: p.HoldAndKill}
+		rt := proxy.Route{Header: p.Header, DropReply: p.DropReply, HoldAndKill: p.HoldAndKill, GiveUp: p.GiveUp}
 		if p.Sink != nil {
 			if tr.sink == nil {
 				return proxy.Route{}, fmt.Errorf("fault %q acts at the sink, and the target has none", fault)
@@ -288,22 +350,23 @@ func sinkAction(a target.SinkAction) sink.Action {
 	return sink.Action{Before: a.Before, Apply: a.Apply, After: a.After, End: end}
 }
 
-func (tr *targetReplicas) observe(x proxy.Exchange) {
+func (tr *TargetReplicas) observe(x proxy.Exchange) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	tr.ex = append(tr.ex, x)
 }
 
-func (tr *targetReplicas) exchanges() []proxy.Exchange {
+// Exchanges returns what became of every request the proxies saw so far.
+func (tr *TargetReplicas) Exchanges() []proxy.Exchange {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return append([]proxy.Exchange(nil), tr.ex...)
 }
 
-// killReplica kills replica i's process group with SIGKILL and returns once
-// it exited: the crash the proxy and the sink inject. The replica counts as
-// running until the case's next stop step collects its exit.
-func (tr *targetReplicas) killReplica(i int) {
+// Kill kills replica i's process group with SIGKILL and returns once it
+// exited (a replica that is down: nothing). The replica counts as running
+// until Stop collects its exit.
+func (tr *TargetReplicas) Kill(i int) {
 	tr.mu.Lock()
 	s := tr.procs[i]
 	tr.mu.Unlock()
@@ -312,13 +375,27 @@ func (tr *targetReplicas) killReplica(i int) {
 	}
 }
 
-// stop ends replica i the way the case says: wait for the exit a crash
-// fault caused, or SIGTERM with the target's grace before SIGKILL.
-func (tr *targetReplicas) stop(i int, how casefile.Stop) (int, []string, ServerDetail, error) {
+// killByFault is the crash the proxy and the sink inject: Kill, then tell
+// faultKilled.
+func (tr *TargetReplicas) killByFault(i int) {
+	tr.Kill(i)
+	if tr.faultKilled != nil {
+		tr.faultKilled(i)
+	}
+}
+
+// Stop ends replica i the way how says (a case's stop step): wait for the
+// exit a kill or a crash fault caused, or SIGTERM with the target's grace
+// before SIGKILL. It returns the exit code, the replica's log lines and
+// what went wrong stopping it; the replica is down afterwards.
+func (tr *TargetReplicas) Stop(i int, how casefile.Stop) (int, []string, ServerDetail, error) {
 	tr.mu.Lock()
 	s := tr.procs[i]
 	tr.procs[i] = nil
 	tr.mu.Unlock()
+	if s == nil {
+		return 0, nil, ServerDetail{Replica: i}, fmt.Errorf("stop replica %d: not running", i)
+	}
 	var code int
 	var err error
 	switch how {
@@ -330,9 +407,21 @@ func (tr *targetReplicas) stop(i int, how casefile.Stop) (int, []string, ServerD
 	return code, s.Log(), ServerDetail{Replica: i, PID: s.PID, Addr: s.Addr, ReadyIn: s.ReadyIn, ExitCode: code}, err
 }
 
-// kill is the last resort on every path out of a run: every process, every
-// proxy, the sink, the side services.
-func (tr *targetReplicas) kill() {
+// Journal closes the sink (no effect is applied after it) and returns its
+// journal: the effects applied, in sequence order. Nil for a target that
+// counts its own effects.
+func (tr *TargetReplicas) Journal() []sink.Entry {
+	if tr.sink == nil {
+		return nil
+	}
+	tr.sink.Close()
+	return tr.sink.Journal()
+}
+
+// Close is the last resort on every path out of a run: every process,
+// every proxy, the sink, the side services. It may be called more than
+// once.
+func (tr *TargetReplicas) Close() {
 	tr.mu.Lock()
 	procs := append([]*serverproc.Server(nil), tr.procs...)
 	tr.mu.Unlock()
@@ -360,7 +449,7 @@ func (tr *targetReplicas) kill() {
 
 // countEffects runs the target's count command once every process exited and
 // reads the one integer it prints: the effects applied.
-func (tr *targetReplicas) countEffects(ctx context.Context) (int64, error) {
+func (tr *TargetReplicas) countEffects(ctx context.Context) (int64, error) {
 	argv := tr.t.CountCommand(tr.vars)
 	ctx, cancel := context.WithTimeout(ctx, countWithin)
 	defer cancel()

@@ -136,7 +136,11 @@ type Entry struct {
 	Replica    int       `json:"replica"`     // the replica that called
 	BodySHA256 string    `json:"body_sha256"` // hex SHA-256 of the call's body
 	Key        *string   `json:"key"`         // the forwarded key (several lines joined by ", "), nil when none
-	At         time.Time `json:"at"`          // when it was applied
+	At         time.Time `json:"at"`          // when it was applied (UTC, the wall clock)
+	// Applied is the same instant with its monotonic clock reading, for
+	// ordering it against a caller's own clock; not part of the journal's
+	// JSON.
+	Applied time.Time `json:"-"`
 }
 
 // A Call is what the sink did with one call that reached its handler.
@@ -306,7 +310,8 @@ func (s *Sink) apply(replica int, body []byte, key *string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seq := int64(len(s.journal)) + 1
-	s.journal = append(s.journal, Entry{Seq: seq, Replica: replica, BodySHA256: hex.EncodeToString(sum[:]), Key: key, At: time.Now().UTC()})
+	now := time.Now()
+	s.journal = append(s.journal, Entry{Seq: seq, Replica: replica, BodySHA256: hex.EncodeToString(sum[:]), Key: key, At: now.UTC(), Applied: now})
 	return seq
 }
 

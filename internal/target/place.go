@@ -27,8 +27,9 @@ const (
 type Placement struct {
 	Header      http.Header // the target's own fault header(s); nil for none
 	Sink        *SinkAction // what the sink does with the intent's effect call; nil: the normal effect
-	DropReply   bool        // the proxy reads the target's reply and drops it
-	HoldAndKill bool        // the proxy holds the target's reply, kills the target, drops the reply
+	DropReply   bool          // the proxy reads the target's reply and drops it
+	HoldAndKill bool          // the proxy holds the target's reply, kills the target, drops the reply
+	GiveUp      time.Duration // the proxy closes the client's connection unanswered after this long, the target's exchange going on; 0: never
 }
 
 // A SinkAction is what the sink does with one effect call: wait Before,
@@ -56,14 +57,15 @@ var ErrNotPlaceable = errors.New("fault cannot be placed on this target")
 // placement says where one lab fault acts when the target does not map it:
 // on the proxy or on the sink, changing the sink's action.
 type placement struct {
-	proxy func(*Placement)
+	proxy func(*Placement, time.Duration)
 	sink  func(*SinkAction, time.Duration)
 	why   string // not placeable: why
 }
 
 var placements = map[string]placement{
-	string(protocol.FaultDropReply):        {proxy: func(p *Placement) { p.DropReply = true }},
-	string(protocol.FaultCrashAfterRecord): {proxy: func(p *Placement) { p.HoldAndKill = true }},
+	string(protocol.FaultDropReply):        {proxy: func(p *Placement, _ time.Duration) { p.DropReply = true }},
+	string(protocol.FaultCrashAfterRecord): {proxy: func(p *Placement, _ time.Duration) { p.HoldAndKill = true }},
+	FaultGiveUp:                            {proxy: func(p *Placement, d time.Duration) { p.GiveUp = max(d, time.Millisecond) }},
 	string(protocol.FaultSlow): {sink: func(a *SinkAction, _ time.Duration) {
 		a.Before += protocol.SlowDelay
 	}},
@@ -78,11 +80,12 @@ var placements = map[string]placement{
 	string(protocol.FaultDropDownstreamReply):  {why: "the lab server's own downstream mode"},
 }
 
-// The faults that make an effect fail (the effect server and the sink
-// both honour them).
+// The faults only a target takes: the sink makes an effect fail, the proxy
+// gives up on a request in flight.
 const (
 	FaultFailEffect      = "fail-effect"       // the effect fails: nothing applied, 500
 	FaultFailAfterEffect = "fail-after-effect" // the effect is applied, then the handler fails: 500
+	FaultGiveUp          = "give-up"           // give-up=NNms: the proxy closes the client's connection unanswered after NN ms (at least 1 ms), the target's exchange going on
 )
 
 // FaultNames lists the lab faults a target may map natively, sorted.
@@ -125,7 +128,7 @@ func (t *Target) Place(v string) (Placement, error) {
 			continue
 		}
 		var d time.Duration
-		if name == string(protocol.FaultDelay) || name == string(protocol.FaultStall) {
+		if name == string(protocol.FaultDelay) || name == string(protocol.FaultStall) || name == FaultGiveUp {
 			ms, err := millis(arg, hasArg)
 			if err != nil {
 				return Placement{}, fmt.Errorf("fault %q: %w", part, err)
@@ -138,7 +141,7 @@ func (t *Target) Place(v string) (Placement, error) {
 		case pl.why != "":
 			return Placement{}, fmt.Errorf("%w: %s is %s", ErrNotPlaceable, name, pl.why)
 		case pl.proxy != nil:
-			pl.proxy(&p)
+			pl.proxy(&p, d)
 		default:
 			if !t.Effects.Sink {
 				return Placement{}, fmt.Errorf("%w: %s acts at the effect sink, and %s counts its effects itself without mapping %s to a header", ErrNotPlaceable, name, t.Name, name)

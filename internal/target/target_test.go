@@ -134,6 +134,8 @@ func TestPlace(t *testing.T) {
 		{"stall then the crash gap", sinkTarget, "stall=2000ms,crash-after-effect", Placement{Sink: &SinkAction{Apply: true, After: 2 * time.Second, End: Kill}}, ""},
 		{"a failed effect", sinkTarget, "fail-effect", Placement{Sink: &SinkAction{End: Fail}}, ""},
 		{"failed after the effect", sinkTarget, "fail-after-effect", Placement{Sink: &SinkAction{Apply: true, End: Fail}}, ""},
+		{"the proxy gives up in flight", sinkTarget, "give-up=40ms", Placement{GiveUp: 40 * time.Millisecond}, ""},
+		{"give-up takes a time", sinkTarget, "give-up", Placement{}, "want NNms"},
 		{"downstream faults", sinkTarget, "crash-after-claim", Placement{}, "downstream mode"},
 		{"unknown", sinkTarget, "dorp-reply", Placement{}, `"dorp-reply": unknown`},
 		{"bad argument", sinkTarget, "delay=fast", Placement{}, "want NNms"},
@@ -178,6 +180,9 @@ func render(p Placement) string {
 	}
 	if p.HoldAndKill {
 		b.WriteString("hold+kill ")
+	}
+	if p.GiveUp > 0 {
+		b.WriteString("give-up:" + p.GiveUp.String() + " ")
 	}
 	return b.String()
 }
