@@ -25,8 +25,8 @@ const (
 
 // A Placement is where one X-Lab-Fault value acts on a target.
 type Placement struct {
-	Header      http.Header // the target's own fault header(s); nil for none
-	Sink        *SinkAction // what the sink does with the intent's effect call; nil: the normal effect
+	Header      http.Header   // the target's own fault header(s); nil for none
+	Sink        *SinkAction   // what the sink does with the intent's effect call; nil: the normal effect
 	DropReply   bool          // the proxy reads the target's reply and drops it
 	HoldAndKill bool          // the proxy holds the target's reply, kills the target, drops the reply
 	GiveUp      time.Duration // the proxy closes the client's connection unanswered after this long, the target's exchange going on; 0: never
