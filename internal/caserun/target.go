@@ -143,9 +143,9 @@ type TargetReplicas struct {
 	vars target.Vars // the run's; start fills in the replica's own
 	sink *sink.Sink  // nil for a target that counts its own effects
 
-	// faultKilled, when set, is called once a fault (the proxy's hold and
-	// kill, the sink's kill) killed replica i and it exited.
-	faultKilled func(i int)
+	// faultKill, when set, is told that a fault (the proxy's hold and
+	// kill, the sink's kill) is about to kill replica i.
+	faultKill func(i int)
 
 	mu      sync.Mutex
 	procs   []*serverproc.Server // per replica; nil while stopped
@@ -160,16 +160,17 @@ type TargetReplicas struct {
 // root (which the caller made and removes): a state folder shared by the
 // replicas ({state}), the side services target.json names, and the effect
 // sink where the target has one. It starts no replica (Start does).
-// faultKilled, if not nil, is told of every replica a fault killed. On an
+// faultKill, if not nil, is told of every kill a fault makes, just before
+// it. On an
 // error the returned TargetReplicas, if not nil, must still be closed.
-func StartTargetReplicas(ctx context.Context, cfg TargetConfig, root string, n int, faultKilled func(replica int)) (*TargetReplicas, error) {
+func StartTargetReplicas(ctx context.Context, cfg TargetConfig, root string, n int, faultKill func(replica int)) (*TargetReplicas, error) {
 	t := cfg.Target
 	state := filepath.Join(root, "state")
 	if err := os.Mkdir(state, 0o755); err != nil {
 		return nil, fmt.Errorf("make state folder: %w", err)
 	}
 	tr := &TargetReplicas{cfg: cfg, t: t, procs: make([]*serverproc.Server, n), proxies: make([]*proxy.Proxy, n),
-		vars: target.Vars{State: state, EffectServer: cfg.EffectServer}, faultKilled: faultKilled}
+		vars: target.Vars{State: state, EffectServer: cfg.EffectServer}, faultKill: faultKill}
 	if err := tr.startServices(ctx, root); err != nil {
 		return tr, err
 	}
@@ -225,14 +226,15 @@ func (tr *TargetReplicas) ProxyURL(i int) string {
 	return "http://" + tr.proxies[i].Addr() + tr.t.Request.Path
 }
 
-// PID is the process id of replica i, 0 while it is down.
-func (tr *TargetReplicas) PID(i int) int {
+// Process is the process id and address of replica i (0 and "" while it
+// is down).
+func (tr *TargetReplicas) Process(i int) (pid int, addr string) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	if tr.procs[i] == nil {
-		return 0
+	if s := tr.procs[i]; s != nil {
+		return s.PID, s.Addr
 	}
-	return tr.procs[i].PID
+	return 0, ""
 }
 
 // startServices starts the side services target.json names.
@@ -375,13 +377,13 @@ func (tr *TargetReplicas) Kill(i int) {
 	}
 }
 
-// killByFault is the crash the proxy and the sink inject: Kill, then tell
-// faultKilled.
+// killByFault is the crash the proxy and the sink inject: tell faultKill,
+// then Kill.
 func (tr *TargetReplicas) killByFault(i int) {
-	tr.Kill(i)
-	if tr.faultKilled != nil {
-		tr.faultKilled(i)
+	if tr.faultKill != nil {
+		tr.faultKill(i)
 	}
+	tr.Kill(i)
 }
 
 // Stop ends replica i the way how says (a case's stop step): wait for the

@@ -12,29 +12,45 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"idemlab/internal/caserun"
 	"idemlab/internal/client"
 	"idemlab/internal/protocol"
 	"idemlab/internal/serverproc"
 	"idemlab/internal/store"
+	"idemlab/internal/target"
 )
 
 // Config says what to run. Zero fields take the defaults documented on
 // each field (see Defaults); Run refuses values outside their range.
 type Config struct {
-	ServerPath string            // the effectserver binary (required)
-	Store      protocol.Store    // the store (required)
-	StateRoot  string            // an existing folder; the run's state goes in a fresh folder inside it, removed at the end (required)
-	Databases  caserun.Databases // makes the postgres store's database (required for postgres only)
-	Seed       uint64            // the root of every fault, replica and kill decision
+	ServerPath string         // the effectserver binary (required for a store; a target's {effectserver})
+	Store      protocol.Store // the store (required unless Target is set)
+	// Target, instead of Store, runs the experiment on a target
+	// (docs/targets.md): its replicas between the lab's fault proxy and its
+	// effect sink (caserun.TargetReplicas), the sink's journal the ground
+	// truth. It must count its effects at the sink.
+	Target    *target.Target
+	StateRoot string            // an existing folder; the run's state goes in a fresh folder inside it, removed at the end (required)
+	Databases caserun.Databases // makes the postgres store's database, or a target's postgres service's (required there only)
+	Seed      uint64            // the root of every fault, replica and kill decision
 
-	Replicas int           // servers on one store, 1..4 (default 2)
+	// Replicas are the servers on one store, 1..4 (default 2); on a target
+	// that claims no shared store one replica runs whatever this says
+	// (Result.ReplicasNote says so).
+	Replicas int
 	Clients  int           // client workers, each one intent at a time, 1..64 (default 8)
 	Duration time.Duration // the chaos phase, up to 10 min (default 3s)
+
+	// Faults, when not nil, narrows the fault kinds the schedule places to
+	// these (each one the store or the target can take): a test's way to
+	// run without crashes, say. Nil places every kind it can take.
+	Faults []string
 
 	MaxAttempts    int           // chaos-phase attempts per intent, 1..100 (default 8)
 	IntentWithin   time.Duration // chaos-phase deadline per intent, from its first attempt (default 3s)
@@ -84,24 +100,149 @@ func withDefaults(c Config) Config {
 	setInt(&c.MaxHistory, d.MaxHistory)
 	setDur(&c.ReadyWithin, d.ReadyWithin)
 	setDur(&c.StopWithin, d.StopWithin)
+	// The history records the schedule's times in ms: the run keeps to
+	// what it records.
+	c.Duration = c.Duration.Truncate(time.Millisecond)
+	c.KillEvery = c.KillEvery.Truncate(time.Millisecond)
 	return c
 }
 
 // check refuses what Run cannot run, before anything starts.
 func (c Config) check() error {
+	if fi, err := os.Stat(c.StateRoot); err != nil || !fi.IsDir() {
+		return fmt.Errorf("state root %q is not a folder", c.StateRoot)
+	}
+	if c.Target != nil {
+		if c.Store != "" {
+			return fmt.Errorf("store %s and target %s: a run is on one or the other", c.Store, c.Target.Name)
+		}
+		if why := NotRunnable(c.Target); why != "" {
+			return fmt.Errorf("%w: target %s: %s", ErrNotRunnable, c.Target.Name, why)
+		}
+		if _, err := c.faults(); err != nil {
+			return err
+		}
+		return c.CheckKnobs()
+	}
 	if c.ServerPath == "" {
 		return errors.New("no server binary given")
 	}
 	if _, err := protocol.ParseStore(string(c.Store)); err != nil {
 		return err
 	}
-	if fi, err := os.Stat(c.StateRoot); err != nil || !fi.IsDir() {
-		return fmt.Errorf("state root %q is not a folder", c.StateRoot)
-	}
 	if c.Store.InDatabase() && c.Databases == nil {
 		return fmt.Errorf("no database server for the %s store", c.Store)
 	}
+	if _, err := c.faults(); err != nil {
+		return err
+	}
 	return c.CheckKnobs()
+}
+
+// ErrNotRunnable means the chaos experiment cannot run on a target; the
+// error says why (NotRunnable).
+var ErrNotRunnable = errors.New("chaos cannot run")
+
+// NotRunnable says why the chaos experiment cannot run on t, or "" when it
+// can: the journal it is judged by is the sink's, so a target that counts
+// its effects with a command (a number, after the run) gives it nothing
+// to judge an intent by.
+func NotRunnable(t *target.Target) string {
+	if !t.Effects.Sink {
+		return "it counts its effects with a command, not at the effect sink: the checker judges each intent by the sink's journal (which intent's body, how often), and a count after the run names no intent"
+	}
+	return ""
+}
+
+// name is the store's or the target's name.
+func (c Config) name() string {
+	if c.Target != nil {
+		return c.Target.Name
+	}
+	return string(c.Store)
+}
+
+// claims are what the store or the target promises.
+func (c Config) claims() Claims {
+	if c.Target != nil {
+		return Claims{Durable: c.Target.Claims.Durable, SharedStore: c.Target.Claims.SharedStore}
+	}
+	return StoreClaims(c.Store)
+}
+
+// replicas is how many replicas run: on a target that claims no shared
+// store one (each replica would keep its own keys, and a retry on another
+// replica is a new request to it), else as asked.
+func (c Config) replicas() int {
+	if c.Target != nil && !c.Target.Claims.SharedStore {
+		return 1
+	}
+	return c.Replicas
+}
+
+// ReplicasNote says why fewer replicas run than asked, or "".
+func (c Config) ReplicasNote() string {
+	c = withDefaults(c)
+	if n := c.replicas(); n != c.Replicas {
+		return fmt.Sprintf("%d replica, not %d: target %s claims no shared store, so its replicas would not share keys", n, c.Replicas, c.Target.Name)
+	}
+	return ""
+}
+
+// faults are the fault kinds the run's schedule places, in FaultKinds
+// order, and an error naming a kind of c.Faults that cannot be placed.
+func (c Config) faults() ([]string, error) {
+	can := StoreFaults
+	var why map[string]string
+	if c.Target != nil {
+		can, why = TargetFaults(c.Target)
+	}
+	if c.Faults == nil {
+		return slices.Clone(can), nil
+	}
+	out := []string{}
+	for _, k := range FaultKinds {
+		if slices.Contains(c.Faults, k) {
+			out = append(out, k)
+		}
+	}
+	for _, k := range c.Faults {
+		switch {
+		case !slices.Contains(FaultKinds, k):
+			return nil, fmt.Errorf("fault kind %q: unknown (known: %s)", k, strings.Join(FaultKinds, ", "))
+		case !slices.Contains(can, k) && why[k] != "":
+			return nil, fmt.Errorf("fault kind %s: %s", k, why[k])
+		case !slices.Contains(can, k):
+			return nil, fmt.Errorf("fault kind %s: the lab's server does not take it", k)
+		}
+	}
+	return out, nil
+}
+
+// TargetFaults returns the fault kinds (of FaultKinds, in its order) that
+// t can take, and for each other kind why not: a kind is scheduled only
+// where target.Place places it. A target that passes every lab fault to
+// its own header ("*") takes the lab server's kinds only, which are the
+// ones such a server speaks.
+func TargetFaults(t *target.Target) (kinds []string, why map[string]string) {
+	why = map[string]string{}
+	_, passThrough := t.Native[target.AllFaults]
+	for _, k := range FaultKinds {
+		if passThrough && !slices.Contains(StoreFaults, k) {
+			why[k] = "the target passes every lab fault to its own header, and " + k + " is not one the lab's server takes"
+			continue
+		}
+		v := k
+		if k == string(protocol.FaultDelay) || k == string(protocol.FaultStall) || k == target.FaultGiveUp {
+			v += "=1ms"
+		}
+		if _, err := t.Place(v); err != nil {
+			why[k] = err.Error()
+			continue
+		}
+		kinds = append(kinds, k)
+	}
+	return kinds, why
 }
 
 // Bounds on the knobs the runner exposes (-replicas, -clients, -duration).
@@ -163,6 +304,8 @@ type run struct {
 	began  time.Time
 	cl     *cluster
 	client *client.Client
+	shape  *client.Shape                    // a target's request shape; nil for the lab's server
+	replay func(client.Reply) *bool         // reads the replay marker of a reply
 
 	mu       sync.Mutex
 	attempts []Attempt
@@ -177,11 +320,11 @@ type run struct {
 
 func (r *run) since() int64 { return time.Since(r.began).Microseconds() }
 
-// Run runs one chaos experiment on cfg.Store: it starts cfg.Replicas
-// servers on one store, drives them with cfg.Clients clients for
-// cfg.Duration while the schedule injects faults and the nemesis kills and
-// restarts servers, retries every unresolved intent in a quiet phase,
-// stops every server, reads the journal, and checks the history.
+// Run runs one chaos experiment on cfg.Store (or cfg.Target): it starts
+// the replicas, drives them with cfg.Clients clients for cfg.Duration
+// while the schedule injects faults and the nemesis kills and restarts
+// replicas, retries every unresolved intent in a quiet phase, stops every
+// replica, reads the journal, and checks the history.
 //
 // An error means the lab itself broke or ctx ended (a server that never
 // became ready, a state folder or database that could not be made, a
@@ -195,30 +338,49 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	res, err := runChaos(ctx, cfg)
 	if err != nil {
-		return res, fmt.Errorf("chaos on %s: %w", cfg.Store, err)
+		return res, fmt.Errorf("chaos on %s: %w", cfg.name(), err)
 	}
 	return res, nil
 }
 
 func runChaos(ctx context.Context, cfg Config) (Result, error) {
 	began := time.Now()
-	root, err := os.MkdirTemp(cfg.StateRoot, "chaos-"+string(cfg.Store)+"-")
+	root, err := os.MkdirTemp(cfg.StateRoot, "chaos-"+cfg.name()+"-")
 	if err != nil {
 		return Result{}, fmt.Errorf("make state folder: %w", err)
 	}
 	defer os.RemoveAll(root)
-	places, drop, err := makePlaces(ctx, cfg, root)
-	if err != nil {
-		return Result{}, err
-	}
-	defer drop()
-
-	r := &run{cfg: cfg, sched: Schedule{Seed: cfg.Seed, Replicas: cfg.Replicas}, began: began,
-		client: client.New(cfg.AttemptTimeout)}
+	n := cfg.replicas()
+	faults, _ := cfg.faults() // checked
+	r := &run{cfg: cfg, sched: Schedule{Seed: cfg.Seed, Replicas: n, Faults: faults}, began: began,
+		client: client.New(cfg.AttemptTimeout), replay: func(rep client.Reply) *bool { return rep.Replayed }}
 	defer r.client.Close()
-	r.cl = newCluster(cfg, began, places)
-	defer r.cl.killAll()
-	for i := range places {
+	r.cl = newCluster(nil, began, n)
+	var journal func() ([]Place, error)
+	if t := cfg.Target; t != nil {
+		tcfg := caserun.TargetConfig{Target: t, StateRoot: root, EffectServer: cfg.ServerPath, Databases: cfg.Databases, ClientTimeout: cfg.AttemptTimeout}
+		tr, err := caserun.StartTargetReplicas(ctx, tcfg, root, n, r.cl.faultKill)
+		if tr != nil {
+			defer tr.Close()
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		r.cl.be = &targetBackend{tr}
+		r.shape = &client.Shape{Method: t.Request.Method, KeyHeader: t.Request.KeyHeader, ContentType: t.Request.ContentType}
+		r.replay = targetReplay(t)
+		journal = func() ([]Place, error) { return sinkPlaces(tr, n, began), nil }
+	} else {
+		places, drop, err := makePlaces(ctx, cfg, root)
+		if err != nil {
+			return Result{}, err
+		}
+		defer drop()
+		r.cl.be = newStoreBackend(cfg, places)
+		journal = func() ([]Place, error) { return readPlaces(ctx, cfg.ServerPath, cfg.Store, places) }
+	}
+	defer r.cl.be.closeAll()
+	for i := range n {
 		if err := r.cl.start(ctx, i); err != nil {
 			return Result{}, err
 		}
@@ -244,8 +406,8 @@ func runChaos(ctx context.Context, cfg Config) (Result, error) {
 		return <-superErr
 	}
 	var workers sync.WaitGroup
-	for range cfg.Clients {
-		workers.Go(func() { r.chaosClient(ctx, chaosOver) })
+	for c := range cfg.Clients {
+		workers.Go(func() { r.chaosClient(ctx, c, chaosOver) })
 	}
 	timer := time.NewTimer(cfg.Duration)
 	select {
@@ -285,9 +447,14 @@ func runChaos(ctx context.Context, cfg Config) (Result, error) {
 	}
 	r.cl.stopAll()
 
-	// The ground truth, once every server has exited.
-	h := History{Store: cfg.Store, Seed: cfg.Seed, Replicas: cfg.Replicas}
-	h.Places, err = readPlaces(ctx, cfg.ServerPath, cfg.Store, places)
+	// The ground truth, once every process has exited.
+	h := History{Store: cfg.Store, Claims: cfg.claims(), Seed: cfg.Seed, Replicas: n, Clients: cfg.Clients,
+		DurationMS: cfg.Duration.Milliseconds(), KillEveryMS: cfg.KillEvery.Milliseconds(), Faults: r.sched.Faults,
+		ChaosStartUS: chaosStart.Sub(began).Microseconds(), QuietStartUS: quietStart.Sub(began).Microseconds()}
+	if cfg.Target != nil {
+		h.Target = cfg.Target.Name
+	}
+	h.Places, err = journal()
 	if err != nil {
 		return Result{}, err
 	}
@@ -304,6 +471,44 @@ func runChaos(ctx context.Context, cfg Config) (Result, error) {
 	h.Servers = r.cl.events
 	slices.SortStableFunc(h.Servers, func(a, b ServerEvent) int { return cmpInt64(a.AtUS, b.AtUS) })
 	return newResult(cfg, h, len(unresolved), chaosWall, quietWall, r.cappedInt.Load(), r.cappedHist.Load()), nil
+}
+
+// targetReplay reads a target's replay marker the way the case runner
+// does: the header's first value equal to the one target.json names; nil
+// when the header is absent or the target names none.
+func targetReplay(t *target.Target) func(client.Reply) *bool {
+	return func(rep client.Reply) *bool {
+		if t.Replay == nil {
+			return nil
+		}
+		vs := rep.Header.Values(t.Replay.Header)
+		if len(vs) == 0 {
+			return nil
+		}
+		marked := vs[0] == t.Replay.Value
+		return &marked
+	}
+}
+
+// sinkPlaces is the sink's journal as the history's one place, every
+// replica's: each effect with its forwarded key, the replica that called
+// and when it was applied on the run's clock.
+func sinkPlaces(tr *caserun.TargetReplicas, replicas int, began time.Time) []Place {
+	p := Place{Place: 0, Replicas: make([]int, replicas), Effects: []Effect{}}
+	for i := range p.Replicas {
+		p.Replicas[i] = i
+	}
+	for _, e := range tr.Journal() {
+		rep, at := e.Replica, e.Applied.Sub(began).Microseconds()
+		var key *string
+		if e.Key != nil {
+			k := safeText(*e.Key, maxValue)
+			key = &k
+		}
+		p.Effects = append(p.Effects, Effect{Value: e.Seq, BodySHA256: e.BodySHA256, Key: key, Replica: &rep, AtUS: &at})
+	}
+	p.Counter = int64(len(p.Effects))
+	return []Place{p}
 }
 
 // makePlaces makes where each replica keeps its state, as caserun does: one
@@ -362,7 +567,7 @@ func readPlaces(ctx context.Context, server string, kind protocol.Store, places 
 			return nil, err
 		}
 		index[p] = len(out)
-		out = append(out, Place{Place: len(out), Replicas: []int{r}, Counter: st.Counter, Effects: st.Effects})
+		out = append(out, Place{Place: len(out), Replicas: []int{r}, Counter: st.Counter, Effects: storeEffects(st.Effects)})
 	}
 	return out, nil
 }
@@ -370,18 +575,28 @@ func readPlaces(ctx context.Context, server string, kind protocol.Store, places 
 // supervise is the nemesis and the supervisor: until stop, it restarts
 // replicas that exited (a crash fault) or were killed, and during the
 // chaos phase it kills replicas as the schedule says, never the last one
-// running when there are several. It returns an error only if ctx ended.
+// running when there are several. Every planned kill is recorded: a kill
+// event, or a kill_skipped event saying why it did not land (the planned
+// kills the chaos phase did not reach among them). It returns an error
+// only if ctx ended.
 func (r *run) supervise(ctx context.Context, chaosStart time.Time, chaosOver, stop <-chan struct{}) error {
 	kills := []Kill{}
 	if r.cfg.KillEvery > 0 {
 		kills = r.sched.Kills(r.cfg.Duration, r.cfg.KillEvery)
 	}
-	restartAt := make([]time.Time, r.cfg.Replicas) // zero: nothing pending
+	next := 0                                     // the next planned kill
+	restartAt := make([]time.Time, r.sched.Replicas) // zero: nothing pending
+	skipRest := func() {
+		for ; next < len(kills); next++ {
+			r.cl.skip(kills[next].Replica, next, SkipPhaseEnd)
+		}
+	}
 	tick := time.NewTicker(superviseTick)
 	defer tick.Stop()
 	for {
 		select {
 		case <-stop:
+			skipRest()
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
@@ -397,28 +612,31 @@ func (r *run) supervise(ctx context.Context, chaosStart time.Time, chaosOver, st
 			chaos = false
 		default:
 		}
-		for chaos && len(kills) > 0 && now.Sub(chaosStart) >= kills[0].At {
-			k := kills[0]
-			kills = kills[1:]
-			up := r.cl.up()
+		if !chaos {
+			skipRest()
+		}
+		for ; chaos && next < len(kills) && now.Sub(chaosStart) >= kills[next].At; next++ {
+			k := kills[next]
+			up := r.cl.running()
 			running := 0
 			for _, u := range up {
 				if u {
 					running++
 				}
 			}
-			if !up[k.Replica] || running == 1 && r.cfg.Replicas > 1 {
-				continue // skipped: down already, or the last one up
-			}
-			if r.cl.kill(k.Replica) {
+			switch {
+			case !up[k.Replica]:
+				r.cl.skip(k.Replica, next, SkipDown)
+			case running == 1 && r.sched.Replicas > 1:
+				r.cl.skip(k.Replica, next, SkipLastUp)
+			case r.cl.kill(k.Replica, next) == "":
 				restartAt[k.Replica] = time.Now().Add(k.Down)
 			}
 		}
-		up := r.cl.up()
+		up := r.cl.running()
 		for rep, u := range up {
 			// A replica down with nothing pending: a crash fault won
-			// the race against a kill (kill marks it down, reap never
-			// sees it). Restart it as a crashed one.
+			// the race against a kill. Restart it as a crashed one.
 			if !u && restartAt[rep].IsZero() {
 				restartAt[rep] = time.Now().Add(crashRestartAfter)
 			}
@@ -448,9 +666,9 @@ const (
 // awaitAllUp waits until the supervisor has every replica running, within
 // a bound.
 func (r *run) awaitAllUp(ctx context.Context) error {
-	deadline := time.Now().Add(2*r.cfg.ReadyWithin + time.Second)
+	deadline := time.Now().Add(2*r.readyWithin() + time.Second)
 	for {
-		up := r.cl.up()
+		up := r.cl.running()
 		all := true
 		for _, u := range up {
 			all = all && u
@@ -471,9 +689,17 @@ func (r *run) awaitAllUp(ctx context.Context) error {
 	}
 }
 
-// chaosClient takes new intents until the chaos phase ends or a cap is
-// reached, and makes each one's attempts as the schedule says.
-func (r *run) chaosClient(ctx context.Context, over <-chan struct{}) {
+// readyWithin bounds one start: the lab's server's, or the target's own.
+func (r *run) readyWithin() time.Duration {
+	if r.cfg.Target != nil {
+		return r.cfg.Target.Start.ReadyWithin
+	}
+	return r.cfg.ReadyWithin
+}
+
+// chaosClient (number c) takes new intents until the chaos phase ends or a
+// cap is reached, and makes each one's attempts as the schedule says.
+func (r *run) chaosClient(ctx context.Context, c int, over <-chan struct{}) {
 	for {
 		select {
 		case <-over:
@@ -499,7 +725,7 @@ func (r *run) chaosClient(ctx context.Context, over <-chan struct{}) {
 				r.cappedHist.Store(true)
 				return
 			}
-			r.attempt(ctx, in, PhaseChaos, d)
+			r.attempt(ctx, c, in, PhaseChaos, d)
 		}
 		if ctx.Err() != nil {
 			return
@@ -513,7 +739,7 @@ func (r *run) quiet(ctx context.Context, intents []*intent, deadline time.Time) 
 	var next atomic.Int64
 	never := make(chan struct{})
 	var wg sync.WaitGroup
-	for range r.cfg.Clients {
+	for c := range r.cfg.Clients {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
@@ -526,7 +752,7 @@ func (r *run) quiet(ctx context.Context, intents []*intent, deadline time.Time) 
 					if k > 0 && !sleep(ctx, never, d.Backoff) {
 						return
 					}
-					r.attempt(ctx, in, PhaseQuiet, d)
+					r.attempt(ctx, c, in, PhaseQuiet, d)
 				}
 			}
 		})
@@ -548,18 +774,31 @@ func sleep(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
 	}
 }
 
-// maxValue bounds the reply body kept in the history.
+// maxValue bounds the reply body (and a forwarded key) kept in the history.
 const maxValue = 64
 
-// attempt makes one attempt of in and records it.
-func (r *run) attempt(ctx context.Context, in *intent, phase Phase, d Decision) {
-	a := Attempt{Kind: "attempt", Intent: in.n, Key: in.key, BodySHA256: in.sha, Replica: d.Replica,
+// safeText is s cut to at most n bytes at a character boundary, with every
+// invalid UTF-8 sequence replaced by "?": a history line is valid UTF-8.
+func safeText(s string, n int) string {
+	s = strings.ToValidUTF8(s, "?")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// attempt makes one attempt of in by client c and records it.
+func (r *run) attempt(ctx context.Context, c int, in *intent, phase Phase, d Decision) {
+	a := Attempt{Kind: "attempt", Intent: in.n, Key: in.key, BodySHA256: in.sha, Client: c, Replica: d.Replica,
 		Attempt: in.attempts, Phase: phase, Fault: d.Fault}
 	in.attempts++
 	key := in.key
-	url := client.EffectURL(r.cl.addr(d.Replica))
+	url := r.cl.url(d.Replica)
 	a.StartUS = r.since()
-	rep, err := r.client.Post(ctx, url, client.Request{Key: &key, Fault: d.Fault, Body: in.body})
+	rep, err := r.client.Post(ctx, url, client.Request{Key: &key, Fault: d.Fault, Body: in.body, Shape: r.shape})
 	a.EndUS = r.since()
 	switch {
 	case err != nil:
@@ -572,8 +811,8 @@ func (r *run) attempt(ctx context.Context, in *intent, phase Phase, d Decision) 
 	default:
 		a.Outcome = protocol.OutcomeReply
 		a.Status = rep.Status
-		a.Value = string(rep.Body[:min(len(rep.Body), maxValue)])
-		a.Replayed = rep.Replayed
+		a.Value = safeText(string(rep.Body), maxValue)
+		a.Replayed = r.replay(rep)
 		a.Type = Fail
 		if rep.Status == http.StatusOK {
 			a.Type = OK

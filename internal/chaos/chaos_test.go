@@ -16,7 +16,13 @@ import (
 // serverBin is the effectserver built once for the package's tests.
 var serverBin string
 
-func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &serverBin)) }
+func TestMain(m *testing.M) {
+	if flaw, ok := os.LookupEnv(tinyEnv); ok { // this binary as a target (target_test.go)
+		tinyMain(flaw)
+		return
+	}
+	os.Exit(servertest.Main(m, &serverBin))
+}
 
 // config is a short run on store s.
 func config(t testing.TB, s protocol.Store) Config {
@@ -38,11 +44,11 @@ func runChecked(t *testing.T, cfg Config) Result {
 	began := time.Now()
 	res, err := Run(context.Background(), cfg)
 	if err != nil {
-		t.Fatalf("Run(%s) error = %v", cfg.Store, err)
+		t.Fatalf("Run(%s) error = %v", cfg.name(), err)
 	}
 	var text bytes.Buffer
 	res.WriteText(&text)
-	t.Logf("%s in %v\n%s", cfg.Store, time.Since(began).Round(time.Millisecond), text.String())
+	t.Logf("%s in %v\n%s", cfg.name(), time.Since(began).Round(time.Millisecond), text.String())
 	if os.Getenv("CHAOS_JSON") != "" {
 		t.Logf("%s", res.JSON())
 	}
@@ -54,7 +60,7 @@ func runChecked(t *testing.T, cfg Config) Result {
 	if err != nil {
 		t.Fatalf("ReadHistory(WriteHistory()) error = %v", err)
 	}
-	if got, want := NewVerdict(h.Store, CheckHistory(h)), res.Verdict; fmt.Sprint(got) != fmt.Sprint(want) {
+	if got, want := NewVerdict(h, CheckHistory(h)), res.Verdict; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("verdict from the history file = %+v, want the run's %+v", got, want)
 	}
 	stops := 0

@@ -6,8 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-
-	"idemlab/internal/protocol"
+	"strings"
 )
 
 // A Rule names one thing the checker looks for.
@@ -25,7 +24,9 @@ const (
 	RuleStuck Rule = "stuck"
 	// RuleValueMismatch: a 200 reply's value is not the value of an effect
 	// of that intent at the place of the replica that replied (or is not
-	// a number). Checked only for intents the journal applied.
+	// a number), or, where the journal says when each effect was applied
+	// (the sink's does), of one applied after the reply ended. Checked
+	// only for intents the journal applied.
 	RuleValueMismatch Rule = "value_mismatch"
 	// RuleValueReused: two non-replayed 200 replies from one place carry
 	// the same value.
@@ -46,12 +47,21 @@ const (
 // Rules lists every rule in listing order.
 var Rules = []Rule{RuleDuplicate, RuleLostAck, RuleStuck, RuleValueMismatch, RuleValueReused, RuleValueOrder, RuleUnknownEffect, RuleBadJournal}
 
-// Promised reports whether store s promises that rule r never fires: every
-// store promises every rule except the volatile store, whose keys live in
-// one process's memory, and which therefore runs an intent again after a
-// restart or on another replica (its duplicates are counted and shown).
-func Promised(s protocol.Store, r Rule) bool {
-	return !(s == protocol.Volatile && r == RuleDuplicate)
+// Promised reports whether what h ran on promises that rule r never fires,
+// judged by its claims: every store and target is held to every rule but
+// the duplicate, which only a durable store of keys rules out (keys that
+// survive a restart), shared by the replicas when there are several. The
+// volatile store (keys in one process's memory) and a target claiming no
+// durable store run an intent again after a restart, or on another
+// replica: their duplicates are counted and shown, the lesson, not
+// violations.
+func (h History) Promised(r Rule) bool {
+	return Promises(h.Claims, h.Replicas, r)
+}
+
+// Promises is Promised for claims c and that many replicas.
+func Promises(c Claims, replicas int, r Rule) bool {
+	return r != RuleDuplicate || c.Durable && (replicas == 1 || c.SharedStore)
 }
 
 // A Finding is one rule firing, naming the intent (-1 when the finding is
@@ -75,11 +85,11 @@ type Check struct {
 	Findings    []Finding // sorted by rule (Rules order), then intent, then detail
 }
 
-// Violations returns the findings store s promises never to have.
-func (c Check) Violations(s protocol.Store) []Finding {
+// Violations returns the findings h's claims promise never to have.
+func (c Check) Violations(h History) []Finding {
 	var out []Finding
 	for _, f := range c.Findings {
-		if Promised(s, f.Rule) {
+		if h.Promised(f.Rule) {
 			out = append(out, f)
 		}
 	}
@@ -98,7 +108,9 @@ func (c Check) Violations(s protocol.Store) []Finding {
 //   - acknowledged: some attempt got a 200 reply; acknowledged with n = 0 is
 //     a lost acknowledgement; never acknowledged is stuck;
 //   - every 200 reply's value is the value of one of the intent's effects at
-//     the place of the replica that replied (when n ≥ 1).
+//     the place of the replica that replied (when n ≥ 1), applied before
+//     the reply ended where the journal records when (a replay carries
+//     the value of an effect that happened earlier).
 //
 // Over the acknowledged values, per place: a non-replayed 200 reports the
 // effect its own request ran, so (a) no two carry one value, and (b) if
@@ -170,10 +182,19 @@ func CheckHistory(h History) Check {
 			in.acks = append(in.acks, i)
 		}
 	}
-	// applied[intent][place] lists the values of its effects there.
+	// applied[intent][place] lists the values of its effects there;
+	// appliedAt says when an effect was applied, where the journal says.
 	applied := map[int]map[int][]int64{}
+	appliedAt := map[[2]int64]int64{}
+	effectsOf := map[int][]Effect{}
 	for _, p := range h.Places {
 		for _, e := range p.Effects {
+			if n, ok := bySHA[e.BodySHA256]; ok {
+				effectsOf[n] = append(effectsOf[n], e)
+			}
+			if e.AtUS != nil {
+				appliedAt[[2]int64{int64(p.Place), e.Value}] = *e.AtUS
+			}
 			n, ok := bySHA[e.BodySHA256]
 			if !ok {
 				add(RuleUnknownEffect, -1, "", "place %d: effect %d has body SHA-256 %s, which no intent sent", p.Place, e.Value, e.BodySHA256)
@@ -207,7 +228,7 @@ func CheckHistory(h History) Check {
 			c.AppliedOnce++
 		default:
 			c.Duplicates++
-			add(RuleDuplicate, n, in.key, "applied %d times: %v", times, where)
+			add(RuleDuplicate, n, in.key, "applied %d times: %v%s", times, where, how(h, effectsOf[n]))
 		}
 		if len(in.acks) == 0 {
 			c.Stuck++
@@ -227,6 +248,10 @@ func CheckHistory(h History) Check {
 			pl, ok := placeOf[a.Replica]
 			if err != nil || !ok || !slices.Contains(applied[n][pl], v) {
 				add(RuleValueMismatch, n, in.key, "attempt %d on replica %d got 200 %q; the intent's effects: %v", a.Attempt, a.Replica, a.Value, where)
+				continue
+			}
+			if at, known := appliedAt[[2]int64{int64(pl), v}]; known && at > a.EndUS {
+				add(RuleValueMismatch, n, in.key, "attempt %d on replica %d got 200 %q at %d µs; that effect was applied at %d µs, after the reply", a.Attempt, a.Replica, a.Value, a.EndUS, at)
 			}
 		}
 	}
@@ -314,6 +339,47 @@ func CheckHistory(h History) Check {
 		return cmp.Or(cmp.Compare(order[a.Rule], order[b.Rule]), cmp.Compare(a.Intent, b.Intent), cmp.Compare(a.Detail, b.Detail))
 	})
 	return c
+}
+
+// how says, for a duplicate whose effects the journal timed and placed
+// (the sink's journal does), what came between each two of them: another
+// replica, a restart of the replica (its process ended: the crash gap or a
+// kill), or nothing, one process applying both (its in-flight guard let a
+// retry through, or it forgot a key whose effect it had applied, such as
+// one whose handler failed after the effect). "" where the journal does
+// not say.
+func how(h History, es []Effect) string {
+	for _, e := range es {
+		if e.AtUS == nil || e.Replica == nil {
+			return ""
+		}
+	}
+	es = slices.Clone(es)
+	slices.SortFunc(es, func(a, b Effect) int { return cmp.Compare(*a.AtUS, *b.AtUS) })
+	var parts []string
+	for i := 1; i < len(es); i++ {
+		a, b := es[i-1], es[i]
+		switch {
+		case *a.Replica != *b.Replica:
+			parts = append(parts, fmt.Sprintf("values %d and %d on replicas %d and %d", a.Value, b.Value, *a.Replica, *b.Replica))
+		case ended(h, *a.Replica, *a.AtUS, *b.AtUS):
+			parts = append(parts, fmt.Sprintf("values %d and %d on replica %d, its process ended between them", a.Value, b.Value, *a.Replica))
+		default:
+			parts = append(parts, fmt.Sprintf("values %d and %d by one process of replica %d, no restart between them", a.Value, b.Value, *a.Replica))
+		}
+	}
+	return "; " + strings.Join(parts, "; ")
+}
+
+// ended reports whether replica r's process ended (killed, or exited)
+// between from and to.
+func ended(h History, r int, from, to int64) bool {
+	for _, e := range h.Servers {
+		if e.Replica == r && e.AtUS > from && e.AtUS < to && (e.Kind == EventExit || e.Kind == EventKill || e.Kind == EventFaultKill) {
+			return true
+		}
+	}
+	return false
 }
 
 func sortedKeys[V any](m map[int]V) []int {

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"idemlab/internal/protocol"
-	"idemlab/internal/store"
 )
 
 // Hand-made histories: intent n has key "chaos-n" and body SHA-256
@@ -34,13 +33,14 @@ func lost(n, r int, start, end int64) Attempt {
 func journal(place int, replicas []int, intents ...int) Place {
 	p := Place{Place: place, Replicas: replicas, Counter: int64(len(intents))}
 	for i, n := range intents {
-		p.Effects = append(p.Effects, store.Effect{Value: int64(i + 1), BodySHA256: sha(n)})
+		p.Effects = append(p.Effects, Effect{Value: int64(i + 1), BodySHA256: sha(n)})
 	}
 	return p
 }
 
 func shared(attempts []Attempt, intents ...int) History {
-	return History{Store: protocol.Durable, Replicas: 2, Attempts: attempts, Places: []Place{journal(0, []int{0, 1}, intents...)}}
+	return History{Store: protocol.Durable, Claims: StoreClaims(protocol.Durable), Replicas: 2, Clients: 1, Attempts: attempts,
+		Places: []Place{journal(0, []int{0, 1}, intents...)}}
 }
 
 // Ensure the per-intent counts add up and match the findings.
@@ -58,10 +58,11 @@ func TestCheckCounts(t *testing.T) {
 	if want := []int{6, 4, 3, 1, 2, 1, 2}; !slices.Equal(got, want) {
 		t.Errorf("intents, acked, once, duplicates, not applied, lost acks, stuck = %v, want %v", got, want)
 	}
-	if v := c.Violations(protocol.Durable); len(v) != len(c.Findings) {
+	if v := c.Violations(h); len(v) != len(c.Findings) {
 		t.Errorf("durable: %d violations of %d findings, want all", len(v), len(c.Findings))
 	}
-	if v := c.Violations(protocol.Volatile); len(v) != len(c.Findings)-1 {
+	h.Store, h.Claims = protocol.Volatile, StoreClaims(protocol.Volatile)
+	if v := c.Violations(h); len(v) != len(c.Findings)-1 {
 		t.Errorf("volatile: %d violations of %d findings, want all but the duplicate", len(v), len(c.Findings))
 	}
 }
@@ -88,5 +89,57 @@ func TestCheckValueOrderMany(t *testing.T) {
 	}
 	if want := "[value_order 15000]"; fmt.Sprint(got) != want {
 		t.Errorf("findings = %v, want %s", got, want)
+	}
+}
+
+// Ensure a target is held to the duplicate rule by what it claims: a
+// durable store of keys (shared by its replicas when there are several)
+// promises none; without one a duplicate is shown, not a violation.
+func TestPromisesByClaims(t *testing.T) {
+	for _, tc := range []struct {
+		claims   Claims
+		replicas int
+		want     bool
+	}{
+		{Claims{}, 1, false},
+		{Claims{Durable: true}, 1, true},
+		{Claims{Durable: true}, 2, false},
+		{Claims{Durable: true, SharedStore: true}, 2, true},
+		{Claims{SharedStore: true}, 2, false},
+	} {
+		if got := Promises(tc.claims, tc.replicas, RuleDuplicate); got != tc.want {
+			t.Errorf("Promises(%+v, %d replicas, duplicate) = %v, want %v", tc.claims, tc.replicas, got, tc.want)
+		}
+		for _, r := range Rules[1:] {
+			if !Promises(tc.claims, tc.replicas, r) {
+				t.Errorf("Promises(%+v, %d, %s) = false, want every rule but the duplicate promised", tc.claims, tc.replicas, r)
+			}
+		}
+	}
+}
+
+// Ensure a reply carries the value of an effect applied before it ended,
+// where the journal says when (the sink's does): a value of the intent's
+// own effect applied after the reply is a finding.
+func TestCheckValueApplyTime(t *testing.T) {
+	at := func(us int64) *int64 { return &us }
+	for _, tc := range []struct {
+		name    string
+		applied *int64
+		want    string
+	}{
+		{"applied before the reply", at(5), "[]"},
+		{"applied after the reply", at(11), "[value_mismatch 0]"},
+		{"the journal says not when", nil, "[]"},
+	} {
+		h := shared([]Attempt{ack(0, 0, 0, 10, 1, false)}, 0)
+		h.Places[0].Effects[0].AtUS = tc.applied
+		var got []string
+		for _, f := range CheckHistory(h).Findings {
+			got = append(got, fmt.Sprintf("%s %d", f.Rule, f.Intent))
+		}
+		if fmt.Sprint(got) != tc.want {
+			t.Errorf("%s: findings %v, want %s", tc.name, got, tc.want)
+		}
 	}
 }

@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"idemlab/internal/protocol"
 	"idemlab/internal/store"
 )
 
 // HistoryVersion is the version of the history's line format.
-const HistoryVersion = 1
+const HistoryVersion = 2
 
 // An OpType is an attempt's result in Jepsen's terms.
 type OpType string
@@ -46,6 +47,7 @@ type Attempt struct {
 	Intent     int              `json:"intent"`
 	Key        string           `json:"key"`
 	BodySHA256 string           `json:"body_sha256"` // lowercase hex, as the journal names effects
+	Client     int              `json:"client"`      // the client (a worker of its phase, from 0) that made it
 	Replica    int              `json:"replica"`
 	Attempt    int              `json:"attempt"` // 0-based, per intent, across both phases
 	Phase      Phase            `json:"phase"`
@@ -56,7 +58,7 @@ type Attempt struct {
 	Outcome    protocol.Outcome `json:"outcome"`
 	Status     int              `json:"status"`   // 0 without a reply
 	Value      string           `json:"value"`    // the reply's body; "" without a reply
-	Replayed   *bool            `json:"replayed"` // the Idempotency-Replayed header; null without one
+	Replayed   *bool            `json:"replayed"` // the replay marker (the lab's Idempotency-Replayed, or the target's own); null without one
 	Error      string           `json:"error"`    // the client's error, shortened; "" on a reply
 }
 
@@ -65,12 +67,17 @@ type ServerKind string
 
 // The server events.
 const (
-	EventStart       ServerKind = "start"        // a replica's server printed READY (first start or restart)
-	EventStartFailed ServerKind = "start_failed" // a start that did not reach READY
-	EventKill        ServerKind = "kill"         // the nemesis sent SIGKILL
-	EventExit        ServerKind = "exit"         // a server exited (after a kill: code 137; a crash fault: 23)
+	EventStart       ServerKind = "start"        // a replica's process was ready (first start or restart)
+	EventStartFailed ServerKind = "start_failed" // a start that did not get ready
+	EventKill        ServerKind = "kill"         // the nemesis sent SIGKILL (planned kill number Planned)
+	EventKillSkipped ServerKind = "kill_skipped" // planned kill number Planned did not land; Error says why
+	EventFaultKill   ServerKind = "fault_kill"   // a fault killed a target's replica with SIGKILL (the proxy's hold and kill, the sink's kill)
+	EventExit        ServerKind = "exit"         // a process exited (after a kill: 137; a crash fault of the lab's server: 23)
 	EventStop        ServerKind = "stop"         // SIGTERM at the end of the run; exit_code says how it ended
 )
+
+// ServerKinds lists every server event kind.
+var ServerKinds = []ServerKind{EventStart, EventStartFailed, EventKill, EventKillSkipped, EventFaultKill, EventExit, EventStop}
 
 // A ServerEvent is one thing that happened to a replica's process.
 type ServerEvent struct {
@@ -79,43 +86,107 @@ type ServerEvent struct {
 	AtUS     int64      `json:"at_us"`
 	PID      int        `json:"pid"`
 	Addr     string     `json:"addr"`
-	ExitCode int        `json:"exit_code"` // exit and stop only; -1 killed by a signal
-	Error    string     `json:"error"`
+	ExitCode int        `json:"exit_code"` // exit and stop only
+	Planned  int        `json:"planned"`   // kill and kill_skipped: the planned kill's number in Schedule.Kills; -1 for the others
+	Error    string     `json:"error"`     // what went wrong (start_failed, stop), or why a planned kill did not land (kill_skipped)
 }
 
-// A Place is one place of state after every server exited, as
-// open.ReadState gave it: the journal of applied effects, the ground truth.
-// Replicas lists the replicas whose state lives there (every replica for a
-// shared store; one each for the volatile store).
+// An Effect is one entry of the journal: its value (its number in the
+// journal, from 1), its body's SHA-256, and, where the journal records
+// them (the sink's does, a store's does not), the key the target forwarded
+// (null: none), the replica that applied it and when (µs on the run's
+// clock).
+type Effect struct {
+	Value      int64
+	BodySHA256 string
+	Key        *string
+	Replica    *int
+	AtUS       *int64
+}
+
+// A Place is one place of state after every process exited: the journal
+// of applied effects, the ground truth. On a store it is what
+// open.ReadState gave (every replica of a shared store at one place; one
+// each for the volatile store); on a target it is the sink's journal, one
+// place for every replica.
 type Place struct {
-	Place    int            `json:"place"`
-	Replicas []int          `json:"replicas"`
-	Counter  int64          `json:"counter"`
-	Effects  []store.Effect `json:"-"`
+	Place    int
+	Replicas []int
+	Counter  int64
+	Effects  []Effect
 }
 
-// A History is everything a checker needs: what the clients saw, what
-// happened to the servers, and the journal at every place.
+// Claims are what a store or a target promises, and so what the checker
+// requires of it (see Promised).
+type Claims struct {
+	Durable     bool `json:"durable"`      // keys survive a restart
+	SharedStore bool `json:"shared_store"` // replicas share one store of keys
+}
+
+// StoreClaims are the lab's own stores' claims: the durable and postgres
+// stores keep their keys across restarts in one store the replicas share;
+// the volatile store keeps them in one process's memory.
+func StoreClaims(s protocol.Store) Claims {
+	if s == protocol.Volatile {
+		return Claims{}
+	}
+	return Claims{Durable: true, SharedStore: true}
+}
+
+// A History is everything a checker needs: what was run, what the clients
+// saw, what happened to the processes, and the journal at every place.
 type History struct {
-	Store    protocol.Store
+	Store    protocol.Store // the store; "" on a target
+	Target   string         // the target's name; "" on a store
+	Claims   Claims
 	Seed     uint64
 	Replicas int
-	Attempts []Attempt     // in start order
-	Servers  []ServerEvent // in time order
-	Places   []Place
+	Clients  int
+	// The schedule's parameters: with Seed and Replicas they give every
+	// attempt's replica and fault and the kill plan again.
+	DurationMS  int64    // the chaos phase's planned length
+	KillEveryMS int64    // the nemesis's mean interval; negative: no kills
+	Faults      []string // the fault kinds the schedule could place, in FaultKinds order
+	// When the phases began, on the run's clock (µs).
+	ChaosStartUS int64
+	QuietStartUS int64
+	Attempts     []Attempt     // in start order
+	Servers      []ServerEvent // in time order
+	Places       []Place
+}
+
+// Name is the store's or the target's name.
+func (h History) Name() string {
+	if h.Target != "" {
+		return h.Target
+	}
+	return string(h.Store)
+}
+
+// Schedule is the schedule the history was run with.
+func (h History) Schedule() Schedule {
+	return Schedule{Seed: h.Seed, Replicas: h.Replicas, Faults: h.Faults}
 }
 
 // history line shapes, beyond Attempt and ServerEvent.
 type (
 	headerLine struct {
-		Kind     string         `json:"kind"` // "run"
-		Version  int            `json:"history_version"`
-		Store    protocol.Store `json:"store"`
-		Seed     uint64         `json:"seed"`
-		Replicas int            `json:"replicas"`
-		Attempts int            `json:"attempts"`
-		Servers  int            `json:"server_events"`
-		Places   int            `json:"places"`
+		Kind         string         `json:"kind"` // "run"
+		Version      int            `json:"history_version"`
+		Store        protocol.Store `json:"store"`
+		Target       string         `json:"target"`
+		Claims       Claims         `json:"claims"`
+		Seed         uint64         `json:"seed"`
+		Replicas     int            `json:"replicas"`
+		Clients      int            `json:"clients"`
+		DurationMS   int64          `json:"duration_ms"`
+		KillEveryMS  int64          `json:"kill_every_ms"`
+		Faults       []string       `json:"faults"`
+		ChaosStartUS int64          `json:"chaos_start_us"`
+		QuietStartUS int64          `json:"quiet_start_us"`
+		Attempts     int            `json:"attempts"`
+		Servers      int            `json:"server_events"`
+		Places       int            `json:"places"`
 	}
 	placeLine struct {
 		Kind     string `json:"kind"` // "place"
@@ -125,24 +196,34 @@ type (
 		Effects  int    `json:"effects"`
 	}
 	effectLine struct {
-		Kind       string `json:"kind"` // "effect"
-		Place      int    `json:"place"`
-		Value      int64  `json:"value"`
-		BodySHA256 string `json:"body_sha256"`
+		Kind       string  `json:"kind"` // "effect"
+		Place      int     `json:"place"`
+		Value      int64   `json:"value"`
+		BodySHA256 string  `json:"body_sha256"`
+		Key        *string `json:"key"`
+		Replica    *int    `json:"replica"`
+		AtUS       *int64  `json:"at_us"`
 	}
 )
 
 // Write writes h as JSON Lines, one object per line, each with a "kind":
-// first a "run" header (store, seed, replicas and how many lines of each
-// kind follow), then the attempts and the server events merged in time
-// order (an attempt at its start_us), then for each place a "place" line
-// followed by its "effect" lines in journal order. Field order is fixed.
+// first a "run" header (the store or the target, its claims, the seed and
+// the schedule's parameters, and how many lines of each kind follow), then
+// the attempts and the server events merged in time order (an attempt at
+// its start_us before an event at the same time), then for each place a
+// "place" line followed by its "effect" lines in journal order. Field
+// order is fixed.
 func (h History) Write(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
 	put := func(v any) error { return enc.Encode(v) }
-	if err := put(headerLine{"run", HistoryVersion, h.Store, h.Seed, h.Replicas, len(h.Attempts), len(h.Servers), len(h.Places)}); err != nil {
+	faults := h.Faults
+	if faults == nil {
+		faults = []string{}
+	}
+	if err := put(headerLine{"run", HistoryVersion, h.Store, h.Target, h.Claims, h.Seed, h.Replicas, h.Clients, h.DurationMS, h.KillEveryMS,
+		faults, h.ChaosStartUS, h.QuietStartUS, len(h.Attempts), len(h.Servers), len(h.Places)}); err != nil {
 		return err
 	}
 	i, j := 0, 0
@@ -170,7 +251,7 @@ func (h History) Write(w io.Writer) error {
 			return err
 		}
 		for _, e := range p.Effects {
-			if err := put(effectLine{"effect", p.Place, e.Value, e.BodySHA256}); err != nil {
+			if err := put(effectLine{"effect", p.Place, e.Value, e.BodySHA256, e.Key, e.Replica, e.AtUS}); err != nil {
 				return err
 			}
 		}
@@ -226,17 +307,31 @@ func ReadHistory(r io.Reader) (History, error) {
 			if hdr.Version != HistoryVersion {
 				return h, fmt.Errorf("history line %d: history_version %d, want %d", lineNo, hdr.Version, HistoryVersion)
 			}
-			if _, err := protocol.ParseStore(string(hdr.Store)); err != nil {
-				return h, fmt.Errorf("history line %d: %w", lineNo, err)
+			switch {
+			case hdr.Target == "":
+				if _, err := protocol.ParseStore(string(hdr.Store)); err != nil {
+					return h, fmt.Errorf("history line %d: %w", lineNo, err)
+				}
+			case hdr.Store != "":
+				return h, fmt.Errorf("history line %d: store %q and target %q: a run is of one or the other", lineNo, hdr.Store, hdr.Target)
 			}
-			h.Store, h.Seed, h.Replicas = hdr.Store, hdr.Seed, hdr.Replicas
+			for _, f := range hdr.Faults {
+				if !slices.Contains(FaultKinds, f) {
+					return h, fmt.Errorf("history line %d: faults: %q is not a fault kind (%s)", lineNo, f, strings.Join(FaultKinds, ", "))
+				}
+			}
+			if hdr.Replicas < 1 || hdr.Clients < 1 {
+				return h, fmt.Errorf("history line %d: %d replicas and %d clients, want at least 1 of each", lineNo, hdr.Replicas, hdr.Clients)
+			}
+			h.Store, h.Target, h.Claims, h.Seed, h.Replicas, h.Clients = hdr.Store, hdr.Target, hdr.Claims, hdr.Seed, hdr.Replicas, hdr.Clients
+			h.DurationMS, h.KillEveryMS, h.Faults, h.ChaosStartUS, h.QuietStartUS = hdr.DurationMS, hdr.KillEveryMS, hdr.Faults, hdr.ChaosStartUS, hdr.QuietStartUS
 		case "attempt":
 			var a Attempt
 			if err := strict(&a); err != nil {
 				return h, err
 			}
 			h.Attempts = append(h.Attempts, a)
-		case string(EventStart), string(EventStartFailed), string(EventKill), string(EventExit), string(EventStop):
+		case string(EventStart), string(EventStartFailed), string(EventKill), string(EventKillSkipped), string(EventFaultKill), string(EventExit), string(EventStop):
 			var e ServerEvent
 			if err := strict(&e); err != nil {
 				return h, err
@@ -248,7 +343,7 @@ func ReadHistory(r io.Reader) (History, error) {
 				return h, err
 			}
 			announced = append(announced, p.Effects)
-			h.Places = append(h.Places, Place{Place: p.Place, Replicas: p.Replicas, Counter: p.Counter, Effects: make([]store.Effect, 0, min(p.Effects, 1<<16))})
+			h.Places = append(h.Places, Place{Place: p.Place, Replicas: p.Replicas, Counter: p.Counter, Effects: make([]Effect, 0, min(p.Effects, 1<<16))})
 		case "effect":
 			var e effectLine
 			if err := strict(&e); err != nil {
@@ -258,7 +353,7 @@ func ReadHistory(r io.Reader) (History, error) {
 				return h, fmt.Errorf("history line %d: an effect of place %d outside that place's lines", lineNo, e.Place)
 			}
 			p := &h.Places[len(h.Places)-1]
-			p.Effects = append(p.Effects, store.Effect{Value: e.Value, BodySHA256: e.BodySHA256})
+			p.Effects = append(p.Effects, Effect{Value: e.Value, BodySHA256: e.BodySHA256, Key: e.Key, Replica: e.Replica, AtUS: e.AtUS})
 		default:
 			return h, fmt.Errorf("history line %d: unknown kind %q", lineNo, k.Kind)
 		}
@@ -280,6 +375,16 @@ func ReadHistory(r io.Reader) (History, error) {
 	}
 	slices.SortStableFunc(h.Attempts, func(a, b Attempt) int { return cmpInt64(a.StartUS, b.StartUS) })
 	return h, nil
+}
+
+// storeEffects are a store's journal as history effects: no key, replica
+// or time recorded.
+func storeEffects(es []store.Effect) []Effect {
+	out := make([]Effect, len(es))
+	for i, e := range es {
+		out[i] = Effect{Value: e.Value, BodySHA256: e.BodySHA256}
+	}
+	return out
 }
 
 func cmpInt64(a, b int64) int {

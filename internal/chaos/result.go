@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"idemlab/internal/protocol"
+	"idemlab/internal/target"
 )
 
 // SchemaVersion is the version of chaos.json's shape.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // Parameters are a run's settings as chaos.json records them (after
 // defaults), in milliseconds where they are durations.
@@ -48,24 +50,33 @@ type FaultCounts struct {
 	CrashAfterEffect  int `json:"crash-after-effect"`
 	CrashAfterRecord  int `json:"crash-after-record"`
 	DropReply         int `json:"drop-reply"`
+	FailEffect        int `json:"fail-effect"`
+	FailAfterEffect   int `json:"fail-after-effect"`
+	GiveUp            int `json:"give-up"`
 }
 
 func (f *FaultCounts) add(name string) {
-	switch protocol.Fault(name) {
-	case protocol.FaultDelay:
+	switch name {
+	case string(protocol.FaultDelay):
 		f.Delay++
-	case protocol.FaultSlow:
+	case string(protocol.FaultSlow):
 		f.Slow++
-	case protocol.FaultCrashBeforeEffect:
+	case string(protocol.FaultCrashBeforeEffect):
 		f.CrashBeforeEffect++
-	case protocol.FaultStall:
+	case string(protocol.FaultStall):
 		f.Stall++
-	case protocol.FaultCrashAfterEffect:
+	case string(protocol.FaultCrashAfterEffect):
 		f.CrashAfterEffect++
-	case protocol.FaultCrashAfterRecord:
+	case string(protocol.FaultCrashAfterRecord):
 		f.CrashAfterRecord++
-	case protocol.FaultDropReply:
+	case string(protocol.FaultDropReply):
 		f.DropReply++
+	case target.FaultFailEffect:
+		f.FailEffect++
+	case target.FaultFailAfterEffect:
+		f.FailAfterEffect++
+	case target.FaultGiveUp:
+		f.GiveUp++
 	}
 }
 
@@ -81,11 +92,14 @@ type Counts struct {
 	Info                 int         `json:"info"` // no reply or timeout: outcome unknown
 	FaultedAttempts      int         `json:"faulted_attempts"`
 	Faults               FaultCounts `json:"faults"`
+	PlannedKills         int         `json:"planned_kills"`  // the nemesis's plan for the chaos phase (Schedule.Kills)
 	Kills                int         `json:"kills"`          // SIGKILLs the nemesis sent
-	CrashExits           int         `json:"crash_exits"`    // servers that exited with protocol.CrashExitCode
+	KillsSkipped         int         `json:"kills_skipped"`  // planned kills that did not land (the history says why)
+	FaultKills           int         `json:"fault_kills"`    // a target's replicas a fault killed (the proxy's hold and kill, the sink's kill)
+	CrashExits           int         `json:"crash_exits"`    // the lab's servers that exited with protocol.CrashExitCode
 	Restarts             int         `json:"restarts"`       // starts after the first of each replica
 	StartFailures        int         `json:"start_failures"` // starts that did not reach READY (a crash fault can hit a server before its READY line is read)
-	CleanStops           int         `json:"clean_stops"`    // servers that exited 0 on the final SIGTERM
+	CleanStops           int         `json:"clean_stops"`    // processes that ended cleanly on the final SIGTERM (exit 0; a target also by the signal, 143)
 	Effects              int         `json:"effects"`        // journal entries, over every place
 	Acked                int         `json:"acked"`
 	AppliedOnce          int         `json:"applied_once"`
@@ -103,7 +117,7 @@ type Counts struct {
 // RuleVerdict is one rule's line in chaos.json.
 type RuleVerdict struct {
 	Rule     Rule `json:"rule"`
-	Promised bool `json:"promised"` // the store promises it never fires
+	Promised bool `json:"promised"` // the store's or the target's claims promise it never fires
 	Count    int  `json:"count"`    // findings
 }
 
@@ -111,7 +125,7 @@ type RuleVerdict struct {
 type Verdict struct {
 	OK         bool          `json:"ok"`         // no finding of a promised rule
 	Violations int           `json:"violations"` // findings of promised rules
-	Shown      int           `json:"shown"`      // findings of rules the store does not promise (volatile's duplicates)
+	Shown      int           `json:"shown"`      // findings of rules not promised (the duplicates of a volatile store or target): the lesson
 	Rules      []RuleVerdict `json:"rules"`      // every rule, in Rules order
 	Findings   []Finding     `json:"findings"`   // the first MaxListed findings, violations first
 	Listed     int           `json:"findings_listed"`
@@ -120,24 +134,24 @@ type Verdict struct {
 // MaxListed bounds the findings chaos.json lists.
 const MaxListed = 100
 
-// NewVerdict judges c for store s.
-func NewVerdict(s protocol.Store, c Check) Verdict {
+// NewVerdict judges c, the check of h, by h's claims.
+func NewVerdict(h History, c Check) Verdict {
 	v := Verdict{Findings: []Finding{}}
 	count := map[Rule]int{}
 	for _, f := range c.Findings {
 		count[f.Rule]++
-		if Promised(s, f.Rule) {
+		if h.Promised(f.Rule) {
 			v.Violations++
 		} else {
 			v.Shown++
 		}
 	}
 	for _, r := range Rules {
-		v.Rules = append(v.Rules, RuleVerdict{r, Promised(s, r), count[r]})
+		v.Rules = append(v.Rules, RuleVerdict{r, h.Promised(r), count[r]})
 	}
 	for _, promised := range []bool{true, false} {
 		for _, f := range c.Findings {
-			if Promised(s, f.Rule) == promised && len(v.Findings) < MaxListed {
+			if h.Promised(f.Rule) == promised && len(v.Findings) < MaxListed {
 				v.Findings = append(v.Findings, f)
 			}
 		}
@@ -156,19 +170,28 @@ type Capped struct {
 // Result is one run: what was run, what happened, the verdict, and the
 // history it was judged from.
 type Result struct {
-	Store      protocol.Store
-	Seed       uint64
-	Parameters Parameters
-	Counts     Counts
-	Verdict    Verdict
-	Capped     Capped
-	History    History
+	Store        protocol.Store // "" on a target
+	Target       string         // "" on a store
+	Claims       Claims
+	ReplicasNote string // why fewer replicas ran than asked, or ""
+	Seed         uint64
+	Parameters   Parameters
+	Faults       []string // the fault kinds the schedule placed
+	Counts       Counts
+	Verdict      Verdict
+	Capped       Capped
+	History      History
 }
+
+// Name is the store's or the target's name.
+func (r Result) Name() string { return r.History.Name() }
 
 func newResult(cfg Config, h History, unresolved int, chaosWall, quietWall time.Duration, cappedIntents, cappedHistory bool) Result {
 	c := CheckHistory(h)
-	res := Result{Store: cfg.Store, Seed: cfg.Seed, Parameters: parametersOf(cfg),
-		Verdict: NewVerdict(cfg.Store, c), Capped: Capped{cappedIntents, cappedHistory}, History: h}
+	p := parametersOf(cfg)
+	p.Replicas = h.Replicas
+	res := Result{Store: h.Store, Target: h.Target, Claims: h.Claims, ReplicasNote: cfg.ReplicasNote(), Seed: cfg.Seed, Parameters: p,
+		Faults: h.Faults, Verdict: NewVerdict(h, c), Capped: Capped{cappedIntents, cappedHistory}, History: h}
 	n := &res.Counts
 	n.Intents, n.Acked, n.AppliedOnce, n.Duplicates, n.NotApplied, n.LostAcks, n.Stuck =
 		c.Intents, c.Acked, c.AppliedOnce, c.Duplicates, c.NotApplied, c.LostAcks, c.Stuck
@@ -206,12 +229,17 @@ func countHistory(n *Counts, h History) {
 	}
 	n.LatencyP50US, n.LatencyP99US = percentile(lat, 50), percentile(lat, 99)
 	started := map[int]bool{}
+	n.PlannedKills = len(h.Schedule().Kills(time.Duration(h.DurationMS)*time.Millisecond, time.Duration(h.KillEveryMS)*time.Millisecond))
 	for _, e := range h.Servers {
 		switch e.Kind {
 		case EventKill:
 			n.Kills++
+		case EventKillSkipped:
+			n.KillsSkipped++
+		case EventFaultKill:
+			n.FaultKills++
 		case EventExit:
-			if e.ExitCode == protocol.CrashExitCode {
+			if h.Target == "" && e.ExitCode == protocol.CrashExitCode {
 				n.CrashExits++
 			}
 		case EventStart:
@@ -222,7 +250,7 @@ func countHistory(n *Counts, h History) {
 		case EventStartFailed:
 			n.StartFailures++
 		case EventStop:
-			if e.ExitCode == 0 {
+			if e.ExitCode == 0 || h.Target != "" && e.ExitCode == TermExitCode {
 				n.CleanStops++
 			}
 		}
@@ -243,30 +271,52 @@ func percentile(xs []int64, p int) int64 {
 	return s[max(rank, 1)-1]
 }
 
-// JSON encodes r as chaos.json: indented, fields in a fixed order, a final
-// newline. The history is not in it (see WriteHistory).
+// JSON encodes r as one run of chaos.json: indented, fields in a fixed
+// order, a final newline. The history is not in it (see WriteHistory).
 func (r Result) JSON() []byte {
 	doc := struct {
 		SchemaVersion int            `json:"schema_version"`
 		Experiment    string         `json:"experiment"`
 		Store         protocol.Store `json:"store"`
+		Target        string         `json:"target"`
+		Claims        Claims         `json:"claims"`
+		ReplicasNote  string         `json:"replicas_note"`
 		Seed          uint64         `json:"seed"`
 		Parameters    Parameters     `json:"parameters"`
+		Faults        []string       `json:"faults"`
 		Counts        Counts         `json:"counts"`
 		Verdict       Verdict        `json:"verdict"`
 		Capped        Capped         `json:"capped"`
-	}{SchemaVersion, "chaos", r.Store, r.Seed, r.Parameters, r.Counts, r.Verdict, r.Capped}
+	}{SchemaVersion, "chaos", r.Store, r.Target, r.Claims, r.ReplicasNote, r.Seed, r.Parameters, r.Faults, r.Counts, r.Verdict, r.Capped}
+	if doc.Faults == nil {
+		doc.Faults = []string{}
+	}
 	if doc.Verdict.Findings == nil {
 		doc.Verdict.Findings = []Finding{}
 	}
 	if doc.Verdict.Rules == nil {
 		doc.Verdict.Rules = []RuleVerdict{}
 	}
+	return encode(doc)
+}
+
+// NotRunJSON is chaos.json's run of a target the experiment could not run,
+// saying why (a missing program, or NotRunnable).
+func NotRunJSON(targetName, why string) []byte {
+	return encode(struct {
+		SchemaVersion int    `json:"schema_version"`
+		Experiment    string `json:"experiment"`
+		Target        string `json:"target"`
+		NotRun        string `json:"not_run"`
+	}{SchemaVersion, "chaos", targetName, why})
+}
+
+func encode(v any) []byte {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(doc); err != nil {
+	if err := enc.Encode(v); err != nil {
 		panic(fmt.Sprintf("chaos: encode result: %v", err)) // plain values cannot fail
 	}
 	return b.Bytes()
@@ -284,18 +334,81 @@ func (r Result) WriteText(w io.Writer) error {
 	if !r.Verdict.OK {
 		verdict = fmt.Sprintf("FAIL (%d violations)", r.Verdict.Violations)
 	}
-	_, err := fmt.Fprintf(w, `chaos %s: seed %d, %d replicas, %d clients, %d ms
+	if r.Verdict.Shown > 0 {
+		verdict += fmt.Sprintf(", %d findings shown (not promised)", r.Verdict.Shown)
+	}
+	what := "store " + string(r.Store)
+	if r.Target != "" {
+		what = "target " + r.Target
+	}
+	note := ""
+	if r.ReplicasNote != "" {
+		note = "\n  " + r.ReplicasNote
+	}
+	var faults []string
+	for _, k := range FaultKinds {
+		if c := n.Faults.count(k); c > 0 || slices.Contains(r.Faults, k) {
+			faults = append(faults, fmt.Sprintf("%s %d", k, c))
+		}
+	}
+	_, err := fmt.Fprintf(w, `chaos on %s: seed %d, %d replicas, %d clients, %d ms%s
   intents %d, attempts %d (chaos %d, quiet %d), ok %d, fail %d, info %d
-  faults sent %d (drop-reply %d, delay %d, slow %d, stall %d, crash-before-effect %d, crash-after-effect %d, crash-after-record %d)
-  kills %d, crash exits %d, restarts %d, start failures %d
+  faults sent %d (%s)
+  kills %d of %d planned (%d skipped), fault kills %d, crash exits %d, restarts %d, start failures %d
   applied once %d, duplicates %d, lost acks %d, stuck %d, unresolved after chaos %d
   latency of ok attempts p50 %.1f ms, p99 %.1f ms
   verdict: %s
-`, r.Store, r.Seed, p.Replicas, p.Clients, p.DurationMS,
+`, what, r.Seed, p.Replicas, p.Clients, p.DurationMS, note,
 		n.Intents, n.Attempts, n.ChaosAttempts, n.QuietAttempts, n.OK, n.Fail, n.Info,
-		n.FaultedAttempts, n.Faults.DropReply, n.Faults.Delay, n.Faults.Slow, n.Faults.Stall, n.Faults.CrashBeforeEffect, n.Faults.CrashAfterEffect, n.Faults.CrashAfterRecord,
-		n.Kills, n.CrashExits, n.Restarts, n.StartFailures,
+		n.FaultedAttempts, strings.Join(faults, ", "),
+		n.Kills, n.PlannedKills, n.KillsSkipped, n.FaultKills, n.CrashExits, n.Restarts, n.StartFailures,
 		n.AppliedOnce, n.Duplicates, n.LostAcks, n.Stuck, n.UnresolvedAfterChaos,
 		float64(n.LatencyP50US)/1000, float64(n.LatencyP99US)/1000, verdict)
+	if err != nil {
+		return err
+	}
+	for i, f := range r.Verdict.Findings {
+		if i == maxTextFindings {
+			_, err = fmt.Fprintf(w, "  ... %d more findings in chaos.json\n", len(r.Verdict.Findings)-i)
+			break
+		}
+		kind := "violation"
+		if !r.History.Promised(f.Rule) {
+			kind = "shown"
+		}
+		if _, err = fmt.Fprintf(w, "  %s %s: intent %d (key %s): %s\n", kind, f.Rule, f.Intent, f.Key, f.Detail); err != nil {
+			break
+		}
+	}
 	return err
+}
+
+// maxTextFindings bounds the findings WriteText prints.
+const maxTextFindings = 5
+
+// count is the count of fault kind k.
+func (f FaultCounts) count(k string) int {
+	switch k {
+	case string(protocol.FaultDelay):
+		return f.Delay
+	case string(protocol.FaultSlow):
+		return f.Slow
+	case string(protocol.FaultCrashBeforeEffect):
+		return f.CrashBeforeEffect
+	case string(protocol.FaultStall):
+		return f.Stall
+	case string(protocol.FaultCrashAfterEffect):
+		return f.CrashAfterEffect
+	case string(protocol.FaultCrashAfterRecord):
+		return f.CrashAfterRecord
+	case string(protocol.FaultDropReply):
+		return f.DropReply
+	case target.FaultFailEffect:
+		return f.FailEffect
+	case target.FaultFailAfterEffect:
+		return f.FailAfterEffect
+	case target.FaultGiveUp:
+		return f.GiveUp
+	}
+	return 0
 }

@@ -20,11 +20,13 @@ import (
 func sampleHistory() History {
 	h := shared([]Attempt{ack(0, 0, 0, 10, 1, false), lost(1, 0, 20, 30), ack(1, 1, 40, 50, 2, true)}, 0, 1)
 	h.Seed = 7
+	h.Faults = StoreFaults
 	h.Servers = []ServerEvent{
-		{Kind: EventStart, Replica: 0, AtUS: -5, PID: 100, Addr: "127.0.0.1:1"},
-		{Kind: EventKill, Replica: 0, AtUS: 25, PID: 100, Addr: "127.0.0.1:1"},
-		{Kind: EventExit, Replica: 0, AtUS: 26, PID: 100, Addr: "127.0.0.1:1", ExitCode: -1},
-		{Kind: EventStop, Replica: 1, AtUS: 60, PID: 101, Addr: "127.0.0.1:2"},
+		{Kind: EventStart, Replica: 0, AtUS: -5, PID: 100, Addr: "127.0.0.1:1", Planned: -1},
+		{Kind: EventKill, Replica: 0, AtUS: 25, PID: 100, Addr: "127.0.0.1:1", Planned: 0},
+		{Kind: EventExit, Replica: 0, AtUS: 26, PID: 100, Addr: "127.0.0.1:1", ExitCode: 137, Planned: -1},
+		{Kind: EventKillSkipped, Replica: 1, AtUS: 45, PID: 101, Addr: "127.0.0.1:2", Planned: 1, Error: SkipLastUp},
+		{Kind: EventStop, Replica: 1, AtUS: 60, PID: 101, Addr: "127.0.0.1:2", Planned: -1},
 	}
 	return h
 }
@@ -45,7 +47,7 @@ func TestHistoryRoundTrip(t *testing.T) {
 		}
 		kinds = append(kinds, k.Kind)
 	}
-	if got, want := strings.Join(kinds, " "), "run start attempt attempt kill exit attempt stop place effect effect"; got != want {
+	if got, want := strings.Join(kinds, " "), "run start attempt attempt kill exit attempt kill_skipped stop place effect effect"; got != want {
 		t.Errorf("line kinds = %s, want %s", got, want)
 	}
 	got, err := ReadHistory(&b)
@@ -55,7 +57,7 @@ func TestHistoryRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, h) {
 		t.Errorf("ReadHistory(Write(h)) =\n%+v\nwant\n%+v", got, h)
 	}
-	want := `{"kind":"attempt","intent":0,"key":"chaos-0","body_sha256":"sha-0","replica":0,"attempt":0,"phase":"chaos","start_us":0,"end_us":10,"fault":"","type":"ok","outcome":"reply","status":200,"value":"1","replayed":false,"error":""}`
+	want := `{"kind":"attempt","intent":0,"key":"chaos-0","body_sha256":"sha-0","client":0,"replica":0,"attempt":0,"phase":"chaos","start_us":0,"end_us":10,"fault":"","type":"ok","outcome":"reply","status":200,"value":"1","replayed":false,"error":""}`
 	if !strings.Contains(b.String(), want) && !strings.Contains(writeString(t, h), want+"\n") {
 		t.Errorf("history has no line\n%s\n%s", want, writeString(t, h))
 	}
@@ -87,7 +89,9 @@ func TestReadHistoryRefuses(t *testing.T) {
 		{"unknown kind", strings.Replace(good, `"kind":"kill"`, `"kind":"nuke"`, 1), `unknown kind "nuke"`},
 		{"unknown field", strings.Replace(good, `"fault":""`, `"fault":"","extra":1`, 1), `unknown field "extra"`},
 		{"bad store", strings.Replace(good, `"store":"durable"`, `"store":"mongo"`, 1), `unknown store "mongo"`},
-		{"not JSON", good + "{\n", "history line 12"},
+		{"not JSON", good + "{\n", "history line 13"},
+		{"store and target", strings.Replace(good, `"target":""`, `"target":"t"`, 1), "a run is of one or the other"},
+		{"unknown fault kind", strings.Replace(good, `"faults":["delay"`, `"faults":["nuke"`, 1), `"nuke" is not a fault kind`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,7 +106,7 @@ func TestReadHistoryRefuses(t *testing.T) {
 // Ensure chaos.json keeps its field order, lists findings with
 // violations first, ends with a newline, and gives the same bytes twice.
 func TestJSON(t *testing.T) {
-	h := History{Store: protocol.Volatile, Replicas: 2, Seed: 3,
+	h := History{Store: protocol.Volatile, Claims: StoreClaims(protocol.Volatile), Replicas: 2, Clients: 1, Seed: 3,
 		Attempts: []Attempt{ack(0, 0, 0, 10, 1, false), lost(1, 0, 20, 30), ack(1, 1, 40, 50, 1, false), lost(2, 1, 60, 70)},
 		Places:   []Place{journal(0, []int{0}, 0, 1), journal(1, []int{1}, 1)}}
 	cfg := withDefaults(Config{Store: protocol.Volatile, Seed: 3})
@@ -123,7 +127,7 @@ func TestJSON(t *testing.T) {
 		var skip json.RawMessage
 		dec.Decode(&skip)
 	}
-	if got, want := strings.Join(keys, " "), "schema_version experiment store seed parameters counts verdict capped"; got != want {
+	if got, want := strings.Join(keys, " "), "schema_version experiment store target claims replicas_note seed parameters faults counts verdict capped"; got != want {
 		t.Errorf("top-level keys %s, want %s", got, want)
 	}
 	v := r.Verdict

@@ -3,10 +3,12 @@ package chaos
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
 	"idemlab/internal/protocol"
+	"idemlab/internal/target"
 )
 
 // A Schedule is the seeded part of a run: for every attempt of every intent,
@@ -17,6 +19,10 @@ import (
 type Schedule struct {
 	Seed     uint64
 	Replicas int // replicas to choose among, at least 1
+	// Faults are the fault kinds the run can place (StoreFaults on the lab's
+	// own server, TargetFaults of a target); an attempt whose drawn fault
+	// holds another kind carries none. Nil is StoreFaults.
+	Faults []string
 }
 
 // A Decision is what the schedule says about one attempt.
@@ -27,36 +33,82 @@ type Decision struct {
 }
 
 // faultMix is the chaos phase's fault table: the share of attempts (in
-// parts per 10,000) that carry each fault, the rest carry none. Arguments
-// of delay and stall are drawn per attempt. The crash faults are rare on
-// purpose: each stops a replica, and a run spends its time restarting
-// servers if they are common.
+// parts per 10,000) that carry each fault, the rest carry none, and the
+// kinds each value holds. Arguments of delay, stall and give-up are drawn
+// per attempt. The crash faults are rare on purpose: each stops a replica,
+// and a run spends its time restarting servers if they are common. The
+// last three rows are faults only a target takes (the sink fails an
+// effect; the proxy gives up on a request in flight): they come after the
+// lab server's rows, so that on a store every attempt's replica and fault
+// are what they were before these rows existed (an attempt that draws one
+// carries none). A row whose kinds the schedule cannot place draws its
+// value all the same: the replica and the backoff of an attempt are the
+// same whatever the fault set.
 var faultMix = []struct {
 	per10k int
+	kinds  []string
 	make   func(r *rand.Rand) string
 }{
-	{700, fixedFault(protocol.FaultDropReply)},
-	{600, func(r *rand.Rand) string { return fmt.Sprintf("%s=%dms", protocol.FaultDelay, 1+r.IntN(50)) }},
-	{200, fixedFault(protocol.FaultSlow)},
+	{700, kinds(protocol.FaultDropReply), fixedFault(protocol.FaultDropReply)},
+	{600, kinds(protocol.FaultDelay), func(r *rand.Rand) string { return fmt.Sprintf("%s=%dms", protocol.FaultDelay, 1+r.IntN(50)) }},
+	{200, kinds(protocol.FaultSlow), fixedFault(protocol.FaultSlow)},
 	// Longer than the client's default timeout: the client retries while
 	// the owner is still in flight, so the retry waits for it (and may
 	// get 409) or, on another replica, meets the owner's claim in a
 	// shared store.
-	{300, func(r *rand.Rand) string { return fmt.Sprintf("%s=%dms", protocol.FaultDelay, 300+r.IntN(400)) }},
-	{200, func(r *rand.Rand) string { return fmt.Sprintf("%s=%dms", protocol.FaultStall, 5+r.IntN(100)) }},
-	{150, func(r *rand.Rand) string {
+	{300, kinds(protocol.FaultDelay), func(r *rand.Rand) string { return fmt.Sprintf("%s=%dms", protocol.FaultDelay, 300+r.IntN(400)) }},
+	{200, kinds(protocol.FaultStall), func(r *rand.Rand) string { return fmt.Sprintf("%s=%dms", protocol.FaultStall, 5+r.IntN(100)) }},
+	{150, kinds(protocol.FaultDelay, protocol.FaultDropReply), func(r *rand.Rand) string {
 		return fmt.Sprintf("%s=%dms,%s", protocol.FaultDelay, 1+r.IntN(50), protocol.FaultDropReply)
 	}},
-	{40, fixedFault(protocol.FaultCrashBeforeEffect)},
-	{40, fixedFault(protocol.FaultCrashAfterEffect)},
-	{30, func(r *rand.Rand) string {
+	{40, kinds(protocol.FaultCrashBeforeEffect), fixedFault(protocol.FaultCrashBeforeEffect)},
+	{40, kinds(protocol.FaultCrashAfterEffect), fixedFault(protocol.FaultCrashAfterEffect)},
+	{30, kinds(protocol.FaultStall, protocol.FaultCrashAfterEffect), func(r *rand.Rand) string {
 		return fmt.Sprintf("%s=%dms,%s", protocol.FaultStall, 20+r.IntN(200), protocol.FaultCrashAfterEffect)
 	}},
-	{40, fixedFault(protocol.FaultCrashAfterRecord)},
+	{40, kinds(protocol.FaultCrashAfterRecord), fixedFault(protocol.FaultCrashAfterRecord)},
+	// Targets only.
+	{150, []string{target.FaultFailEffect}, func(*rand.Rand) string { return target.FaultFailEffect }},
+	{100, []string{target.FaultFailAfterEffect}, func(*rand.Rand) string { return target.FaultFailAfterEffect }},
+	{200, []string{target.FaultGiveUp}, func(r *rand.Rand) string { return fmt.Sprintf("%s=%dms", target.FaultGiveUp, 5+r.IntN(150)) }},
+}
+
+func kinds(fs ...protocol.Fault) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = string(f)
+	}
+	return out
 }
 
 func fixedFault(f protocol.Fault) func(*rand.Rand) string {
 	return func(*rand.Rand) string { return string(f) }
+}
+
+// FaultKinds lists every fault kind the schedule draws, in the order
+// chaos.json counts them.
+var FaultKinds = []string{
+	string(protocol.FaultDelay), string(protocol.FaultSlow), string(protocol.FaultCrashBeforeEffect), string(protocol.FaultStall),
+	string(protocol.FaultCrashAfterEffect), string(protocol.FaultCrashAfterRecord), string(protocol.FaultDropReply),
+	target.FaultFailEffect, target.FaultFailAfterEffect, target.FaultGiveUp,
+}
+
+// StoreFaults are the kinds the lab's own server takes (effectserver
+// -faults), in FaultKinds order.
+var StoreFaults = FaultKinds[:7]
+
+// allowed reports whether every kind of a mix row is one s can place.
+func (s Schedule) allowed(ks []string) bool {
+	faults := s.Faults
+	if faults == nil {
+		faults = StoreFaults
+	}
+	for _, k := range ks {
+		if !slices.Contains(faults, k) {
+			return false
+		}
+	}
+	return true
 }
 
 // Backoff bounds: the wait before attempt n+1 (n attempts made) is
@@ -84,7 +136,11 @@ func (s Schedule) Attempt(i, n int) Decision {
 	x := r.IntN(10000)
 	for _, f := range faultMix {
 		if x < f.per10k {
-			d.Fault = f.make(r)
+			// The value is drawn even where it is not placed, so that
+			// the rest of the decision is the same on every fault set.
+			if v := f.make(r); s.allowed(f.kinds) {
+				d.Fault = v
+			}
 			break
 		}
 		x -= f.per10k

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ func TestSchedulePure(t *testing.T) {
 		t.Fatal("seeds 42 and 43 give the same schedule")
 	}
 	kills := func(seed uint64) string {
-		return fmt.Sprint(Schedule{seed, 3}.Kills(time.Minute, 500*time.Millisecond))
+		return fmt.Sprint(Schedule{Seed: seed, Replicas: 3}.Kills(time.Minute, 500*time.Millisecond))
 	}
 	if kills(42) != kills(42) {
 		t.Fatal("the same kill plan drawn twice differs")
@@ -86,7 +87,9 @@ func TestScheduleRanges(t *testing.T) {
 	}
 	want := 0
 	for _, f := range faultMix {
-		want += f.per10k
+		if s.allowed(f.kinds) {
+			want += f.per10k
+		}
 	}
 	if got := faulted * 10000 / n; got < want-100 || got > want+100 {
 		t.Errorf("faulted %d per 10,000 attempts, want about %d", got, want)
@@ -122,5 +125,43 @@ func TestKills(t *testing.T) {
 	}
 	if got := s.Kills(time.Second, 0); len(got) != 0 {
 		t.Errorf("Kills(1s, 0) = %v, want none", got)
+	}
+}
+
+// Ensure the fault set changes only which drawn faults are sent: on every
+// set an attempt has the same replica and backoff, and its fault is the
+// one drawn or none; a store's schedule sends only the lab server's kinds,
+// and with every kind allowed each is drawn.
+func TestScheduleFaultKinds(t *testing.T) {
+	store := Schedule{Seed: 5, Replicas: 2}
+	all := Schedule{Seed: 5, Replicas: 2, Faults: FaultKinds}
+	noCrash := Schedule{Seed: 5, Replicas: 2, Faults: []string{"drop-reply", "give-up"}}
+	seen := map[string]int{}
+	for i := range 20000 {
+		a, b, c := store.Attempt(i, i%3), all.Attempt(i, i%3), noCrash.Attempt(i, i%3)
+		if a.Replica != b.Replica || c.Replica != a.Replica || a.Backoff != b.Backoff || c.Backoff != a.Backoff {
+			t.Fatalf("Attempt(%d): replica or backoff differ between fault sets: %+v %+v %+v", i, a, b, c)
+		}
+		if a.Fault != "" && a.Fault != b.Fault {
+			t.Fatalf("Attempt(%d): the store's fault %q, with every kind %q", i, a.Fault, b.Fault)
+		}
+		for _, k := range faultKinds(a.Fault) {
+			if !slices.Contains(StoreFaults, k) {
+				t.Fatalf("Attempt(%d) on a store carries %s", i, k)
+			}
+		}
+		for _, k := range faultKinds(c.Fault) {
+			if k != "drop-reply" && k != "give-up" {
+				t.Fatalf("Attempt(%d) with faults drop-reply, give-up carries %s", i, k)
+			}
+		}
+		for _, k := range faultKinds(b.Fault) {
+			seen[k]++
+		}
+	}
+	for _, k := range FaultKinds {
+		if seen[k] == 0 {
+			t.Errorf("fault kind %s never drawn with every kind allowed", k)
+		}
 	}
 }

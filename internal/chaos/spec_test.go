@@ -62,7 +62,7 @@ func specCheck(t *testing.T, h History) specFindings {
 	for _, k := range notFromHistory {
 		delete(out.Counts, k)
 	}
-	v := NewVerdict(h.Store, c)
+	v := NewVerdict(h, c)
 	out.Verdict = specVerdict{v.OK, v.Violations, v.Shown, v.Rules}
 	for _, f := range c.Findings {
 		out.Findings = append(out.Findings, specFinding{f.Rule, f.Intent, f.Key})

@@ -28,7 +28,6 @@ import (
 	"os"
 
 	"idemlab/internal/chaos"
-	"idemlab/internal/store"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -94,14 +93,15 @@ func cut(path string, below int, stdout, stderr io.Writer) error {
 	if len(keep) == 0 {
 		return errors.New("no intent left after the cut")
 	}
-	out := chaos.History{Store: h.Store, Seed: h.Seed, Replicas: h.Replicas, Servers: h.Servers}
+	out := h
+	out.Attempts, out.Places = nil, nil
 	for _, a := range h.Attempts {
 		if keep[a.Intent] {
 			out.Attempts = append(out.Attempts, a)
 		}
 	}
 	for i, p := range h.Places {
-		effects := append([]store.Effect{}, p.Effects[:prefix[i]]...)
+		effects := append([]chaos.Effect{}, p.Effects[:prefix[i]]...)
 		out.Places = append(out.Places, chaos.Place{Place: p.Place, Replicas: p.Replicas, Counter: int64(len(effects)), Effects: effects})
 		fmt.Fprintf(stderr, "place %d: %d of %d effects kept\n", p.Place, len(effects), len(p.Effects))
 	}
