@@ -304,8 +304,8 @@ type run struct {
 	began  time.Time
 	cl     *cluster
 	client *client.Client
-	shape  *client.Shape                    // a target's request shape; nil for the lab's server
-	replay func(client.Reply) *bool         // reads the replay marker of a reply
+	shape  *client.Shape            // a target's request shape; nil for the lab's server
+	replay func(client.Reply) *bool // reads the replay marker of a reply
 
 	mu       sync.Mutex
 	attempts []Attempt
@@ -584,7 +584,7 @@ func (r *run) supervise(ctx context.Context, chaosStart time.Time, chaosOver, st
 	if r.cfg.KillEvery > 0 {
 		kills = r.sched.Kills(r.cfg.Duration, r.cfg.KillEvery)
 	}
-	next := 0                                     // the next planned kill
+	next := 0                                        // the next planned kill
 	restartAt := make([]time.Time, r.sched.Replicas) // zero: nothing pending
 	skipRest := func() {
 		for ; next < len(kills); next++ {
