@@ -143,7 +143,7 @@ func newFlags(o *runner.Options) *flag.FlagSet {
 	fs.Var(&value{set: func(s string) (err error) {
 		o.Experiment, err = runner.ParseExperiment(s)
 		return err
-	}}, "experiment", "run only this experiment, no case: retries (client designs on a flaky network, counted from the server's journal), jitter (the retry-storm model, drawn as jitter.svg) or chaos (clients under seeded faults and kill -9 on every selected store, judged from the recorded history); none runs the cases and no experiment (default: the cases, then every experiment)")
+	}}, "experiment", "run only this experiment, no case: retries (client designs on a flaky network, counted from the server's journal), jitter (the retry-storm model, drawn as jitter.svg) or chaos (clients under seeded faults and kill -9 on every selected store and target, judged from the recorded history); none runs the cases and no experiment (default: the cases, then every experiment)")
 	fs.Var(&value{set: func(s string) (err error) {
 		o.Unsafe, err = protocol.ParseFlaw(s)
 		return err
@@ -158,9 +158,9 @@ func newFlags(o *runner.Options) *flag.FlagSet {
 	fs.IntVar(&o.Retries.MaxAttempts, "attempts", retries.Default.MaxAttempts, "attempts per intent for the retrying clients")
 	fs.IntVar(&o.Retries.Workers, "workers", retries.Default.Workers, "intents in flight at once per row")
 	fs.IntVar(&o.Retries.TotalDeadlineMS, "deadline-ms", retries.Default.TotalDeadlineMS, "the total deadline per intent, over all attempts and waits, in ms; 0: none")
-	fs.DurationVar(&o.Chaos.Duration, "duration", chaos.Defaults.Duration, "the chaos phase per store, such as 3s or 2m; a soak is a longer one")
+	fs.DurationVar(&o.Chaos.Duration, "duration", chaos.Defaults.Duration, "the chaos phase per store, such as 3s or 2m, and per target, which otherwise takes "+runner.DefaultTargetDuration.String()+"; a soak is a longer one")
 	fs.IntVar(&o.Chaos.Clients, "clients", chaos.Defaults.Clients, "clients, each one intent at a time")
-	fs.IntVar(&o.Chaos.Replicas, "replicas", chaos.Defaults.Replicas, "replicas (servers) per store")
+	fs.IntVar(&o.Chaos.Replicas, "replicas", chaos.Defaults.Replicas, "replicas (servers) per store, and per target that claims a shared store (one on any other)")
 	return fs
 }
 

@@ -19,7 +19,7 @@
 //	runner [-out DIR] [-store NAME] [-case NAME] [-server PATH] [-pg-dsn URL]
 //	runner -experiment retries [-seed N] [-intents N] [-drop-percent N]
 //	       [-timeout-ms N] [-attempts N] [-workers N] [-deadline-ms N]
-//	runner -experiment chaos [-store NAME] [-seed N] [-duration D] [-clients N] [-replicas N]
+//	runner -experiment chaos [-store NAME] [-target NAME|DIR] [-seed N] [-duration D] [-clients N] [-replicas N]
 //	runner -experiment jitter|none
 //	runner -unsafe-registry NAME [-store NAME] [-case NAME]
 //
@@ -57,7 +57,8 @@ import (
 const usageHead = `usage: runner [-out DIR] [-store NAME] [-case NAME] [-server PATH] [-pg-dsn URL]
        runner -experiment retries [-seed N] [-intents N] [-drop-percent N]
               [-timeout-ms N] [-attempts N] [-workers N] [-deadline-ms N]
-       runner -experiment chaos [-store NAME] [-seed N] [-duration D] [-clients N] [-replicas N]
+       runner -experiment chaos [-store NAME] [-target NAME|DIR] [-seed N] [-duration D]
+              [-clients N] [-replicas N]
        runner -experiment jitter|none
        runner -unsafe-registry NAME [-store NAME] [-case NAME]
 
@@ -117,6 +118,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "runner: %v (see docs/bounds.md)\n", err)
 		return 2
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "duration" { // a soak: the targets' chaos phase too
+			o.Chaos.TargetDuration = o.Chaos.Duration
+		}
+	})
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

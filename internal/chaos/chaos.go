@@ -577,8 +577,10 @@ func readPlaces(ctx context.Context, server string, kind protocol.Store, places 
 // chaos phase it kills replicas as the schedule says, never the last one
 // running when there are several. Every planned kill is recorded: a kill
 // event, or a kill_skipped event saying why it did not land (the planned
-// kills the chaos phase did not reach among them). It returns an error
-// only if ctx ended.
+// kills the chaos phase did not reach among them). A restart runs in its
+// own goroutine, so that a replica slow to start (a target's runtime)
+// holds up neither the other replicas nor the plan. It returns, once
+// every restart it began has ended, an error only if ctx ended.
 func (r *run) supervise(ctx context.Context, chaosStart time.Time, chaosOver, stop <-chan struct{}) error {
 	kills := []Kill{}
 	if r.cfg.KillEvery > 0 {
@@ -586,6 +588,10 @@ func (r *run) supervise(ctx context.Context, chaosStart time.Time, chaosOver, st
 	}
 	next := 0                                        // the next planned kill
 	restartAt := make([]time.Time, r.sched.Replicas) // zero: nothing pending
+	starting := make([]bool, r.sched.Replicas)
+	started := make(chan startResult, r.sched.Replicas)
+	var starts sync.WaitGroup
+	defer starts.Wait()
 	skipRest := func() {
 		for ; next < len(kills); next++ {
 			r.cl.skip(kills[next].Replica, next, SkipPhaseEnd)
@@ -600,6 +606,16 @@ func (r *run) supervise(ctx context.Context, chaosStart time.Time, chaosOver, st
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
+		case res := <-started:
+			starting[res.replica] = false
+			restartAt[res.replica] = time.Time{}
+			if res.err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				restartAt[res.replica] = time.Now().Add(100 * time.Millisecond) // try again later; recorded
+			}
+			continue
 		case <-tick.C:
 		}
 		now := time.Now()
@@ -637,24 +653,24 @@ func (r *run) supervise(ctx context.Context, chaosStart time.Time, chaosOver, st
 		for rep, u := range up {
 			// A replica down with nothing pending: a crash fault won
 			// the race against a kill. Restart it as a crashed one.
-			if !u && restartAt[rep].IsZero() {
+			if !u && !starting[rep] && restartAt[rep].IsZero() {
 				restartAt[rep] = time.Now().Add(crashRestartAfter)
 			}
 		}
 		for rep, at := range restartAt {
-			if up[rep] || at.IsZero() || (chaos && time.Now().Before(at)) {
+			if up[rep] || starting[rep] || at.IsZero() || (chaos && time.Now().Before(at)) {
 				continue
 			}
-			if err := r.cl.start(ctx, rep); err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				restartAt[rep] = time.Now().Add(100 * time.Millisecond) // try again later; recorded
-				continue
-			}
-			restartAt[rep] = time.Time{}
+			starting[rep] = true
+			starts.Go(func() { started <- startResult{rep, r.cl.start(ctx, rep)} })
 		}
 	}
+}
+
+// startResult is how a restart the supervisor began ended.
+type startResult struct {
+	replica int
+	err     error
 }
 
 // Supervisor timing.

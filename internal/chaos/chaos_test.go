@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +53,12 @@ func runChecked(t *testing.T, cfg Config) Result {
 	t.Logf("%s in %v\n%s", cfg.name(), time.Since(began).Round(time.Millisecond), text.String())
 	if os.Getenv("CHAOS_JSON") != "" {
 		t.Logf("%s", res.JSON())
+	}
+	if dir := os.Getenv("CHAOS_SVG_DIR"); dir != "" { // to look at the timelines
+		name := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-"+cfg.name()+".svg")
+		if err := os.WriteFile(name, SVG(res.History), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var hist bytes.Buffer
 	if err := res.WriteHistory(&hist); err != nil {

@@ -172,6 +172,7 @@ type Capped struct {
 type Result struct {
 	Store        protocol.Store // "" on a target
 	Target       string         // "" on a store
+	TargetDir    string         // the target's folder relative to the checkout, slash-separated; "" outside it (the caller sets it)
 	Claims       Claims
 	ReplicasNote string // why fewer replicas ran than asked, or ""
 	Seed         uint64
@@ -279,6 +280,7 @@ func (r Result) JSON() []byte {
 		Experiment    string         `json:"experiment"`
 		Store         protocol.Store `json:"store"`
 		Target        string         `json:"target"`
+		TargetDir     string         `json:"target_dir"`
 		Claims        Claims         `json:"claims"`
 		ReplicasNote  string         `json:"replicas_note"`
 		Seed          uint64         `json:"seed"`
@@ -287,7 +289,7 @@ func (r Result) JSON() []byte {
 		Counts        Counts         `json:"counts"`
 		Verdict       Verdict        `json:"verdict"`
 		Capped        Capped         `json:"capped"`
-	}{SchemaVersion, "chaos", r.Store, r.Target, r.Claims, r.ReplicasNote, r.Seed, r.Parameters, r.Faults, r.Counts, r.Verdict, r.Capped}
+	}{SchemaVersion, "chaos", r.Store, r.Target, r.TargetDir, r.Claims, r.ReplicasNote, r.Seed, r.Parameters, r.Faults, r.Counts, r.Verdict, r.Capped}
 	if doc.Faults == nil {
 		doc.Faults = []string{}
 	}

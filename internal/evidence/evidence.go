@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -119,9 +120,9 @@ func SHA256(b []byte) string {
 // CheckTarget makes sure dir can take new evidence without losing
 // anything, before any run starts: it may be missing (its parent must then
 // be a writable folder), or a writable folder, not a symlink, holding only
-// regular files the runner writes (names). Anything else is refused, naming
-// the path.
-func CheckTarget(dir string, names []string) error {
+// regular files the runner writes (names, or a name one of patterns
+// matches). Anything else is refused, naming the path.
+func CheckTarget(dir string, names []string, patterns ...*regexp.Regexp) error {
 	if dir == "" {
 		return errors.New("evidence folder: empty path (give -out a folder)")
 	}
@@ -139,7 +140,8 @@ func CheckTarget(dir string, names []string) error {
 		return fmt.Errorf("evidence folder: %w", err)
 	}
 	for _, e := range entries {
-		if !e.Type().IsRegular() || !(slices.Contains(names, e.Name()) || isTemp(e.Name())) {
+		ours := slices.Contains(names, e.Name()) || slices.ContainsFunc(patterns, func(p *regexp.Regexp) bool { return p.MatchString(e.Name()) })
+		if !e.Type().IsRegular() || !(ours || isTemp(e.Name())) {
 			return fmt.Errorf("evidence folder %s holds %s, which the runner does not write: refusing to mix it into new evidence (choose another -out)", dir, e.Name())
 		}
 	}

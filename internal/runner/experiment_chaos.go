@@ -5,30 +5,45 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"time"
 
 	"idemlab/internal/chaos"
 	"idemlab/internal/evidence"
 	"idemlab/internal/protocol"
+	"idemlab/internal/target"
 )
 
 // Chaos is the chaos experiment: clients under seeded faults and kill -9 on
-// every selected store, judged from the recorded history and the journal.
+// every selected store and target, judged from the recorded history and
+// the journal (a store's, or the sink's).
 const Chaos Experiment = "chaos"
 
-// ChaosFile is the chaos experiment's summary; each store's history goes to
-// chaosHistory(store).
+// ChaosFile is the chaos experiment's summary; each store's and target's
+// history goes to chaosHistory(name), its timeline to chaosSVG(name).
 const ChaosFile = "chaos.json"
 
-// chaosHistory is the JSON Lines history of the chaos run on store s.
-func chaosHistory(s protocol.Store) string { return "chaos-" + string(s) + ".jsonl" }
+// chaosBase is the evidence name, without extension, of the chaos run on
+// a store ("chaos-durable") or a target ("chaos-target-NAME": a target may
+// have any name, a store's never starts with "target-").
+func chaosBase(store protocol.Store, targetName string) string {
+	if targetName != "" {
+		return "chaos-target-" + targetName
+	}
+	return "chaos-" + string(store)
+}
+
+// chaosTargetFile matches the evidence files of chaos runs on targets.
+var chaosTargetFile = regexp.MustCompile(`^chaos-target-[a-z][a-z0-9-]{0,47}\.(jsonl|svg)$`)
 
 func init() {
 	files := []string{ChaosFile}
 	for _, s := range protocol.Stores {
-		files = append(files, chaosHistory(s))
+		files = append(files, chaosBase(s, "")+".jsonl", chaosBase(s, "")+".svg")
 	}
-	register(experiment{name: Chaos, order: 30, files: files, run: runChaos,
+	register(experiment{name: Chaos, order: 30, files: files, patterns: []*regexp.Regexp{chaosTargetFile}, run: runChaos,
 		check: func(o Options) error { return o.Chaos.config().CheckKnobs() }})
 }
 
@@ -39,19 +54,44 @@ type ChaosOptions struct {
 	Duration time.Duration
 	Clients  int
 	Replicas int
+	// TargetDuration is the chaos phase on a target; zero is
+	// DefaultTargetDuration (runner -duration sets both).
+	TargetDuration time.Duration
 }
+
+// DefaultTargetDuration is a plain run's chaos phase on each target: short,
+// for the suite's time budget (a target's replicas take longer to restart
+// than the lab's server); -duration makes a soak.
+const DefaultTargetDuration = 1500 * time.Millisecond
 
 // config is the chaos configuration of these knobs (zero: the default).
 func (c ChaosOptions) config() chaos.Config {
 	return chaos.Config{Duration: c.Duration, Clients: c.Clients, Replicas: c.Replicas}
 }
 
-// runChaos runs the chaos experiment on each selected store in turn, prints
-// each store's table, and returns chaos.json and one history per store.
+// runChaos runs the chaos experiment on each selected store, then on each
+// target, in turn, prints each one's table, and returns chaos.json and
+// per run its history and its timeline. A target that cannot run (a
+// missing program, or effects it counts itself) is a run in chaos.json
+// saying why, in one line on the way.
 func runChaos(ctx context.Context, env experimentEnv) ([]evidence.File, error) {
 	var runs []json.RawMessage
 	var files []evidence.File
-	for _, s := range env.stores {
+	add := func(res chaos.Result) error {
+		fmt.Fprintln(env.out)
+		if err := res.WriteText(env.out); err != nil {
+			return err
+		}
+		var h bytes.Buffer
+		if err := res.WriteHistory(&h); err != nil {
+			return fmt.Errorf("experiment chaos on %s: history: %w", res.Name(), err)
+		}
+		base := chaosBase(res.Store, res.Target)
+		runs = append(runs, res.JSON())
+		files = append(files, evidence.File{Name: base + ".jsonl", Data: h.Bytes()}, evidence.File{Name: base + ".svg", Data: chaos.SVG(res.History)})
+		return nil
+	}
+	for _, s := range env.chaosStores {
 		if s.InDatabase() && env.databases == nil {
 			continue // no PostgreSQL here: said once when the run began
 		}
@@ -61,23 +101,66 @@ func runChaos(ctx context.Context, env experimentEnv) ([]evidence.File, error) {
 		if err != nil {
 			return nil, fmt.Errorf("experiment chaos on %s: %w", s, err)
 		}
-		fmt.Fprintln(env.out)
-		if err := res.WriteText(env.out); err != nil {
+		if err := add(res); err != nil {
 			return nil, err
 		}
-		var h bytes.Buffer
-		if err := res.WriteHistory(&h); err != nil {
-			return nil, fmt.Errorf("experiment chaos on %s: history: %w", s, err)
+	}
+	for _, t := range env.chaosTargets {
+		why, err := chaosNotRun(ctx, env, t)
+		if err != nil {
+			return nil, err
 		}
-		runs = append(runs, res.JSON())
-		files = append(files, evidence.File{Name: chaosHistory(s), Data: h.Bytes()})
+		if why != "" {
+			fmt.Fprintf(env.out, "\nchaos on target %s not run: %s\n", t.Name, why)
+			runs = append(runs, chaos.NotRunJSON(t.Name, why))
+			continue
+		}
+		cfg := env.chaos.config()
+		cfg.Duration = env.chaos.TargetDuration
+		if cfg.Duration == 0 {
+			cfg.Duration = DefaultTargetDuration
+		}
+		cfg.ServerPath, cfg.Target, cfg.StateRoot, cfg.Databases, cfg.Seed = env.server, t, env.stateRoot, env.databases, env.seed
+		res, err := chaos.Run(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("experiment chaos on target %s: %w", t.Name, err)
+		}
+		if rel, err := filepath.Rel(env.root, t.Dir); err == nil && filepath.IsLocal(rel) {
+			res.TargetDir = filepath.ToSlash(rel)
+		}
+		if err := add(res); err != nil {
+			return nil, err
+		}
 	}
 	doc, err := evidence.Marshal(struct {
 		SchemaVersion int               `json:"schema_version"`
 		Runs          []json.RawMessage `json:"runs"`
-	}{1, runs})
+	}{chaos.SchemaVersion, runs})
 	if err != nil {
 		return nil, fmt.Errorf("experiment chaos: encode %s: %w", ChaosFile, err)
 	}
 	return append([]evidence.File{{Name: ChaosFile, Data: doc, Schema: "chaos.schema.json"}}, files...), nil
+}
+
+// chaosNotRun says why the chaos experiment does not run on t ("" when it
+// does), having run t's setup: a program it needs is missing (an error
+// under IDEMLAB_REQUIRE_TARGETS=1), or it counts its effects itself.
+func chaosNotRun(ctx context.Context, env experimentEnv, t *target.Target) (string, error) {
+	if why := missing(t, env.databases != nil); why != "" {
+		if os.Getenv(target.RequireEnv) == "1" {
+			return "", fmt.Errorf("chaos on target %s: %s (%s=1 makes a missing program an error)", t.Name, why, target.RequireEnv)
+		}
+		return "skipped: " + why, nil
+	}
+	if why := chaos.NotRunnable(t); why != "" {
+		return why, nil
+	}
+	digest, err := t.Digest()
+	if err != nil {
+		return "", err
+	}
+	if err := t.EnsureSetup(ctx, digest, env.out); err != nil {
+		return "", fmt.Errorf("chaos on target %s: %w", t.Name, err)
+	}
+	return "", nil
 }

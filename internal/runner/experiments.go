@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	"idemlab/internal/evidence"
 	"idemlab/internal/protocol"
 	"idemlab/internal/retries"
+	"idemlab/internal/target"
 )
 
 // An Experiment names one of the lab's experiments (runner -experiment).
@@ -32,6 +34,9 @@ type experiment struct {
 	name  Experiment
 	order int // a plain run runs experiments by ascending order
 	files []string
+	// patterns match the evidence files whose names depend on the run
+	// (a target's), beyond files.
+	patterns []*regexp.Regexp
 	// check, when set, refuses the experiment's knobs in o before anything
 	// is built or run; its error names the knob and becomes a usage error.
 	check func(o Options) error
@@ -49,6 +54,10 @@ type experimentEnv struct {
 	stores    []protocol.Store   // the stores an experiment that runs on every store covers
 	databases caserun.Databases  // the postgres store's databases; nil when it does not run
 	chaos     ChaosOptions
+	root      string             // the checkout
+	// chaosStores and chaosTargets are what the chaos experiment runs on.
+	chaosStores  []protocol.Store
+	chaosTargets []*target.Target
 }
 
 // experiments is every registered experiment, in the order a plain run
@@ -106,11 +115,14 @@ func lookupExperiment(name Experiment) (experiment, bool) {
 	return experiment{}, false
 }
 
-// experimentFiles lists every file any experiment writes.
-func experimentFiles() []string {
+// experimentFiles lists every file any experiment writes, and the
+// patterns of those whose names depend on the run.
+func experimentFiles() ([]string, []*regexp.Regexp) {
 	var names []string
+	var patterns []*regexp.Regexp
 	for _, e := range experiments {
 		names = append(names, e.files...)
+		patterns = append(patterns, e.patterns...)
 	}
-	return names
+	return names, patterns
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -180,10 +181,12 @@ func ParseStores(flag string) ([]protocol.Store, error) {
 	return []protocol.Store{s}, nil
 }
 
-// evidenceNames are the files the runner may write into the evidence folder.
-func evidenceNames() []string {
+// evidenceNames are the files the runner may write into the evidence
+// folder, and the patterns of those whose names depend on the run.
+func evidenceNames() ([]string, []*regexp.Regexp) {
+	names, patterns := experimentFiles()
 	return append([]string{evidence.ResultsName, evidence.RunName, evidence.ReportName, evidence.ManifestName, evidence.StatementName,
-		evidence.TargetsName, evidence.TargetsReportName}, experimentFiles()...)
+		evidence.TargetsName, evidence.TargetsReportName}, names...), patterns
 }
 
 // onTargets says whether this invocation runs the cases on targets: with
@@ -193,9 +196,16 @@ func (o Options) onTargets(suite bool) bool {
 	return suite && o.Unsafe == protocol.Sound && (len(o.Targets) > 0 || !o.StoresGiven)
 }
 
-// onStores says whether the cases run on the lab's own stores: unless
-// -target alone narrowed the run to targets.
+// onStores says whether the cases (and the chaos experiment) run on the
+// lab's own stores: unless -target alone narrowed the run to targets.
 func (o Options) onStores() bool { return len(o.Targets) == 0 || o.StoresGiven }
+
+// chaosOnTargets says whether the chaos experiment runs on targets: when
+// it runs, on the -target ones, or in a run not narrowed by -store on
+// every shipped target; never in a mutation run.
+func (o Options) chaosOnTargets(run []Experiment) bool {
+	return slices.Contains(run, Chaos) && o.Unsafe == protocol.Sound && (len(o.Targets) > 0 || !o.StoresGiven)
+}
 
 // Run runs the suite and returns nil when the audit passed, ErrAuditFailed
 // when it did not, a *UsageError for bad input, ErrInterrupted when ctx
@@ -240,17 +250,21 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := evidence.CheckOutsideSources(o.Root, o.Out); err != nil {
 		return &UsageError{err}
 	}
-	var targets []*target.Target
-	if o.onTargets(runSuite) {
+	var targets, loaded []*target.Target
+	if o.onTargets(runSuite) || o.chaosOnTargets(runExperiments) {
 		dirs, err := findTargets(o)
 		if err != nil {
 			return err
 		}
-		if targets, err = loadTargets(dirs, schemas); err != nil {
+		if loaded, err = loadTargets(dirs, schemas); err != nil {
 			return err
 		}
 	}
-	if err := evidence.CheckTarget(o.Out, evidenceNames()); err != nil {
+	if o.onTargets(runSuite) {
+		targets = loaded
+	}
+	names, patterns := evidenceNames()
+	if err := evidence.CheckTarget(o.Out, names, patterns...); err != nil {
 		return &UsageError{err}
 	}
 	tmp, swept, release, err := makeTemp(os.TempDir())
@@ -274,8 +288,8 @@ func Run(ctx context.Context, o Options) (err error) {
 		cfg.Protocol = *o.Protocol
 	}
 	postgresVersion := ""
-	needsPostgres := slices.ContainsFunc(targets, func(t *target.Target) bool { return slices.Contains(t.Services, target.Postgres) })
-	if slices.Contains(o.Stores, protocol.Postgres) && (runSuite && o.onStores() || slices.Contains(runExperiments, Chaos)) || needsPostgres {
+	needsPostgres := slices.ContainsFunc(loaded, func(t *target.Target) bool { return slices.Contains(t.Services, target.Postgres) })
+	if slices.Contains(o.Stores, protocol.Postgres) && o.onStores() && (runSuite || slices.Contains(runExperiments, Chaos)) || needsPostgres {
 		pg, err := startPostgres(ctx, &o)
 		if err != nil {
 			return err
@@ -334,7 +348,13 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}
 	env := experimentEnv{server: server.Path, stateRoot: tmp, seed: o.Seed, intents: o.Intents, retries: o.Retries, out: o.Stdout,
-		stores: o.Stores, databases: cfg.Databases, chaos: o.Chaos}
+		stores: o.Stores, databases: cfg.Databases, chaos: o.Chaos, root: o.Root}
+	if o.onStores() {
+		env.chaosStores = o.Stores
+	}
+	if o.chaosOnTargets(runExperiments) {
+		env.chaosTargets = loaded
+	}
 	for _, name := range runExperiments {
 		e, _ := lookupExperiment(name) // checked by plan
 		fs, err := e.run(ctx, env)
