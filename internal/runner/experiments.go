@@ -54,7 +54,7 @@ type experimentEnv struct {
 	stores    []protocol.Store   // the stores an experiment that runs on every store covers
 	databases caserun.Databases  // the postgres store's databases; nil when it does not run
 	chaos     ChaosOptions
-	root      string             // the checkout
+	root      string // the checkout
 	// chaosStores and chaosTargets are what the chaos experiment runs on.
 	chaosStores  []protocol.Store
 	chaosTargets []*target.Target
