@@ -250,6 +250,9 @@ func plan(doc map[string]any) ([]PlannedCall, int) {
 		if k, ok := str(cm, "key"); ok {
 			k = expand(k, rep)
 			p.Key = &k
+		} else if n, ok := cm["key_bytes"]; ok {
+			k := strings.Repeat("k", int(number(n)))
+			p.Key = &k
 		}
 		if f, ok := str(cm, "fault"); ok {
 			p.Fault = &f

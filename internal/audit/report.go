@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 )
 
 // WriteText prints the verdict: a PASS line with counts, or a FAIL line
@@ -220,6 +221,14 @@ func mdCell(v any) string {
 	case nil:
 		return "—"
 	case string:
+		// Past 64 bytes: the first 40 (back to a whole character) and the length.
+		if n := len(v); n > 64 {
+			cut := 40
+			for cut > 0 && !utf8.RuneStart(v[cut]) {
+				cut--
+			}
+			return "`" + strings.NewReplacer("\n", `\n`, "|", `\|`, "`", "'").Replace(v[:cut]) + "`" + fmt.Sprintf("… (%d bytes)", n)
+		}
 		return "`" + strings.NewReplacer("\n", `\n`, "|", `\|`, "`", "'").Replace(v) + "`"
 	}
 	return render(v)

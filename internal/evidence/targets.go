@@ -215,7 +215,7 @@ func TargetsReport(ts []TargetResult) []byte {
 			}
 			b.WriteString("| call | step | key | fault | outcome | status | body | replayed |\n|---|---|---|---|---|---|---|---|\n")
 			for k, call := range r.Obs.Calls {
-				fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s |\n", k, call.Step, cell(short(call.Key)), cell(call.Fault), call.Outcome, cell(call.Status), cell(short(call.Body)), cell(call.Replayed))
+				fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s |\n", k, call.Step, cell(call.Key), cell(call.Fault), call.Outcome, cell(call.Status), cell(call.Body), cell(call.Replayed))
 			}
 		}
 	}
@@ -333,13 +333,3 @@ func limitation(f verdict.Finding) string {
 
 // escape makes s safe inside a Markdown table cell.
 func escape(s string) string { return strings.NewReplacer("\n", " ", "|", `\|`).Replace(s) }
-
-// short cuts a long key or body for a table cell: its first 40 bytes and
-// its length.
-func short(p *string) *string {
-	if p == nil || len(*p) <= 48 {
-		return p
-	}
-	s := fmt.Sprintf("%s... (%d bytes)", (*p)[:40], len(*p))
-	return &s
-}
