@@ -221,8 +221,8 @@ func mdCell(v any) string {
 	case nil:
 		return "—"
 	case string:
-		// Past 64 bytes: the first 40 (back to a whole character) and the length.
-		if n := len(v); n > 64 {
+		// Past 200 bytes: the first 40 (back to a whole character) and the length.
+		if n := len(v); n > 200 {
 			cut := 40
 			for cut > 0 && !utf8.RuneStart(v[cut]) {
 				cut--

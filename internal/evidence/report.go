@@ -132,7 +132,7 @@ func cell[T any](p *T) string {
 // (cut back to a whole character) and its length: a 10 KiB key is one
 // table cell, not a 10 KiB line.
 const (
-	longCell = 64
+	longCell = 200
 	cutCell  = 40
 )
 
