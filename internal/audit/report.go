@@ -59,22 +59,22 @@ func plural(n int, noun string) string {
 }
 
 // targetsText counts the runs on targets for the PASS line: "26 target
-// runs on 3 targets (express-idempotency, ...), 212 calls; 37 not run, 1
-// target skipped".
+// runs on 3 targets (express-idempotency, ...; 37 not run, 1 skipped), 212
+// calls".
 func (r *Report) targetsText() string {
-	s := fmt.Sprintf("%s on %s (%s), %s", plural(r.TargetRuns, "target run"), plural(len(r.Targets), "target"),
-		strings.Join(r.Targets, ", "), plural(r.TargetCalls, "call"))
-	var more []string
+	more := ""
 	if r.TargetsNotRun > 0 {
-		more = append(more, fmt.Sprintf("%d not run", r.TargetsNotRun))
+		more += fmt.Sprintf("; %d not run", r.TargetsNotRun)
 	}
 	if r.TargetsSkipped > 0 {
-		more = append(more, plural(r.TargetsSkipped, "target")+" skipped")
+		sep := ", "
+		if more == "" {
+			sep = "; "
+		}
+		more += fmt.Sprintf("%s%d skipped", sep, r.TargetsSkipped)
 	}
-	if len(more) > 0 {
-		s += "; " + strings.Join(more, ", ")
-	}
-	return s
+	return fmt.Sprintf("%s on %s (%s%s), %s", plural(r.TargetRuns, "target run"), plural(len(r.Targets), "target"),
+		strings.Join(r.Targets, ", "), more, plural(r.TargetCalls, "call"))
 }
 
 // experimentsText names the experiments checked, for the PASS line.

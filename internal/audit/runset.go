@@ -81,7 +81,7 @@ func (a *auditor) selectRuns() {
 		a.stores = []string{s}
 		a.report.Subset = append(a.report.Subset, "checked: -store "+s)
 	}
-	if len(a.cases) > 0 && len(a.stores) == 0 && len(a.selTargets) == 0 {
+	if a.opts.Case != "" && len(a.stores) == 0 && len(a.selTargets) == 0 {
 		a.stores = a.cases[0].Stores() // -case in a folder that selects no stores nor targets
 	}
 	if len(a.cases) == 0 {
@@ -98,6 +98,9 @@ func (a *auditor) selectRuns() {
 			names[i] = c.Name
 		}
 		a.report.Subset = append(a.report.Subset, "cases: "+strings.Join(names, ", ")+" only")
+	}
+	if len(a.selStores) == 0 && len(a.selTargets) > 0 {
+		a.report.Subset = append(a.report.Subset, "stores: none (runs on targets only)")
 	}
 	if len(a.selStores) > 0 {
 		var all []string
