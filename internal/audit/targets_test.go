@@ -604,3 +604,160 @@ func TestAuditTargetFolders(t *testing.T) {
 		})
 	}
 }
+
+// mirrorTarget is the lab's own server as a target that mirrors the
+// volatile store, counting its effects itself and taking every fault as
+// its own header.
+const mirrorTarget = `{
+  "name": "effectserver",
+  "summary": "the lab's own server through the generic adapter, on the volatile store",
+  "start": {"argv": ["{effectserver}", "-addr", "127.0.0.1:{port}"], "ready": {"tcp": true}},
+  "request": {"path": "/effect", "key_header": "Idempotency-Key"},
+  "replay": {"header": "Idempotency-Replayed", "value": "true"},
+  "effects": {"count": ["{effectserver}", "-count", "{state}"]},
+  "faults": {"native": {"*": {"header": "X-Lab-Fault", "value": "{fault}"}}},
+  "claims": {"durable": false, "shared_store": false, "capacity": 64, "max_body": 4096},
+  "mirrors": "volatile"
+}
+`
+
+// newMirrorFixture is the store fixture (seven cases on volatile, each
+// given a target section) with the lab's own server as a target beside it,
+// mirroring the volatile store: each target run observes exactly the native
+// run, with the verdict the audit's judge gives it (a careful forger's).
+func newMirrorFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := newFixture(t)
+	for _, c := range f.caseDocs(t) {
+		entries, _ := os.ReadDir(f.path("cases"))
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), "-"+c.name+".json") {
+				f.editJSON(t, "cases/"+e.Name(), func(d map[string]any) {
+					d["target"] = map[string]any{"sound": "volatile", "tests": []any{"duplicate_effect"}}
+				})
+			}
+		}
+	}
+	f.write(t, "targets/effectserver/target.json", mirrorTarget)
+	sum := sha256.Sum256([]byte(mirrorTarget))
+	line := "target.json\x00" + hex.EncodeToString(sum[:]) + "\n"
+	digest := sha256.Sum256([]byte(line))
+	tm := map[string]any{"name": "effectserver", "dir": "targets/effectserver", "digest": hex.EncodeToString(digest[:]),
+		"libraries": []any{}, "runtime": "", "skipped": ""}
+	runs := []any{}
+	for _, r := range f.readJSON(t, "evidence/results.json")["runs"].([]any) {
+		rm := r.(map[string]any)
+		var procs, calls []any
+		for _, code := range rm["exit_codes"].([]any) {
+			procs = append(procs, map[string]any{"pid": 7, "addr": "127.0.0.1:4000", "ready_ms": 1, "exit_code": code})
+		}
+		for range rm["calls"].([]any) {
+			calls = append(calls, map[string]any{"latency_ms": 1, "error": "", "client": 0})
+		}
+		runs = append(runs, map[string]any{"case": rm["case"], "not_run": "", "counter": rm["counter"], "exit_codes": rm["exit_codes"],
+			"calls": rm["calls"], "verdict": nil, "mirror": nil,
+			"detail": map[string]any{"wall_ms": 1, "processes": procs, "calls": calls, "log": []any{}, "journal": []any{}, "exchanges": []any{}}})
+	}
+	doc := map[string]any{"schema_version": 1, "targets": []any{map[string]any{
+		"name": "effectserver", "dir": "targets/effectserver", "target_json": mirrorTarget, "digest": tm["digest"],
+		"libraries": []any{}, "runtime": "", "skipped": "", "runs": runs}}}
+	for _, r := range runs {
+		f.rejudge(t, doc, "effectserver", r.(map[string]any)["case"].(string))
+	}
+	f.writeJSON(t, "evidence/targets.json", doc)
+	f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
+		m["selection"].(map[string]any)["targets"] = []any{"effectserver"}
+		m["targets"] = []any{tm}
+	})
+	f.renderTargets(t)
+	f.rehashTargets(t)
+	return f
+}
+
+// Ensure a target that mirrors a store passes where it observed what the
+// native runs did, and that a difference it hides in its mirror list, or
+// words otherwise, is caught; and that a plain run's two halves, stores
+// and targets, are audited together.
+func TestAuditMirror(t *testing.T) {
+	const diff = `call 1: 200 "1" replayed=true natively, 200 "2" replayed=true as a target`
+	tests := []struct {
+		name string
+		edit func(t *testing.T, f *fixture, d map[string]any)
+		want []string
+	}{
+		{name: "pass", edit: func(t *testing.T, f *fixture, d map[string]any) {}},
+		{
+			name: "pass/a difference recorded",
+			edit: func(t *testing.T, f *fixture, d map[string]any) {
+				r := targetRun(d, "effectserver", "keyed_lost_reply")
+				r["calls"].([]any)[1].(map[string]any)["body"] = "2"
+				r["mirror"] = []any{diff}
+				f.rejudge(t, d, "effectserver", "keyed_lost_reply")
+			},
+		},
+		{
+			name: "a difference hidden",
+			edit: func(t *testing.T, f *fixture, d map[string]any) {
+				r := targetRun(d, "effectserver", "keyed_lost_reply")
+				r["calls"].([]any)[1].(map[string]any)["body"] = "2"
+				f.rejudge(t, d, "effectserver", "keyed_lost_reply")
+			},
+			want: []string{
+				`targets.json: target effectserver, case keyed_lost_reply: mirror: expected ["call 1: 200 \"1\" replayed=true natively, 200 \"2\" replayed=true as a target"] (the audit's own comparison with the native volatile run), observed null`,
+				`TARGETS.md: differs from the audit's own rendering of targets.json: line 19: expected "- mirrors the native volatile store: 1 of 7 runs DIFFER", observed "- mirrors the native volatile store: all 7 runs identical"`,
+			},
+		},
+		{
+			name: "a difference made up",
+			edit: func(t *testing.T, f *fixture, d map[string]any) {
+				targetRun(d, "effectserver", "body_conflict")["mirror"] = []any{"effects: 1 natively, 2 as a target"}
+			},
+			want: []string{
+				`targets.json: target effectserver, case body_conflict: mirror: expected null (no differences), observed ["effects: 1 natively, 2 as a target"]`,
+				`TARGETS.md: differs from the audit's own rendering of targets.json: line 19: expected "- mirrors the native volatile store: all 7 runs identical", observed "- mirrors the native volatile store: 1 of 7 runs DIFFER"`,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newMirrorFixture(t)
+			f.forge(t, func(d map[string]any) { tt.edit(t, f, d) })
+			r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := messages(r); !slices.Equal(got, tt.want) {
+				t.Errorf("failures:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			if tt.want == nil && (r.Runs != 7 || r.TargetRuns != 7) {
+				t.Errorf("%d store runs and %d target runs checked, want 7 and 7", r.Runs, r.TargetRuns)
+			}
+		})
+	}
+}
+
+// Ensure -case narrows the runs on targets judged again to that case's,
+// and the narrowed case is still judged.
+func TestAuditTargetsNarrowed(t *testing.T) {
+	f := newTargetFixture(t)
+	f.forge(t, func(d map[string]any) {
+		targetRun(d, "node-idempotency-redis", "restart_after_reply")["verdict"].(map[string]any)["safety"] = "pass"
+	})
+	for _, tt := range []struct {
+		only string
+		want []string
+		runs int
+	}{
+		{"keyed_lost_reply", nil, 3},
+		{"restart_after_reply", []string{`targets.json: target node-idempotency-redis, case restart_after_reply: verdict.safety: expected "violation" (the audit's own judge), observed "pass"`,
+			`TARGETS.md: differs from the audit's own rendering of targets.json: line 249: expected "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ...", observed "| restart_after_reply | 1 (1) | pass | — | stuck_key: the last call with key \"same\" got 409: the key was left in pr..."`}, 3},
+	} {
+		r, err := Audit(Options{Root: f.root, Evidence: f.evidence, Case: tt.only})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := messages(r); !slices.Equal(got, tt.want) || r.TargetRuns != tt.runs {
+			t.Errorf("-case %s: %d target runs, failures:\n%s\nwant %d, failures:\n%s", tt.only, r.TargetRuns, strings.Join(got, "\n"), tt.runs, strings.Join(tt.want, "\n"))
+		}
+	}
+}
