@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"idemlab/internal/casefile"
@@ -287,11 +288,12 @@ func mirrored(runs []TargetRun) string {
 	return fmt.Sprintf("%d of %d runs DIFFER", differ, ran)
 }
 
-// rules lists the distinct rules of some findings, in order.
+// rules lists the distinct rules of some findings, in order of first
+// appearance (deviations of two rules may alternate call by call).
 func rules(fs []verdict.Finding) string {
 	var out []string
 	for _, f := range fs {
-		if len(out) == 0 || out[len(out)-1] != f.Rule {
+		if !slices.Contains(out, f.Rule) {
 			out = append(out, f.Rule)
 		}
 	}
