@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // DeterministicFile is an evidence file that must be byte-identical
@@ -90,7 +91,41 @@ func Compare(a, b string) (*Comparison, error) {
 			}
 		}
 	}
+	// The other files hold timings, histories and a target's own races:
+	// they are named, never compared byte for byte.
+	var differ, alone []string
+	for _, name := range otherFiles(a, b) {
+		da, errA := readInside(a, name, capOf(name))
+		db, errB := readInside(b, name, capOf(name))
+		switch {
+		case errA != nil || errB != nil:
+			alone = append(alone, name)
+		case !bytes.Equal(da, db):
+			differ = append(differ, name)
+		}
+	}
+	if len(differ) > 0 {
+		c.Lines = append(c.Lines, "differs as expected (timings, histories, the targets' own timing; not compared byte for byte): "+strings.Join(differ, ", "))
+	}
+	if len(alone) > 0 {
+		c.Lines = append(c.Lines, "in only one folder (not compared): "+strings.Join(alone, ", "))
+	}
 	return c, nil
+}
+
+// otherFiles lists, sorted, the regular files of either folder that are
+// not deterministic files.
+func otherFiles(a, b string) []string {
+	seen := map[string]bool{}
+	for _, dir := range []string{a, b} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if e.Type().IsRegular() && !slices.ContainsFunc(DeterministicFiles, func(f DeterministicFile) bool { return f.Name == e.Name() }) {
+				seen[e.Name()] = true
+			}
+		}
+	}
+	return sortedKeys(seen)
 }
 
 // explainRuns names the (case, store) runs of two results.json versions

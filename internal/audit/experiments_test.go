@@ -117,7 +117,7 @@ func TestAuditExperiments(t *testing.T) {
 				os.Remove(f.path("evidence/run.json"))
 				os.Remove(f.path("evidence/REPORT.md"))
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
-					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "experiments": []string{"jitter"}}
+					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "targets": []string{}, "experiments": []string{"jitter"}}
 				})
 				os.Remove(f.path("evidence/retries.json"))
 				f.rehash(t)
@@ -130,7 +130,7 @@ func TestAuditExperiments(t *testing.T) {
 					os.Remove(f.path("evidence/" + n))
 				}
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
-					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "experiments": []string{"retries", "jitter"}}
+					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "targets": []string{}, "experiments": []string{"retries", "jitter"}}
 				})
 				f.rehash(t)
 			},
@@ -143,7 +143,7 @@ func TestAuditExperiments(t *testing.T) {
 					os.Remove(f.path("evidence/" + n))
 				}
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
-					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "experiments": []string{"retries", "jitter"}}
+					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "targets": []string{}, "experiments": []string{"retries", "jitter"}}
 				})
 				f.rehash(t)
 			},
@@ -157,7 +157,7 @@ func TestAuditExperiments(t *testing.T) {
 					os.Remove(f.path("evidence/" + n))
 				}
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
-					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "experiments": []string{"retries"}}
+					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "targets": []string{}, "experiments": []string{"retries"}}
 				})
 				f.rehash(t)
 			},
@@ -173,7 +173,7 @@ func TestAuditExperiments(t *testing.T) {
 				os.Remove(f.path("evidence/retries.json"))
 				os.Remove(f.path("evidence/jitter.json"))
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
-					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "experiments": []string{}}
+					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "targets": []string{}, "experiments": []string{}}
 				})
 				f.rehash(t)
 			},
@@ -426,7 +426,8 @@ func TestCompareJitter(t *testing.T) {
 				f.editJSON(t, "evidence/retries.json", func(d map[string]any) { retriesRowOf(d, 0)["lost"] = 40 })
 			},
 			identical: true,
-			want:      []string{"identical: results.json", "identical: jitter.json", "identical: jitter.svg", "identical: REPORT.md"},
+			want: []string{"identical: results.json", "identical: jitter.json", "identical: jitter.svg", "identical: REPORT.md",
+				"differs as expected (timings, histories, the targets' own timing; not compared byte for byte): retries.json"},
 		},
 	}
 	for _, tt := range tests {

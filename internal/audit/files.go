@@ -9,12 +9,17 @@ import (
 )
 
 // requiredFiles returns the files the selection makes the runner write:
-// results.json, run.json and REPORT.md for case runs, each experiment's
-// files for the experiments selected.
+// results.json, run.json and REPORT.md for cases run on stores,
+// targets.json and TARGETS.md for cases run on targets (a run with
+// -target alone selects no store, and writes no results.json), each
+// experiment's files for the experiments selected.
 func (a *auditor) requiredFiles() []string {
 	var out []string
-	if len(a.selCases) > 0 {
+	if len(a.selCases) > 0 && len(a.selStores) > 0 {
 		out = append(out, "REPORT.md", "results.json", "run.json")
+	}
+	if len(a.selCases) > 0 && len(a.selTargets) > 0 {
+		out = append(out, TargetsReportFile, TargetsFile)
 	}
 	sel, _ := a.manifest["selection"].(map[string]any)
 	for _, name := range stringList(sel, "experiments") {

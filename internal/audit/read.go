@@ -25,12 +25,25 @@ const (
 	CapSVG      = 4 << 20  // jitter.svg (42 KB): a fixed model's bars
 	CapSource   = 4 << 20  // any one source, case or schema file (the largest is go.sum)
 	CapOther    = 1 << 20  // any other file named in manifest.files
+
+	// The targets' files (in parentheses, a plain run of 21 cases on three
+	// targets: 63 rows, 26 of them run).
+	CapTargets       = 16 << 20 // targets.json (174 KB): ~6 KB per run with its details
+	CapTargetsReport = 8 << 20  // TARGETS.md (26 KB): one table row per call
+	CapTargetFile    = 64 << 10 // a target folder's target.json (1 KB), the lab's own bound
+	CapLockFile      = 16 << 20 // a target's package-lock.json (44 KB), the lab's own bound
+	// A target folder whose digest the audit re-derives: at most this many
+	// files and bytes (node_modules, .git and the setup marker left out),
+	// the lab's own bounds.
+	CapFolderFiles = 10000
+	CapFolderBytes = 64 << 20
 )
 
 // fileCaps gives each evidence file its cap; others get CapOther.
 var fileCaps = map[string]int64{
 	"manifest.json": CapManifest, "results.json": CapResults, "run.json": CapRun, "REPORT.md": CapReport,
 	RetriesFile: CapRetries, JitterFile: CapJitter, "jitter.svg": CapSVG,
+	TargetsFile: CapTargets, TargetsReportFile: CapTargetsReport,
 }
 
 // capOf returns the size cap of evidence file name.

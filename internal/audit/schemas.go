@@ -18,17 +18,18 @@ const SchemaBase = "https://idemlab.invalid/schema/"
 type Schemas struct {
 	Case, Results, Manifest, Run *jsonschema.Schema
 	Jitter, Retries              *jsonschema.Schema // the experiment files
+	Targets, Target              *jsonschema.Schema // targets.json, and each target.json it holds
 }
 
 // LoadSchemas compiles
-// root/schema/{case,results,manifest,run,jitter,retries}.schema.json,
+// root/schema/{case,results,manifest,run,jitter,retries,targets,target}.schema.json,
 // each added under its $id URL; nothing is fetched from outside.
 func LoadSchemas(root string) (*Schemas, error) {
 	c := jsonschema.NewCompiler()
 	c.LoadURL = func(s string) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("refusing to load %s: only schema/ is trusted", s)
 	}
-	names := []string{"case", "results", "manifest", "run", "jitter", "retries"}
+	names := []string{"case", "results", "manifest", "run", "jitter", "retries", "targets", "target"}
 	for _, n := range names {
 		rel := "schema/" + n + ".schema.json"
 		data, err := readInside(root, rel, CapSource)
@@ -47,7 +48,8 @@ func LoadSchemas(root string) (*Schemas, error) {
 		}
 		out[i] = s
 	}
-	return &Schemas{Case: out[0], Results: out[1], Manifest: out[2], Run: out[3], Jitter: out[4], Retries: out[5]}, nil
+	return &Schemas{Case: out[0], Results: out[1], Manifest: out[2], Run: out[3], Jitter: out[4], Retries: out[5],
+		Targets: out[6], Target: out[7]}, nil
 }
 
 // validate returns one "PATH: MESSAGE" line per leaf cause, sorted and

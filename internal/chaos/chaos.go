@@ -7,7 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
+
 	"os"
 	"path/filepath"
 	"slices"
@@ -829,11 +829,8 @@ func (r *run) attempt(ctx context.Context, c int, in *intent, phase Phase, d Dec
 		a.Status = rep.Status
 		a.Value = safeText(string(rep.Body), maxValue)
 		a.Replayed = r.replay(rep)
-		a.Type = Fail
-		if rep.Status == http.StatusOK {
-			a.Type = OK
-			in.resolved = true
-		}
+		a.Type = ReplyType(rep.Status)
+		in.resolved = a.Type == OK
 	}
 	r.mu.Lock()
 	r.attempts = append(r.attempts, a)

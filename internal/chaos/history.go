@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -24,13 +25,27 @@ const (
 	// OK: a 200 reply, the intent's effect acknowledged.
 	OK OpType = "ok"
 	// Fail: known not to have taken effect by this attempt: refused
-	// (nothing listened) or a reply other than 200 (409, 429, 503...).
+	// (nothing listened) or a reply below 500 other than 200 (409 in
+	// flight, 422, 429: the service refused the request).
 	Fail OpType = "fail"
 	// Info: outcome unknown, never counted as failed: the connection
-	// closed without a reply (a dropped reply, a crash, a kill) or the
-	// client gave up waiting. The effect may or may not have happened.
+	// closed without a reply (a dropped reply, a crash, a kill), the
+	// client gave up waiting, or a reply of 500 or above (a server error,
+	// which may follow an applied effect: fail-after-effect). The effect
+	// may or may not have happened.
 	Info OpType = "info"
 )
+
+// ReplyType is the OpType of a reply with status code.
+func ReplyType(status int) OpType {
+	switch {
+	case status == http.StatusOK:
+		return OK
+	case status >= 500:
+		return Info
+	}
+	return Fail
+}
 
 // A Phase names when an attempt ran.
 type Phase string

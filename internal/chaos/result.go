@@ -71,9 +71,9 @@ func (f *FaultCounts) add(name string) {
 		f.CrashAfterRecord++
 	case string(protocol.FaultDropReply):
 		f.DropReply++
-	case target.FaultFailEffect:
+	case string(protocol.FaultFailEffect):
 		f.FailEffect++
-	case target.FaultFailAfterEffect:
+	case string(protocol.FaultFailAfterEffect):
 		f.FailAfterEffect++
 	case target.FaultGiveUp:
 		f.GiveUp++
@@ -405,9 +405,9 @@ func (f FaultCounts) count(k string) int {
 		return f.CrashAfterRecord
 	case string(protocol.FaultDropReply):
 		return f.DropReply
-	case target.FaultFailEffect:
+	case string(protocol.FaultFailEffect):
 		return f.FailEffect
-	case target.FaultFailAfterEffect:
+	case string(protocol.FaultFailAfterEffect):
 		return f.FailAfterEffect
 	case target.FaultGiveUp:
 		return f.GiveUp

@@ -37,13 +37,11 @@ type Decision struct {
 // kinds each value holds. Arguments of delay, stall and give-up are drawn
 // per attempt. The crash faults are rare on purpose: each stops a replica,
 // and a run spends its time restarting servers if they are common. The
-// last three rows are faults only a target takes (the sink fails an
-// effect; the proxy gives up on a request in flight): they come after the
-// lab server's rows, so that on a store every attempt's replica and fault
-// are what they were before these rows existed (an attempt that draws one
-// carries none). A row whose kinds the schedule cannot place draws its
-// value all the same: the replica and the backoff of an attempt are the
-// same whatever the fault set.
+// last three rows came later (the failing effect; give-up, which only a
+// target takes): they come after the others, so that every attempt that
+// drew one of the first rows draws it still. A row whose kinds the
+// schedule cannot place draws its value all the same: the replica and the
+// backoff of an attempt are the same whatever the fault set.
 var faultMix = []struct {
 	per10k int
 	kinds  []string
@@ -67,9 +65,11 @@ var faultMix = []struct {
 		return fmt.Sprintf("%s=%dms,%s", protocol.FaultStall, 20+r.IntN(200), protocol.FaultCrashAfterEffect)
 	}},
 	{40, kinds(protocol.FaultCrashAfterRecord), fixedFault(protocol.FaultCrashAfterRecord)},
-	// Targets only.
-	{150, []string{target.FaultFailEffect}, func(*rand.Rand) string { return target.FaultFailEffect }},
-	{100, []string{target.FaultFailAfterEffect}, func(*rand.Rand) string { return target.FaultFailAfterEffect }},
+	// The effect fails (nothing applied), or the handler fails once it is
+	// done: a 500 either way.
+	{150, kinds(protocol.FaultFailEffect), fixedFault(protocol.FaultFailEffect)},
+	{100, kinds(protocol.FaultFailAfterEffect), fixedFault(protocol.FaultFailAfterEffect)},
+	// Targets only: the proxy gives up on the request in flight.
 	{200, []string{target.FaultGiveUp}, func(r *rand.Rand) string { return fmt.Sprintf("%s=%dms", target.FaultGiveUp, 5+r.IntN(150)) }},
 }
 
@@ -90,12 +90,13 @@ func fixedFault(f protocol.Fault) func(*rand.Rand) string {
 var FaultKinds = []string{
 	string(protocol.FaultDelay), string(protocol.FaultSlow), string(protocol.FaultCrashBeforeEffect), string(protocol.FaultStall),
 	string(protocol.FaultCrashAfterEffect), string(protocol.FaultCrashAfterRecord), string(protocol.FaultDropReply),
-	target.FaultFailEffect, target.FaultFailAfterEffect, target.FaultGiveUp,
+	string(protocol.FaultFailEffect), string(protocol.FaultFailAfterEffect), target.FaultGiveUp,
 }
 
 // StoreFaults are the kinds the lab's own server takes (effectserver
-// -faults), in FaultKinds order.
-var StoreFaults = FaultKinds[:7]
+// -faults), in FaultKinds order: all but give-up, which the fault proxy in
+// front of a target places.
+var StoreFaults = FaultKinds[:9]
 
 // allowed reports whether every kind of a mix row is one s can place.
 func (s Schedule) allowed(ks []string) bool {

@@ -73,20 +73,17 @@ var placements = map[string]placement{
 	string(protocol.FaultStall):                {sink: func(a *SinkAction, d time.Duration) { a.After += d }},
 	string(protocol.FaultCrashBeforeEffect):    {sink: func(a *SinkAction, _ time.Duration) { a.Apply, a.End = false, Kill }},
 	string(protocol.FaultCrashAfterEffect):     {sink: func(a *SinkAction, _ time.Duration) { a.End = Kill }},
-	FaultFailEffect:                            {sink: func(a *SinkAction, _ time.Duration) { a.Apply, a.End = false, Fail }},
-	FaultFailAfterEffect:                       {sink: func(a *SinkAction, _ time.Duration) { a.End = Fail }},
+	string(protocol.FaultFailEffect):           {sink: func(a *SinkAction, _ time.Duration) { a.Apply, a.End = false, Fail }},
+	string(protocol.FaultFailAfterEffect):      {sink: func(a *SinkAction, _ time.Duration) { a.End = Fail }},
 	string(protocol.FaultCrashAfterClaim):      {why: "the lab server's own downstream mode"},
 	string(protocol.FaultCrashAfterDownstream): {why: "the lab server's own downstream mode"},
 	string(protocol.FaultDropDownstreamReply):  {why: "the lab server's own downstream mode"},
 }
 
-// The faults only a target takes: the sink makes an effect fail, the proxy
-// gives up on a request in flight.
-const (
-	FaultFailEffect      = "fail-effect"       // the effect fails: nothing applied, 500
-	FaultFailAfterEffect = "fail-after-effect" // the effect is applied, then the handler fails: 500
-	FaultGiveUp          = "give-up"           // give-up=NNms: the proxy closes the client's connection unanswered after NN ms (at least 1 ms), the target's exchange going on
-)
+// FaultGiveUp is the fault only a target takes: give-up=NNms, the proxy
+// closes the client's connection unanswered after NN ms (at least 1 ms),
+// the target's exchange going on (the client gave up mid-flight).
+const FaultGiveUp = "give-up"
 
 // FaultNames lists the lab faults a target may map natively, sorted.
 func FaultNames() []string {
