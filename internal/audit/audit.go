@@ -95,8 +95,10 @@ type Report struct {
 	TargetCalls    int      `json:"target_calls,omitempty"`
 	TargetsNotRun  int      `json:"target_not_run,omitempty"`
 	TargetsSkipped int      `json:"targets_skipped,omitempty"`
-	Subset         []string `json:"subset"` // how the evidence or the audit covers less than everything, e.g. "stores: volatile only"
-	Notes          []string `json:"notes"`
+	// ChaosTargets are the targets whose chaos histories were checked.
+	ChaosTargets []string `json:"chaos_targets,omitempty"`
+	Subset       []string `json:"subset"` // how the evidence or the audit covers less than everything, e.g. "stores: volatile only"
+	Notes        []string `json:"notes"`
 }
 
 // Audit checks the evidence folder against the checkout. It returns an

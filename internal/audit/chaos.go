@@ -20,14 +20,44 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v5"
 )
 
-// The chaos experiment's files: one summary, one history per store.
+// The chaos experiment's files: one summary; per store and per target a
+// history and its timeline.
 const ChaosFile = "chaos.json"
 
-// chaosHistoryFile names the JSON Lines history of the chaos run on store.
-func chaosHistoryFile(store string) string { return "chaos-" + store + ".jsonl" }
+// chaosSubject names what one chaos run ran on: a store, or a target.
+type chaosSubject struct {
+	store, target string // exactly one is set
+}
 
-// chaosHistoryName matches the name of a chaos history.
-var chaosHistoryName = regexp.MustCompile(`^chaos-([a-z]+)\.jsonl$`)
+func (s chaosSubject) String() string {
+	if s.target != "" {
+		return "target " + s.target
+	}
+	return "store " + s.store
+}
+
+// base is the evidence name of the run's files without extension:
+// chaos-STORE, or chaos-target-NAME (a store's name never starts with
+// "target-").
+func (s chaosSubject) base() string {
+	if s.target != "" {
+		return "chaos-target-" + s.target
+	}
+	return "chaos-" + s.store
+}
+
+// chaosFileName matches the name of a chaos history or timeline: group 2
+// the target's name, or group 3 the store's; group 4 the extension.
+var chaosFileName = regexp.MustCompile(`^chaos-(target-([a-z][a-z0-9-]{0,47})|([a-z]+))\.(jsonl|svg)$`)
+
+// subjectOf is the subject a chaos file name names, if it is one.
+func subjectOf(name string) (chaosSubject, string, bool) {
+	m := chaosFileName.FindStringSubmatch(name)
+	if m == nil {
+		return chaosSubject{}, "", false
+	}
+	return chaosSubject{store: m[3], target: m[2]}, m[4], true
+}
 
 // CapHistory caps one chaos history. The audit streams a history line by
 // line (never whole), so the cap bounds the time it takes and the state it
@@ -44,24 +74,54 @@ const maxHistoryLine = 64 << 10
 // rest are counted in one more line.
 const maxChaosLines = 10
 
-// The checker's rules, in chaos.json's order, and what each store promises:
-// every store promises that none fires, except that the volatile store
-// (keys in one process's memory) may apply an intent again after a restart
-// or on another replica: its duplicates are counted and shown.
+// The checker's rules, in chaos.json's order.
 var chaosRules = []string{"duplicate", "lost_ack", "stuck", "value_mismatch", "value_reused", "value_order", "unknown_effect", "bad_journal"}
 
-func chaosPromised(store, rule string) bool { return !(store == "volatile" && rule == "duplicate") }
+// chaosClaims are what a store or a target promises: keys that survive a
+// restart (durable), in one store its replicas share.
+type chaosClaims struct {
+	durable, shared bool
+}
+
+// storeClaims are the lab's own stores' claims: the volatile store keeps
+// its keys in one process's memory, the others in a store the replicas
+// share that survives a restart.
+func storeClaims(store string) chaosClaims {
+	if store == "volatile" {
+		return chaosClaims{}
+	}
+	return chaosClaims{true, true}
+}
+
+// chaosPromised reports whether claims promise, with that many replicas,
+// that rule never fires: every rule but the duplicate always; no duplicate
+// only with a durable store of keys, shared by the replicas when there are
+// several. Without, a duplicate after a restart or on another replica is
+// the design's: counted and shown.
+func chaosPromised(c chaosClaims, replicas int, rule string) bool {
+	return rule != "duplicate" || c.durable && (replicas == 1 || c.shared)
+}
+
+// promised is chaosPromised for h.
+func (h *chaosHistory) promised(rule string) bool { return chaosPromised(h.claims, h.replicas, rule) }
 
 // chaosFaults are the fault names an attempt may carry (a list joined by
-// commas); delay and stall take "=NNms".
-var chaosFaults = []string{"delay", "slow", "crash-before-effect", "stall", "crash-after-effect", "crash-after-record", "drop-reply"}
+// commas), in chaos.json's order; delay, stall and give-up take "=NNms".
+// The lab's own server takes all but give-up (the fault proxy in front of
+// a target places it).
+var chaosFaults = []string{"delay", "slow", "crash-before-effect", "stall", "crash-after-effect", "crash-after-record", "drop-reply", "fail-effect", "fail-after-effect", "give-up"}
+
+// serverFaults are the kinds the lab's own server takes.
+var serverFaults = chaosFaults[:9]
+
+// takesArg reports whether fault kind name takes "=NNms".
+func takesArg(name string) bool { return name == "delay" || name == "stall" || name == "give-up" }
 
 // isStreamed reports whether checkFiles must hash the listed file p by
 // streaming it (a chaos history, too large to hold whole) instead of
 // reading it; when so it has done so, with the same checks and counts.
 func (a *auditor) isStreamed(p string) bool {
-	m := chaosHistoryName.FindStringSubmatch(p)
-	if m == nil {
+	if _, ext, ok := subjectOf(p); !ok || ext != "jsonl" {
 		return false
 	}
 	sel, _ := a.manifest["selection"].(map[string]any)
@@ -160,23 +220,30 @@ func loadSchema(root, name string) (*jsonschema.Schema, error) {
 	return s, nil
 }
 
-// chaosFail records one failed chaos check.
-func (a *auditor) chaosFail(store, field, format string, args ...any) {
-	a.fail(Failure{Check: CheckChaos, Store: store, Field: field, Message: fmt.Sprintf(format, args...)})
+// chaosFail records one failed chaos check of subject s (zero: of the
+// whole experiment).
+func (a *auditor) chaosFail(s chaosSubject, field, format string, args ...any) {
+	a.fail(Failure{Check: CheckChaos, Store: s.store, Target: s.target, Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
 // checkChaos checks the chaos experiment: chaos.json against its schema;
 // one run per store the chaos experiment covers (the selection's stores;
 // when the selection names none, as a chaos-only run writes it, the
-// stores chaos.json lists, at least one), in store order, each with its
-// history listed; every history parsed strictly and judged again by the
-// audit's own checker; chaos.json's counts and verdict equal to what the
-// audit derived; and no violation of a rule the store promises.
+// stores chaos.json lists), in store order, then one per target (the
+// selection's targets; when it names none, the targets chaos.json lists),
+// each with its history and timeline listed, or, for a target, saying why
+// it did not run; every history parsed strictly and judged again by the
+// audit's own checker by the claims of its store or target; chaos.json's
+// counts and verdict equal to what the audit derived; no violation of a
+// rule the claims promise; the seeded schedule drawn again from the
+// history's seed and parameters and compared with every attempt and every
+// planned kill (chaosschedule.go); and the timeline drawn again and
+// compared byte for byte (chaossvg.go).
 func (a *auditor) checkChaos() {
 	a.check()
 	schema, err := loadSchema(a.opts.Root, "chaos")
 	if err != nil {
-		a.chaosFail("", "schema", "%s: cannot check: %v", ChaosFile, err)
+		a.chaosFail(chaosSubject{}, "schema", "%s: cannot check: %v", ChaosFile, err)
 		return
 	}
 	doc, _ := a.jsonDoc(ChaosFile, schema).(map[string]any)
@@ -185,50 +252,109 @@ func (a *auditor) checkChaos() {
 		return
 	}
 	runs, _ := doc["runs"].([]any)
-	var stores []string
-	byStore := map[string]map[string]any{}
+	var stores, targets []string
+	bySubject := map[chaosSubject]map[string]any{}
 	for i, r := range runs {
 		run, _ := r.(map[string]any)
 		s, _ := str(run, "store")
-		if _, dup := byStore[s]; dup {
-			a.chaosFail(s, "runs", "%s: runs[%d]: a second run of store %s", ChaosFile, i, s)
+		t, _ := str(run, "target")
+		sub := chaosSubject{store: s, target: t}
+		if t != "" && s != "" || t == "" && s == "" {
+			a.chaosFail(sub, "runs", "%s: runs[%d]: store %q and target %q: a run is on one or the other", ChaosFile, i, s, t)
 			continue
 		}
-		byStore[s] = run
-		stores = append(stores, s)
+		if _, dup := bySubject[sub]; dup {
+			a.chaosFail(sub, "runs", "%s: runs[%d]: a second run of %s", ChaosFile, i, sub)
+			continue
+		}
+		if t != "" {
+			targets = append(targets, t)
+		} else {
+			if len(targets) > 0 {
+				a.chaosFail(sub, "runs", "%s: runs[%d]: store %s after the targets' runs: stores come first", ChaosFile, i, s)
+			}
+			stores = append(stores, s)
+		}
+		bySubject[sub] = run
 	}
 	a.check()
 	if !slices.Equal(orderStores(slices.Clone(stores)), stores) {
-		a.chaosFail("", "runs", "%s: runs: stores %s not in store order (%s)", ChaosFile, strings.Join(stores, ", "), strings.Join(StoreOrder, ", "))
+		a.chaosFail(chaosSubject{}, "runs", "%s: runs: stores %s not in store order (%s)", ChaosFile, strings.Join(stores, ", "), strings.Join(StoreOrder, ", "))
 	}
-	want := a.selStores
-	if len(want) == 0 {
-		want = stores
-		if len(stores) == 0 {
-			a.chaosFail("", "runs", "%s: runs: empty: the chaos experiment ran on no store", ChaosFile)
+	wantStores, wantTargets := a.selStores, a.selTargets
+	if len(wantStores) == 0 && len(wantTargets) == 0 {
+		wantStores, wantTargets = stores, targets
+		if len(runs) == 0 {
+			a.chaosFail(chaosSubject{}, "runs", "%s: runs: empty: the chaos experiment ran on no store and no target", ChaosFile)
 		} else {
-			a.note(fmt.Sprintf("chaos: manifest.json selects no stores (a chaos-only run): checked the stores %s lists: %s", ChaosFile, strings.Join(stores, ", ")))
+			a.note(fmt.Sprintf("chaos: manifest.json selects no stores and no targets (a chaos-only run): checked the runs %s lists: stores %s; targets %s",
+				ChaosFile, orNone(stores), orNone(targets)))
 		}
 	}
-	for _, s := range want {
+	a.check()
+	if len(wantTargets) > 0 && !slices.Equal(targets, wantTargets) {
+		a.chaosFail(chaosSubject{}, "runs", "%s: runs: targets %s, expected the selection's targets in its order: %s", ChaosFile, orNone(targets), orNone(wantTargets))
+	}
+	for _, s := range wantStores {
 		a.check()
-		if byStore[s] == nil {
-			a.chaosFail(s, "runs", "%s: store %s: selected, but no chaos run", ChaosFile, s)
+		if bySubject[chaosSubject{store: s}] == nil {
+			a.chaosFail(chaosSubject{store: s}, "runs", "%s: store %s: selected, but no chaos run", ChaosFile, s)
 		}
 	}
 	for _, s := range stores {
-		if !slices.Contains(want, s) {
-			a.chaosFail(s, "runs", "%s: store %s: a chaos run of a store manifest.json does not select", ChaosFile, s)
+		if !slices.Contains(wantStores, s) {
+			a.chaosFail(chaosSubject{store: s}, "runs", "%s: store %s: a chaos run of a store manifest.json does not select", ChaosFile, s)
 		}
 	}
 	for p := range a.listed {
-		if m := chaosHistoryName.FindStringSubmatch(p); m != nil && byStore[m[1]] == nil {
-			a.chaosFail(m[1], "files", "file %s: a history without a run in %s", p, ChaosFile)
+		a.check()
+		if sub, _, ok := subjectOf(p); ok && (bySubject[sub] == nil || notRun(bySubject[sub]) != "") {
+			a.chaosFail(sub, "files", "file %s: a chaos file without a run of %s in %s", p, sub, ChaosFile)
 		}
 	}
 	crash := number(mapOf(a.manifest, "protocol")["crash_exit_code"])
 	for _, s := range stores {
-		a.checkChaosRun(s, byStore[s], crash)
+		a.checkChaosRun(chaosSubject{store: s}, bySubject[chaosSubject{store: s}], crash)
+	}
+	for _, t := range targets {
+		sub := chaosSubject{target: t}
+		if why := notRun(bySubject[sub]); why != "" {
+			a.checkChaosNotRun(t, why)
+			continue
+		}
+		a.checkChaosRun(sub, bySubject[sub], crash)
+	}
+}
+
+// notRun is a target run's not_run, "" for a run that ran.
+func notRun(run map[string]any) string {
+	why, _ := str(run, "not_run")
+	return why
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// checkChaosNotRun checks a target the experiment did not run on: a
+// target of the checkout whose target.json counts its effects itself must
+// say so; one that counts them at the sink can have been skipped only for
+// a missing program (which the audit cannot check on this machine).
+func (a *auditor) checkChaosNotRun(name, why string) {
+	spec := a.chaosTargetSpec(chaosSubject{target: name}, "targets/"+name)
+	a.check()
+	switch {
+	case strings.HasPrefix(why, "skipped: "):
+		a.note(fmt.Sprintf("chaos: target %s was %s (a program missing on the runner's machine: not checked here)", name, why))
+	case spec == nil:
+		a.note(fmt.Sprintf("chaos: target %s not run: %s (no target.json in the checkout to check it by)", name, why))
+	case !spec.sink:
+		a.note(fmt.Sprintf("chaos: target %s not run: it counts its effects itself (%s/target.json), and the experiment judges each intent by the sink's journal", name, "targets/"+name))
+	default:
+		a.chaosFail(chaosSubject{target: name}, "not_run", "%s: target %s: not run (%s), but its target.json counts its effects at the sink, which the experiment judges by", ChaosFile, name, why)
 	}
 }
 
@@ -237,12 +363,12 @@ func mapOf(m map[string]any, key string) map[string]any {
 	return v
 }
 
-// checkChaosRun re-derives one store's run from its history and compares.
-func (a *auditor) checkChaosRun(store string, run map[string]any, crashCode int64) {
-	name := chaosHistoryFile(store)
+// checkChaosRun re-derives one run from its history and compares.
+func (a *auditor) checkChaosRun(sub chaosSubject, run map[string]any, crashCode int64) {
+	name := sub.base() + ".jsonl"
 	a.check()
 	if !a.isListed(name) {
-		a.chaosFail(store, "files", "file %s: the history of %s's chaos run: not listed in manifest.files", name, store)
+		a.chaosFail(sub, "files", "file %s: the history of %s's chaos run: not listed in manifest.files", name, sub)
 		return
 	}
 	f, err := openInside(a.opts.Evidence, name, CapHistory)
@@ -253,7 +379,7 @@ func (a *auditor) checkChaosRun(store string, run map[string]any, crashCode int6
 	hist, err := readChaosHistory(io.TeeReader(io.LimitReader(f, CapHistory+1), h))
 	f.Close()
 	if err != nil {
-		a.chaosFail(store, "history", "%s: %v", name, err)
+		a.chaosFail(sub, "history", "%s: %v", name, err)
 		return
 	}
 	if hex.EncodeToString(h.Sum(nil)) != a.listed[name] && !slices.ContainsFunc(a.report.Failures, func(x Failure) bool {
@@ -262,20 +388,36 @@ func (a *auditor) checkChaosRun(store string, run map[string]any, crashCode int6
 		a.failf(CheckFile, "file %s: changed while being read", name)
 	}
 	a.check()
-	if hist.store != store {
-		a.chaosFail(store, "store", "%s: run header: store %q, expected %q", name, hist.store, store)
+	if hist.store != sub.store || hist.target != sub.target {
+		a.chaosFail(sub, "store", "%s: run header: store %q, target %q, expected %s", name, hist.store, hist.target, sub)
 	}
+	what := ChaosFile + ": " + sub.String()
 	if seed := render(run["seed"]); seed != strconv.FormatUint(hist.seed, 10) {
-		a.chaosFail(store, "seed", "%s: store %s: seed: expected %d (the history's), observed %s", ChaosFile, store, hist.seed, seed)
+		a.chaosFail(sub, "seed", "%s: seed: expected %d (the history's), observed %s", what, hist.seed, seed)
 	}
-	if r := number(mapOf(run, "parameters")["replicas"]); r != int64(hist.replicas) {
-		a.chaosFail(store, "parameters.replicas", "%s: store %s: parameters.replicas: expected %d (the history's), observed %d", ChaosFile, store, hist.replicas, r)
+	params := mapOf(run, "parameters")
+	for _, p := range []struct {
+		field string
+		want  int64
+	}{{"replicas", int64(hist.replicas)}, {"clients", int64(hist.clients)}, {"duration_ms", hist.durationMS}, {"kill_every_ms", hist.killEveryMS}} {
+		a.check()
+		if got := number(params[p.field]); got != p.want {
+			a.chaosFail(sub, "parameters."+p.field, "%s: parameters.%s: expected %d (the history's), observed %s", what, p.field, p.want, render(params[p.field]))
+		}
 	}
+	a.check()
+	if got := render(run["faults"]); got != render(toAny(hist.faultKinds)) {
+		a.chaosFail(sub, "faults", "%s: faults: expected %s (the history's), observed %s", what, render(toAny(hist.faultKinds)), got)
+	}
+	a.checkChaosClaims(sub, run, hist)
 	c := hist.check(crashCode)
 
-	// Every violation of a promised rule, named by intent.
+	// Every violation of a promised rule, named by intent: on the lab's
+	// own stores a failure of the evidence; on a target the target's
+	// result (a finding is what the target does, not a broken lab), which
+	// chaos.json's verdict must say.
 	for _, rule := range chaosRules {
-		if !chaosPromised(store, rule) {
+		if !hist.promised(rule) || sub.target != "" {
 			continue
 		}
 		var shown int
@@ -291,11 +433,11 @@ func (a *auditor) checkChaosRun(store string, run map[string]any, crashCode int6
 			if fd.intent >= 0 {
 				who = fmt.Sprintf("intent %d (key %s)", fd.intent, fd.key)
 			}
-			a.fail(Failure{Check: CheckChaos, Store: store, Field: rule,
-				Message: fmt.Sprintf("%s: store %s promises no %s: %s: %s", name, store, rule, who, fd.detail)})
+			a.fail(Failure{Check: CheckChaos, Store: sub.store, Target: sub.target, Field: rule,
+				Message: fmt.Sprintf("%s: %s promises no %s: %s: %s", name, sub, rule, who, fd.detail)})
 		}
 		if shown > maxChaosLines {
-			a.chaosFail(store, rule, "%s: store %s promises no %s: %d more", name, store, rule, shown-maxChaosLines)
+			a.chaosFail(sub, rule, "%s: %s promises no %s: %d more", name, sub, rule, shown-maxChaosLines)
 		}
 	}
 
@@ -305,7 +447,7 @@ func (a *auditor) checkChaosRun(store string, run map[string]any, crashCode int6
 		a.check()
 		v, ok := counts[k]
 		if got := number(v); !ok || got != c.counts[k] {
-			a.chaosFail(store, "counts."+k, "%s: store %s: counts.%s: expected %d (re-derived from %s), observed %s", ChaosFile, store, k, c.counts[k], name, render(v))
+			a.chaosFail(sub, "counts."+k, "%s: counts.%s: expected %d (re-derived from %s), observed %s", what, k, c.counts[k], name, render(v))
 		}
 	}
 	faults := mapOf(counts, "faults")
@@ -313,12 +455,12 @@ func (a *auditor) checkChaosRun(store string, run map[string]any, crashCode int6
 		a.check()
 		v, ok := faults[k]
 		if got := number(v); !ok || got != c.faults[k] {
-			a.chaosFail(store, "counts.faults."+k, "%s: store %s: counts.faults.%s: expected %d (re-derived from %s), observed %s", ChaosFile, store, k, c.faults[k], name, render(v))
+			a.chaosFail(sub, "counts.faults."+k, "%s: counts.faults.%s: expected %d (re-derived from %s), observed %s", what, k, c.faults[k], name, render(v))
 		}
 	}
 	for _, k := range sortedKeys(faults) {
 		if !slices.Contains(chaosFaults, k) {
-			a.chaosFail(store, "counts.faults."+k, "%s: store %s: counts.faults.%s: not a fault", ChaosFile, store, k)
+			a.chaosFail(sub, "counts.faults."+k, "%s: counts.faults.%s: not a fault", what, k)
 		}
 	}
 
@@ -328,7 +470,7 @@ func (a *auditor) checkChaosRun(store string, run map[string]any, crashCode int6
 	var violations, shownN int64
 	for _, fd := range c.findings {
 		count[fd.rule]++
-		if chaosPromised(store, fd.rule) {
+		if hist.promised(fd.rule) {
 			violations++
 		} else {
 			shownN++
@@ -336,14 +478,14 @@ func (a *auditor) checkChaosRun(store string, run map[string]any, crashCode int6
 	}
 	wantRules := make([]any, len(chaosRules))
 	for i, r := range chaosRules {
-		wantRules[i] = map[string]any{"rule": r, "promised": chaosPromised(store, r), "count": jsonNum(strconv.FormatInt(count[r], 10))}
+		wantRules[i] = map[string]any{"rule": r, "promised": hist.promised(r), "count": jsonNum(strconv.FormatInt(count[r], 10))}
 	}
 	// The findings chaos.json lists: the first 100, violations first, each
 	// named by rule and intent (the detail's wording is the runner's).
 	var wantListed, gotListed []string
 	for _, promised := range []bool{true, false} {
 		for _, fd := range c.findings {
-			if chaosPromised(store, fd.rule) == promised && len(wantListed) < 100 {
+			if hist.promised(fd.rule) == promised && len(wantListed) < 100 {
 				wantListed = append(wantListed, fmt.Sprintf("%s/%d", fd.rule, fd.intent))
 			}
 		}
@@ -367,15 +509,81 @@ func (a *auditor) checkChaosRun(store string, run map[string]any, crashCode int6
 	} {
 		a.check()
 		if cmpf.want != cmpf.have {
-			a.chaosFail(store, "verdict."+cmpf.field, "%s: store %s: verdict.%s: expected %s (re-derived from %s), observed %s",
-				ChaosFile, store, cmpf.field, clipS(cmpf.want), name, clipS(cmpf.have))
+			a.chaosFail(sub, "verdict."+cmpf.field, "%s: verdict.%s: expected %s (re-derived from %s), observed %s",
+				what, cmpf.field, clipS(cmpf.want), name, clipS(cmpf.have))
 		}
 	}
 	for _, k := range sortedKeys(verdict) {
 		if !slices.Contains([]string{"ok", "violations", "shown", "rules", "findings", "findings_listed"}, k) {
-			a.chaosFail(store, "verdict."+k, "%s: store %s: verdict.%s: not a field of the verdict", ChaosFile, store, k)
+			a.chaosFail(sub, "verdict."+k, "%s: verdict.%s: not a field of the verdict", what, k)
 		}
 	}
+	if sub.target != "" {
+		a.report.ChaosTargets = append(a.report.ChaosTargets, sub.target)
+		if violations > 0 {
+			a.note(fmt.Sprintf("chaos: target %s: %d findings its claims promise never to happen (%s), as chaos.json's verdict says: the target's result, re-derived from %s",
+				sub.target, violations, chaosClaimsText(hist.claims), name))
+		}
+	}
+
+	// The second pass over the file: the schedule and the timeline.
+	a.checkChaosReplay(sub, hist, c)
+}
+
+// checkChaosClaims checks the claims a run was judged by: chaos.json's and
+// the history's agree; a store's are the store's own; a target's are its
+// target.json's where its folder is in the checkout (chaos.json's
+// target_dir), and a target that claims no shared store ran one replica;
+// and the fault kinds the schedule placed are those the store or target
+// takes.
+func (a *auditor) checkChaosClaims(sub chaosSubject, run map[string]any, hist *chaosHistory) {
+	what := ChaosFile + ": " + sub.String()
+	cl := mapOf(run, "claims")
+	a.check()
+	if d, sh := cl["durable"] == true, cl["shared_store"] == true; d != hist.claims.durable || sh != hist.claims.shared {
+		a.chaosFail(sub, "claims", "%s: claims: durable %t, shared_store %t; the history's: %t, %t", what, d, sh, hist.claims.durable, hist.claims.shared)
+	}
+	dir, _ := str(run, "target_dir")
+	want, wantFaults, by := hist.claims, serverFaults, ""
+	switch {
+	case sub.store != "":
+		want, by = storeClaims(sub.store), "the store's"
+		if dir != "" {
+			a.chaosFail(sub, "target_dir", "%s: target_dir %q on a store", what, dir)
+		}
+	case dir != "":
+		spec := a.chaosTargetSpec(sub, dir)
+		if spec == nil {
+			break
+		}
+		want, wantFaults, by = spec.claims, spec.faults, dir+"/target.json's"
+		digest, _ := str(run, "target_digest")
+		a.checkChaosDigest(sub, dir, digest)
+		a.check()
+		if !spec.sink {
+			a.chaosFail(sub, "target_dir", "%s: %s/target.json counts its effects itself: the experiment cannot have run on it", what, dir)
+		}
+	default:
+		a.note(fmt.Sprintf("chaos: target %s is not in the checkout: its claims (%s) and fault kinds are the runner's word", sub.target, chaosClaimsText(hist.claims)))
+	}
+	if by != "" {
+		a.check()
+		if want != hist.claims {
+			a.chaosFail(sub, "claims", "%s: claims %s, expected %s: %s", what, chaosClaimsText(hist.claims), by, chaosClaimsText(want))
+		}
+		a.check()
+		if !slices.Equal(hist.faultKinds, wantFaults) {
+			a.chaosFail(sub, "faults", "%s: the schedule placed the fault kinds %s, expected %s (those %s takes)", what, orNone(hist.faultKinds), orNone(wantFaults), sub)
+		}
+	}
+	a.check()
+	if sub.target != "" && !hist.claims.shared && hist.replicas != 1 {
+		a.chaosFail(sub, "parameters.replicas", "%s: %d replicas, but the target claims no shared store: one replica runs", what, hist.replicas)
+	}
+}
+
+func chaosClaimsText(c chaosClaims) string {
+	return fmt.Sprintf("durable %t, shared_store %t", c.durable, c.shared)
 }
 
 func clipS(s string) string {
@@ -388,9 +596,18 @@ func clipS(s string) string {
 // A chaosHistory is what the audit keeps of one history while streaming
 // it: per intent and per acknowledgement a few numbers, never the lines.
 type chaosHistory struct {
-	store    string
-	seed     uint64
-	replicas int
+	store, target string // exactly one is set
+	claims        chaosClaims
+	seed          uint64
+	replicas      int
+	clients       int
+	// The schedule's parameters, and when the phases began (µs).
+	durationMS, killEveryMS    int64
+	faultKinds                 []string // the header's faults: the kinds the schedule placed
+	chaosStartUS, quietStartUS int64
+	endUS                      int64 // the latest time an attempt or event line names
+	effectEndUS                int64 // the latest time an effect was applied, where the journal says
+	timed                      bool  // every effect says when it was applied (a sink's journal)
 
 	intents map[int64]*chaosIntent
 	bySHA   map[string]int64
@@ -420,6 +637,7 @@ type chaosAck struct {
 type chaosEvent struct {
 	kind          string
 	replica, code int64
+	at            int64
 }
 
 type chaosPlace struct {
@@ -432,20 +650,32 @@ type chaosPlace struct {
 type chaosEffect struct {
 	value int64
 	sha   string
+	at    int64 // µs on the run's clock; -1: the journal does not say
 }
 
 // Line shapes: each kind's members, all required, none other.
 var chaosLineFields = map[string][]string{
-	"run":     {"kind", "history_version", "store", "seed", "replicas", "attempts", "server_events", "places"},
-	"attempt": {"kind", "intent", "key", "body_sha256", "replica", "attempt", "phase", "start_us", "end_us", "fault", "type", "outcome", "status", "value", "replayed", "error"},
-	"event":   {"kind", "replica", "at_us", "pid", "addr", "exit_code", "error"},
+	"run": {"kind", "history_version", "store", "target", "claims", "seed", "replicas", "clients", "duration_ms", "kill_every_ms", "faults",
+		"chaos_start_us", "quiet_start_us", "attempts", "server_events", "places"},
+	"attempt": {"kind", "intent", "key", "body_sha256", "client", "replica", "attempt", "phase", "start_us", "end_us", "fault", "type", "outcome", "status", "value", "replayed", "error"},
+	"event":   {"kind", "replica", "at_us", "pid", "addr", "exit_code", "planned", "error"},
 	"place":   {"kind", "place", "replicas", "counter", "effects"},
-	"effect":  {"kind", "place", "value", "body_sha256"},
+	"effect":  {"kind", "place", "value", "body_sha256", "key", "replica", "at_us"},
 }
 
-var chaosEventKinds = []string{"start", "start_failed", "kill", "exit", "stop"}
+var chaosEventKinds = []string{"start", "start_failed", "kill", "kill_skipped", "fault_kill", "exit", "stop"}
+
+// chaosMaxClients and chaosMaxKills bound a history's clients and the
+// nemesis's plan (the lab's bounds: 64 clients, 10,000 kills).
+const (
+	chaosMaxClients = 64
+	chaosMaxKills   = 10000
+)
 
 var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// targetName is what a target's name may be (schema/target.schema.json).
+var targetName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,47}$`)
 
 // A lineReader reads one history's fields with its line number.
 type lineReader struct {
@@ -503,7 +733,7 @@ type jsonNumber = json.Number
 // range; the header's counts equal the lines. An error names the line.
 func readChaosHistory(r io.Reader) (*chaosHistory, error) {
 	br := bufio.NewReaderSize(r, maxHistoryLine)
-	h := &chaosHistory{intents: map[int64]*chaosIntent{}, bySHA: map[string]int64{}, faults: map[string]int64{}, quietIntents: map[int64]bool{}}
+	h := &chaosHistory{intents: map[int64]*chaosIntent{}, bySHA: map[string]int64{}, faults: map[string]int64{}, quietIntents: map[int64]bool{}, timed: true}
 	var (
 		no                            int
 		hdrAttempts, hdrEvents, hdrPl int64
@@ -565,11 +795,21 @@ func readChaosHistory(r io.Reader) (*chaosHistory, error) {
 				return nil, fmt.Errorf("line %d: a second \"run\" header", no)
 			}
 			seenHeader = true
-			l.int("history_version", 1, 1)
-			h.store = l.str("store")
-			if !slices.Contains(StoreOrder, h.store) {
-				l.failf("store %q: want one of %s", h.store, strings.Join(StoreOrder, ", "))
+			l.int("history_version", 2, 2)
+			h.store, h.target = l.str("store"), l.str("target")
+			switch {
+			case h.target == "" && !slices.Contains(StoreOrder, h.store):
+				l.failf("store %q: want one of %s, or a target", h.store, strings.Join(StoreOrder, ", "))
+			case h.target != "" && (h.store != "" || !targetName.MatchString(h.target)):
+				l.failf("store %q, target %q: want a store or a target's name, not both", h.store, h.target)
 			}
+			cl, ok := obj["claims"].(map[string]any)
+			d, dok := cl["durable"].(bool)
+			sh, sok := cl["shared_store"].(bool)
+			if !ok || len(cl) != 2 || !dok || !sok {
+				l.failf("claims: want {\"durable\": bool, \"shared_store\": bool}")
+			}
+			h.claims = chaosClaims{d, sh}
 			if n, ok := obj["seed"].(jsonNumber); ok {
 				s, err := strconv.ParseUint(string(n), 10, 64)
 				if err != nil {
@@ -580,6 +820,24 @@ func readChaosHistory(r io.Reader) (*chaosHistory, error) {
 				l.failf("seed: want an integer")
 			}
 			h.replicas = int(l.int("replicas", 1, 1000))
+			h.clients = int(l.int("clients", 1, chaosMaxClients))
+			h.durationMS = l.int("duration_ms", 0, maxInt)
+			h.killEveryMS = l.int("kill_every_ms", -maxInt, maxInt)
+			h.chaosStartUS = l.int("chaos_start_us", 0, maxInt)
+			h.quietStartUS = l.int("quiet_start_us", 0, maxInt)
+			fs, ok := obj["faults"].([]any)
+			if !ok {
+				l.failf("faults: want an array of fault kinds")
+			}
+			h.faultKinds = []string{}
+			for _, f := range fs {
+				k, _ := f.(string)
+				if !slices.Contains(chaosFaults, k) || slices.Contains(h.faultKinds, k) {
+					l.failf("faults: %s: want fault kinds (%s), each once", render(f), strings.Join(chaosFaults, ", "))
+					break
+				}
+				h.faultKinds = append(h.faultKinds, k)
+			}
 			hdrAttempts = l.int("attempts", 0, maxInt)
 			hdrEvents = l.int("server_events", 0, maxInt)
 			hdrPl = l.int("places", 0, 1000)
@@ -597,12 +855,17 @@ func readChaosHistory(r io.Reader) (*chaosHistory, error) {
 			l.int("pid", 0, maxInt)
 			l.str("addr")
 			code := l.int("exit_code", -1, 255)
+			planned := l.int("planned", -1, chaosMaxKills-1)
 			l.str("error")
 			if at < lastTime {
 				l.failf("at_us %d: before the line above (%d µs): lines must be in time order", at, lastTime)
 			}
+			if (kind == "kill" || kind == "kill_skipped") != (planned >= 0) {
+				l.failf("planned %d: a kill or kill_skipped event names its planned kill (0 or more), any other -1", planned)
+			}
 			lastTime = at
-			h.events = append(h.events, chaosEvent{kind, rep, code})
+			h.endUS = max(h.endUS, at)
+			h.events = append(h.events, chaosEvent{kind, rep, code, at})
 		case "place":
 			if effectsLeft != 0 {
 				return nil, fmt.Errorf("line %d: place line while %d effect lines of the place above are missing", no, effectsLeft)
@@ -635,7 +898,22 @@ func readChaosHistory(r io.Reader) (*chaosHistory, error) {
 			if pl := l.int("place", 0, 1000); pl != p.place {
 				l.failf("place %d: an effect of place %d among place %d's lines", pl, pl, p.place)
 			}
-			p.effects = append(p.effects, chaosEffect{l.int("value", 0, maxInt), l.sha("body_sha256")})
+			e := chaosEffect{value: l.int("value", 0, maxInt), sha: l.sha("body_sha256"), at: -1}
+			if _, ok := obj["key"].(string); !ok && obj["key"] != nil {
+				l.failf("key: want a string or null")
+			}
+			if obj["replica"] != nil {
+				l.int("replica", 0, int64(h.replicas-1))
+			}
+			if obj["at_us"] != nil {
+				e.at = l.int("at_us", 0, maxInt)
+				h.effectEndUS = max(h.effectEndUS, e.at)
+			}
+			if (obj["replica"] == nil) != (obj["at_us"] == nil) {
+				l.failf("replica and at_us: both known (a sink's journal) or both null (a store's)")
+			}
+			h.timed = h.timed && e.at >= 0
+			p.effects = append(p.effects, e)
 			effectsLeft--
 		}
 		if l.err != nil {
@@ -651,6 +929,7 @@ func readChaosHistory(r io.Reader) (*chaosHistory, error) {
 		return nil, fmt.Errorf("%d attempt lines, %d server events, %d places; the run header announces %d, %d, %d",
 			h.attempts, len(h.events), len(h.places), hdrAttempts, hdrEvents, hdrPl)
 	}
+	h.timed = h.timed && len(h.places) > 0
 	return h, nil
 }
 
@@ -658,6 +937,7 @@ func readChaosHistory(r io.Reader) (*chaosHistory, error) {
 func (h *chaosHistory) attempt(l *lineReader, lastTime *int64) {
 	n := l.int("intent", 0, maxInt)
 	key, sha := l.str("key"), l.sha("body_sha256")
+	l.int("client", 0, int64(h.clients-1))
 	rep := l.int("replica", 0, int64(h.replicas-1))
 	att := l.int("attempt", 0, maxInt)
 	phase := l.str("phase")
@@ -682,17 +962,23 @@ func (h *chaosHistory) attempt(l *lineReader, lastTime *int64) {
 		l.failf("start_us %d: before the line above (%d µs): lines must be in time order", start, *lastTime)
 	}
 	*lastTime = start
-	// The outcome, in Jepsen's terms: a reply is ok (200) or fail; no reply
-	// is fail when refused (nothing listened), else info (unknown).
+	h.endUS = max(h.endUS, end)
+	// The outcome, in Jepsen's terms: a reply is ok (200), info (unknown)
+	// at 500 or above (a server error may follow an applied effect), else
+	// fail; no reply is fail when refused (nothing listened), else info.
 	wantType := ""
 	switch outcome {
 	case "reply":
 		if status < 100 || errText != "" {
 			l.failf("outcome reply with status %d and error %q", status, errText)
 		}
-		wantType = "fail"
-		if status == 200 {
+		switch {
+		case status == 200:
 			wantType = "ok"
+		case status >= 500:
+			wantType = "info"
+		default:
+			wantType = "fail"
 		}
 	case "refused", "no_reply", "timeout":
 		if status != 0 || value != "" || replayed != nil {
@@ -711,7 +997,7 @@ func (h *chaosHistory) attempt(l *lineReader, lastTime *int64) {
 	if fault != "" {
 		for _, f := range strings.Split(fault, ",") {
 			name, arg, hasArg := strings.Cut(f, "=")
-			ok := slices.Contains(chaosFaults, name) && (name == "delay" || name == "stall") == hasArg
+			ok := slices.Contains(chaosFaults, name) && takesArg(name) == hasArg
 			if hasArg {
 				ms, err := strconv.Atoi(strings.TrimSuffix(arg, "ms"))
 				ok = ok && strings.HasSuffix(arg, "ms") && err == nil && ms >= 0
@@ -768,6 +1054,9 @@ type chaosCheck struct {
 	counts   map[string]int64
 	faults   map[string]int64
 	findings []chaosFinding // in rule order, then intent
+	// values are the journal values of each intent with a finding, in
+	// ascending order, over every place: what the timeline lists of it.
+	values map[int64][]int64
 }
 
 // check judges h against its own journal, by the rules the chaos
@@ -784,13 +1073,19 @@ type chaosCheck struct {
 //     the culprit being the largest value ended before each reply began);
 //   - the journal: each effect's body was sent by an intent
 //     (unknown_effect); each place's effects are 1..counter in order, each
-//     replica at exactly one place (bad_journal).
+//     replica at exactly one place (bad_journal);
+//   - where the journal says when each effect was applied (a sink's), a
+//     200's value must be of an effect applied before the reply ended (a
+//     replay carries the value of an effect that happened earlier).
+//
+// What is a violation is the claims' word (chaosPromised): no duplicate
+// only where the keys are durable (and shared, with several replicas).
 //
 // The journal numbers the effects in the only order a counter's
 // increments can be linearized in, so these rules are the whole
 // linearizability check: no search over orders is needed.
 func (h *chaosHistory) check(crashCode int64) chaosCheck {
-	c := chaosCheck{counts: map[string]int64{}, faults: map[string]int64{}}
+	c := chaosCheck{counts: map[string]int64{}, faults: map[string]int64{}, values: map[int64][]int64{}}
 	add := func(rule string, intent int64, key, format string, args ...any) {
 		c.findings = append(c.findings, chaosFinding{rule, intent, key, fmt.Sprintf(format, args...)})
 	}
@@ -818,10 +1113,14 @@ func (h *chaosHistory) check(crashCode int64) chaosCheck {
 		}
 	}
 	applied := map[int64]map[int64][]int64{} // intent -> place -> values
+	appliedAt := map[[2]int64]int64{}        // (place, value) -> when, where the journal says
 	var effects int64
 	for _, p := range h.places {
 		for _, e := range p.effects {
 			effects++
+			if e.at >= 0 {
+				appliedAt[[2]int64{p.place, e.value}] = e.at
+			}
 			n, ok := h.bySHA[e.sha]
 			if !ok {
 				add("unknown_effect", -1, "", "place %d: effect %d has body SHA-256 %s, which no intent sent", p.place, e.value, e.sha)
@@ -881,8 +1180,16 @@ func (h *chaosHistory) check(crashCode int64) chaosCheck {
 	for _, a := range h.acks {
 		v, err := strconv.ParseInt(a.value, 10, 64)
 		pl, ok := placeOf[a.replica]
-		if vs := applied[a.intent]; len(vs) > 0 && (err != nil || !ok || !slices.Contains(vs[pl], v)) {
+		vs := applied[a.intent]
+		switch {
+		case len(vs) == 0:
+		case err != nil || !ok || !slices.Contains(vs[pl], v):
 			add("value_mismatch", a.intent, h.intents[a.intent].key, "attempt %d on replica %d got 200 %q; the intent's effects: %s", a.attempt, a.replica, a.value, whereApplied(vs))
+		default:
+			// A reply carries an effect that happened before it ended.
+			if at, known := appliedAt[[2]int64{pl, v}]; known && at > a.end {
+				add("value_mismatch", a.intent, h.intents[a.intent].key, "attempt %d on replica %d got 200 %q ending at %d µs, the value of an effect applied at %d µs", a.attempt, a.replica, a.value, a.end, at)
+			}
 		}
 		if a.replayed == nil || *a.replayed || err != nil || !ok {
 			continue
@@ -924,6 +1231,17 @@ func (h *chaosHistory) check(crashCode int64) chaosCheck {
 				pl, b.attempt, b.start, b.v, x.intent, x.v, x.end)
 		}
 	}
+	for _, f := range c.findings {
+		if _, done := c.values[f.intent]; f.intent < 0 || done {
+			continue
+		}
+		vs := []int64{}
+		for _, pl := range sortedInts(applied[f.intent]) {
+			vs = append(vs, applied[f.intent][pl]...)
+		}
+		slices.Sort(vs)
+		c.values[f.intent] = vs
+	}
 	order := func(r string) int { return slices.Index(chaosRules, r) }
 	slices.SortStableFunc(c.findings, func(x, y chaosFinding) int {
 		return cmp.Or(cmp.Compare(order(x.rule), order(y.rule)), cmp.Compare(x.intent, y.intent), cmp.Compare(x.detail, y.detail))
@@ -938,15 +1256,22 @@ func (h *chaosHistory) check(crashCode int64) chaosCheck {
 	n["unresolved_after_chaos"] = int64(len(h.quietIntents))
 	n["latency_ok_p50_us"], n["latency_ok_p99_us"] = nearestRank(h.latencies, 50), nearestRank(h.latencies, 99)
 	started := map[int64]bool{}
-	for _, k := range []string{"kills", "crash_exits", "restarts", "start_failures", "clean_stops"} {
+	for _, k := range []string{"kills", "kills_skipped", "fault_kills", "crash_exits", "restarts", "start_failures", "clean_stops"} {
 		n[k] = 0
 	}
+	n["planned_kills"] = int64(len(h.killPlan()))
 	for _, e := range h.events {
 		switch e.kind {
 		case "kill":
 			n["kills"]++
+		case "kill_skipped":
+			n["kills_skipped"]++
+		case "fault_kill":
+			n["fault_kills"]++
 		case "exit":
-			if e.code == crashCode {
+			// The lab's server exits with the crash code by itself; a
+			// target is killed (fault_kill) instead.
+			if h.target == "" && e.code == crashCode {
 				n["crash_exits"]++
 			}
 		case "start":
@@ -957,7 +1282,9 @@ func (h *chaosHistory) check(crashCode int64) chaosCheck {
 		case "start_failed":
 			n["start_failures"]++
 		case "stop":
-			if e.code == 0 {
+			// A clean stop exits 0; a target may also end by the SIGTERM
+			// itself (143), as most runtimes do by default.
+			if e.code == 0 || h.target != "" && e.code == 143 {
 				n["clean_stops"]++
 			}
 		}

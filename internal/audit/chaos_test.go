@@ -24,27 +24,29 @@ func bodySHA(n int) string {
 // effects (intent numbers, applied in that order).
 func histLines(attempts, events []string, effects []int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `{"kind":"run","history_version":1,"store":"durable","seed":1,"replicas":2,"attempts":%d,"server_events":%d,"places":1}`+"\n", len(attempts), len(events))
+	fmt.Fprintf(&b, `{"kind":"run","history_version":2,"store":"durable","target":"","claims":{"durable":true,"shared_store":true},"seed":1,"replicas":2,"clients":2,`+
+		`"duration_ms":1000,"kill_every_ms":-1,"faults":["delay","slow","crash-before-effect","stall","crash-after-effect","crash-after-record","drop-reply","fail-effect","fail-after-effect"],`+
+		`"chaos_start_us":0,"quiet_start_us":100000,"attempts":%d,"server_events":%d,"places":1}`+"\n", len(attempts), len(events))
 	for _, l := range append(slices.Clone(events), attempts...) {
 		b.WriteString(l + "\n")
 	}
 	fmt.Fprintf(&b, `{"kind":"place","place":0,"replicas":[0,1],"counter":%d,"effects":%d}`+"\n", len(effects), len(effects))
 	for i, n := range effects {
-		fmt.Fprintf(&b, `{"kind":"effect","place":0,"value":%d,"body_sha256":"%s"}`+"\n", i+1, bodySHA(n))
+		fmt.Fprintf(&b, `{"kind":"effect","place":0,"value":%d,"body_sha256":"%s","key":null,"replica":null,"at_us":null}`+"\n", i+1, bodySHA(n))
 	}
 	return b.String()
 }
 
 // okAttempt is a 200 attempt of intent n with value v, from start to end µs.
 func okAttempt(n, attempt, v int, start, end int, replayed bool) string {
-	return fmt.Sprintf(`{"kind":"attempt","intent":%d,"key":"chaos-%d","body_sha256":"%s","replica":%d,"attempt":%d,"phase":"chaos","start_us":%d,"end_us":%d,"fault":"","type":"ok","outcome":"reply","status":200,"value":"%d","replayed":%t,"error":""}`,
-		n, n, bodySHA(n), n%2, attempt, start, end, v, replayed)
+	return fmt.Sprintf(`{"kind":"attempt","intent":%d,"key":"chaos-%d","body_sha256":"%s","client":%d,"replica":%d,"attempt":%d,"phase":"chaos","start_us":%d,"end_us":%d,"fault":"","type":"ok","outcome":"reply","status":200,"value":"%d","replayed":%t,"error":""}`,
+		n, n, bodySHA(n), n%2, n%2, attempt, start, end, v, replayed)
 }
 
 // Ensure the reader refuses every malformed history, naming the line.
 func TestChaosReadStrict(t *testing.T) {
 	good := histLines([]string{okAttempt(0, 0, 1, 0, 10, false), okAttempt(1, 0, 2, 20, 30, false)},
-		[]string{`{"kind":"start","replica":0,"at_us":0,"pid":5,"addr":"127.0.0.1:1","exit_code":0,"error":""}`}, []int{0, 1})
+		[]string{`{"kind":"start","replica":0,"at_us":0,"pid":5,"addr":"127.0.0.1:1","exit_code":0,"planned":-1,"error":""}`}, []int{0, 1})
 	if _, err := readChaosHistory(strings.NewReader(good)); err != nil {
 		t.Fatalf("good history: %v", err)
 	}
@@ -54,12 +56,20 @@ func TestChaosReadStrict(t *testing.T) {
 		{"unknown kind", `"kind":"start"`, `"kind":"restart"`, `unknown kind "restart"`},
 		{"duplicate member", `"kind":"effect",`, `"kind":"effect","kind":"effect",`, "duplicate member name"},
 		{"header counts", `"attempts":2`, `"attempts":3`, "the run header announces 3"},
-		{"ok without 200", `"status":200,"value":"2"`, `"status":503,"value":"2"`, `type "ok": outcome reply with status 503 is "fail"`},
+		{"ok without 200", `"status":200,"value":"2"`, `"status":409,"value":"2"`, `type "ok": outcome reply with status 409 is "fail"`},
 		{"unknown store", `"store":"durable"`, `"store":"paper"`, `store "paper"`},
 		{"replica out of range", `"replica":1,`, `"replica":2,`, "replica: 2: want an integer in 0..1"},
 		{"time order", `"start_us":20,`, `"start_us":-1,`, "start_us: -1"},
 		{"effects announced", `"effects":2`, `"effects":3`, "announced effect lines missing"},
 		{"not JSON", `{"kind":"place"`, `{"kind":"place",`, "not a JSON object"},
+		{"version 1", `"history_version":2`, `"history_version":1`, "history_version: 1"},
+		{"store and target", `"target":""`, `"target":"tiny"`, "not both"},
+		{"client out of range", `"client":1,`, `"client":2,`, "client: 2: want an integer in 0..1"},
+		{"unknown fault kind", `"faults":["delay"`, `"faults":["nuke"`, `faults: "nuke"`},
+		{"a 503 is not a failure", `"status":200,"value":"2"`, `"status":503,"value":"2"`, `outcome reply with status 503 is "info"`},
+		{"a start naming a planned kill", `"planned":-1`, `"planned":0`, "a kill or kill_skipped event names its planned kill"},
+		{"effect half timed", `"replica":null,"at_us":null}`, `"replica":0,"at_us":null}`, "both known"},
+		{"claims", `"shared_store":true}`, `"shared_store":1}`, "claims: want"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !strings.Contains(good, tc.old) {

@@ -50,7 +50,7 @@ func specFindings(h *chaosHistory) map[string]any {
 	findings := []any{}
 	for _, f := range c.findings {
 		perRule[f.rule]++
-		if chaosPromised(h.store, f.rule) {
+		if h.promised(f.rule) {
 			violations++
 		} else {
 			shown++
@@ -59,7 +59,7 @@ func specFindings(h *chaosHistory) map[string]any {
 	}
 	rules := []any{}
 	for _, r := range chaosRules {
-		rules = append(rules, map[string]any{"rule": r, "promised": chaosPromised(h.store, r), "count": perRule[r]})
+		rules = append(rules, map[string]any{"rule": r, "promised": h.promised(r), "count": perRule[r]})
 	}
 	return map[string]any{
 		"counts":   counts,

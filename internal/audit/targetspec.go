@@ -93,7 +93,7 @@ const (
 // targetFaults are the lab faults a target knows and where each acts
 // (docs/targets.md's table, the audit's copy).
 var targetFaults = map[string]int{
-	"drop-reply": atProxy, "crash-after-record": atProxy,
+	"drop-reply": atProxy, "crash-after-record": atProxy, "give-up": atProxy,
 	"slow": atSink, "delay": atSink, "stall": atSink,
 	"crash-before-effect": atSink, "crash-after-effect": atSink,
 	"fail-effect": atSink, "fail-after-effect": atSink,
@@ -124,7 +124,7 @@ func placeFault(v string, t *targetSpec) string {
 			return fmt.Sprintf("fault %q: unknown (known: %s)", part, strings.Join(targetFaultNames(), ", "))
 		case t.native[name]:
 			continue // the target's own header: its argument is the target's business
-		case name == "delay" || name == "stall":
+		case name == "delay" || name == "stall" || name == "give-up":
 			// NN is what strconv.Atoi reads, at most five characters.
 			digits, isMS := strings.CutSuffix(arg, "ms")
 			n, err := strconv.Atoi(digits)

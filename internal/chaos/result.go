@@ -173,6 +173,7 @@ type Result struct {
 	Store        protocol.Store // "" on a target
 	Target       string         // "" on a store
 	TargetDir    string         // the target's folder relative to the checkout, slash-separated; "" outside it (the caller sets it)
+	TargetDigest string         // the target folder's digest (target.Digest); "" on a store (the caller sets it)
 	Claims       Claims
 	ReplicasNote string // why fewer replicas ran than asked, or ""
 	Seed         uint64
@@ -281,6 +282,7 @@ func (r Result) JSON() []byte {
 		Store         protocol.Store `json:"store"`
 		Target        string         `json:"target"`
 		TargetDir     string         `json:"target_dir"`
+		TargetDigest  string         `json:"target_digest"`
 		Claims        Claims         `json:"claims"`
 		ReplicasNote  string         `json:"replicas_note"`
 		Seed          uint64         `json:"seed"`
@@ -289,7 +291,7 @@ func (r Result) JSON() []byte {
 		Counts        Counts         `json:"counts"`
 		Verdict       Verdict        `json:"verdict"`
 		Capped        Capped         `json:"capped"`
-	}{SchemaVersion, "chaos", r.Store, r.Target, r.TargetDir, r.Claims, r.ReplicasNote, r.Seed, r.Parameters, r.Faults, r.Counts, r.Verdict, r.Capped}
+	}{SchemaVersion, "chaos", r.Store, r.Target, r.TargetDir, r.TargetDigest, r.Claims, r.ReplicasNote, r.Seed, r.Parameters, r.Faults, r.Counts, r.Verdict, r.Capped}
 	if doc.Faults == nil {
 		doc.Faults = []string{}
 	}

@@ -127,7 +127,7 @@ func TestJSON(t *testing.T) {
 		var skip json.RawMessage
 		dec.Decode(&skip)
 	}
-	if got, want := strings.Join(keys, " "), "schema_version experiment store target target_dir claims replicas_note seed parameters faults counts verdict capped"; got != want {
+	if got, want := strings.Join(keys, " "), "schema_version experiment store target target_dir target_digest claims replicas_note seed parameters faults counts verdict capped"; got != want {
 		t.Errorf("top-level keys %s, want %s", got, want)
 	}
 	v := r.Verdict

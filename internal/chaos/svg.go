@@ -182,7 +182,7 @@ func SVG(h History) []byte {
 	// The legend.
 	lx := int64(left)
 	for _, it := range []struct{ shape, colour, label string }{
-		{"box", svgOK, "200"}, {"box", svgFail, "failed (refused, another status)"}, {"box", svgInfo, "unknown (no reply, timeout)"},
+		{"box", svgOK, "200"}, {"box", svgFail, "failed (refused, 4xx)"}, {"box", svgInfo, "unknown (no reply, timeout, 5xx)"},
 		{"cap", svgFault, "fault sent"}, {"bar", svgKill, "kill -9"}, {"bar", svgFaultKill, "a fault's kill"},
 		{"outline", svgViolation, "violation"}, {"outline", svgShown, "shown"},
 	} {

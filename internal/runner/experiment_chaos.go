@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"time"
 
@@ -121,13 +120,15 @@ func runChaos(ctx context.Context, env experimentEnv) ([]evidence.File, error) {
 			cfg.Duration = DefaultTargetDuration
 		}
 		cfg.ServerPath, cfg.Target, cfg.StateRoot, cfg.Databases, cfg.Seed = env.server, t, env.stateRoot, env.databases, env.seed
+		digest, err := t.Digest()
+		if err != nil {
+			return nil, err
+		}
 		res, err := chaos.Run(ctx, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("experiment chaos on target %s: %w", t.Name, err)
 		}
-		if rel, err := filepath.Rel(env.root, t.Dir); err == nil && filepath.IsLocal(rel) {
-			res.TargetDir = filepath.ToSlash(rel)
-		}
+		res.TargetDigest, res.TargetDir = digest, checkoutDir(env.root, t.Dir)
 		if err := add(res); err != nil {
 			return nil, err
 		}
