@@ -57,7 +57,7 @@ type timeline struct {
 	listed  []tlMark
 	flagged map[int64]string // intent -> outline colour
 	first   map[int64]int64  // listed intent -> its first attempt's start
-	end     int64 // the latest time drawn: of any attempt or event, and of the effects of a timed journal
+	end     int64            // the latest time drawn: of any attempt or event, and of the effects of a timed journal
 	topMS   int64
 	stepMS  int64
 
