@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -83,5 +85,82 @@ func TestChaosReadStrict(t *testing.T) {
 	}
 	if _, err := readChaosHistory(strings.NewReader(strings.Repeat(" ", maxHistoryLine+1))); err == nil || !strings.Contains(err.Error(), "longer than") {
 		t.Errorf("a long line: error = %v", err)
+	}
+}
+
+// Ensure the schedule check names every way a history can differ from the
+// schedule its seed and parameters give: an attempt's fault or replica, an
+// attempt left out, a planned kill moved, before its time, skipped for no
+// reason of the lab's, or missing.
+func TestScheduleForged(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(specRoot, "chaos", "durable-run.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := string(data)
+	const attempt = `"intent":1,"key":"chaos-1","body_sha256":"37d5ccf00b9400956bd4abf4f7bb5dbe6f55afb725a5855de291c7db307072f4","client":0,"replica":1,"attempt":0,"phase":"chaos","start_us":30968,"end_us":36189,"fault":"drop-reply"`
+	const kill = `{"kind":"kill","replica":1,"at_us":426052,"pid":5967,"addr":"127.0.0.1:35931","exit_code":0,"planned":0,"error":""}`
+	for _, tc := range []struct{ name, old, new, want string }{
+		{"another fault", attempt, strings.Replace(attempt, `"fault":"drop-reply"`, `"fault":"slow"`, 1), `intent 1 attempt 0: replica 1, fault "slow"; the schedule (seed 1, 2 replicas`},
+		{"another replica", attempt, strings.Replace(attempt, `"replica":1`, `"replica":0`, 1), `intent 1 attempt 0: replica 0, fault "drop-reply"; the schedule`},
+		{"an attempt renumbered", attempt, strings.Replace(attempt, `"attempt":0`, `"attempt":1`, 1), "intent 1: attempt 1, expected attempt 0"},
+		{"a kill of another replica", kill, strings.Replace(kill, `"replica":1`, `"replica":0`, 1), "kill of planned kill 0: replica 0, the schedule says replica 1"},
+		{"a kill before its time", kill, strings.Replace(kill, `"at_us":426052`, `"at_us":400000`, 1), "kill of planned kill 0 at 400000 µs: before its time, 425769 µs"},
+		{"a skip for no reason", kill, strings.Replace(strings.Replace(kill, `"kill"`, `"kill_skipped"`, 1), `"error":""`, `"error":"it was tired"`, 1), `reason "it was tired" is none of the lab's`},
+		{"a kill renumbered", kill, strings.Replace(kill, `"planned":0`, `"planned":1`, 1), "kill of planned kill 1: expected planned kill 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(good, tc.old) {
+				t.Fatalf("no %q in the history", tc.old)
+			}
+			forged := strings.Replace(good, tc.old, tc.new, 1)
+			h, err := readChaosHistory(strings.NewReader(forged))
+			if err != nil {
+				t.Fatalf("readChaosHistory(forged) error = %v", err)
+			}
+			sc := newScheduleCheck(h)
+			if err := replayHistory(strings.NewReader(forged), sc, newTimeline(h, h.check(23))); err != nil {
+				t.Fatal(err)
+			}
+			sc.finish()
+			if !slices.ContainsFunc(sc.bad, func(b string) bool { return strings.Contains(b, tc.want) }) {
+				t.Errorf("differences %q, want one containing %q", sc.bad, tc.want)
+			}
+		})
+	}
+	// A planned kill left out of the history entirely.
+	forged := strings.Replace(good, kill+"\n", "", 1)
+	forged = strings.Replace(forged, `"server_events":41`, `"server_events":40`, 1)
+	h, err := readChaosHistory(strings.NewReader(forged))
+	if err != nil {
+		t.Fatalf("readChaosHistory(a kill removed) error = %v", err)
+	}
+	sc := newScheduleCheck(h)
+	if err := replayHistory(strings.NewReader(forged), sc, newTimeline(h, h.check(23))); err != nil {
+		t.Fatal(err)
+	}
+	sc.finish()
+	if len(sc.bad) == 0 || !strings.Contains(strings.Join(sc.bad, "\n"), "expected planned kill 0") {
+		t.Errorf("a planned kill removed: differences %q, want planned kill 0 named", sc.bad)
+	}
+}
+
+// Ensure the duplicate rule follows the claims: promised only by a durable
+// store of keys, shared when there are several replicas.
+func TestChaosPromisedByClaims(t *testing.T) {
+	for _, tc := range []struct {
+		claims   chaosClaims
+		replicas int
+		want     bool
+	}{
+		{chaosClaims{}, 1, false}, {chaosClaims{durable: true}, 1, true}, {chaosClaims{durable: true}, 2, false},
+		{chaosClaims{true, true}, 2, true}, {chaosClaims{shared: true}, 2, false},
+	} {
+		if got := chaosPromised(tc.claims, tc.replicas, "duplicate"); got != tc.want {
+			t.Errorf("chaosPromised(%+v, %d, duplicate) = %v, want %v", tc.claims, tc.replicas, got, tc.want)
+		}
+		if !chaosPromised(tc.claims, tc.replicas, "stuck") || !chaosPromised(tc.claims, tc.replicas, "lost_ack") {
+			t.Errorf("chaosPromised(%+v, %d): stuck or lost_ack not promised, want every rule but the duplicate", tc.claims, tc.replicas)
+		}
 	}
 }

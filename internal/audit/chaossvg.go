@@ -232,7 +232,7 @@ func (t *timeline) svg() []byte {
 	}
 	verdict, colour := "ok", "#2a7a2a"
 	if violations > 0 {
-		verdict, colour = fmt.Sprintf("FAIL, %d violations", violations), tlViolation
+		verdict, colour = fmt.Sprintf("FAIL, %s", plural(violations, "violation")), tlViolation
 	}
 	put(&b, `<text x="%d" y="62">%d intents, %d attempts: %d %s, %d lost acknowledgements, %d stuck: <tspan fill="%s" font-weight="bold">%s</tspan></text>`,
 		tlLeft, c.counts["intents"], h.attempts, c.counts["duplicates"], dups, c.counts["lost_acks"], c.counts["stuck"], colour, verdict)
@@ -343,7 +343,7 @@ func (t *timeline) svg() []byte {
 	if len(t.marks) == 0 {
 		put(&b, `<text x="%d" y="%d">no finding</text>`, tlLeft, t.yFoot+12)
 	} else {
-		put(&b, `<text x="%d" y="%d" font-weight="bold">findings (%d intents; the first %d numbered above):</text>`, tlLeft, t.yFoot+12, len(t.marks), len(t.listed))
+		put(&b, `<text x="%d" y="%d" font-weight="bold">findings (%s; the first %d numbered above):</text>`, tlLeft, t.yFoot+12, plural(len(t.marks), "intent"), len(t.listed))
 	}
 	for i, m := range t.listed {
 		colour, kind := tlShown, "shown"
@@ -363,7 +363,7 @@ func (t *timeline) svg() []byte {
 			a := firstAck[m.intent]
 			fact = fmt.Sprintf(": a 200 at %d ms (attempt %d, replica %d), and no effect of it in the journal", a.end/1000, a.attempt, a.replica)
 		case "stuck":
-			fact = fmt.Sprintf(": never acknowledged, applied %d times", len(vs))
+			fact = fmt.Sprintf(": never acknowledged, applied %s", plural(len(vs), "time"))
 		}
 		put(&b, `<text x="%d" y="%d"><tspan fill="%s" font-weight="bold">%d</tspan> %s %s: intent %d (key %s)%s</text>`,
 			tlLeft, t.yFoot+12+int64(i+1)*tlFoot, colour, i+1, kind, m.rule, m.intent, xmlText(m.key), fact)

@@ -333,3 +333,67 @@ func specJSONFile(t *testing.T, schemas *Schemas, path string) map[string]any {
 	}
 	return v.(map[string]any)
 }
+
+// replaySpec reads the corpus history name, judges it and streams it a
+// second time into a schedule check and a timeline.
+func replaySpec(t *testing.T, name string) (*scheduleCheck, *timeline) {
+	t.Helper()
+	p := filepath.Join(specRoot, "chaos", name+".jsonl")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := readChaosHistory(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("readChaosHistory(%s) error = %v", p, err)
+	}
+	sc, tl := newScheduleCheck(h), newTimeline(h, h.check(specCrashExitCode))
+	if err := replayHistory(bytes.NewReader(data), sc, tl); err != nil {
+		t.Fatalf("replayHistory(%s) error = %v", p, err)
+	}
+	sc.finish()
+	return sc, tl
+}
+
+// Ensure the audit's own timeline of every corpus history drawn beside it
+// (NAME.svg, the lab's drawing) is that file byte for byte.
+func TestSpecTimelines(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join(specRoot, "chaos", "*.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) < 8 {
+		t.Fatalf("%d timelines in the corpus, want its stores' and targets' (at least 8)", len(paths))
+	}
+	for _, p := range paths {
+		name := strings.TrimSuffix(filepath.Base(p), ".svg")
+		t.Run(name, func(t *testing.T) {
+			want, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, tl := replaySpec(t, name)
+			if got := tl.svg(); !bytes.Equal(got, want) {
+				t.Errorf("the audit's timeline of %s differs from %s: %s", name, p, firstDiff(want, got))
+			}
+		})
+	}
+}
+
+// Ensure the schedule drawn again from a real run's recorded seed and
+// parameters is what its history shows, attempt by attempt and planned
+// kill by planned kill (the corpus cuts keep every attempt of the intents
+// they keep, and every server event).
+func TestSpecSchedules(t *testing.T) {
+	for _, name := range []string{"volatile-run", "durable-run", "express-run", "redis-run"} {
+		t.Run(name, func(t *testing.T) {
+			sc, _ := replaySpec(t, name)
+			if len(sc.bad) > 0 {
+				t.Errorf("%d differences from the schedule, the first: %s", len(sc.bad), sc.bad[0])
+			}
+			if len(sc.plan) == 0 || sc.next != len(sc.plan) {
+				t.Errorf("%d planned kills, %d accounted for: want some, all", len(sc.plan), sc.next)
+			}
+		})
+	}
+}

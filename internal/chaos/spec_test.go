@@ -3,7 +3,9 @@ package chaos
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/xml"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -130,5 +132,63 @@ func TestSpecHistories(t *testing.T) {
 				t.Errorf("CheckHistory(%s) gives\n%s\nwant (%s)\n%s", p, got, fp, want)
 			}
 		})
+	}
+}
+
+// specTimelines are the corpus histories drawn as timelines beside them
+// (NAME.svg), which the audit's renderer must draw byte for byte too.
+var specTimelines = []string{"clean", "stuck", "lost-ack", "duplicate-volatile", "target-duplicate-volatile", "target-lost-ack-durable",
+	"target-value-before-effect", "volatile-run", "durable-run", "express-run", "redis-run"}
+
+// Ensure the lab's timeline of each corpus history that has one is the
+// NAME.svg beside it, byte for byte (-update-spec rewrites them: look at
+// them, e.g. rsvg-convert -o x.png NAME.svg, before committing).
+func TestSpecTimelines(t *testing.T) {
+	for _, name := range specTimelines {
+		t.Run(name, func(t *testing.T) {
+			f, err := os.Open(filepath.Join(specDir, name+".jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			h, err := ReadHistory(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := SVG(h)
+			if !bytes.Equal(got, SVG(h)) {
+				t.Fatal("SVG(h) differs between two calls")
+			}
+			p := filepath.Join(specDir, name+".svg")
+			if *updateSpec {
+				if err := os.WriteFile(p, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("SVG(%s) differs from %s", name, p)
+			}
+			if err := xmlWellFormed(got); err != nil {
+				t.Errorf("SVG(%s) is not well-formed XML: %v", name, err)
+			}
+		})
+	}
+}
+
+// xmlWellFormed reads every token of doc.
+func xmlWellFormed(doc []byte) error {
+	dec := xml.NewDecoder(bytes.NewReader(doc))
+	for {
+		_, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 	}
 }

@@ -174,7 +174,7 @@ func SVG(h History) []byte {
 		}
 	}
 	if violations > 0 {
-		verdict, vcol = fmt.Sprintf("FAIL, %d violations", violations), svgViolation
+		verdict, vcol = fmt.Sprintf("FAIL, %s", svgCount(violations, "violation")), svgViolation
 	}
 	line(`<text x="%d" y="62">%d intents, %d attempts: %d %s, %d lost acknowledgements, %d stuck: <tspan fill="%s" font-weight="bold">%s</tspan></text>`,
 		left, c.Intents, len(h.Attempts), c.Duplicates, dupWord, c.LostAcks, c.Stuck, vcol, verdict)
@@ -345,7 +345,7 @@ func SVG(h History) []byte {
 	if len(marks) == 0 {
 		line(`<text x="%d" y="%d">no finding</text>`, left, yFoot+12)
 	} else {
-		line(`<text x="%d" y="%d" font-weight="bold">findings (%d intents; the first %d numbered above):</text>`, left, yFoot+12, len(marks), len(listed))
+		line(`<text x="%d" y="%d" font-weight="bold">findings (%s; the first %d numbered above):</text>`, left, yFoot+12, svgCount(len(marks), "intent"), len(listed))
 	}
 	for i, m := range listed {
 		col := svgShown
@@ -367,7 +367,7 @@ func SVG(h History) []byte {
 			a := firstAck[m.intent]
 			fact = fmt.Sprintf(": a 200 at %d ms (attempt %d, replica %d), and no effect of it in the journal", a.EndUS/1000, a.Attempt, a.Replica)
 		case RuleStuck:
-			fact = fmt.Sprintf(": never acknowledged, applied %d times", len(values[m.intent]))
+			fact = fmt.Sprintf(": never acknowledged, applied %s", svgCount(len(values[m.intent]), "time"))
 		}
 		line(`<text x="%d" y="%d"><tspan fill="%s" font-weight="bold">%d</tspan> %s %s: intent %d (key %s)%s</text>`,
 			left, yFoot+12+int64(i+1)*footLine, col, i+1, kind, m.rule, m.intent, svgEscape(m.key), fact)
