@@ -319,7 +319,8 @@ func (a *auditor) checkChaos() {
 	for _, t := range targets {
 		sub := chaosSubject{target: t}
 		if why := notRun(bySubject[sub]); why != "" {
-			a.checkChaosNotRun(t, why)
+			dir, _ := str(bySubject[sub], "target_dir")
+			a.checkChaosNotRun(t, dir, why)
 			continue
 		}
 		a.checkChaosRun(sub, bySubject[sub], crash)
@@ -339,12 +340,15 @@ func orNone(names []string) string {
 	return strings.Join(names, ", ")
 }
 
-// checkChaosNotRun checks a target the experiment did not run on: a
-// target of the checkout whose target.json counts its effects itself must
-// say so; one that counts them at the sink can have been skipped only for
-// a missing program (which the audit cannot check on this machine).
-func (a *auditor) checkChaosNotRun(name, why string) {
-	spec := a.chaosTargetSpec(chaosSubject{target: name}, "targets/"+name)
+// checkChaosNotRun checks a target the experiment did not run on: one in
+// the checkout (dir) whose target.json counts its effects itself must say
+// so; one that counts them at the sink can have been skipped only for a
+// missing program (which the audit cannot check on this machine).
+func (a *auditor) checkChaosNotRun(name, dir, why string) {
+	var spec *chaosTarget
+	if dir != "" {
+		spec = a.chaosTargetSpec(chaosSubject{target: name}, dir)
+	}
 	a.check()
 	switch {
 	case strings.HasPrefix(why, "skipped: "):
@@ -352,7 +356,7 @@ func (a *auditor) checkChaosNotRun(name, why string) {
 	case spec == nil:
 		a.note(fmt.Sprintf("chaos: target %s not run: %s (no target.json in the checkout to check it by)", name, why))
 	case !spec.sink:
-		a.note(fmt.Sprintf("chaos: target %s not run: it counts its effects itself (%s/target.json), and the experiment judges each intent by the sink's journal", name, "targets/"+name))
+		a.note(fmt.Sprintf("chaos: target %s not run: it counts its effects itself (%s/target.json), and the experiment judges each intent by the sink's journal", name, dir))
 	default:
 		a.chaosFail(chaosSubject{target: name}, "not_run", "%s: target %s: not run (%s), but its target.json counts its effects at the sink, which the experiment judges by", ChaosFile, name, why)
 	}

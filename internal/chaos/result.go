@@ -305,14 +305,16 @@ func (r Result) JSON() []byte {
 }
 
 // NotRunJSON is chaos.json's run of a target the experiment could not run,
-// saying why (a missing program, or NotRunnable).
-func NotRunJSON(targetName, why string) []byte {
+// saying why (a missing program, or NotRunnable); dir is its folder
+// relative to the checkout ("" outside it).
+func NotRunJSON(targetName, dir, why string) []byte {
 	return encode(struct {
 		SchemaVersion int    `json:"schema_version"`
 		Experiment    string `json:"experiment"`
 		Target        string `json:"target"`
+		TargetDir     string `json:"target_dir"`
 		NotRun        string `json:"not_run"`
-	}{SchemaVersion, "chaos", targetName, why})
+	}{SchemaVersion, "chaos", targetName, dir, why})
 }
 
 func encode(v any) []byte {

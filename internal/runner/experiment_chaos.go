@@ -111,7 +111,7 @@ func runChaos(ctx context.Context, env experimentEnv) ([]evidence.File, error) {
 		}
 		if why != "" {
 			fmt.Fprintf(env.out, "\nchaos on target %s not run: %s\n", t.Name, why)
-			runs = append(runs, chaos.NotRunJSON(t.Name, why))
+			runs = append(runs, chaos.NotRunJSON(t.Name, checkoutDir(env.root, t.Dir), why))
 			continue
 		}
 		cfg := env.chaos.config()

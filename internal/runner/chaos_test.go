@@ -1,0 +1,212 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"idemlab/internal/protocol"
+	"idemlab/internal/target"
+)
+
+// brokenEnv makes this test binary a tiny service the lab has never seen
+// (see brokenMain).
+const brokenEnv = "RUNNER_TEST_BROKEN_TARGET"
+
+// brokenMain serves POST /pay on PORT: a key it has answered replays its
+// value; a key in flight gets 409 — but the in-flight mark is only checked
+// on arrival and set once the effect (a POST of the body to EFFECT_URL)
+// is done, so a retry that arrives while the first attempt is at the sink
+// applies the effect again. It claims a durable store (its table is in a
+// file in STATE) that replicas do not share.
+func brokenMain() {
+	file := filepath.Join(os.Getenv("STATE"), "keys.json")
+	keys := map[string]string{}
+	if b, err := os.ReadFile(file); err == nil {
+		json.Unmarshal(b, &keys)
+	}
+	var mu sync.Mutex
+	http.HandleFunc("/pay", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		key := r.Header.Get("Idempotency-Key")
+		mu.Lock()
+		v, done := keys[key]
+		mu.Unlock()
+		if done {
+			w.Header().Set("X-Replayed", "yes")
+			io.WriteString(w, v)
+			return
+		}
+		resp, err := http.Post(os.Getenv("EFFECT_URL"), "text/plain", bytes.NewReader(body))
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		value, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		mu.Lock()
+		keys[key] = string(value)
+		b, _ := json.Marshal(keys)
+		os.WriteFile(file+".tmp", b, 0o644)
+		os.Rename(file+".tmp", file)
+		mu.Unlock()
+		w.Header().Set("X-Replayed", "no")
+		w.Write(value)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	fmt.Println("broken ready")
+	http.Serve(ln, nil)
+}
+
+// Ensure runner -experiment chaos -target runs chaos on a target the lab
+// has never seen and catches its in-flight lock that is checked, then set:
+// chaos.json names the duplicate, a violation of the durable store it
+// claims, applied twice by one process; the history and its timeline are
+// evidence, and the audit passes (a target's finding is its result). A
+// target that counts its effects itself is in chaos.json as not run, with
+// the reason.
+func TestChaosOnTargets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the lab and runs chaos on a target")
+	}
+	dir := filepath.Join(t.TempDir(), "broken")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := fmt.Sprintf(`{
+  "name": "broken",
+  "summary": "a tiny service whose in-flight lock is checked, then set (this test binary)",
+  "start": {"argv": [%q], "env": {"PORT": "{port}", "EFFECT_URL": "{effect_url}", "STATE": "{state}", %q: "1"}, "ready": {"stdout": "^broken ready$"}},
+  "request": {"path": "/pay", "key_header": "Idempotency-Key"},
+  "replay": {"header": "X-Replayed", "value": "yes"},
+  "effects": "sink",
+  "claims": {"durable": true, "shared_store": false, "capacity": null, "max_body": null}
+}`, os.Args[0], brokenEnv)
+	if err := os.WriteFile(filepath.Join(dir, target.FileName), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "evidence")
+	var log bytes.Buffer
+	err := Run(context.Background(), Options{Root: "../..", Out: out, Experiment: Chaos, Targets: []string{dir, "effectserver-durable"}, Stores: protocol.Stores,
+		Intents: DefaultIntents, Chaos: ChaosOptions{TargetDuration: 1500 * time.Millisecond}, Stdout: &log, Stderr: &log})
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, log.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, ChaosFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Runs []struct {
+			Store        string `json:"store"`
+			Target       string `json:"target"`
+			NotRun       string `json:"not_run"`
+			ReplicasNote string `json:"replicas_note"`
+			Counts       struct {
+				Duplicates int `json:"duplicates"`
+			} `json:"counts"`
+			Verdict struct {
+				OK       bool `json:"ok"`
+				Findings []struct {
+					Rule, Key, Detail string
+				} `json:"findings"`
+			} `json:"verdict"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Runs) != 2 || doc.Runs[0].Target != "broken" || doc.Runs[1].Target != "effectserver-durable" {
+		t.Fatalf("chaos.json runs %+v, want broken then effectserver-durable, no store", doc.Runs)
+	}
+	broken, counted := doc.Runs[0], doc.Runs[1]
+	if broken.Verdict.OK || broken.Counts.Duplicates == 0 || broken.ReplicasNote == "" {
+		t.Errorf("broken: verdict ok %v, %d duplicates, replicas note %q; want a violation, duplicates, and the note", broken.Verdict.OK, broken.Counts.Duplicates, broken.ReplicasNote)
+	}
+	caught := false
+	for _, f := range broken.Verdict.Findings {
+		caught = caught || f.Rule == "duplicate" && strings.HasPrefix(f.Key, "chaos-") && strings.Contains(f.Detail, "by one process of replica 0, no restart between them")
+	}
+	if !caught {
+		t.Errorf("no finding names a duplicate one process applied twice: %+v", broken.Verdict.Findings)
+	}
+	if !strings.Contains(counted.NotRun, "counts its effects with a command") {
+		t.Errorf("effectserver-durable: not_run %q, want the reason (it counts its effects with a command)", counted.NotRun)
+	}
+	for _, f := range []string{"chaos-target-broken.jsonl", "chaos-target-broken.svg"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("evidence %s: %v", f, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "chaos-target-effectserver-durable.jsonl")); !os.IsNotExist(err) {
+		t.Errorf("a history of the target that did not run: %v", err)
+	}
+}
+
+// Ensure a target whose program is missing is skipped by the chaos
+// experiment with one line and a run in chaos.json saying why, and that
+// IDEMLAB_REQUIRE_TARGETS=1 makes it an error instead.
+func TestChaosSkipsMissingProgram(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the lab")
+	}
+	dir := filepath.Join(t.TempDir(), "absent")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := `{
+  "name": "absent",
+  "summary": "a target whose runtime this machine lacks",
+  "requires": ["idemlab-no-such-program"],
+  "install": "nothing: it does not exist",
+  "start": {"argv": ["idemlab-no-such-program", "{port}"], "env": {}, "ready": {"tcp": true}},
+  "request": {"path": "/pay", "key_header": "Idempotency-Key"},
+  "replay": null,
+  "effects": "sink",
+  "claims": {"durable": false, "shared_store": false, "capacity": null, "max_body": null}
+}`
+	if err := os.WriteFile(filepath.Join(dir, target.FileName), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, require := range []string{"", "1"} {
+		t.Setenv(target.RequireEnv, require)
+		out := filepath.Join(t.TempDir(), "evidence")
+		var log bytes.Buffer
+		err := Run(context.Background(), Options{Root: "../..", Out: out, Experiment: Chaos, Targets: []string{dir}, Stores: protocol.Stores,
+			Intents: DefaultIntents, Stdout: &log, Stderr: &log})
+		if require == "1" {
+			if err == nil || !strings.Contains(err.Error(), "idemlab-no-such-program not found") {
+				t.Errorf("%s=1: Run = %v, want an error naming the missing program", target.RequireEnv, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Run: %v\n%s", err, log.String())
+		}
+		if !strings.Contains(log.String(), "chaos on target absent not run: skipped: idemlab-no-such-program not found (nothing: it does not exist)") {
+			t.Errorf("no line says the target was skipped and why:\n%s", log.String())
+		}
+		b, err := os.ReadFile(filepath.Join(out, ChaosFile))
+		if err != nil || !strings.Contains(string(b), `"not_run": "skipped: idemlab-no-such-program not found`) {
+			t.Errorf("chaos.json does not say the target was skipped (%v):\n%s", err, b)
+		}
+	}
+}
