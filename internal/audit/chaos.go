@@ -118,10 +118,11 @@ var serverFaults = chaosFaults[:9]
 func takesArg(name string) bool { return name == "delay" || name == "stall" || name == "give-up" }
 
 // isStreamed reports whether checkFiles must hash the listed file p by
-// streaming it (a chaos history, too large to hold whole) instead of
-// reading it; when so it has done so, with the same checks and counts.
+// streaming it (a chaos history or its timeline, too large to hold whole:
+// both grow with the run) instead of reading it; when so it has done so,
+// with the same checks and counts.
 func (a *auditor) isStreamed(p string) bool {
-	if _, ext, ok := subjectOf(p); !ok || ext != "jsonl" {
+	if _, _, ok := subjectOf(p); !ok {
 		return false
 	}
 	sel, _ := a.manifest["selection"].(map[string]any)

@@ -108,6 +108,8 @@ func TestScheduleForged(t *testing.T) {
 		{"a kill before its time", kill, strings.Replace(kill, `"at_us":426052`, `"at_us":400000`, 1), "kill of planned kill 0 at 400000 µs: before its time, 425769 µs"},
 		{"a skip for no reason", kill, strings.Replace(strings.Replace(kill, `"kill"`, `"kill_skipped"`, 1), `"error":""`, `"error":"it was tired"`, 1), `reason "it was tired" is none of the lab's`},
 		{"a kill renumbered", kill, strings.Replace(kill, `"planned":0`, `"planned":1`, 1), "kill of planned kill 1: expected planned kill 0"},
+		{"a kill called skipped", kill, strings.Replace(strings.Replace(kill, `"kill"`, `"kill_skipped"`, 1), `"error":""`, `"error":"the replica was down"`, 1),
+			"exit of replica 1 by SIGKILL (137) with no kill or fault's kill of it since it started"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !strings.Contains(good, tc.old) {
@@ -161,6 +163,28 @@ func TestChaosPromisedByClaims(t *testing.T) {
 		}
 		if !chaosPromised(tc.claims, tc.replicas, "stuck") || !chaosPromised(tc.claims, tc.replicas, "lost_ack") {
 			t.Errorf("chaosPromised(%+v, %d): stuck or lost_ack not promised, want every rule but the duplicate", tc.claims, tc.replicas)
+		}
+	}
+}
+
+// Ensure the streamed comparison of a timeline finds the first byte that
+// differs, a file cut short and a file too long.
+func TestSameStream(t *testing.T) {
+	want := []byte(strings.Repeat("abcdefgh", 20000))
+	for _, tc := range []struct {
+		name string
+		got  string
+		at   int64
+		same bool
+	}{
+		{"equal", string(want), 0, true},
+		{"a byte changed", string(want[:100000]) + "X" + string(want[100001:]), 100000, false},
+		{"cut short", string(want[:len(want)-1]), int64(len(want) - 1), false},
+		{"too long", string(want) + "!", int64(len(want)), false},
+	} {
+		at, _, same := sameStream(want, strings.NewReader(tc.got))
+		if same != tc.same || !same && at != tc.at {
+			t.Errorf("%s: sameStream = %d, %v; want %d, %v", tc.name, at, same, tc.at, tc.same)
 		}
 	}
 }

@@ -115,18 +115,26 @@ var killSkipReasons = []string{
 	"the chaos phase ended first",
 }
 
-// scheduleCheck compares, line by line, a history with its schedule.
+// scheduleCheck compares, line by line, a history with its schedule, and
+// each replica's events with one another: a kill is followed by that
+// process's exit (137, SIGKILL) before the replica starts again, and a
+// process ends by SIGKILL only after a kill or a fault's kill of it.
 type scheduleCheck struct {
-	h    *chaosHistory
-	plan []plannedKill
-	next int             // the next planned kill a kill or kill_skipped event must name
-	seen map[int64]int64 // intent -> attempts seen
-	bad  []string        // what differs, in line order
+	h        *chaosHistory
+	plan     []plannedKill
+	next     int             // the next planned kill a kill or kill_skipped event must name
+	seen     map[int64]int64 // intent -> attempts seen
+	killed   map[int64]bool  // replica -> its running process was killed (by the nemesis or a fault)
+	awaiting map[int64]bool  // replica -> a kill of the nemesis awaits its exit
+	bad      []string        // what differs, in line order
 }
 
 func newScheduleCheck(h *chaosHistory) *scheduleCheck {
-	return &scheduleCheck{h: h, plan: h.killPlan(), seen: map[int64]int64{}}
+	return &scheduleCheck{h: h, plan: h.killPlan(), seen: map[int64]int64{}, killed: map[int64]bool{}, awaiting: map[int64]bool{}}
 }
+
+// sigkillExit is the exit code of a process SIGKILL ended (128+9).
+const sigkillExit = 137
 
 func (s *scheduleCheck) badf(no int, format string, args ...any) {
 	s.bad = append(s.bad, fmt.Sprintf("line %d: ", no)+fmt.Sprintf(format, args...))
@@ -163,7 +171,26 @@ func (s *scheduleCheck) attempt(no int, intent, n, replica int64, phase, fault s
 // event checks a kill or kill_skipped line: it names the next planned
 // kill, of that kill's replica, not before its time; a skip says one of
 // the lab's reasons.
-func (s *scheduleCheck) event(no int, kind string, replica, at, planned int64, why string) {
+func (s *scheduleCheck) event(no int, kind string, replica, at, planned, code int64, why string) {
+	switch {
+	case s.awaiting[replica] && kind != "exit":
+		s.badf(no, "%s of replica %d: its process was killed, and its exit is not recorded first", kind, replica)
+		s.awaiting[replica] = false
+	case kind == "exit" && s.awaiting[replica] && code != sigkillExit:
+		s.badf(no, "exit of replica %d with code %d after a kill: want %d (SIGKILL)", replica, code, sigkillExit)
+	case kind == "exit" && code == sigkillExit && !s.killed[replica]:
+		s.badf(no, "exit of replica %d by SIGKILL (%d) with no kill or fault's kill of it since it started", replica, code)
+	}
+	switch kind {
+	case "start":
+		s.killed[replica] = false
+	case "exit":
+		s.awaiting[replica] = false
+	case "kill":
+		s.killed[replica], s.awaiting[replica] = true, true
+	case "fault_kill":
+		s.killed[replica] = true
+	}
 	if kind != "kill" && kind != "kill_skipped" {
 		return
 	}

@@ -35,8 +35,7 @@ func specDoc(t *testing.T, data []byte) any {
 }
 
 // specFindings is the audit's findings file for h: the counts chaos.json
-// records that a history decides (not unresolved_after_chaos, which the
-// lab counts while running), the verdict's totals and rules, and every
+// records that a history decides, the verdict's totals and rules, and every
 // finding by rule, intent and key, in the checker's order.
 func specFindings(h *chaosHistory) map[string]any {
 	c := h.check(specCrashExitCode)
@@ -44,7 +43,6 @@ func specFindings(h *chaosHistory) map[string]any {
 	for k, v := range c.counts {
 		counts[k] = v
 	}
-	delete(counts, "unresolved_after_chaos")
 	perRule := map[string]int{}
 	violations, shown := 0, 0
 	findings := []any{}

@@ -289,6 +289,9 @@ type intent struct {
 	sha      string
 	attempts int  // made so far, both phases
 	resolved bool // got a 200
+
+	quietTries int       // quiet-phase attempts made
+	lastQuiet  time.Time // when the last one ended
 }
 
 func newIntent(seed uint64, n int) *intent {
@@ -470,7 +473,7 @@ func runChaos(ctx context.Context, cfg Config) (Result, error) {
 	})
 	h.Servers = r.cl.events
 	slices.SortStableFunc(h.Servers, func(a, b ServerEvent) int { return cmpInt64(a.AtUS, b.AtUS) })
-	return newResult(cfg, h, len(unresolved), chaosWall, quietWall, r.cappedInt.Load(), r.cappedHist.Load()), nil
+	return newResult(cfg, h, chaosWall, quietWall, r.cappedInt.Load(), r.cappedHist.Load()), nil
 }
 
 // targetReplay reads a target's replay marker the way the case runner
@@ -749,26 +752,40 @@ func (r *run) chaosClient(ctx context.Context, c int, over <-chan struct{}) {
 	}
 }
 
-// quiet retries the unresolved intents, each until a 200, QuietAttempts
-// attempts or the deadline, with cfg.Clients workers.
+// quiet retries the unresolved intents in turn, each until a 200,
+// QuietAttempts attempts or the deadline, with cfg.Clients workers: a
+// worker takes the intent at the head of the queue, makes one attempt (at
+// least quietBackoff after that intent's last one), and puts it back at
+// the tail while it is unresolved. So every unresolved intent is retried
+// at once, and an intent that stays stuck (every retry 409) takes no
+// worker from the others.
 func (r *run) quiet(ctx context.Context, intents []*intent, deadline time.Time) {
-	var next atomic.Int64
+	var mu sync.Mutex
+	queue := slices.Clone(intents)
 	never := make(chan struct{})
 	var wg sync.WaitGroup
 	for c := range r.cfg.Clients {
 		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(intents) {
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				mu.Lock()
+				if len(queue) == 0 {
+					mu.Unlock()
 					return
 				}
-				in := intents[i]
-				for k := 0; k < r.cfg.QuietAttempts && !in.resolved && time.Now().Before(deadline) && ctx.Err() == nil; k++ {
-					d := r.sched.Quiet(in.n, in.attempts)
-					if k > 0 && !sleep(ctx, never, d.Backoff) {
-						return
-					}
-					r.attempt(ctx, c, in, PhaseQuiet, d)
+				in := queue[0]
+				queue = queue[1:]
+				mu.Unlock()
+				d := r.sched.Quiet(in.n, in.attempts)
+				if wait := time.Until(in.lastQuiet.Add(d.Backoff)); in.quietTries > 0 && wait > 0 && !sleep(ctx, never, wait) {
+					return
+				}
+				r.attempt(ctx, c, in, PhaseQuiet, d)
+				in.quietTries++
+				in.lastQuiet = time.Now()
+				if !in.resolved && in.quietTries < r.cfg.QuietAttempts {
+					mu.Lock()
+					queue = append(queue, in)
+					mu.Unlock()
 				}
 			}
 		})

@@ -1,16 +1,24 @@
 // Package chaos is the lab's chaos experiment: many clients against
-// several effectserver replicas on one store, while a seeded schedule
-// injects faults and a nemesis kills servers with SIGKILL, every attempt
-// recorded in a history that a checker judges against the store's own
-// journal of applied effects.
+// several replicas, the lab's effectserver on one store or a target (a
+// service the lab did not write, between its fault proxy and its effect
+// sink), while a seeded schedule injects faults and a nemesis kills
+// replicas with SIGKILL, every attempt recorded in a history that a
+// checker judges against the journal of applied effects (the store's, or
+// the sink's) by what the store or the target claims.
 //
 // # A run
 //
-// Run starts Config.Replicas servers (real subprocesses, loopback only,
-// started with -faults) on one store: durable replicas share one state
+// On a store, Run starts Config.Replicas servers (real subprocesses,
+// loopback only, started with -faults): durable replicas share one state
 // folder, postgres replicas one fresh database (made through
 // caserun.Databases), volatile replicas each their own folder, as the case
-// runner does. Then:
+// runner does. On a target (Config.Target), it runs the target's replicas
+// through caserun.TargetReplicas, the one place that runs them for the
+// cases too: each behind its fault proxy (the URL the clients call, kept
+// across restarts), all calling one sink, with the run's side services;
+// one replica unless the target claims a shared store (Result.ReplicasNote
+// says so). A target that counts its effects with a command cannot run
+// (NotRunnable): the checker needs the journal per intent. Then:
 //
 //  1. The chaos phase (Config.Duration). Config.Clients clients each take a
 //     new intent (its own key "chaos-N" and its own body, so the journal
@@ -19,32 +27,42 @@
 //     IntentWithin, each attempt with a client timeout of AttemptTimeout.
 //     Each attempt's replica, fault (X-Lab-Fault: drop-reply, delay=NNms,
 //     slow, stall=NNms, crash-before-effect, crash-after-effect,
-//     crash-after-record, and the lists "delay=NNms,drop-reply" and
+//     crash-after-record, fail-effect, fail-after-effect, give-up=NNms,
+//     and the lists "delay=NNms,drop-reply" and
 //     "stall=NNms,crash-after-effect") and the backoff before it come from
-//     Schedule.Attempt(intent, attempt), a pure function of the seed. A
+//     Schedule.Attempt(intent, attempt), a pure function of the seed; a
+//     fault of a kind the store or target cannot take (TargetFaults:
+//     target.Place; give-up only a target's proxy places) is not sent. A
 //     retry goes to a replica drawn afresh, so it often lands on another
-//     replica than the attempt it retries. A crash fault makes that server
-//     exit with code 23. The nemesis kills a replica with SIGKILL at the
-//     times Schedule.Kills draws (spaced KillEvery on average), never the
-//     last one running when there are several, and restarts it on the same
-//     state 20 to 200 ms later; the supervisor restarts a crashed replica
-//     after 10 ms. A replica keeps its port across restarts.
+//     replica than the attempt it retries. A crash fault makes the lab's
+//     server exit with code 23; on a target the proxy or the sink kills
+//     the replica's process group (a fault_kill event). The nemesis kills
+//     a replica with SIGKILL at the times Schedule.Kills draws (spaced
+//     KillEvery on average), never the last one running when there are
+//     several, and restarts it on the same state 20 to 200 ms later; the
+//     supervisor restarts a crashed replica after 10 ms, each restart in
+//     its own goroutine. Every planned kill is recorded: a kill, or a
+//     kill_skipped event with the reason. A replica keeps its URL across
+//     restarts.
 //  2. The quiet phase. Kills stop, every replica is brought up, and every
 //     intent without a 200 is retried (same key, no fault, the replicas in
 //     turn) until it gets one, QuietAttempts attempts, or QuietWithin has
 //     passed since the phase began: an intent still without a 200 is stuck.
-//  3. Every server is stopped with SIGTERM (a clean stop exits 0), and the
-//     journal of applied effects is read at every place (open.ReadState):
-//     the ground truth.
+//  3. Every replica is stopped with SIGTERM (a clean stop exits 0; a
+//     target's may end by the signal, 143), and the journal of applied
+//     effects is read at every place (the store's state, or the sink's
+//     journal with each effect's forwarded key, replica and time): the
+//     ground truth.
 //
 // Every attempt is recorded as an Attempt: intent, key, body SHA-256,
-// replica, attempt number, phase, start and end (microseconds on the
-// monotonic clock from the run's start), the fault sent, and the outcome
-// in Jepsen's terms: ok (a 200, its value and replay marker), fail
-// (refused, or another status: this attempt took no effect) or info (no
-// reply, or a timeout: outcome unknown, never counted as failed). Each
-// start, kill, exit (code 23 after a crash fault, -1 after a kill) and final
-// stop of a server is a ServerEvent in the same history, on the same clock.
+// client, replica, attempt number, phase, start and end (microseconds on
+// the monotonic clock from the run's start), the fault sent, and the
+// outcome in Jepsen's terms: ok (a 200, its value and replay marker), fail
+// (refused, or a 4xx: this attempt took no effect) or info (no reply, a
+// timeout, or a 5xx: outcome unknown, never counted as failed). Each
+// start, kill, skipped planned kill, fault's kill, exit (code 23 after a
+// crash fault of the lab's server, 137 after a kill) and final stop is a
+// ServerEvent in the same history, on the same clock.
 //
 // # The checker
 //
@@ -54,21 +72,28 @@
 // add nothing. Per intent: applied exactly once, applied twice or more
 // (duplicate), acknowledged but never applied (lost acknowledgement),
 // never acknowledged (stuck). Over the acknowledged values: each is an
-// effect of its own intent at its place, the non-replayed ones are unique
-// per place and increase with real time. The durable and postgres stores
-// promise none of these ever fires; the volatile store, whose keys live in
-// one process's memory, promises the same except duplicates, which its
-// design predicts after a restart or a retry on another replica: they are
-// counted and shown, not violations (Promised).
+// effect of its own intent at its place (applied before the reply ended,
+// where the journal says when), the non-replayed ones are unique per place
+// and increase with real time. What is a violation is the claims' word
+// (History.Promised): every store and target is held to every rule but the
+// duplicate, which only a durable store of keys rules out (shared, with
+// several replicas). The durable and postgres stores claim one; the
+// volatile store, whose keys live in one process's memory, and a target
+// claiming none show their duplicates after a restart or a retry on
+// another replica: counted and shown, the lesson, not violations.
 //
 // # Evidence
 //
-// Result.JSON is chaos.json: seed, parameters, counts, the verdict per
-// rule and the first MaxListed findings. Result.WriteHistory writes the
-// history as JSON Lines: a "run" header, the attempts and server events in
+// Result.JSON is one run of chaos.json: the store or the target, its
+// claims, seed, parameters, fault kinds, counts, the verdict per rule and
+// the first MaxListed findings. Result.WriteHistory writes the history as
+// JSON Lines: a "run" header (what ran, its claims, the seed and every
+// parameter the schedule depends on), the attempts and server events in
 // time order, then for each place a "place" line (its replicas and
-// counter) and its "effect" lines (value, body SHA-256): from that file
-// alone ReadHistory and CheckHistory give the verdict again.
+// counter) and its "effect" lines (value, body SHA-256; a sink's also key,
+// replica, time): from that file alone ReadHistory and CheckHistory give
+// the verdict again, and the audit draws the schedule again. SVG draws it
+// as a timeline a person reads, a pure function of the history.
 //
 // # What one seed fixes, and what varies
 //
@@ -85,8 +110,10 @@
 // the durable and postgres stores 0 duplicates, 0 lost acknowledgements, 0
 // stuck intents, and on every store 0 value findings, 0 unknown effects, a
 // journal whose counter equals its effects, every intent counted once as
-// applied once, duplicated or not applied, and every server exiting 0 on
-// the final SIGTERM. A run that breaks any of these is a finding.
+// applied once, duplicated or not applied, every planned kill landed or
+// skipped with its reason, and every server exiting 0 on the final
+// SIGTERM. A run that breaks any of these is a finding. On a target, what
+// holds is the target's own business: its findings are its result.
 //
 // # Bounds
 //
@@ -96,9 +123,10 @@
 // phase makes at most QuietAttempts per unresolved intent within
 // QuietWithin. Every attempt is bounded by AttemptTimeout, every server
 // start by ReadyWithin, every stop by StopWithin (then SIGKILL), the kill
-// plan by 10,000 kills. Every server Run starts has exited and been reaped
-// when Run returns, on every path (a cancelled ctx included), and the
-// state folder and the postgres database are removed.
+// plan by 10,000 kills. Every process Run starts (a target's whole process
+// group, its proxies, the sink and its side services too) has exited and
+// been reaped when Run returns, on every path (a cancelled ctx included),
+// and the state folder and the postgres database are removed.
 //
 // # Measured
 //

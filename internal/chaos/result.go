@@ -107,7 +107,7 @@ type Counts struct {
 	NotApplied           int         `json:"not_applied"`
 	LostAcks             int         `json:"lost_acks"`
 	Stuck                int         `json:"stuck"`
-	UnresolvedAfterChaos int         `json:"unresolved_after_chaos"` // intents the quiet phase retried
+	UnresolvedAfterChaos int         `json:"unresolved_after_chaos"` // intents the quiet phase retried: every one unresolved after the chaos phase, unless its bound ended first
 	LatencyP50US         int64       `json:"latency_ok_p50_us"`      // of attempts with a 200 reply
 	LatencyP99US         int64       `json:"latency_ok_p99_us"`
 	ChaosMS              int64       `json:"chaos_ms"` // wall time of each phase
@@ -188,7 +188,7 @@ type Result struct {
 // Name is the store's or the target's name.
 func (r Result) Name() string { return r.History.Name() }
 
-func newResult(cfg Config, h History, unresolved int, chaosWall, quietWall time.Duration, cappedIntents, cappedHistory bool) Result {
+func newResult(cfg Config, h History, chaosWall, quietWall time.Duration, cappedIntents, cappedHistory bool) Result {
 	c := CheckHistory(h)
 	p := parametersOf(cfg)
 	p.Replicas = h.Replicas
@@ -197,7 +197,6 @@ func newResult(cfg Config, h History, unresolved int, chaosWall, quietWall time.
 	n := &res.Counts
 	n.Intents, n.Acked, n.AppliedOnce, n.Duplicates, n.NotApplied, n.LostAcks, n.Stuck =
 		c.Intents, c.Acked, c.AppliedOnce, c.Duplicates, c.NotApplied, c.LostAcks, c.Stuck
-	n.UnresolvedAfterChaos = unresolved
 	n.ChaosMS, n.QuietMS = chaosWall.Milliseconds(), quietWall.Milliseconds()
 	countHistory(n, h)
 	return res
@@ -230,6 +229,13 @@ func countHistory(n *Counts, h History) {
 		}
 	}
 	n.LatencyP50US, n.LatencyP99US = percentile(lat, 50), percentile(lat, 99)
+	retried := map[int]bool{}
+	for _, a := range h.Attempts {
+		if a.Phase == PhaseQuiet {
+			retried[a.Intent] = true
+		}
+	}
+	n.UnresolvedAfterChaos = len(retried)
 	started := map[int]bool{}
 	n.PlannedKills = len(h.Schedule().Kills(time.Duration(h.DurationMS)*time.Millisecond, time.Duration(h.KillEveryMS)*time.Millisecond))
 	for _, e := range h.Servers {
