@@ -183,9 +183,9 @@ func pin(root, dir string) error {
 // chaos/ folder (runner -experiment chaos -duration 1s, see
 // testdata/fixture/README.md).
 
-// historyLines reads DIR/chaos-STORE.jsonl as decoded lines (key order is
-// kept by re-encoding through json.RawMessage-free maps: the audit does
-// not care about member order).
+// historyLines reads DIR/chaos-NAME.jsonl as decoded lines (NAME a store,
+// or target-T for target T; member order is not kept: the audit does not
+// care about it).
 func historyLines(dir, store string) ([]map[string]any, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "chaos-"+store+".jsonl"))
 	if err != nil {
@@ -229,9 +229,10 @@ func num(v any) int64 {
 	return i
 }
 
-// editChaosCounts adds delta to counts of STORE's run in DIR/chaos.json
-// and sets its latency percentiles from the history, as a forger keeping
-// chaos.json consistent with a forged history would; then rehashes.
+// editChaosCounts adds delta to counts of NAME's run in DIR/chaos.json
+// (NAME a store, or target-T for target T) and sets its latency
+// percentiles from the history, as a forger keeping chaos.json consistent
+// with a forged history would; then rehashes.
 func editChaosCounts(dir, store string, lines []map[string]any, delta map[string]int64) error {
 	var lat []int64
 	for _, l := range lines {
@@ -249,7 +250,7 @@ func editChaosCounts(dir, store string, lines []map[string]any, delta map[string
 	return editArray(dir, "chaos.json", "runs", func(runs []any) ([]any, error) {
 		for _, r := range runs {
 			run := r.(map[string]any)
-			if run["store"] != store {
+			if t, isTarget := strings.CutPrefix(store, "target-"); isTarget && run["target"] != t || !isTarget && run["store"] != store {
 				continue
 			}
 			counts := run["counts"].(map[string]any)
@@ -279,7 +280,7 @@ func addChaosCommands(cmds map[string]cmdtest.CommandFunc) {
 		at := num(last["start_us"]) + num(last["at_us"])
 		sum := sha256.Sum256([]byte("forged intent"))
 		ack := map[string]any{"kind": "attempt", "intent": 999999, "key": "chaos-999999", "body_sha256": hex.EncodeToString(sum[:]),
-			"replica": 0, "attempt": 0, "phase": "quiet", "start_us": at, "end_us": at + 1000, "fault": "", "type": "ok",
+			"client": 0, "replica": 0, "attempt": 0, "phase": "quiet", "start_us": at, "end_us": at + 1000, "fault": "", "type": "ok",
 			"outcome": "reply", "status": 200, "value": "1000000000", "replayed": false, "error": ""}
 		lines = slices.Insert(lines, i, ack)
 		lines[0]["attempts"] = num(lines[0]["attempts"]) + 1
@@ -334,5 +335,80 @@ func addChaosCommands(cmds map[string]cmdtest.CommandFunc) {
 			return err
 		}
 		return editChaosCounts(args[0], args[1], lines, map[string]int64{"effects": -1, "applied_once": -1, "not_applied": 1})
+	})
+	// chaos-fault DIR NAME: change the fault the first faulted chaos-phase
+	// attempt carried to another of one kind (slow, or drop-reply where it
+	// was slow), with chaos.json's fault counts following: only the
+	// schedule, drawn again from the seed, says what it was.
+	cmds["chaos-fault"] = command(2, "chaos-fault DIR NAME", func(args []string) error {
+		lines, err := historyLines(args[0], args[1])
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(lines, func(l map[string]any) bool {
+			return l["kind"] == "attempt" && l["phase"] == "chaos" && l["fault"] != ""
+		})
+		if i < 0 {
+			return fmt.Errorf("no chaos-phase attempt carried a fault")
+		}
+		old := lines[i]["fault"].(string)
+		repl := "slow"
+		if old == "slow" {
+			repl = "drop-reply"
+		}
+		lines[i]["fault"] = repl
+		if err := writeHistory(args[0], args[1], lines); err != nil {
+			return err
+		}
+		return editChaosFaults(args[0], args[1], old, repl)
+	})
+	// chaos-unkill DIR NAME: turn the nemesis's first kill into a planned
+	// kill skipped because the replica was down, with chaos.json's kills
+	// and kills_skipped following.
+	cmds["chaos-unkill"] = command(2, "chaos-unkill DIR NAME", func(args []string) error {
+		lines, err := historyLines(args[0], args[1])
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(lines, func(l map[string]any) bool { return l["kind"] == "kill" })
+		if i < 0 {
+			return fmt.Errorf("no kill in the history")
+		}
+		lines[i]["kind"], lines[i]["error"] = "kill_skipped", "the replica was down"
+		if err := writeHistory(args[0], args[1], lines); err != nil {
+			return err
+		}
+		return editChaosCounts(args[0], args[1], lines, map[string]int64{"kills": -1, "kills_skipped": 1})
+	})
+}
+
+// editChaosFaults moves one attempt's count in NAME's counts.faults in
+// DIR/chaos.json from the kinds of fault old to those of fault repl, then
+// rehashes.
+func editChaosFaults(dir, name, old, repl string) error {
+	kinds := func(v string) []string {
+		var out []string
+		for _, part := range strings.Split(v, ",") {
+			k, _, _ := strings.Cut(part, "=")
+			out = append(out, k)
+		}
+		return out
+	}
+	return editArray(dir, "chaos.json", "runs", func(runs []any) ([]any, error) {
+		for _, r := range runs {
+			run := r.(map[string]any)
+			if t, isTarget := strings.CutPrefix(name, "target-"); isTarget && run["target"] != t || !isTarget && run["store"] != name {
+				continue
+			}
+			faults := run["counts"].(map[string]any)["faults"].(map[string]any)
+			for _, k := range kinds(old) {
+				faults[k] = num(faults[k]) - 1
+			}
+			for _, k := range kinds(repl) {
+				faults[k] = num(faults[k]) + 1
+			}
+			return runs, nil
+		}
+		return nil, fmt.Errorf("chaos.json: no run of %s", name)
 	})
 }

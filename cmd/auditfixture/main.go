@@ -46,6 +46,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -62,6 +63,7 @@ import (
 	"idemlab/internal/retries"
 	"idemlab/internal/runner"
 	"idemlab/internal/schemacheck"
+	"idemlab/internal/target"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -200,7 +202,7 @@ func runRunner(ctx context.Context, checkout, dir string, f folder, tries int, l
 			return err
 		}
 		o := runner.Options{Root: checkout, Out: dir, Stores: protocol.Stores, PostgresAsked: true, Seed: 1,
-			Intents: runner.DefaultIntents, Retries: retries.Default, Chaos: runner.ChaosOptions{Duration: chaosDuration},
+			Intents: runner.DefaultIntents, Retries: retries.Default, Chaos: runner.ChaosOptions{Duration: chaosDuration, TargetDuration: chaosDuration},
 			Stdout: log, Stderr: log}
 		f.opts(&o)
 		fmt.Fprintf(log, "== auditfixture: %s (try %d of %d)\n", f.name, try, tries)
@@ -215,8 +217,9 @@ func runRunner(ctx context.Context, checkout, dir string, f folder, tries int, l
 }
 
 // writeRoot writes the fixture's root of data into root: go.mod, go.sum,
-// cases/ and schema/ from the checkout, the protocol constants and the
-// stand-in server.
+// cases/ and schema/ from the checkout, the shipped targets' folders (what
+// the audit reads of them: target.json, lock files, sources; not what
+// their setup made), the protocol constants and the stand-in server.
 func writeRoot(checkout, root string) error {
 	for _, f := range []string{"go.mod", "go.sum"} {
 		data, err := os.ReadFile(filepath.Join(checkout, f))
@@ -232,10 +235,43 @@ func writeRoot(checkout, root string) error {
 			return err
 		}
 	}
+	if err := copyTargets(filepath.Join(checkout, "targets"), filepath.Join(root, "targets")); err != nil {
+		return err
+	}
 	if err := writeFile(filepath.Join(root, "internal", "protocol", "protocol.go"), protocolFile()); err != nil {
 		return err
 	}
 	return writeFile(filepath.Join(root, "cmd", "effectserver", "main.go"), []byte(standInServer))
+}
+
+// setupMade are the names, at any depth of a target folder, that its setup
+// makes or that are not the target's: left out of the fixture, as the
+// folder's digest leaves them out.
+var setupMade = []string{"node_modules", target.SetupMarker, target.SetupLock, ".git"}
+
+// copyTargets copies the regular files of the targets folder from to to,
+// but setupMade.
+func copyTargets(from, to string) error {
+	return filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if slices.Contains(setupMade, d.Name()) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		rel, err := filepath.Rel(from, p)
+		if err != nil || d.IsDir() || !d.Type().IsRegular() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return writeFile(filepath.Join(to, rel), data)
+	})
 }
 
 // standInServer is the fixture's cmd/effectserver: what audit -rebuild
