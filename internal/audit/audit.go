@@ -113,9 +113,9 @@ func Audit(opts Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", manifestPath, unwrapPath(err))
 	}
-	mv, err := decodeJSON(data)
+	mv, err := decodeJSON(data, ValuesManifest)
 	if err != nil {
-		return nil, fmt.Errorf("%s: not valid JSON: %v", manifestPath, err)
+		return nil, fmt.Errorf("%s: %s", manifestPath, jsonRefusal(err))
 	}
 	manifest, ok := mv.(map[string]any)
 	if !ok {
@@ -147,6 +147,7 @@ func Audit(opts Options) (*Report, error) {
 			a.checkCalls(runs)
 			a.checkObservedProtocol(runs)
 			a.checkRunFile(results)
+			a.runDoc = nil // checked: not kept through the experiments' checks
 			a.checkReportFile(results)
 		}
 	} else if _, listed := a.listed["results.json"]; listed {

@@ -212,7 +212,7 @@ func (f *fixture) renderReport(t *testing.T) {
 	if err != nil {
 		return
 	}
-	v, err := decodeJSON(data)
+	v, err := decodeJSON(data, ValuesResults)
 	if err != nil {
 		return
 	}

@@ -6,31 +6,70 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
-// Size caps. The audit reads each input whole, then decodes it; a cap per
-// file bounds both, so that no evidence folder, however hostile, can make
-// the audit use more than a few hundred MiB (measured: see the closing
-// note of issue 8). Each cap is far above what the lab writes today (in
-// parentheses, the committed evidence of 18 runs and 188 calls) and far
-// below what would hurt: a file over its cap is refused unread.
+// The audit's caps, all in one place. Each input has a cap on its bytes
+// (a file over it is refused unread) and each JSON document one on its
+// values (objects, arrays, strings, numbers and literals, wherever they
+// are: decodeJSON refuses the document at the first value over it), so
+// that no evidence folder or checkout, however hostile, can make the
+// audit's memory grow without bound. Each cap is far above what the lab
+// writes (in parentheses: the committed evidence of 63 runs and 429
+// calls, and chaos histories of a 3 s run per store) and far below what
+// would hurt.
+//
+// Bytes: a JSON document decodes to at most ~180 bytes per value (a small
+// object), and a schema validation keeps ~300 bytes per failing value, so
+// the value caps, not the byte caps, bound those. The audit keeps the
+// bytes of the files its checks read (results.json, run.json, REPORT.md,
+// the experiments' files) for the whole audit (the bytes checked are the
+// bytes hashed), and only hashes the others, a stream at a time. A chaos
+// history is read line by line, never whole (chaos.go).
+//
+// Measured at the caps (internal/audit/testdata/worstcase.sh, which
+// writes each worst case and runs the audit under /usr/bin/time -v):
+// see the commit that set these caps.
 const (
-	CapManifest = 1 << 20  // manifest.json (8 KB): ~90 bytes per source file
-	CapResults  = 8 << 20  // results.json (41 KB): ~220 bytes per call, ~38,000 calls
-	CapRun      = 32 << 20 // run.json (67 KB): server log lines, ~4 times results.json
-	CapReport   = 8 << 20  // REPORT.md (17 KB): one table row per call
-	CapRetries  = 64 << 10 // retries.json (1 KB): four rows
-	CapJitter   = 1 << 20  // jitter.json (6 KB): a fixed model's buckets
-	CapSVG      = 4 << 20  // jitter.svg (42 KB): a fixed model's bars
-	CapSource   = 4 << 20  // any one source, case or schema file (the largest is go.sum)
-	CapOther    = 1 << 20  // any other file named in manifest.files
+	CapManifest  = 1 << 20   // manifest.json (16 KB): ~90 bytes per source file
+	CapResults   = 8 << 20   // results.json (100 KB): ~230 bytes per call, ~36,000 calls
+	CapRun       = 32 << 20  // run.json (197 KB): server log lines, ~2 times results.json
+	CapReport    = 8 << 20   // REPORT.md (52 KB): one table row per call
+	CapRetries   = 64 << 10  // retries.json (3 KB): thirteen rows
+	CapJitter    = 1 << 20   // jitter.json (6 KB): a fixed model's buckets
+	CapSVG       = 4 << 20   // jitter.svg (42 KB): a fixed model's bars
+	CapStatement = 1 << 20   // statement.intoto.json (9 KB): ~150 bytes per evidence and case file
+	CapHistory   = 256 << 20 // a chaos history (0.7 MB): see below
+	CapSource    = 4 << 20   // any one source, case or schema file (the largest is go.sum)
+	CapOther     = 1 << 20   // chaos.json (20 KB) and any other file named in manifest.files
 )
 
-// fileCaps gives each evidence file its cap; others get CapOther.
+// CapHistory: a 10-minute soak (the runner's longest -duration) stops at
+// the chaos experiment's 300,000 attempts (internal/chaos MaxHistory), at
+// ~340 bytes a line about 100 MB; 256 MiB is 2.5 times that. The audit
+// keeps a few dozen bytes per intent and per acknowledgement (chaos.go),
+// not the lines, each at most maxHistoryLine bytes (the runner shortens
+// errors and reply bodies: a line is a few hundred bytes).
+const maxHistoryLine = 64 << 10
+
+// Values per JSON document.
+const (
+	ValuesManifest  = 50_000  // manifest.json (370): one per source and evidence file
+	ValuesResults   = 100_000 // results.json (3,957): ~9 per call, ~11,000 calls
+	ValuesRun       = 100_000 // run.json (3,472): ~5 per call and one per server log line
+	ValuesRetries   = 5_000   // retries.json (125): thirteen rows
+	ValuesJitter    = 50_000  // jitter.json (5,531): a fixed model's buckets
+	ValuesChaos     = 50_000  // chaos.json (600): ~200 per store, with its 100 findings listed
+	ValuesStatement = 50_000  // statement.intoto.json (205): two per evidence and case file
+	ValuesCase      = 50_000  // a case file (~40)
+	ValuesLine      = 1 << 16 // a chaos history line (17 at most, or a place's replicas)
+)
+
+// fileCaps gives each evidence file its cap of bytes; others get CapOther.
 var fileCaps = map[string]int64{
 	"manifest.json": CapManifest, "results.json": CapResults, "run.json": CapRun, "REPORT.md": CapReport,
-	RetriesFile: CapRetries, JitterFile: CapJitter, "jitter.svg": CapSVG,
+	RetriesFile: CapRetries, JitterFile: CapJitter, JitterSVGFile: CapSVG, StatementFile: CapStatement,
 }
 
 // capOf returns the size cap of evidence file name.
@@ -38,7 +77,16 @@ func capOf(name string) int64 {
 	if c, ok := fileCaps[name]; ok {
 		return c
 	}
+	if chaosHistoryName.MatchString(name) {
+		return CapHistory
+	}
 	return CapOther
+}
+
+// valueCaps gives each evidence JSON document its cap of values.
+var valueCaps = map[string]int{
+	"manifest.json": ValuesManifest, "results.json": ValuesResults, "run.json": ValuesRun,
+	RetriesFile: ValuesRetries, JitterFile: ValuesJitter, ChaosFile: ValuesChaos, StatementFile: ValuesStatement,
 }
 
 var (
@@ -109,14 +157,30 @@ func readRegularFile(name string, limit int64) ([]byte, error) {
 	if fi2, err := f.Stat(); err != nil || !os.SameFile(fi, fi2) {
 		return nil, errors.New("changed while being read")
 	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
+	return readUpTo(f, min(fi.Size(), limit), limit)
+}
+
+// readUpTo reads r to its end into a buffer sized for the expected
+// bytes (io.ReadAll would grow it by doubling, and leave twice the room
+// in garbage), refusing more than limit bytes.
+func readUpTo(r io.Reader, expected, limit int64) ([]byte, error) {
+	data := make([]byte, 0, expected+1) // one more: the read that finds the end
+	for {
+		if len(data) == cap(data) { // the file grew while being read
+			data = slices.Grow(data, 1)
+		}
+		n, err := r.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if int64(len(data)) > limit {
+			return nil, &tooLargeError{int64(len(data)), limit}
+		}
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	if int64(len(data)) > limit {
-		return nil, &tooLargeError{int64(len(data)), limit}
-	}
-	return data, nil
 }
 
 // checkDir returns an error unless dir is a directory that is not a

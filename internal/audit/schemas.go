@@ -50,9 +50,14 @@ func LoadSchemas(root string) (*Schemas, error) {
 	return &Schemas{Case: out[0], Results: out[1], Manifest: out[2], Run: out[3], Jitter: out[4], Retries: out[5]}, nil
 }
 
+// maxSchemaLines bounds the lines validate returns; the rest are counted
+// in one more line.
+const maxSchemaLines = 100
+
 // validate returns one "PATH: MESSAGE" line per leaf cause, sorted and
 // deduplicated (a ValidationError prints only its first cause, and cause
-// order follows map iteration). PATH is a JSON pointer, "(root)" for the
+// order follows map iteration), the first maxSchemaLines of them and then
+// "N more schema failures". PATH is a JSON pointer, "(root)" for the
 // whole document.
 func validate(s *jsonschema.Schema, v any) []string {
 	err := s.Validate(v)
@@ -85,6 +90,9 @@ func validate(s *jsonschema.Schema, v any) []string {
 	}
 	walk(ve)
 	sort.Strings(lines)
+	if len(lines) > maxSchemaLines {
+		lines = append(lines[:maxSchemaLines:maxSchemaLines], fmt.Sprintf("%d more schema failures", len(lines)-maxSchemaLines))
+	}
 	return lines
 }
 
@@ -109,8 +117,9 @@ func (a *auditor) manifestSchema(v any) {
 // evidenceSchemas validates results.json and run.json and returns the
 // decoded results when they are valid, nil otherwise.
 func (a *auditor) evidenceSchemas() map[string]any {
-	results, _ := a.jsonDoc("results.json", a.schemas.Results).(map[string]any)
+	results, _ := a.jsonDoc("results.json", a.schemas.Results).(map[string]any) // its bytes: read again by the statement checks
 	a.runDoc, _ = a.jsonDoc("run.json", a.schemas.Run).(map[string]any)
+	a.release("run.json")
 	return results
 }
 
@@ -123,9 +132,9 @@ func (a *auditor) jsonDoc(name string, s *jsonschema.Schema) any {
 	if !ok {
 		return nil // not listed, or unreadable: a file failure says which
 	}
-	v, err := decodeJSON(data)
+	v, err := decodeJSON(data, valueCaps[name])
 	if err != nil {
-		a.failf(CheckSchema, "%s: not valid JSON: %v", name, err)
+		a.failf(CheckSchema, "%s: %s", name, jsonRefusal(err))
 		return nil
 	}
 	lines := validate(s, v)

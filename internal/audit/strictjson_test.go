@@ -31,7 +31,7 @@ func TestDecodeJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v, err := decodeJSON([]byte(tt.in))
+			v, err := decodeJSON([]byte(tt.in), ValuesResults)
 			switch {
 			case tt.err == "" && err != nil:
 				t.Fatalf("decodeJSON(%q) error = %v, want nil", tt.in, err)
@@ -39,6 +39,31 @@ func TestDecodeJSON(t *testing.T) {
 				t.Fatalf("decodeJSON(%q) = %v, %v, want an error containing %q", tt.in, v, err, tt.err)
 			}
 		})
+	}
+}
+
+// Ensure a document is refused at its first value over the cap of
+// values, before any error further on, and read whole at the cap.
+func TestDecodeJSONValueCap(t *testing.T) {
+	for _, tt := range []struct {
+		in     string
+		values int
+		err    string // "" for success
+	}{
+		{`{"a": [1, "x", {"b": null}], "c": true}`, 7, ""},
+		{`{"a": [1, "x", {"b": null}], "c": true}`, 6, "over the cap of 6 JSON values"},
+		{`[1, 2, 3, x]`, 3, "over the cap of 3 JSON values"},
+		{`[1, 2, 3, x]`, 5, "invalid character 'x'"},
+		{`[[], {}, ""]`, 4, ""},
+		{`[[], {}, ""]`, 3, "over the cap of 3 JSON values"},
+	} {
+		v, err := decodeJSON([]byte(tt.in), tt.values)
+		switch {
+		case tt.err == "" && err != nil:
+			t.Errorf("decodeJSON(%q, %d) error = %v, want nil", tt.in, tt.values, err)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("decodeJSON(%q, %d) = %v, %v, want an error containing %q", tt.in, tt.values, v, err, tt.err)
+		}
 	}
 }
 
@@ -50,7 +75,7 @@ func FuzzDecodeJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		v, err := decodeJSON(data)
+		v, err := decodeJSON(data, len(data)) // a value takes a byte at least: never over the cap
 		if err != nil {
 			if json.Valid(data) && utf8.Valid(data) && !strings.Contains(err.Error(), "duplicate member name") && !strings.Contains(err.Error(), "nested deeper") {
 				t.Fatalf("decodeJSON(%q) error = %v, but encoding/json reads it", data, err)

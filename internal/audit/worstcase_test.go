@@ -41,24 +41,24 @@ func nestedChain(depth int) string {
 	return strings.Repeat(`{"":`, depth-1) + "{}" + strings.Repeat("}", depth-1)
 }
 
-// jsonArrayOf writes prefix, then elem repeated (comma-separated) while
-// the whole fits in size bytes, then suffix, padded with spaces (white
-// space after a JSON value) to exactly size bytes.
-func jsonArrayOf(size int64, prefix, elem, suffix string) func(w io.Writer) error {
+// jsonAtCaps writes a JSON document at both its caps: prefix (holding
+// prefixValues values), then elem (holding elemValues) repeated,
+// comma-separated, while the document stays under values values, then
+// one string element as long as the document needs to be size bytes,
+// then suffix.
+func jsonAtCaps(size int64, values int, prefix string, prefixValues int, elem string, elemValues int, suffix string) func(w io.Writer) error {
 	return func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 1<<20)
-		n := int64(len(prefix) + len(suffix))
+		n, vals := int64(len(prefix)+len(suffix)), prefixValues
 		bw.WriteString(prefix)
-		for i := 0; n+int64(len(elem))+1 <= size; i++ {
-			if i > 0 {
-				bw.WriteByte(',')
-				n++
-			}
-			bw.WriteString(elem)
-			n += int64(len(elem))
+		const filler = 3 // `,""`: the string element, empty
+		for vals+elemValues+1 <= values && n+int64(len(elem))+1+filler <= size {
+			bw.WriteString(elem + ",")
+			n += int64(len(elem)) + 1
+			vals += elemValues
 		}
+		bw.WriteString(`"` + strings.Repeat("a", int(size-n-2)) + `"`)
 		bw.WriteString(suffix)
-		bw.WriteString(strings.Repeat(" ", int(size-n)))
 		return bw.Flush()
 	}
 }
@@ -229,27 +229,35 @@ var historyShapes = map[string]struct {
 // validator report one cause per element, an array of numbers where
 // objects belong.
 func worstCases() []worstCase {
-	chain := nestedChain(maxDepth - 2) // inside {"x":[...]}, as deep as the parser allows
-	nested := func(size int64) func(io.Writer) error { return jsonArrayOf(size, `{"x":[`, chain, "]}") }
+	const depth = maxDepth - 2 // inside {"x":[...]}, as deep as the parser allows
+	chain := nestedChain(depth)
+	nested := func(size int64, values int) func(io.Writer) error {
+		return jsonAtCaps(size, values, `{"x":[`, 2, chain, depth, "]}")
+	}
+	// invalid is an array of numbers where the schema wants objects: one
+	// cause per element.
+	invalid := func(size int64, values int, prefix string, prefixValues int) func(io.Writer) error {
+		return jsonAtCaps(size, values, prefix, prefixValues, "0", 1, "]}")
+	}
 	hist := func(shape string) func(io.Writer) error {
 		s := historyShapes[shape]
-		return chaosHistoryOf(CapHistory, "volatile", s.body, s.effects)
+		return chaosHistoryOf(CapHistory, "durable", s.body, s.effects)
 	}
 	cases := []worstCase{
-		{name: "run-nested", files: map[string]func(io.Writer) error{"run.json": nested(CapRun)}},
-		{name: "run-invalid", files: map[string]func(io.Writer) error{"run.json": jsonArrayOf(CapRun, `{"schema_version":1,"started_utc":"x","wall_ms":0,"parallel":1,"runs":[`, "0", "]}")}},
-		{name: "results-nested", files: map[string]func(io.Writer) error{"results.json": nested(CapResults)}},
-		{name: "results-invalid", files: map[string]func(io.Writer) error{"results.json": jsonArrayOf(CapResults, `{"schema_version":1,"runs":[`, "0", "]}")}},
-		{name: "manifest-nested", files: map[string]func(io.Writer) error{"manifest.json": nested(CapManifest)}},
-		{name: "statement-nested", files: map[string]func(io.Writer) error{StatementFile: nested(CapStatement)}},
-		{name: "chaos-nested", files: map[string]func(io.Writer) error{ChaosFile: nested(capOf(ChaosFile))}},
-		{name: "jitter-nested", files: map[string]func(io.Writer) error{JitterFile: nested(CapJitter)}},
-		{name: "retries-nested", files: map[string]func(io.Writer) error{RetriesFile: nested(CapRetries)}},
+		{name: "run-nested", files: map[string]func(io.Writer) error{"run.json": nested(CapRun, ValuesRun)}},
+		{name: "run-invalid", files: map[string]func(io.Writer) error{"run.json": invalid(CapRun, ValuesRun, `{"schema_version":1,"started_utc":"x","wall_ms":0,"parallel":1,"runs":[`, 6)}},
+		{name: "results-nested", files: map[string]func(io.Writer) error{"results.json": nested(CapResults, ValuesResults)}},
+		{name: "results-invalid", files: map[string]func(io.Writer) error{"results.json": invalid(CapResults, ValuesResults, `{"schema_version":1,"runs":[`, 3)}},
+		{name: "manifest-nested", files: map[string]func(io.Writer) error{"manifest.json": nested(CapManifest, ValuesManifest)}},
+		{name: "statement-nested", files: map[string]func(io.Writer) error{StatementFile: nested(CapStatement, ValuesStatement)}},
+		{name: "chaos-nested", files: map[string]func(io.Writer) error{ChaosFile: nested(capOf(ChaosFile), ValuesChaos)}},
+		{name: "jitter-nested", files: map[string]func(io.Writer) error{JitterFile: nested(CapJitter, ValuesJitter)}},
+		{name: "retries-nested", files: map[string]func(io.Writer) error{RetriesFile: nested(CapRetries, ValuesRetries)}},
 		{name: "report-big", files: map[string]func(io.Writer) error{"REPORT.md": plainBytes(CapReport, "| a | b |\n")}},
 		{name: "svg-big", files: map[string]func(io.Writer) error{JitterSVGFile: plainBytes(CapSVG, "<g></g>\n")}},
 	}
 	for _, shape := range []string{"acked", "stuck", "events", "unknown-effects", "mismatch"} {
-		cases = append(cases, worstCase{name: "history-" + shape, files: map[string]func(io.Writer) error{chaosHistoryFile("volatile"): hist(shape)}})
+		cases = append(cases, worstCase{name: "history-" + shape, files: map[string]func(io.Writer) error{chaosHistoryFile("durable"): hist(shape)}})
 	}
 	others := map[string]func(io.Writer) error{}
 	for i := range otherFiles {
@@ -257,10 +265,10 @@ func worstCases() []worstCase {
 	}
 	cases = append(cases, worstCase{name: "other-files", files: others})
 	all := map[string]func(io.Writer) error{
-		"run.json": nested(CapRun), "results.json": nested(CapResults), StatementFile: nested(CapStatement),
-		JitterFile: nested(CapJitter), RetriesFile: nested(CapRetries),
+		"run.json": nested(CapRun, ValuesRun), "results.json": invalid(CapResults, ValuesResults, `{"schema_version":1,"runs":[`, 3),
+		StatementFile: nested(CapStatement, ValuesStatement), JitterFile: nested(CapJitter, ValuesJitter), RetriesFile: nested(CapRetries, ValuesRetries),
 		"REPORT.md": plainBytes(CapReport, "| a | b |\n"), JitterSVGFile: plainBytes(CapSVG, "<g></g>\n"),
-		chaosHistoryFile("volatile"): hist("acked"),
+		chaosHistoryFile("durable"): hist("acked"),
 	}
 	for name, w := range others {
 		all[name] = w

@@ -17,7 +17,7 @@
 # AUDIT=path measures another build of the audit; CASES="run-nested all"
 # measures only those cases.
 # Prints one line per case: its name, the audit's exit status, peak RSS
-# in MB and wall time in seconds.
+# in MB, wall time and CPU time (user and system) in seconds.
 set -eu
 root=${ROOT:-$(pwd)}
 out=${1:-$(mktemp -d)}
@@ -28,7 +28,7 @@ if [ ! -d "$out/cases" ]; then
 	go test ./internal/audit -run '^TestWriteWorstCases$' -count=1 \
 		-worstcase.out "$out/cases" -worstcase.base "$root/evidence" >/dev/null
 fi
-printf '%-24s %6s %8s %8s\n' case exit rss_MB wall_s
+printf '%-24s %4s %7s %7s %7s\n' case exit rss_MB wall_s cpu_s
 for d in "$out"/cases/*/; do
 	name=$(basename "$d")
 	if [ -n "${CASES:-}" ] && ! echo " $CASES " | grep -q " $name "; then
@@ -38,5 +38,6 @@ for d in "$out"/cases/*/; do
 	/usr/bin/time -v -o "$out/$name.time" "$audit" -root "$root" "$d" >"$out/$name.out" 2>&1 || status=$?
 	rss=$(awk -F': ' '/Maximum resident set size/ {printf "%.0f", $2 / 1024}' "$out/$name.time")
 	wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {n = split($2, p, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + p[i]; printf "%.1f", s}' "$out/$name.time")
-	printf '%-24s %6s %8s %8s\n' "$name" "$status" "$rss" "$wall"
+	cpu=$(awk -F': ' '/(User|System) time \(seconds\)/ {s += $2} END {printf "%.1f", s}' "$out/$name.time")
+	printf '%-24s %4s %7s %7s %7s\n' "$name" "$status" "$rss" "$wall" "$cpu"
 done
