@@ -25,12 +25,21 @@ import (
 // the value caps, not the byte caps, bound those. The audit keeps the
 // bytes of the files its checks read (results.json, run.json, REPORT.md,
 // the experiments' files) for the whole audit (the bytes checked are the
-// bytes hashed), and only hashes the others, a stream at a time. A chaos
-// history is read line by line, never whole (chaos.go).
+// bytes hashed) or until their last reader is done, and only hashes the
+// others, a stream at a time. A chaos history is read line by line,
+// never whole (chaoshistory.go).
 //
-// Measured at the caps (internal/audit/testdata/worstcase.sh, which
-// writes each worst case and runs the audit under /usr/bin/time -v):
-// see the commit that set these caps.
+// Measured at the caps by internal/audit/testdata/worstcase.sh (it
+// writes each worst case of worstCases, worstcase_test.go, into a copy
+// of the checkout's evidence and runs the audit on it under
+// /usr/bin/time -v; 2 shared cores): a peak RSS of 195 MB at most, with
+// every file at its caps at once (4.3 s of CPU); alone, a 256 MiB history
+// of one acknowledged intent a line 167 MB (4 s), a run.json of 100,000
+// nested objects and a 31 MiB string 122 MB, one of 100,000 schema
+// failures 162 MB; 245 MB at most without MemoryLimit. Before these caps
+// (fb85c4c) the same inputs took up to 2.4 GB (the 32 MiB
+// run.json of nested objects), 6 GB (an 8 MiB results.json of schema
+// failures), or ran out of memory.
 const (
 	CapManifest  = 1 << 20   // manifest.json (16 KB): ~90 bytes per source file
 	CapResults   = 8 << 20   // results.json (100 KB): ~230 bytes per call, ~36,000 calls
@@ -45,12 +54,20 @@ const (
 	CapOther     = 1 << 20   // chaos.json (20 KB) and any other file named in manifest.files
 )
 
+// MemoryLimit is the soft limit cmd/audit sets on the Go runtime's memory
+// (debug.SetMemoryLimit), unless GOMEMLIMIT sets one: the caps bound what
+// the audit keeps (about 160 MB at the worst case measured), the limit
+// the garbage kept beside it, which the collector would otherwise let
+// grow as large again.
+const MemoryLimit = 192 << 20
+
 // CapHistory: a 10-minute soak (the runner's longest -duration) stops at
 // the chaos experiment's 300,000 attempts (internal/chaos MaxHistory), at
 // ~340 bytes a line about 100 MB; 256 MiB is 2.5 times that. The audit
-// keeps a few dozen bytes per intent and per acknowledgement (chaos.go),
-// not the lines, each at most maxHistoryLine bytes (the runner shortens
-// errors and reply bodies: a line is a few hundred bytes).
+// keeps about 100 bytes per intent and 50 per acknowledgement
+// (chaoshistory.go), not the lines, each at most maxHistoryLine bytes
+// (the runner shortens errors and reply bodies: a line is a few hundred
+// bytes).
 const maxHistoryLine = 64 << 10
 
 // Values per JSON document.

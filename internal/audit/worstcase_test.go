@@ -9,30 +9,33 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// The audit's worst cases: each an evidence file at (or near) its cap,
-// shaped to cost the audit the most memory per byte. TestWorstCases writes
-// each into a copy of an evidence folder and checks the audit's verdict.
-// With -worstcase.out DIR it also writes each folder into DIR, a copy of
-// -worstcase.base (the lab's own evidence by default) with one file
-// replaced and the manifest's hash of it updated, for
-// testdata/worstcase.sh, which measures the audit on each with
-// /usr/bin/time -v. See the caps in read.go.
+// The audit's worst cases: each an evidence file at its caps (bytes and
+// values, read.go), shaped to cost the audit the most memory per byte.
+// TestWorstCases checks the audit's verdict on each JSON one, and
+// TestChaosHistoryShapes the checker's on each history shape; with
+// -worstcase.out DIR, TestWorstCases also writes every case at full size
+// into DIR (about 2.5 GB), each a copy of -worstcase.base (by default the
+// checkout's evidence/) with its files replaced and manifest.files
+// updated: testdata/worstcase.sh then measures the audit on each with
+// /usr/bin/time -v.
 var (
 	worstCaseOut  = flag.String("worstcase.out", "", "also write every worst-case evidence folder, at full size, into this folder")
-	worstCaseBase = flag.String("worstcase.base", "", "the evidence folder the written worst cases copy (default: a fixture's)")
+	worstCaseBase = flag.String("worstcase.base", filepath.Join("..", "..", "evidence"), "the evidence folder the cases written by -worstcase.out copy")
 )
 
-// A worstCase is one evidence file replaced by a hostile one.
+// A worstCase is evidence files replaced by hostile ones.
 type worstCase struct {
 	name  string
 	files map[string]func(w io.Writer) error // evidence file -> its writer
-	want  string                             // a line the audit must print (a failure, or its error)
+	want  string                             // the audit prints a line holding this; "": only measured (histories: see TestChaosHistoryShapes)
 }
 
 // nestedChain is a chain of depth objects {"":{"":...{}...}}: five
@@ -202,7 +205,8 @@ var historyShapes = map[string]struct {
 	},
 	// Half the bytes acknowledgements of intent 0 with value 0, half
 	// effects of intent 0: one duplicate applied on every effect line, and
-	// a value_mismatch per acknowledgement, each naming every effect.
+	// a value_mismatch (and a value_reused) per acknowledgement, each
+	// naming where the intent was applied.
 	"mismatch": {
 		body: func(h *historyWriter) {
 			for a := 0; int64(h.buf.Len()) < h.size/2; a++ {
@@ -243,18 +247,52 @@ func worstCases() []worstCase {
 		s := historyShapes[shape]
 		return chaosHistoryOf(CapHistory, "durable", s.body, s.effects)
 	}
+	const extra = `: (root): additionalProperties 'x' not allowed`
+	runPrefix, resultsPrefix := `{"schema_version":1,"started_utc":"x","wall_ms":0,"parallel":1,"runs":[`, `{"schema_version":1,"runs":[`
 	cases := []worstCase{
-		{name: "run-nested", files: map[string]func(io.Writer) error{"run.json": nested(CapRun, ValuesRun)}},
-		{name: "run-invalid", files: map[string]func(io.Writer) error{"run.json": invalid(CapRun, ValuesRun, `{"schema_version":1,"started_utc":"x","wall_ms":0,"parallel":1,"runs":[`, 6)}},
-		{name: "results-nested", files: map[string]func(io.Writer) error{"results.json": nested(CapResults, ValuesResults)}},
-		{name: "results-invalid", files: map[string]func(io.Writer) error{"results.json": invalid(CapResults, ValuesResults, `{"schema_version":1,"runs":[`, 3)}},
-		{name: "manifest-nested", files: map[string]func(io.Writer) error{"manifest.json": nested(CapManifest, ValuesManifest)}},
-		{name: "statement-nested", files: map[string]func(io.Writer) error{StatementFile: nested(CapStatement, ValuesStatement)}},
-		{name: "chaos-nested", files: map[string]func(io.Writer) error{ChaosFile: nested(capOf(ChaosFile), ValuesChaos)}},
-		{name: "jitter-nested", files: map[string]func(io.Writer) error{JitterFile: nested(CapJitter, ValuesJitter)}},
-		{name: "retries-nested", files: map[string]func(io.Writer) error{RetriesFile: nested(CapRetries, ValuesRetries)}},
-		{name: "report-big", files: map[string]func(io.Writer) error{"REPORT.md": plainBytes(CapReport, "| a | b |\n")}},
-		{name: "svg-big", files: map[string]func(io.Writer) error{JitterSVGFile: plainBytes(CapSVG, "<g></g>\n")}},
+		{"run-nested", map[string]func(io.Writer) error{"run.json": nested(CapRun, ValuesRun)}, "run.json" + extra},
+		// All but 100 of the schema's failures counted in one line: the
+		// values but the prefix's 6 are elements, each a failure.
+		{"run-invalid", map[string]func(io.Writer) error{"run.json": invalid(CapRun, ValuesRun, runPrefix, 6)},
+			fmt.Sprintf("run.json: %d more schema failures", ValuesRun-6-maxSchemaLines)},
+		{"results-nested", map[string]func(io.Writer) error{"results.json": nested(CapResults, ValuesResults)}, "results.json" + extra},
+		{"results-invalid", map[string]func(io.Writer) error{"results.json": invalid(CapResults, ValuesResults, resultsPrefix, 3)},
+			fmt.Sprintf("results.json: %d more schema failures", ValuesResults-3-maxSchemaLines)},
+		{"manifest-nested", map[string]func(io.Writer) error{"manifest.json": nested(CapManifest, ValuesManifest)}, "manifest.json" + extra},
+		{"statement-nested", map[string]func(io.Writer) error{StatementFile: nested(CapStatement, ValuesStatement)}, StatementFile + extra},
+		{"chaos-nested", map[string]func(io.Writer) error{ChaosFile: nested(capOf(ChaosFile), ValuesChaos)}, ChaosFile + extra},
+		{"jitter-nested", map[string]func(io.Writer) error{JitterFile: nested(CapJitter, ValuesJitter)}, JitterFile + extra},
+		{"retries-nested", map[string]func(io.Writer) error{RetriesFile: nested(CapRetries, ValuesRetries)}, RetriesFile + extra},
+		{"report-big", map[string]func(io.Writer) error{"REPORT.md": plainBytes(CapReport, "| a | b |\n")},
+			`REPORT.md: differs from the audit's own rendering of the verified runs: line 1: expected "# idemlab report", observed "| a | b |"`},
+		{"svg-big", map[string]func(io.Writer) error{JitterSVGFile: plainBytes(CapSVG, "<g></g>\n")},
+			`jitter.svg: differs from the audit's own drawing of the jitter model: line 1: expected "<svg`},
+	}
+	// The issue's probe: documents filling their byte caps with nested
+	// objects or with numbers where objects belong, far over the caps of
+	// values: refused at the first value over.
+	over := func(name string) string {
+		return fmt.Sprintf("%s: over the cap of %d JSON values", name, valueCaps[name])
+	}
+	cases = append(cases,
+		worstCase{"run-probe-nested", map[string]func(io.Writer) error{"run.json": nested(CapRun, math.MaxInt)}, over("run.json")},
+		worstCase{"run-probe-invalid", map[string]func(io.Writer) error{"run.json": invalid(CapRun, math.MaxInt, runPrefix, 6)}, over("run.json")},
+		worstCase{"results-probe-nested", map[string]func(io.Writer) error{"results.json": nested(CapResults, math.MaxInt)}, over("results.json")},
+		worstCase{"results-probe-invalid", map[string]func(io.Writer) error{"results.json": invalid(CapResults, math.MaxInt, resultsPrefix, 3)}, over("results.json")},
+	)
+	// One value over each document's cap: refused there.
+	for _, name := range sortedKeys(valueCaps) {
+		limit := valueCaps[name]
+		size := min(capOf(name), 4*int64(limit))
+		cases = append(cases, worstCase{"values-" + name, map[string]func(io.Writer) error{name: jsonAtCaps(size, limit+1, `{"x":[`, 2, "0", 1, "]}")},
+			fmt.Sprintf("%s: over the cap of %d JSON values", name, limit)})
+	}
+	// The bytes over each cap: refused unread.
+	for _, name := range sortedKeys(fileCaps) {
+		if limit := fileCaps[name]; name != "manifest.json" {
+			cases = append(cases, worstCase{"bytes-" + name, map[string]func(io.Writer) error{name: plainBytes(limit+1, " ")},
+				fmt.Sprintf("file %s: %d bytes, over the cap of %d bytes", name, limit+1, limit)})
+		}
 	}
 	for _, shape := range []string{"acked", "stuck", "events", "unknown-effects", "mismatch"} {
 		cases = append(cases, worstCase{name: "history-" + shape, files: map[string]func(io.Writer) error{chaosHistoryFile("durable"): hist(shape)}})
@@ -263,7 +301,7 @@ func worstCases() []worstCase {
 	for i := range otherFiles {
 		others[fmt.Sprintf("other-%03d.bin", i)] = plainBytes(CapOther, "x")
 	}
-	cases = append(cases, worstCase{name: "other-files", files: others})
+	cases = append(cases, worstCase{"other-files", others, "statement.intoto.json: subject other-000.bin: missing (every evidence file and manifest.json is a subject)"})
 	all := map[string]func(io.Writer) error{
 		"run.json": nested(CapRun, ValuesRun), "results.json": invalid(CapResults, ValuesResults, `{"schema_version":1,"runs":[`, 3),
 		StatementFile: nested(CapStatement, ValuesStatement), JitterFile: nested(CapJitter, ValuesJitter), RetriesFile: nested(CapRetries, ValuesRetries),
@@ -339,6 +377,12 @@ func writeWorstCase(dir, base string, c worstCase) error {
 			files[name] = sum
 		}
 	}
+	if _, ok := c.files[ChaosFile]; ok { // read only when the selection has the chaos experiment
+		sel, _ := m["selection"].(map[string]any)
+		if exps, _ := sel["experiments"].([]any); !slices.Contains(exps, any("chaos")) {
+			sel["experiments"] = append(exps, "chaos")
+		}
+	}
 	out, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
@@ -346,17 +390,127 @@ func writeWorstCase(dir, base string, c worstCase) error {
 	return os.WriteFile(mp, append(out, '\n'), 0o644)
 }
 
-// Ensure the written worst cases are what they claim: a folder per
-// case, with each of its files at the size stated and listed in the
-// manifest with its hash.
-func TestWriteWorstCases(t *testing.T) {
-	if *worstCaseOut == "" {
-		t.Skip("no -worstcase.out")
-	}
-	base := *worstCaseBase
+// Ensure each JSON worst case, at its caps, is read whole and checked (its
+// schema's failures bounded), and one value or one byte over a cap is
+// refused, with the line saying so. With -worstcase.out, every case (the
+// histories and "all" too) is also written at full size for
+// testdata/worstcase.sh, each a copy of -worstcase.base.
+func TestWorstCases(t *testing.T) {
+	f := newFixture(t)
+	addExperiments(t, f)
 	for _, c := range worstCases() {
-		if err := writeWorstCase(filepath.Join(*worstCaseOut, c.name), base, c); err != nil {
-			t.Fatalf("%s: %v", c.name, err)
+		if c.want == "" {
+			continue // measured only: histories are judged by TestChaosHistoryShapes
+		}
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "evidence")
+			if err := writeWorstCase(dir, f.evidence, c); err != nil {
+				t.Fatal(err)
+			}
+			r, err := Audit(Options{Root: f.root, Evidence: dir})
+			var lines []string
+			if err != nil {
+				lines = []string{err.Error()}
+			} else {
+				lines = messages(r)
+			}
+			if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, c.want) }) {
+				t.Errorf("no line holds %q; the audit printed:\n%s", c.want, strings.Join(lines[:min(len(lines), 20)], "\n"))
+			}
+		})
+	}
+	t.Run("case file over its cap of values", func(t *testing.T) {
+		schemas, err := LoadSchemas(f.root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := "[" + strings.Repeat("0,", ValuesCase-1) + "0]" // the array and ValuesCase numbers
+		_, err = schemas.LoadCase("cases/99-big.json", []byte(data))
+		if want := fmt.Sprintf("cases/99-big.json: (root): over the cap of %d JSON values", ValuesCase); err == nil || err.Error() != want {
+			t.Errorf("LoadCase error = %v, want %s", err, want)
+		}
+	})
+	if *worstCaseOut != "" {
+		for _, c := range worstCases() {
+			if err := writeWorstCase(filepath.Join(*worstCaseOut, c.name), *worstCaseBase, c); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+		}
+	}
+}
+
+// Ensure the checker judges each hostile history shape as it must, every
+// finding counted, at most keepFindings of a rule kept, and an intent's
+// effects printed within their bound.
+func TestChaosHistoryShapes(t *testing.T) {
+	const size = 2 << 20
+	for _, tc := range []struct {
+		shape string
+		check func(t *testing.T, c chaosCheck)
+	}{
+		{"acked", func(t *testing.T, c chaosCheck) {
+			n := c.counts["attempts"]
+			wantFired(t, c, map[string]int64{"lost_ack": n, "value_reused": n - 1})
+			if got, want := c.counts["intents"], n; got != want {
+				t.Errorf("intents = %d, want %d", got, want)
+			}
+		}},
+		{"stuck", func(t *testing.T, c chaosCheck) {
+			wantFired(t, c, map[string]int64{"stuck": c.counts["attempts"]})
+		}},
+		{"events", func(t *testing.T, c chaosCheck) {
+			wantFired(t, c, nil)
+			if got := c.counts["kills"]; got < 10000 {
+				t.Errorf("kills = %d, want one per line (%d bytes of lines)", got, size)
+			}
+		}},
+		{"unknown-effects", func(t *testing.T, c chaosCheck) {
+			wantFired(t, c, map[string]int64{"unknown_effect": c.counts["effects"], "stuck": 1})
+		}},
+		{"mismatch", func(t *testing.T, c chaosCheck) {
+			effects := c.counts["effects"]
+			n := c.counts["attempts"]
+			wantFired(t, c, map[string]int64{"duplicate": 1, "value_mismatch": n, "value_reused": n - 1})
+			want := fmt.Sprintf("applied %d times (place 0 values [1 2 3 4 5 6 7 8 9 10] and %d more)", effects, effects-maxWhereValues)
+			if got := c.findings[0].detail; got != want {
+				t.Errorf("duplicate detail = %q, want %q", got, want)
+			}
+		}},
+	} {
+		t.Run(tc.shape, func(t *testing.T) {
+			var b bytes.Buffer
+			s := historyShapes[tc.shape]
+			if err := chaosHistoryOf(size, "durable", s.body, s.effects)(&b); err != nil {
+				t.Fatal(err)
+			}
+			h, err := readChaosHistory(&b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := h.check(23)
+			tc.check(t, c)
+			for rule, n := range c.fired {
+				kept := 0
+				for _, fd := range c.findings {
+					if fd.rule == rule {
+						kept++
+					}
+				}
+				if want := min(n, keepFindings); int64(kept) != want {
+					t.Errorf("%s: %d findings kept of %d, want %d", rule, kept, n, want)
+				}
+			}
+		})
+	}
+}
+
+// wantFired checks the findings fired per rule: want's, and none of the
+// other rules.
+func wantFired(t *testing.T, c chaosCheck, want map[string]int64) {
+	t.Helper()
+	for _, rule := range chaosRules {
+		if got := c.fired[rule]; got != want[rule] {
+			t.Errorf("%s fired %d times, want %d", rule, got, want[rule])
 		}
 	}
 }

@@ -25,10 +25,10 @@ mkdir -p "$out"
 audit=${AUDIT:-$out/audit}
 [ -n "${AUDIT:-}" ] || go build -o "$audit" ./cmd/audit
 if [ ! -d "$out/cases" ]; then
-	go test ./internal/audit -run '^TestWriteWorstCases$' -count=1 \
+	go test ./internal/audit -run '^TestWorstCases$' -count=1 \
 		-worstcase.out "$out/cases" -worstcase.base "$root/evidence" >/dev/null
 fi
-printf '%-24s %4s %7s %7s %7s\n' case exit rss_MB wall_s cpu_s
+printf '%-30s %4s %7s %7s %7s\n' case exit rss_MB wall_s cpu_s
 for d in "$out"/cases/*/; do
 	name=$(basename "$d")
 	if [ -n "${CASES:-}" ] && ! echo " $CASES " | grep -q " $name "; then
@@ -39,5 +39,5 @@ for d in "$out"/cases/*/; do
 	rss=$(awk -F': ' '/Maximum resident set size/ {printf "%.0f", $2 / 1024}' "$out/$name.time")
 	wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {n = split($2, p, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + p[i]; printf "%.1f", s}' "$out/$name.time")
 	cpu=$(awk -F': ' '/(User|System) time \(seconds\)/ {s += $2} END {printf "%.1f", s}' "$out/$name.time")
-	printf '%-24s %4s %7s %7s %7s\n' "$name" "$status" "$rss" "$wall" "$cpu"
+	printf '%-30s %4s %7s %7s %7s\n' "$name" "$status" "$rss" "$wall" "$cpu"
 done
