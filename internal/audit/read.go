@@ -20,9 +20,9 @@ import (
 // calls, and chaos histories of a 3 s run per store) and far below what
 // would hurt.
 //
-// Bytes: a JSON document decodes to at most ~180 bytes per value (a small
-// object), and a schema validation keeps ~300 bytes per failing value, so
-// the value caps, not the byte caps, bound those. The audit keeps the
+// Memory: a JSON document decodes to at most ~330 bytes per value (an
+// object of one member), and its schema validation allocates ~1.4 KB per
+// failing value, so the value caps, not the byte caps, bound those. The audit keeps the
 // bytes of the files its checks read (results.json, run.json, REPORT.md,
 // the experiments' files) for the whole audit (the bytes checked are the
 // bytes hashed) or until their last reader is done, and only hashes the

@@ -1,10 +1,10 @@
 #!/bin/sh
 # worstcase.sh measures the audit's peak memory (maximum resident set
-# size) and wall time on its worst cases: evidence folders that are copies
-# of the checkout's evidence/ with one file (or, in "all", every file)
-# replaced by one at its cap, shaped to cost the audit the most (see
-# worstCases in internal/audit/worstcase_test.go, and the caps in
-# internal/audit/read.go).
+# size), wall time and CPU time on its worst cases: evidence folders that
+# are copies of the checkout's evidence/ with one file (or, in "all",
+# every file) replaced by one at its caps, shaped to cost the audit the
+# most (see worstCases in internal/audit/worstcase_test.go, and the caps,
+# with the numbers last measured, in internal/audit/read.go).
 #
 # Usage, from the checkout's root:
 #
