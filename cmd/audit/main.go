@@ -50,6 +50,7 @@ const usage = `usage: audit [-json] [-root DIR] [-case NAME] [-store NAME] [-all
        audit [-root DIR] -compare DIR_A DIR_B
 `
 
+// help is the -h text; %s is where the flags go (flagsHelp).
 const help = usage + `
 Audit re-checks the evidence folder EVIDENCE_DIR (default evidence) against
 the checkout at -root, trusting no hash for what a file says: schemas (after
@@ -65,17 +66,7 @@ against the design's parameters and claims. It prints "PASS: ..." with
 counts (and what a partial selection leaves out), or "FAIL: N checks" and
 one line per failure.
 
-Flags:
-  -json            print the verdict as one JSON object
-  -root DIR        the checkout holding cases/, schema/ and the sources (default .)
-  -case NAME       check only the runs of case NAME in depth
-  -store NAME      check only the runs on store NAME in depth
-  -allow-dirty     accept evidence from uncommitted sources (source_dirty)
-  -allow-mutation  accept a mutation run (unsafe_registry) as one
-  -rebuild         rebuild cmd/effectserver with the recorded, pinned flags
-                   and compare its SHA-256 with server_sha256
-  -compare         compare the deterministic files of DIR_A and DIR_B
-
+%s
 Exit status:
   0  the audit passed; with -compare, the files are identical
   1  a check failed; with -compare, the files differ
@@ -92,18 +83,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var (
-		asJSON        = fs.Bool("json", false, "")
-		root          = fs.String("root", ".", "")
-		only          = fs.String("case", "", "")
-		store         = fs.String("store", "", "")
-		compare       = fs.Bool("compare", false, "")
-		allowDirty    = fs.Bool("allow-dirty", false, "")
-		allowMutation = fs.Bool("allow-mutation", false, "")
-		rebuild       = fs.Bool("rebuild", false, "")
+		asJSON        = fs.Bool("json", false, "print the verdict as one JSON object")
+		root          = fs.String("root", ".", "the checkout `DIR` holding cases/, schema/ and the sources")
+		only          = fs.String("case", "", "check only the runs of case `NAME` in depth")
+		store         = fs.String("store", "", "check only the runs on store `NAME` in depth")
+		allowDirty    = fs.Bool("allow-dirty", false, "accept evidence from uncommitted sources (source_dirty)")
+		allowMutation = fs.Bool("allow-mutation", false, "accept a mutation run (unsafe_registry) as one")
+		rebuild       = fs.Bool("rebuild", false, "rebuild cmd/effectserver with the recorded, pinned flags and compare its SHA-256 with server_sha256")
+		compare       = fs.Bool("compare", false, "compare the deterministic files of DIR_A and DIR_B")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, help)
+			fmt.Fprintf(stdout, help, flagsHelp(fs))
 			return 0
 		}
 		return usageError(stderr, err.Error())
@@ -180,4 +171,40 @@ func cannotRead(stderr io.Writer, err error) int {
 		fmt.Fprintf(stderr, "audit: %s\n", l)
 	}
 	return 2
+}
+
+// flagsHelp lists fs's flags in name order (the FlagSet's), each with
+// its argument, text and default, so the help cannot drift from the
+// flags.
+func flagsHelp(fs *flag.FlagSet) string {
+	var b strings.Builder
+	b.WriteString("Flags:\n")
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, text := flag.UnquoteUsage(f)
+		if arg == "string" {
+			arg = "VALUE"
+		}
+		if f.DefValue != "" && f.DefValue != "false" {
+			text += " (default " + f.DefValue + ")"
+		}
+		head := "  -" + f.Name
+		if arg != "" {
+			head += " " + arg
+		}
+		line := fmt.Sprintf("%-19s", head)
+		fresh := true
+		for _, w := range strings.Fields(text) {
+			if !fresh && len(line)+1+len(w) > 78 {
+				b.WriteString(strings.TrimRight(line, " ") + "\n")
+				line, fresh = strings.Repeat(" ", 19), true
+			}
+			if !fresh {
+				line += " "
+			}
+			line += w
+			fresh = false
+		}
+		b.WriteString(line + "\n")
+	})
+	return b.String()
 }

@@ -120,22 +120,12 @@ func TestDurableCrashRestartRetry(t *testing.T) {
 	}
 }
 
-// Ensure a database file holding garbage stops the start with exit 2 and one line naming it.
-func TestDurableCorruptDatabaseExits2(t *testing.T) {
+// Ensure a database file holding garbage stops the start with exit 3 and one line naming it.
+func TestDurableCorruptDatabaseExits3(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, durable.FileName)
 	if err := os.WriteFile(path, []byte(strings.Repeat("\x00garbage", 2048)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := startServer(t, false, "-state", dir, "-store", "durable")
-	if got := s.wait(); got != 2 {
-		t.Fatalf("exit status = %d, want 2", got)
-	}
-	<-s.copied
-	if got := s.stderr.String(); !strings.Contains(got, path) || strings.Count(got, "\n") != 1 {
-		t.Fatalf("stderr = %q, want one line naming %s", got, path)
-	}
-	if got := s.stdout.String(); got != "" {
-		t.Fatalf("stdout = %q, want nothing", got)
-	}
+	refused(t, startServer(t, false, "-state", dir, "-store", "durable"), path)
 }

@@ -3,7 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"flag"
+	"go/parser"
+	"go/token"
 	"io"
 	"net/http"
 	"os"
@@ -17,6 +22,9 @@ import (
 
 	"github.com/google/go-cmdtest"
 
+	"idemlab/internal/effectserver"
+	"idemlab/internal/pgcluster/pgclustertest"
+	"idemlab/internal/protocol"
 	"idemlab/internal/store/volatile"
 )
 
@@ -31,7 +39,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asServer) == "1" {
 		main()
 	}
-	os.Exit(m.Run())
+	os.Exit(pgclustertest.Main(m))
 }
 
 // Ensure the usage errors and the help text (testdata/*.ct golden files).
@@ -268,33 +276,92 @@ func TestDropReplyNoReply(t *testing.T) {
 	}
 }
 
-// Ensure -faults is refused off loopback, with exit 2 and a one-line reason.
+// Ensure -faults off loopback is a usage error in the real process: exit 2
+// (never 3: the command line is wrong, not the state) and a one-line reason.
 func TestFaultsOffLoopbackExits2(t *testing.T) {
 	s := startServer(t, false, "-state", t.TempDir(), "-faults", "-addr", "0.0.0.0:0")
-	if got := s.wait(); got != 2 {
-		t.Fatalf("exit status = %d, want 2", got)
-	}
-	<-s.copied
-	if got, want := s.stderr.String(), "effectserver: -faults: refused with -addr 0.0.0.0:0: not a loopback address (want 127.0.0.0/8, ::1 or localhost)\n"; got != want {
-		t.Fatalf("stderr = %q, want %q", got, want)
-	}
-	if got := s.stdout.String(); got != "" {
-		t.Fatalf("stdout = %q, want nothing", got)
+	exitsWith(t, s, effectserver.ExitUsage, "effectserver: -faults: refused with -addr 0.0.0.0:0: not a loopback address (want 127.0.0.0/8, ::1 or localhost)")
+}
+
+// Ensure a malformed counter file stops the start with exit 3, naming the file.
+// Ensure -read-state reports the effects a real server applied, each with
+// its value and body digest, once the server exited.
+func TestReadStateAfterServing(t *testing.T) {
+	for _, store := range []string{"volatile", "durable"} {
+		t.Run(store, func(t *testing.T) {
+			dir := t.TempDir()
+			s := startServer(t, true, "-state", dir, "-store", store)
+			for _, key := range []string{"a", "b", "a"} {
+				if status, _, _ := s.post(key, ""); status != 200 {
+					t.Fatalf("post %s = %d", key, status)
+				}
+			}
+			if code := s.stop(); code != 0 {
+				t.Fatalf("stop = %d", code)
+			}
+			readState := func(format string) ([]byte, error) {
+				cmd := exec.Command(os.Args[0], "-read-state", format, "-store", store, "-state", dir)
+				cmd.Env = append(os.Environ(), asServer+"=1")
+				return cmd.Output()
+			}
+			out, err := readState("json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st struct {
+				Counter int64 `json:"counter"`
+				Effects []struct {
+					Value      int64  `json:"value"`
+					BodySHA256 string `json:"body_sha256"`
+				} `json:"effects"`
+			}
+			if err := json.Unmarshal(out, &st); err != nil {
+				t.Fatalf("%s: %v", out, err)
+			}
+			sum := sha256.Sum256([]byte(protocol.DefaultBody))
+			if st.Counter != 2 || len(st.Effects) != 2 || st.Effects[1].Value != 2 || st.Effects[0].BodySHA256 != hex.EncodeToString(sum[:]) {
+				t.Fatalf("-read-state json = %s, want 2 effects of the default body", out)
+			}
+			out, err = readState("counter")
+			if err != nil || string(out) != "2\n" {
+				t.Fatalf("-read-state counter = %q, %v, want 2", out, err)
+			}
+		})
 	}
 }
 
-// Ensure a malformed counter file stops the start with exit 2, naming the file.
-func TestMalformedCounterExits2(t *testing.T) {
+func TestMalformedCounterExits3(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "counter")
 	if err := os.WriteFile(path, []byte("seven\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := startServer(t, false, "-state", dir)
-	if got := s.wait(); got != 2 {
-		t.Fatalf("exit status = %d, want 2", got)
+	refused(t, startServer(t, false, "-state", dir), path, "malformed content")
+}
+
+// Ensure the package comment, the command's manual in go doc, cannot drift
+// from -h: its synopsis lines are the help's, and its exit statuses say
+// word for word what the help's do.
+func TestDocMatchesHelp(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := s.stderr.String(); !strings.Contains(got, path) || strings.Count(got, "\n") != 1 {
-		t.Fatalf("stderr = %q, want one line naming %s", got, path)
+	doc := f.Doc.Text()
+	help := effectserver.Help()
+	for _, line := range []string{"effectserver -state DIR [flags]", "effectserver -store postgres -dsn URL [flags]", "effectserver -read-state json|counter -state DIR [-store NAME]"} {
+		if !strings.Contains(doc, "\t"+line+"\n") || !strings.Contains(help, line+"\n") {
+			t.Errorf("synopsis line %q not in both the package comment and -h", line)
+		}
+	}
+	section := func(name, text string) string {
+		_, after, ok := strings.Cut(text, "\nExit status:\n")
+		if !ok {
+			t.Fatalf("%s has no Exit status section", name)
+		}
+		return strings.Join(strings.Fields(after), " ")
+	}
+	if got, want := section("package comment", doc), section("-h", help); got != want {
+		t.Errorf("package comment's exit statuses differ from -h's:\n got %s\nwant %s", got, want)
 	}
 }

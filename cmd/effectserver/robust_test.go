@@ -18,15 +18,17 @@ import (
 	"testing"
 	"time"
 
+	"idemlab/internal/effectserver"
 	"idemlab/internal/store"
 	"idemlab/internal/store/durable"
 )
 
-// exits2 checks that s exited 2 with one line on stderr holding every want.
-func exits2(t *testing.T, s *server, want ...string) {
+// exitsWith checks that s exited with status code and one line on stderr
+// holding every want, and printed nothing on stdout.
+func exitsWith(t *testing.T, s *server, code int, want ...string) {
 	t.Helper()
-	if got := s.wait(); got != 2 {
-		t.Fatalf("exit status = %d, want 2; stderr:\n%s", got, s.stderr)
+	if got := s.wait(); got != code {
+		t.Fatalf("exit status = %d, want %d; stderr:\n%s", got, code, s.stderr)
 	}
 	<-s.copied
 	got := s.stderr.String()
@@ -43,7 +45,14 @@ func exits2(t *testing.T, s *server, want ...string) {
 	}
 }
 
-// Ensure a second volatile server on a folder in use exits 2 naming the
+// refused checks that s refused to start on its state or address: exit 3
+// (effectserver.ExitRefused), one line on stderr holding every want.
+func refused(t *testing.T, s *server, want ...string) {
+	t.Helper()
+	exitsWith(t, s, effectserver.ExitRefused, want...)
+}
+
+// Ensure a second volatile server on a folder in use exits 3 naming the
 // folder, and that the folder is free again once the first is killed -9
 // (the kernel drops the lock with the process).
 func TestVolatileFolderLocked(t *testing.T) {
@@ -52,7 +61,7 @@ func TestVolatileFolderLocked(t *testing.T) {
 	if status, body, _ := first.post("k", ""); status != 200 || body != "1" {
 		t.Fatalf("POST = %d %q, want 200 1", status, body)
 	}
-	exits2(t, startServer(t, false, "-state", dir), dir, "another server holds it")
+	refused(t, startServer(t, false, "-state", dir), dir, "another server holds it")
 	first.cmd.Process.Kill()
 	first.wait()
 	third := startServer(t, true, "-state", dir)
@@ -115,7 +124,7 @@ func fileSum(t *testing.T, path string) [sha256.Size]byte {
 	return sha256.Sum256(b)
 }
 
-// Ensure state folders the server cannot use as they are make it exit 2
+// Ensure state folders the server cannot use as they are make it exit 3
 // with one line naming the file and what is wrong, and leave the file as
 // it was: none of them may silently start from zero.
 func TestStateFolderRefused(t *testing.T) {
@@ -149,7 +158,7 @@ func TestStateFolderRefused(t *testing.T) {
 			tt.setup(t, dir)
 			path := filepath.Join(dir, tt.file)
 			before := fileSum(t, path)
-			exits2(t, startServer(t, false, append([]string{"-state", dir}, tt.args...)...), path, tt.want)
+			refused(t, startServer(t, false, append([]string{"-state", dir}, tt.args...)...), path, tt.want)
 			if fileSum(t, path) != before {
 				t.Errorf("%s changed", path)
 			}
@@ -159,12 +168,12 @@ func TestStateFolderRefused(t *testing.T) {
 
 // Ensure a volatile server is refused on a folder durable servers run on,
 // and a durable server on a folder a volatile server runs on, each exiting
-// 2 naming the folder; durable servers still share a folder.
+// 3 naming the folder; durable servers still share a folder.
 func TestStoresExcludeEachOther(t *testing.T) {
 	dir := t.TempDir()
 	a := startServer(t, true, "-state", dir, "-store", "durable")
 	b := startServer(t, true, "-state", dir, "-store", "durable")
-	exits2(t, startServer(t, false, "-state", dir), dir, "another server holds it")
+	refused(t, startServer(t, false, "-state", dir), dir, "another server holds it")
 	for _, s := range []*server{a, b} {
 		if got := s.stop(); got != 0 {
 			t.Fatalf("durable server exit status = %d, want 0; stderr:\n%s", got, s.stderr)
@@ -173,7 +182,7 @@ func TestStoresExcludeEachOther(t *testing.T) {
 
 	dir = t.TempDir()
 	v := startServer(t, true, "-state", dir)
-	exits2(t, startServer(t, false, "-state", dir, "-store", "durable"), dir, "a volatile server holds it")
+	refused(t, startServer(t, false, "-state", dir, "-store", "durable"), dir, "a volatile server holds it")
 	if got := v.stop(); got != 0 {
 		t.Fatalf("volatile server exit status = %d, want 0; stderr:\n%s", got, v.stderr)
 	}
@@ -275,14 +284,187 @@ func startLimited(t *testing.T, nofile int, args ...string) *server {
 	return launch(t, exec.Command("/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile), os.Args[0]}, args...)...), true)
 }
 
-// Ensure an -addr whose port is taken is a usage error: exit 2, one line
-// naming the address.
-func TestPortInUseExits2(t *testing.T) {
+// Ensure an -addr whose port is taken is refused, not a usage error: exit
+// 3, one line naming the address.
+func TestPortInUseExits3(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
 	addr := ln.Addr().String()
-	exits2(t, startServer(t, false, "-state", t.TempDir(), "-addr", addr), "-addr "+addr, "address already in use")
+	refused(t, startServer(t, false, "-state", t.TempDir(), "-addr", addr), "-addr "+addr, "address already in use")
+}
+
+// Ensure a volatile state folder whose counter or journal is not a regular
+// file (a FIFO, a symlink to /dev/zero or to a regular file) is refused at
+// start, exit 3 naming the file, instead of hanging before READY deaf to
+// SIGTERM (a FIFO) or reading without end (/dev/zero: 164 -> 615 MB in a
+// second, as found by a probe).
+func TestVolatileSpecialFilesRefused(t *testing.T) {
+	line := "1 " + strings.Repeat("ab", 32) + "\n"
+	tests := []struct {
+		name, file string
+		make       func(t *testing.T, path string)
+		want       string
+	}{
+		{"counter a FIFO", "counter", mkfifo, "a FIFO"},
+		{"journal a FIFO", "effects.log", mkfifo, "a FIFO"},
+		{"counter a link to /dev/zero", "counter", symlink("/dev/zero"), "a symlink"},
+		{"journal a link to /dev/zero", "effects.log", symlink("/dev/zero"), "a symlink"},
+		{"journal a link to a regular file", "effects.log", func(t *testing.T, path string) {
+			target := filepath.Join(t.TempDir(), "journal")
+			writeFile(t, target, line)
+			symlink(target)(t, path)
+		}, "a symlink"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "counter"), "1\n")
+			writeFile(t, filepath.Join(dir, "effects.log"), line)
+			path := filepath.Join(dir, tt.file)
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			tt.make(t, path)
+			refused(t, startServer(t, false, "-state", dir), path, "not a regular file", tt.want)
+		})
+	}
+}
+
+func mkfifo(t *testing.T, path string) {
+	t.Helper()
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func symlink(target string) func(t *testing.T, path string) {
+	return func(t *testing.T, path string) {
+		t.Helper()
+		if err := os.Symlink(target, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Ensure a volatile journal's tail without a newline is cut at start only
+// when it can be one torn record, with a log line saying what was cut; a
+// larger tail, or one that is no record's beginning, is refused (exit 3,
+// naming the file and the byte count) and left as it was. A probe saw 300
+// MB of garbage after the last record deleted without a word.
+func TestVolatileJournalTail(t *testing.T) {
+	line := "1 " + strings.Repeat("ab", 32) + "\n"
+	torn := "2 " + strings.Repeat("cd", 20)
+	t.Run("torn record cut and logged", func(t *testing.T) {
+		dir := t.TempDir()
+		writeFile(t, filepath.Join(dir, "counter"), "1\n")
+		path := filepath.Join(dir, "effects.log")
+		writeFile(t, path, line+torn)
+		s := startServer(t, true, "-state", dir)
+		if got := s.stop(); got != 0 {
+			t.Fatalf("exit status after SIGTERM = %d, want 0; stderr:\n%s", got, s.stderr)
+		}
+		<-s.copied
+		if log, want := s.stderr.String(), fmt.Sprintf("cut a torn record of %d bytes after line 1", len(torn)); !strings.Contains(log, want) || !strings.Contains(log, path) {
+			t.Errorf("log lacks %q naming %s:\n%s", want, path, log)
+		}
+		if b, err := os.ReadFile(path); err != nil || string(b) != line {
+			t.Errorf("journal after start = %q, %v, want %q", b, err, line)
+		}
+	})
+	for _, tt := range []struct {
+		name, tail string
+	}{
+		{"a megabyte of garbage", strings.Repeat("x", 1<<20)},
+		{"more than one record's length", "2 " + strings.Repeat("c", 100)},
+		{"short, but no record's beginning", "garbage"},
+	} {
+		t.Run(tt.name+" refused", func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "counter"), "1\n")
+			path := filepath.Join(dir, "effects.log")
+			writeFile(t, path, line+tt.tail)
+			before := fileSum(t, path)
+			refused(t, startServer(t, false, "-state", dir), path, fmt.Sprintf("%d bytes after line 1", len(tt.tail)))
+			if fileSum(t, path) != before {
+				t.Errorf("%s changed", path)
+			}
+		})
+	}
+}
+
+// rawExchange writes req on a new connection to addr while reading the
+// reply (a server refusing a request may reply before it has read it all)
+// and returns the reply's status line and everything after it.
+func rawExchange(t *testing.T, addr string, req []byte) (status, rest string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go c.Write(req) // fails once the server has closed: the reply is what counts
+	c.SetReadDeadline(time.Now().Add(deadline))
+	r := bufio.NewReader(c)
+	status, err = r.ReadString('\n')
+	if err != nil {
+		t.Fatalf("no reply: %q, %v", status, err)
+	}
+	b, _ := io.ReadAll(r) // up to the close (or a reset after it)
+	return strings.TrimSuffix(status, "\r\n"), string(b)
+}
+
+// Ensure what a hostile client sends is bounded in what it costs and in
+// what comes back: request headers past 16 KiB get 431 (a probe had a 1 MiB
+// header and 10,000 headers served), headers under it are served, a long
+// path is logged cut with a marker (a 1 MB path was one 1 MB log line), and
+// a 400 for an unknown fault quotes at most 128 bytes of it (the whole
+// 100 kB value came back).
+func TestHostileRequestsBounded(t *testing.T) {
+	s := startServer(t, true, "-state", t.TempDir(), "-faults")
+	post := func(path, headers string) []byte {
+		return []byte("POST " + path + " HTTP/1.1\r\nHost: x\r\n" + headers + "Content-Length: 7\r\nConnection: close\r\n\r\nadd-one")
+	}
+	var many strings.Builder
+	for i := range 10_000 {
+		fmt.Fprintf(&many, "X-H%d: v\r\n", i)
+	}
+	for _, tt := range []struct {
+		name, want string
+		req        []byte
+	}{
+		{"a 1 MiB header", "HTTP/1.1 431 ", post("/effect", "X-Big: "+strings.Repeat("x", 1<<20)+"\r\n")},
+		{"10,000 headers", "HTTP/1.1 431 ", post("/effect", many.String())},
+		{"a 1 MiB path", "HTTP/1.1 431 ", post("/"+strings.Repeat("p", 1<<20), "")},
+		{"a 15 KiB header", "HTTP/1.1 200 ", post("/effect", "X-Big: "+strings.Repeat("x", 15<<10)+"\r\n")},
+	} {
+		if status, _ := rawExchange(t, s.addr, tt.req); !strings.HasPrefix(status, tt.want) {
+			t.Errorf("%s: reply %q, want %q", tt.name, status, tt.want)
+		}
+	}
+	path := "/" + strings.Repeat("p", 10_000)
+	if status, _ := rawExchange(t, s.addr, post(path, "")); !strings.HasPrefix(status, "HTTP/1.1 404 ") {
+		t.Errorf("a 10,000-byte path: reply %q, want 404", status)
+	}
+	fault := strings.Repeat("q", 10_000)
+	status, rest := rawExchange(t, s.addr, post("/effect", "X-Lab-Fault: "+fault+"\r\n"))
+	_, body, _ := strings.Cut(rest, "\r\n\r\n")
+	if want := "X-Lab-Fault: unknown fault \"" + fault[:128] + "\"...\n"; !strings.HasPrefix(status, "HTTP/1.1 400 ") || body != want {
+		t.Errorf("an unknown 10,000-byte fault: reply %q %q, want 400 %q", status, body, want)
+	}
+	if got := s.stop(); got != 0 {
+		t.Fatalf("exit status after SIGTERM = %d, want 0; stderr:\n%s", got, tail(s.stderr.String()))
+	}
+	<-s.copied
+	log := s.stderr.String()
+	if want := `path="/` + strings.Repeat("p", 255) + `...(10001 bytes)"`; !strings.Contains(log, want) {
+		t.Errorf("log lacks the path cut at 256 bytes with its length:\n%.2000s", log)
+	}
+	for _, line := range strings.Split(log, "\n") {
+		if len(line) > 1024 {
+			t.Errorf("log line of %d bytes: %.200q...", len(line), line)
+		}
+	}
 }

@@ -2,9 +2,18 @@ package main
 
 import (
 	"flag"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"idemlab/internal/retries"
+	"idemlab/internal/runner"
 
 	"github.com/google/go-cmdtest"
 )
@@ -55,4 +64,111 @@ func copyDir(from, to string) error {
 		}
 	}
 	return nil
+}
+
+// Ensure the help lists every flag exactly once (it is rendered from the
+// FlagSet, so a flag missing from groups would vanish from it), and every
+// numeric flag has a bound.
+func TestHelpCoversFlags(t *testing.T) {
+	var o runner.Options
+	fs := newFlags(&o)
+	listed := map[string]int{}
+	for _, g := range groups {
+		for _, name := range g.flags {
+			listed[name]++
+			if fs.Lookup(name) == nil {
+				t.Errorf("help group %q lists -%s, which is not a flag", g.title, name)
+			}
+		}
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if n := listed[f.Name]; n != 1 {
+			t.Errorf("-%s is listed %d times in the help's groups, want once", f.Name, n)
+		}
+		if g, ok := f.Value.(flag.Getter); ok {
+			switch g.Get().(type) {
+			case int, time.Duration:
+				if _, ok := boundOf(f.Name); !ok {
+					t.Errorf("-%s is numeric but has no bound", f.Name)
+				}
+			}
+		}
+	})
+	help := usage(fs)
+	for _, want := range []string{"default " + strconv.Itoa(retries.Default.MaxAttempts) + ")", "default 3s)"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+}
+
+// Ensure the package comment (the manual go doc shows) says what the help
+// says: the synopsis and the exit statuses.
+func TestDocMatchesHelp(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Join(strings.Fields(f.Doc.Text()), " ")
+	synopsis, _, _ := strings.Cut(usageHead, "\n\n")
+	for _, part := range []string{strings.TrimPrefix(synopsis, "usage: "), strings.TrimPrefix(exitStatus, "\nExit status:\n")} {
+		for _, line := range strings.Split(strings.TrimSpace(part), "\n       runner") {
+			if want := strings.Join(strings.Fields(line), " "); !strings.Contains(doc, want) {
+				t.Errorf("the package comment lacks %q", want)
+			}
+		}
+	}
+}
+
+// Ensure an argument longer than the bound is refused without being
+// echoed (the flag package would quote it whole).
+func TestLongArgument(t *testing.T) {
+	var stdout, stderr strings.Builder
+	long := strings.Repeat("x", 1<<20)
+	if got, want := run([]string{"-case", long}, nil, &stdout, &stderr), 2; got != want {
+		t.Fatalf("run(-case <1 MiB>) = %d, want %d", got, want)
+	}
+	if got, want := stderr.String(), "runner: argument 2 is 1048576 bytes, at most 4096 (see runner -h)\n"; got != want {
+		t.Fatalf("stderr = %q, want %q", got, want)
+	}
+}
+
+// signalOnLine passes writes on and sends this process SIGINT once the
+// output holds line, as a Ctrl-C at that moment would.
+type signalOnLine struct {
+	strings.Builder
+	line string
+	sent bool
+}
+
+func (w *signalOnLine) Write(b []byte) (int, error) {
+	n, err := w.Builder.Write(b)
+	if !w.sent && strings.Contains(w.String(), w.line) {
+		w.sent = true
+		syscall.Kill(os.Getpid(), syscall.SIGINT)
+	}
+	return n, err
+}
+
+// Ensure a SIGINT that comes while the audit runs exits 5 and says the
+// evidence was written but not audited (it is there), not exit 4's "wrote
+// no evidence".
+func TestSIGINTWhileAuditing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the lab and runs a case")
+	}
+	out := filepath.Join(t.TempDir(), "evidence")
+	t.Chdir(filepath.Join("..", ".."))
+	stdout := &signalOnLine{line: "wrote " + out}
+	var stderr strings.Builder
+	code := run([]string{"-case", "unkeyed_lost_reply", "-store", "volatile", "-out", out}, nil, stdout, &stderr)
+	if got, want := code, 5; got != want {
+		t.Fatalf("run = %d, want %d\nstdout:\n%s\nstderr:\n%s", got, want, stdout.String(), stderr.String())
+	}
+	if want := "runner: interrupted while auditing: " + out + " was written but not audited"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr = %q, want it to say %q", stderr.String(), want)
+	}
+	if _, err := os.Stat(filepath.Join(out, "manifest.json")); err != nil {
+		t.Errorf("the evidence the message says was written: %v", err)
+	}
 }

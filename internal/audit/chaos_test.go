@@ -9,6 +9,10 @@ import (
 	"testing"
 )
 
+// What the audit's checker finds in each kind of history is specified by
+// the shared corpus (spec_test.go, testdata/spec/chaos); these tests cover
+// the reader's strictness, which the corpus does not.
+
 // bodySHA is a made-up body digest for intent n.
 func bodySHA(n int) string {
 	s := sha256.Sum256([]byte(fmt.Sprint("intent ", n)))
@@ -31,78 +35,10 @@ func histLines(attempts, events []string, effects []int) string {
 	return b.String()
 }
 
-// ok is a 200 attempt of intent n with value v, from start to end µs.
+// okAttempt is a 200 attempt of intent n with value v, from start to end µs.
 func okAttempt(n, attempt, v int, start, end int, replayed bool) string {
 	return fmt.Sprintf(`{"kind":"attempt","intent":%d,"key":"chaos-%d","body_sha256":"%s","replica":%d,"attempt":%d,"phase":"chaos","start_us":%d,"end_us":%d,"fault":"","type":"ok","outcome":"reply","status":200,"value":"%d","replayed":%t,"error":""}`,
 		n, n, bodySHA(n), n%2, attempt, start, end, v, replayed)
-}
-
-// infoAttempt is an attempt of intent n with no reply (a dropped reply).
-func infoAttempt(n, attempt, start int) string {
-	return fmt.Sprintf(`{"kind":"attempt","intent":%d,"key":"chaos-%d","body_sha256":"%s","replica":0,"attempt":%d,"phase":"chaos","start_us":%d,"end_us":%d,"fault":"drop-reply","type":"info","outcome":"no_reply","status":0,"value":"","replayed":null,"error":"EOF"}`,
-		n, n, bodySHA(n), attempt, start, start+5)
-}
-
-func rulesOf(c chaosCheck) []string {
-	var out []string
-	for _, f := range c.findings {
-		out = append(out, fmt.Sprintf("%s/%d", f.rule, f.intent))
-	}
-	return out
-}
-
-// Ensure the audit's checker finds each rule's violation, naming the intent.
-func TestChaosCheck(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		attempts []string
-		effects  []int
-		want     []string
-		counts   map[string]int64
-	}{
-		{"clean", []string{okAttempt(0, 0, 1, 0, 10, false), infoAttempt(1, 0, 20), okAttempt(1, 1, 2, 40, 50, false), okAttempt(1, 2, 2, 60, 70, true)},
-			[]int{0, 1}, nil, map[string]int64{"intents": 2, "applied_once": 2, "acked": 2, "attempts": 4, "ok": 3, "info": 1, "faulted_attempts": 1}},
-		{"duplicate", []string{okAttempt(0, 0, 1, 0, 10, false), okAttempt(0, 1, 2, 20, 30, false)},
-			[]int{0, 0}, []string{"duplicate/0"}, map[string]int64{"duplicates": 1}},
-		{"lost acknowledgement", []string{okAttempt(0, 0, 1, 0, 10, false), okAttempt(1, 0, 2, 20, 30, false)},
-			[]int{0}, []string{"lost_ack/1"}, map[string]int64{"lost_acks": 1, "not_applied": 1}},
-		{"stuck", []string{okAttempt(0, 0, 1, 0, 10, false), infoAttempt(1, 0, 20)},
-			[]int{0, 1}, []string{"stuck/1"}, map[string]int64{"stuck": 1}},
-		{"value of another effect", []string{okAttempt(0, 0, 2, 0, 10, false), okAttempt(1, 0, 1, 20, 30, false)},
-			[]int{0, 1}, []string{"value_mismatch/0", "value_mismatch/1", "value_order/1"}, nil},
-		{"value reused", []string{okAttempt(0, 0, 1, 0, 10, false), okAttempt(1, 0, 1, 5, 15, false)},
-			[]int{0, 1}, []string{"value_mismatch/1", "value_reused/1"}, nil},
-		{"unknown effect", []string{okAttempt(0, 0, 1, 0, 10, false)},
-			[]int{0, 7}, []string{"unknown_effect/-1"}, map[string]int64{"effects": 2}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h, err := readChaosHistory(strings.NewReader(histLines(tc.attempts, nil, tc.effects)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := h.check(23)
-			if got, want := rulesOf(c), tc.want; !slices.Equal(got, want) {
-				t.Errorf("findings = %v, want %v", got, want)
-			}
-			for k, want := range tc.counts {
-				if got := c.counts[k]; got != want {
-					t.Errorf("counts[%s] = %d, want %d", k, got, want)
-				}
-			}
-		})
-	}
-}
-
-// Ensure a journal whose counter disagrees with its effects is a finding.
-func TestChaosBadJournal(t *testing.T) {
-	text := strings.Replace(histLines([]string{okAttempt(0, 0, 1, 0, 10, false)}, nil, []int{0}), `"counter":1`, `"counter":2`, 1)
-	h, err := readChaosHistory(strings.NewReader(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := rulesOf(h.check(23)), []string{"bad_journal/-1"}; !slices.Equal(got, want) {
-		t.Errorf("findings = %v, want %v", got, want)
-	}
 }
 
 // Ensure the reader refuses every malformed history, naming the line.

@@ -8,10 +8,10 @@ import (
 	"testing"
 )
 
-// addExperiments puts a passing retries.json and testdata/jitter.json and
-// jitter.svg (the bytes the lab's own jitter package wrote, not this
-// package's model and drawing) into
-// the fixture's evidence and lists them in the manifest.
+// addExperiments puts a passing retries.json and the corpus jitter.json
+// and jitter.svg (testdata/spec/jitter: the bytes the lab's own jitter
+// package writes, not this package's model and drawing) into the
+// fixture's evidence and lists them in the manifest.
 func addExperiments(t *testing.T, f *fixture) {
 	t.Helper()
 	f.writeJSON(t, "evidence/retries.json", map[string]any{
@@ -38,12 +38,12 @@ func addExperiments(t *testing.T, f *fixture) {
 			retriesRowDoc("restart-key-in-file", "sound", 0, 200, 0),
 		},
 	})
-	data, err := os.ReadFile(filepath.Join("testdata", "jitter.json"))
+	data, err := os.ReadFile(filepath.Join(specRoot, "jitter", "jitter.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.write(t, "evidence/jitter.json", string(data))
-	svg, err := os.ReadFile(filepath.Join("testdata", "jitter.svg"))
+	svg, err := os.ReadFile(filepath.Join(specRoot, "jitter", "jitter.svg"))
 	if err != nil {
 		t.Fatal(err)
 	}

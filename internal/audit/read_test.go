@@ -126,15 +126,3 @@ func TestReadConstants(t *testing.T) {
 		}
 	}
 }
-
-// Ensure the audit's own drawing of the jitter model is byte for byte the
-// lab's jitter.svg (testdata/jitter.svg, written by the lab's renderer).
-func TestJitterSVG(t *testing.T) {
-	want, err := os.ReadFile(filepath.Join("testdata", "jitter.svg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := jitterSVG(stormModel()); string(got) != string(want) {
-		t.Errorf("jitterSVG() differs from testdata/jitter.svg: %s", firstDiff(want, got))
-	}
-}

@@ -13,9 +13,11 @@ import (
 )
 
 // SourceDirs are the folders whose regular files are source files, besides
-// go.mod and go.sum; names ending in _test.go and anything below a folder
-// named testdata are not sources.
-var SourceDirs = []string{"cmd", "internal", "cases", "schema"}
+// go.mod and go.sum; names ending in _test.go, anything below a folder
+// named testdata or node_modules (what a target's setup makes, pinned by
+// its lock file) and a target's setup marker (.idemlab-setup*) are not
+// sources.
+var SourceDirs = []string{"cmd", "internal", "cases", "schema", "targets"}
 
 // A RefusedError lists the entries of source folders that are not regular
 // files (symlinks, FIFOs, devices): nothing may enter the build unhashed.
@@ -62,12 +64,12 @@ func SourceFiles(root string) ([]string, error) {
 			}
 			rel = filepath.ToSlash(rel)
 			if d.IsDir() {
-				if name != base && d.Name() == "testdata" {
+				if name != base && (d.Name() == "testdata" || d.Name() == "node_modules") {
 					return filepath.SkipDir
 				}
 				return nil
 			}
-			if strings.HasSuffix(d.Name(), "_test.go") {
+			if strings.HasSuffix(d.Name(), "_test.go") || strings.HasPrefix(d.Name(), ".idemlab-setup") {
 				return nil
 			}
 			if !d.Type().IsRegular() {

@@ -43,6 +43,17 @@ type Case struct {
 	// Server holds the replicas' flags the case sets in place of the
 	// lab's protocol constants.
 	Server Server
+	// Target says how a run of the case on a target is judged; its zero
+	// value (no "target" in the file) keeps the case off targets.
+	Target TargetJudging
+}
+
+// TargetJudging says what a sound implementation shows in a case (the
+// expectation of the store Sound) and which properties the case tests,
+// for judging a run on a target (package verdict).
+type TargetJudging struct {
+	Sound protocol.Store `json:"sound"`
+	Tests []string       `json:"tests"`
 }
 
 // Ledger is a case's ledger: a durable effect server of its own.
@@ -212,13 +223,24 @@ func (x Expectation) Expand() []ExpectedCall {
 	return out
 }
 
-// Bounds on a case, so that the runner's and the audit's memory stay
-// bounded whatever a case file asks: a case file is at most MaxFileBytes,
-// and its steps make at most MaxCalls calls (a call and its recorded
-// observation cost a few hundred bytes each, in results.json and run.json).
+// Bounds on a case, so that the runner's and the audit's memory and time
+// stay bounded whatever a case file asks: cases/ holds at most MaxFiles
+// case files, a case file is at most MaxFileBytes, and its steps make at most MaxCalls calls (a call and its
+// recorded observation cost a few hundred bytes each, in results.json and
+// run.json) and wait at most MaxWaitMS in all (sleep steps and a parallel
+// step's staggers). MaxBodyBytes is the schema's largest body_bytes, and
+// MaxKeyLength and MaxFaultLength its longest key and fault, in characters
+// (TestSchemaBounds holds the schema to them): so a call's headers stay far
+// below any server's header limit, whose refusal could race the request
+// like an early 413. A body string is bounded by the file itself.
 const (
-	MaxFileBytes = 1 << 20
-	MaxCalls     = 10000
+	MaxFiles       = 100
+	MaxFileBytes   = 1 << 20
+	MaxCalls       = 10000
+	MaxWaitMS      = 120000
+	MaxBodyBytes   = 1 << 20
+	MaxKeyLength   = 200
+	MaxFaultLength = 200
 )
 
 // fileName is the shape of a case file's name: two digits, a dash, the case name.
@@ -254,6 +276,9 @@ func LoadDir(dir string, schemas *schemacheck.Set) ([]Case, error) {
 	if len(names) == 0 {
 		return nil, fmt.Errorf("read cases: no *.json files in %s", dir)
 	}
+	if len(names) > MaxFiles {
+		return nil, fmt.Errorf("read cases: %d *.json files in %s, at most %d", len(names), dir, MaxFiles)
+	}
 	var cases []Case
 	seen := map[string]string{}
 	for _, n := range names {
@@ -281,6 +306,9 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
 	if m == nil {
 		return Case{}, &Error{File: path, Problem: "file name: want NN-name.json (two digits, a dash, a lower-case name)"}
 	}
+	if err := checkStrict(b); err != nil {
+		return Case{}, &Error{File: path, Problem: err.Error()}
+	}
 	if err := schemas.Validate(SchemaName, b); err != nil {
 		var se *schemacheck.Error
 		if errors.As(err, &se) {
@@ -296,6 +324,7 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
 		Expect   map[protocol.Store]Expectation `json:"expect"`
 		Ledger   *Ledger                        `json:"ledger"`
 		Server   Server                         `json:"server"`
+		Target   TargetJudging                  `json:"target"`
 	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
@@ -306,9 +335,15 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
 		return Case{}, &Error{File: path, Problem: fmt.Sprintf("name: %q does not match the file name (want %q)", raw.Name, m[1])}
 	}
 	c := Case{Name: raw.Name, File: path, Summary: raw.Summary, Replicas: max(raw.Replicas, 1), Steps: raw.Steps, Expect: raw.Expect,
-		Ledger: raw.Ledger, Server: raw.Server}
+		Ledger: raw.Ledger, Server: raw.Server, Target: raw.Target}
 	if n := c.CallCount(); n > MaxCalls {
 		return Case{}, &Error{File: path, Problem: fmt.Sprintf("steps: %d calls, at most %d per case", n, MaxCalls)}
+	}
+	if ms := c.WaitMS(); ms > MaxWaitMS {
+		return Case{}, &Error{File: path, Problem: fmt.Sprintf("steps: the sleeps and staggers wait %d ms in all, at most %d per case", ms, MaxWaitMS)}
+	}
+	if err := c.checkHeaders(); err != nil {
+		return Case{}, &Error{File: path, Problem: err.Error()}
 	}
 	if err := c.checkReplicas(); err != nil {
 		return Case{}, &Error{File: path, Problem: err.Error()}
@@ -319,7 +354,85 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
 	if err := c.checkLedger(); err != nil {
 		return Case{}, &Error{File: path, Problem: err.Error()}
 	}
+	if _, ok := c.Expect[c.Target.Sound]; c.Target.Sound != "" && !ok {
+		return Case{}, &Error{File: path, Problem: fmt.Sprintf("target/sound: %q has no expectation in expect", c.Target.Sound)}
+	}
 	return c, nil
+}
+
+// A PlannedCall is one call the steps make, in the order they are
+// recorded: its step, key, fault, body length and, for a call of a
+// concurrent group, the group's step (Group is -1 otherwise).
+type PlannedCall struct {
+	Step    int
+	Group   int
+	Replica int
+	Key     *string
+	Fault   string
+	BodyLen int
+}
+
+// Plan lists the calls the steps make, one per recorded call.
+func (c Case) Plan() []PlannedCall {
+	var out []PlannedCall
+	one := func(step, group int, call Call, i int) PlannedCall {
+		return PlannedCall{Step: step, Group: group, Replica: call.Replica, Key: call.KeyFor(i), Fault: call.Fault, BodyLen: len(call.BodyFor(i))}
+	}
+	for step, s := range c.Steps {
+		switch {
+		case s.Call != nil:
+			for i := range max(s.Call.Repeat, 1) {
+				out = append(out, one(step, -1, *s.Call, i))
+			}
+		case s.Concurrent != nil:
+			for i := range max(s.Concurrent.Call.Repeat, 1) {
+				for range s.Concurrent.Clients {
+					out = append(out, one(step, step, s.Concurrent.Call, i))
+				}
+			}
+		case s.Parallel != nil:
+			for _, call := range s.Parallel.Calls {
+				out = append(out, one(step, -1, call, 0))
+			}
+		}
+	}
+	return out
+}
+
+// LosesProcess reports whether the case ends a server process between
+// calls: a restart or stop step, or a crash fault.
+func (c Case) LosesProcess() bool {
+	for _, s := range c.Steps {
+		if s.Restart != nil || s.Stop != nil {
+			return true
+		}
+	}
+	for _, p := range c.Plan() {
+		for part := range strings.SplitSeq(p.Fault, ",") {
+			if strings.HasPrefix(part, "crash-") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// MaxSuiteCalls bounds the calls of one run of the runner, over every
+// (case, store) run: results.json takes about 230 bytes a call, and the
+// audit reads it up to 8 MiB.
+const MaxSuiteCalls = 30000
+
+// CheckSuite refuses a selection of cases that makes more than
+// MaxSuiteCalls calls in all on stores stores.
+func CheckSuite(cases []Case, stores int) error {
+	n := 0
+	for _, c := range cases {
+		n += c.CallCount() * stores
+	}
+	if n > MaxSuiteCalls {
+		return fmt.Errorf("cases: %d calls on %d stores in all, at most %d per run of the runner (select fewer with -case or -store)", n, stores, MaxSuiteCalls)
+	}
+	return nil
 }
 
 // CallCount is how many HTTP calls the steps make.
@@ -336,6 +449,75 @@ func (c Case) CallCount() int {
 		}
 	}
 	return n
+}
+
+// WaitMS is how long the steps wait on purpose, in milliseconds: every
+// sleep step, and each parallel step's last call's stagger.
+func (c Case) WaitMS() int {
+	ms := 0
+	for _, s := range c.Steps {
+		switch {
+		case s.Sleep != nil:
+			ms += s.Sleep.MS
+		case s.Parallel != nil && len(s.Parallel.Calls) > 1:
+			ms += s.Parallel.StaggerMS * (len(s.Parallel.Calls) - 1)
+		}
+	}
+	return ms
+}
+
+// checkHeaders refuses a key or fault that HTTP cannot carry as written: a
+// control byte (CR and LF above all, which would end the header) or white
+// space at either end (a header value is trimmed). The client would refuse
+// to send such a call, and the run would record it as a reply the server
+// never dropped.
+func (c Case) checkHeaders() error {
+	check := func(field string, call Call) error {
+		if call.Key != nil {
+			if err := headerValue(*call.Key); err != nil {
+				return fmt.Errorf("%s/key: %w", field, err)
+			}
+		}
+		if call.Fault != "" {
+			if err := headerValue(call.Fault); err != nil {
+				return fmt.Errorf("%s/fault: %w", field, err)
+			}
+		}
+		return nil
+	}
+	for i, s := range c.Steps {
+		at := fmt.Sprintf("/steps/%d", i)
+		var err error
+		switch {
+		case s.Call != nil:
+			err = check(at+"/call", *s.Call)
+		case s.Concurrent != nil:
+			err = check(at+"/concurrent/call", s.Concurrent.Call)
+		case s.Parallel != nil:
+			for j, call := range s.Parallel.Calls {
+				if err = check(fmt.Sprintf("%s/parallel/calls/%d", at, j), call); err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// headerValue refuses a value an HTTP header cannot carry byte for byte.
+func headerValue(v string) error {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
+			return fmt.Errorf("byte %d is %q, a control character an HTTP header cannot carry", i, b)
+		}
+	}
+	if strings.TrimLeft(v, " \t") != v || strings.TrimRight(v, " \t") != v {
+		return fmt.Errorf("%q: white space at either end is trimmed from an HTTP header, so it cannot be sent as written", v)
+	}
+	return nil
 }
 
 // oneBody refuses a call that gives both body and body_bytes.

@@ -1,7 +1,9 @@
 package casefile
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,7 +58,24 @@ func TestParseErrors(t *testing.T) {
 		{"ok", "10-demo.json", good, ""},
 		{"bad file name", "demo.json", good, "demo.json: file name"},
 		{"name mismatch", "10-other.json", good, `10-other.json: name: "demo" does not match the file name`},
-		{"not json", "10-demo.json", `{"name":`, "10-demo.json: not JSON: unexpected EOF"},
+		{"not json", "10-demo.json", `{"name":`, "10-demo.json: line 1, column 9: not JSON: unexpected EOF"},
+		// What the audit's strict reader refuses is refused at load, with its place.
+		{"invalid utf-8", "10-demo.json", strings.Replace(good, `"summary":"s"`, "\"summary\":\"s\xff\"", 1), "10-demo.json: line 1, column 28: invalid UTF-8"},
+		{"duplicate member", "10-demo.json", strings.Replace(good, `"repeat":3}}`, `"repeat":3,"key":"k2"}}`, 1), `10-demo.json: line 1, column 73: /steps/0/call: member "key" appears twice`},
+		{"duplicate top member", "10-demo.json", strings.Replace(good, `"summary":"s"`, `"summary":"s","name":"demo"`, 1), `10-demo.json: line 1, column 30: /: member "name" appears twice`},
+		{"trailing data", "10-demo.json", good + "}", "10-demo.json: line 2, column 138: data after the JSON value"},
+		{"trailing value", "10-demo.json", good + " {}", "10-demo.json: line 2, column 139: data after the JSON value"},
+		{"trailing comma", "10-demo.json", good + ",", "10-demo.json: line 2, column 138: data after the JSON value"},
+		{"deep enough", "10-demo.json", strings.Replace(good, `"summary":"s"`, `"summary":"s","x":`+strings.Repeat("[", 63)+strings.Repeat("]", 63), 1), "10-demo.json: /: additionalProperties 'x' not allowed"},
+		{"too deep", "10-demo.json", strings.Replace(good, `"summary":"s"`, `"summary":"s","x":`+strings.Repeat("[", 64)+strings.Repeat("]", 64), 1), "10-demo.json: line 1, column 97: /x/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0: nested deeper than 64 levels"},
+		// A key or fault HTTP cannot carry is refused at load, naming the step.
+		{"key with CRLF", "10-demo.json", strings.Replace(good, `"key":"k-{i}"`, `"key":"k\r\nX-Evil: 1"`, 1), `10-demo.json: /steps/0/call/key: byte 1 is '\r', a control character an HTTP header cannot carry`},
+		{"key with NUL", "10-demo.json", strings.Replace(good, `"key":"k-{i}"`, `"key":"k\u0000"`, 1), `10-demo.json: /steps/0/call/key: byte 1 is '\x00'`},
+		{"key with DEL", "10-demo.json", strings.Replace(good, `"key":"k-{i}"`, `"key":"k\u007f"`, 1), `10-demo.json: /steps/0/call/key: byte 1 is '\x7f'`},
+		{"key with trailing space", "10-demo.json", strings.Replace(good, `"key":"k-{i}"`, `"key":"k "`, 1), `10-demo.json: /steps/0/call/key: "k ": white space at either end is trimmed`},
+		{"fault with LF", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"parallel":{"calls":[{"key":"a"},{"key":"b","fault":"drop\n"},{"key":"c"}]}}`, 1), `10-demo.json: /steps/0/parallel/calls/1/fault: byte 4 is '\n'`},
+		{"concurrent key with LF", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"concurrent":{"clients":3,"call":{"key":"\nk"}}}`, 1), `10-demo.json: /steps/0/concurrent/call/key: byte 0 is '\n'`},
+		{"too long waits", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"sleep":{"ms":60000}},{"sleep":{"ms":50000}},{"parallel":{"calls":[{"key":"a"},{"key":"b"},{"key":"c"}],"stagger_ms":5001}}`, 1), "10-demo.json: steps: the sleeps and staggers wait 120002 ms in all, at most 120000 per case"},
 		{"unknown field", "10-demo.json", strings.Replace(good, `"summary"`, `"sumary"`, 1), "10-demo.json: /: additionalProperties 'sumary' not allowed; /: missing properties: 'summary'"},
 		{"bad fault type", "10-demo.json", strings.Replace(good, `"repeat":3}}`, `"repeat":3,"fault":7}}`, 1), "10-demo.json: /steps/0/call/fault: expected string, but got number"},
 		{"two actions", "10-demo.json", strings.Replace(good, `"repeat":3}}`, `"repeat":3},"restart":{"stop":"sigterm"}}`, 1), "10-demo.json: /steps/0: maximum 1 properties allowed, but found 2 properties"},
@@ -68,6 +87,8 @@ func TestParseErrors(t *testing.T) {
 		{"across one replica", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"concurrent":{"clients":3,"call":{"key":"k"},"across_replicas":true}}`, 1), "10-demo.json: /steps/0/concurrent/across_replicas: the case runs one replica"},
 		{"two bodies", "10-demo.json", strings.Replace(good, `"repeat":3}}`, `"repeat":3,"body":"a","body_bytes":5}}`, 1), "10-demo.json: /steps/0/call: body and body_bytes exclude each other (give one)"},
 		{"too many calls", "10-demo.json", strings.Replace(good, `{"call":{"key":"k-{i}","repeat":3}}`, `{"concurrent":{"clients":11,"call":{"key":"k","repeat":1000}}}`, 1), "10-demo.json: steps: 11000 calls, at most 10000 per case"},
+		{"sound store without an expectation", "10-demo.json", strings.Replace(good, `"steps"`, `"target":{"sound":"durable","tests":["duplicate_effect"]},"steps"`, 1), `10-demo.json: target/sound: "durable" has no expectation in expect`},
+		{"unknown rule", "10-demo.json", strings.Replace(good, `"steps"`, `"target":{"sound":"volatile","tests":["nice_reply"]},"steps"`, 1), "10-demo.json: /target/tests/0: value must be one of"},
 		{"call count", "10-demo.json", strings.Replace(good, `"replayed":false,"repeat":3`, `"replayed":false,"repeat":2`, 1), "10-demo.json: expect.volatile.calls: 2 expected calls, but the steps make 3 calls"},
 	}
 	set := schemas(t)
@@ -91,6 +112,34 @@ func TestParseErrors(t *testing.T) {
 				t.Fatalf("Parse error = %q, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// Ensure Plan lists one planned call per recorded call, in recorded
+// order, with its step, key, fault and body length, and marks a
+// concurrent group's calls with the group's step.
+func TestPlan(t *testing.T) {
+	doc := `{"name":"demo","summary":"s","steps":[
+{"call":{"key":"k-{i}","repeat":2,"fault":"slow"}},
+{"concurrent":{"clients":2,"call":{"key":"g","body_bytes":5}}},
+{"sleep":{"ms":1}},
+{"call":{"body":"abc"}}],
+"expect":{"volatile":{"counter":0,"exit_codes":[0],"calls":[{"outcome":"reply","repeat":5}]}}}`
+	c, err := Parse(filepath.Join("cases", "10-demo.json"), []byte(doc), schemas(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range c.Plan() {
+		key := "-"
+		if p.Key != nil {
+			key = *p.Key
+		}
+		got = append(got, fmt.Sprintf("%d/%d %s %q %d", p.Step, p.Group, key, p.Fault, p.BodyLen))
+	}
+	want := []string{`0/-1 k-0 "slow" 7`, `0/-1 k-1 "slow" 7`, `1/1 g "" 5`, `1/1 g "" 5`, `3/-1 - "" 3`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("Plan =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
@@ -225,5 +274,77 @@ func TestLoadDirRefusesNonRegular(t *testing.T) {
 				t.Fatalf("LoadDir error = %v, want %q naming %s", err, tt.want, path)
 			}
 		})
+	}
+}
+
+// Ensure the schema's bounds on a case are the ones the Go constants (and
+// docs/bounds.md, built from them) state.
+func TestSchemaBounds(t *testing.T) {
+	b, err := os.ReadFile("../../schema/" + SchemaName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Definitions struct {
+			Call struct {
+				Properties struct {
+					Key       struct{ MaxLength int }
+					Fault     struct{ MaxLength int }
+					BodyBytes struct{ Maximum int } `json:"body_bytes"`
+				}
+			}
+			Step struct {
+				Properties struct {
+					Sleep struct {
+						Properties struct{ MS struct{ Maximum int } }
+					}
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	call := doc.Definitions.Call.Properties
+	if got, want := call.BodyBytes.Maximum, MaxBodyBytes; got != want {
+		t.Errorf("schema body_bytes maximum = %d, want MaxBodyBytes %d", got, want)
+	}
+	if got, want := call.Key.MaxLength, MaxKeyLength; got != want {
+		t.Errorf("schema key maxLength = %d, want MaxKeyLength %d", got, want)
+	}
+	if got, want := call.Fault.MaxLength, MaxFaultLength; got != want {
+		t.Errorf("schema fault maxLength = %d, want MaxFaultLength %d", got, want)
+	}
+	if got := doc.Definitions.Step.Properties.Sleep.Properties.MS.Maximum; got == 0 || got > MaxWaitMS {
+		t.Errorf("schema sleep ms maximum = %d, want 1..MaxWaitMS (%d)", got, MaxWaitMS)
+	}
+}
+
+// Ensure the strict pre-pass never panics, refuses whatever encoding/json
+// calls invalid, and accepts only valid JSON.
+func FuzzCheckStrict(f *testing.F) {
+	for _, s := range []string{good, good + "}", `{"a":1,"a":2}`, "[\xff]", `[[[[]]]]`, `"x"`, ``, `{"a":{"b":[1,{"c":null}]}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		err := checkStrict(b)
+		if err == nil && !json.Valid(b) {
+			t.Fatalf("checkStrict(%q) = nil, but it is not valid JSON", b)
+		}
+	})
+}
+
+// Ensure a cases folder with more case files than the bound is refused,
+// before any is read.
+func TestLoadDirTooManyFiles(t *testing.T) {
+	dir := t.TempDir()
+	for i := range MaxFiles + 1 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%03d-c.json", i)), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := LoadDir(dir, schemas(t))
+	if want := fmt.Sprintf("101 *.json files in %s, at most 100", dir); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("LoadDir = %v, want an error saying %q", err, want)
 	}
 }

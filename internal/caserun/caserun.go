@@ -30,7 +30,6 @@ import (
 	"idemlab/internal/results"
 	"idemlab/internal/serverproc"
 	"idemlab/internal/store"
-	"idemlab/internal/store/open"
 )
 
 // Protocol holds the constants the lab runs every server and client with.
@@ -127,16 +126,25 @@ func runCase(ctx context.Context, cfg Config, c casefile.Case, kind protocol.Sto
 	}
 	defer drop()
 
-	r := &run{cfg: cfg, kind: kind, places: places, servers: make([]*serverproc.Server, c.Replicas),
-		obs: &obs, det: &det, client: client.New(cfg.Protocol.ClientTimeout), c: c}
+	sr := &storeReplicas{cfg: cfg, kind: kind, places: places, servers: make([]*serverproc.Server, c.Replicas), c: c}
+	r := &run{reps: sr, obs: &obs, det: &det, client: client.New(cfg.Protocol.ClientTimeout), c: c}
+	sr.run = r
 	if c.Ledger != nil {
-		r.ledgerDir = filepath.Join(root, "ledger")
-		if err := os.Mkdir(r.ledgerDir, 0o755); err != nil {
+		sr.ledgerDir = filepath.Join(root, "ledger")
+		if err := os.Mkdir(sr.ledgerDir, 0o755); err != nil {
 			return obs, det, fmt.Errorf("make ledger state folder: %w", err)
 		}
 	}
-	defer r.killServers()
-	if err := r.execute(ctx, c); err != nil {
+	defer sr.kill()
+	if c.Ledger != nil {
+		if err := sr.startLedger(ctx); err != nil {
+			return obs, det, err
+		}
+	}
+	if err := r.execute(ctx); err != nil {
+		return obs, det, err
+	}
+	if err := sr.stopLedger(); err != nil {
 		return obs, det, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -144,13 +152,13 @@ func runCase(ctx context.Context, cfg Config, c casefile.Case, kind protocol.Sto
 		// the server never caused: the run is not evidence.
 		return obs, det, fmt.Errorf("interrupted: %w", err)
 	}
-	st, err := readState(kind, places)
+	st, err := readState(ctx, cfg.ServerPath, kind, places)
 	if err != nil {
 		return obs, det, err
 	}
 	obs.Counter = st.Counter
 	if c.Ledger != nil {
-		lst, err := open.ReadState(protocol.Durable, open.Place{Dir: r.ledgerDir})
+		lst, err := serverproc.ReadState(ctx, cfg.ServerPath, protocol.Durable, store.Place{Dir: sr.ledgerDir})
 		if err != nil {
 			return obs, det, fmt.Errorf("ledger: %w", err)
 		}
@@ -165,9 +173,9 @@ func runCase(ctx context.Context, cfg Config, c casefile.Case, kind protocol.Sto
 // the volatile store (its registry and counter are per process, which is
 // what its column shows), one database for a database store. drop removes
 // the database, if any.
-func placesFor(ctx context.Context, cfg Config, kind protocol.Store, root string, replicas int) (places []open.Place, drop func(), err error) {
+func placesFor(ctx context.Context, cfg Config, kind protocol.Store, root string, replicas int) (places []store.Place, drop func(), err error) {
 	drop = func() {}
-	places = make([]open.Place, replicas)
+	places = make([]store.Place, replicas)
 	switch {
 	case kind.InDatabase():
 		if cfg.Databases == nil {
@@ -188,15 +196,15 @@ func placesFor(ctx context.Context, cfg Config, kind protocol.Store, root string
 			cfg.Databases.DropDatabase(dctx, name)
 		}
 		for i := range places {
-			places[i] = open.Place{Dir: root, DSN: dsn}
+			places[i] = store.Place{Dir: root, DSN: dsn}
 		}
 	case kind.Shared():
 		for i := range places {
-			places[i] = open.Place{Dir: root}
+			places[i] = store.Place{Dir: root}
 		}
 	default:
 		for i := range places {
-			places[i] = open.Place{Dir: root}
+			places[i] = store.Place{Dir: root}
 			if replicas > 1 {
 				places[i].Dir = filepath.Join(root, "r"+strconv.Itoa(i))
 				if err := os.Mkdir(places[i].Dir, 0o755); err != nil {
@@ -219,15 +227,15 @@ func databaseName() (string, error) {
 }
 
 // readState reads the effects applied at every distinct place, summed.
-func readState(kind protocol.Store, places []open.Place) (store.State, error) {
+func readState(ctx context.Context, server string, kind protocol.Store, places []store.Place) (store.State, error) {
 	var total store.State
-	seen := map[open.Place]bool{}
+	seen := map[store.Place]bool{}
 	for _, p := range places {
 		if seen[p] {
 			continue
 		}
 		seen[p] = true
-		st, err := open.ReadState(kind, p)
+		st, err := serverproc.ReadState(ctx, server, kind, p)
 		if err != nil {
 			return store.State{}, err
 		}
@@ -237,33 +245,43 @@ func readState(kind protocol.Store, places []open.Place) (store.State, error) {
 	return total, nil
 }
 
-// run is the state of one case execution.
-type run struct {
-	cfg     Config
-	kind    protocol.Store
-	places  []open.Place         // per replica
-	servers []*serverproc.Server // per replica; nil while stopped
-	obs     *results.Run
-	det     *Detail
-	client  *client.Client
-	c       casefile.Case
-
-	ledgerDir string             // the ledger's state folder; "" without one
-	ledger    *serverproc.Server // nil while stopped
+// replicas are the servers a case's calls go to: the lab's own effect
+// server on a store (storeReplicas, below), or a target between the fault
+// proxy and the effect sink (target.go).
+type replicas interface {
+	count() int
+	start(ctx context.Context, replica int) error
+	// stop ends a running replica the way the case says and returns its
+	// exit code, its log lines and what went wrong stopping it.
+	stop(replica int, how casefile.Stop) (code int, log []string, detail ServerDetail, err error)
+	running(replica int) bool
+	url(replica int) string // the replica's call URL; "" while it is down
+	kill()                  // the last resort on every path out of a run
 }
 
-func (r *run) execute(ctx context.Context, c casefile.Case) error {
-	if c.Ledger != nil {
-		if err := r.startLedger(ctx); err != nil {
+// run is the state of one case execution.
+type run struct {
+	reps   replicas
+	obs    *results.Run
+	det    *Detail
+	client *client.Client
+	c      casefile.Case
+	// shape and observe are a target's: how a request is sent, and what
+	// of its reply is recorded beyond the status and the body; nil for
+	// the lab's own server.
+	shape   *client.Shape
+	observe func(client.Reply, *results.Call)
+}
+
+// execute starts every replica, runs the steps, then stops every replica
+// still running with SIGTERM.
+func (r *run) execute(ctx context.Context) error {
+	for i := range r.reps.count() {
+		if err := r.reps.start(ctx, i); err != nil {
 			return err
 		}
 	}
-	for i := range r.servers {
-		if err := r.startServer(ctx, i); err != nil {
-			return err
-		}
-	}
-	for i, step := range c.Steps {
+	for i, step := range r.c.Steps {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("interrupted before step %d: %w", i, err)
 		}
@@ -277,11 +295,11 @@ func (r *run) execute(ctx context.Context, c casefile.Case) error {
 			r.parallel(ctx, i, *step.Parallel)
 		case step.Restart != nil:
 			r.stopServer(step.Restart.Replica, step.Restart.Stop)
-			err = r.startServer(ctx, step.Restart.Replica)
+			err = r.reps.start(ctx, step.Restart.Replica)
 		case step.Stop != nil:
 			r.stopServer(step.Stop.Replica, step.Stop.How)
 		case step.Start != nil:
-			err = r.startServer(ctx, step.Start.Replica)
+			err = r.reps.start(ctx, step.Start.Replica)
 		case step.Sleep != nil:
 			select {
 			case <-time.After(time.Duration(step.Sleep.MS) * time.Millisecond):
@@ -294,42 +312,79 @@ func (r *run) execute(ctx context.Context, c casefile.Case) error {
 			return fmt.Errorf("step %d: %w", i, err)
 		}
 	}
-	for i, s := range r.servers {
-		if s != nil {
+	for i := range r.reps.count() {
+		if r.reps.running(i) {
 			r.stopServer(i, casefile.StopSIGTERM)
 		}
 	}
-	return r.stopLedger()
+	return nil
 }
+
+// stopServer ends a replica's server the way the case says and records its
+// exit code. A server that has to be killed is recorded with code 137
+// (SIGKILL): an observation the audit will flag, not a broken lab. A
+// replica that is not running has nothing to stop (casefile refuses such a
+// step).
+func (r *run) stopServer(replica int, how casefile.Stop) {
+	if !r.reps.running(replica) {
+		return
+	}
+	code, log, d, err := r.reps.stop(replica, how)
+	r.obs.ExitCodes = append(r.obs.ExitCodes, code)
+	r.det.Servers = append(r.det.Servers, d)
+	for _, line := range log {
+		r.det.ServerLog = append(r.det.ServerLog, fmt.Sprintf("server %d (replica %d): %s", len(r.det.Servers)-1, replica, line))
+	}
+	if err != nil {
+		r.det.ServerLog = append(r.det.ServerLog, "runner: "+err.Error())
+	}
+}
+
+// storeReplicas are the lab's own effect servers on one store, and the
+// case's ledger if it has one.
+type storeReplicas struct {
+	run     *run
+	cfg     Config
+	kind    protocol.Store
+	c       casefile.Case
+	places  []store.Place        // per replica
+	servers []*serverproc.Server // per replica; nil while stopped
+
+	ledgerDir string             // the ledger's state folder; "" without one
+	ledger    *serverproc.Server // nil while stopped
+}
+
+func (sr *storeReplicas) count() int         { return len(sr.servers) }
+func (sr *storeReplicas) running(i int) bool { return sr.servers[i] != nil }
 
 // startLedger starts the case's ledger: durable, in its own state folder,
 // with faults on (an upstream asks it to drop a reply) and its own key TTL.
-func (r *run) startLedger(ctx context.Context) error {
-	p := r.cfg.Protocol
-	args := []string{"-addr", protocol.DefaultAddr, "-store", string(protocol.Durable), "-state", r.ledgerDir,
+func (sr *storeReplicas) startLedger(ctx context.Context) error {
+	p := sr.cfg.Protocol
+	args := []string{"-addr", protocol.DefaultAddr, "-store", string(protocol.Durable), "-state", sr.ledgerDir,
 		"-capacity", strconv.Itoa(p.Capacity), "-max-body", strconv.Itoa(p.MaxBody), "-wait", p.Wait.String(), "-faults"}
-	if ms := r.c.Ledger.KeyTTLMS; ms > 0 {
+	if ms := sr.c.Ledger.KeyTTLMS; ms > 0 {
 		args = append(args, "-key-ttl", (time.Duration(ms) * time.Millisecond).String())
 	}
-	s, err := serverproc.Start(ctx, r.cfg.ServerPath, args, p.ReadyWithin)
+	s, err := serverproc.Start(ctx, sr.cfg.ServerPath, args, p.ReadyWithin)
 	if err != nil {
 		return fmt.Errorf("start the ledger: %w", err)
 	}
-	r.ledger = s
+	sr.ledger = s
 	return nil
 }
 
 // stopLedger stops the ledger after every replica, keeping its log. No
 // case crashes the ledger: an exit other than 0 means the lab broke.
-func (r *run) stopLedger() error {
-	s := r.ledger
+func (sr *storeReplicas) stopLedger() error {
+	s := sr.ledger
 	if s == nil {
 		return nil
 	}
-	r.ledger = nil
-	code, err := s.Stop(r.cfg.Protocol.StopWithin)
+	sr.ledger = nil
+	code, err := s.Stop(sr.cfg.Protocol.StopWithin)
 	for _, line := range s.Log() {
-		r.det.ServerLog = append(r.det.ServerLog, "ledger: "+line)
+		sr.run.det.ServerLog = append(sr.run.det.ServerLog, "ledger: "+line)
 	}
 	if err == nil && code != 0 {
 		err = fmt.Errorf("exit status %d", code)
@@ -340,29 +395,30 @@ func (r *run) stopLedger() error {
 	return nil
 }
 
-func (r *run) startServer(ctx context.Context, replica int) error {
-	if r.servers[replica] != nil {
+// start starts a replica's server on its place.
+func (sr *storeReplicas) start(ctx context.Context, replica int) error {
+	if sr.servers[replica] != nil {
 		return fmt.Errorf("start replica %d: already running", replica)
 	}
-	p := r.cfg.Protocol
-	place := r.places[replica]
-	args := []string{"-addr", protocol.DefaultAddr, "-store", string(r.kind)}
-	if r.kind.InDatabase() {
+	p := sr.cfg.Protocol
+	place := sr.places[replica]
+	args := []string{"-addr", protocol.DefaultAddr, "-store", string(sr.kind)}
+	if sr.kind.InDatabase() {
 		args = append(args, "-dsn", place.DSN)
 	} else {
 		args = append(args, "-state", place.Dir)
 	}
 	capacity := p.Capacity
-	if r.c.Server.Capacity > 0 {
-		capacity = r.c.Server.Capacity
+	if sr.c.Server.Capacity > 0 {
+		capacity = sr.c.Server.Capacity
 	}
-	if ms := r.c.Server.KeyTTLMS; ms > 0 {
+	if ms := sr.c.Server.KeyTTLMS; ms > 0 {
 		args = append(args, "-key-ttl", (time.Duration(ms) * time.Millisecond).String())
 	}
-	if r.ledger != nil {
-		args = append(args, "-downstream", client.EffectURL(r.ledger.Addr),
-			"-forward-key="+strconv.FormatBool(r.c.Ledger.ForwardKey))
-		if ms := r.c.Server.LeaseMS; ms > 0 {
+	if sr.ledger != nil {
+		args = append(args, "-downstream", client.EffectURL(sr.ledger.Addr),
+			"-forward-key="+strconv.FormatBool(sr.c.Ledger.ForwardKey))
+		if ms := sr.c.Server.LeaseMS; ms > 0 {
 			args = append(args, "-lease", (time.Duration(ms) * time.Millisecond).String())
 		}
 	}
@@ -372,72 +428,59 @@ func (r *run) startServer(ctx context.Context, replica int) error {
 		"-wait", p.Wait.String(),
 		"-faults",
 	)
-	if r.cfg.UnsafeRegistry != protocol.Sound {
-		args = append(args, "-unsafe-registry", string(r.cfg.UnsafeRegistry))
+	if sr.cfg.UnsafeRegistry != protocol.Sound {
+		args = append(args, "-unsafe-registry", string(sr.cfg.UnsafeRegistry))
 	}
-	s, err := serverproc.Start(ctx, r.cfg.ServerPath, args, p.ReadyWithin)
+	s, err := serverproc.Start(ctx, sr.cfg.ServerPath, args, p.ReadyWithin)
 	if err != nil {
 		return fmt.Errorf("start effectserver (replica %d): %w", replica, err)
 	}
-	r.servers[replica] = s
+	sr.servers[replica] = s
 	return nil
 }
 
-// stopServer ends a replica's server the way the case says and records its
-// exit code. A server that has to be killed is recorded with code -1: an
-// observation the audit will flag, not a broken lab. A replica that is not
-// running has nothing to stop (casefile refuses such a step).
-func (r *run) stopServer(replica int, how casefile.Stop) {
-	s := r.servers[replica]
-	if s == nil {
-		return
-	}
-	r.servers[replica] = nil
+// stop ends a replica's server the way the case says.
+func (sr *storeReplicas) stop(replica int, how casefile.Stop) (int, []string, ServerDetail, error) {
+	s := sr.servers[replica]
+	sr.servers[replica] = nil
 	var code int
 	var err error
 	switch how {
 	case casefile.StopAwaitExit:
-		code, err = s.AwaitExit(r.cfg.Protocol.StopWithin)
+		code, err = s.AwaitExit(sr.cfg.Protocol.StopWithin)
 	case casefile.StopSIGTERM:
-		code, err = s.Stop(r.cfg.Protocol.StopWithin)
+		code, err = s.Stop(sr.cfg.Protocol.StopWithin)
 	default: // the schema allows no other; stop it anyway, and say so
-		code, err = s.Stop(r.cfg.Protocol.StopWithin)
+		code, err = s.Stop(sr.cfg.Protocol.StopWithin)
 		err = errors.Join(fmt.Errorf("unknown stop %q: stopped with SIGTERM", how), err)
 	}
-	r.obs.ExitCodes = append(r.obs.ExitCodes, code)
-	r.det.Servers = append(r.det.Servers, ServerDetail{Replica: replica, PID: s.PID, Addr: s.Addr, ReadyIn: s.ReadyIn, ExitCode: code})
-	for _, line := range s.Log() {
-		r.det.ServerLog = append(r.det.ServerLog, fmt.Sprintf("server %d (replica %d): %s", len(r.det.Servers)-1, replica, line))
-	}
-	if err != nil {
-		r.det.ServerLog = append(r.det.ServerLog, "runner: "+err.Error())
-	}
+	return code, s.Log(), ServerDetail{Replica: replica, PID: s.PID, Addr: s.Addr, ReadyIn: s.ReadyIn, ExitCode: code}, err
 }
 
-// killServers is the last resort on every path out of Run.
-func (r *run) killServers() {
-	for _, s := range r.servers {
+// kill is the last resort on every path out of Run.
+func (sr *storeReplicas) kill() {
+	for _, s := range sr.servers {
 		if s != nil {
 			s.Kill()
 		}
 	}
-	if r.ledger != nil {
-		r.ledger.Kill()
+	if sr.ledger != nil {
+		sr.ledger.Kill()
 	}
 }
 
 // url is the effect URL of a replica, or "" when it is stopped (a call to
 // it is refused, which is an observation).
-func (r *run) url(replica int) string {
-	if s := r.servers[replica]; s != nil {
+func (sr *storeReplicas) url(replica int) string {
+	if s := sr.servers[replica]; s != nil {
 		return client.EffectURL(s.Addr)
 	}
 	return ""
 }
 
 // request is repetition i of a case's call.
-func request(c casefile.Call, i int) client.Request {
-	return client.Request{Key: c.KeyFor(i), Fault: c.Fault, Body: c.BodyFor(i)}
+func (r *run) request(c casefile.Call, i int) client.Request {
+	return client.Request{Key: c.KeyFor(i), Fault: c.Fault, Body: c.BodyFor(i), Shape: r.shape}
 }
 
 func (r *run) sequential(ctx context.Context, step int, call casefile.Call) {
@@ -445,7 +488,7 @@ func (r *run) sequential(ctx context.Context, step int, call casefile.Call) {
 		if ctx.Err() != nil {
 			return // interrupted: Run reports it, sends nothing more
 		}
-		o, d := r.call(ctx, call.Replica, request(call, i))
+		o, d := r.call(ctx, call.Replica, r.request(call, i))
 		o.Step = step
 		o.Replica = call.Replica
 		r.record(o, d)
@@ -460,7 +503,7 @@ func (r *run) sequential(ctx context.Context, step int, call casefile.Call) {
 func (r *run) concurrent(ctx context.Context, step int, g casefile.Concurrent) {
 	replicaOf := func(client int) int {
 		if g.AcrossReplicas {
-			return client % len(r.servers)
+			return client % r.reps.count()
 		}
 		return g.Call.Replica
 	}
@@ -468,7 +511,7 @@ func (r *run) concurrent(ctx context.Context, step int, g casefile.Concurrent) {
 		if ctx.Err() != nil {
 			return // interrupted: Run reports it, sends nothing more
 		}
-		req := request(g.Call, i)
+		req := r.request(g.Call, i)
 		obs := make([]results.Call, g.Clients)
 		dets := make([]CallDetail, g.Clients)
 		r.together(g.Clients, 0, func(client int) {
@@ -494,7 +537,7 @@ func (r *run) parallel(ctx context.Context, step int, p casefile.Parallel) {
 	dets := make([]CallDetail, len(p.Calls))
 	r.together(len(p.Calls), time.Duration(p.StaggerMS)*time.Millisecond, func(i int) {
 		c := p.Calls[i]
-		obs[i], dets[i] = r.call(ctx, c.Replica, request(c, 0))
+		obs[i], dets[i] = r.call(ctx, c.Replica, r.request(c, 0))
 		obs[i].Replica = c.Replica
 	})
 	for i := range obs {
@@ -530,7 +573,7 @@ func (r *run) call(ctx context.Context, replica int, req client.Request) (result
 		o.Fault = &f
 	}
 	d := CallDetail{Replica: replica}
-	url := r.url(replica)
+	url := r.reps.url(replica)
 	if url == "" {
 		o.Outcome = protocol.OutcomeRefused
 		d.Error = fmt.Sprintf("replica %d is stopped", replica)
@@ -549,6 +592,9 @@ func (r *run) call(ctx context.Context, replica int, req client.Request) (result
 	body := string(rep.Body)
 	o.Body = &body
 	o.Replayed = rep.Replayed
+	if r.observe != nil {
+		r.observe(rep, &o)
+	}
 	return o, d
 }
 

@@ -16,7 +16,13 @@ import (
 // serverBin is the effectserver built once for these tests.
 var serverBin string
 
-func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &serverBin)) }
+func TestMain(m *testing.M) {
+	if flaw, ok := os.LookupEnv(tinyEnv); ok { // this binary as a target (target_test.go)
+		tinyMain(flaw)
+		return
+	}
+	os.Exit(servertest.Main(m, &serverBin))
+}
 
 // Ensure an interrupted run stops sending at once, reports the
 // interruption instead of observations, and leaves no server behind: the

@@ -19,7 +19,8 @@ import (
 	"idemlab/internal/caserun"
 	"idemlab/internal/client"
 	"idemlab/internal/protocol"
-	"idemlab/internal/store/open"
+	"idemlab/internal/serverproc"
+	"idemlab/internal/store"
 )
 
 // Config says what to run. Zero fields take the defaults documented on
@@ -103,6 +104,13 @@ func (c Config) check() error {
 	return c.CheckKnobs()
 }
 
+// Bounds on the knobs the runner exposes (-replicas, -clients, -duration).
+const (
+	MaxReplicas = 4
+	MaxClients  = 64
+	MaxDuration = 10 * time.Minute
+)
+
 // CheckKnobs refuses counts and durations out of their ranges (a zero
 // takes its default first), naming each, so that a caller can refuse
 // them before anything starts.
@@ -116,9 +124,9 @@ func (c Config) CheckKnobs() error {
 	}
 	ms := func(d time.Duration) int64 { return d.Milliseconds() }
 	return errors.Join(
-		rangeErr("replicas", int64(c.Replicas), 1, 4),
-		rangeErr("clients", int64(c.Clients), 1, 64),
-		rangeErr("duration (ms)", ms(c.Duration), 1, ms(10*time.Minute)),
+		rangeErr("replicas", int64(c.Replicas), 1, MaxReplicas),
+		rangeErr("clients", int64(c.Clients), 1, MaxClients),
+		rangeErr("duration (ms)", ms(c.Duration), 1, ms(MaxDuration)),
 		rangeErr("max attempts", int64(c.MaxAttempts), 1, 100),
 		rangeErr("intent deadline (ms)", ms(c.IntentWithin), 1, ms(10*time.Minute)),
 		rangeErr("attempt timeout (ms)", ms(c.AttemptTimeout), 1, ms(time.Minute)),
@@ -279,7 +287,7 @@ func runChaos(ctx context.Context, cfg Config) (Result, error) {
 
 	// The ground truth, once every server has exited.
 	h := History{Store: cfg.Store, Seed: cfg.Seed, Replicas: cfg.Replicas}
-	h.Places, err = readPlaces(cfg.Store, places)
+	h.Places, err = readPlaces(ctx, cfg.ServerPath, cfg.Store, places)
 	if err != nil {
 		return Result{}, err
 	}
@@ -302,9 +310,9 @@ func runChaos(ctx context.Context, cfg Config) (Result, error) {
 // state folder shared by every replica of the durable store, a folder per
 // replica for the volatile store, one fresh database for postgres. drop
 // removes the database, if any.
-func makePlaces(ctx context.Context, cfg Config, root string) (places []open.Place, drop func(), err error) {
+func makePlaces(ctx context.Context, cfg Config, root string) (places []store.Place, drop func(), err error) {
 	drop = func() {}
-	places = make([]open.Place, cfg.Replicas)
+	places = make([]store.Place, cfg.Replicas)
 	switch {
 	case cfg.Store.InDatabase():
 		b := make([]byte, 8)
@@ -323,15 +331,15 @@ func makePlaces(ctx context.Context, cfg Config, root string) (places []open.Pla
 			_ = cfg.Databases.DropDatabase(dctx, name)
 		}
 		for i := range places {
-			places[i] = open.Place{Dir: root, DSN: dsn}
+			places[i] = store.Place{Dir: root, DSN: dsn}
 		}
 	case cfg.Store.Shared():
 		for i := range places {
-			places[i] = open.Place{Dir: root}
+			places[i] = store.Place{Dir: root}
 		}
 	default:
 		for i := range places {
-			places[i] = open.Place{Dir: filepath.Join(root, "r"+strconv.Itoa(i))}
+			places[i] = store.Place{Dir: filepath.Join(root, "r"+strconv.Itoa(i))}
 			if err := os.Mkdir(places[i].Dir, 0o755); err != nil {
 				return nil, drop, fmt.Errorf("make state folder: %w", err)
 			}
@@ -341,15 +349,15 @@ func makePlaces(ctx context.Context, cfg Config, root string) (places []open.Pla
 }
 
 // readPlaces reads the journal at every distinct place.
-func readPlaces(kind protocol.Store, places []open.Place) ([]Place, error) {
+func readPlaces(ctx context.Context, server string, kind protocol.Store, places []store.Place) ([]Place, error) {
 	var out []Place
-	index := map[open.Place]int{}
+	index := map[store.Place]int{}
 	for r, p := range places {
 		if i, ok := index[p]; ok {
 			out[i].Replicas = append(out[i].Replicas, r)
 			continue
 		}
-		st, err := open.ReadState(kind, p)
+		st, err := serverproc.ReadState(ctx, server, kind, p)
 		if err != nil {
 			return nil, err
 		}

@@ -9,7 +9,7 @@ import (
 
 	"idemlab/internal/protocol"
 	"idemlab/internal/serverproc"
-	"idemlab/internal/store/open"
+	"idemlab/internal/store"
 )
 
 // A cluster owns the replicas' server processes: it starts them, kills
@@ -26,7 +26,7 @@ import (
 type cluster struct {
 	cfg    Config
 	began  time.Time
-	places []open.Place // per replica
+	places []store.Place // per replica
 
 	mu      sync.Mutex
 	servers []*serverproc.Server // per replica; nil while down
@@ -34,7 +34,7 @@ type cluster struct {
 	events  []ServerEvent
 }
 
-func newCluster(cfg Config, began time.Time, places []open.Place) *cluster {
+func newCluster(cfg Config, began time.Time, places []store.Place) *cluster {
 	return &cluster{cfg: cfg, began: began, places: places,
 		servers: make([]*serverproc.Server, len(places)), addrs: make([]string, len(places))}
 }
@@ -179,7 +179,7 @@ func (c *cluster) reap() []int {
 }
 
 // stopAll stops every running replica with SIGTERM and records how each
-// ended; a server that does not exit within StopWithin is killed (code -1).
+// ended; a server that does not exit within StopWithin is killed (code 137, SIGKILL).
 func (c *cluster) stopAll() {
 	c.reap()
 	var wg sync.WaitGroup

@@ -68,7 +68,7 @@ const (
 	EventStart       ServerKind = "start"        // a replica's server printed READY (first start or restart)
 	EventStartFailed ServerKind = "start_failed" // a start that did not reach READY
 	EventKill        ServerKind = "kill"         // the nemesis sent SIGKILL
-	EventExit        ServerKind = "exit"         // a server exited (after a kill: code -1; a crash fault: 23)
+	EventExit        ServerKind = "exit"         // a server exited (after a kill: code 137; a crash fault: 23)
 	EventStop        ServerKind = "stop"         // SIGTERM at the end of the run; exit_code says how it ended
 )
 

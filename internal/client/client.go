@@ -9,6 +9,14 @@
 // would turn into an invisible second request, exactly the retry the lab
 // counts. One connection per call also keeps calls independent. The server
 // disables keep-alives on its side too.
+//
+// A body larger than ExpectContinueAbove is sent with Expect: 100-continue:
+// the client sends the headers, and the body only once the server asks for
+// it. A server that refuses the request from its headers (413 for a body
+// over its -max-body) answers at once and closes; without the header the
+// client would still be writing the body, and the server's close resets the
+// connection before the 413 is read, so the same call came back 413 or
+// no_reply by chance (3-19 % no_reply for 64 KiB to 1 MiB bodies).
 package client
 
 import (
@@ -28,12 +36,31 @@ import (
 // EffectURL is the URL of protocol.EffectPath on a server listening at addr (host:port).
 func EffectURL(addr string) string { return "http://" + addr + protocol.EffectPath }
 
-// A Request is one POST to protocol.EffectPath.
+// ExpectContinueAbove is the largest body sent without Expect:
+// 100-continue. It is below protocol.DefaultMaxBody, so every body a
+// server with the lab's limit refuses for its size waits for the server's
+// word; smaller bodies go at once, as they always did.
+const ExpectContinueAbove = 1024
+
+// A Request is one call for one intent: a POST to protocol.EffectPath
+// unless its Shape says otherwise (a target's own method and headers).
 type Request struct {
 	Key   *string // Idempotency-Key sent verbatim (a case may send a malformed one); nil sends none
 	Fault string  // X-Lab-Fault value; empty sends none
 	Body  []byte
+	Shape *Shape // nil: the lab's own protocol
 }
+
+// A Shape is how a target takes a request: its method, the header its key
+// goes in, and the Content-Type sent ("" sends none).
+type Shape struct {
+	Method      string
+	KeyHeader   string
+	ContentType string
+}
+
+// labShape is the effect server's.
+var labShape = Shape{Method: http.MethodPost, KeyHeader: protocol.KeyHeader, ContentType: "text/plain"}
 
 // A Reply is the HTTP response to a Request.
 type Reply struct {
@@ -43,6 +70,8 @@ type Reply struct {
 	// RetryAfter is how long the Retry-After header asks the client to
 	// wait (protocol.RetryAfterHeader); 0 when absent or unreadable.
 	RetryAfter time.Duration
+	// Header holds every reply header (a target marks a replay its own way).
+	Header http.Header
 }
 
 // A Client makes the lab's calls. Its methods are safe for concurrent use.
@@ -54,21 +83,32 @@ type Client struct {
 // (connection to the end of the reply body).
 func New(timeout time.Duration) *Client {
 	return &Client{http: &http.Client{
-		Timeout:   timeout,
-		Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
+		Timeout: timeout,
+		// The body waits for the server's 100 Continue or final reply as
+		// long as the whole call may take: never sent by guesswork.
+		Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil, ExpectContinueTimeout: timeout},
 	}}
 }
 
 // Post sends r to url and reads the whole reply. An error means no complete
 // reply arrived; Classify says how the call failed.
 func (c *Client) Post(ctx context.Context, url string, r Request) (Reply, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(r.Body))
+	shape := labShape
+	if r.Shape != nil {
+		shape = *r.Shape
+	}
+	req, err := http.NewRequestWithContext(ctx, shape.Method, url, bytes.NewReader(r.Body))
 	if err != nil {
 		return Reply{}, err
 	}
-	req.Header.Set("Content-Type", "text/plain")
+	if shape.ContentType != "" {
+		req.Header.Set("Content-Type", shape.ContentType)
+	}
+	if len(r.Body) > ExpectContinueAbove {
+		req.Header.Set("Expect", "100-continue")
+	}
 	if r.Key != nil {
-		req.Header[protocol.KeyHeader] = []string{*r.Key} // verbatim, not canonicalized or checked
+		req.Header[http.CanonicalHeaderKey(shape.KeyHeader)] = []string{*r.Key} // the value verbatim, not checked
 	}
 	if r.Fault != "" {
 		req.Header.Set(protocol.FaultHeader, r.Fault)
@@ -82,7 +122,7 @@ func (c *Client) Post(ctx context.Context, url string, r Request) (Reply, error)
 	if err != nil {
 		return Reply{}, err
 	}
-	out := Reply{Status: resp.StatusCode, Body: body, RetryAfter: ParseRetryAfter(resp.Header.Get(protocol.RetryAfterHeader), time.Now())}
+	out := Reply{Status: resp.StatusCode, Body: body, RetryAfter: ParseRetryAfter(resp.Header.Get(protocol.RetryAfterHeader), time.Now()), Header: resp.Header}
 	switch resp.Header.Get(protocol.ReplayedHeader) {
 	case "true":
 		t := true

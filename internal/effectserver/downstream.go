@@ -119,7 +119,16 @@ func (s *Server) downstream(w http.ResponseWriter, x *exchange, in store.Intent,
 	if s.admitted != nil {
 		s.admitted(in.Key)
 	}
-	fireDelay(fault)
+	if err := s.fireDelay(fault); err != nil || s.cutting() {
+		// The ledger was not called: the claim can go at once.
+		if in.Key != "" {
+			if err := s.phased.Release(in.Key, claim.Token); err != nil {
+				x.err = err
+			}
+		}
+		cutShort(w, x)
+		return
+	}
 	if s.fireCrash(x, fault, faultheader.AfterClaim, faultheader.BeforeEffect) {
 		drop(w)
 		return
@@ -135,7 +144,12 @@ func (s *Server) downstream(w http.ResponseWriter, x *exchange, in store.Intent,
 		s.reply(w, x, http.StatusBadGateway, "downstream call failed: "+errorWords(err)+"\n")
 		return
 	}
-	fireStall(fault)
+	if err := s.fireStall(fault); err != nil {
+		// The ledger may have applied: the claim stays until its lease
+		// ends, as after a crash here.
+		cutShort(w, x)
+		return
+	}
 	if s.fireCrash(x, fault, faultheader.AfterDownstream, faultheader.AfterEffect) {
 		drop(w)
 		return

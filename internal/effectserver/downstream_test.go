@@ -2,12 +2,15 @@ package effectserver
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"idemlab/internal/client"
 	"idemlab/internal/protocol"
+	"idemlab/internal/store"
+	"idemlab/internal/store/durable"
 )
 
 // testLease is the upstream's lease in the downstream tests; afterLease
@@ -207,5 +210,61 @@ func TestDownstreamFaultsNeedDownstream(t *testing.T) {
 	}
 	if !strings.Contains(ledger.log.String(), `key=""`) {
 		t.Fatalf("ledger log shows no unkeyed request:\n%s", ledger.log.String())
+	}
+}
+
+// Ensure the end of the shutdown grace cuts the downstream mode's fault
+// sleeps too: a delay cut before the ledger call releases the claim (the
+// key is free at once, the ledger untouched); a stall cut after the call
+// leaves the claim to its lease, as a crash there would (the ledger
+// applied).
+func TestDownstreamCutAtGrace(t *testing.T) {
+	tests := []struct {
+		fault  string
+		state  store.ClaimState // of a new claim of the key after the cut
+		ledger int64
+	}{
+		{"delay=60000ms", store.Owned, 0},
+		{"stall=60000ms", store.Busy, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.fault, func(t *testing.T) {
+			ledger := newFixture(t, on(protocol.Durable, faults))
+			dir := t.TempDir()
+			r := startRunWith(t, limits{read: within, conns: 8, grace: 200 * time.Millisecond}, func(c *Config) {
+				c.Store, c.StateDir = protocol.Durable, dir
+				c.Downstream = ledger.http.URL + protocol.EffectPath
+				c.ForwardKey, c.Service, c.Lease = true, DefaultService, time.Minute
+			})
+			c := sendStalled(t, r.addr, "k", tt.fault)
+			if tt.ledger > 0 {
+				// The ledger applied: the request is past the call, in its
+				// stall (else, on a slow machine, the grace could end
+				// before the call).
+				waitFor(t, func() bool { return ledger.counter() == tt.ledger })
+			}
+			if err := r.stop(); err != nil {
+				t.Fatalf("run = %v, want nil", err)
+			}
+			c.SetReadDeadline(time.Now().Add(within))
+			if reply, err := io.ReadAll(c); err != nil || len(reply) != 0 {
+				t.Errorf("cut request got %q, %v, want no reply", reply, err)
+			}
+			if log := r.log.String(); !strings.Contains(log, "outcome=cut") {
+				t.Errorf("log does not say the request was cut:\n%s", log)
+			}
+			if got := ledger.counter(); got != tt.ledger {
+				t.Errorf("ledger counter = %d, want %d", got, tt.ledger)
+			}
+			st, err := durable.Open(dir, protocol.DefaultCapacity)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			claim, err := st.Claim(store.Intent{Key: "k", Fingerprint: store.FingerprintOf([]byte(protocol.DefaultBody))}, time.Minute)
+			if err != nil || claim.State != tt.state {
+				t.Errorf("Claim after the cut = %+v, %v, want state %d", claim, err, tt.state)
+			}
+		})
 	}
 }

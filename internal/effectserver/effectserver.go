@@ -31,6 +31,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"idemlab/internal/client"
@@ -51,6 +52,10 @@ type Config struct {
 	MaxBody  int64          // largest accepted body, in bytes
 	Wait     time.Duration  // how long a duplicate waits for an in-flight owner
 	Faults   bool           // honour X-Lab-Fault
+
+	// ReadState, when set, prints what the store holds instead of
+	// serving (ReadStateJSON or ReadStateCounter) and exits.
+	ReadState string
 
 	// Downstream, when set, is the effect URL of another effect server
 	// (the ledger): the effect becomes a POST to it, and the reply value
@@ -81,16 +86,6 @@ type Config struct {
 	Exit func(code int)
 }
 
-// A StartError is a configuration or state folder the server cannot start
-// with; the command reports it as a usage error (exit 2).
-type StartError struct{ Err error }
-
-// Error returns the underlying error's text, which names the flag or file at fault.
-func (e *StartError) Error() string { return e.Err.Error() }
-
-// Unwrap returns the underlying error.
-func (e *StartError) Unwrap() error { return e.Err }
-
 // A Server handles the lab's HTTP requests. Use New, then serve it with
 // net/http, or use Run.
 type Server struct {
@@ -111,23 +106,31 @@ type Server struct {
 	// admitted, when set by a test, is called when a request has been
 	// admitted (became the owner of its key, or is unkeyed), before faults.
 	admitted func(key string)
+
+	// cut is closed when the shutdown grace ends (Run): fault sleeps still
+	// running end, and no new effect starts.
+	cut     chan struct{}
+	cutOnce sync.Once
+	// inflight counts the requests being handled, for Run to wait on
+	// after it cut them.
+	inflight tracker
 }
 
 // New checks cfg, opens its store and returns a Server logging to stderr.
-// Every error is a *StartError.
+// An error is a *UsageError (cfg is wrong) or a *RefusedError (the state
+// it names cannot be used).
 func New(cfg Config, stderr io.Writer) (*Server, error) {
 	listen, err := check(cfg)
 	if err != nil {
-		return nil, &StartError{err}
-	}
-	st, err := open.Store(cfg.Store, open.Place{Dir: cfg.StateDir, DSN: cfg.DSN}, cfg.Capacity, cfg.Wait)
-	if err != nil {
-		return nil, &StartError{err}
+		return nil, &UsageError{err}
 	}
 	reg, err := unsaferegistry.New(cfg.UnsafeRegistry, cfg.Capacity) // the sound registry unless told
 	if err != nil {
-		st.Close()
-		return nil, &StartError{err}
+		return nil, &UsageError{err}
+	}
+	st, err := open.Store(cfg.Store, open.Place{Dir: cfg.StateDir, DSN: cfg.DSN}, cfg.Capacity, cfg.Wait)
+	if err != nil {
+		return nil, &RefusedError{err}
 	}
 	if cfg.UnsafeRegistry != protocol.Sound {
 		fmt.Fprintf(stderr, "WARNING: UNSAFE REGISTRY %q: this server has a deliberate idempotency bug, for the lab's mutation runs only\n", cfg.UnsafeRegistry)
@@ -135,13 +138,13 @@ func New(cfg Config, stderr io.Writer) (*Server, error) {
 	phased, err := expire(cfg, st, reg)
 	if err != nil {
 		st.Close()
-		return nil, &StartError{err}
+		return nil, err
 	}
 	exit := cfg.Exit
 	if exit == nil {
 		exit = os.Exit
 	}
-	return &Server{
+	s := &Server{
 		cfg:      cfg,
 		listen:   listen,
 		store:    st,
@@ -150,17 +153,25 @@ func New(cfg Config, stderr io.Writer) (*Server, error) {
 		ledger:   client.New(protocol.DefaultClientTimeout),
 		log:      slog.New(slog.NewTextHandler(stderr, nil)),
 		exit:     exit,
-	}, nil
+		cut:      make(chan struct{}),
+	}
+	if r, ok := st.(store.Repairer); ok {
+		for _, what := range r.Repairs() {
+			s.log.Warn("state repaired", "what", what)
+		}
+	}
+	return s, nil
 }
 
 // expire gives the key TTL to the registry and the store, loads the keys
 // the store kept into the registry (with the time each was recorded, when
 // the store keeps it), and returns the downstream mode's claims, if any.
+// An error is a *UsageError or a *RefusedError.
 func expire(cfg Config, st store.Store, reg registry.Table) (store.Phased, error) {
 	if cfg.KeyTTL > 0 {
 		r, ok := reg.(interface{ SetKeyTTL(time.Duration) })
 		if !ok {
-			return nil, errors.New("-key-ttl: this registry cannot expire keys")
+			return nil, &UsageError{errors.New("-key-ttl: this registry cannot expire keys")}
 		}
 		r.SetKeyTTL(cfg.KeyTTL)
 	}
@@ -173,24 +184,24 @@ func expire(cfg Config, st store.Store, reg registry.Table) (store.Phased, error
 		exp.SetKeyTTL(cfg.KeyTTL)
 		recorded, err := exp.RecordedWithTimes()
 		if err != nil {
-			return nil, fmt.Errorf("load recorded keys: %w", err)
+			return nil, &RefusedError{fmt.Errorf("load recorded keys: %w", err)}
 		}
 		for _, rec := range recorded {
 			if err := restoreAt.RestoreAt(rec.Key, rec.Fingerprint, rec.Value, rec.RecordedAt); err != nil {
-				return nil, fmt.Errorf("load recorded key %q: %w", rec.Key, err)
+				return nil, &RefusedError{fmt.Errorf("load recorded key %q: %w", rec.Key, err)}
 			}
 		}
 	default:
 		recorded, err := st.Recorded()
 		if err != nil {
-			return nil, fmt.Errorf("load recorded keys: %w", err)
+			return nil, &RefusedError{fmt.Errorf("load recorded keys: %w", err)}
 		}
 		if n := len(recorded); n > cfg.Capacity {
-			return nil, fmt.Errorf("-capacity %d: the state holds %d recorded keys; start with -capacity %d or more", cfg.Capacity, n, n)
+			return nil, &RefusedError{fmt.Errorf("-capacity %d: the state holds %d recorded keys; start with -capacity %d or more", cfg.Capacity, n, n)}
 		}
 		for _, rec := range recorded {
 			if err := reg.Restore(rec.Key, rec.Fingerprint, rec.Value); err != nil {
-				return nil, fmt.Errorf("load recorded key %q: %w", rec.Key, err)
+				return nil, &RefusedError{fmt.Errorf("load recorded key %q: %w", rec.Key, err)}
 			}
 		}
 	}
@@ -217,6 +228,12 @@ func check(cfg Config) (string, error) {
 		return "", fmt.Errorf("-dsn: only with -store %s (-store %s keeps its state in -state)", protocol.Postgres, cfg.Store)
 	case !db && cfg.StateDir == "":
 		return "", errors.New("-state is required")
+	}
+	if cfg.ReadState != "" {
+		if cfg.ReadState != ReadStateJSON && cfg.ReadState != ReadStateCounter {
+			return "", fmt.Errorf("-read-state %q: want %s or %s", cfg.ReadState, ReadStateJSON, ReadStateCounter)
+		}
+		return "", nil
 	}
 	listen, err := loopback(cfg.Addr)
 	if err != nil {

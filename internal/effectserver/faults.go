@@ -1,6 +1,7 @@
 package effectserver
 
 import (
+	"errors"
 	"net/http"
 	"slices"
 	"time"
@@ -18,6 +19,9 @@ import (
 //	delay=NNms, slow        fireDelay: admitted, before the effect
 //	stall=NNms              fireStall: effect done, result not yet recorded
 //	                        (inside the store's open transaction)
+//
+// Both sleeps end early when the shutdown grace does (see serve.go): the
+// request is then cut, never applied where the store can roll it back.
 //	crash-before-effect     fireCrash at BeforeEffect: admitted, nothing applied
 //	crash-after-effect      fireCrash at AfterEffect: effect applied, result not recorded
 //	crash-after-record      fireCrash at AfterRecord: result recorded, no reply sent
@@ -26,19 +30,51 @@ import (
 //	drop-reply              fireDropReply: applied and recorded, connection closed unanswered
 //	drop-downstream-reply   callLedger: the ledger is asked to drop its own reply
 
-// fireDelay sleeps what "delay=NNms" or "slow" asks for.
-func fireDelay(f faultheader.Fault) {
-	if f.Delay > 0 {
-		time.Sleep(f.Delay)
+// fireDelay sleeps what "delay=NNms" or "slow" asks for. A sleep still
+// running when the shutdown grace ends is cut short: it returns errCut.
+func (s *Server) fireDelay(f faultheader.Fault) error { return s.sleep(f.Delay) }
+
+// fireStall sleeps what "stall=NNms" asks for: the owner in flight at the
+// crash gap, its effect done and its result not yet recorded. Cut short at
+// the end of the shutdown grace, it returns errCut, which the store's
+// afterEffect hook returns: a store with a transaction rolls the intent
+// back (durable, postgres), and the key is released.
+func (s *Server) fireStall(f faultheader.Fault) error { return s.sleep(f.Stall) }
+
+// sleep waits d, or until the shutdown grace ends (errCut).
+func (s *Server) sleep(d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-s.cut:
+		return errCut
 	}
 }
 
-// fireStall sleeps what "stall=NNms" asks for: the owner in flight at the
-// crash gap, its effect done and its result not yet recorded.
-func fireStall(f faultheader.Fault) {
-	if f.Stall > 0 {
-		time.Sleep(f.Stall)
+// errCut is what a fault's sleep returns when the shutdown grace ended it.
+var errCut = errors.New("cut short at the end of the shutdown grace")
+
+// cutting reports whether the shutdown grace has ended: no new effect starts.
+func (s *Server) cutting() bool {
+	select {
+	case <-s.cut:
+		return true
+	default:
+		return false
 	}
+}
+
+// cutShort ends a request the end of the shutdown grace cut: logged as
+// "cut", its connection closed without a reply (it is closed already, or
+// about to be).
+func cutShort(w http.ResponseWriter, x *exchange) {
+	x.outcome = "cut"
+	drop(w)
 }
 
 // fireCrash ends the process with protocol.CrashExitCode when f's crash

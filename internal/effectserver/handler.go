@@ -30,6 +30,25 @@ const (
 	bodyUnavailable      = "store unavailable; nothing was recorded, retry\n"
 )
 
+// Bounds on a request's log line, so that no request can write a line of
+// its own making without end (a probe logged a 1 MB path as one line).
+const (
+	// maxLogField bounds each field taken from the request (method, path,
+	// key, fault): its first maxLogField bytes, then a marker.
+	maxLogField = 256
+	// maxLogErr bounds the err field: the server's own words, which may
+	// quote a store's or the ledger's.
+	maxLogErr = 1024
+)
+
+// clip returns s cut to its first n bytes, marked with how long it was.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "...(" + strconv.Itoa(len(s)) + " bytes)"
+}
+
 // errCrashed is returned through store.Store.Apply when a crash fault fired and
 // the exit function returned (only in tests).
 var errCrashed = errors.New("crash fault fired")
@@ -42,7 +61,7 @@ type exchange struct {
 	fault    string
 	status   int    // 0 when no reply was sent
 	replayed string // "true", "false", or "" when not a 200 from /effect
-	outcome  string // "reply", "dropped" or "crash"
+	outcome  string // "reply", "dropped", "crash" or "cut" (by the end of the shutdown grace)
 	// takenOver says the request took over a claim whose lease had ended
 	// (the downstream mode).
 	takenOver bool
@@ -52,6 +71,8 @@ type exchange struct {
 
 // ServeHTTP handles one request and logs one line about it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.inflight.enter()
+	defer s.inflight.leave()
 	x := &exchange{r: r, start: time.Now(), outcome: "reply"}
 	defer s.logRequest(x)
 	s.serve(w, r, x)
@@ -64,10 +85,10 @@ func (s *Server) logRequest(x *exchange) {
 	}
 	x.logged = true
 	attrs := []slog.Attr{
-		slog.String("method", x.r.Method),
-		slog.String("path", x.r.URL.Path),
-		slog.String("key", x.key),
-		slog.String("fault", x.fault),
+		slog.String("method", clip(x.r.Method, maxLogField)),
+		slog.String("path", clip(x.r.URL.Path, maxLogField)),
+		slog.String("key", clip(x.key, maxLogField)),
+		slog.String("fault", clip(x.fault, maxLogField)),
 		slog.Int("status", x.status),
 		slog.String("replayed", x.replayed),
 		slog.String("outcome", x.outcome),
@@ -80,7 +101,7 @@ func (s *Server) logRequest(x *exchange) {
 	)
 	level := slog.LevelInfo
 	if x.err != nil {
-		attrs = append(attrs, slog.String("err", x.err.Error()))
+		attrs = append(attrs, slog.String("err", clip(x.err.Error(), maxLogErr)))
 		level = slog.LevelError
 	}
 	s.log.LogAttrs(context.Background(), level, "request", attrs...)
@@ -191,13 +212,18 @@ func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, faul
 	if s.admitted != nil {
 		s.admitted(in.Key)
 	}
-	fireDelay(fault)
+	if err := s.fireDelay(fault); err != nil || s.cutting() {
+		cutShort(w, x) // nothing applied; the deferred Release frees the key
+		return
+	}
 	if s.fireCrash(x, fault, faultheader.BeforeEffect) {
 		drop(w)
 		return
 	}
 	res, err := s.store.Apply(in, func() error {
-		fireStall(fault)
+		if err := s.fireStall(fault); err != nil {
+			return err
+		}
 		if s.fireCrash(x, fault, faultheader.AfterEffect) {
 			return errCrashed
 		}
@@ -209,6 +235,9 @@ func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, faul
 	switch {
 	case errors.Is(err, errCrashed):
 		drop(w)
+		return
+	case errors.Is(err, errCut):
+		cutShort(w, x) // rolled back by a store with a transaction
 		return
 	case err != nil:
 		if status, body, ok := refusal(err); ok {

@@ -598,7 +598,9 @@ func TestConcurrentClaimOneEffect(t *testing.T) {
 	}
 }
 
-// Ensure New refuses what the command must report as a usage error.
+// Ensure New refuses a wrong configuration as a usage error and state it
+// cannot use as a refusal, so that the command exits 2 for the one and 3
+// for the other.
 func TestNewRefuses(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "counter-bad")
@@ -617,24 +619,25 @@ func TestNewRefuses(t *testing.T) {
 	}
 	ok := Config{StateDir: dir, Addr: protocol.DefaultAddr, Store: protocol.Volatile, Capacity: 1, MaxBody: 1, Wait: time.Second}
 	tests := []struct {
-		name string
-		edit func(*Config)
-		want string
+		name   string
+		edit   func(*Config)
+		want   string
+		status int
 	}{
-		{"no state", func(c *Config) { c.StateDir = "" }, "-state is required"},
-		{"missing state", func(c *Config) { c.StateDir = filepath.Join(dir, "nosuch") }, "state folder: stat " + filepath.Join(dir, "nosuch") + ": no such file or directory"},
-		{"bad counter", func(c *Config) { c.StateDir = bad }, "counter file " + filepath.Join(bad, "counter") + ": malformed content"},
-		{"corrupt database", func(c *Config) { c.StateDir = corrupt; c.Store = protocol.Durable }, "durable store " + filepath.Join(corrupt, durable.FileName) + ": file is not a database"},
-		{"unknown store", func(c *Config) { c.Store = "nosuch" }, "-store: unknown store \"nosuch\" (want one of volatile, durable, postgres)"},
-		{"all interfaces", func(c *Config) { c.Addr = "0.0.0.0:0" }, "-addr 0.0.0.0:0: not a loopback address"},
-		{"empty host", func(c *Config) { c.Addr = ":8080" }, "-addr :8080: not a loopback address"},
-		{"host name", func(c *Config) { c.Addr = "example.com:80" }, "-addr example.com:80: not a loopback address"},
-		{"no port", func(c *Config) { c.Addr = "127.0.0.1" }, "-addr 127.0.0.1: want host:port"},
-		{"bad port", func(c *Config) { c.Addr = "127.0.0.1:99999" }, "-addr 127.0.0.1:99999: bad port"},
-		{"faults off loopback", func(c *Config) { c.Addr = "0.0.0.0:0"; c.Faults = true }, "-faults: refused with -addr 0.0.0.0:0: not a loopback address"},
-		{"capacity", func(c *Config) { c.Capacity = 0 }, "-capacity 0: want at least 1"},
-		{"max body", func(c *Config) { c.MaxBody = -1 }, "-max-body -1: want 0 or more"},
-		{"wait", func(c *Config) { c.Wait = 0 }, "-wait 0s: want more than 0"},
+		{"no state", func(c *Config) { c.StateDir = "" }, "-state is required", ExitUsage},
+		{"missing state", func(c *Config) { c.StateDir = filepath.Join(dir, "nosuch") }, "state folder: stat " + filepath.Join(dir, "nosuch") + ": no such file or directory", ExitRefused},
+		{"bad counter", func(c *Config) { c.StateDir = bad }, "counter file " + filepath.Join(bad, "counter") + ": malformed content", ExitRefused},
+		{"corrupt database", func(c *Config) { c.StateDir = corrupt; c.Store = protocol.Durable }, "durable store " + filepath.Join(corrupt, durable.FileName) + ": file is not a database", ExitRefused},
+		{"unknown store", func(c *Config) { c.Store = "nosuch" }, "-store: unknown store \"nosuch\" (want one of volatile, durable, postgres)", ExitUsage},
+		{"all interfaces", func(c *Config) { c.Addr = "0.0.0.0:0" }, "-addr 0.0.0.0:0: not a loopback address", ExitUsage},
+		{"empty host", func(c *Config) { c.Addr = ":8080" }, "-addr :8080: not a loopback address", ExitUsage},
+		{"host name", func(c *Config) { c.Addr = "example.com:80" }, "-addr example.com:80: not a loopback address", ExitUsage},
+		{"no port", func(c *Config) { c.Addr = "127.0.0.1" }, "-addr 127.0.0.1: want host:port", ExitUsage},
+		{"bad port", func(c *Config) { c.Addr = "127.0.0.1:99999" }, "-addr 127.0.0.1:99999: bad port", ExitUsage},
+		{"faults off loopback", func(c *Config) { c.Addr = "0.0.0.0:0"; c.Faults = true }, "-faults: refused with -addr 0.0.0.0:0: not a loopback address", ExitUsage},
+		{"capacity", func(c *Config) { c.Capacity = 0 }, "-capacity 0: want at least 1", ExitUsage},
+		{"max body", func(c *Config) { c.MaxBody = -1 }, "-max-body -1: want 0 or more", ExitUsage},
+		{"wait", func(c *Config) { c.Wait = 0 }, "-wait 0s: want more than 0", ExitUsage},
 	}
 	for _, tt := range tests {
 		cfg := ok
@@ -644,8 +647,8 @@ func TestNewRefuses(t *testing.T) {
 			t.Errorf("%s: New error = %v, want prefix %q", tt.name, err, tt.want)
 			continue
 		}
-		if _, isStart := err.(*StartError); !isStart {
-			t.Errorf("%s: New error is %T, want *StartError", tt.name, err)
+		if got := ExitStatus(err); got != tt.status {
+			t.Errorf("%s: ExitStatus(%T) = %d, want %d", tt.name, err, got, tt.status)
 		}
 	}
 }
@@ -676,6 +679,26 @@ func TestLoopback(t *testing.T) {
 		}
 		if err != nil || got != tt.want {
 			t.Errorf("loopback(%q) = %q, %v, want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+// Ensure clip keeps a field up to its bound whole and cuts a longer one
+// to the bound, marked with its length.
+func TestClip(t *testing.T) {
+	tests := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"", 4, ""},
+		{"abcd", 4, "abcd"},
+		{"abcde", 4, "abcd...(5 bytes)"},
+		{strings.Repeat("p", 1<<20), maxLogField, strings.Repeat("p", maxLogField) + "...(1048576 bytes)"},
+	}
+	for _, tt := range tests {
+		if got := clip(tt.in, tt.n); got != tt.want {
+			t.Errorf("clip(%d bytes, %d) = %.40q (%d bytes), want %.40q", len(tt.in), tt.n, got, len(got), tt.want)
 		}
 	}
 }

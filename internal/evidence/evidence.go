@@ -19,6 +19,7 @@ import (
 
 	"idemlab/internal/labbuild"
 	"idemlab/internal/schemacheck"
+	"idemlab/internal/target"
 )
 
 // ManifestName is the manifest's file name; it lists every other file.
@@ -51,9 +52,12 @@ type Manifest struct {
 	PostgresVersion string `json:"postgres_version,omitempty"`
 	// UnsafeRegistry names the deliberately broken registry of a mutation
 	// run; empty (and absent) for the sound one.
-	UnsafeRegistry string            `json:"unsafe_registry,omitempty"`
-	Sources        map[string]string `json:"sources"`
-	Files          map[string]string `json:"files"`
+	UnsafeRegistry string `json:"unsafe_registry,omitempty"`
+	// Targets are the services the lab did not write that the cases ran
+	// on: where each came from, and the code under test.
+	Targets []ManifestTarget  `json:"targets"`
+	Sources map[string]string `json:"sources"`
+	Files   map[string]string `json:"files"`
 }
 
 // Protocol is the constants the lab ran with, as the manifest records them.
@@ -71,11 +75,26 @@ type Protocol struct {
 	ClientTimeoutMS int64  `json:"client_timeout_ms"`
 }
 
-// Selection is what the run covered: cases × stores, and experiments.
+// Selection is what the run covered: cases × stores, cases × targets, and
+// experiments.
 type Selection struct {
 	Cases       []string `json:"cases"`
 	Stores      []string `json:"stores"`
+	Targets     []string `json:"targets"`
 	Experiments []string `json:"experiments"`
+}
+
+// ManifestTarget is one target as the manifest records it: its name, its
+// folder (relative to the checkout; empty outside it) and that folder's
+// digest, the versions of the code under test its lock file pins, the
+// runtime's version, and why it was skipped, if it was.
+type ManifestTarget struct {
+	Name      string           `json:"name"`
+	Dir       string           `json:"dir"`
+	Digest    string           `json:"digest"`
+	Libraries []target.Library `json:"libraries"`
+	Runtime   string           `json:"runtime"`
+	Skipped   string           `json:"skipped"`
 }
 
 // Marshal encodes v the one way evidence is written: two-space indent, no

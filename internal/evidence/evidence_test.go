@@ -95,8 +95,8 @@ func TestWrite(t *testing.T) {
 	m := Manifest{
 		SchemaVersion: 1, GeneratedUTC: "2026-01-02T03:04:05Z", SourceCommit: "unknown", GoVersion: "go1", OSArch: "linux/amd64",
 		ServerSHA256: SHA256(nil), Protocol: Protocol{Capacity: 1, MaxBody: 1, WaitMS: 1, ClientTimeoutMS: 1},
-		Selection: Selection{Cases: []string{"a"}, Stores: []string{"volatile"}, Experiments: []string{}},
-		Sources:   map[string]string{"go.mod": SHA256(nil)},
+		Selection: Selection{Cases: []string{"a"}, Stores: []string{"volatile"}, Targets: []string{}, Experiments: []string{}}, Targets: []ManifestTarget{},
+		Sources: map[string]string{"go.mod": SHA256(nil)},
 	}
 	dir := filepath.Join(t.TempDir(), "ev")
 	bad := []File{{Name: "results.json", Data: []byte(`{"schema_version":2,"runs":[]}`), Schema: "results.schema.json"}}
@@ -210,6 +210,53 @@ func TestStatement(t *testing.T) {
 		}
 		if strings.Contains(got, "go.mod") {
 			t.Errorf("statement's configuration holds a source that is not a case file:\n%s", got)
+		}
+	}
+}
+
+// Ensure an evidence folder is refused where its files would be hashed as
+// sources (or is the checkout itself), through symlinks too, and accepted
+// anywhere else, testdata folders included.
+func TestCheckOutsideSources(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"cases", "schema", "internal/audit/testdata", "cmd/runner"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outside := t.TempDir()
+	if err := os.Symlink(filepath.Join(root, "cases"), filepath.Join(outside, "to-cases")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		out, want string // want: "" accepted, else a part of the error
+	}{
+		{"evidence", ""},
+		{"ev/nested", ""},
+		{"internal/audit/testdata/ev", ""},
+		{filepath.Join(outside, "ev"), ""},
+		{"..", ""},
+		{".", "is the checkout itself"},
+		{"cases", "is inside cases, whose files are the lab's sources"},
+		{"cases/evid", "is inside cases"},
+		{"schema/x/y", "is inside schema"},
+		{"internal/evid", "is inside internal"},
+		{"cmd/runner/ev", "is inside cmd"},
+		{"evidence/../cases/ev", "is inside cases"},
+		{filepath.Join(outside, "to-cases", "ev"), "is inside cases"},
+		{filepath.Join(outside, "to-cases"), "is inside cases"},
+	}
+	for _, tt := range tests {
+		out := tt.out
+		if !filepath.IsAbs(out) {
+			out = filepath.Join(root, out)
+		}
+		err := CheckOutsideSources(root, out)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("CheckOutsideSources(%s) = %v, want nil", tt.out, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("CheckOutsideSources(%s) = %v, want an error saying %q", tt.out, err, tt.want)
 		}
 	}
 }

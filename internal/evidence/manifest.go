@@ -7,6 +7,7 @@ import (
 	"idemlab/internal/caserun"
 	"idemlab/internal/labbuild"
 	"idemlab/internal/protocol"
+	"idemlab/internal/target"
 )
 
 // Names of the case suite's evidence files.
@@ -35,6 +36,7 @@ type ManifestInput struct {
 	ServerBuild labbuild.Recipe // how it was made
 	Postgres    string          // the version of the PostgreSQL the postgres store ran on, if it ran
 	Unsafe      protocol.Flaw
+	Targets     []TargetResult // the targets the cases ran on
 }
 
 // NewManifest hashes the sources of in.Root and returns the manifest of a
@@ -44,7 +46,16 @@ func NewManifest(in ManifestInput) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, err
 	}
-	sel := Selection{Cases: []string{}, Stores: []string{}, Experiments: []string{}}
+	sel := Selection{Cases: []string{}, Stores: []string{}, Targets: []string{}, Experiments: []string{}}
+	targets := []ManifestTarget{}
+	for _, t := range in.Targets {
+		sel.Targets = append(sel.Targets, t.Target.Name)
+		libs := t.Libraries
+		if libs == nil {
+			libs = []target.Library{}
+		}
+		targets = append(targets, ManifestTarget{Name: t.Target.Name, Dir: t.Dir, Digest: t.Digest, Libraries: libs, Runtime: t.Runtime, Skipped: t.Skipped})
+	}
 	sel.Cases = append(sel.Cases, in.Cases...)
 	sel.Experiments = append(sel.Experiments, in.Experiments...)
 	for _, s := range in.Stores {
@@ -76,6 +87,7 @@ func NewManifest(in ManifestInput) (Manifest, error) {
 		Selection:       sel,
 		PostgresVersion: in.Postgres,
 		UnsafeRegistry:  string(in.Unsafe),
+		Targets:         targets,
 		Sources:         sources,
 	}, nil
 }

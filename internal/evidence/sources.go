@@ -12,19 +12,23 @@ import (
 )
 
 // SourceRoots are the checkout's files and folders that can change a result.
-// Below a folder, test files and testdata are not sources.
-var SourceRoots = []string{"go.mod", "go.sum", "cmd", "internal", "cases", "schema"}
+// Below a folder, test files and testdata are not sources, nor what a
+// target's setup makes (node_modules, which its lock file pins) and the
+// setup's own marker.
+var SourceRoots = []string{"go.mod", "go.sum", "cmd", "internal", "cases", "schema", "targets"}
 
 // IsSource reports whether a slash path relative to the checkout root is a
 // source by the rule the audit also applies: below a source folder, every
-// regular file except *_test.go and anything in a testdata folder.
+// regular file except *_test.go, anything in a testdata or node_modules
+// folder, and a target's setup marker (.idemlab-setup*).
 func IsSource(rel string) bool {
-	if strings.HasSuffix(rel, "_test.go") {
+	parts := strings.Split(rel, "/")
+	base := parts[len(parts)-1]
+	if strings.HasSuffix(base, "_test.go") || strings.HasPrefix(base, ".idemlab-setup") {
 		return false
 	}
-	parts := strings.Split(rel, "/")
 	for _, p := range parts[:len(parts)-1] {
-		if p == "testdata" {
+		if p == "testdata" || p == "node_modules" {
 			return false
 		}
 	}
@@ -42,6 +46,9 @@ func Sources(root string) (map[string]string, error) {
 		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
+			}
+			if d.IsDir() && d.Name() == "node_modules" {
+				return filepath.SkipDir // a target's setup made it: not a source
 			}
 			if !d.Type().IsRegular() {
 				return nil
@@ -82,4 +89,59 @@ func GitState(root string) GitCheckout {
 		g.Dirty = len(bytes.TrimSpace(status)) > 0
 	}
 	return g
+}
+
+// CheckOutsideSources refuses an evidence folder out that is the checkout
+// root itself or a folder whose files the manifest would hash as sources
+// (inside cases/, schema/, cmd/ or internal/, but not in a testdata
+// folder): evidence written there would be read back as sources by every
+// later run, and the audit would find the sources changed. Both paths are
+// compared after resolving symlinks, as far as they exist.
+func CheckOutsideSources(root, out string) error {
+	r, err := resolve(root)
+	if err != nil {
+		return fmt.Errorf("checkout %s: %w", root, err)
+	}
+	o, err := resolve(out)
+	if err != nil {
+		return fmt.Errorf("evidence folder %s: %w", out, err)
+	}
+	rel, err := filepath.Rel(r, o)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return nil // outside the checkout
+	}
+	if rel == "." {
+		return fmt.Errorf("evidence folder %s is the checkout itself: choose a folder of its own (the default is evidence)", out)
+	}
+	rel = filepath.ToSlash(rel)
+	top, _, _ := strings.Cut(rel, "/")
+	for _, s := range SourceRoots {
+		if top == s && IsSource(rel+"/"+ManifestName) {
+			return fmt.Errorf("evidence folder %s is inside %s, whose files are the lab's sources: the evidence would be hashed as a source by later runs (choose a folder outside it)", out, s)
+		}
+	}
+	return nil
+}
+
+// resolve is path made absolute with the symlinks of its longest existing
+// prefix resolved; the missing rest is appended as written.
+func resolve(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	missing := ""
+	for p := abs; ; p = filepath.Dir(p) {
+		real, err := filepath.EvalSymlinks(p)
+		if err == nil {
+			return filepath.Join(real, missing), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		if filepath.Dir(p) == p {
+			return abs, nil
+		}
+		missing = filepath.Join(filepath.Base(p), missing)
+	}
 }

@@ -2,8 +2,14 @@ package pgcluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
 
 	"idemlab/internal/store/postgres/redact"
 
@@ -15,51 +21,199 @@ import (
 // An External is a PostgreSQL server the lab did not start (runner
 // -pg-dsn): it makes and drops each run's database on it, and leaves the
 // server running.
+//
+// # Leftovers
+//
+// A runner killed with SIGKILL cannot drop its databases. So an External
+// holds a lease while it is attached: a session-level advisory lock
+// (pg_advisory_lock(LeaseClass, owner)) on a connection of its own, with
+// owner a random number no other attached runner holds, and every database
+// it makes is named idemlab_<owner as 8 hex digits>_<name>. The server
+// ends the session, and with it the lock, when the runner's connection
+// closes, which the kernel does when the runner dies however it dies.
+// Attach first sweeps: for every owner named by an idemlab_ database it
+// tries the owner's lock, and drops that owner's databases only when it
+// gets it (the owner's session is gone: provably no runner uses them),
+// then releases it. A database of a live runner, and any database not
+// named this way, is left alone.
 type External struct {
 	admin   *pgxpool.Pool
+	lease   *pgx.Conn // holds the advisory lock (LeaseClass, owner)
+	owner   uint32
 	config  *pgconn.Config
-	Version string // SHOW server_version
+	Version string   // SHOW server_version
+	Swept   []string // databases of runners that were gone, dropped by Attach
+	// SweepFailed are the drops of such databases that failed (another
+	// user's database, say): reported, not fatal, tried again next time.
+	SweepFailed []error
 }
 
-// Attach connects to the server at dsn, whose user must be allowed to
-// create databases. Errors name the DSN with its password hidden.
-func Attach(ctx context.Context, dsn string) (*External, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("postgres %s: %w", redact.DSN(dsn), err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("postgres %s: %w", redact.DSN(dsn), err)
-	}
-	e := &External{admin: pool, config: cfg.ConnConfig.Config.Copy()}
-	if err := pool.QueryRow(ctx, `SHOW server_version`).Scan(&e.Version); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("postgres %s: %w", redact.DSN(dsn), err)
-	}
-	return e, nil
-}
+// LeaseClass is the first key of every runner's advisory lock: a constant
+// of the lab's own ("idemlab" in spirit), so that its locks do not meet
+// an application's single-key locks.
+const LeaseClass int32 = 0x1de31ab
 
-// CreateDatabase creates database name and returns the DSN of it: the
-// attached server's connection with the database replaced.
-func (e *External) CreateDatabase(ctx context.Context, name string) (string, error) {
-	if _, err := e.admin.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", fmt.Errorf("create database %s: %w", name, err)
-	}
-	return e.dsn(name), nil
-}
+// maxDatabaseName is the longest database name PostgreSQL keeps whole
+// (NAMEDATALEN-1 bytes); it truncates a longer one silently.
+const maxDatabaseName = 63
 
-// DropDatabase drops database name, ending its open connections first.
-func (e *External) DropDatabase(ctx context.Context, name string) error {
-	if _, err := e.admin.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`); err != nil {
-		return fmt.Errorf("drop database %s: %w", name, err)
+// leasedName is the shape of a database an attached runner made: its
+// owner's number and the caller's name.
+var leasedName = regexp.MustCompile(`^idemlab_([0-9a-f]{8})_(.+)$`)
+
+// CheckDSN refuses a dsn pgx cannot parse, before anything connects; the
+// error hides its password as Attach's do.
+func CheckDSN(dsn string) error {
+	if _, err := pgxpool.ParseConfig(dsn); err != nil {
+		return fmt.Errorf("postgres %s: %w", redact.DSN(dsn), redact.Error(dsn, err))
 	}
 	return nil
 }
 
-// Stop closes the connection to the server, which keeps running.
+// Attach connects to the server at dsn, whose user must be allowed to
+// create databases, drops the databases of runners that are gone (see
+// Leftovers) and takes its own lease. Errors name the DSN with its
+// password hidden, and pgx's own text passes through redact.Error (a parse
+// error may quote any part of the DSN).
+func Attach(ctx context.Context, dsn string) (*External, error) {
+	fail := func(err error) error {
+		return fmt.Errorf("postgres %s: %w", redact.DSN(dsn), redact.Error(dsn, err))
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fail(err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fail(err)
+	}
+	e := &External{admin: pool, config: cfg.ConnConfig.Config.Copy()}
+	if err := pool.QueryRow(ctx, `SHOW server_version`).Scan(&e.Version); err != nil {
+		pool.Close()
+		return nil, fail(err)
+	}
+	if e.lease, err = pgx.ConnectConfig(ctx, cfg.ConnConfig.Copy()); err != nil {
+		pool.Close()
+		return nil, fail(fmt.Errorf("lease connection: %w", err))
+	}
+	// The lease must last as long as the runner: no idle timeout may end
+	// its session (the setting exists from PostgreSQL 14 on).
+	_, _ = e.lease.Exec(ctx, `SET idle_session_timeout = 0`)
+	if err := e.sweepAndLease(ctx); err != nil {
+		e.Stop()
+		return nil, fail(err)
+	}
+	return e, nil
+}
+
+// sweepAndLease drops the databases of owners whose lease is free, then
+// takes a lease of a fresh owner number.
+func (e *External) sweepAndLease(ctx context.Context) error {
+	rows, err := e.admin.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'idemlab\_%' ORDER BY datname`)
+	if err != nil {
+		return fmt.Errorf("list databases: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("list databases: %w", err)
+	}
+	byOwner := map[uint32][]string{}
+	for _, n := range names {
+		if m := leasedName.FindStringSubmatch(n); m != nil {
+			o, _ := strconv.ParseUint(m[1], 16, 32)
+			byOwner[uint32(o)] = append(byOwner[uint32(o)], n)
+		}
+	}
+	owners := make([]uint32, 0, len(byOwner))
+	for o := range byOwner {
+		owners = append(owners, o)
+	}
+	slices.Sort(owners)
+	for _, o := range owners {
+		free, err := e.tryLock(ctx, o)
+		if err != nil {
+			return err
+		}
+		if !free {
+			continue // its runner is attached: leave them
+		}
+		for _, n := range byOwner[o] {
+			if _, err := e.admin.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{n}.Sanitize()+` WITH (FORCE)`); err != nil {
+				e.SweepFailed = append(e.SweepFailed, fmt.Errorf("drop database %s of a runner that is gone: %w", n, err))
+				continue
+			}
+			e.Swept = append(e.Swept, n)
+		}
+		if _, err := e.lease.Exec(ctx, `SELECT pg_advisory_unlock($1, $2)`, LeaseClass, int32(o)); err != nil {
+			return fmt.Errorf("release the lease of %08x: %w", o, err)
+		}
+	}
+	for range 100 {
+		var b [4]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return fmt.Errorf("pick an owner number: %w", err)
+		}
+		o := binary.BigEndian.Uint32(b[:])
+		if _, named := byOwner[o]; named {
+			continue // a gone runner's whose databases could not all go
+		}
+		free, err := e.tryLock(ctx, o)
+		if err != nil {
+			return err
+		}
+		if free {
+			e.owner = o
+			return nil
+		}
+	}
+	return errors.New("no free owner number after 100 tries")
+}
+
+// tryLock takes the lease of owner o on the lease connection, if free.
+func (e *External) tryLock(ctx context.Context, o uint32) (bool, error) {
+	var got bool
+	if err := e.lease.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, LeaseClass, int32(o)).Scan(&got); err != nil {
+		return false, fmt.Errorf("try the lease of %08x: %w", o, err)
+	}
+	return got, nil
+}
+
+// Database is the name on the server of this runner's database name.
+func (e *External) Database(name string) string {
+	return fmt.Sprintf("idemlab_%08x_%s", e.owner, name)
+}
+
+// CreateDatabase creates this runner's database name (named on the server
+// by Database) and returns the DSN of it: the attached server's connection
+// with the database replaced.
+func (e *External) CreateDatabase(ctx context.Context, name string) (string, error) {
+	db := e.Database(name)
+	if len(db) > maxDatabaseName {
+		return "", fmt.Errorf("create database %s: longer than the %d bytes PostgreSQL keeps", db, maxDatabaseName)
+	}
+	if _, err := e.admin.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{db}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create database %s: %w", db, err)
+	}
+	return e.dsn(db), nil
+}
+
+// DropDatabase drops this runner's database name, ending its open
+// connections first.
+func (e *External) DropDatabase(ctx context.Context, name string) error {
+	db := e.Database(name)
+	if _, err := e.admin.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{db}.Sanitize()+` WITH (FORCE)`); err != nil {
+		return fmt.Errorf("drop database %s: %w", db, err)
+	}
+	return nil
+}
+
+// Stop closes the connections to the server, which keeps running; closing
+// the lease's ends it.
 func (e *External) Stop() error {
 	e.admin.Close()
+	if e.lease != nil {
+		return e.lease.Close(context.Background())
+	}
 	return nil
 }
 

@@ -1,9 +1,17 @@
 package pgcluster_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"idemlab/internal/pgcluster"
 	"idemlab/internal/pgcluster/pgclustertest"
@@ -28,13 +36,14 @@ func TestAttach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	name := e.Database("attached_run")
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatalf("connect to %s: %v", dsn, err)
 	}
 	var db string
-	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil || db != "attached_run" {
-		t.Fatalf("current_database() = %q, %v, want attached_run", db, err)
+	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil || db != name {
+		t.Fatalf("current_database() = %q, %v, want %s", db, err, name)
 	}
 	conn.Close(ctx)
 	if err := e.DropDatabase(ctx, "attached_run"); err != nil {
@@ -50,5 +59,156 @@ func TestAttach(t *testing.T) {
 	_, err = pgcluster.Attach(ctx, "postgres://lab:s3cret@127.0.0.1:1/x?connect_timeout=2")
 	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "xxxxx") {
 		t.Fatalf("pgcluster.Attach(unreachable) error = %v, want one naming the DSN without its password", err)
+	}
+}
+
+// The test binary doubles as a runner attached to a server (-pg-dsn),
+// chosen by this variable (its value is the DSN): it makes a database,
+// prints its name and waits to be killed.
+const attachEnv = "PGCLUSTER_TEST_ATTACH"
+
+func attachMain(dsn string) int {
+	ctx := context.Background()
+	e, err := pgcluster.Attach(ctx, dsn)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if _, err := e.CreateDatabase(ctx, "run_child"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("DB %s\n", e.Database("run_child"))
+	time.Sleep(time.Minute)
+	return 0
+}
+
+// startAttached starts the test binary as an attached runner on dsn and
+// returns it and the name of the database it made; the process is killed
+// when the test ends.
+func startAttached(t *testing.T, dsn string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), attachEnv+"="+dsn)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	db, ok := strings.CutPrefix(strings.TrimSpace(line), "DB ")
+	if err != nil || !ok {
+		t.Fatalf("attached runner printed %q (%v), want DB <name>", line, err)
+	}
+	return cmd, db
+}
+
+// databases lists the server's databases named like a runner's, but for
+// the cluster's template.
+func databases(t *testing.T, c *pgcluster.Cluster) []string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE (datname LIKE 'idemlab\_%' OR datname LIKE 'run\_%') AND datname <> $1 ORDER BY datname`, pgcluster.TemplateDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// awaitLeaseFree waits until the server has ended the session that held
+// the lease of the runner that made database db (after a SIGKILL the
+// server notices the closed connection at once, but on its own time).
+func awaitLeaseFree(t *testing.T, c *pgcluster.Cluster, db string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	owner, err := strconv.ParseUint(strings.Split(db, "_")[1], 16, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var held int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::oid AND objid = $2::oid AND granted`,
+			uint32(pgcluster.LeaseClass), uint32(owner)).Scan(&held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lease of %s is still held 30s after its runner was killed", db)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Ensure the databases of a runner killed with SIGKILL on a -pg-dsn server
+// are dropped by the next runner that attaches, and only then: a live
+// runner's database stays while another attaches, and so does any
+// database not named by a runner's lease (an older run_<hex>, another
+// application's).
+func TestAttachSweepsDeadRunners(t *testing.T) {
+	c := pgclustertest.ForTest(t)
+	ctx := context.Background()
+	for _, other := range []string{"run_0123456789abcdef", "idemlab_notmine"} {
+		if _, err := c.CreateDatabase(ctx, other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd, db := startAttached(t, c.DSN("postgres"))
+	live, err := pgcluster.Attach(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(live.Swept) > 0 {
+		t.Errorf("Attach beside a live runner swept %v, want nothing", live.Swept)
+	}
+	if err := live.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := databases(t, c); !slices.Contains(got, db) {
+		t.Fatalf("databases = %v: the live runner's %s is gone", got, db)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	awaitLeaseFree(t, c, db)
+	if got := databases(t, c); !slices.Contains(got, db) {
+		t.Fatalf("databases = %v: the killed runner's %s went before anyone swept", got, db)
+	}
+	next, err := pgcluster.Attach(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Stop()
+	if got, want := next.Swept, []string{db}; !slices.Equal(got, want) {
+		t.Errorf("Attach after the kill swept %v, want %v", got, want)
+	}
+	if got, want := databases(t, c), []string{"idemlab_notmine", "run_0123456789abcdef"}; !slices.Equal(got, want) {
+		t.Errorf("databases after the sweep = %v, want %v", got, want)
 	}
 }

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if parent := os.Getenv(childEnv); parent != "" {
 		os.Exit(childMain(parent))
 	}
+	if dsn := os.Getenv(attachEnv); dsn != "" {
+		os.Exit(attachMain(dsn))
+	}
 	os.Exit(pgclustertest.Main(m))
 }
 

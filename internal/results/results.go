@@ -31,6 +31,9 @@ type Call struct {
 	Status   *int             `json:"status"`
 	Body     *string          `json:"body"`
 	Replayed *bool            `json:"replayed"`
+	// RetryAfter is the reply's Retry-After header, recorded for a run on
+	// a target only (its verdict asks for it on a 409); left out otherwise.
+	RetryAfter *string `json:"retry_after,omitempty"`
 	// Replica is the replica the call went to, left out for replica 0
 	// (every call of a one-server case) and for a concurrent group spread
 	// across replicas, whose winner differs from run to run.

@@ -35,7 +35,7 @@ import (
 	"idemlab/internal/client"
 	"idemlab/internal/protocol"
 	"idemlab/internal/serverproc"
-	"idemlab/internal/store/open"
+	"idemlab/internal/store"
 )
 
 // A Client names a client design.
@@ -231,26 +231,47 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, errors.Join(errs...)
 }
 
-// Check refuses knobs the experiment cannot run with, naming the knob and
+// Bounds on the knobs a caller sets (runner -intents, -workers, -attempts,
+// -drop-percent, -timeout-ms, -deadline-ms), so that no value can exhaust
+// the machine: every row runs at once, each with Workers connections in
+// flight (at the caps the runner had 658 files open, and a peak RSS of
+// 198 MB), and a row's server may hold up to Intents×(MaxAttempts+1) keys
+// (the retry-new-key row makes one per attempt). Check refuses values
+// outside them.
+const (
+	MaxIntents         = 10000
+	MaxWorkers         = 64
+	MaxAttempts        = 100
+	MaxClientTimeoutMS = 60000
+	MaxTotalDeadlineMS = 600000
+	MaxServerDelayMS   = 60000
+)
+
+// Check refuses knobs the experiment cannot run with, naming each knob and
 // its range, so that a caller can refuse them before anything starts.
 func (p Parameters) Check() error {
-	switch {
-	case p.Intents < 1, p.Workers < 1, p.MaxAttempts < 1, p.ClientTimeoutMS < 1:
-		return fmt.Errorf("intents (%d), workers (%d), max_attempts (%d) and client_timeout_ms (%d) must be at least 1",
-			p.Intents, p.Workers, p.MaxAttempts, p.ClientTimeoutMS)
-	case p.DropPercent < 0 || p.DropPercent > 100:
-		return fmt.Errorf("drop_percent %d outside 0..100", p.DropPercent)
-	case p.MaxServerDelayMS < 0 || p.MaxServerDelayMS > 60000:
-		return fmt.Errorf("max_server_delay_ms %d outside 0..60000", p.MaxServerDelayMS)
-	case p.BackoffBaseMS < 0 || p.BackoffCapMS < 0:
-		return errors.New("negative backoff")
-	case p.TotalDeadlineMS < 0:
-		return fmt.Errorf("total_deadline_ms %d: want 0 (none) or more", p.TotalDeadlineMS)
-	case p.CollideEvery < 2, p.ShedInflight < 1, p.RetryAfterS < 0, p.Layers < 1, p.LayerAttempts < 1:
-		return fmt.Errorf("collide_every (%d) must be at least 2, shed_inflight (%d), layers (%d) and layer_attempts (%d) at least 1, retry_after_s (%d) not negative",
-			p.CollideEvery, p.ShedInflight, p.Layers, p.LayerAttempts, p.RetryAfterS)
+	rangeErr := func(name string, v, lo, hi int) error {
+		if v < lo || v > hi {
+			return fmt.Errorf("%s %d outside %d..%d", name, v, lo, hi)
+		}
+		return nil
 	}
-	return nil
+	return errors.Join(
+		rangeErr("intents", p.Intents, 1, MaxIntents),
+		rangeErr("workers", p.Workers, 1, MaxWorkers),
+		rangeErr("drop_percent", p.DropPercent, 0, 100),
+		rangeErr("client_timeout_ms", p.ClientTimeoutMS, 1, MaxClientTimeoutMS),
+		rangeErr("max_server_delay_ms", p.MaxServerDelayMS, 0, MaxServerDelayMS),
+		rangeErr("max_attempts", p.MaxAttempts, 1, MaxAttempts),
+		rangeErr("backoff_base_ms", p.BackoffBaseMS, 0, MaxClientTimeoutMS),
+		rangeErr("backoff_cap_ms", p.BackoffCapMS, 0, MaxClientTimeoutMS),
+		rangeErr("total_deadline_ms (0: none)", p.TotalDeadlineMS, 0, MaxTotalDeadlineMS),
+		rangeErr("collide_every", p.CollideEvery, 2, MaxIntents),
+		rangeErr("shed_inflight", p.ShedInflight, 1, MaxWorkers),
+		rangeErr("retry_after_s", p.RetryAfterS, 0, 60),
+		rangeErr("layers", p.Layers, 1, 5),
+		rangeErr("layer_attempts", p.LayerAttempts, 1, 10),
+	)
 }
 
 // runRow runs one row on its own server and counts from its journal.
@@ -302,7 +323,7 @@ func runRow(ctx context.Context, cfg Config, p Parameters, r Row, stream int) (R
 	if code != 0 {
 		return RowResult{}, fmt.Errorf("server exited with code %d on SIGTERM, want 0", code)
 	}
-	st, err := open.ReadState(protocol.Volatile, open.Place{Dir: dir})
+	st, err := serverproc.ReadState(ctx, cfg.ServerPath, protocol.Volatile, store.Place{Dir: dir})
 	if err != nil {
 		return RowResult{}, fmt.Errorf("read server state: %w", err)
 	}

@@ -109,7 +109,12 @@ func TestRunRefuses(t *testing.T) {
 		{"no server", func(c *Config) { c.ServerPath = "" }, "no server binary"},
 		{"no state root", func(c *Config) { c.StateRoot = filepath.Join(c.StateRoot, "nope") }, "is not a folder"},
 		{"drop over 100", func(c *Config) { c.DropPercent = 101 }, "drop_percent 101"},
-		{"negative intents", func(c *Config) { c.Intents = -1 }, "intents (-1)"},
+		{"negative intents", func(c *Config) { c.Intents = -1 }, "intents -1 outside 1..10000"},
+		{"too many intents", func(c *Config) { c.Intents = 100000000 }, "intents 100000000 outside 1..10000"},
+		{"too many workers", func(c *Config) { c.Workers = 100000 }, "workers 100000 outside 1..64"},
+		{"too many attempts", func(c *Config) { c.MaxAttempts = 101 }, "max_attempts 101 outside 1..100"},
+		{"too long a timeout", func(c *Config) { c.ClientTimeoutMS = 60001 }, "client_timeout_ms 60001 outside 1..60000"},
+		{"too long a deadline", func(c *Config) { c.TotalDeadlineMS = 600001 }, "total_deadline_ms (0: none) 600001 outside 0..600000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

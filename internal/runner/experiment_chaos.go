@@ -33,7 +33,8 @@ func init() {
 }
 
 // ChaosOptions are the chaos experiment's knobs (runner -duration,
-// -clients, -replicas); zero fields take chaos.Config's defaults.
+// -clients, -replicas); zero fields take chaos.Config's defaults (for a
+// caller of Run: the runner's flags refuse a 0, see cmd/runner's bounds).
 type ChaosOptions struct {
 	Duration time.Duration
 	Clients  int

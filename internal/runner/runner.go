@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -26,7 +27,9 @@ import (
 	"idemlab/internal/pgcluster"
 	"idemlab/internal/protocol"
 	"idemlab/internal/retries"
+	"idemlab/internal/safefile"
 	"idemlab/internal/schemacheck"
+	"idemlab/internal/target"
 )
 
 // Options is one invocation of the runner.
@@ -52,8 +55,16 @@ type Options struct {
 	// (-store postgres): without PostgreSQL that is an error, where a
 	// plain run skips the postgres column and says so.
 	PostgresAsked bool
-	Stdout        io.Writer
-	Stderr        io.Writer
+	// StoresGiven says -store narrowed the stores (a plain run then runs
+	// no shipped target).
+	StoresGiven bool
+	// Targets are the targets to run the cases on (-target: a shipped
+	// target's name or a folder); empty in a plain run means every shipped
+	// target, and with Targets set the cases run on no store unless
+	// StoresGiven.
+	Targets []string
+	Stdout  io.Writer
+	Stderr  io.Writer
 }
 
 // DefaultIntents is the retries experiment's intents per row unless told.
@@ -68,7 +79,7 @@ func (o Options) plan() (suite bool, run []Experiment) {
 		return true, nil
 	case o.Experiment != "":
 		return false, []Experiment{o.Experiment}
-	case o.Case != "", o.Unsafe != protocol.Sound:
+	case o.Case != "", o.Unsafe != protocol.Sound, len(o.Targets) > 0:
 		return true, nil
 	default:
 		return true, Experiments()
@@ -95,6 +106,11 @@ func (o Options) check() error {
 	}
 	if err := o.checkKnobs(); err != nil {
 		return err
+	}
+	if o.PostgresDSN != "" {
+		if err := pgcluster.CheckDSN(o.PostgresDSN); err != nil {
+			return &UsageError{fmt.Errorf("-pg-dsn: %w", err)}
+		}
 	}
 	if o.Unsafe == protocol.Sound {
 		return nil
@@ -138,11 +154,18 @@ const parallel = 16
 // ErrAuditFailed means the evidence was written and the audit rejected it.
 var ErrAuditFailed = errors.New("audit failed")
 
-// ErrInterrupted means the run was cancelled (SIGINT or SIGTERM): it stopped
-// sending, every server and database it started is gone, and it wrote no
-// evidence (unless the interruption came while the audit ran, which the
-// error then says).
-var ErrInterrupted = errors.New("interrupted: stopped sending, stopped every server")
+// ErrInterrupted means the run was cancelled (SIGINT or SIGTERM) before
+// the evidence was written: it stopped sending, every server and database
+// it started is gone, and it wrote no evidence.
+var ErrInterrupted = errors.New("interrupted: stopped sending, stopped every server and database, wrote no evidence")
+
+// ErrAuditInterrupted means the run was cancelled while the audit ran: the
+// evidence folder was written but not audited. It does not wrap
+// ErrInterrupted, whose words (no evidence) would be false.
+var ErrAuditInterrupted = errors.New("interrupted while auditing")
+
+// MaxServerBytes bounds the -server binary the runner reads and hashes.
+const MaxServerBytes = 512 << 20
 
 // ParseStores turns the -store flag into the stores to run: one store's
 // name, or "all".
@@ -159,8 +182,20 @@ func ParseStores(flag string) ([]protocol.Store, error) {
 
 // evidenceNames are the files the runner may write into the evidence folder.
 func evidenceNames() []string {
-	return append([]string{evidence.ResultsName, evidence.RunName, evidence.ReportName, evidence.ManifestName, evidence.StatementName}, experimentFiles()...)
+	return append([]string{evidence.ResultsName, evidence.RunName, evidence.ReportName, evidence.ManifestName, evidence.StatementName,
+		evidence.TargetsName, evidence.TargetsReportName}, experimentFiles()...)
 }
+
+// onTargets says whether this invocation runs the cases on targets: with
+// -target, or in a run of the cases on every store; never in a mutation
+// run (the broken registries are the lab server's).
+func (o Options) onTargets(suite bool) bool {
+	return suite && o.Unsafe == protocol.Sound && (len(o.Targets) > 0 || !o.StoresGiven)
+}
+
+// onStores says whether the cases run on the lab's own stores: unless
+// -target alone narrowed the run to targets.
+func (o Options) onStores() bool { return len(o.Targets) == 0 || o.StoresGiven }
 
 // Run runs the suite and returns nil when the audit passed, ErrAuditFailed
 // when it did not, a *UsageError for bad input, ErrInterrupted when ctx
@@ -171,12 +206,12 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	written := false
 	defer func() {
-		if err != nil && ctx.Err() != nil {
-			if written {
-				err = fmt.Errorf("%w, while auditing: %s was written but not audited", ErrInterrupted, o.Out)
-			} else {
-				err = fmt.Errorf("%w, and wrote no evidence", ErrInterrupted)
-			}
+		switch {
+		case err == nil || errors.Is(err, ErrAuditInterrupted):
+		case ctx.Err() != nil && written:
+			err = fmt.Errorf("%w: %s was written but not audited (run audit on it, or run again)", ErrAuditInterrupted, o.Out)
+		case ctx.Err() != nil:
+			err = ErrInterrupted
 		}
 	}()
 	runSuite, runExperiments := o.plan()
@@ -192,6 +227,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		if cases, err = selectCase(cases, o.Case); err != nil {
 			return &UsageError{err}
 		}
+		if err := casefile.CheckSuite(cases, len(o.Stores)); err != nil {
+			return &UsageError{err}
+		}
 		if o.Unsafe != protocol.Sound {
 			cases = mutable(cases, o.Stdout)
 			if len(cases) == 0 {
@@ -199,14 +237,30 @@ func Run(ctx context.Context, o Options) (err error) {
 			}
 		}
 	}
+	if err := evidence.CheckOutsideSources(o.Root, o.Out); err != nil {
+		return &UsageError{err}
+	}
+	var targets []*target.Target
+	if o.onTargets(runSuite) {
+		dirs, err := findTargets(o)
+		if err != nil {
+			return err
+		}
+		if targets, err = loadTargets(dirs, schemas); err != nil {
+			return err
+		}
+	}
 	if err := evidence.CheckTarget(o.Out, evidenceNames()); err != nil {
 		return &UsageError{err}
 	}
-	tmp, err := os.MkdirTemp("", "idemlab-runner-")
-	if err != nil {
-		return fmt.Errorf("make temp folder: %w", err)
+	tmp, swept, release, err := makeTemp(os.TempDir())
+	if len(swept) > 0 {
+		fmt.Fprintf(o.Stdout, "removed %d temp folders of runners that are gone: %s\n", len(swept), strings.Join(swept, ", "))
 	}
-	defer os.RemoveAll(tmp)
+	if err != nil {
+		return err
+	}
+	defer release()
 	server, err := serverBinary(ctx, o)
 	if err != nil {
 		return err
@@ -220,7 +274,8 @@ func Run(ctx context.Context, o Options) (err error) {
 		cfg.Protocol = *o.Protocol
 	}
 	postgresVersion := ""
-	if slices.Contains(o.Stores, protocol.Postgres) && (runSuite || slices.Contains(runExperiments, Chaos)) {
+	needsPostgres := slices.ContainsFunc(targets, func(t *target.Target) bool { return slices.Contains(t.Services, target.Postgres) })
+	if slices.Contains(o.Stores, protocol.Postgres) && (runSuite && o.onStores() || slices.Contains(runExperiments, Chaos)) || needsPostgres {
 		pg, err := startPostgres(ctx, &o)
 		if err != nil {
 			return err
@@ -235,9 +290,10 @@ func Run(ctx context.Context, o Options) (err error) {
 	in := evidence.ManifestInput{Root: o.Root, Git: git, Protocol: cfg.Protocol, ServerSHA: server.SHA256, ServerBuild: server.Recipe, Postgres: postgresVersion, Unsafe: o.Unsafe}
 	var files []evidence.File
 	tests := evidence.Tests{}
-	if runSuite {
+	var grid *evidence.Grid
+	if runSuite && o.onStores() {
 		began := time.Now()
-		grid, err := runAll(ctx, cfg, cases, o.Stores, o.Stdout)
+		grid, err = runAll(ctx, cfg, cases, o.Stores, o.Stdout)
 		if err != nil {
 			return err
 		}
@@ -257,6 +313,25 @@ func Run(ctx context.Context, o Options) (err error) {
 		// The manifest's PostgreSQL version goes with the postgres column
 		// of the selection; an experiment-only run names no stores.
 		in.Postgres = ""
+	}
+	if len(targets) > 0 {
+		fmt.Fprintln(o.Stdout)
+		tenv := targetEnv{root: o.Root, server: server.Path, stateRoot: tmp, databases: cfg.Databases, protocol: cfg.Protocol, out: o.Stdout, grid: grid}
+		res, err := runTargets(ctx, tenv, targets, cases)
+		if err != nil {
+			return err
+		}
+		fs, err := evidence.TargetFiles(res)
+		if err != nil {
+			return err
+		}
+		files = append(files, fs...)
+		in.Targets = res
+		if len(in.Cases) == 0 {
+			for _, c := range cases {
+				in.Cases = append(in.Cases, c.Name)
+			}
+		}
 	}
 	env := experimentEnv{server: server.Path, stateRoot: tmp, seed: o.Seed, intents: o.Intents, retries: o.Retries, out: o.Stdout,
 		stores: o.Stores, databases: cfg.Databases, chaos: o.Chaos}
@@ -308,6 +383,12 @@ func startPostgres(ctx context.Context, o *Options) (postgresServer, error) {
 			return nil, &UsageError{fmt.Errorf("-pg-dsn: %w", err)}
 		}
 		fmt.Fprintf(o.Stdout, "postgres %s: the server -pg-dsn names, one database per run\n", e.Version)
+		if len(e.Swept) > 0 {
+			fmt.Fprintf(o.Stdout, "postgres: dropped %d databases of runners that are gone: %s\n", len(e.Swept), strings.Join(e.Swept, ", "))
+		}
+		for _, err := range e.SweepFailed {
+			fmt.Fprintf(o.Stderr, "runner: warning: %v\n", err)
+		}
 		return e, nil
 	}
 	pg, err := pgcluster.Start(ctx, pgcluster.Options{})
@@ -418,9 +499,13 @@ func serverBinary(ctx context.Context, o Options) (labbuild.Binary, error) {
 	if o.ServerPath == "" {
 		return build(ctx, o, pkg, "compiles SQLite, about a minute")
 	}
-	b, err := os.ReadFile(o.ServerPath)
+	path, err := filepath.EvalSymlinks(o.ServerPath)
 	if err != nil {
 		return labbuild.Binary{}, &UsageError{fmt.Errorf("-server: %w", err)}
+	}
+	b, err := safefile.Read(path, MaxServerBytes)
+	if err != nil {
+		return labbuild.Binary{}, &UsageError{fmt.Errorf("-server %s: %w", o.ServerPath, err)}
 	}
 	return labbuild.Binary{Path: o.ServerPath, SHA256: evidence.SHA256(b), Recipe: labbuild.Prebuilt(pkg)}, nil
 }
@@ -454,7 +539,17 @@ func audit(ctx context.Context, o Options, bin string, dirty bool) error {
 		return nil
 	case errors.As(err, &exit) && exit.ExitCode() == 1:
 		return ErrAuditFailed
+	case errors.As(err, &exit) && interruptedBy(exit):
+		// A Ctrl-C at the terminal reaches the audit too, maybe before
+		// the runner's own context says so.
+		return fmt.Errorf("%w: %s was written but not audited (run audit on it, or run again)", ErrAuditInterrupted, o.Out)
 	default:
 		return fmt.Errorf("run audit: %w", err)
 	}
+}
+
+// interruptedBy reports whether a process ended by SIGINT or SIGTERM.
+func interruptedBy(exit *exec.ExitError) bool {
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && (ws.Signal() == syscall.SIGINT || ws.Signal() == syscall.SIGTERM)
 }

@@ -178,3 +178,23 @@ func (w *cancelOnLine) Write(b []byte) (int, error) {
 	}
 	return n, err
 }
+
+// Ensure a run interrupted while the audit runs says what is true: the
+// evidence was written (it is there) but not audited; it is not the
+// "wrote no evidence" of an interruption before.
+func TestInterruptedAuditSaysEvidenceWritten(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "evidence")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &cancelOnLine{cancel: cancel, line: "wrote " + out}
+	err := Run(ctx, Options{
+		Root: "../..", Out: out, Stores: []protocol.Store{protocol.Volatile}, Case: "unkeyed_lost_reply",
+		Intents: DefaultIntents, Stdout: w, Stderr: w,
+	})
+	if !errors.Is(err, ErrAuditInterrupted) || errors.Is(err, ErrInterrupted) || !strings.Contains(err.Error(), "was written but not audited") {
+		t.Fatalf("Run = %v, want ErrAuditInterrupted saying the evidence was written but not audited\n%s", err, w.String())
+	}
+	if _, err := os.Stat(filepath.Join(out, evidence.ManifestName)); err != nil {
+		t.Errorf("the evidence the error says was written is not there: %v", err)
+	}
+}

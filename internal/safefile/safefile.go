@@ -31,28 +31,15 @@ func Read(path string, max int64) ([]byte, error) {
 }
 
 func read(path string, max int64) ([]byte, error) {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w (%s)", ErrNotRegular, kind(fi.Mode()))
-	}
-	if fi.Size() > max {
-		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, fi.Size(), max)
-	}
-	// O_NOFOLLOW and O_NONBLOCK: if the file was swapped for a symlink or a
-	// FIFO since the Lstat, the open fails or returns at once instead of
-	// following it or hanging.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil {
 		return nil, err
-	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w (%s)", ErrNotRegular, kind(fi.Mode()))
+	} else if fi.Size() > max {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, fi.Size(), max)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
@@ -62,6 +49,42 @@ func read(path string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, max)
 	}
 	return b, nil
+}
+
+// Open opens the regular file at path for reading, refusing what Read
+// refuses but for the size: for a reader that streams a file it bounds
+// itself. Errors name the path.
+func Open(path string) (*os.File, error) {
+	f, err := open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+func open(path string) (*os.File, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w (%s)", ErrNotRegular, kind(fi.Mode()))
+	}
+	// O_NOFOLLOW and O_NONBLOCK: if the file was swapped for a symlink or a
+	// FIFO since the Lstat, the open fails or returns at once instead of
+	// following it or hanging.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil {
+		f.Close()
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%w (%s)", ErrNotRegular, kind(fi.Mode()))
+	}
+	return f, nil
 }
 
 // kind names a file mode's type for a message.

@@ -53,3 +53,34 @@ func TestRead(t *testing.T) {
 		}
 	}
 }
+
+// Ensure Open opens a regular file whatever its size and refuses, at once
+// and naming the path, a symlink, a FIFO and a device.
+func TestOpen(t *testing.T) {
+	dir := t.TempDir()
+	ok := filepath.Join(dir, "ok")
+	if err := os.WriteFile(ok, []byte(strings.Repeat("x", 1<<20)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink("/dev/zero", link); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for _, path := range []string{fifo, link, "/dev/zero"} {
+		if f, err := Open(path); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), path) {
+			if f != nil {
+				f.Close()
+			}
+			t.Errorf("Open(%s) error = %v, want ErrNotRegular naming the path", path, err)
+		}
+	}
+}

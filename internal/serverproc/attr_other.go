@@ -5,5 +5,6 @@ package serverproc
 import "syscall"
 
 // childAttr has no parent-death signal outside Linux; the runner's own
-// cleanup paths still kill every server.
-func childAttr() *syscall.SysProcAttr { return nil }
+// cleanup paths still kill every server. With group, the server leads a
+// process group of its own.
+func childAttr(group bool) *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: group} }

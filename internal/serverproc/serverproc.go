@@ -1,19 +1,24 @@
-// Package serverproc owns one effectserver subprocess: it starts it, waits
-// for its READY line, collects its log lines, stops it with SIGTERM or waits
-// for it to exit on its own, and kills it on every other path so that no
-// server outlives the runner.
+// Package serverproc owns one server subprocess, the lab's effect server or
+// a target: it starts it, waits until it is ready (the effect server's
+// READY line, a target's own line, or a connection to its port), collects
+// its log lines, stops it with SIGTERM or waits for it to exit on its own,
+// and kills it on every other path so that no server outlives the runner.
 package serverproc
 
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,20 +40,57 @@ type Server struct {
 	ReadyIn time.Duration // from start to the READY line
 
 	cmd    *exec.Cmd
+	group  bool          // signals go to the process group
 	done   chan struct{} // closed when the process has exited and been reaped
-	status int           // exit code, valid after done; -1 if killed by a signal
+	status int           // exit code, valid after done; 128+N if killed by signal N
 
 	mu      sync.Mutex
 	log     []string
 	dropped int
 }
 
-// Start runs path with args and waits up to readyWithin for the READY line.
-// On any failure the process is killed and reaped before Start returns.
+// readyLine is the effect server's READY line; its group is the address.
+var readyLine = regexp.MustCompile(`^` + ReadyPrefix + `(\S+)$`)
+
+// A Spec says how to start a server and how to know it is ready.
+type Spec struct {
+	Path string
+	Args []string
+	Dir  string   // working folder; "" keeps the runner's
+	Env  []string // the whole environment; nil inherits the runner's
+	// ReadyLine, when set, is the stdout line that says the server accepts
+	// connections; its first group, if any, is the address (host:port) or
+	// the port on 127.0.0.1. Lines before it are log.
+	ReadyLine *regexp.Regexp
+	// Addr is the address the server was told to listen on, when the
+	// runner chose it; it is Ready's address unless ReadyLine gives one.
+	Addr string
+	// ReadyHTTP, when set with Addr, is a path whose GET must answer below
+	// 500; otherwise, without ReadyLine, a TCP connection to Addr is ready.
+	ReadyHTTP   string
+	ReadyWithin time.Duration
+	// Group starts the server in a process group of its own: Stop and
+	// Kill signal the whole group (a target's own children die with it).
+	Group bool
+}
+
+// Start runs the effect server at path with args and waits up to
+// readyWithin for its READY line. On any failure the process is killed and
+// reaped before Start returns.
 func Start(ctx context.Context, path string, args []string, readyWithin time.Duration) (*Server, error) {
-	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.SysProcAttr = childAttr()
-	cmd.Cancel = func() error { return cmd.Process.Kill() }
+	return StartSpec(ctx, Spec{Path: path, Args: args, ReadyLine: readyLine, ReadyWithin: readyWithin})
+}
+
+// StartSpec starts the server spec describes and waits until it is ready.
+// On any failure the process (its group, with spec.Group) is killed and
+// reaped before StartSpec returns.
+func StartSpec(ctx context.Context, spec Spec) (*Server, error) {
+	path := spec.Path
+	cmd := exec.CommandContext(ctx, path, spec.Args...)
+	cmd.Dir, cmd.Env = spec.Dir, spec.Env
+	cmd.SysProcAttr = childAttr(spec.Group)
+	s := &Server{cmd: cmd, group: spec.Group, done: make(chan struct{})}
+	cmd.Cancel = func() error { s.signal(syscall.SIGKILL); return nil }
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", path, err)
@@ -61,14 +103,14 @@ func Start(ctx context.Context, path string, args []string, readyWithin time.Dur
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
-	s := &Server{PID: cmd.Process.Pid, cmd: cmd, done: make(chan struct{})}
+	s.PID = cmd.Process.Pid
 
 	ready := make(chan string, 1)
 	var pipes sync.WaitGroup
 	pipes.Add(2)
 	go func() {
 		defer pipes.Done()
-		s.readStdout(stdout, ready)
+		s.readStdout(stdout, spec.ReadyLine, ready)
 	}()
 	go func() {
 		defer pipes.Done()
@@ -82,35 +124,80 @@ func Start(ctx context.Context, path string, args []string, readyWithin time.Dur
 		close(s.done)
 	}()
 
-	timer := time.NewTimer(readyWithin)
+	if spec.ReadyLine == nil {
+		go s.probe(spec.Addr, spec.ReadyHTTP, spec.ReadyWithin, ready)
+	}
+	what := "no READY line"
+	switch {
+	case spec.ReadyLine != nil && spec.ReadyLine != readyLine:
+		what = fmt.Sprintf("no line matching %q", spec.ReadyLine)
+	case spec.ReadyLine == nil && spec.ReadyHTTP != "":
+		what = fmt.Sprintf("no answer to GET %s on %s", spec.ReadyHTTP, spec.Addr)
+	case spec.ReadyLine == nil:
+		what = "no connection accepted on " + spec.Addr
+	}
+	timer := time.NewTimer(spec.ReadyWithin)
 	defer timer.Stop()
 	select {
-	case line := <-ready:
-		s.Addr = strings.TrimPrefix(line, ReadyPrefix)
+	case addr := <-ready:
+		s.Addr = cmp.Or(addr, spec.Addr)
 		s.ReadyIn = time.Since(began)
 		return s, nil
 	case <-s.done:
-		return nil, fmt.Errorf("server exited with code %d before READY: %s", s.status, s.tail())
+		return nil, fmt.Errorf("server exited with code %d before it was ready: %s", s.status, s.tail())
 	case <-timer.C:
 		s.Kill()
-		return nil, fmt.Errorf("server printed no READY line within %v: %s", readyWithin, s.tail())
+		return nil, fmt.Errorf("server was not ready within %v (%s): %s", spec.ReadyWithin, what, s.tail())
 	case <-ctx.Done():
 		s.Kill()
 		return nil, fmt.Errorf("server start: %w", ctx.Err())
 	}
 }
 
-// readStdout passes the READY line on and keeps anything else as log: a
-// server must print nothing else there.
-func (s *Server) readStdout(r io.Reader, ready chan<- string) {
+// probe sends the address on ready once a TCP connection to addr succeeds,
+// or with path set once GET path answers below 500; it gives up with the
+// process or after within.
+func (s *Server) probe(addr, path string, within time.Duration, ready chan<- string) {
+	deadline := time.Now().Add(within)
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+	for time.Now().Before(deadline) && !s.Exited() {
+		if path == "" {
+			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+				c.Close()
+				ready <- addr
+				return
+			}
+		} else if resp, err := hc.Get("http://" + addr + path); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode < 500 {
+				ready <- addr
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// readStdout passes the address of the first line matching ready on (""
+// when the line names none) and keeps every other line as log.
+func (s *Server) readStdout(r io.Reader, ready *regexp.Regexp, found chan<- string) {
 	sc := bufio.NewScanner(r)
-	sent := false
+	sent := ready == nil
 	for sc.Scan() {
 		line := sc.Text()
-		if !sent && strings.HasPrefix(line, ReadyPrefix) {
-			ready <- line
-			sent = true
-			continue
+		if !sent {
+			if m := ready.FindStringSubmatch(line); m != nil {
+				addr := ""
+				if len(m) > 1 {
+					addr = m[1]
+					if _, err := strconv.Atoi(addr); err == nil {
+						addr = net.JoinHostPort("127.0.0.1", addr) // a bare port
+					}
+				}
+				found <- addr
+				sent = true
+				continue
+			}
 		}
 		s.addLog("stdout: " + line)
 	}
@@ -161,11 +248,26 @@ func (s *Server) tail() string {
 // Stop sends SIGTERM and waits up to within for the exit; past that the
 // process is killed and Stop reports it. It returns the exit code.
 func (s *Server) Stop(within time.Duration) (int, error) {
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := s.signal(syscall.SIGTERM); err != nil {
 		s.Kill()
 		return s.status, fmt.Errorf("signal server %d: %w", s.PID, err)
 	}
 	return s.AwaitExit(within)
+}
+
+// signal sends sig to the process, or to its group; a process already gone
+// is no error.
+func (s *Server) signal(sig syscall.Signal) error {
+	var err error
+	if s.group {
+		err = syscall.Kill(-s.PID, sig)
+		if errors.Is(err, syscall.ESRCH) {
+			err = nil
+		}
+	} else if err = s.cmd.Process.Signal(sig); errors.Is(err, os.ErrProcessDone) {
+		err = nil
+	}
+	return err
 }
 
 // AwaitExit waits up to within for the process to exit on its own (after a
@@ -175,11 +277,21 @@ func (s *Server) AwaitExit(within time.Duration) (int, error) {
 	defer timer.Stop()
 	select {
 	case <-s.done:
-		return s.status, nil
+		return s.status, s.sweepGroup()
 	case <-timer.C:
 		s.Kill()
 		return s.status, fmt.Errorf("server %d did not exit within %v; killed", s.PID, within)
 	}
+}
+
+// sweepGroup kills what is left of a server's process group once the
+// server itself exited (a child it did not take with it), and says so.
+func (s *Server) sweepGroup() error {
+	if !s.group || syscall.Kill(-s.PID, 0) != nil {
+		return nil
+	}
+	_ = syscall.Kill(-s.PID, syscall.SIGKILL)
+	return fmt.Errorf("server %d exited, but processes of its group outlived it; killed", s.PID)
 }
 
 // Exited reports whether the process has exited and been reaped.
@@ -196,14 +308,20 @@ func (s *Server) Exited() bool {
 // is safe to call on every path, any number of times.
 func (s *Server) Kill() {
 	if !s.Exited() {
-		_ = s.cmd.Process.Kill() // an error means it is already gone
+		_ = s.signal(syscall.SIGKILL) // an error means it is already gone
 	}
 	<-s.done
+	_ = s.sweepGroup()
 }
 
+// exitCode is the process's exit status, or 128+N for a process that
+// signal N ended (as a shell reports it: 137 for SIGKILL, 143 for SIGTERM).
 func exitCode(cmd *exec.Cmd, err error) int {
-	if cmd.ProcessState != nil {
-		return cmd.ProcessState.ExitCode()
+	if ps := cmd.ProcessState; ps != nil {
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ps.ExitCode()
 	}
 	if err != nil {
 		return -1

@@ -1,11 +1,17 @@
 package serverproc
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,6 +49,35 @@ func TestMain(m *testing.M) {
 	case "fail": // exits before ready
 		fmt.Fprintln(os.Stderr, "fake: bad flag")
 		os.Exit(2)
+	case "port": // a target's own ready line, naming only its port
+		fmt.Println("starting")
+		fmt.Println("listening on 4243")
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	case "listen": // ready when it accepts connections on FAKE_ADDR; HTTP 503 until FAKE_SICK_MS passed
+		ln, err := net.Listen("tcp", os.Getenv("FAKE_ADDR"))
+		if err != nil {
+			os.Exit(3)
+		}
+		sick, _ := strconv.Atoi(os.Getenv("FAKE_SICK_MS"))
+		began := time.Now()
+		http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if time.Since(began) < time.Duration(sick)*time.Millisecond {
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+		}))
+		os.Exit(0)
+	case "parent": // ready, with a child of its own that ignores SIGTERM
+		child := exec.Command(os.Args[0])
+		child.Env = append(os.Environ(), fakeEnv+"=deaf")
+		out, _ := child.StdoutPipe()
+		if err := child.Start(); err != nil {
+			os.Exit(3)
+		}
+		bufio.NewReader(out).ReadString('\n') // the child ignores SIGTERM from here on
+		fmt.Printf("READY 127.0.0.1:4242 child %d\n", child.Process.Pid)
+		child.Wait()
+		os.Exit(0)
 	}
 	os.Exit(99)
 }
@@ -55,6 +90,89 @@ func start(t *testing.T, mode string, readyWithin time.Duration) (*Server, error
 		t.Cleanup(s.Kill)
 	}
 	return s, err
+}
+
+// Ensure a target's own ready line names its port, and the lines before it
+// are kept as log.
+func TestStartSpecReadyLinePort(t *testing.T) {
+	t.Setenv(fakeEnv, "port")
+	s, err := StartSpec(context.Background(), Spec{Path: os.Args[0], ReadyLine: regexp.MustCompile(`^listening on (\d+)$`), ReadyWithin: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Kill)
+	if got, want := s.Addr, "127.0.0.1:4243"; got != want {
+		t.Fatalf("Addr = %q, want %q", got, want)
+	}
+	if got := strings.Join(s.Log(), "\n"); !strings.Contains(got, "stdout: starting") {
+		t.Fatalf("Log = %q, want the line before the ready line", got)
+	}
+}
+
+// Ensure readiness by a TCP connection or an HTTP answer below 500 waits
+// for the server, and a server that never gets ready is killed.
+func TestStartSpecProbes(t *testing.T) {
+	free := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	for _, tc := range []struct {
+		name, http, sick string
+		within           time.Duration
+		ok               bool
+	}{
+		{"tcp", "", "0", 10 * time.Second, true},
+		{"http after 503s", "/health", "300", 10 * time.Second, true},
+		{"http never healthy", "/health", "60000", 500 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := free()
+			env := append(os.Environ(), fakeEnv+"=listen", "FAKE_ADDR="+addr, "FAKE_SICK_MS="+tc.sick)
+			s, err := StartSpec(context.Background(), Spec{Path: os.Args[0], Env: env, Addr: addr, ReadyHTTP: tc.http, ReadyWithin: tc.within})
+			if !tc.ok {
+				if err == nil || !strings.Contains(err.Error(), "no answer to GET /health") {
+					s.Kill()
+					t.Fatalf("StartSpec error = %v, want a readiness timeout naming the probe", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Kill()
+			if s.Addr != addr {
+				t.Fatalf("Addr = %q, want %q", s.Addr, addr)
+			}
+		})
+	}
+}
+
+// Ensure a server started in its own group takes its children with it,
+// even one that ignores SIGTERM.
+func TestStopGroupKillsChildren(t *testing.T) {
+	t.Setenv(fakeEnv, "parent")
+	s, err := StartSpec(context.Background(), Spec{Path: os.Args[0], ReadyLine: regexp.MustCompile(`^READY (\S+) child \d+$`), ReadyWithin: 10 * time.Second, Group: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Kill()
+	pgid, err := syscall.Getpgid(s.PID)
+	if err != nil || pgid != s.PID {
+		t.Fatalf("Getpgid(%d) = %d, %v, want its own group", s.PID, pgid, err)
+	}
+	if _, err := s.Stop(10 * time.Second); err == nil || !strings.Contains(err.Error(), "outlived") {
+		t.Fatalf("Stop error = %v, want a report of the child it killed (the child ignores SIGTERM)", err)
+	}
+	// The child, no longer ours, is reaped by whoever inherits it: wait for that.
+	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(-s.PID, 0) == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process group %d still alive 10 s after Stop killed it", s.PID)
+		}
+	}
 }
 
 // alive reports whether pid names a process (a zombie counts as alive).
@@ -127,8 +245,8 @@ func TestStopKillsDeafServer(t *testing.T) {
 	if err == nil {
 		t.Fatal("Stop = nil error, want a kill report")
 	}
-	if code != -1 {
-		t.Fatalf("Stop code = %d, want -1 (killed)", code)
+	if code != 137 {
+		t.Fatalf("Stop code = %d, want 137 (SIGKILL)", code)
 	}
 	if alive(s.PID) {
 		t.Fatalf("pid %d still alive", s.PID)

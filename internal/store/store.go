@@ -66,15 +66,22 @@ type Record struct {
 // body. The journal is the lab's ground truth: counts of applied effects are
 // taken from it, never from client replies.
 type Effect struct {
-	Value      int64
-	BodySHA256 string
+	Value      int64  `json:"value"`
+	BodySHA256 string `json:"body_sha256"`
 }
 
 // State is what a server left behind: the counter and its journal of
 // applied effects, in the order applied (effect i produced value i+1).
 type State struct {
-	Counter int64
-	Effects []Effect
+	Counter int64    `json:"counter"`
+	Effects []Effect `json:"effects"`
+}
+
+// A Place is where a store keeps its state: the state folder for the
+// embedded stores (volatile, durable), a database for postgres.
+type Place struct {
+	Dir string // the state folder
+	DSN string // the database (postgres only)
 }
 
 // A Store applies the side effect and keeps whatever must outlive the
@@ -111,4 +118,12 @@ type Store interface {
 
 	// Close releases the store.
 	Close() error
+}
+
+// A Repairer is a store that repaired, when it opened, what a crash had
+// left (the volatile store cuts a torn last journal record). Repairs says
+// what it cut, one line each, for the server's log: nothing is removed
+// without a word.
+type Repairer interface {
+	Repairs() []string
 }

@@ -62,7 +62,8 @@ func (f Fault) Downstream() bool {
 }
 
 // Errors returned by Parse and FromHeader. Their text is fixed (apart from
-// a quoted fault name) so a server can reply with it byte for byte.
+// a quoted fault name, at most MaxEcho bytes of it) so a server can reply
+// with it byte for byte.
 var (
 	ErrEmpty    = errors.New("empty fault")
 	ErrUnknown  = errors.New("unknown fault")
@@ -70,6 +71,20 @@ var (
 	ErrMultiple = errors.New("more than one X-Lab-Fault header line")
 	ErrClash    = errors.New("two faults act at the same point")
 )
+
+// MaxEcho bounds how much of a bad value an error quotes: its first
+// MaxEcho bytes, then "..." after the closing quote. Every valid fault
+// list is shorter, so a bad one is shown whole unless it is long.
+const MaxEcho = 128
+
+// echo quotes v as strconv.Quote does, cut to its first MaxEcho bytes with
+// a marker.
+func echo(v string) string {
+	if len(v) > MaxEcho {
+		return strconv.Quote(v[:MaxEcho]) + "..."
+	}
+	return strconv.Quote(v)
+}
 
 // A builder makes the Fault for one name; arg is what followed "=", and
 // hasArg says whether there was an "=" at all.
@@ -166,7 +181,7 @@ func Parse(v string) (Fault, error) {
 		name, _, _ := strings.Cut(part, "=")
 		p := pointOf[protocol.Fault(name)]
 		if taken[p] {
-			return Fault{}, fmt.Errorf("%w %q", ErrClash, v)
+			return Fault{}, fmt.Errorf("%w %s", ErrClash, echo(v))
 		}
 		taken[p] = true
 		f.Delay += one.Delay
@@ -213,11 +228,11 @@ func parseOne(v string) (Fault, error) {
 	name, arg, hasArg := strings.Cut(v, "=")
 	b, ok := vocabulary[protocol.Fault(name)]
 	if !ok {
-		return Fault{}, fmt.Errorf("%w %q", ErrUnknown, name)
+		return Fault{}, fmt.Errorf("%w %s", ErrUnknown, echo(name))
 	}
 	f, err := b(arg, hasArg)
 	if err != nil {
-		return Fault{}, fmt.Errorf("%w %q", err, v)
+		return Fault{}, fmt.Errorf("%w %s", err, echo(v))
 	}
 	return f, nil
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,6 +139,25 @@ func TestDownstream(t *testing.T) {
 		}
 		if got := f.Downstream(); got != want {
 			t.Errorf("Parse(%q).Downstream() = %v, want %v", in, got, want)
+		}
+	}
+}
+
+// Ensure an error quotes at most MaxEcho bytes of a bad value, with a
+// marker, so a 400 cannot echo a whole header back (a probe saw 100 kB
+// echoed); a value up to MaxEcho bytes is quoted whole.
+func TestParseEchoBounded(t *testing.T) {
+	long := strings.Repeat("q", 100_000)
+	tests := []struct{ in, want string }{
+		{strings.Repeat("q", MaxEcho), `unknown fault "` + strings.Repeat("q", MaxEcho) + `"`},
+		{long, `unknown fault "` + long[:MaxEcho] + `"...`},
+		{"delay=" + long, `bad fault argument "delay=` + long[:MaxEcho-len("delay=")] + `"...`},
+		{"slow,slow," + long, `two faults act at the same point "slow,slow,` + long[:MaxEcho-len("slow,slow,")] + `"...`},
+	}
+	for _, tt := range tests {
+		_, err := Parse(tt.in)
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("Parse(%d bytes) error = %.200q, want %.200q", len(tt.in), err, tt.want)
 		}
 	}
 }

@@ -43,6 +43,23 @@
 // capacity check, the counter update and its effects row (the effect), the
 // afterEffect hook, and the key's row. A crash before the commit leaves
 // none of it; a crash after leaves all of it.
+//
+// A limitation follows that no change here can lift without changing what
+// the lab's cases observe: afterEffect runs inside the write transaction,
+// and SQLite has one writer, so a hook that takes long holds every other
+// write for as long. The server's stall=NNms fault is such a hook, and
+// must be: it holds its intent at the crash gap inside the transaction,
+// and case replicas_owner_crash_waiter has a duplicate on another server
+// wait for that transaction, then see the crash roll it back. In this
+// process the committer is busy, so every other intent, of any key, waits
+// in its queue for the whole stall (measured: a request for another key
+// sent 0.3 s into a 3 s stall took 2.72 s, into a 12 s stall 11.72 s; both
+// 200). Another process sharing the folder waits for the write lock up to
+// busyTimeoutMS (10 s), then fails (measured: 500 after 10.06 s into a 12
+// s stall). Moving the stall before the transaction would let that
+// duplicate apply first and the stalled owner replay instead of crashing:
+// the case's exit codes and first reply would change. Reads (Recorded,
+// ReadState) do not wait: WAL readers see the last commit.
 package durable
 
 import (

@@ -21,12 +21,8 @@ import (
 	"idemlab/internal/store/volatile"
 )
 
-// A Place is where a store keeps its state: the state folder for the
-// embedded stores (volatile, durable), a database for postgres.
-type Place struct {
-	Dir string // the state folder
-	DSN string // the database (postgres only)
-}
+// A Place is where a store keeps its state (store.Place).
+type Place = store.Place
 
 // connectWithin bounds connecting to a database store.
 const connectWithin = 15 * time.Second

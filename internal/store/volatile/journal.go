@@ -1,14 +1,17 @@
 package volatile
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 
+	"idemlab/internal/safefile"
 	"idemlab/internal/store"
 )
 
@@ -18,9 +21,10 @@ const JournalName = "effects.log"
 // ReadState returns the counter of dir and the effects its journal lists,
 // in the order applied: effect i produced value i+1. It reads without
 // changing anything, for use after the server has exited; missing files
-// mean 0 and no effects. Journal lines a crash left beyond the counter are
-// not effects and are left out. A journal with fewer effects than the
-// counter, or a malformed one, is an error naming the file.
+// mean 0 and no effects. What a crash can leave beyond the counter (one
+// record for the next value, whole or torn) is not an effect and is left
+// out. A journal with fewer effects than the counter, a malformed one, or
+// one whose tail cannot be what a crash left, is an error naming the file.
 func ReadState(dir string) (store.State, error) {
 	v, err := Read(dir)
 	if err != nil {
@@ -33,17 +37,31 @@ func ReadState(dir string) (store.State, error) {
 	return store.State{Counter: v, Effects: j.effects}, nil
 }
 
+// MaxRecordLen is the longest journal record: the largest counter value
+// (19 digits), a space, a SHA-256 in hex and a newline. A crash while one
+// is written leaves at most MaxRecordLen-1 bytes without a newline.
+const MaxRecordLen = 19 + 1 + 64 + 1
+
 // journal is what readJournal found.
 type journal struct {
 	exists  bool
 	effects []store.Effect // the effects up to the counter
 	size    int64          // bytes holding them
 	tail    int64          // bytes after them (a crash's leftover), to cut off
+	torn    []byte         // the tail when it is a torn record (no newline)
 }
 
-// readJournal parses the journal at path against the counter value v.
+// readJournal parses the journal at path against the counter value v,
+// reading it a record at a time. After the counter's effects it accepts
+// what a crash can leave, the journal being written before the counter:
+// one whole record for effect v+1, or the beginning of one without its
+// newline (a torn record, at most MaxRecordLen-1 bytes). Anything else is
+// refused, naming the file and how many bytes follow the last effect, so
+// that Open never cuts more than one record. A journal that is not a
+// regular file (a FIFO, a device, a symlink, a folder) is an error naming
+// it, returned at once.
 func readJournal(path string, v int64) (journal, error) {
-	b, err := os.ReadFile(path)
+	f, err := safefile.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if v != 0 {
 			return journal{}, fmt.Errorf("effects log %s: missing, but the counter holds %d", path, v)
@@ -51,35 +69,75 @@ func readJournal(path string, v int64) (journal, error) {
 		return journal{}, nil
 	}
 	if err != nil {
-		return journal{}, fmt.Errorf("read effects log %s: %w", path, err)
+		return journal{}, fmt.Errorf("effects log: %w", err)
 	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return journal{}, fmt.Errorf("effects log %s: %w", path, err)
+	}
+	r := bufio.NewReader(f)
 	j := journal{exists: true}
-	rest := b
 	for n := int64(1); n <= v; n++ {
-		line, after, ok := bytes.Cut(rest, []byte("\n"))
-		if !ok {
+		line, err := r.ReadSlice('\n')
+		switch {
+		case errors.Is(err, io.EOF):
 			return journal{}, fmt.Errorf("effects log %s: holds %d effects, but the counter holds %d", path, n-1, v)
+		case err == nil && len(line) > MaxRecordLen, errors.Is(err, bufio.ErrBufferFull):
+			return journal{}, fmt.Errorf("effects log %s: line %d: longer than a record (%d bytes)", path, n, MaxRecordLen)
+		case err != nil:
+			return journal{}, fmt.Errorf("read effects log %s: %w", path, err)
 		}
-		e, err := parseLine(line, n)
+		e, err := parseLine(line[:len(line)-1], n)
 		if err != nil {
 			return journal{}, fmt.Errorf("effects log %s: line %d: %w", path, n, err)
 		}
 		j.effects = append(j.effects, e)
-		j.size += int64(len(line)) + 1
-		rest = after
+		j.size += int64(len(line))
 	}
-	// What follows is at most one line, torn or whole, for effect v+1: the
-	// journal is written before the counter.
-	if len(rest) > 0 {
-		line, after, whole := bytes.Cut(rest, []byte("\n"))
-		if whole {
-			if _, err := parseLine(line, v+1); err != nil || len(after) > 0 {
-				return journal{}, fmt.Errorf("effects log %s: unexpected content after line %d (the counter holds %d)", path, v, v)
-			}
+	rest := fi.Size() - j.size
+	if rest <= 0 {
+		return j, nil
+	}
+	tail, err := io.ReadAll(io.LimitReader(r, MaxRecordLen+1))
+	if err != nil {
+		return journal{}, fmt.Errorf("read effects log %s: %w", path, err)
+	}
+	if line, after, whole := bytes.Cut(tail, []byte("\n")); whole {
+		if _, err := parseLine(line, v+1); err != nil || len(after) > 0 {
+			return journal{}, fmt.Errorf("effects log %s: unexpected content after line %d (the counter holds %d): %d bytes after it", path, v, v, rest)
 		}
-		j.tail = int64(len(rest))
+	} else if rest >= MaxRecordLen {
+		return journal{}, fmt.Errorf("effects log %s: %d bytes after line %d without a newline, more than a torn record can hold "+
+			"(%d bytes): refusing to cut them; inspect or remove the file", path, rest, v, MaxRecordLen-1)
+	} else if !tornRecord(tail, v+1) {
+		return journal{}, fmt.Errorf("effects log %s: %d bytes after line %d without a newline, %s, are not the beginning of "+
+			"a record for effect %d: refusing to cut them; inspect or remove the file", path, rest, v, quote(tail), v+1)
+	} else {
+		j.torn = tail
 	}
+	j.tail = rest
 	return j, nil
+}
+
+// tornRecord reports whether b can be the beginning of the record of
+// effect want, cut short before its newline: want's digits, a space, then
+// lowercase hex digits, as far as b goes.
+func tornRecord(b []byte, want int64) bool {
+	head := strconv.FormatInt(want, 10) + " "
+	if len(b) > len(head)+64 {
+		return false
+	}
+	for i, c := range b {
+		if i < len(head) {
+			if c != head[i] {
+				return false
+			}
+		} else if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // parseLine parses "<value> <sha256hex>" and checks the value is want.

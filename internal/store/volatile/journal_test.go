@@ -1,9 +1,13 @@
 package volatile
 
 import (
+	"bytes"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -173,5 +177,68 @@ func writeState(t *testing.T, dir, counter, journal string) {
 	}
 	if err := os.WriteFile(filepath.Join(dir, JournalName), []byte(journal), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Ensure Open cuts a tail without a newline only when it can be one torn
+// record, says what it cut (Repairs), and otherwise refuses, naming the
+// file and the byte count and leaving the file as it was; ReadState agrees.
+func TestJournalTailBound(t *testing.T) {
+	whole := "1 " + sum + "\n"
+	tests := []struct {
+		name, tail string
+		want       string // in the error; "" means cut, and Repairs says so
+	}{
+		{"torn after the value", "2 ", ""},
+		{"torn one byte short of the newline", "2 " + sum, ""},
+		{"whole next record", "2 " + sum + "\n", ""},
+		{"one byte over a record, no newline", strings.Repeat("2", MaxRecordLen), fmt.Sprintf("%d bytes after line 1 without a newline, more than a torn record", MaxRecordLen)},
+		{"a megabyte, no newline", strings.Repeat("x", 1<<20), fmt.Sprintf("%d bytes after line 1 without a newline", 1<<20)},
+		{"short garbage", "garbage", "7 bytes after line 1 without a newline, \"garbage\", are not the beginning of a record for effect 2"},
+		{"wrong value", "3 ab", "4 bytes after line 1 without a newline"},
+		{"upper-case hex", "2 AB", "4 bytes after line 1 without a newline"},
+		{"whole record then garbage", "2 " + sum + "\nxyz", "unexpected content after line 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeState(t, dir, "1\n", whole+tt.tail)
+			path := filepath.Join(dir, JournalName)
+			before, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := Open(dir)
+			_, rerr := ReadState(dir)
+			if tt.want != "" {
+				for what, err := range map[string]error{"Open": err, "ReadState": rerr} {
+					if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tt.want) {
+						t.Errorf("%s error = %v, want one naming %s and saying %q", what, err, path, tt.want)
+					}
+				}
+				if after, err := os.ReadFile(path); err != nil || !bytes.Equal(after, before) {
+					t.Errorf("journal changed by a refused Open (%d bytes, was %d)", len(after), len(before))
+				}
+				return
+			}
+			if err != nil || rerr != nil {
+				t.Fatalf("Open, ReadState = %v, %v, want nil", err, rerr)
+			}
+			defer c.Close()
+			if b, err := os.ReadFile(path); err != nil || string(b) != whole {
+				t.Errorf("journal after Open = %q, %v, want %q", b, err, whole)
+			}
+			r := c.Repairs()
+			if len(r) != 1 || !strings.Contains(r[0], path) || !strings.Contains(r[0], fmt.Sprintf("(%d bytes)", len(tt.tail))) && !strings.Contains(r[0], fmt.Sprintf("of %d bytes", len(tt.tail))) {
+				t.Errorf("Repairs() = %q, want one line naming %s and the %d bytes cut", r, path, len(tt.tail))
+			}
+		})
+	}
+}
+
+// Ensure MaxRecordLen is the length of the longest record the journal writes.
+func TestMaxRecordLen(t *testing.T) {
+	if got, want := len(strconv.FormatInt(math.MaxInt64, 10)+" "+sum+"\n"), MaxRecordLen; got != want {
+		t.Fatalf("longest record = %d bytes, MaxRecordLen = %d", got, want)
 	}
 }

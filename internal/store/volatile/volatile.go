@@ -13,9 +13,13 @@
 // fsyncs the journal line, then replaces the counter file. So the journal
 // is never behind the counter: a crash between the two leaves one line more
 // than the counter says (an effect that was journaled but never applied),
-// and a crash in the middle of the journal write leaves a torn last line.
-// Open cuts both off; ReadState ignores them. Either way the journal lists
-// exactly the effects the counter holds, in the order they were applied.
+// and a crash in the middle of the journal write leaves a torn last line
+// (under MaxRecordLen bytes, without its newline). Open cuts either off and
+// says so (Repairs); ReadState ignores them. Anything else after the
+// counter's effects is refused by both, never cut: it is not what a crash
+// leaves. Either way the journal lists exactly the effects the counter
+// holds, in the order they were applied. A counter or journal that is not a
+// regular file (a FIFO, a device, a symlink) is refused at once.
 //
 // One process at a time: Open locks the state folder until Close (see
 // lockFolder), and refuses a folder that holds the durable store's
@@ -33,6 +37,7 @@ import (
 	"strconv"
 	"sync"
 
+	"idemlab/internal/safefile"
 	"idemlab/internal/store"
 )
 
@@ -55,6 +60,8 @@ type Counter struct {
 	val      int64
 	jsize    int64 // bytes of the journal that hold the effects up to val
 	jcreated bool  // the journal file exists and its folder entry is durable
+
+	repairs []string // what Open cut off (see Repairs)
 }
 
 // Open loads the counter of dir, which must be a writable folder no other
@@ -106,9 +113,17 @@ func load(dir string) (*Counter, error) {
 	if err != nil {
 		return nil, err
 	}
+	var repairs []string
 	if j.exists && j.tail > 0 {
 		if err := truncate(journal, j.size); err != nil {
 			return nil, err
+		}
+		if j.torn != nil {
+			repairs = append(repairs, fmt.Sprintf("effects log %s: cut a torn record of %d bytes after line %d (a crash while journaling effect %d): %s",
+				journal, j.tail, v, v+1, quote(j.torn)))
+		} else {
+			repairs = append(repairs, fmt.Sprintf("effects log %s: cut the record of effect %d after line %d (%d bytes): journaled, but a crash came before the counter said so",
+				journal, v+1, v, j.tail))
 		}
 	}
 	// Prove the folder is writable now, not at the first request.
@@ -127,19 +142,28 @@ func load(dir string) (*Counter, error) {
 		val:      v,
 		jsize:    j.size,
 		jcreated: j.exists,
+		repairs:  repairs,
 	}, nil
 }
 
+// MaxCounterBytes bounds what Read reads of a counter file: far more than
+// the 20 bytes of the largest counter, so that a wrong file shows as
+// malformed, and few enough that no file can exhaust memory.
+const MaxCounterBytes = 64
+
 // Read returns the value stored in dir's counter file, 0 when there is none.
-// The runner uses it to read the counter after the server has exited.
+// The runner uses it to read the counter after the server has exited. A
+// counter that is not a regular file (a FIFO, a device, a symlink, a
+// folder) is an error naming it, returned at once: it is never followed,
+// waited on or read without end.
 func Read(dir string) (int64, error) {
 	path := filepath.Join(dir, FileName)
-	b, err := os.ReadFile(path)
+	b, err := safefile.Read(path, MaxCounterBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read counter %s: %w", path, err)
+		return 0, fmt.Errorf("counter file: %w", err)
 	}
 	v, err := parse(b)
 	if err != nil {
@@ -168,6 +192,11 @@ func quote(b []byte) string {
 	}
 	return strconv.Quote(string(b))
 }
+
+// Repairs says what Open cut off the journal, one line each: at most one
+// record a crash left beyond the counter, whole or torn. It makes *Counter
+// a store.Repairer: the server logs them at start.
+func (c *Counter) Repairs() []string { return c.repairs }
 
 // Value returns the current value.
 func (c *Counter) Value() int64 {

@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Ensure a missing file reads as 0 and increments persist as "N\n".
@@ -199,5 +201,47 @@ func TestFailedWriteKeepsValue(t *testing.T) {
 	}
 	if got, err := c.Increment(fp); err != nil || got != 1 {
 		t.Fatalf("Increment() after recovery = %d, %v, want 1, nil", got, err)
+	}
+}
+
+// Ensure Open and ReadState refuse a counter or journal that is not a
+// regular file, naming it, at once: a FIFO used to block Open before the
+// server was ready, and a link to /dev/zero to read without end.
+func TestOpenRefusesSpecialFiles(t *testing.T) {
+	for _, name := range []string{FileName, JournalName} {
+		for _, kind := range []string{"a FIFO", "a symlink", "a folder"} {
+			t.Run(name+" "+kind, func(t *testing.T) {
+				dir := t.TempDir()
+				writeState(t, dir, "1\n", "1 "+sum+"\n")
+				path := filepath.Join(dir, name)
+				if err := os.Remove(path); err != nil {
+					t.Fatal(err)
+				}
+				var err error
+				switch kind {
+				case "a FIFO":
+					err = syscall.Mkfifo(path, 0o644)
+				case "a symlink":
+					err = os.Symlink("/dev/zero", path)
+				case "a folder":
+					err = os.Mkdir(path, 0o755)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				for what, open := range map[string]func(string) error{"Open": openErr, "ReadState": readStateErr} {
+					done := make(chan error, 1)
+					go func() { done <- open(dir) }()
+					select {
+					case err := <-done:
+						if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not a regular file ("+kind+")") {
+							t.Errorf("%s error = %v, want one naming %s as not a regular file (%s)", what, err, path, kind)
+						}
+					case <-time.After(10 * time.Second):
+						t.Fatalf("%s still running after 10s on %s", what, kind) // a hang, not a measurement
+					}
+				}
+			})
+		}
 	}
 }

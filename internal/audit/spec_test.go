@@ -1,0 +1,231 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The specification corpus (testdata/spec, see its README.md): inputs and
+// the outputs the audit's own checker and renderers must give, the same
+// the lab's must give, so that the two sides, which import nothing of each
+// other, are held to one set of files.
+const specRoot = "../../testdata/spec"
+
+// specCrashExitCode is manifest.json's protocol.crash_exit_code for the
+// corpus histories: the exit status of a server a crash fault stopped.
+const specCrashExitCode = 23
+
+// specDoc decodes JSON into plain values, numbers as json.Number, for a
+// comparison that ignores member order and layout.
+func specDoc(t *testing.T, data []byte) any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// specFindings is the audit's findings file for h: the counts chaos.json
+// records that a history decides (not unresolved_after_chaos, which the
+// lab counts while running), the verdict's totals and rules, and every
+// finding by rule, intent and key, in the checker's order.
+func specFindings(h *chaosHistory) map[string]any {
+	c := h.check(specCrashExitCode)
+	counts := map[string]any{"faults": c.faults}
+	for k, v := range c.counts {
+		counts[k] = v
+	}
+	delete(counts, "unresolved_after_chaos")
+	perRule := map[string]int{}
+	violations, shown := 0, 0
+	findings := []any{}
+	for _, f := range c.findings {
+		perRule[f.rule]++
+		if chaosPromised(h.store, f.rule) {
+			violations++
+		} else {
+			shown++
+		}
+		findings = append(findings, map[string]any{"rule": f.rule, "intent": f.intent, "key": f.key})
+	}
+	rules := []any{}
+	for _, r := range chaosRules {
+		rules = append(rules, map[string]any{"rule": r, "promised": chaosPromised(h.store, r), "count": perRule[r]})
+	}
+	return map[string]any{
+		"counts":   counts,
+		"verdict":  map[string]any{"ok": violations == 0, "violations": violations, "shown": shown, "rules": rules},
+		"findings": findings,
+	}
+}
+
+// Ensure the audit's own checker gives every corpus history exactly the
+// findings file beside it, the file the lab's checker must give too.
+func TestSpecHistories(t *testing.T) {
+	dir := filepath.Join(specRoot, "chaos")
+	paths, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) < 10 {
+		t.Fatalf("%d histories in %s, want the corpus (at least 10)", len(paths), dir)
+	}
+	for _, p := range paths {
+		name := strings.TrimSuffix(filepath.Base(p), ".jsonl")
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := readChaosHistory(bytes.NewReader(data))
+			if err != nil {
+				t.Fatalf("readChaosHistory(%s) error = %v", p, err)
+			}
+			got, err := json.MarshalIndent(specFindings(h), "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			fp := filepath.Join(dir, name+".findings.json")
+			want, err := os.ReadFile(fp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(specDoc(t, got), specDoc(t, want)) {
+				t.Errorf("check(%s) gives\n%s\nwant (%s)\n%s", p, got, fp, want)
+			}
+		})
+	}
+}
+
+// specRuns reads a corpus results.json as the audit reads results.json:
+// the runs by (case, store), and the stores in the order it first names
+// them.
+func specRuns(t *testing.T, s *Schemas, path string) (map[runKey]map[string]any, []string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := decodeJSON(data)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if problems := validate(s.Results, v); problems != nil {
+		t.Fatalf("%s: %s", path, strings.Join(problems, "; "))
+	}
+	runs := map[runKey]map[string]any{}
+	var stores []string
+	arr, _ := v.(map[string]any)["runs"].([]any)
+	for _, r := range arr {
+		m, _ := r.(map[string]any)
+		c, _ := str(m, "case")
+		st, _ := str(m, "store")
+		if _, dup := runs[runKey{c, st}]; dup {
+			t.Fatalf("%s: a second run of case %s on %s", path, c, st)
+		}
+		runs[runKey{c, st}] = m
+		if !slices.Contains(stores, st) {
+			stores = append(stores, st)
+		}
+	}
+	return runs, stores
+}
+
+// Ensure the audit's own REPORT.md renderer gives the corpus REPORT.md
+// byte for byte from the corpus case files and results.json, and that the
+// audit's verdict on every run of the corpus (all matching; two that do
+// not) is the verdict the corpus REPORT.md gives it. The audit renders
+// REPORT.md only when every run matches (the runner's mismatch lines are
+// its own wording), so for the mismatch folder the verdicts are compared.
+func TestSpecReport(t *testing.T) {
+	schemas, err := LoadSchemas(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(specRoot, "report")
+	cases, err := LoadCases(root, schemas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		dir        string
+		mismatches int
+	}{
+		{root, 0},
+		{filepath.Join(root, "mismatch"), 2},
+	} {
+		t.Run(filepath.Base(tt.dir), func(t *testing.T) {
+			runs, stores := specRuns(t, schemas, filepath.Join(tt.dir, "results.json"))
+			if got, want := len(runs), len(cases)*len(stores); got != want {
+				t.Fatalf("%d runs, want %d (%d cases × %d stores)", got, want, len(cases), len(stores))
+			}
+			want, err := os.ReadFile(filepath.Join(tt.dir, "REPORT.md"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mismatches := 0
+			for _, c := range cases {
+				for _, s := range stores {
+					run := runs[runKey{c.Name, s}]
+					verdict := "matches"
+					if exp := c.Expect[s]; exp == nil || run == nil || !meets(exp, run) {
+						verdict, mismatches = "MISMATCH", mismatches+1
+					}
+					row := "\n| " + c.Name + " | " + s + " | "
+					line := "(no row)"
+					if i := bytes.Index(want, []byte(row)); i >= 0 {
+						line, _, _ = strings.Cut(string(want[i+1:]), "\n")
+					}
+					if !strings.HasSuffix(line, " | "+verdict+" |") {
+						t.Errorf("case %s, store %s: the audit's verdict is %s; REPORT.md's row: %q", c.Name, s, verdict, line)
+					}
+				}
+			}
+			if mismatches != tt.mismatches {
+				t.Errorf("%d runs do not meet their case, want %d", mismatches, tt.mismatches)
+			}
+			if mismatches > 0 {
+				return
+			}
+			if got := reportText(cases, stores, runs); !bytes.Equal(got, want) {
+				t.Errorf("reportText() differs from %s: %s", filepath.Join(tt.dir, "REPORT.md"), firstDiff(want, got))
+			}
+		})
+	}
+}
+
+// Ensure the audit's own jitter model finds nothing to fault in the corpus
+// jitter.json, and its own drawing of the model is the corpus jitter.svg
+// byte for byte.
+func TestSpecJitter(t *testing.T) {
+	dir := filepath.Join(specRoot, "jitter")
+	data, err := os.ReadFile(filepath.Join(dir, JitterFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := decodeJSON(data)
+	if err != nil {
+		t.Fatalf("%s: %v", JitterFile, err)
+	}
+	a := &auditor{report: &Report{}}
+	a.checkJitter(doc.(map[string]any))
+	if len(a.report.Failures) > 0 || a.report.Checks == 0 {
+		t.Errorf("checkJitter(%s): %d checks, failures %+v; want checks and no failure", JitterFile, a.report.Checks, a.report.Failures)
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, JitterSVGFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := jitterSVG(stormModel()); !bytes.Equal(got, svg) {
+		t.Errorf("jitterSVG() differs from %s: %s", filepath.Join(dir, JitterSVGFile), firstDiff(svg, got))
+	}
+}

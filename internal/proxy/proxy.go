@@ -1,0 +1,684 @@
+// Package proxy is the fault proxy between the lab's clients and one
+// replica of a target (docs/targets.md): a small, boring HTTP/1.1 proxy on
+// 127.0.0.1 that speaks just enough HTTP to know where a request and a
+// reply end, and places the lab's proxy faults there.
+//
+// Each client connection carries one request (the lab's client sends
+// Connection: close; anything after the first request is read and thrown
+// away). The proxy reads the whole request, asks Config.Route what the
+// request's X-Lab-Fault value means, and forwards the request on a fresh
+// connection to the replica: its head byte for byte (header field order,
+// case and spacing as sent, a missing Content-Type still missing), less
+// every X-Lab-Fault and Connection field and every field the route sets,
+// plus the route's fields and "Connection: close"; then its body as framed.
+// The replica's reply (any interim 1xx replies, then the final one) is read
+// whole and relayed byte for byte, unless a fault drops it; the client's
+// connection is then closed.
+//
+// The faults: Delay waits before forwarding; DropReply reads the whole reply
+// and closes the client's connection without it; HoldAndKill reads it, kills
+// the replica, then does the same; GiveUp closes the client's connection
+// unanswered if no reply came within its time (counted from the moment the
+// request was read, the delay included) and lets the replica's exchange
+// finish, bounded, before closing it. Route.Arm is called with the request's
+// body just before it is forwarded, and disarmed once the exchange ended,
+// for the sink to find the call a fault belongs to.
+//
+// Where the replica cannot be reached, or closes without a complete reply
+// (it was killed mid-request), the client's connection is closed without a
+// reply. Where the client goes (closes, or shuts down its sending side)
+// before the reply, the replica's connection is closed too (or never
+// opened, when it went before the request was forwarded), unless GiveUp
+// already let the client go. Requests the proxy refuses itself get a reply
+// whose body starts "proxy: ": 400 for a malformed request (or one with two
+// X-Lab-Fault fields, or both Transfer-Encoding and Content-Length), 431 for
+// a head over HeaderBytes, 413 for a body over MaxBody, 502 for a fault
+// Route rejects or a reply over the bounds.
+//
+// Bounds: a request's or a reply's head (interim replies included) at most
+// HeaderBytes; a body at most Config.MaxBody decoded, and at most twice that
+// plus HeaderBytes as framed (chunk framing, trailers); the client's request
+// read within RequestTimeout; the replica dialed within DialTimeout and its
+// reply read within ReplyTimeout of the request being written; each write
+// within WriteTimeout; Route's Delay and GiveUp at most MaxWait; at most
+// MaxConns client connections at once (more wait to be accepted); Close
+// returns within 10 s plus the time Kills in progress take.
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"idemlab/internal/protocol"
+)
+
+// Bounds and defaults.
+const (
+	DefaultMaxBody = 2 << 20           // a request's or reply's body, by default
+	MaxMaxBody     = 64 << 20          // the largest Config.MaxBody accepted
+	HeaderBytes    = 16 << 10          // a request's or reply's head: start line, fields, empty line
+	MaxConns       = 512               // client connections open at once
+	MaxWait        = 60 * time.Second  // the longest Route.Delay or Route.GiveUp
+	RequestTimeout = 30 * time.Second  // for the client to send its whole request
+	DialTimeout    = 5 * time.Second   // for the replica to accept a connection
+	ReplyTimeout   = 150 * time.Second // for the replica's whole reply: longer than the sink's longest waits (2 x 60 s)
+	WriteTimeout   = 30 * time.Second  // for each write to either side
+
+	lingerTimeout = 2 * time.Second // after a reply, for the client to close first
+	closeWait     = 10 * time.Second
+	maxInterim    = 8 // interim (1xx) replies before the final one
+)
+
+// A Route is what the proxy does with one request, as Config.Route says
+// for its fault.
+type Route struct {
+	Header      http.Header                       // added to (replacing) the forwarded request's fields: a fault the target maps natively
+	Arm         func(body []byte) (disarm func()) // called with the request body before forwarding; disarm once the exchange ended; nil: none
+	Delay       time.Duration                     // wait before forwarding (network delay)
+	GiveUp      time.Duration                     // if no reply within GiveUp: close the client's connection unanswered, let the upstream exchange finish (bounded), then close it; 0: never
+	DropReply   bool                              // read the whole reply, then close the client's connection without it
+	HoldAndKill bool                              // read the whole reply, call Kill, then close the client's connection without it
+}
+
+// reserved names the fields a Route may not set: the framing the proxy
+// forwards as sent. A Route may set X-Lab-Fault: the client's is always
+// removed, and a target that honours the lab's own fault header (the lab's
+// server run as a target) gets the route's.
+var reserved = []string{"Connection", "Content-Length", "Transfer-Encoding", "Host"}
+
+// check reports what is wrong with r, or nil.
+func (r Route) check() error {
+	if r.Delay < 0 || r.Delay > MaxWait {
+		return fmt.Errorf("delay %v out of range 0..%v", r.Delay, MaxWait)
+	}
+	if r.GiveUp < 0 || r.GiveUp > MaxWait {
+		return fmt.Errorf("give-up %v out of range 0..%v", r.GiveUp, MaxWait)
+	}
+	for name, vals := range r.Header {
+		if !isToken(name) {
+			return fmt.Errorf("route header %q is not a field name", name)
+		}
+		for _, res := range reserved {
+			if strings.EqualFold(name, res) {
+				return fmt.Errorf("route header %q is the proxy's to set", name)
+			}
+		}
+		for _, v := range vals {
+			if strings.ContainsFunc(v, func(c rune) bool { return c < ' ' && c != '\t' || c == 0x7f }) {
+				return fmt.Errorf("route header %s: value %q holds a control character", name, v)
+			}
+		}
+	}
+	return nil
+}
+
+// Config configures a proxy.
+type Config struct {
+	Upstream string                            // host:port of the replica
+	Route    func(fault string) (Route, error) // fault = the X-Lab-Fault value ("" when absent); an error answers 502 naming it; required
+	Kill     func()                            // kills this replica with SIGKILL, returns once it exited; required
+	MaxBody  int64                             // request and reply body bound, 1..MaxMaxBody; default DefaultMaxBody
+	Observe  func(Exchange)                    // optional: called once per exchange, once it ended
+}
+
+// An Exchange is what became of one request. A connection that closed
+// before sending a byte is none.
+type Exchange struct {
+	Fault   string // the request's X-Lab-Fault value
+	Status  int    // the replica's final status; 0: no reply from upstream
+	Dropped bool   // the reply was read and not relayed (DropReply, HoldAndKill)
+	Killed  bool   // Kill ran
+	GaveUp  bool   // the client's connection was closed by GiveUp
+	Err     string // what went wrong, or what the proxy refused, or ""
+	Start   time.Time
+	End     time.Time
+}
+
+// A Proxy is a running fault proxy.
+type Proxy struct {
+	cfg   Config
+	ln    net.Listener
+	slots chan struct{}
+
+	ctx    context.Context // cancelled by Close: ends every exchange
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the accept loop and every exchange
+
+	mu       sync.Mutex
+	upstream string
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start validates cfg and starts a proxy on 127.0.0.1 at a free port.
+func Start(cfg Config) (*Proxy, error) {
+	if _, _, err := net.SplitHostPort(cfg.Upstream); err != nil {
+		return nil, fmt.Errorf("proxy: config: upstream %q: %w", cfg.Upstream, err)
+	}
+	if cfg.Route == nil {
+		return nil, errors.New("proxy: config: no Route function")
+	}
+	if cfg.Kill == nil {
+		return nil, errors.New("proxy: config: no Kill function")
+	}
+	if cfg.MaxBody == 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.MaxBody < 1 || cfg.MaxBody > MaxMaxBody {
+		return nil, fmt.Errorf("proxy: config: max body %d out of range 1..%d", cfg.MaxBody, MaxMaxBody)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("proxy: listen: %w", err)
+	}
+	p := &Proxy{cfg: cfg, ln: ln, slots: make(chan struct{}, MaxConns), upstream: cfg.Upstream}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr returns the host:port the proxy listens on.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// SetUpstream makes later exchanges go to addr (host:port), as after the
+// replica restarted on a new port. Exchanges under way keep theirs.
+func (p *Proxy) SetUpstream(addr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.upstream = addr
+}
+
+func (p *Proxy) upstreamAddr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.upstream
+}
+
+// Close stops listening, closes every open exchange, and waits (at most
+// 10 s, plus the Kills in progress) for them. It is safe to call more
+// than once; every call returns the first one's result.
+func (p *Proxy) Close() error {
+	p.closeOnce.Do(func() {
+		p.cancel()
+		err := p.ln.Close()
+		done := make(chan struct{})
+		go func() {
+			p.wg.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(closeWait):
+			p.closeErr = fmt.Errorf("proxy: close: exchanges still running after %v", closeWait)
+			return
+		}
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			p.closeErr = fmt.Errorf("proxy: close: %w", err)
+		}
+	})
+	return p.closeErr
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		select {
+		case p.slots <- struct{}{}:
+		case <-p.ctx.Done():
+			return
+		}
+		conn, err := p.ln.Accept()
+		if err != nil {
+			<-p.slots
+			if p.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// A passing failure (out of file descriptors): back off.
+			select {
+			case <-time.After(50 * time.Millisecond):
+			case <-p.ctx.Done():
+				return
+			}
+			continue
+		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			defer func() { <-p.slots }()
+			p.serve(conn)
+		}()
+	}
+}
+
+// serve runs one exchange on a client connection.
+func (p *Proxy) serve(client net.Conn) {
+	x := &exchange{p: p, client: client, ex: Exchange{Start: time.Now()}}
+	observed := x.run()
+	client.Close()
+	x.watch.Wait()
+	if observed && p.cfg.Observe != nil {
+		x.ex.End = time.Now()
+		p.cfg.Observe(x.ex)
+	}
+}
+
+var (
+	errClientGone  = errors.New("client closed")
+	errProxyClosed = errors.New("proxy closed")
+)
+
+// An exchange is the state of one client connection.
+type exchange struct {
+	p      *Proxy
+	ctx    context.Context
+	client net.Conn
+	rec    *recorder     // the client's bytes
+	br     *bufio.Reader // reads rec
+	gone   chan struct{} // closed once the client's side ended; nil until watched
+	watch  sync.WaitGroup
+	ex     Exchange
+}
+
+// A request is one client request, read whole.
+type request struct {
+	*http.Request
+	head head   // as sent
+	body []byte // decoded
+	raw  []byte // the body as framed
+}
+
+// run runs the exchange; it reports false for a connection that sent no
+// byte (no exchange to observe). The caller closes the client's connection.
+func (x *exchange) run() bool {
+	ctx, cancel := context.WithCancel(x.p.ctx)
+	defer cancel()
+	defer context.AfterFunc(ctx, func() { x.client.Close() })()
+	x.ctx = ctx
+
+	req, observed := x.read()
+	if req == nil {
+		return observed
+	}
+	x.watchClient()
+	route, err := x.p.cfg.Route(x.ex.Fault)
+	if err == nil {
+		err = route.check()
+	}
+	if err != nil {
+		x.refuse(http.StatusBadGateway, fmt.Sprintf("fault %q: %v", x.ex.Fault, err))
+		return true
+	}
+	x.forward(req, route)
+	return true
+}
+
+// read reads the client's request whole: its head, then its body. It
+// returns nil when there is none to forward: observed is then false for a
+// connection that sent no byte, true for a request the proxy refused.
+func (x *exchange) read() (req *request, observed bool) {
+	maxBody := x.p.cfg.MaxBody
+	x.client.SetReadDeadline(time.Now().Add(RequestTimeout))
+	x.rec = &recorder{r: x.client, n: HeaderBytes, keep: true}
+	x.br = bufio.NewReaderSize(x.rec, 4096)
+	r, err := http.ReadRequest(x.br)
+	if err != nil {
+		switch {
+		case len(x.rec.buf) == 0:
+			return nil, false
+		case x.rec.exceeded:
+			x.refuse(http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("request head over %d bytes", HeaderBytes))
+		default:
+			x.refuse(http.StatusBadRequest, "bad request: "+err.Error())
+		}
+		return nil, true
+	}
+	headLen := len(x.rec.buf) - x.br.Buffered()
+	h, err := splitHead(x.rec.buf[:headLen])
+	if err != nil { // net/http accepted it: a bug of splitHead
+		x.refuse(http.StatusBadRequest, "bad request head: "+err.Error())
+		return nil, true
+	}
+	if h.count(protocol.FaultHeader) > 1 {
+		x.refuse(http.StatusBadRequest, "more than one "+protocol.FaultHeader+" field")
+		return nil, true
+	}
+	x.ex.Fault = r.Header.Get(protocol.FaultHeader)
+	if h.count("Transfer-Encoding") > 0 && h.count("Content-Length") > 0 {
+		x.refuse(http.StatusBadRequest, "both Transfer-Encoding and Content-Length")
+		return nil, true
+	}
+	if r.ContentLength > maxBody {
+		x.refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody))
+		return nil, true
+	}
+	if expectsContinue(r) && r.ContentLength != 0 {
+		// The client waits for word before it sends its body (Go's client
+		// does for a large body): the proxy gives it, then asks the
+		// replica the same before forwarding the body (roundTrip).
+		x.client.SetWriteDeadline(time.Now().Add(WriteTimeout))
+		if _, err := io.WriteString(x.client, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
+			return nil, true
+		}
+	}
+	x.rec.n = 2*maxBody + HeaderBytes
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	switch {
+	case int64(len(body)) > maxBody || x.rec.exceeded:
+		x.refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody))
+		return nil, true
+	case err != nil:
+		x.refuse(http.StatusBadRequest, "read request body: "+err.Error())
+		return nil, true
+	}
+	raw := x.rec.buf[headLen : len(x.rec.buf)-x.br.Buffered()]
+	return &request{Request: r, head: h, body: body, raw: raw}, true
+}
+
+// forward places route's faults on the exchange of req with the replica.
+func (x *exchange) forward(req *request, route Route) {
+	add := route.Header.Clone()
+	if add == nil {
+		add = http.Header{}
+	}
+	add["Connection"] = []string{"close"}
+	head := req.head.edit(append([]string{protocol.FaultHeader}, keys(add)...), add)
+
+	// wait waits for done while the client may leave, GiveUp may let it
+	// go, or Close may end the exchange.
+	var giveUp <-chan time.Time
+	if route.GiveUp > 0 {
+		t := time.NewTimer(route.GiveUp)
+		defer t.Stop()
+		giveUp = t.C
+	}
+	gone := x.gone
+	wait := func(done <-chan struct{}) error {
+		for {
+			select {
+			case <-done:
+				return nil
+			case <-giveUp:
+				giveUp, gone = nil, nil
+				x.ex.GaveUp = true
+				x.client.Close()
+			case <-gone:
+				return errClientGone
+			case <-x.ctx.Done():
+				return errProxyClosed
+			}
+		}
+	}
+	if route.Delay > 0 {
+		delayed := make(chan struct{})
+		t := time.AfterFunc(route.Delay, func() { close(delayed) })
+		defer t.Stop()
+		if err := wait(delayed); err != nil {
+			x.ex.Err = err.Error() + " during the delay"
+			return
+		}
+	}
+	select {
+	case <-gone: // nil once GiveUp let the client go
+		x.ex.Err = errClientGone.Error() + " before forwarding"
+		return
+	default:
+	}
+
+	if route.Arm != nil {
+		if disarm := route.Arm(req.body); disarm != nil {
+			defer disarm()
+		}
+	}
+	dialCtx, dialCancel := context.WithTimeout(x.ctx, DialTimeout)
+	up, err := new(net.Dialer).DialContext(dialCtx, "tcp", x.p.upstreamAddr())
+	dialCancel()
+	if err != nil {
+		x.ex.Err = "dial upstream: " + err.Error()
+		return
+	}
+	defer up.Close()
+	defer context.AfterFunc(x.ctx, func() { up.Close() })()
+
+	var rep reply
+	replied := make(chan struct{})
+	go func() {
+		defer close(replied)
+		rep = roundTrip(up, head, req.raw, req.Request, x.p.cfg.MaxBody)
+	}()
+	if err := wait(replied); err != nil {
+		up.Close()
+		<-replied
+		x.ex.Err = err.Error() + " before the reply"
+		return
+	}
+	if rep.err != nil {
+		x.ex.Err = rep.err.Error()
+		if rep.overBound && !x.ex.GaveUp {
+			x.refuse(http.StatusBadGateway, rep.err.Error())
+		}
+		return
+	}
+	x.ex.Status = rep.status
+	switch {
+	case x.ex.GaveUp:
+		return
+	case route.HoldAndKill:
+		x.ex.Dropped = true
+		x.p.cfg.Kill()
+		x.ex.Killed = true
+		return
+	case route.DropReply:
+		x.ex.Dropped = true
+		return
+	}
+	up.Close()
+	x.client.SetWriteDeadline(time.Now().Add(WriteTimeout))
+	if _, err := x.client.Write(rep.raw); err != nil {
+		x.ex.Err = "write reply: " + err.Error()
+		return
+	}
+	x.linger()
+}
+
+// keys returns the names of h.
+func keys(h http.Header) []string {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	return names
+}
+
+// watchClient reads (and throws away) whatever the client sends after its
+// request, closing x.gone once its side ended.
+func (x *exchange) watchClient() {
+	x.rec.keep = false
+	x.rec.n = math.MaxInt64
+	x.client.SetReadDeadline(time.Time{})
+	x.gone = make(chan struct{})
+	x.watch.Add(1)
+	go func() {
+		defer x.watch.Done()
+		io.Copy(io.Discard, x.br)
+		close(x.gone)
+	}()
+}
+
+// refuse answers the client with the proxy's own reply.
+func (x *exchange) refuse(status int, msg string) {
+	x.ex.Err = msg
+	if x.gone == nil {
+		x.watchClient()
+	}
+	body := "proxy: " + msg + "\n"
+	x.client.SetWriteDeadline(time.Now().Add(WriteTimeout))
+	_, err := fmt.Fprintf(x.client, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		status, http.StatusText(status), len(body), body)
+	if err == nil {
+		x.linger()
+	}
+}
+
+// linger ends the client's sending side and waits, bounded, for the
+// client to close first, so that bytes it is still sending do not reset
+// the connection before it read the reply.
+func (x *exchange) linger() {
+	if cw, ok := x.client.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	t := time.NewTimer(lingerTimeout)
+	defer t.Stop()
+	select {
+	case <-x.gone:
+	case <-t.C:
+	case <-x.ctx.Done():
+	}
+}
+
+// A reply is what came back from the replica.
+type reply struct {
+	raw       []byte // as sent: interim replies, the final one, its body
+	status    int
+	err       error
+	overBound bool // err says the reply broke a bound
+}
+
+// roundTrip writes the request and reads the whole reply.
+func roundTrip(up net.Conn, head, body []byte, req *http.Request, maxBody int64) reply {
+	up.SetWriteDeadline(time.Now().Add(WriteTimeout))
+	rec := &recorder{r: up, n: HeaderBytes, keep: true}
+	br := bufio.NewReaderSize(rec, 4096)
+	if expectsContinue(req) && len(body) > 0 {
+		// The client was told to go on (read): the replica now gets the
+		// same choice, so a replica that refuses the body (413) answers
+		// before it is sent, and never closes on a body it did not read.
+		if _, err := up.Write(head); err != nil {
+			return reply{err: fmt.Errorf("write request head: %w", err)}
+		}
+		up.SetReadDeadline(time.Now().Add(ReplyTimeout))
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			return readError(rec, err)
+		}
+		if resp.StatusCode != http.StatusContinue {
+			return finishReply(rec, br, req, resp, maxBody)
+		}
+		// The client has had the proxy's own 100 Continue: this one is
+		// not relayed.
+		rec.buf = rec.buf[len(rec.buf)-br.Buffered():]
+		if _, err := up.Write(body); err != nil {
+			return reply{err: fmt.Errorf("write request body: %w", err)}
+		}
+		return readReply(rec, br, req, maxBody)
+	}
+	bufs := net.Buffers{head, body}
+	_, werr := bufs.WriteTo(up)
+	up.SetReadDeadline(time.Now().Add(ReplyTimeout))
+	rep := readReply(rec, br, req, maxBody)
+	if rep.err != nil && werr != nil {
+		rep.err = fmt.Errorf("write request: %v; %w", werr, rep.err)
+	}
+	return rep
+}
+
+// expectsContinue reports whether req asks to be told to send its body.
+func expectsContinue(req *http.Request) bool {
+	return strings.EqualFold(strings.TrimSpace(req.Header.Get("Expect")), "100-continue")
+}
+
+// readReply reads one whole reply to req from br, which reads rec.
+func readReply(rec *recorder, br *bufio.Reader, req *http.Request, maxBody int64) reply {
+	var resp *http.Response
+	for interim := 0; ; interim++ {
+		var err error
+		resp, err = http.ReadResponse(br, req)
+		if err != nil {
+			return readError(rec, err)
+		}
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
+		if interim == maxInterim {
+			return reply{err: fmt.Errorf("more than %d interim replies", maxInterim), overBound: true}
+		}
+	}
+	return finishReply(rec, br, req, resp, maxBody)
+}
+
+// readError says why no reply head could be read.
+func readError(rec *recorder, err error) reply {
+	switch {
+	case rec.exceeded:
+		return reply{err: fmt.Errorf("reply head over %d bytes", HeaderBytes), overBound: true}
+	case len(rec.buf) == 0:
+		return reply{err: fmt.Errorf("no reply: %w", err)}
+	default:
+		return reply{err: fmt.Errorf("read reply: %w", err)}
+	}
+}
+
+// finishReply reads the body of the final reply resp.
+func finishReply(rec *recorder, br *bufio.Reader, req *http.Request, resp *http.Response, maxBody int64) reply {
+	rec.n = 2*maxBody + HeaderBytes
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	switch {
+	case int64(len(body)) > maxBody || rec.exceeded:
+		return reply{err: fmt.Errorf("reply body over %d bytes", maxBody), overBound: true}
+	case err != nil:
+		return reply{err: fmt.Errorf("read reply body: %w", err)}
+	}
+	return reply{raw: rec.buf[:len(rec.buf)-br.Buffered()], status: resp.StatusCode}
+}
+
+// A recorder passes reads from r through, keeping a copy of every byte
+// while keep is set, and refuses to read past n bytes (setting exceeded).
+type recorder struct {
+	r        io.Reader
+	n        int64
+	keep     bool
+	buf      []byte
+	exceeded bool
+}
+
+var errBound = errors.New("over the proxy's bound")
+
+func (c *recorder) Read(p []byte) (int, error) {
+	if c.n <= 0 {
+		c.exceeded = true
+		return 0, errBound
+	}
+	if int64(len(p)) > c.n {
+		p = p[:c.n]
+	}
+	k, err := c.r.Read(p)
+	c.n -= int64(k)
+	if c.keep {
+		c.buf = append(c.buf, p[:k]...)
+	}
+	return k, err
+}
+
+// isToken reports whether s is an HTTP field name (RFC 9110 token).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x80 || c <= ' ' || c == 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,250 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"idemlab/internal/casefile"
+	"idemlab/internal/caserun"
+	"idemlab/internal/evidence"
+	"idemlab/internal/protocol"
+	"idemlab/internal/results"
+	"idemlab/internal/schemacheck"
+	"idemlab/internal/sideservice"
+	"idemlab/internal/target"
+	"idemlab/internal/verdict"
+)
+
+// This file runs the cases on targets, services the lab did not write
+// (targets/NAME, or a folder a user names with -target): every case the
+// target can express, judged by package verdict; the others recorded as
+// not run, with the reason.
+
+// TargetsDir is the checkout's folder of shipped targets.
+const TargetsDir = "targets"
+
+// findTargets returns the folders of the targets to run: each -target
+// (a shipped target's name, or a folder), or every shipped target.
+func findTargets(o Options) ([]string, error) {
+	if len(o.Targets) > 0 {
+		var dirs []string
+		for _, t := range o.Targets {
+			shipped := filepath.Join(o.Root, TargetsDir, t)
+			if !strings.ContainsRune(t, os.PathSeparator) && isDir(shipped) {
+				dirs = append(dirs, shipped)
+				continue
+			}
+			if !isDir(t) {
+				return nil, &UsageError{fmt.Errorf("-target %s: neither a shipped target (%s) nor a folder", t, strings.Join(shippedNames(o.Root), ", "))}
+			}
+			dirs = append(dirs, t)
+		}
+		return dirs, nil
+	}
+	var dirs []string
+	for _, n := range shippedNames(o.Root) {
+		dirs = append(dirs, filepath.Join(o.Root, TargetsDir, n))
+	}
+	return dirs, nil
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// shippedNames lists the folders of targets/, sorted.
+func shippedNames(root string) []string {
+	entries, _ := os.ReadDir(filepath.Join(root, TargetsDir))
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// loadTargets loads every target folder, refusing a bad target.json (a
+// usage error: the message names the file) and two targets of one name.
+func loadTargets(dirs []string, schemas *schemacheck.Set) ([]*target.Target, error) {
+	var out []*target.Target
+	seen := map[string]string{}
+	for _, d := range dirs {
+		t, err := target.Load(d, schemas)
+		if err != nil {
+			return nil, &UsageError{err}
+		}
+		if prev, dup := seen[t.Name]; dup {
+			return nil, &UsageError{fmt.Errorf("target %s: %s and %s both have that name", t.Name, prev, t.Dir)}
+		}
+		seen[t.Name] = t.Dir
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// targetEnv is what the targets run with.
+type targetEnv struct {
+	root      string
+	server    string // the lab's own server, for {effectserver}
+	stateRoot string
+	databases caserun.Databases
+	protocol  caserun.Protocol
+	out       io.Writer
+	grid      *evidence.Grid // the native runs, for the targets that mirror a store; nil without
+}
+
+// runTargets runs every case on every target, each target's cases at most
+// a few at a time. A target whose programs are missing is skipped with one
+// line, unless IDEMLAB_REQUIRE_TARGETS=1 makes that an error.
+func runTargets(ctx context.Context, env targetEnv, targets []*target.Target, cases []casefile.Case) ([]evidence.TargetResult, error) {
+	var out []evidence.TargetResult
+	for _, t := range targets {
+		res, err := runTarget(ctx, env, t, cases)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+func runTarget(ctx context.Context, env targetEnv, t *target.Target, cases []casefile.Case) (evidence.TargetResult, error) {
+	res := evidence.TargetResult{Target: t}
+	b, err := os.ReadFile(filepath.Join(t.Dir, target.FileName))
+	if err != nil {
+		return res, fmt.Errorf("target %s: %w", t.Name, err)
+	}
+	res.TargetJSON = b
+	if rel, err := filepath.Rel(env.root, t.Dir); err == nil && filepath.IsLocal(rel) {
+		res.Dir = filepath.ToSlash(rel)
+	}
+	if res.Digest, err = t.Digest(); err != nil {
+		return res, err
+	}
+	if why := missing(t, env.databases != nil); why != "" {
+		if os.Getenv(target.RequireEnv) == "1" {
+			return res, fmt.Errorf("target %s: %s (%s=1 makes a missing program an error)", t.Name, why, target.RequireEnv)
+		}
+		fmt.Fprintf(env.out, "target %s skipped: %s\n", t.Name, why)
+		res.Skipped = why
+		return res, nil
+	}
+	if err := t.EnsureSetup(ctx, res.Digest, env.out); err != nil {
+		return res, err
+	}
+	if res.Libraries, err = t.Libraries(); err != nil {
+		return res, err
+	}
+	if res.Runtime, err = t.RuntimeVersion(ctx); err != nil {
+		return res, err
+	}
+
+	cfg := caserun.TargetConfig{Target: t, StateRoot: env.stateRoot, EffectServer: env.server, Databases: env.databases, ClientTimeout: env.protocol.ClientTimeout}
+	res.Runs = make([]evidence.TargetRun, len(cases))
+	var mu sync.Mutex
+	done := make([]bool, len(cases))
+	next := 0
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(targetParallel)
+	for i, c := range cases {
+		g.Go(func() error {
+			r := evidence.TargetRun{Case: c, NotRun: verdict.NotRun(c, t)}
+			if r.NotRun == "" {
+				obs, det, err := caserun.RunTarget(gctx, cfg, c)
+				if err != nil {
+					return err
+				}
+				r.Obs, r.Detail = obs, det
+				if r.Verdict, err = verdict.Judge(c, verdict.For(t), obs); err != nil {
+					return err
+				}
+				r.Mirror = mirror(env.grid, t, c, obs)
+			}
+			res.Runs[i] = r
+			mu.Lock()
+			defer mu.Unlock()
+			done[i] = true
+			for ; next < len(done) && done[next]; next++ {
+				fmt.Fprintln(env.out, targetLine(t, res.Runs[next]))
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// targetParallel bounds the cases run on one target at once.
+const targetParallel = 4
+
+// missing says which program a target needs and this machine lacks, with
+// what to install ("" when nothing is missing).
+func missing(t *target.Target, havePostgres bool) string {
+	progs, hint := t.Missing()
+	var parts []string
+	if len(progs) > 0 {
+		parts = append(parts, fmt.Sprintf("%s not found (%s)", strings.Join(progs, ", "), hint))
+	}
+	for _, s := range t.Services {
+		switch s {
+		case target.Redis:
+			if _, err := exec.LookPath(sideservice.RedisProgram); err != nil {
+				parts = append(parts, fmt.Sprintf("%s not found (%s)", sideservice.RedisProgram, sideservice.RedisHint))
+			}
+		case target.Postgres:
+			if !havePostgres {
+				parts = append(parts, "PostgreSQL not at hand (install Debian's postgresql package)")
+			}
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// mirror compares a run of the lab's own server as a target with the
+// native run of the store it mirrors, when that store ran.
+func mirror(g *evidence.Grid, t *target.Target, c casefile.Case, obs results.Run) []string {
+	if t.Mirrors == "" || g == nil {
+		return nil
+	}
+	j := slices.Index(g.Stores, protocol.Store(t.Mirrors))
+	i := slices.IndexFunc(g.Cases, func(x casefile.Case) bool { return x.Name == c.Name })
+	if i < 0 || j < 0 {
+		return nil
+	}
+	native := g.At(i, j).Obs
+	return verdict.Mirror(native, obs)
+}
+
+// targetLine is a run's progress line.
+func targetLine(t *target.Target, r evidence.TargetRun) string {
+	if r.NotRun != "" {
+		return fmt.Sprintf("target %-28s %-42s not run: %s", t.Name, r.Case.Name, r.NotRun)
+	}
+	line := fmt.Sprintf("target %-28s %-42s %d (sound %d)  %s", t.Name, r.Case.Name, r.Verdict.Effects, r.Verdict.SoundEffects, r.Verdict.Safety)
+	var rules []string
+	for _, f := range append(r.Verdict.Findings, r.Verdict.Deviations...) {
+		if !slices.Contains(rules, f.Rule) {
+			rules = append(rules, f.Rule)
+		}
+	}
+	if len(rules) > 0 {
+		line += "  " + strings.Join(rules, ", ")
+	}
+	if len(r.Mirror) > 0 {
+		line += fmt.Sprintf("  DIFFERS from the native %s run (%d)", t.Mirrors, len(r.Mirror))
+	}
+	return line
+}

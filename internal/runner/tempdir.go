@@ -1,0 +1,97 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// tempPrefix starts the name of every runner's temp folder (state folders
+// of every run, the experiments' folders).
+const tempPrefix = "idemlab-runner-"
+
+// lockName is the file in a runner's temp folder on which the runner holds
+// an exclusive flock(2) while it runs. The kernel releases the lock when
+// the runner dies, however it dies (SIGKILL included), so a lock another
+// process can take proves the folder's runner gone.
+const lockName = "lock"
+
+// makeTemp sweeps parent of the temp folders of runners that are gone,
+// then makes this runner's own, locked before its lock file has its name
+// (so no sweeper ever sees it unlocked). release removes the folder and
+// lets the lock go.
+func makeTemp(parent string) (dir string, swept []string, release func(), err error) {
+	swept = sweepTemp(parent)
+	dir, err = os.MkdirTemp(parent, tempPrefix)
+	if err != nil {
+		return "", swept, nil, fmt.Errorf("make temp folder: %w", err)
+	}
+	f, err := lockFile(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", swept, nil, fmt.Errorf("make temp folder %s: %w", dir, err)
+	}
+	return dir, swept, func() {
+		os.RemoveAll(dir)
+		f.Close()
+	}, nil
+}
+
+// lockFile makes dir's lock file, locked: made and locked under another
+// name, then renamed (the lock stays with the open file).
+func lockFile(dir string) (*os.File, error) {
+	tmp := filepath.Join(dir, lockName+".new")
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", tmp, err)
+	}
+	if _, err := fmt.Fprintf(f, "%d\n", os.Getpid()); err != nil { // for people; the lock is the proof
+		f.Close()
+		return nil, err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, lockName)); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// sweepTemp removes the folders parent/idemlab-runner-* whose lock file
+// this process can lock: their runner is gone. A folder without a lock
+// file (a runner from before the lock, or one being made), one whose lock
+// is held, a symlink, or anything unclear is kept. It returns the folders
+// removed.
+func sweepTemp(parent string) []string {
+	dirs, _ := filepath.Glob(filepath.Join(parent, tempPrefix+"*"))
+	var swept []string
+	for _, dir := range dirs {
+		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+			continue
+		}
+		if gone(dir) {
+			if err := os.RemoveAll(dir); err == nil {
+				swept = append(swept, dir)
+			}
+		}
+	}
+	return swept
+}
+
+// gone reports whether dir's runner is provably gone: its lock file exists
+// and can be locked. The lock is released when the file closes.
+func gone(dir string) bool {
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil
+}

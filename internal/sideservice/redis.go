@@ -1,0 +1,104 @@
+// Package sideservice starts the side services a target needs for one run
+// and stops them on every path: Debian's redis-server on a loopback port in
+// a temporary folder, without persistence (a PostgreSQL database comes
+// from the lab's throwaway cluster, package pgcluster).
+package sideservice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"idemlab/internal/serverproc"
+)
+
+// RedisProgram is the redis server the lab starts; RedisHint says how to
+// get it.
+const (
+	RedisProgram = "redis-server"
+	RedisHint    = "install Debian's redis-server package"
+)
+
+// ErrRedisNotInstalled means no redis-server is on PATH.
+var ErrRedisNotInstalled = errors.New(RedisProgram + " not found on PATH")
+
+// Bounds of a redis start and stop.
+const (
+	redisReadyWithin = 10 * time.Second
+	redisStopWithin  = 5 * time.Second
+)
+
+// Redis is one running redis-server.
+type Redis struct {
+	URL  string // redis://127.0.0.1:PORT/0
+	Addr string
+	dir  string
+	srv  *serverproc.Server
+}
+
+// StartRedis starts a redis-server in a fresh folder under parent,
+// listening on a free loopback port only, with no snapshot and no
+// append-only file: its keys live as long as the process. It dies with the
+// runner (the parent-death signal), as every lab server does.
+func StartRedis(ctx context.Context, parent string) (*Redis, error) {
+	path, err := exec.LookPath(RedisProgram)
+	if err != nil {
+		return nil, fmt.Errorf("start redis: %w (%s)", ErrRedisNotInstalled, RedisHint)
+	}
+	dir, err := os.MkdirTemp(parent, "redis-")
+	if err != nil {
+		return nil, fmt.Errorf("start redis: %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start redis: %w", err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--protected-mode", "yes",
+		"--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no",
+		"--logfile", "", "--unixsocket", "", "--databases", "1"}
+	srv, err := serverproc.StartSpec(ctx, serverproc.Spec{Path: path, Args: args, Dir: dir, Addr: addr, ReadyWithin: redisReadyWithin, Group: true})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start redis: %w", err)
+	}
+	return &Redis{URL: "redis://" + addr + "/0", Addr: addr, dir: dir, srv: srv}, nil
+}
+
+// Stop stops redis (SIGTERM, then SIGKILL past the bound) and removes its
+// folder. It is safe to call twice.
+func (r *Redis) Stop() error {
+	if r.srv == nil {
+		return nil
+	}
+	_, err := r.srv.Stop(redisStopWithin)
+	r.srv = nil
+	if rerr := os.RemoveAll(r.dir); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return fmt.Errorf("stop redis %s: %w", r.Addr, err)
+	}
+	return nil
+}
+
+// PID is the redis-server's process id (for tests).
+func (r *Redis) PID() int { return r.srv.PID }
+
+// freePort asks the kernel for a free loopback port. Another process may
+// take it before the server binds it; the server then fails to start and
+// says so.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}

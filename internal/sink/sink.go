@@ -1,0 +1,533 @@
+// Package sink is the effect sink: a lab-owned HTTP endpoint that a target's
+// handler calls to perform its side effect, as a real service calls a
+// payment provider (docs/targets.md, "The sink's contract"). Its journal is
+// the ground truth of effects applied: counted from its own records, never
+// from replies.
+//
+// A call is POST /effect/R (R the calling replica, from 0) with the intent's
+// body and any headers. Each call the sink accepts applies exactly one
+// effect: the journal gets an entry with the next sequence number (1, 2, ...,
+// no gaps), which is the effect's value, and the reply is 200, Content-Type
+// text/plain, the value in decimal. A key the target forwards in KeyHeader is
+// recorded, never deduplicated. Another method gets 405, another path or an
+// unknown replica 404, a body over MaxBody 413: nothing applied.
+//
+// The lab places its sink faults by arming an Action for the next call from
+// a replica whose body equals the body it forwarded (Arm): wait before
+// applying (the owner in flight), apply or not, wait after applying (the
+// effect done, not yet recorded by the target), then answer, fail with 500,
+// or kill the calling replica and close the connection unanswered.
+//
+// A call is accepted once its body was read: its effect is applied even if
+// the caller goes away while it waits, as a provider that received a request
+// processes it. A Kill, though, runs only while the calling connection is
+// still open: a caller that is gone may have been restarted since, and
+// killing its successor would be a kill nobody planned (Call.Err says so).
+//
+// Bounds: a call's head (request line, header fields, empty line) at most
+// HeaderBytes (431 beyond), read within 30 s; its body at most
+// Config.MaxBody, read within 30 s more; its reply written within 150 s of
+// its head; a kept-alive connection idle at most 30 s; at most MaxConns
+// connections at once (more wait to be accepted); each wait at most
+// MaxWait; at most MaxArms arms outstanding per replica. Close cancels
+// every wait and returns within 10 s plus the time Kills in progress take.
+package sink
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"idemlab/internal/protocol"
+)
+
+// Bounds and defaults.
+const (
+	MaxReplicas    = 16               // replicas a sink serves, at most
+	DefaultMaxBody = 2 << 20          // bytes of a call's body, by default
+	MaxMaxBody     = 64 << 20         // the largest Config.MaxBody accepted
+	HeaderBytes    = 16 << 10         // bytes of a call's request line and header fields
+	MaxConns       = 512              // connections open at once
+	MaxWait        = 60 * time.Second // the longest Action.Before or Action.After
+	MaxArms        = 1024             // arms not yet taken, per replica
+	FailBody       = "effect failed\n"
+
+	readTimeout  = 30 * time.Second // a call's whole request
+	idleTimeout  = 30 * time.Second // a kept-alive connection between calls
+	writeTimeout = 2*MaxWait + readTimeout
+	closeWait    = 10 * time.Second
+	// headerSlack is what net/http reads beyond Server.MaxHeaderBytes
+	// before it answers 431; the sink subtracts it so that HeaderBytes is
+	// the bound a caller meets.
+	headerSlack = 4096
+)
+
+// An End is how a call ends once its effect was applied (or not).
+type End int
+
+// The ends. The zero End is none: an Action must name one.
+const (
+	Answer End = iota + 1 // 200 with the effect's value
+	Fail                  // 500 with FailBody
+	Kill                  // kill the calling replica, then close the connection unanswered
+)
+
+func (e End) String() string {
+	switch e {
+	case Answer:
+		return "answer"
+	case Fail:
+		return "fail"
+	case Kill:
+		return "kill"
+	}
+	return "End(" + strconv.Itoa(int(e)) + ")"
+}
+
+// An Action is what the sink does with one call.
+type Action struct {
+	Before time.Duration // wait before applying ("slow", "delay=NNms": the owner in flight)
+	Apply  bool          // apply the effect: journal it
+	After  time.Duration // wait after applying, before End ("stall=NNms": effect done, not yet recorded by the target)
+	End    End
+}
+
+// Normal is the Action of every call no arm claims.
+var Normal = Action{Apply: true, End: Answer}
+
+// Validate reports what is wrong with a, or nil.
+func (a Action) Validate() error {
+	switch {
+	case a.End < Answer || a.End > Kill:
+		return fmt.Errorf("sink: action: unknown end %v (want answer, fail or kill)", a.End)
+	case a.End == Answer && !a.Apply:
+		return errors.New("sink: action: answer without applying: there is no value to answer with")
+	case a.Before < 0 || a.Before > MaxWait:
+		return fmt.Errorf("sink: action: before %v out of range 0..%v", a.Before, MaxWait)
+	case a.After < 0 || a.After > MaxWait:
+		return fmt.Errorf("sink: action: after %v out of range 0..%v", a.After, MaxWait)
+	}
+	return nil
+}
+
+// Config configures a sink.
+type Config struct {
+	Replicas  int               // 1..MaxReplicas
+	Kill      func(replica int) // kills replica r of the target with SIGKILL and returns once it exited; required
+	KeyHeader string            // header a target may forward a key in; default Idempotency-Key
+	MaxBody   int64             // bound on a call's body, 1..MaxMaxBody; default DefaultMaxBody
+	Observe   func(Call)        // optional: called once per call that reached the sink's handler, when it ended
+}
+
+// An Entry is one effect applied.
+type Entry struct {
+	Seq        int64     `json:"seq"`         // the effect's value: 1, 2, ... in order, no gaps
+	Replica    int       `json:"replica"`     // the replica that called
+	BodySHA256 string    `json:"body_sha256"` // hex SHA-256 of the call's body
+	Key        *string   `json:"key"`         // the forwarded key (several lines joined by ", "), nil when none
+	At         time.Time `json:"at"`          // when it was applied
+}
+
+// A Call is what the sink did with one call that reached its handler.
+type Call struct {
+	Replica int    // the replica its path named; -1 when it named none the sink serves
+	Status  int    // the reply's status; 0 when the connection was closed unanswered
+	Seq     int64  // the effect applied for it; 0 for none
+	Armed   bool   // it took an armed Action, not Normal
+	Action  Action // the Action it took (zero for a call refused before one was chosen)
+	Killed  bool   // Kill ran for it
+	Err     string // why it ended short of its Action, or ""
+	Start   time.Time
+	End     time.Time
+}
+
+// A Sink is a running effect sink.
+type Sink struct {
+	cfg  Config
+	ln   *limitListener
+	srv  *http.Server
+	port int
+
+	ctx    context.Context // cancelled by Close: ends every wait
+	cancel context.CancelFunc
+	served chan struct{} // closed when Serve returned
+
+	mu      sync.Mutex
+	closed  bool
+	handing sync.WaitGroup // handlers running, hijacked ones included
+	journal []Entry
+	arms    [][]*arm // per replica, in arm order
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type arm struct {
+	body   []byte
+	action Action
+}
+
+// Start validates cfg and starts a sink on 127.0.0.1 at a free port.
+func Start(cfg Config) (*Sink, error) {
+	if cfg.Replicas < 1 || cfg.Replicas > MaxReplicas {
+		return nil, fmt.Errorf("sink: config: replicas %d out of range 1..%d", cfg.Replicas, MaxReplicas)
+	}
+	if cfg.Kill == nil {
+		return nil, errors.New("sink: config: no Kill function")
+	}
+	if cfg.KeyHeader == "" {
+		cfg.KeyHeader = protocol.KeyHeader
+	}
+	if !isToken(cfg.KeyHeader) {
+		return nil, fmt.Errorf("sink: config: key header %q is not a header name", cfg.KeyHeader)
+	}
+	if cfg.MaxBody == 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.MaxBody < 1 || cfg.MaxBody > MaxMaxBody {
+		return nil, fmt.Errorf("sink: config: max body %d out of range 1..%d", cfg.MaxBody, MaxMaxBody)
+	}
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("sink: listen: %w", err)
+	}
+	s := &Sink{
+		cfg:    cfg,
+		ln:     newLimitListener(inner, MaxConns),
+		port:   inner.Addr().(*net.TCPAddr).Port,
+		served: make(chan struct{}),
+		arms:   make([][]*arm, cfg.Replicas),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	// No ReadTimeout: its deadline would outlive the body and, in the
+	// middle of a wait, cancel the request's context as if the caller had
+	// gone. The handler bounds the body's read instead.
+	s.srv = &http.Server{
+		Handler:           http.HandlerFunc(s.serveHTTP),
+		MaxHeaderBytes:    HeaderBytes - headerSlack,
+		ReadHeaderTimeout: readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	go func() {
+		defer close(s.served)
+		s.srv.Serve(s.ln) // returns http.ErrServerClosed once Close ran
+	}()
+	return s, nil
+}
+
+// URL returns the URL replica r calls: http://127.0.0.1:PORT/effect/R.
+func (s *Sink) URL(replica int) string {
+	s.mustServe(replica)
+	return fmt.Sprintf("http://127.0.0.1:%d/effect/%d", s.port, replica)
+}
+
+// Arm makes the first call from replica whose body equals body, while
+// armed, take a instead of Normal. Arms of equal bodies are taken in arm
+// order. disarm removes the arm if it was not taken yet; calling it again,
+// or after the arm was taken, does nothing.
+//
+// An arm for a body over MaxBody is never taken: such a call gets 413.
+// An invalid Action (see Action.Validate), a replica the sink does not
+// serve, or more than MaxArms arms outstanding are programmer errors: Arm
+// panics.
+func (s *Sink) Arm(replica int, body []byte, a Action) (disarm func()) {
+	s.mustServe(replica)
+	if err := a.Validate(); err != nil {
+		panic(err)
+	}
+	ar := &arm{body: bytes.Clone(body), action: a}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.arms[replica]) >= MaxArms {
+		panic(fmt.Sprintf("sink: arm: replica %d has %d arms outstanding: are disarms missing?", replica, MaxArms))
+	}
+	s.arms[replica] = append(s.arms[replica], ar)
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.arms[replica] = remove(s.arms[replica], ar)
+	}
+}
+
+// remove returns arms without ar (unchanged if ar is not in it).
+func remove(arms []*arm, ar *arm) []*arm {
+	for i, x := range arms {
+		if x == ar {
+			return append(arms[:i:i], arms[i+1:]...)
+		}
+	}
+	return arms
+}
+
+// take removes and returns the first arm of replica matching body, or
+// Normal.
+func (s *Sink) take(replica int, body []byte) (Action, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ar := range s.arms[replica] {
+		if bytes.Equal(ar.body, body) {
+			s.arms[replica] = remove(s.arms[replica], ar)
+			return ar.action, true
+		}
+	}
+	return Normal, false
+}
+
+// mustServe panics unless the sink serves replica.
+func (s *Sink) mustServe(replica int) {
+	if replica < 0 || replica >= s.cfg.Replicas {
+		panic(fmt.Sprintf("sink: replica %d out of range 0..%d", replica, s.cfg.Replicas-1))
+	}
+}
+
+// Journal returns a copy of the journal, in sequence order.
+func (s *Sink) Journal() []Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Entry(nil), s.journal...)
+}
+
+// apply journals one effect and returns its sequence number.
+func (s *Sink) apply(replica int, body []byte, key *string) int64 {
+	sum := sha256.Sum256(body)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seq := int64(len(s.journal)) + 1
+	s.journal = append(s.journal, Entry{Seq: seq, Replica: replica, BodySHA256: hex.EncodeToString(sum[:]), Key: key, At: time.Now().UTC()})
+	return seq
+}
+
+// Close stops listening, ends every wait, and waits (at most 10 s, plus
+// the Kills in progress) for the handlers. It is safe to call more than
+// once; every call returns the first one's result.
+func (s *Sink) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		s.cancel()
+		ctx, cancel := context.WithTimeout(context.Background(), closeWait)
+		defer cancel()
+		if err := s.srv.Shutdown(ctx); err != nil {
+			s.srv.Close()
+		}
+		<-s.served
+		handlers := make(chan struct{})
+		go func() {
+			s.handing.Wait()
+			close(handlers)
+		}()
+		select {
+		case <-handlers:
+		case <-ctx.Done():
+			s.closeErr = fmt.Errorf("sink: close: handlers still running after %v", closeWait)
+		}
+	})
+	return s.closeErr
+}
+
+// enter registers a running handler, or reports false once Close began.
+func (s *Sink) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.handing.Add(1)
+	return true
+}
+
+// errClosed is what a call learns when Close ended its wait.
+var errClosed = errors.New("sink closed")
+
+// wait sleeps d, or until Close; it returns errClosed if Close came first.
+func (s *Sink) wait(d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-s.ctx.Done():
+		return errClosed
+	}
+}
+
+func (s *Sink) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.enter() {
+		reply(w, http.StatusServiceUnavailable, "sink closed\n")
+		return
+	}
+	defer s.handing.Done()
+	c := Call{Replica: -1, Start: time.Now()}
+	c.Status = s.call(w, r, &c)
+	c.End = time.Now()
+	if s.cfg.Observe != nil {
+		s.cfg.Observe(c)
+	}
+}
+
+// call handles one call and returns the status it answered (0: none).
+func (s *Sink) call(w http.ResponseWriter, r *http.Request, c *Call) int {
+	replica, ok := s.replicaOf(r.URL.Path)
+	if !ok {
+		return reply(w, http.StatusNotFound, "no such effect endpoint\n")
+	}
+	c.Replica = replica
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return reply(w, http.StatusMethodNotAllowed, "method not allowed: POST only\n")
+	}
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(readTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	rc.SetReadDeadline(time.Time{}) // from here on a read ends only when the caller goes
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			c.Err = "body too large"
+			return reply(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes\n", s.cfg.MaxBody))
+		}
+		c.Err = "read body: " + err.Error()
+		return reply(w, http.StatusBadRequest, "cannot read body\n")
+	}
+	var key *string
+	if vals := r.Header.Values(s.cfg.KeyHeader); len(vals) > 0 {
+		k := strings.Join(vals, ", ")
+		key = &k
+	}
+	a, armed := s.take(replica, body)
+	c.Action, c.Armed = a, armed
+
+	if err := s.wait(a.Before); err != nil {
+		c.Err = err.Error() + " before the effect"
+		return reply(w, http.StatusServiceUnavailable, "sink closed\n")
+	}
+	if a.Apply {
+		c.Seq = s.apply(replica, body, key)
+	}
+	if err := s.wait(a.After); err != nil {
+		c.Err = err.Error() + " after the effect"
+		return reply(w, http.StatusServiceUnavailable, "sink closed\n")
+	}
+	switch a.End {
+	case Answer:
+		return reply(w, http.StatusOK, strconv.FormatInt(c.Seq, 10))
+	case Fail:
+		return reply(w, http.StatusInternalServerError, FailBody)
+	}
+	// Kill: only the replica still waiting on this connection; either
+	// way the connection is closed unanswered.
+	gone := r.Context().Err() != nil
+	conn, _, err := rc.Hijack()
+	if err != nil {
+		c.Err = "hijack: " + err.Error()
+		return 0
+	}
+	defer conn.Close()
+	if gone {
+		c.Err = "caller gone before the kill"
+		return 0
+	}
+	s.cfg.Kill(replica)
+	c.Killed = true
+	return 0
+}
+
+// replicaOf parses the replica of path /effect/R: R decimal, no sign, no
+// leading zero, below Replicas.
+func (s *Sink) replicaOf(path string) (int, bool) {
+	rest, ok := strings.CutPrefix(path, protocol.EffectPath+"/")
+	if !ok || rest == "" || len(rest) > 2 || (rest[0] == '0' && len(rest) > 1) {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(rest); i++ {
+		if rest[i] < '0' || rest[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(rest[i]-'0')
+	}
+	return n, n < s.cfg.Replicas
+}
+
+// reply writes a text/plain reply and returns its status.
+func reply(w http.ResponseWriter, status int, body string) int {
+	w.Header().Set("Content-Type", "text/plain")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	io.WriteString(w, body)
+	return status
+}
+
+// isToken reports whether s is an HTTP field name (RFC 9110 token).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x80 || c <= ' ' || c == 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// A limitListener accepts at most n connections open at once; Accept waits
+// for a slot.
+type limitListener struct {
+	net.Listener
+	slots chan struct{}
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newLimitListener(l net.Listener, n int) *limitListener {
+	return &limitListener{Listener: l, slots: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &slotConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
+}
+
+func (l *limitListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// A slotConn gives its listener's slot back when closed.
+type slotConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
+}

@@ -1,0 +1,164 @@
+package target
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"idemlab/internal/protocol"
+)
+
+// This file places each lab fault on a target (docs/targets.md has the
+// table): as the target's own header where it maps the fault natively,
+// otherwise on the fault proxy in front of it or the effect sink behind it.
+
+// AllFaults, as a faults.native name, maps every lab fault to one header;
+// FaultValue in its value passes the lab's fault value through.
+const (
+	AllFaults  = "*"
+	FaultValue = "{fault}"
+)
+
+// A Placement is where one X-Lab-Fault value acts on a target.
+type Placement struct {
+	Header      http.Header // the target's own fault header(s); nil for none
+	Sink        *SinkAction // what the sink does with the intent's effect call; nil: the normal effect
+	DropReply   bool        // the proxy reads the target's reply and drops it
+	HoldAndKill bool        // the proxy holds the target's reply, kills the target, drops the reply
+}
+
+// A SinkAction is what the sink does with one effect call: wait Before,
+// apply (or not), wait After, then End.
+type SinkAction struct {
+	Before time.Duration
+	Apply  bool
+	After  time.Duration
+	End    SinkEnd
+}
+
+// A SinkEnd is how the sink ends an effect call.
+type SinkEnd int
+
+// The ends of an effect call.
+const (
+	Answer SinkEnd = iota // 200 with the effect's value
+	Fail                  // 500
+	Kill                  // kill the calling replica, close unanswered
+)
+
+// ErrNotPlaceable means a fault cannot act on this target; the error says why.
+var ErrNotPlaceable = errors.New("fault cannot be placed on this target")
+
+// placement says where one lab fault acts when the target does not map it:
+// on the proxy or on the sink, changing the sink's action.
+type placement struct {
+	proxy func(*Placement)
+	sink  func(*SinkAction, time.Duration)
+	why   string // not placeable: why
+}
+
+var placements = map[string]placement{
+	string(protocol.FaultDropReply):        {proxy: func(p *Placement) { p.DropReply = true }},
+	string(protocol.FaultCrashAfterRecord): {proxy: func(p *Placement) { p.HoldAndKill = true }},
+	string(protocol.FaultSlow): {sink: func(a *SinkAction, _ time.Duration) {
+		a.Before += protocol.SlowDelay
+	}},
+	string(protocol.FaultDelay):                {sink: func(a *SinkAction, d time.Duration) { a.Before += d }},
+	string(protocol.FaultStall):                {sink: func(a *SinkAction, d time.Duration) { a.After += d }},
+	string(protocol.FaultCrashBeforeEffect):    {sink: func(a *SinkAction, _ time.Duration) { a.Apply, a.End = false, Kill }},
+	string(protocol.FaultCrashAfterEffect):     {sink: func(a *SinkAction, _ time.Duration) { a.End = Kill }},
+	FaultFailEffect:                            {sink: func(a *SinkAction, _ time.Duration) { a.Apply, a.End = false, Fail }},
+	FaultFailAfterEffect:                       {sink: func(a *SinkAction, _ time.Duration) { a.End = Fail }},
+	string(protocol.FaultCrashAfterClaim):      {why: "the lab server's own downstream mode"},
+	string(protocol.FaultCrashAfterDownstream): {why: "the lab server's own downstream mode"},
+	string(protocol.FaultDropDownstreamReply):  {why: "the lab server's own downstream mode"},
+}
+
+// The faults that make an effect fail (the effect server and the sink
+// both honour them).
+const (
+	FaultFailEffect      = "fail-effect"       // the effect fails: nothing applied, 500
+	FaultFailAfterEffect = "fail-after-effect" // the effect is applied, then the handler fails: 500
+)
+
+// FaultNames lists the lab faults a target may map natively, sorted.
+func FaultNames() []string {
+	names := make([]string, 0, len(placements))
+	for n := range placements {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Place says where the X-Lab-Fault value v acts on t ("" places nothing).
+// A value joins faults with ","; each is mapped natively if the target
+// maps it, else placed on the proxy or the sink. An error wrapping
+// ErrNotPlaceable says why a fault cannot act here.
+func (t *Target) Place(v string) (Placement, error) {
+	var p Placement
+	if v == "" {
+		return p, nil
+	}
+	if nf, ok := t.Native[AllFaults]; ok {
+		p.Header = http.Header{}
+		p.Header.Set(nf.Header, strings.ReplaceAll(nf.Value, FaultValue, v))
+		return p, nil
+	}
+	action := SinkAction{Apply: true, End: Answer}
+	onSink := false
+	for part := range strings.SplitSeq(v, ",") {
+		name, arg, hasArg := strings.Cut(part, "=")
+		pl, known := placements[name]
+		if !known {
+			return Placement{}, fmt.Errorf("fault %q: unknown (known: %s)", part, strings.Join(FaultNames(), ", "))
+		}
+		if nf, ok := t.Native[name]; ok {
+			if p.Header == nil {
+				p.Header = http.Header{}
+			}
+			p.Header.Add(nf.Header, strings.ReplaceAll(nf.Value, FaultValue, part))
+			continue
+		}
+		var d time.Duration
+		if name == string(protocol.FaultDelay) || name == string(protocol.FaultStall) {
+			ms, err := millis(arg, hasArg)
+			if err != nil {
+				return Placement{}, fmt.Errorf("fault %q: %w", part, err)
+			}
+			d = ms
+		} else if hasArg {
+			return Placement{}, fmt.Errorf("fault %q: takes no argument", part)
+		}
+		switch {
+		case pl.why != "":
+			return Placement{}, fmt.Errorf("%w: %s is %s", ErrNotPlaceable, name, pl.why)
+		case pl.proxy != nil:
+			pl.proxy(&p)
+		default:
+			if !t.Effects.Sink {
+				return Placement{}, fmt.Errorf("%w: %s acts at the effect sink, and %s counts its effects itself without mapping %s to a header", ErrNotPlaceable, name, t.Name, name)
+			}
+			pl.sink(&action, d)
+			onSink = true
+		}
+	}
+	if onSink {
+		p.Sink = &action
+	}
+	return p, nil
+}
+
+// millis reads the NN of "NNms": decimal milliseconds up to protocol.MaxDelay.
+func millis(arg string, hasArg bool) (time.Duration, error) {
+	digits, ok := strings.CutSuffix(arg, "ms")
+	n, err := strconv.Atoi(digits)
+	if !hasArg || !ok || err != nil || n < 0 || len(digits) > 5 || time.Duration(n)*time.Millisecond > protocol.MaxDelay {
+		return 0, fmt.Errorf("want NNms, 0 to %d", protocol.MaxDelay.Milliseconds())
+	}
+	return time.Duration(n) * time.Millisecond, nil
+}

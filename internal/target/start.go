@@ -1,0 +1,92 @@
+package target
+
+import (
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// The placeholders the lab fills in start.argv, start.env and
+// effects.count.
+const (
+	PortPlaceholder         = "{port}"
+	StatePlaceholder        = "{state}"
+	ReplicaPlaceholder      = "{replica}"
+	EffectURLPlaceholder    = "{effect_url}"
+	DirPlaceholder          = "{dir}"
+	EffectServerPlaceholder = "{effectserver}"
+	RedisURLPlaceholder     = "{redis_url}"
+	PostgresDSNPlaceholder  = "{postgres_dsn}"
+)
+
+var placeholderRE = regexp.MustCompile(`\{[a-z_]+\}`)
+
+// placeholders are the ones t may use: the service placeholders only with
+// the service.
+func (t *Target) placeholders() []string {
+	p := []string{PortPlaceholder, StatePlaceholder, ReplicaPlaceholder, EffectURLPlaceholder, DirPlaceholder, EffectServerPlaceholder}
+	for _, s := range t.Services {
+		switch s {
+		case Redis:
+			p = append(p, RedisURLPlaceholder)
+		case Postgres:
+			p = append(p, PostgresDSNPlaceholder)
+		}
+	}
+	return p
+}
+
+// Vars are the values of the placeholders for one process of a run.
+type Vars struct {
+	Port         int
+	State        string
+	Replica      int
+	EffectURL    string
+	EffectServer string
+	RedisURL     string
+	PostgresDSN  string
+}
+
+func (t *Target) expand(s string, v Vars) string {
+	return strings.NewReplacer(
+		PortPlaceholder, strconv.Itoa(v.Port),
+		StatePlaceholder, v.State,
+		ReplicaPlaceholder, strconv.Itoa(v.Replica),
+		EffectURLPlaceholder, v.EffectURL,
+		DirPlaceholder, t.Dir,
+		EffectServerPlaceholder, v.EffectServer,
+		RedisURLPlaceholder, v.RedisURL,
+		PostgresDSNPlaceholder, v.PostgresDSN,
+	).Replace(s)
+}
+
+// inherited are the only variables of the runner's environment a target
+// process sees besides those target.json names.
+var inherited = []string{"PATH", "HOME", "TMPDIR", "LANG"}
+
+// Command returns the argv and the whole environment of one replica's
+// process: start.env expanded, on top of the inherited variables.
+func (t *Target) Command(v Vars) (argv, env []string) {
+	for _, a := range t.Start.Argv {
+		argv = append(argv, t.expand(a, v))
+	}
+	for _, k := range inherited {
+		if val, ok := os.LookupEnv(k); ok && t.Start.Env[k] == "" {
+			env = append(env, k+"="+val)
+		}
+	}
+	for _, k := range sortedKeys(t.Start.Env) {
+		env = append(env, k+"="+t.expand(t.Start.Env[k], v))
+	}
+	return argv, env
+}
+
+// CountCommand returns effects.count expanded, or nil for a sink target.
+func (t *Target) CountCommand(v Vars) []string {
+	var argv []string
+	for _, a := range t.Effects.Count {
+		argv = append(argv, t.expand(a, v))
+	}
+	return argv
+}

@@ -1,0 +1,363 @@
+// Package target holds what the lab knows of a service it did not write: a
+// folder targets/NAME/ with target.json (schema/target.schema.json) and
+// whatever the service needs. It loads and checks target.json, digests the
+// folder, runs the folder's setup once per digest, expands the start
+// command's placeholders, places each lab fault on the proxy, the sink or
+// the target's own header (place.go), and reads the versions of the code
+// under test from its lock file.
+//
+// It starts nothing itself: package caserun runs a target's replicas
+// between the lab's fault proxy and its effect sink.
+package target
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"idemlab/internal/safefile"
+	"idemlab/internal/schemacheck"
+)
+
+// SchemaName is the schema every target.json must satisfy.
+const SchemaName = "target.schema.json"
+
+// FileName is the file a target folder must hold.
+const FileName = "target.json"
+
+// MaxFileBytes bounds target.json.
+const MaxFileBytes = 64 << 10
+
+// RequireEnv names the environment variable that makes a target whose
+// programs are missing a failure instead of a skip. CI sets it to 1.
+const RequireEnv = "IDEMLAB_REQUIRE_TARGETS"
+
+// Bounds of the start: how long a target may take to get ready, and how
+// long SIGTERM may take before SIGKILL, when target.json does not say.
+const (
+	DefaultReadyWithin = 20 * time.Second
+	DefaultStopGrace   = 5 * time.Second
+)
+
+// A Target is one loaded target folder.
+type Target struct {
+	Name     string
+	Summary  string
+	Dir      string // the folder, absolute
+	Requires []string
+	Install  string
+	Setup    []string
+	Start    Start
+	Request  Request
+	Replay   *Replay // nil: the target marks no replay
+	Effects  Effects
+	Native   map[string]NativeFault // lab fault name (or "*") → the target's header
+	Claims   Claims
+	Services []Service
+	Versions Versions
+	Mirrors  string // the lab's own server only: the store it must reproduce
+}
+
+// Start is how a replica is started and known to be ready.
+type Start struct {
+	Argv        []string
+	Env         map[string]string
+	ReadyLine   *regexp.Regexp // a stdout line; nil for a probe
+	ReadyHTTP   string         // with ReadyLine nil: GET this path ("" for a TCP connection)
+	ReadyWithin time.Duration
+	StopGrace   time.Duration
+}
+
+// Request is how the lab's clients call the target.
+type Request struct {
+	Method      string
+	Path        string
+	KeyHeader   string
+	ContentType string
+}
+
+// Replay is the header and value by which the target marks a replay.
+type Replay struct {
+	Header string `json:"header"`
+	Value  string `json:"value"`
+}
+
+// Effects says how the effects applied are counted: by the sink, or by a
+// command run after every process of the run exited.
+type Effects struct {
+	Sink  bool
+	Count []string
+}
+
+// NativeFault is a header the target honours in place of a lab fault.
+type NativeFault struct {
+	Header string `json:"header"`
+	Value  string `json:"value"`
+}
+
+// Claims is what the target promises.
+type Claims struct {
+	Durable     bool   `json:"durable"`
+	SharedStore bool   `json:"shared_store"`
+	Capacity    *int   `json:"capacity"`
+	MaxBody     *int64 `json:"max_body"`
+}
+
+// A Service is a side service the lab starts for every run of a target.
+type Service string
+
+// The side services.
+const (
+	Redis    Service = "redis"
+	Postgres Service = "postgres"
+)
+
+// Versions says what the evidence records about the code under test.
+type Versions struct {
+	Lock     string   `json:"lock"`
+	Packages []string `json:"packages"`
+	Runtime  []string `json:"runtime"`
+}
+
+// file is target.json as written.
+type file struct {
+	Name     string   `json:"name"`
+	Summary  string   `json:"summary"`
+	Requires []string `json:"requires"`
+	Install  string   `json:"install"`
+	Setup    []string `json:"setup"`
+	Start    struct {
+		Argv  []string          `json:"argv"`
+		Env   map[string]string `json:"env"`
+		Ready struct {
+			Stdout   string `json:"stdout"`
+			TCP      bool   `json:"tcp"`
+			HTTP     string `json:"http"`
+			WithinMS int    `json:"within_ms"`
+		} `json:"ready"`
+		StopGraceMS *int `json:"stop_grace_ms"`
+	} `json:"start"`
+	Request struct {
+		Method      string  `json:"method"`
+		Path        string  `json:"path"`
+		KeyHeader   string  `json:"key_header"`
+		ContentType *string `json:"content_type"`
+	} `json:"request"`
+	Replay  *Replay         `json:"replay"`
+	Effects json.RawMessage `json:"effects"`
+	Faults  struct {
+		Native map[string]NativeFault `json:"native"`
+	} `json:"faults"`
+	Claims   Claims    `json:"claims"`
+	Services []Service `json:"services"`
+	Versions Versions  `json:"versions"`
+	Mirrors  string    `json:"mirrors"`
+}
+
+// Load reads and checks DIR/target.json against the schema and the rules
+// a schema cannot state (the folder's name, the ready rule, placeholders,
+// the fault names). Errors name the file and what was wrong.
+func Load(dir string, schemas *schemacheck.Set) (*Target, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", dir, err)
+	}
+	path := filepath.Join(abs, FileName)
+	b, err := safefile.Read(path, MaxFileBytes)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", dir, err)
+	}
+	t, err := Parse(path, b, schemas)
+	if err != nil {
+		return nil, err
+	}
+	if base := filepath.Base(abs); base != t.Name {
+		return nil, fmt.Errorf("%s: name %q: want the folder's name %q", path, t.Name, base)
+	}
+	t.Dir = abs
+	return t, nil
+}
+
+// Parse checks the bytes of a target.json read from path.
+func Parse(path string, b []byte, schemas *schemacheck.Set) (*Target, error) {
+	if err := schemas.Validate(SchemaName, b); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var f file
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	t, err := f.target()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
+}
+
+func (f *file) target() (*Target, error) {
+	t := &Target{
+		Name: f.Name, Summary: f.Summary, Requires: f.Requires, Install: f.Install, Setup: f.Setup,
+		Replay: f.Replay, Native: f.Faults.Native, Claims: f.Claims, Services: f.Services,
+		Versions: f.Versions, Mirrors: f.Mirrors,
+		Start: Start{Argv: f.Start.Argv, Env: f.Start.Env, ReadyHTTP: f.Start.Ready.HTTP,
+			ReadyWithin: DefaultReadyWithin, StopGrace: DefaultStopGrace},
+		Request: Request{Method: f.Request.Method, Path: f.Request.Path, KeyHeader: f.Request.KeyHeader, ContentType: "text/plain"},
+	}
+	if t.Request.Method == "" {
+		t.Request.Method = "POST"
+	}
+	if f.Request.ContentType != nil {
+		t.Request.ContentType = *f.Request.ContentType
+	}
+	if ms := f.Start.Ready.WithinMS; ms > 0 {
+		t.Start.ReadyWithin = time.Duration(ms) * time.Millisecond
+	}
+	if g := f.Start.StopGraceMS; g != nil {
+		t.Start.StopGrace = time.Duration(*g) * time.Millisecond
+	}
+
+	ready := f.Start.Ready
+	rules := 0
+	for _, set := range []bool{ready.Stdout != "", ready.TCP, ready.HTTP != ""} {
+		if set {
+			rules++
+		}
+	}
+	if rules != 1 {
+		return nil, errors.New("start.ready: want exactly one of stdout, tcp, http")
+	}
+	portFromLine := false
+	if ready.Stdout != "" {
+		re, err := regexp.Compile(ready.Stdout)
+		if err != nil {
+			return nil, fmt.Errorf("start.ready.stdout: %w", err)
+		}
+		if re.NumSubexp() > 1 {
+			return nil, fmt.Errorf("start.ready.stdout %q: at most one group (the port)", ready.Stdout)
+		}
+		t.Start.ReadyLine = re
+		portFromLine = re.NumSubexp() == 1
+	}
+
+	switch string(bytes.TrimSpace(f.Effects)) {
+	case `"sink"`:
+		t.Effects.Sink = true
+	default:
+		var c struct {
+			Count []string `json:"count"`
+		}
+		if err := json.Unmarshal(f.Effects, &c); err != nil || len(c.Count) == 0 {
+			return nil, errors.New(`effects: want "sink" or {"count": [argv...]}`)
+		}
+		t.Effects.Count = c.Count
+	}
+
+	// Every placeholder must be one the lab fills; {port} must be given to
+	// the target unless its ready line reports the port it chose.
+	known := t.placeholders()
+	usesPort := false
+	check := func(where, s string) error {
+		for _, m := range placeholderRE.FindAllString(s, -1) {
+			if !slices.Contains(known, m) {
+				return fmt.Errorf("%s: unknown placeholder %s (known: %s)", where, m, strings.Join(known, " "))
+			}
+			usesPort = usesPort || m == PortPlaceholder
+		}
+		return nil
+	}
+	for i, a := range t.Start.Argv {
+		if err := check(fmt.Sprintf("start.argv[%d]", i), a); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range sortedKeys(t.Start.Env) {
+		if err := check("start.env."+k, t.Start.Env[k]); err != nil {
+			return nil, err
+		}
+	}
+	countUsesPort := false
+	for i, a := range t.Effects.Count {
+		if err := check(fmt.Sprintf("effects.count[%d]", i), a); err != nil {
+			return nil, err
+		}
+		countUsesPort = countUsesPort || strings.Contains(a, PortPlaceholder)
+	}
+	if countUsesPort {
+		return nil, errors.New("effects.count: {port} means nothing once every process exited")
+	}
+	if !portFromLine && !usesPort {
+		return nil, errors.New("start: the target is never told {port} and its ready line reports no port (give {port} in argv or env, or a group in ready.stdout)")
+	}
+	if portFromLine && (ready.TCP || ready.HTTP != "") {
+		return nil, errors.New("start.ready: a port from the ready line needs no probe")
+	}
+
+	for name := range t.Native {
+		if name == AllFaults {
+			continue
+		}
+		if _, ok := placements[name]; !ok {
+			return nil, fmt.Errorf("faults.native: %q is not a lab fault (known: %s)", name, strings.Join(FaultNames(), ", "))
+		}
+	}
+	if t.Versions.Lock == "" && len(t.Versions.Packages) > 0 {
+		return nil, errors.New("versions.packages: needs versions.lock, the file that pins them")
+	}
+	return t, nil
+}
+
+// Missing returns the required programs not found on PATH (or, for an
+// absolute path, not there), with a line saying what to install.
+func (t *Target) Missing() (missing []string, hint string) {
+	for _, p := range t.Requires {
+		if _, err := exec.LookPath(p); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	hint = t.Install
+	if hint == "" {
+		hint = "install " + strings.Join(missing, ", ")
+	}
+	return missing, hint
+}
+
+// LoadDir loads every target folder under dir (a folder holding
+// target.json), sorted by name. A folder without target.json is an error:
+// targets/ holds targets only, plus README.md.
+func LoadDir(dir string, schemas *schemacheck.Set) ([]*Target, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("targets: %w", err)
+	}
+	var out []*Target
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		t, err := Load(filepath.Join(dir, e.Name()), schemas)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,288 @@
+package target
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"idemlab/internal/schemacheck"
+)
+
+func schemas(t *testing.T) *schemacheck.Set {
+	t.Helper()
+	s, err := schemacheck.Load(filepath.Join("..", "..", "schema"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// minimal is a valid target.json; cases edit it.
+const minimal = `{
+  "name": "tiny",
+  "summary": "a tiny service",
+  "start": {"argv": ["./tiny", "-port", "{port}"], "env": {"EFFECT_URL": "{effect_url}", "STATE": "{state}/r{replica}"}, "ready": {"tcp": true}},
+  "request": {"path": "/pay", "key_header": "Idempotency-Key"},
+  "replay": {"header": "X-Replayed", "value": "yes"},
+  "effects": "sink",
+  "claims": {"durable": false, "shared_store": false, "capacity": null, "max_body": null}
+}`
+
+// Ensure target.json is refused, naming what was wrong, wherever the schema
+// or a rule the schema cannot state is broken.
+func TestParse(t *testing.T) {
+	set := schemas(t)
+	for _, tc := range []struct {
+		name, old, new, want string
+	}{
+		{"valid", "", "", ""},
+		{"unknown field", `"summary"`, `"colour": "red", "summary"`, "colour"},
+		{"two ready rules", `{"tcp": true}`, `{"tcp": true, "http": "/"}`, "exactly one of stdout, tcp, http"},
+		{"bad regexp", `{"tcp": true}`, `{"stdout": "READY ("}`, "start.ready.stdout"},
+		{"two groups", `{"tcp": true}`, `{"stdout": "(a)(b)"}`, "at most one group"},
+		{"unknown placeholder", `{state}/r{replica}`, `{home}`, "unknown placeholder {home}"},
+		{"service placeholder without the service", `{state}/r{replica}`, `{redis_url}`, "unknown placeholder {redis_url}"},
+		{"never told a port", `"-port", "{port}"`, `"-quiet"`, "never told {port}"},
+		{"port from line and a probe", `"ready": {"tcp": true}`, `"ready": {"stdout": "on (\\d+)"}`, ""},
+		{"unknown native fault", `"effects": "sink"`, `"effects": "sink", "faults": {"native": {"crash-sometimes": {"header": "X", "value": "1"}}}`, `"crash-sometimes" is not a lab fault`},
+		{"count with port", `"effects": "sink"`, `"effects": {"count": ["cat", "{port}"]}`, "{port} means nothing"},
+		{"packages without lock", `"effects": "sink"`, `"effects": "sink", "versions": {"packages": ["express"]}`, "needs versions.lock"},
+		{"bad name", `"tiny"`, `"Tiny"`, "/name"},
+		{"missing claims", `"claims"`, `"claimz"`, "claims"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Replace(minimal, tc.old, tc.new, 1)
+			_, err := Parse("targets/tiny/target.json", []byte(src), set)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Parse = %v, want no error", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Parse error = %v, want one containing %q", err, tc.want)
+			case err != nil && !strings.HasPrefix(err.Error(), "targets/tiny/target.json: "):
+				t.Fatalf("Parse error = %v, want it to name the file", err)
+			}
+		})
+	}
+}
+
+// Ensure Load wants the folder's name to be the target's.
+func TestLoadNameIsFolder(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "other")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, FileName), minimal)
+	if _, err := Load(dir, schemas(t)); err == nil || !strings.Contains(err.Error(), `want the folder's name "other"`) {
+		t.Fatalf("Load = %v, want a name mismatch", err)
+	}
+}
+
+func writeFile(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func loadMinimal(t *testing.T, edit func(string) string) *Target {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "tiny")
+	src := minimal
+	if edit != nil {
+		src = edit(src)
+	}
+	writeFile(t, filepath.Join(dir, FileName), src)
+	tg, err := Load(dir, schemas(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
+}
+
+// Ensure each lab fault lands where docs/targets.md says, native mappings
+// win, and a fault that cannot act on the target says why.
+func TestPlace(t *testing.T) {
+	sinkTarget := loadMinimal(t, nil)
+	native := loadMinimal(t, func(s string) string {
+		return strings.Replace(s, `"effects": "sink"`, `"effects": {"count": ["cat", "{state}/n"]}, "faults": {"native": {"crash-after-effect": {"header": "X-Crash", "value": "after"}}}`, 1)
+	})
+	passthrough := loadMinimal(t, func(s string) string {
+		return strings.Replace(s, `"effects": "sink"`, `"effects": "sink", "faults": {"native": {"*": {"header": "X-Lab-Fault", "value": "{fault}"}}}`, 1)
+	})
+	for _, tc := range []struct {
+		name  string
+		tg    *Target
+		fault string
+		want  Placement
+		err   string
+	}{
+		{"none", sinkTarget, "", Placement{}, ""},
+		{"drop-reply on the proxy", sinkTarget, "drop-reply", Placement{DropReply: true}, ""},
+		{"crash-after-record holds and kills", sinkTarget, "crash-after-record", Placement{HoldAndKill: true}, ""},
+		{"slow stalls the sink first", sinkTarget, "slow", Placement{Sink: &SinkAction{Before: 120 * time.Millisecond, Apply: true}}, ""},
+		{"stall after applying", sinkTarget, "stall=800ms", Placement{Sink: &SinkAction{Apply: true, After: 800 * time.Millisecond}}, ""},
+		{"crash before the effect", sinkTarget, "crash-before-effect", Placement{Sink: &SinkAction{End: Kill}}, ""},
+		{"the crash gap", sinkTarget, "crash-after-effect", Placement{Sink: &SinkAction{Apply: true, End: Kill}}, ""},
+		{"stall then the crash gap", sinkTarget, "stall=2000ms,crash-after-effect", Placement{Sink: &SinkAction{Apply: true, After: 2 * time.Second, End: Kill}}, ""},
+		{"a failed effect", sinkTarget, "fail-effect", Placement{Sink: &SinkAction{End: Fail}}, ""},
+		{"failed after the effect", sinkTarget, "fail-after-effect", Placement{Sink: &SinkAction{Apply: true, End: Fail}}, ""},
+		{"downstream faults", sinkTarget, "crash-after-claim", Placement{}, "downstream mode"},
+		{"unknown", sinkTarget, "dorp-reply", Placement{}, `"dorp-reply": unknown`},
+		{"bad argument", sinkTarget, "delay=fast", Placement{}, "want NNms"},
+		{"native header", native, "crash-after-effect", Placement{Header: map[string][]string{"X-Crash": {"after"}}}, ""},
+		{"sink fault without a sink", native, "slow", Placement{}, "counts its effects itself"},
+		{"proxy fault without a sink", native, "drop-reply", Placement{DropReply: true}, ""},
+		{"every fault passed through", passthrough, "stall=2000ms,crash-after-effect", Placement{Header: map[string][]string{"X-Lab-Fault": {"stall=2000ms,crash-after-effect"}}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.tg.Place(tc.fault)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Place(%q) error = %v, want one containing %q", tc.fault, err, tc.err)
+				}
+				if strings.Contains(tc.err, "downstream") || strings.Contains(tc.err, "itself") {
+					if !errors.Is(err, ErrNotPlaceable) {
+						t.Fatalf("Place(%q) error = %v, want ErrNotPlaceable", tc.fault, err)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := render(got), render(tc.want); g != w {
+				t.Fatalf("Place(%q) = %s, want %s", tc.fault, g, w)
+			}
+		})
+	}
+}
+
+func render(p Placement) string {
+	var b strings.Builder
+	for _, k := range sortedKeys(p.Header) {
+		b.WriteString(k + "=" + strings.Join(p.Header[k], ",") + " ")
+	}
+	if p.Sink != nil {
+		b.WriteString("sink:" + p.Sink.Before.String() + "/" + map[bool]string{true: "apply", false: "no"}[p.Sink.Apply] + "/" + p.Sink.After.String() + "/" + []string{"answer", "fail", "kill"}[p.Sink.End] + " ")
+	}
+	if p.DropReply {
+		b.WriteString("drop ")
+	}
+	if p.HoldAndKill {
+		b.WriteString("hold+kill ")
+	}
+	return b.String()
+}
+
+// Ensure the start command's placeholders are filled and the process sees
+// only the environment target.json names, plus PATH and HOME.
+func TestCommand(t *testing.T) {
+	t.Setenv("SECRET_OF_THE_RUNNER", "x")
+	tg := loadMinimal(t, nil)
+	argv, env := tg.Command(Vars{Port: 4242, State: "/s", Replica: 1, EffectURL: "http://127.0.0.1:9/effect/1"})
+	if got, want := strings.Join(argv, " "), "./tiny -port 4242"; got != want {
+		t.Fatalf("argv = %q, want %q", got, want)
+	}
+	joined := strings.Join(env, "\n")
+	for _, want := range []string{"EFFECT_URL=http://127.0.0.1:9/effect/1", "STATE=/s/r1", "PATH="} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("env = %q, want %q in it", joined, want)
+		}
+	}
+	if strings.Contains(joined, "SECRET_OF_THE_RUNNER") {
+		t.Errorf("env = %q: the runner's own variables leaked", joined)
+	}
+}
+
+// Ensure setup runs once per folder content: a second run on the same
+// files does nothing, an edit makes it run again, and node_modules (what
+// setup writes) is not part of the digest.
+func TestEnsureSetupCachedByDigest(t *testing.T) {
+	tg := loadMinimal(t, func(s string) string {
+		return strings.Replace(s, `"start"`, `"setup": ["sh", "-c", "mkdir -p node_modules && echo run >> node_modules/runs"], "start"`, 1)
+	})
+	runs := func() int {
+		b, _ := os.ReadFile(filepath.Join(tg.Dir, "node_modules", "runs"))
+		return strings.Count(string(b), "run")
+	}
+	setup := func() {
+		t.Helper()
+		d, err := tg.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var log bytes.Buffer
+		if err := tg.EnsureSetup(context.Background(), d, &log); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setup()
+	setup()
+	if got := runs(); got != 1 {
+		t.Fatalf("setup ran %d times on unchanged files, want 1", got)
+	}
+	writeFile(t, filepath.Join(tg.Dir, "app.js"), "changed")
+	setup()
+	if got := runs(); got != 2 {
+		t.Fatalf("setup ran %d times after an edit, want 2", got)
+	}
+}
+
+// Ensure a failing setup says which command failed and what it printed,
+// and leaves no marker behind.
+func TestEnsureSetupFailure(t *testing.T) {
+	tg := loadMinimal(t, func(s string) string {
+		return strings.Replace(s, `"start"`, `"setup": ["sh", "-c", "echo no registry; exit 3"], "start"`, 1)
+	})
+	d, err := tg.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = tg.EnsureSetup(context.Background(), d, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "no registry") || !strings.Contains(err.Error(), "exit status 3") {
+		t.Fatalf("EnsureSetup = %v, want the command's failure and output", err)
+	}
+	if _, err := os.Stat(filepath.Join(tg.Dir, SetupMarker)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("marker after a failed setup: %v, want none", err)
+	}
+}
+
+// Ensure a symlink in a target folder is refused: the digest must cover
+// every byte the target runs from.
+func TestDigestRefusesSymlink(t *testing.T) {
+	tg := loadMinimal(t, nil)
+	if err := os.Symlink("/etc/passwd", filepath.Join(tg.Dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tg.Digest(); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("Digest = %v, want a refusal of the symlink", err)
+	}
+}
+
+// Ensure the versions come from the lock file, and a package it does not
+// pin is an error.
+func TestLibraries(t *testing.T) {
+	tg := loadMinimal(t, func(s string) string {
+		return strings.Replace(s, `"effects": "sink"`, `"effects": "sink", "versions": {"lock": "package-lock.json", "packages": ["express", "@scope/lib"]}`, 1)
+	})
+	writeFile(t, filepath.Join(tg.Dir, "package-lock.json"), `{"lockfileVersion": 3, "packages": {"": {}, "node_modules/express": {"version": "4.21.2"}, "node_modules/@scope/lib": {"version": "1.0.11"}}}`)
+	libs, err := tg.Libraries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(libs), 2; got != want || libs[0].Version != "4.21.2" || libs[1].Version != "1.0.11" {
+		t.Fatalf("Libraries = %+v, want express 4.21.2 and @scope/lib 1.0.11", libs)
+	}
+	writeFile(t, filepath.Join(tg.Dir, "package-lock.json"), `{"lockfileVersion": 3, "packages": {}}`)
+	if _, err := tg.Libraries(); err == nil || !strings.Contains(err.Error(), "pins no version of express") {
+		t.Fatalf("Libraries = %v, want a missing pin", err)
+	}
+}
