@@ -113,7 +113,7 @@ func Audit(opts Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", manifestPath, unwrapPath(err))
 	}
-	mv, err := decodeJSON(data, ValuesManifest)
+	mv, err := decodeJSON(data, capManifestJSON)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s", manifestPath, jsonRefusal(err))
 	}

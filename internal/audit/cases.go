@@ -133,7 +133,7 @@ func LoadCases(root string, s *Schemas) ([]*Case, error) {
 // (cases/NN-name.json), whose base name must be NN-<name>.json.
 // It never panics, whatever data holds.
 func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
-	v, err := decodeJSON(data, ValuesCase)
+	v, err := decodeJSON(data, capCaseJSON)
 	if err != nil {
 		return nil, fmt.Errorf("%s: (root): %s", file, jsonRefusal(err))
 	}

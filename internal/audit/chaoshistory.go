@@ -129,7 +129,7 @@ type lineReader struct {
 func (l *lineReader) read(no int, line []byte) error {
 	*l = lineReader{no: no, flat: flatLine{members: l.flat.members[:0]}}
 	if !l.flat.read(line) {
-		v, err := decodeJSON(line, ValuesLine)
+		v, err := decodeJSON(line, capLineJSON)
 		obj, _ := v.(map[string]any)
 		if err != nil || obj == nil {
 			return fmt.Errorf("line %d: not a JSON object: %v", no, err)

@@ -15,7 +15,7 @@ import (
 func TestFlatLine(t *testing.T) {
 	lines := []string{
 		okAttempt(3, 1, 7, 10, 20, false),
-		infoAttempt(4, 0, 30),
+		`{"kind":"attempt","intent":4,"key":"chaos-4","body_sha256":"` + bodySHA(4) + `","replica":0,"attempt":0,"phase":"chaos","start_us":30,"end_us":35,"fault":"drop-reply","type":"info","outcome":"no_reply","status":0,"value":"","replayed":null,"error":"EOF"}`,
 		`{"kind":"attempt","intent":5,"key":"chaos-5","body_sha256":"` + bodySHA(5) + `","replica":1,"attempt":2,"phase":"quiet","start_us":40,"end_us":50,"fault":"delay=5ms,drop-reply","type":"info","outcome":"no_reply","status":0,"value":"","replayed":null,"error":"Post \"http://x/effect\": EOF"}`,
 		`{"kind":"exit","replica":0,"at_us":118252,"pid":20825,"addr":"127.0.0.1:34717","exit_code":23,"error":""}`,
 		`{"kind":"effect","place":0,"value":1,"body_sha256":"` + bodySHA(1) + `"}`,
@@ -47,7 +47,7 @@ func sameMembers(t *testing.T, data []byte) {
 	if !f.read(data) {
 		return
 	}
-	v, err := decodeJSON(data, ValuesLine)
+	v, err := decodeJSON(data, capLineJSON)
 	obj, _ := v.(map[string]any)
 	if err != nil || obj == nil {
 		t.Fatalf("flatLine read %q, decodeJSON refuses it: %v", data, err)

@@ -14,10 +14,9 @@
 //  1. schema: manifest.json, results.json, run.json, retries.json and
 //     jitter.json against their JSON schemas, after a strict read: valid
 //     UTF-8, no duplicate member names at any depth, no trailing data,
-//     nesting under 64 levels, at most the document's cap of values (see
-//     ValuesManifest and the other caps); at most 100 failures printed a
-//     document, the rest counted (case files must pass too, or nothing can
-//     be checked);
+//     nesting under 64 levels, at most the document's caps of values and
+//     objects (read.go); at most 100 failures printed a document, the rest
+//     counted (case files must pass too, or nothing can be checked);
 //  2. file: every file in manifest.files is a regular file inside the
 //     evidence folder (no symlink, FIFO or device, never followed) within
 //     its size cap (see CapManifest and the other caps), with its SHA-256;

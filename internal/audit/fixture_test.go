@@ -212,7 +212,7 @@ func (f *fixture) renderReport(t *testing.T) {
 	if err != nil {
 		return
 	}
-	v, err := decodeJSON(data, ValuesResults)
+	v, err := decodeJSON(data, capResultsJSON)
 	if err != nil {
 		return
 	}

@@ -11,35 +11,36 @@ import (
 )
 
 // The audit's caps, all in one place. Each input has a cap on its bytes
-// (a file over it is refused unread) and each JSON document one on its
-// values (objects, arrays, strings, numbers and literals, wherever they
-// are: decodeJSON refuses the document at the first value over it), so
-// that no evidence folder or checkout, however hostile, can make the
-// audit's memory grow without bound. Each cap is far above what the lab
-// writes (in parentheses: the committed evidence of 63 runs and 429
-// calls, and chaos histories of a 3 s run per store) and far below what
-// would hurt.
+// (a file over it is refused unread) and each JSON document caps on its
+// values and objects (jsonCap: decodeJSON refuses the document at the
+// first value or object over them), so that no evidence folder or
+// checkout, however hostile, can make the audit's memory grow without
+// bound. Each cap is above the most the lab can write (the runner's
+// bounds, docs/bounds.md) and far above what it writes (in parentheses:
+// the committed evidence of 63 runs and 429 calls, and chaos histories of
+// a 3 s run per store).
 //
-// Memory: a JSON document decodes to at most ~330 bytes per value (an
-// object of one member), and its schema validation allocates ~1.4 KB per
-// failing value, so the value caps, not the byte caps, bound those. The audit keeps the
-// bytes of the files its checks read (results.json, run.json, REPORT.md,
-// the experiments' files) for the whole audit (the bytes checked are the
-// bytes hashed) or until their last reader is done, and only hashes the
-// others, a stream at a time. A chaos history is read line by line,
-// never whole (chaoshistory.go).
+// Memory: a JSON document decodes to at most ~330 bytes an object (of one
+// member) and ~30 a number, so the caps of values and objects, not the
+// byte caps, bound it; its schema validation, which keeps ~530 bytes per
+// failure until it returns, takes the document in parts (validate). The
+// audit keeps the bytes of the files its checks read (results.json,
+// run.json, REPORT.md, the experiments' files) until their last reader is
+// done (the bytes checked are the bytes hashed), and only hashes the
+// others, a stream at a time. A chaos history is read line by line, never
+// whole (chaoshistory.go).
 //
 // Measured at the caps by internal/audit/testdata/worstcase.sh (it
 // writes each worst case of worstCases, worstcase_test.go, into a copy
 // of the checkout's evidence and runs the audit on it under
-// /usr/bin/time -v; 2 shared cores): a peak RSS of 195 MB at most, with
-// every file at its caps at once (4.3 s of CPU); alone, a 256 MiB history
-// of one acknowledged intent a line 167 MB (4 s), a run.json of 100,000
-// nested objects and a 31 MiB string 122 MB, one of 100,000 schema
-// failures 162 MB; 245 MB at most without MemoryLimit. Before these caps
-// (fb85c4c) the same inputs took up to 2.4 GB (the 32 MiB
-// run.json of nested objects), 6 GB (an 8 MiB results.json of schema
-// failures), or ran out of memory.
+// /usr/bin/time -v; 2 shared cores): a peak RSS of 194 MB at most, every
+// file at its caps at once (4.5 s of CPU); alone, a 256 MiB history of
+// one acknowledged intent a line 167 MB (3.7 s), a run.json of 400,000
+// schema failures 166 MB, one of 100,000 nested objects 123 MB; 206 MB
+// at most without MemoryLimit. Before these caps (fb85c4c) the same
+// inputs took up to 2.4 GB (the 32 MiB run.json of nested
+// objects), 6 GB (an 8 MiB results.json of 4 million schema failures),
+// or ran out of memory.
 const (
 	CapManifest  = 1 << 20   // manifest.json (16 KB): ~90 bytes per source file
 	CapResults   = 8 << 20   // results.json (100 KB): ~230 bytes per call, ~36,000 calls
@@ -56,9 +57,9 @@ const (
 
 // MemoryLimit is the soft limit cmd/audit sets on the Go runtime's memory
 // (debug.SetMemoryLimit), unless GOMEMLIMIT sets one: the caps bound what
-// the audit keeps (about 160 MB at the worst case measured), the limit
-// the garbage kept beside it, which the collector would otherwise let
-// grow as large again.
+// the audit keeps (150 MB at the worst case measured), the limit the
+// garbage kept beside it, which the collector would otherwise let grow
+// as large again.
 const MemoryLimit = 192 << 20
 
 // CapHistory: a 10-minute soak (the runner's longest -duration) stops at
@@ -70,18 +71,32 @@ const MemoryLimit = 192 << 20
 // bytes).
 const maxHistoryLine = 64 << 10
 
-// Values per JSON document.
-const (
-	ValuesManifest  = 50_000  // manifest.json (370): one per source and evidence file
-	ValuesResults   = 100_000 // results.json (3,957): ~9 per call, ~11,000 calls
-	ValuesRun       = 100_000 // run.json (3,472): ~5 per call and one per server log line
-	ValuesRetries   = 5_000   // retries.json (125): thirteen rows
-	ValuesJitter    = 50_000  // jitter.json (5,531): a fixed model's buckets
-	ValuesChaos     = 50_000  // chaos.json (600): ~200 per store, with its 100 findings listed
-	ValuesStatement = 50_000  // statement.intoto.json (205): two per evidence and case file
-	ValuesCase      = 50_000  // a case file (~40)
-	ValuesLine      = 1 << 16 // a chaos history line (17 at most, or a place's replicas)
+// A jsonCap bounds a JSON document's values (objects, arrays, strings,
+// numbers and literals, wherever they are) and, of them, its objects (a
+// decoded object takes ~330 bytes, ten times a number).
+type jsonCap struct{ values, objects int }
+
+// The caps of each JSON document, the lab's own in parentheses (values,
+// objects). The runner writes at most 30,000 calls a run (docs/bounds.md):
+// results.json then holds about 280,000 values and 35,000 objects, run.json
+// 240,000 and 42,000.
+var (
+	capManifestJSON  = jsonCap{50_000, 1_000}    // manifest.json (370, 6): a value per source and evidence file
+	capResultsJSON   = jsonCap{400_000, 100_000} // results.json (3,957, 493): ~9 values and an object a call
+	capRunJSON       = jsonCap{400_000, 100_000} // run.json (3,472, 598): ~8 values and 1.4 objects a call
+	capRetriesJSON   = jsonCap{5_000, 1_000}     // retries.json (125, 15): thirteen rows
+	capJitterJSON    = jsonCap{50_000, 1_000}    // jitter.json (5,531, 6): a fixed model's buckets
+	capChaosJSON     = jsonCap{50_000, 10_000}   // chaos.json (600, 106): ~200 values a store, its 100 findings listed
+	capStatementJSON = jsonCap{50_000, 10_000}   // statement.intoto.json (205, 68): two objects per evidence and case file
+	capCaseJSON      = jsonCap{600_000, 350_000} // a case file (~40, ~10): whatever the runner's 1 MiB can hold, 2 bytes a value, 3 an object
+	capLineJSON      = jsonCap{1 << 16, 1 << 14} // a chaos history line (17, 1), at most 64 KiB
 )
+
+// jsonCaps gives each evidence JSON document its caps.
+var jsonCaps = map[string]jsonCap{
+	"manifest.json": capManifestJSON, "results.json": capResultsJSON, "run.json": capRunJSON,
+	RetriesFile: capRetriesJSON, JitterFile: capJitterJSON, ChaosFile: capChaosJSON, StatementFile: capStatementJSON,
+}
 
 // fileCaps gives each evidence file its cap of bytes; others get CapOther.
 var fileCaps = map[string]int64{
@@ -98,12 +113,6 @@ func capOf(name string) int64 {
 		return CapHistory
 	}
 	return CapOther
-}
-
-// valueCaps gives each evidence JSON document its cap of values.
-var valueCaps = map[string]int{
-	"manifest.json": ValuesManifest, "results.json": ValuesResults, "run.json": ValuesRun,
-	RetriesFile: ValuesRetries, JitterFile: ValuesJitter, ChaosFile: ValuesChaos, StatementFile: ValuesStatement,
 }
 
 var (

@@ -42,7 +42,7 @@ func (a *auditor) checkStatement() {
 		a.statementFail("", "%s: cannot check: %v", StatementFile, err)
 		return
 	}
-	v, err := decodeJSON(data, ValuesStatement)
+	v, err := decodeJSON(data, capStatementJSON)
 	if err != nil {
 		a.failf(CheckSchema, "%s: %s", StatementFile, jsonRefusal(err))
 		return
@@ -117,7 +117,7 @@ func (a *auditor) statementSubjects(st map[string]any) {
 func (a *auditor) statementTests(pred map[string]any) {
 	var runs []any
 	if data, ok := a.evidenceFile("results.json"); ok {
-		v, err := decodeJSON(data, ValuesResults)
+		v, err := decodeJSON(data, capResultsJSON)
 		if err != nil {
 			return // reported by the schema checks
 		}

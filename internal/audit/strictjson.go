@@ -18,9 +18,8 @@ const maxDepth = 64
 // valid UTF-8, no object may name a member twice (at any depth: the
 // standard decoder keeps the last one silently, so a reader and a grep
 // could disagree on what a file says), nesting stays under maxDepth, the
-// document holds at most maxValues values (objects, arrays, strings,
-// numbers and literals, wherever they are: the cap bounds the memory the
-// decoded value and its schema validation take, see read.go), and nothing
+// document holds at most caps.values values and caps.objects objects (the
+// caps bound the memory the decoded value takes, see read.go), and nothing
 // but white space may follow the value. Numbers are kept as json.Number;
 // arrays take exactly the room of their elements.
 //
@@ -30,7 +29,7 @@ const maxDepth = 64
 // audit of a chaos history (tens of thousands of lines) spend most of its
 // time formatting errors it then discarded. FuzzDecodeJSON holds it to
 // encoding/json's reading of every document both accept.
-func decodeJSON(data []byte, maxValues int) (any, error) {
+func decodeJSON(data []byte, caps jsonCap) (any, error) {
 	if !utf8.Valid(data) {
 		off := 0
 		for off < len(data) {
@@ -42,7 +41,7 @@ func decodeJSON(data []byte, maxValues int) (any, error) {
 		}
 		return nil, fmt.Errorf("invalid UTF-8 at byte %d", off)
 	}
-	p := &jsonParser{data: data, maxValues: maxValues}
+	p := &jsonParser{data: data, caps: caps}
 	p.space()
 	if p.off == len(data) {
 		return nil, io.ErrUnexpectedEOF
@@ -60,23 +59,28 @@ func decodeJSON(data []byte, maxValues int) (any, error) {
 
 // jsonParser reads one JSON document from data, valid UTF-8.
 type jsonParser struct {
-	data              []byte
-	off               int
-	values, maxValues int
-	stack             []any // the elements of the arrays being read, innermost last
+	data            []byte
+	off             int
+	caps            jsonCap
+	values, objects int   // read so far
+	stack           []any // the elements of the arrays being read, innermost last
 }
 
-// A valueCapError is a document with more values than its cap.
-type valueCapError struct{ limit int }
-
-func (e *valueCapError) Error() string {
-	return fmt.Sprintf("over the cap of %d JSON values", e.limit)
+// A jsonCapError is a document with more values, or objects, than its
+// cap.
+type jsonCapError struct {
+	limit int
+	what  string // "values" or "objects"
 }
 
-// jsonRefusal says why decodeJSON refused a document: over its cap of
-// values, or "not valid JSON: " and what is wrong.
+func (e *jsonCapError) Error() string {
+	return fmt.Sprintf("over the cap of %d JSON %s", e.limit, e.what)
+}
+
+// jsonRefusal says why decodeJSON refused a document: over a cap, or "not
+// valid JSON: " and what is wrong.
 func jsonRefusal(err error) string {
-	if _, over := err.(*valueCapError); over {
+	if _, over := err.(*jsonCapError); over {
 		return err.Error()
 	}
 	return "not valid JSON: " + err.Error()
@@ -107,8 +111,8 @@ func (p *jsonParser) value(depth int) (any, error) {
 	if p.off >= len(p.data) {
 		return nil, io.ErrUnexpectedEOF
 	}
-	if p.values++; p.values > p.maxValues {
-		return nil, &valueCapError{p.maxValues}
+	if p.values++; p.values > p.caps.values {
+		return nil, &jsonCapError{p.caps.values, "values"}
 	}
 	switch c := p.data[p.off]; {
 	case c == '{' || c == '[':
@@ -116,6 +120,9 @@ func (p *jsonParser) value(depth int) (any, error) {
 			return nil, fmt.Errorf("nested deeper than %d levels", maxDepth)
 		}
 		if c == '{' {
+			if p.objects++; p.objects > p.caps.objects {
+				return nil, &jsonCapError{p.caps.objects, "objects"}
+			}
 			return p.object(depth)
 		}
 		return p.array(depth)

@@ -44,23 +44,35 @@ func nestedChain(depth int) string {
 	return strings.Repeat(`{"":`, depth-1) + "{}" + strings.Repeat("}", depth-1)
 }
 
-// jsonAtCaps writes a JSON document at both its caps: prefix (holding
-// prefixValues values), then elem (holding elemValues) repeated,
-// comma-separated, while the document stays under values values, then
-// one string element as long as the document needs to be size bytes,
-// then suffix.
-func jsonAtCaps(size int64, values int, prefix string, prefixValues int, elem string, elemValues int, suffix string) func(w io.Writer) error {
+// jsonAtCaps writes a JSON document at its caps: prefix (holding
+// prefixUnits of what limit counts, values or objects), then elem
+// (holding elemUnits) repeated, comma-separated, while the document stays
+// within limit, then one string as long as the document needs to be size
+// bytes (an element of one unit, or, with a filler, inside it), then
+// suffix.
+func jsonAtCaps(size int64, limit int, prefix string, prefixUnits int, elem string, elemUnits int, suffix string) func(w io.Writer) error {
+	return jsonFilled(size, limit, prefix, prefixUnits, elem, elemUnits, filler{units: 1}, suffix)
+}
+
+// A filler is where the string that fills a document goes: between pre
+// and post, together units of what the cap counts.
+type filler struct {
+	pre, post string
+	units     int
+}
+
+func jsonFilled(size int64, limit int, prefix string, prefixUnits int, elem string, elemUnits int, fill filler, suffix string) func(w io.Writer) error {
 	return func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 1<<20)
-		n, vals := int64(len(prefix)+len(suffix)), prefixValues
+		fixed := int64(len(prefix) + len(suffix) + len(fill.pre) + len(fill.post) + 2) // 2: the string's quotes
+		n, units := fixed, prefixUnits
 		bw.WriteString(prefix)
-		const filler = 3 // `,""`: the string element, empty
-		for vals+elemValues+1 <= values && n+int64(len(elem))+1+filler <= size {
+		for units+elemUnits+fill.units <= limit && n+int64(len(elem))+1 <= size {
 			bw.WriteString(elem + ",")
 			n += int64(len(elem)) + 1
-			vals += elemValues
+			units += elemUnits
 		}
-		bw.WriteString(`"` + strings.Repeat("a", int(size-n-2)) + `"`)
+		bw.WriteString(fill.pre + `"` + strings.Repeat("a", int(size-n)) + `"` + fill.post)
 		bw.WriteString(suffix)
 		return bw.Flush()
 	}
@@ -235,13 +247,15 @@ var historyShapes = map[string]struct {
 func worstCases() []worstCase {
 	const depth = maxDepth - 2 // inside {"x":[...]}, as deep as the parser allows
 	chain := nestedChain(depth)
-	nested := func(size int64, values int) func(io.Writer) error {
-		return jsonAtCaps(size, values, `{"x":[`, 2, chain, depth, "]}")
+	// nested is {"x":[...]} of chains of objects, as many as the cap of
+	// objects allows (a value each but the array and the string).
+	nested := func(size int64, caps jsonCap) func(io.Writer) error {
+		return jsonAtCaps(size, caps.objects, `{"x":[`, 1, chain, depth, "]}")
 	}
 	// invalid is an array of numbers where the schema wants objects: one
 	// cause per element.
-	invalid := func(size int64, values int, prefix string, prefixValues int) func(io.Writer) error {
-		return jsonAtCaps(size, values, prefix, prefixValues, "0", 1, "]}")
+	invalid := func(size int64, caps jsonCap, prefix string, prefixValues int) func(io.Writer) error {
+		return jsonAtCaps(size, caps.values, prefix, prefixValues, "0", 1, "]}")
 	}
 	hist := func(shape string) func(io.Writer) error {
 		s := historyShapes[shape]
@@ -249,43 +263,58 @@ func worstCases() []worstCase {
 	}
 	const extra = `: (root): additionalProperties 'x' not allowed`
 	runPrefix, resultsPrefix := `{"schema_version":1,"started_utc":"x","wall_ms":0,"parallel":1,"runs":[`, `{"schema_version":1,"runs":[`
+	// Valid documents at their caps: one run of as many calls as the caps
+	// allow (results: 8 values a call; run: 4 a call and a log line).
+	validResults := jsonFilled(CapResults, capResultsJSON.values,
+		resultsPrefix+`{"case":"x","store":"volatile","counter":0,"exit_codes":[],"calls":[`, 9,
+		`{"step":0,"key":"k","fault":null,"outcome":"reply","status":200,"body":"1","replayed":false}`, 8,
+		filler{`{"step":0,"key":"k","fault":null,"outcome":"reply","status":200,"body":`, `,"replayed":false}`, 8}, `]}]}`)
+	validRun := jsonAtCaps(CapRun, capRunJSON.values,
+		runPrefix+`{"case":"x","store":"volatile","wall_ms":0,"servers":[],"calls":[],"server_log":[`, 15,
+		`"server 0 (replica 0): time=2026-11-30T01:49:02.944Z level=INFO msg=request method=POST path=/effect key=k fault= status=200 replayed=false outcome=reply duration=1ms"`, 1, `]}]}`)
 	cases := []worstCase{
-		{"run-nested", map[string]func(io.Writer) error{"run.json": nested(CapRun, ValuesRun)}, "run.json" + extra},
+		{"run-nested", map[string]func(io.Writer) error{"run.json": nested(CapRun, capRunJSON)}, "run.json" + extra},
 		// All but 100 of the schema's failures counted in one line: the
 		// values but the prefix's 6 are elements, each a failure.
-		{"run-invalid", map[string]func(io.Writer) error{"run.json": invalid(CapRun, ValuesRun, runPrefix, 6)},
-			fmt.Sprintf("run.json: %d more schema failures", ValuesRun-6-maxSchemaLines)},
-		{"results-nested", map[string]func(io.Writer) error{"results.json": nested(CapResults, ValuesResults)}, "results.json" + extra},
-		{"results-invalid", map[string]func(io.Writer) error{"results.json": invalid(CapResults, ValuesResults, resultsPrefix, 3)},
-			fmt.Sprintf("results.json: %d more schema failures", ValuesResults-3-maxSchemaLines)},
-		{"manifest-nested", map[string]func(io.Writer) error{"manifest.json": nested(CapManifest, ValuesManifest)}, "manifest.json" + extra},
-		{"statement-nested", map[string]func(io.Writer) error{StatementFile: nested(CapStatement, ValuesStatement)}, StatementFile + extra},
-		{"chaos-nested", map[string]func(io.Writer) error{ChaosFile: nested(capOf(ChaosFile), ValuesChaos)}, ChaosFile + extra},
-		{"jitter-nested", map[string]func(io.Writer) error{JitterFile: nested(CapJitter, ValuesJitter)}, JitterFile + extra},
-		{"retries-nested", map[string]func(io.Writer) error{RetriesFile: nested(CapRetries, ValuesRetries)}, RetriesFile + extra},
+		{"run-invalid", map[string]func(io.Writer) error{"run.json": invalid(CapRun, capRunJSON, runPrefix, 6)},
+			fmt.Sprintf("run.json: %d more schema failures", capRunJSON.values-6-maxSchemaLines)},
+		{"run-valid", map[string]func(io.Writer) error{"run.json": validRun}, "run.json: runs: expected the runs of results.json in its order"},
+		{"results-nested", map[string]func(io.Writer) error{"results.json": nested(CapResults, capResultsJSON)}, "results.json" + extra},
+		{"results-invalid", map[string]func(io.Writer) error{"results.json": invalid(CapResults, capResultsJSON, resultsPrefix, 3)},
+			fmt.Sprintf("results.json: %d more schema failures", capResultsJSON.values-3-maxSchemaLines)},
+		{"results-valid", map[string]func(io.Writer) error{"results.json": validResults}, "case x, store volatile: unexpected run (not in manifest.selection)"},
+		{"manifest-nested", map[string]func(io.Writer) error{"manifest.json": nested(CapManifest, capManifestJSON)}, "manifest.json" + extra},
+		{"statement-nested", map[string]func(io.Writer) error{StatementFile: nested(CapStatement, capStatementJSON)}, StatementFile + extra},
+		{"chaos-nested", map[string]func(io.Writer) error{ChaosFile: nested(capOf(ChaosFile), capChaosJSON)}, ChaosFile + extra},
+		{"jitter-nested", map[string]func(io.Writer) error{JitterFile: nested(CapJitter, capJitterJSON)}, JitterFile + extra},
+		{"retries-nested", map[string]func(io.Writer) error{RetriesFile: nested(CapRetries, capRetriesJSON)}, RetriesFile + extra},
 		{"report-big", map[string]func(io.Writer) error{"REPORT.md": plainBytes(CapReport, "| a | b |\n")},
 			`REPORT.md: differs from the audit's own rendering of the verified runs: line 1: expected "# idemlab report", observed "| a | b |"`},
 		{"svg-big", map[string]func(io.Writer) error{JitterSVGFile: plainBytes(CapSVG, "<g></g>\n")},
 			`jitter.svg: differs from the audit's own drawing of the jitter model: line 1: expected "<svg`},
 	}
 	// The issue's probe: documents filling their byte caps with nested
-	// objects or with numbers where objects belong, far over the caps of
-	// values: refused at the first value over.
-	over := func(name string) string {
-		return fmt.Sprintf("%s: over the cap of %d JSON values", name, valueCaps[name])
+	// objects or with numbers where objects belong, far over their caps:
+	// refused at the first object, or value, over.
+	over := func(name, what string) string {
+		limit := map[string]int{"values": jsonCaps[name].values, "objects": jsonCaps[name].objects}[what]
+		return fmt.Sprintf("%s: over the cap of %d JSON %s", name, limit, what)
 	}
+	unbounded := jsonCap{math.MaxInt, math.MaxInt}
 	cases = append(cases,
-		worstCase{"run-probe-nested", map[string]func(io.Writer) error{"run.json": nested(CapRun, math.MaxInt)}, over("run.json")},
-		worstCase{"run-probe-invalid", map[string]func(io.Writer) error{"run.json": invalid(CapRun, math.MaxInt, runPrefix, 6)}, over("run.json")},
-		worstCase{"results-probe-nested", map[string]func(io.Writer) error{"results.json": nested(CapResults, math.MaxInt)}, over("results.json")},
-		worstCase{"results-probe-invalid", map[string]func(io.Writer) error{"results.json": invalid(CapResults, math.MaxInt, resultsPrefix, 3)}, over("results.json")},
+		worstCase{"run-probe-nested", map[string]func(io.Writer) error{"run.json": nested(CapRun, unbounded)}, over("run.json", "objects")},
+		worstCase{"run-probe-invalid", map[string]func(io.Writer) error{"run.json": invalid(CapRun, unbounded, runPrefix, 6)}, over("run.json", "values")},
+		worstCase{"results-probe-nested", map[string]func(io.Writer) error{"results.json": nested(CapResults, unbounded)}, over("results.json", "objects")},
+		worstCase{"results-probe-invalid", map[string]func(io.Writer) error{"results.json": invalid(CapResults, unbounded, resultsPrefix, 3)}, over("results.json", "values")},
 	)
-	// One value over each document's cap: refused there.
-	for _, name := range sortedKeys(valueCaps) {
-		limit := valueCaps[name]
-		size := min(capOf(name), 4*int64(limit))
-		cases = append(cases, worstCase{"values-" + name, map[string]func(io.Writer) error{name: jsonAtCaps(size, limit+1, `{"x":[`, 2, "0", 1, "]}")},
-			fmt.Sprintf("%s: over the cap of %d JSON values", name, limit)})
+	// One value, or one object, over each document's caps: refused there.
+	for _, name := range sortedKeys(jsonCaps) {
+		caps := jsonCaps[name]
+		cases = append(cases,
+			worstCase{"values-" + name, map[string]func(io.Writer) error{name: jsonAtCaps(min(capOf(name), 4*int64(caps.values)), caps.values+1, `{"x":[`, 2, "0", 1, "]}")},
+				over(name, "values")},
+			worstCase{"objects-" + name, map[string]func(io.Writer) error{name: plainBytes(3*int64(caps.objects+1)+1, "["+strings.Repeat("{},", caps.objects)+"{}]")},
+				over(name, "objects")})
 	}
 	// The bytes over each cap: refused unread.
 	for _, name := range sortedKeys(fileCaps) {
@@ -302,9 +331,11 @@ func worstCases() []worstCase {
 		others[fmt.Sprintf("other-%03d.bin", i)] = plainBytes(CapOther, "x")
 	}
 	cases = append(cases, worstCase{"other-files", others, "statement.intoto.json: subject other-000.bin: missing (every evidence file and manifest.json is a subject)"})
+	// Every file at its caps at once, the costliest way: results.json
+	// valid (kept through the checks), run.json of nested objects.
 	all := map[string]func(io.Writer) error{
-		"run.json": nested(CapRun, ValuesRun), "results.json": invalid(CapResults, ValuesResults, `{"schema_version":1,"runs":[`, 3),
-		StatementFile: nested(CapStatement, ValuesStatement), JitterFile: nested(CapJitter, ValuesJitter), RetriesFile: nested(CapRetries, ValuesRetries),
+		"run.json": nested(CapRun, capRunJSON), "results.json": validResults,
+		StatementFile: nested(CapStatement, capStatementJSON), JitterFile: nested(CapJitter, capJitterJSON), RetriesFile: nested(CapRetries, capRetriesJSON),
 		"REPORT.md": plainBytes(CapReport, "| a | b |\n"), JitterSVGFile: plainBytes(CapSVG, "<g></g>\n"),
 		chaosHistoryFile("durable"): hist("acked"),
 	}
@@ -424,9 +455,9 @@ func TestWorstCases(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data := "[" + strings.Repeat("0,", ValuesCase-1) + "0]" // the array and ValuesCase numbers
+		data := "[" + strings.Repeat("0,", capCaseJSON.values-1) + "0]" // the array and as many numbers as the cap
 		_, err = schemas.LoadCase("cases/99-big.json", []byte(data))
-		if want := fmt.Sprintf("cases/99-big.json: (root): over the cap of %d JSON values", ValuesCase); err == nil || err.Error() != want {
+		if want := fmt.Sprintf("cases/99-big.json: (root): over the cap of %d JSON values", capCaseJSON.values); err == nil || err.Error() != want {
 			t.Errorf("LoadCase error = %v, want %s", err, want)
 		}
 	})
