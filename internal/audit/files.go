@@ -123,6 +123,9 @@ func (a *auditor) hashListed(p string, limit int64) {
 // evidenceFile returns the bytes of an evidence file read by checkFiles;
 // ok is false when the manifest does not list it or it could not be read.
 func (a *auditor) evidenceFile(name string) ([]byte, bool) {
+	if !slices.Contains(keptFiles, name) {
+		panic("audit: evidenceFile(" + name + "): not one of keptFiles, whose bytes checkFiles keeps")
+	}
 	data, ok := a.data[name]
 	return data, ok
 }
