@@ -37,7 +37,8 @@ func specDoc(t *testing.T, data []byte) any {
 // specFindings is the audit's findings file for h: the counts chaos.json
 // records that a history decides (not unresolved_after_chaos, which the
 // lab counts while running), the verdict's totals and rules, and every
-// finding by rule, intent and key, in the checker's order.
+// finding by rule, intent and key, in the checker's order (the checker
+// keeps keepFindings of each rule: no corpus history has more).
 func specFindings(h *chaosHistory) map[string]any {
 	c := h.check(specCrashExitCode)
 	counts := map[string]any{"faults": c.faults}
@@ -45,21 +46,19 @@ func specFindings(h *chaosHistory) map[string]any {
 		counts[k] = v
 	}
 	delete(counts, "unresolved_after_chaos")
-	perRule := map[string]int{}
-	violations, shown := 0, 0
+	var violations, shown int64
 	findings := []any{}
 	for _, f := range c.findings {
-		perRule[f.rule]++
-		if chaosPromised(h.store, f.rule) {
-			violations++
-		} else {
-			shown++
-		}
 		findings = append(findings, map[string]any{"rule": f.rule, "intent": f.intent, "key": f.key})
 	}
 	rules := []any{}
 	for _, r := range chaosRules {
-		rules = append(rules, map[string]any{"rule": r, "promised": chaosPromised(h.store, r), "count": perRule[r]})
+		if chaosPromised(h.store, r) {
+			violations += c.fired[r]
+		} else {
+			shown += c.fired[r]
+		}
+		rules = append(rules, map[string]any{"rule": r, "promised": chaosPromised(h.store, r), "count": c.fired[r]})
 	}
 	return map[string]any{
 		"counts":   counts,
@@ -115,7 +114,7 @@ func specRuns(t *testing.T, s *Schemas, path string) (map[runKey]map[string]any,
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := decodeJSON(data)
+	v, err := decodeJSON(data, capResultsJSON)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
@@ -212,7 +211,7 @@ func TestSpecJitter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := decodeJSON(data)
+	doc, err := decodeJSON(data, capJitterJSON)
 	if err != nil {
 		t.Fatalf("%s: %v", JitterFile, err)
 	}
@@ -322,7 +321,7 @@ func specJSONFile(t *testing.T, schemas *Schemas, path string) map[string]any {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := decodeJSON(data)
+	v, err := decodeJSON(data, capTargetsJSON)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
