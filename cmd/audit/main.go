@@ -42,6 +42,7 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 
 	"idemlab/internal/audit"
@@ -78,6 +79,9 @@ Exit status:
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(audit.MemoryLimit) // the caps bound what the audit keeps; this, its garbage
+	}
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var (

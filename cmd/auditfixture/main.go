@@ -142,7 +142,7 @@ type folder struct {
 var folders = []folder{
 	{"evidence", func(o *runner.Options) {}},
 	{"volatile", func(o *runner.Options) {
-		o.Stores, o.PostgresAsked, o.Experiment = []protocol.Store{protocol.Volatile}, false, runner.None
+		o.Stores, o.PostgresAsked, o.StoresGiven, o.Experiment = []protocol.Store{protocol.Volatile}, false, true, runner.None
 	}},
 	{"chaos", func(o *runner.Options) { o.Experiment = runner.Chaos }},
 }

@@ -125,9 +125,9 @@ func Audit(opts Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", manifestPath, unwrapPath(err))
 	}
-	mv, err := decodeJSON(data)
+	mv, err := decodeJSON(data, capManifestJSON)
 	if err != nil {
-		return nil, fmt.Errorf("%s: not valid JSON: %v", manifestPath, err)
+		return nil, fmt.Errorf("%s: %s", manifestPath, jsonRefusal(err))
 	}
 	manifest, ok := mv.(map[string]any)
 	if !ok {
@@ -164,6 +164,7 @@ func Audit(opts Options) (*Report, error) {
 			a.checkCalls(runs)
 			a.checkObservedProtocol(runs)
 			a.checkRunFile(checked)
+			a.runDoc = nil // checked: not kept through the experiments' checks
 			a.checkReportFile(checked)
 		}
 	case len(a.selCases) == 0 && a.isListed("results.json"):

@@ -172,9 +172,9 @@ func LoadCases(root string, s *Schemas) ([]*Case, error) {
 // (cases/NN-name.json), whose base name must be NN-<name>.json.
 // It never panics, whatever data holds.
 func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
-	v, err := decodeJSON(data)
+	v, err := decodeJSON(data, capCaseJSON)
 	if err != nil {
-		return nil, fmt.Errorf("%s: (root): not valid JSON: %v", file, err)
+		return nil, fmt.Errorf("%s: (root): %s", file, jsonRefusal(err))
 	}
 	if lines := validate(s.Case, v); len(lines) > 0 {
 		errs := make([]error, len(lines))

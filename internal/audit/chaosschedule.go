@@ -126,7 +126,8 @@ type scheduleCheck struct {
 	seen     map[int64]int64 // intent -> attempts seen
 	killed   map[int64]bool  // replica -> its running process was killed (by the nemesis or a fault)
 	awaiting map[int64]bool  // replica -> a kill of the nemesis awaits its exit
-	bad      []string        // what differs, in line order
+	bad      []string        // what differs, the first maxChaosLines in line order
+	more     int             // how many more differ
 }
 
 func newScheduleCheck(h *chaosHistory) *scheduleCheck {
@@ -137,6 +138,10 @@ func newScheduleCheck(h *chaosHistory) *scheduleCheck {
 const sigkillExit = 137
 
 func (s *scheduleCheck) badf(no int, format string, args ...any) {
+	if len(s.bad) == maxChaosLines {
+		s.more++
+		return
+	}
 	s.bad = append(s.bad, fmt.Sprintf("line %d: ", no)+fmt.Sprintf(format, args...))
 }
 
@@ -219,6 +224,10 @@ func (s *scheduleCheck) event(no int, kind string, replica, at, planned, code in
 // finish checks that every planned kill was accounted for.
 func (s *scheduleCheck) finish() {
 	if s.next < len(s.plan) {
+		if len(s.bad) == maxChaosLines {
+			s.bad = s.bad[:maxChaosLines-1]
+			s.more++
+		}
 		s.bad = append(s.bad, fmt.Sprintf("planned kills %d to %d of %d: neither a kill nor a kill_skipped event", s.next, len(s.plan)-1, len(s.plan)))
 	}
 }

@@ -1,9 +1,7 @@
 package audit
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -41,25 +39,28 @@ const (
 	tlLife               = "#cfe3cf"
 )
 
-// A tlMark is one finding the timeline draws: a (rule, intent) pair.
+// A tlMark is one finding the timeline numbers and lists: a (rule,
+// intent) pair, the intent's effects' values in ascending order, and its
+// first 200's start, end, attempt and replica (nil: none).
 type tlMark struct {
 	rule     string
 	intent   int64
 	key      string
 	promised bool
+	values   []int64
+	ack      *[4]int64
 }
 
 // timeline draws one history while it is streamed.
 type timeline struct {
-	h       *chaosHistory
-	c       chaosCheck
-	marks   []tlMark
-	listed  []tlMark
-	flagged map[int64]string // intent -> outline colour
-	first   map[int64]int64  // listed intent -> its first attempt's start
-	end     int64            // the latest time drawn: of any attempt or event, and of the effects of a timed journal
-	topMS   int64
-	stepMS  int64
+	h      *chaosHistory
+	c      chaosCheck
+	marks  int64           // (rule, intent) pairs that fired
+	listed []tlMark        // the first of them, numbered
+	first  map[int64]int64 // listed intent -> its first attempt's start
+	end    int64           // the latest time drawn: of any attempt or event, and of the effects of a timed journal
+	topMS  int64
+	stepMS int64
 
 	yMarks, yReplicas, yClients, ySink, yAxis, yFoot, height int64
 
@@ -70,33 +71,10 @@ type timeline struct {
 }
 
 func newTimeline(h *chaosHistory, c chaosCheck) *timeline {
-	t := &timeline{h: h, c: c, flagged: map[int64]string{}, first: map[int64]int64{}}
-	seen := map[string]bool{}
-	for _, f := range c.findings {
-		k := f.rule + "/" + strconv.FormatInt(f.intent, 10)
-		if f.intent < 0 || seen[k] {
-			continue
-		}
-		seen[k] = true
-		t.marks = append(t.marks, tlMark{f.rule, f.intent, f.key, h.promised(f.rule)})
+	t := &timeline{h: h, c: c, marks: c.markCount, listed: c.marks, first: map[int64]int64{}}
+	for _, m := range t.listed {
+		t.first[m.intent] = -1
 	}
-	slices.SortStableFunc(t.marks, func(a, b tlMark) int {
-		if a.promised != b.promised {
-			if a.promised {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Or(cmp.Compare(slices.Index(chaosRules, a.rule), slices.Index(chaosRules, b.rule)), cmp.Compare(a.intent, b.intent))
-	})
-	for _, m := range t.marks {
-		if m.promised {
-			t.flagged[m.intent] = tlViolation
-		} else if t.flagged[m.intent] == "" {
-			t.flagged[m.intent] = tlShown
-		}
-	}
-	t.listed = t.marks[:min(len(t.marks), tlMaxListed)]
 	t.end = max(h.endUS, 1)
 	if h.timed {
 		t.end = max(t.end, h.effectEndUS)
@@ -112,7 +90,7 @@ func newTimeline(h *chaosHistory, c chaosCheck) *timeline {
 	}
 	t.yFoot = t.yAxis + tlAxis
 	t.height = t.yFoot + int64(len(t.listed)+1)*tlFoot + 8
-	if len(t.marks) > len(t.listed) {
+	if t.marks > int64(len(t.listed)) {
 		t.height += tlFoot
 	}
 	t.life = make([]strings.Builder, h.replicas)
@@ -134,7 +112,7 @@ func put(b *strings.Builder, format string, args ...any) {
 
 // attempt draws one attempt line.
 func (t *timeline) attempt(intent, client, start, end int64, typ, fault string) {
-	if _, ok := t.first[intent]; !ok {
+	if s, ok := t.first[intent]; ok && s < 0 {
 		t.first[intent] = start
 	}
 	y := t.yClients + client*tlClient
@@ -147,7 +125,7 @@ func (t *timeline) attempt(intent, client, start, end int64, typ, fault string) 
 	}
 	x0 := t.x(start)
 	w := max(t.x(end)-x0-1, 1)
-	if col, ok := t.flagged[intent]; ok {
+	if col := t.h.flag(intent); col != "" {
 		put(&t.attempts, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s" stroke="%s" stroke-width="2"/>`, x0, y+2, w, tlClient-4, fill, col)
 	} else {
 		put(&t.attempts, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`, x0, y+2, w, tlClient-4, fill)
@@ -182,13 +160,17 @@ func (t *timeline) event(kind string, replica, at int64) {
 }
 
 // effect draws one effect line of a timed journal.
-func (t *timeline) effect(sha string, at int64) {
+func (t *timeline) effect(sum [32]byte, at int64) {
 	if !t.h.timed {
 		return
 	}
 	px := t.x(at)
-	if n, ok := t.h.bySHA[sha]; ok && t.flagged[n] != "" {
-		put(&t.sink, `<rect x="%d" y="%d" width="2" height="%d" fill="%s"/>`, px, t.ySink+2, tlSink-4, t.flagged[n])
+	col := ""
+	if i, ok := t.h.bySum(sum); ok {
+		col = t.h.flagOf(i)
+	}
+	if col != "" {
+		put(&t.sink, `<rect x="%d" y="%d" width="2" height="%d" fill="%s"/>`, px, t.ySink+2, tlSink-4, col)
 	} else {
 		put(&t.sink, `<rect x="%d" y="%d" width="1" height="%d" fill="#666666"/>`, px, t.ySink+6, tlSink-12)
 	}
@@ -224,15 +206,15 @@ func (t *timeline) svg() []byte {
 	if !h.promised("duplicate") {
 		dups = "duplicates (shown: not promised)"
 	}
-	violations := 0
-	for _, f := range c.findings {
-		if h.promised(f.rule) {
-			violations++
+	var violations int64
+	for _, rule := range chaosRules {
+		if h.promised(rule) {
+			violations += c.fired[rule]
 		}
 	}
 	verdict, colour := "ok", "#2a7a2a"
 	if violations > 0 {
-		verdict, colour = fmt.Sprintf("FAIL, %s", plural(violations, "violation")), tlViolation
+		verdict, colour = fmt.Sprintf("FAIL, %s", plural(int(violations), "violation")), tlViolation
 	}
 	put(&b, `<text x="%d" y="62">%d intents, %d attempts: %d %s, %d lost acknowledgements, %d stuck: <tspan fill="%s" font-weight="bold">%s</tspan></text>`,
 		tlLeft, c.counts["intents"], h.attempts, c.counts["duplicates"], dups, c.counts["lost_acks"], c.counts["stuck"], colour, verdict)
@@ -293,18 +275,12 @@ func (t *timeline) svg() []byte {
 	// acknowledgement's: its first 200), in the first of three rows where
 	// it keeps 16 px from the number before it, else in the row whose last
 	// number is leftmost, 16 px right of that one.
-	firstAck := map[int64]chaosAck{}
-	for _, a := range h.acks {
-		if _, ok := firstAck[a.intent]; !ok {
-			firstAck[a.intent] = a
-		}
-	}
 	b.WriteString("<g id=\"findings\">\n")
 	last := []int64{-100, -100, -100}
 	for i, m := range t.listed {
-		start := t.first[m.intent]
-		if m.rule == "lost_ack" {
-			start = firstAck[m.intent].start
+		start := max(t.first[m.intent], 0)
+		if m.rule == "lost_ack" && m.ack != nil {
+			start = m.ack[0]
 		}
 		colour := tlShown
 		if m.promised {
@@ -340,17 +316,17 @@ func (t *timeline) svg() []byte {
 	}
 	put(&b, `<text x="%d" y="%d" text-anchor="middle">time since the run began (ms)</text>`, tlLeft+tlPlotW/2, t.yAxis+36)
 
-	if len(t.marks) == 0 {
+	if t.marks == 0 {
 		put(&b, `<text x="%d" y="%d">no finding</text>`, tlLeft, t.yFoot+12)
 	} else {
-		put(&b, `<text x="%d" y="%d" font-weight="bold">findings (%s; the first %d numbered above):</text>`, tlLeft, t.yFoot+12, plural(len(t.marks), "intent"), len(t.listed))
+		put(&b, `<text x="%d" y="%d" font-weight="bold">findings (%s; the first %d numbered above):</text>`, tlLeft, t.yFoot+12, plural(int(t.marks), "intent"), len(t.listed))
 	}
 	for i, m := range t.listed {
 		colour, kind := tlShown, "shown"
 		if m.promised {
 			colour, kind = tlViolation, "violation"
 		}
-		vs := c.values[m.intent]
+		vs := m.values
 		fact := ""
 		switch m.rule {
 		case "duplicate":
@@ -360,16 +336,19 @@ func (t *timeline) svg() []byte {
 			}
 			fact = fmt.Sprintf(": applied %d times, values %s", len(vs), strings.Join(parts, ", "))
 		case "lost_ack":
-			a := firstAck[m.intent]
-			fact = fmt.Sprintf(": a 200 at %d ms (attempt %d, replica %d), and no effect of it in the journal", a.end/1000, a.attempt, a.replica)
+			a := m.ack
+			if a == nil {
+				a = &[4]int64{}
+			}
+			fact = fmt.Sprintf(": a 200 at %d ms (attempt %d, replica %d), and no effect of it in the journal", a[1]/1000, a[2], a[3])
 		case "stuck":
 			fact = fmt.Sprintf(": never acknowledged, applied %s", plural(len(vs), "time"))
 		}
 		put(&b, `<text x="%d" y="%d"><tspan fill="%s" font-weight="bold">%d</tspan> %s %s: intent %d (key %s)%s</text>`,
 			tlLeft, t.yFoot+12+int64(i+1)*tlFoot, colour, i+1, kind, m.rule, m.intent, xmlText(m.key), fact)
 	}
-	if len(t.marks) > len(t.listed) {
-		put(&b, `<text x="%d" y="%d">... and %d more (chaos.json lists them)</text>`, tlLeft, t.yFoot+12+int64(len(t.listed)+1)*tlFoot, len(t.marks)-len(t.listed))
+	if t.marks > int64(len(t.listed)) {
+		put(&b, `<text x="%d" y="%d">... and %d more (chaos.json lists them)</text>`, tlLeft, t.yFoot+12+int64(len(t.listed)+1)*tlFoot, t.marks-int64(len(t.listed)))
 	}
 	b.WriteString("</svg>\n")
 	return []byte(b.String())

@@ -131,7 +131,7 @@ func otherFiles(a, b string) []string {
 // explainRuns names the (case, store) runs of two results.json versions
 // that differ or exist in only one.
 func explainRuns(a, b []byte, nameA, nameB string) []string {
-	return explainItems(a, b, nameA, nameB, "runs", "run differs", func(run map[string]any) string {
+	return explainItems(a, b, nameA, nameB, capResultsJSON, "runs", "run differs", func(run map[string]any) string {
 		cname, _ := str(run, "case")
 		store, _ := str(run, "store")
 		return runKey{cname, store}.String()
@@ -141,7 +141,7 @@ func explainRuns(a, b []byte, nameA, nameB string) []string {
 // explainStrategies names the strategies of two jitter.json versions that
 // differ or exist in only one.
 func explainStrategies(a, b []byte, nameA, nameB string) []string {
-	return explainItems(a, b, nameA, nameB, "strategies", "differs", func(s map[string]any) string {
+	return explainItems(a, b, nameA, nameB, capJitterJSON, "strategies", "differs", func(s map[string]any) string {
 		n, _ := str(s, "name")
 		return "strategy " + n
 	})
@@ -150,10 +150,10 @@ func explainStrategies(a, b []byte, nameA, nameB string) []string {
 // explainItems compares the array field of two JSON documents item by item,
 // matching items by the name key gives them, and names the items that
 // differ or exist in only one; when every item matches it says what else
-// differs.
-func explainItems(a, b []byte, nameA, nameB, field, differs string, key func(map[string]any) string) []string {
-	ia, errA := itemsByKey(a, field, key)
-	ib, errB := itemsByKey(b, field, key)
+// differs. Each document is read within caps.
+func explainItems(a, b []byte, nameA, nameB string, caps jsonCap, field, differs string, key func(map[string]any) string) []string {
+	ia, errA := itemsByKey(a, caps, field, key)
+	ib, errB := itemsByKey(b, caps, field, key)
 	switch {
 	case errA != nil:
 		return []string{fmt.Sprintf("cannot compare %s: %s: %v", field, nameA, errA)}
@@ -192,10 +192,10 @@ type keyedItems struct {
 	rest  string            // canonical rendering of everything but the array
 }
 
-func itemsByKey(data []byte, field string, key func(map[string]any) string) (*keyedItems, error) {
-	v, err := decodeJSON(data)
+func itemsByKey(data []byte, caps jsonCap, field string, key func(map[string]any) string) (*keyedItems, error) {
+	v, err := decodeJSON(data, caps)
 	if err != nil {
-		return nil, fmt.Errorf("not valid JSON: %v", err)
+		return nil, errors.New(jsonRefusal(err))
 	}
 	doc, ok := v.(map[string]any)
 	if !ok {

@@ -15,8 +15,10 @@
 //  1. schema: manifest.json, results.json, run.json, retries.json,
 //     jitter.json, targets.json and each target.json it holds against
 //     their JSON schemas, after a strict read: valid UTF-8, no duplicate
-//     member names at any depth, no trailing data, nesting under 64 levels
-//     (case files must pass too, or nothing can be checked);
+//     member names at any depth, no trailing data, nesting under 64 levels,
+//     at most the document's caps of values and objects (read.go); at most
+//     100 failures printed a document, the rest counted (case files must
+//     pass too, or nothing can be checked);
 //  2. file: every file in manifest.files is a regular file inside the
 //     evidence folder (no symlink, FIFO or device, never followed) within
 //     its size cap (see CapManifest and the other caps), with its SHA-256;
@@ -76,10 +78,12 @@
 //     client-side lessons); jitter.json holds exactly what the audit's own
 //     run of the jitter model computes, and jitter.svg is byte for byte
 //     the audit's own drawing of it;
-//  12. chaos: chaos.json and each store's history (chaos.go): every line
-//     strict, the audit's own checker run again on the history and its
-//     journal, chaos.json's counts and verdict equal to its findings, no
-//     violation of a rule the store promises, named by intent;
+//  12. chaos: chaos.json and each store's history (chaos.go,
+//     chaoshistory.go): every line strict, the audit's own checker run
+//     again on the history and its journal, chaos.json's counts and
+//     verdict equal to its findings, no violation of a rule the store
+//     promises, named by intent (at most 10 printed a rule, the rest
+//     counted);
 //  13. statement: statement.intoto.json (statement.go) is present and
 //     valid; its subjects are manifest.files and manifest.json with their
 //     SHA-256, its passed and failed tests the audit's own verdicts on the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // requiredFiles returns the files the selection makes the runner write:
@@ -37,12 +38,17 @@ func (a *auditor) requiredFiles() []string {
 // device; never followed), within its size cap, with the SHA-256 of its
 // exact bytes; every file the selection implies is listed; and every
 // entry of the folder but manifest.json is a listed regular file. The
-// bytes read are kept for the other checks, whatever their hash.
+// bytes of the files other checks read (keptFiles) are kept for them,
+// whatever their hash; the others are hashed as a stream.
 func (a *auditor) checkFiles() {
 	a.listed = stringMap(a.manifest, "files")
 	for _, p := range sortedKeys(a.listed) {
 		a.check()
 		if a.isStreamed(p) { // a chaos history: hashed as a stream (chaos.go)
+			continue
+		}
+		if !slices.Contains(keptFiles, p) {
+			a.hashListed(p, capOf(p))
 			continue
 		}
 		data, err := readInside(a.opts.Evidence, p, capOf(p))
@@ -100,12 +106,38 @@ func (a *auditor) checkFiles() {
 	walk(a.opts.Evidence, "")
 }
 
+// keptFiles are the evidence files whose bytes other checks read.
+var keptFiles = []string{"results.json", "run.json", "REPORT.md", RetriesFile, JitterFile, JitterSVGFile, ChaosFile, TargetsFile, TargetsReportFile}
+
+// hashListed checks the listed file p's SHA-256 against the manifest,
+// reading it as a stream of at most limit bytes.
+func (a *auditor) hashListed(p string, limit int64) {
+	sum, err := hashInside(a.opts.Evidence, p, limit)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		a.failf(CheckFile, "file %s: listed in the manifest but missing from the evidence folder", p)
+	case err != nil:
+		a.failf(CheckFile, "file %s: %v", p, unwrapPath(err))
+	case sum != a.listed[p]:
+		a.failf(CheckFile, "file %s: SHA-256 does not match the manifest", p)
+	default:
+		a.report.Files++
+	}
+}
+
 // evidenceFile returns the bytes of an evidence file read by checkFiles;
 // ok is false when the manifest does not list it or it could not be read.
 func (a *auditor) evidenceFile(name string) ([]byte, bool) {
+	if !slices.Contains(keptFiles, name) {
+		panic("audit: evidenceFile(" + name + "): not one of keptFiles, whose bytes checkFiles keeps")
+	}
 	data, ok := a.data[name]
 	return data, ok
 }
+
+// release drops the bytes of evidence file name, read for the last time:
+// the audit keeps no more than its checks still need.
+func (a *auditor) release(name string) { delete(a.data, name) }
 
 // isListed reports whether manifest.files lists name.
 func (a *auditor) isListed(name string) bool {

@@ -94,6 +94,7 @@ func experimentsText(names []string) string {
 // does not re-word: the expectation failures are then the verdict, and a
 // note says REPORT.md was not compared.
 func (a *auditor) checkReportFile(results map[string]any) {
+	defer a.release("REPORT.md")
 	data, ok := a.evidenceFile("REPORT.md")
 	if !ok {
 		return // reported by the file checks

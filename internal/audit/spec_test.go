@@ -36,28 +36,27 @@ func specDoc(t *testing.T, data []byte) any {
 
 // specFindings is the audit's findings file for h: the counts chaos.json
 // records that a history decides, the verdict's totals and rules, and every
-// finding by rule, intent and key, in the checker's order.
+// finding by rule, intent and key, in the checker's order (the checker
+// keeps keepFindings of each rule: no corpus history has more).
 func specFindings(h *chaosHistory) map[string]any {
 	c := h.check(specCrashExitCode)
 	counts := map[string]any{"faults": c.faults}
 	for k, v := range c.counts {
 		counts[k] = v
 	}
-	perRule := map[string]int{}
-	violations, shown := 0, 0
+	var violations, shown int64
 	findings := []any{}
 	for _, f := range c.findings {
-		perRule[f.rule]++
-		if h.promised(f.rule) {
-			violations++
-		} else {
-			shown++
-		}
 		findings = append(findings, map[string]any{"rule": f.rule, "intent": f.intent, "key": f.key})
 	}
 	rules := []any{}
 	for _, r := range chaosRules {
-		rules = append(rules, map[string]any{"rule": r, "promised": h.promised(r), "count": perRule[r]})
+		if h.promised(r) {
+			violations += c.fired[r]
+		} else {
+			shown += c.fired[r]
+		}
+		rules = append(rules, map[string]any{"rule": r, "promised": h.promised(r), "count": c.fired[r]})
 	}
 	return map[string]any{
 		"counts":   counts,
@@ -113,7 +112,7 @@ func specRuns(t *testing.T, s *Schemas, path string) (map[runKey]map[string]any,
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := decodeJSON(data)
+	v, err := decodeJSON(data, capResultsJSON)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
@@ -210,7 +209,7 @@ func TestSpecJitter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := decodeJSON(data)
+	doc, err := decodeJSON(data, capJitterJSON)
 	if err != nil {
 		t.Fatalf("%s: %v", JitterFile, err)
 	}
@@ -320,7 +319,7 @@ func specJSONFile(t *testing.T, schemas *Schemas, path string) map[string]any {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := decodeJSON(data)
+	v, err := decodeJSON(data, capTargetsJSON)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}

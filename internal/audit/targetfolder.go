@@ -190,7 +190,7 @@ func lockLibraries(root, dir string, spec *targetSpec) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", rel, unwrapPath(err))
 	}
-	v, err := decodeJSON(data)
+	v, err := decodeJSON(data, capLockJSON)
 	if err != nil {
 		return nil, fmt.Errorf("%s: not valid JSON: %v", rel, err)
 	}

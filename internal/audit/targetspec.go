@@ -32,7 +32,7 @@ type targetSpec struct {
 // readTargetSpec reads target.json's bytes strictly and against the
 // target schema; an error says what is wrong, one problem per line.
 func (s *Schemas) readTargetSpec(data []byte) (*targetSpec, error) {
-	v, err := decodeJSON(data)
+	v, err := decodeJSON(data, capTargetJSON)
 	if err != nil {
 		return nil, fmt.Errorf("not valid JSON: %v", err)
 	}

@@ -80,8 +80,8 @@ func targetsReport(views []*targetView) []byte {
 			for k, call := range r.calls {
 				m, _ := call.(map[string]any)
 				outcome, _ := str(m, "outcome")
-				fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", k, render(m["step"]), mdCell(cut48(m["key"])), mdCell(m["fault"]),
-					outcome, mdCell(m["status"]), mdCell(cut48(m["body"])), mdCell(m["replayed"]))
+				fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", k, render(m["step"]), mdCell(m["key"]), mdCell(m["fault"]),
+					outcome, mdCell(m["status"]), mdCell(m["body"]), mdCell(m["replayed"]))
 			}
 		}
 	}
@@ -183,12 +183,3 @@ func callAt(call int) string {
 
 // cellText makes free text safe in a Markdown table cell or list line.
 func cellText(s string) string { return strings.NewReplacer("\n", " ", "|", `\|`).Replace(s) }
-
-// cut48 shortens a key or body over 48 bytes to its first 40 and its
-// length, for a table cell.
-func cut48(v any) any {
-	if s, ok := v.(string); ok && len(s) > 48 {
-		return fmt.Sprintf("%s... (%d bytes)", s[:40], len(s))
-	}
-	return v
-}

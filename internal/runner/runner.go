@@ -344,6 +344,9 @@ func Run(ctx context.Context, o Options) (err error) {
 			in.Cases = append(in.Cases, c.Name)
 		}
 		in.Stores = o.Stores
+		if !slices.Contains(o.Stores, protocol.Postgres) {
+			in.Postgres = "" // a target's postgres service ran on it, no store did
+		}
 	} else {
 		// The manifest's PostgreSQL version goes with the postgres column
 		// of the selection; an experiment-only run names no stores.
