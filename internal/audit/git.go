@@ -178,7 +178,15 @@ func readBlobs(dir string, ids []string) ([]string, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	defer cmd.Wait()
+	// On an early return git may still be writing answers nobody reads:
+	// kill it, or Wait would wait for ever.
+	done := false
+	defer func() {
+		if !done {
+			cmd.Process.Kill()
+		}
+		cmd.Wait()
+	}()
 	r := bufio.NewReader(stdout)
 	out := make([]string, 0, len(ids))
 	for range ids {
@@ -200,5 +208,6 @@ func readBlobs(dir string, ids []string) ([]string, error) {
 		}
 		out = append(out, SourceHash(data[:size]))
 	}
+	done = true
 	return out, nil
 }
