@@ -320,8 +320,9 @@ var CommitEnv = []string{
 	"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
 }
 
-// CommitPaths are what the commit holds: the root's source files.
-var CommitPaths = []string{"go.mod", "go.sum", "cases", "schema", "internal", "cmd"}
+// CommitPaths are what the commit holds: the root's source files (the
+// shipped targets' folders among them).
+var CommitPaths = []string{"go.mod", "go.sum", "cases", "schema", "internal", "cmd", "targets"}
 
 // Commit makes root a git repository whose one commit holds CommitPaths
 // (git init; git add; git commit -m fixture, with CommitEnv) and returns

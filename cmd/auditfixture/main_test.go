@@ -76,7 +76,7 @@ func TestCommit(t *testing.T) {
 		return root
 	}
 	files := map[string]string{"go.mod": "module idemlab\n", "go.sum": "", "cases/10-a.json": "{}\n", "schema/a.schema.json": "{}\n",
-		"internal/protocol/protocol.go": string(protocolFile()), "cmd/effectserver/main.go": standInServer}
+		"internal/protocol/protocol.go": string(protocolFile()), "cmd/effectserver/main.go": standInServer, "targets/t/target.json": "{}\n"}
 	a, err := Commit(write(files))
 	if err != nil {
 		t.Fatal(err)
@@ -115,5 +115,31 @@ func TestRunUsage(t *testing.T) {
 		if code := run(c.args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), c.want) {
 			t.Errorf("in %s, run(%q) = %d, stderr %q; want 2 and %q", wd, c.args, code, errOut.String(), c.want)
 		}
+	}
+}
+
+// Ensure the fixture's targets are the checkout's folders less what their
+// setup made, at any depth.
+func TestCopyTargets(t *testing.T) {
+	from, to := t.TempDir(), filepath.Join(t.TempDir(), "targets")
+	for name, data := range map[string]string{"a/target.json": "{}\n", "a/app.js": "x\n", "a/node_modules/m/index.js": "y\n",
+		"a/.idemlab-setup": "d\n", "a/.idemlab-setup.lock": "", "b/sub/node_modules/z": "z\n", "README.md": "r\n"} {
+		if err := writeFile(filepath.Join(from, filepath.FromSlash(name)), []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := copyTargets(from, to); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	filepath.WalkDir(to, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(to, p)
+			got = append(got, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	if want := "README.md a/app.js a/target.json"; strings.Join(got, " ") != want {
+		t.Errorf("copied %v, want %s", got, want)
 	}
 }

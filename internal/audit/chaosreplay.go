@@ -46,7 +46,7 @@ func (a *auditor) checkChaosReplay(sub chaosSubject, hist *chaosHistory, c chaos
 	}
 	defer g.Close()
 	if at, got, same := sameStream(tl.svg(), io.LimitReader(g, CapHistory+1)); !same {
-		a.chaosFail(sub, "timeline", "file %s: differs from the audit's own drawing of %s from byte %d: %s", svgName, name, at, got)
+		a.chaosFail(sub, "timeline", "file %s: differs from the audit's own drawing of %s from byte %d: %q", svgName, name, at, got)
 	}
 }
 
@@ -62,7 +62,7 @@ func sameStream(want []byte, r io.Reader) (int64, string, bool) {
 		rest := want[min(int64(len(want)), off):]
 		for i := range got {
 			if i >= len(rest) || got[i] != rest[i] {
-				return off + int64(i), clip(got[i:min(len(got), i+60)]), false
+				return off + int64(i), string(got[i:min(len(got), i+60)]), false
 			}
 		}
 		off += int64(n)
