@@ -85,6 +85,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -143,19 +145,16 @@ const busyTimeout = 10 * time.Second
 // a duplicate waiting for another replica holds a connection.
 const defaultMaxConns = 16
 
-// The statements Apply runs (pgx prepares and caches each per connection).
+// tryTimeout bounds, in milliseconds, how long a batch's claims wait for a
+// key that another transaction holds before that key's intent is run alone
+// (see the package comment).
+const tryTimeout = 1
+
+// The statements of an intent run alone (pgx prepares and caches each
+// statement per connection).
 const (
 	claimKey = `INSERT INTO keys (key, fingerprint) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`
 	readKey  = `SELECT fingerprint, value, recorded_at FROM keys WHERE key = $1`
-	// The effect and its journal row: counter + 1, and for a keyed intent
-	// ($1 = 1) a place among at most $2 keys; no row means full.
-	applyEffect = `WITH s AS (
-	UPDATE state SET counter = counter + 1, keys = keys + $1
-	WHERE id = 1 AND ($1 = 0 OR keys < $2)
-	RETURNING counter
-)
-INSERT INTO effects (value, body_sha256) SELECT counter, $3 FROM s RETURNING value`
-	recordKey = `UPDATE keys SET value = $2, recorded_at = $3 WHERE key = $1`
 )
 
 // SQLSTATE codes the store tells apart.
@@ -169,8 +168,16 @@ type Store struct {
 	capacity int64
 	pool     *pgxpool.Pool
 
-	claimTimeout string // SET LOCAL lock_timeout for the claim
+	claimTimeout string // SET LOCAL lock_timeout for the claim of an intent alone
+	tryTimeout   string // and for a batch's claims
 	busyTimeout  string // and back for the rest of the transaction
+
+	queue   chan *pending // to the committer, buffered: maxBatch
+	stop    chan struct{} // closed by Close
+	stopped chan struct{} // closed by the committer when it returns
+	once    sync.Once
+
+	commits, intents, retries, deadlocks atomic.Int64 // see Stats
 
 	store.KeyClock // the key TTL and the clock (phased.go)
 }
@@ -214,13 +221,19 @@ func Open(ctx context.Context, dsn string, capacity int, wait time.Duration) (*S
 		pool.Close()
 		return nil, fmt.Errorf("postgres store %s: %w", name, err)
 	}
-	return &Store{
+	s := &Store{
 		dsn:          name,
 		capacity:     int64(capacity),
 		pool:         pool,
 		claimTimeout: fmt.Sprintf("SET LOCAL lock_timeout = %d", max(wait.Milliseconds(), 1)),
+		tryTimeout:   fmt.Sprintf("SET LOCAL lock_timeout = %d", tryTimeout),
 		busyTimeout:  fmt.Sprintf("SET LOCAL lock_timeout = %d", busyTimeout.Milliseconds()),
-	}, nil
+		queue:        make(chan *pending, maxBatch),
+		stop:         make(chan struct{}),
+		stopped:      make(chan struct{}),
+	}
+	go s.commitLoop()
+	return s, nil
 }
 
 // initialize checks the database's layout, creating the tables in an empty
@@ -319,7 +332,7 @@ func (s *Store) Recorded() ([]store.Record, error) {
 	return recs, nil
 }
 
-// Apply runs one intent in its own transaction and returns once it is
+// Apply runs one intent and returns once the transaction holding it is
 // committed (durable) or rolled back:
 //
 //   - the key is recorded with the same fingerprint: its value, Replayed;
@@ -331,101 +344,42 @@ func (s *Store) Recorded() ([]store.Record, error) {
 //     the transaction, before the key's value and the commit), then the
 //     key's value; the new counter value.
 //
-// If afterEffect fails, everything rolls back and Apply returns its error
-// unwrapped. A lost connection is an error wrapping store.ErrUnavailable.
+// Intents waiting at the same moment share one transaction (see the
+// package comment); each gets the answer it would have got alone. If
+// afterEffect fails, the intent's effect and claim roll back and Apply
+// returns its error unwrapped; the other intents of its transaction are
+// not affected. A lost connection is an error wrapping
+// store.ErrUnavailable, for every intent of the transaction.
 func (s *Store) Apply(in store.Intent, afterEffect func() error) (store.Result, error) {
-	ctx := context.Background()
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return store.Result{}, s.fail("connect", err)
+	p := &pending{in: in, afterEffect: afterEffect, done: make(chan outcome, 1)}
+	select {
+	case s.queue <- p:
+	case <-s.stopped:
+		return store.Result{}, s.fail("apply", errClosed)
 	}
-	defer conn.Release() // a closed connection is dropped from the pool
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return store.Result{}, s.failConn(conn, "begin", err)
-	}
-	defer tx.Rollback(ctx) // after Commit, a no-op
-	keyed := in.Key != ""
-	if keyed {
-		res, owner, err := s.claim(ctx, conn, tx, in)
-		if err != nil || !owner {
-			return res, err
+	var o outcome
+	select {
+	case o = <-p.done:
+	case <-s.stopped:
+		// The committer answers every intent it takes before it stops:
+		// without an answer, this one was left in the queue.
+		select {
+		case o = <-p.done:
+		default:
+			return store.Result{}, s.fail("apply", errClosed)
 		}
 	}
-	var value int64
-	isKey := 0
-	if keyed {
-		isKey = 1
+	if o.alone {
+		return s.applyAlone(p)
 	}
-	err = tx.QueryRow(ctx, applyEffect, isKey, s.capacity, in.Fingerprint.Hex()).Scan(&value)
-	if errors.Is(err, pgx.ErrNoRows) && s.purgeKeys(ctx, tx) { // full: expired keys free places
-		err = tx.QueryRow(ctx, applyEffect, isKey, s.capacity, in.Fingerprint.Hex()).Scan(&value)
-	}
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return store.Result{}, store.ErrFull
-	case err != nil:
-		return store.Result{}, s.failConn(conn, "apply effect", err)
-	}
-	if err := afterEffect(); err != nil {
-		return store.Result{}, err
-	}
-	if keyed {
-		if _, err := tx.Exec(ctx, recordKey, in.Key, value, s.Now().UnixMilli()); err != nil {
-			return store.Result{}, s.failConn(conn, fmt.Sprintf("record key %q", in.Key), err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return store.Result{}, s.failConn(conn, fmt.Sprintf("commit effect %d", value), err)
-	}
-	return store.Result{Value: value}, nil
+	return o.res, o.err
 }
 
-// claim claims in's key for tx. owner means tx holds the new key's row and
-// applies the effect; otherwise res or err is Apply's answer.
-func (s *Store) claim(ctx context.Context, conn *pgxpool.Conn, tx pgx.Tx, in store.Intent) (res store.Result, owner bool, err error) {
-	b := &pgx.Batch{}
-	b.Queue(s.claimTimeout)
-	claimed := b.Queue(claimKey, in.Key, in.Fingerprint[:])
-	b.Queue(s.busyTimeout)
-	var inserted int64
-	claimed.Exec(func(tag pgconn.CommandTag) error {
-		inserted = tag.RowsAffected()
-		return nil
-	})
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == lockNotAvailable {
-			return store.Result{}, false, store.ErrInProgress
-		}
-		return store.Result{}, false, s.failConn(conn, fmt.Sprintf("claim key %q", in.Key), err)
-	}
-	if inserted == 1 {
-		return store.Result{}, true, nil
-	}
-	var fp []byte
-	var value, recordedAt *int64
-	if err := tx.QueryRow(ctx, readKey, in.Key).Scan(&fp, &value, &recordedAt); err != nil {
-		return store.Result{}, false, s.failConn(conn, fmt.Sprintf("read key %q", in.Key), err)
-	}
-	if s.expired(recordedAt) {
-		// Expired: absent. Whoever deletes it claims the key anew; a
-		// replica that lost that race finds the new row next time.
-		if err := s.expireKey(ctx, tx, in.Key); err != nil {
-			return store.Result{}, false, s.failConn(conn, fmt.Sprintf("expire key %q", in.Key), err)
-		}
-		return s.claim(ctx, conn, tx, in)
-	}
-	switch {
-	case value == nil:
-		return store.Result{}, false, fmt.Errorf("postgres store %s: key %q committed without a value", s.dsn, in.Key)
-	case string(fp) != string(in.Fingerprint[:]):
-		return store.Result{}, false, store.ErrConflict
-	}
-	return store.Result{Value: *value, Replayed: true}, false, nil
-}
-
-// Close closes the store's connections.
+// Close stops the committer, after the transaction in progress, and
+// closes the store's connections.
 func (s *Store) Close() error {
+	s.once.Do(func() { close(s.stop) })
+	<-s.stopped
 	s.pool.Close()
 	return nil
 }
