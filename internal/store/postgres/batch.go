@@ -83,11 +83,28 @@ type pending struct {
 }
 
 // outcome is an intent's answer; alone means the committer hands the
-// intent back for Apply to run in a transaction of its own.
+// intent back for Apply to run in a transaction of its own, and panicked
+// holds what its afterEffect panicked with, for Apply to panic with in the
+// caller's goroutine (the committer carries on).
 type outcome struct {
-	res   store.Result
-	err   error
-	alone bool
+	res      store.Result
+	err      error
+	alone    bool
+	panicked any
+}
+
+// errPanicked is the answer of an intent whose afterEffect panicked.
+var errPanicked = errors.New("afterEffect panicked")
+
+// callAfterEffect calls p's afterEffect, turning a panic into errPanicked
+// and the value it panicked with.
+func (p *pending) callAfterEffect() (panicked any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			panicked, err = r, errPanicked
+		}
+	}()
+	return nil, p.afterEffect()
 }
 
 // Stats counts what Apply's transactions did.
@@ -162,10 +179,10 @@ func (s *Store) runBatch(batch []*pending) {
 }
 
 // applyAlone runs p in a transaction of its own and returns its answer.
-func (s *Store) applyAlone(p *pending) (store.Result, error) {
+func (s *Store) applyAlone(p *pending) outcome {
 	m := &member{p: p}
 	s.run([]*member{m}, true)
-	return m.out.res, m.out.err
+	return m.out
 }
 
 // member is an intent in one transaction, and what was decided for it.
@@ -516,8 +533,9 @@ func (t *txn) apply(owners []*member) error {
 		if m.p.hooked {
 			continue
 		}
-		if err := m.p.afterEffect(); err != nil {
+		if panicked, err := m.p.callAfterEffect(); err != nil {
 			m.answer(store.Result{}, err)
+			m.out.panicked = panicked
 			m.failed = true
 			if m.keyed() {
 				failed = append(failed, m.p.in.Key)

@@ -46,7 +46,8 @@ func runCalls(s *Store, calls ...call) []answer {
 		o := <-p.done
 		out[i] = answer{res: o.res, err: o.err, alone: o.alone}
 		if o.alone {
-			out[i].res, out[i].err = s.applyAlone(p)
+			o = s.applyAlone(p)
+			out[i].res, out[i].err = o.res, o.err
 		}
 	}
 	return out
@@ -135,7 +136,9 @@ func TestBatchCallbackErrorAfterStall(t *testing.T) {
 		return errCut
 	}
 	done := make(chan []answer)
-	go func() { done <- runCalls(s, call{intent("a", "x"), nil}, call{intent("cut", "x"), stall}, call{intent("", "x"), nil}) }()
+	go func() {
+		done <- runCalls(s, call{intent("a", "x"), nil}, call{intent("cut", "x"), stall}, call{intent("", "x"), nil})
+	}()
 	<-stalled
 	if st := state(t, dsn); st.Counter != 0 {
 		t.Fatalf("counter seen while a callback stalls = %d, want 0 (nothing committed)", st.Counter)
@@ -395,5 +398,26 @@ func TestSplitDuplicates(t *testing.T) {
 		if keys(first) != tc.first || keys(later) != tc.later {
 			t.Errorf("splitDuplicates(%q) = %s, %s; want %s, %s", tc.keys, keys(first), keys(later), tc.first, tc.later)
 		}
+	}
+}
+
+// Ensure an afterEffect that panics on the committer panics in Apply's
+// caller instead, with its intent rolled back, and the store serves on.
+func TestAfterEffectPanicReachesTheCaller(t *testing.T) {
+	dsn := newDB(t)
+	s := open(t, dsn, 10, time.Second)
+	panicked := func() (r any) {
+		defer func() { r = recover() }()
+		s.Apply(intent("p", "x"), func() error { panic("boom") })
+		return nil
+	}()
+	if panicked != "boom" {
+		t.Fatalf("Apply with a panicking afterEffect panicked with %v, want boom", panicked)
+	}
+	if st := state(t, dsn); st.Counter != 0 {
+		t.Fatalf("counter after the panic = %d, want 0", st.Counter)
+	}
+	if got, err := s.Apply(intent("p", "x"), noHook); err != nil || got != (store.Result{Value: 1}) {
+		t.Fatalf("retry after the panic = %+v, %v; want value 1", got, err)
 	}
 }

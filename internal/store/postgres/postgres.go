@@ -24,9 +24,9 @@
 //
 // # Who applies a key: the key's primary key
 //
-// Apply runs one transaction (READ COMMITTED) per intent. A keyed intent
-// first claims its key: INSERT … ON CONFLICT (key) DO NOTHING, a row with
-// the fingerprint and no value yet. The primary key's unique index decides
+// Every transaction of Apply is READ COMMITTED. A keyed intent first claims
+// its key: INSERT … ON CONFLICT (key) DO NOTHING, a row with the
+// fingerprint and no value yet. The primary key's unique index decides
 // among racing replicas:
 //
 //   - no row: the insert succeeds and this transaction owns the key;
@@ -53,28 +53,123 @@
 //
 // The owner then runs, in order: the effect (the state row's counter + 1,
 // and keys + 1 for a keyed intent if fewer than capacity keys are held,
-// else store.ErrFull) with its effects row in one statement; afterEffect;
-// the key row's value; COMMIT. The state row serializes effects, so the
-// journal holds exactly the values 1..counter. A crash anywhere before the
-// commit (a crash fault in afterEffect ends the process with the
-// transaction open) makes PostgreSQL roll back all of it, the claim
-// included, so a waiting duplicate takes over.
+// else store.ErrFull) with its effects row; afterEffect; the key row's
+// value; COMMIT. The state row serializes effects, so the journal holds
+// exactly the values 1..counter. A crash anywhere before the commit (a
+// crash fault in afterEffect ends the process with the transaction open)
+// makes PostgreSQL roll back all of it, the claim included, so a waiting
+// duplicate takes over.
 //
-// A connection lost during Apply (the server gone, the backend
-// terminated) is an error wrapping store.ErrUnavailable: the transaction
-// rolled back, or, when the COMMIT's answer was lost, its outcome is
-// unknown; either way a retry with the same key applies it or replays it,
-// never twice.
+// # Group commit
 //
-// No group commit: each intent is one transaction and one WAL flush, and
-// the state row lets one owner at a time through. Batching intents of
-// several keys in one transaction would make cross-replica claims take
-// several row locks in arbitrary order (deadlocks) for a throughput the
-// lab does not need. The cost, measured by BenchmarkPostgres on a 2-CPU
-// machine: about 0.4 to 0.5 of PostgreSQL's one-client ceiling (one INSERT
-// per commit) from one goroutine, and no more from 64 (about 500 to 700
-// req/s, p99 near 0.5 s), where PostgreSQL alone shares WAL flushes among
-// 64 connections and reaches about 8000.
+// Apply hands its intent to the store's committer (one goroutine per
+// Store), which takes every intent waiting at that moment, up to maxBatch,
+// and runs them in one transaction in four round trips, however many they
+// are (batch.go):
+//
+//  1. the claims: every key in one INSERT … SELECT … ORDER BY key ON
+//     CONFLICT DO NOTHING RETURNING key, then the rows of the keys not
+//     inserted, read in one SELECT (a replay or store.ErrConflict each);
+//  2. the effects: the state row locked (SELECT … FOR UPDATE), a savepoint,
+//     and one statement adding the owners' count to the counter and
+//     writing one journal row per owner, values in the batch's order; it
+//     applies only if the keyed owners all fit, else expired keys are
+//     purged and the keyed owners beyond the free places are
+//     store.ErrFull, before any callback;
+//  3. each owner's afterEffect, in order, on the committer;
+//  4. every key's value in one UPDATE, and one COMMIT: one WAL flush for
+//     the batch. Each intent is answered only after that commit returns
+//     (or the transaction rolled back).
+//
+// Intents waiting at the same moment thus share one commit, as in the
+// durable store; Stats counts the commits and the effects they held.
+//
+// # One intent's failure is its own
+//
+// Each intent gets the answer it would have got alone:
+//
+//   - a replay or a conflict writes nothing;
+//   - a keyed intent refused for want of a place (store.ErrFull) has its
+//     claim deleted in the transaction (its own uncommitted row); if a
+//     callback then fails, that place is free again, and the refused
+//     intents are run alone instead;
+//   - an owner whose afterEffect fails (a crash fault's hook in a test, a
+//     stalled request the server cuts at shutdown) is answered its error,
+//     and the batch is retried without it, inside the same transaction:
+//     ROLLBACK TO the savepoint before the effects, its claim deleted, the
+//     other owners' effects applied again in one statement (their values
+//     contiguous, as if the failed one had run alone before them and rolled
+//     back), no callback called twice, COMMIT. Nothing of it is left, and
+//     its key is free for a retry. The state row is locked before the
+//     savepoint, so the rollback keeps it and the count of keys cannot
+//     change in between;
+//   - a key another transaction holds (another replica's owner), a key
+//     recorded but past its TTL, or a key whose row vanished since the
+//     claim sends its intent alone: the claims wait at most tryTimeout (1
+//     ms) for a held key, and Apply then runs that intent in a transaction
+//     of its own on the caller's goroutine, as every intent ran before
+//     group commit: the claim waiting up to wait, expiry, effect, callback,
+//     record, commit. So a duplicate waiting for an owner on another
+//     replica never holds up a batch, and a batch never waits for a key;
+//   - a batch's claims statement that fails for another reason (a key the
+//     database refuses) is run again one key at a time, each in a
+//     savepoint, so that the failure is its key's alone;
+//   - a key appears once in a batch: a second intent of it waits for the
+//     next batch, where it finds the first one's outcome committed.
+//
+// Savepoints, then, but one per batch rather than one per intent, as the
+// durable store has: a savepoint that writes is a subtransaction, and a
+// PostgreSQL backend caches only 64 of them (PGPROC_MAX_CACHED_SUBXIDS)
+// before every snapshot on the server must look them up in pg_subtrans;
+// and a savepoint per intent needs a statement per intent, a round trip
+// each, with the batch's locks held meanwhile. A retry of the whole batch
+// in a new transaction would call every callback again. With one savepoint
+// the rare failure costs one more round trip.
+//
+// A connection lost during Apply (the server gone, the backend terminated,
+// as when the process crashes) or a lock wait beyond busyTimeout fails the
+// transaction as a whole: each intent of it not yet answered gets an error
+// wrapping store.ErrUnavailable. The connection is the batch's, as the
+// process is: a lost one takes every uncommitted intent of its batch with
+// it. The transaction rolled back, or, when the COMMIT's answer was lost,
+// its outcome is unknown; either way a retry with the same key applies it
+// or replays it, never twice. The batch is not rerun on a new connection:
+// its callbacks have run, and after a lost COMMIT an unkeyed intent would
+// apply twice.
+//
+// # No deadlocks
+//
+// Every transaction of Apply takes its locks in one order: the key rows
+// first, in byte order (the claims' ORDER BY key COLLATE "C"; an intent
+// alone claims one key, and an expired key's row is deleted before the
+// state row, whose count drops with the effect), then the state row, and
+// then nothing it could wait for: its own claims, journal rows whose
+// values only the state row's holder can write, and the purge of expired
+// keys, which skips rows another transaction holds (FOR UPDATE SKIP
+// LOCKED). A transaction thus only ever waits for one that is further
+// along the same order, so no cycle forms (TestReplicasHotKeysNoDeadlock
+// runs two replicas on overlapping fresh keys). Should PostgreSQL still
+// abort a transaction as a deadlock (SQLSTATE 40P01, as with a foreign
+// session) or a serialization failure (40001), it is run again, at most
+// maxAttempts times in all, then answered store.ErrUnavailable (503), never
+// a 500; the callbacks that returned nil are not called again. Stats
+// counts the retries and the deadlocks.
+//
+// # Callbacks and stalls
+//
+// afterEffect runs inside its transaction with the state row held, as it
+// did when each intent was a transaction: a stalled callback holds every
+// effect on every replica (each waits for the state row, at most
+// busyTimeout, then store.ErrUnavailable), and on its own replica its
+// batch and the intents queued behind it, which wait without a bound of
+// their own until the callback returns. Running callbacks concurrently, or
+// several batches at once, would let nothing past the state row sooner, so
+// the committer calls them one after another: the simple design. A
+// callback that panics is recovered, its intent rolled back, and Apply
+// panics with the same value in the caller's goroutine.
+//
+// The cost, measured by BenchmarkPostgres on a 2-CPU machine: see
+// bench_test.go.
 package postgres
 
 import (
@@ -370,7 +465,10 @@ func (s *Store) Apply(in store.Intent, afterEffect func() error) (store.Result, 
 		}
 	}
 	if o.alone {
-		return s.applyAlone(p)
+		o = s.applyAlone(p)
+	}
+	if o.panicked != nil {
+		panic(o.panicked)
 	}
 	return o.res, o.err
 }
