@@ -41,7 +41,8 @@ ON CONFLICT (key) DO NOTHING RETURNING key`
 	readKeys = `SELECT key, fingerprint, value, recorded_at FROM keys WHERE key = ANY($1::text[])`
 	// lockState takes the state row for the rest of the transaction,
 	// outside the effects' savepoint, so that rolling back to it keeps the
-	// row: no other transaction changes the count of keys in between.
+	// row: no other transaction changes the count of keys in between. It
+	// also reads that count.
 	lockState = `SELECT keys FROM state WHERE id = 1 FOR UPDATE`
 	// The effects of $1 intents, $2 of them keyed, in a store of capacity
 	// $3 where $4 expired keys were deleted by this transaction (still
@@ -194,6 +195,7 @@ type member struct {
 	freed  int64 // expired rows of its key this attempt deleted (alone)
 	value  int64 // its effect's counter value, if owner
 	failed bool  // its afterEffect failed this attempt: out holds the error
+	full   bool  // refused for want of a place this attempt
 }
 
 // answer decides m's answer.
@@ -221,6 +223,11 @@ func (s *Store) run(ms []*member, alone bool) {
 			}
 			if attempt < maxAttempts {
 				s.retries.Add(1)
+				for _, m := range ms {
+					if m.full { // the places were taken by effects now rolled back
+						m.done, m.full = false, false
+					}
+				}
 				continue
 			}
 			err = fmt.Errorf("%w: %w", store.ErrUnavailable, err)
@@ -273,6 +280,7 @@ type txn struct {
 	ctx       context.Context
 	conn      *pgxpool.Conn
 	begun     bool      // BEGIN was sent
+	locked    bool      // the state row is locked outside any savepoint
 	savepoint bool      // the effects are inside savepoint "effects"
 	refused   []*member // keyed owners answered store.ErrFull
 }
@@ -516,15 +524,12 @@ func (t *txn) claimAlone(m *member) error {
 // them and run again without it (no callback runs twice). A refused or
 // failed owner's claim is deleted.
 func (t *txn) apply(owners []*member) error {
-	b := &pgx.Batch{}
-	var keys int64
-	b.Queue(lockState).QueryRow(func(r pgx.Row) error { return r.Scan(&keys) })
-	fit, err := t.effects(b, owners)
+	fit, err := t.effects(&pgx.Batch{}, owners)
 	if err != nil {
 		return err
 	}
 	if !fit {
-		if owners, err = t.refuseFull(owners, keys); err != nil || len(owners) == 0 {
+		if owners, err = t.refuseFull(owners); err != nil || len(owners) == 0 {
 			return err
 		}
 	}
@@ -574,10 +579,11 @@ func cmpErr(err, alt error) error {
 	return alt
 }
 
-// effects queues, after b's statements, a savepoint and the effects of
-// owners, and sends them; it sets each owner's value, or reports !fit when
-// the keyed ones do not all fit (nothing applied). A lone owner needs no
-// savepoint: if its callback fails, the whole transaction rolls back.
+// effects queues, after b's statements, the state row's lock and a
+// savepoint and the effects of owners, and sends them; it sets each
+// owner's value, or reports !fit when the keyed ones do not all fit
+// (nothing applied). A lone owner needs neither lock nor savepoint: if its
+// callback fails, the whole transaction rolls back.
 func (t *txn) effects(b *pgx.Batch, owners []*member) (fit bool, err error) {
 	var keyed, freed int64
 	shas := make([]string, len(owners))
@@ -590,6 +596,10 @@ func (t *txn) effects(b *pgx.Batch, owners []*member) (fit bool, err error) {
 	}
 	var counter int64
 	if t.savepoint = len(owners) > 1; t.savepoint {
+		if !t.locked {
+			b.Queue(lockState)
+			t.locked = true
+		}
 		b.Queue(`SAVEPOINT effects`)
 	}
 	b.Queue(applyEffects, len(owners), keyed, t.s.capacity, freed, shas).QueryRow(func(r pgx.Row) error {
@@ -614,18 +624,23 @@ func (t *txn) effects(b *pgx.Batch, owners []*member) (fit bool, err error) {
 }
 
 // refuseFull runs when the keyed owners do not all fit among the store's
-// keys (count held): with a key TTL, expired keys are deleted first; then
-// the keyed owners beyond the free places, in order, are answered
-// store.ErrFull and their claims deleted, and the others' effects applied.
-// It returns the owners left.
-func (t *txn) refuseFull(owners []*member, keys int64) ([]*member, error) {
+// keys: with a key TTL, expired keys are deleted first; then the keyed
+// owners beyond the free places, in order, are answered store.ErrFull and
+// their claims deleted, and the others' effects applied. It returns the
+// owners left.
+func (t *txn) refuseFull(owners []*member) ([]*member, error) {
 	b := &pgx.Batch{}
 	if t.savepoint {
 		b.Queue(`RELEASE effects`)
 	}
+	var keys int64
+	scan := func(r pgx.Row) error { return r.Scan(&keys) }
 	if cut, ok := t.s.cut(); ok {
-		b.Queue(purgeKeys, cut).QueryRow(func(r pgx.Row) error { return r.Scan(&keys) })
+		b.Queue(purgeKeys, cut).QueryRow(scan)
+	} else {
+		b.Queue(lockState).QueryRow(scan)
 	}
+	t.locked = true
 	if err := t.send(b); err != nil {
 		return nil, t.fail("purge expired keys", err)
 	}
@@ -640,6 +655,7 @@ func (t *txn) refuseFull(owners []*member, keys int64) ([]*member, error) {
 			places--
 		default:
 			m.answer(store.Result{}, store.ErrFull)
+			m.full = true
 			refused = append(refused, m.p.in.Key)
 			t.refused = append(t.refused, m)
 			continue

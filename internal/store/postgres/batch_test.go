@@ -364,8 +364,11 @@ func TestDeadlockVictimIsRetried(t *testing.T) {
 	if w.err != nil || w.res != (store.Result{Value: 1}) {
 		t.Fatalf("Apply = %+v, %v; want value 1 after the retry", w.res, w.err)
 	}
-	if got := s.Stats(); got.Deadlocks != 1 || got.Retries != 1 {
-		t.Fatalf("Stats = %+v, want 1 deadlock and 1 retry", got)
+	// The retry may claim k again before the foreign session's insert
+	// does, and make the same cycle once more: at least one deadlock,
+	// each one retried.
+	if got := s.Stats(); got.Deadlocks < 1 || got.Retries != got.Deadlocks {
+		t.Fatalf("Stats = %+v, want a deadlock or more, each retried", got)
 	}
 	if st := state(t, dsn); st.Counter != 1 {
 		t.Fatalf("counter = %d, want 1", st.Counter)
