@@ -113,7 +113,7 @@ type Stats struct {
 	Commits   int64 // transactions committed with at least one effect
 	Intents   int64 // effects they committed; Intents/Commits is the mean batch
 	Retries   int64 // transactions run again after a deadlock or serialization failure
-	Deadlocks int64 // of those, deadlocks (SQLSTATE 40P01)
+	Deadlocks int64 // transactions PostgreSQL aborted as deadlocks (SQLSTATE 40P01)
 }
 
 // Stats returns the store's counts so far.

@@ -70,8 +70,8 @@
 //  1. the claims: every key in one INSERT … SELECT … ORDER BY key ON
 //     CONFLICT DO NOTHING RETURNING key, then the rows of the keys not
 //     inserted, read in one SELECT (a replay or store.ErrConflict each);
-//  2. the effects: the state row locked (SELECT … FOR UPDATE), a savepoint,
-//     and one statement adding the owners' count to the counter and
+//  2. the effects: for several owners the state row locked (SELECT … FOR
+//     UPDATE) and a savepoint, then one statement adding the owners' count to the counter and
 //     writing one journal row per owner, values in the batch's order; it
 //     applies only if the keyed owners all fit, else expired keys are
 //     purged and the keyed owners beyond the free places are
@@ -102,7 +102,8 @@
 //     back), no callback called twice, COMMIT. Nothing of it is left, and
 //     its key is free for a retry. The state row is locked before the
 //     savepoint, so the rollback keeps it and the count of keys cannot
-//     change in between;
+//     change in between. A lone owner needs no savepoint: its failure
+//     rolls back the transaction;
 //   - a key another transaction holds (another replica's owner), a key
 //     recorded but past its TTL, or a key whose row vanished since the
 //     claim sends its intent alone: the claims wait at most tryTimeout (1
@@ -117,8 +118,8 @@
 //   - a key appears once in a batch: a second intent of it waits for the
 //     next batch, where it finds the first one's outcome committed.
 //
-// Savepoints, then, but one per batch rather than one per intent, as the
-// durable store has: a savepoint that writes is a subtransaction, and a
+// Savepoints, then, but one per batch, not one per intent as in the
+// durable store: a savepoint that writes is a subtransaction, and a
 // PostgreSQL backend caches only 64 of them (PGPROC_MAX_CACHED_SUBXIDS)
 // before every snapshot on the server must look them up in pg_subtrans;
 // and a savepoint per intent needs a statement per intent, a round trip
@@ -146,9 +147,10 @@
 // then nothing it could wait for: its own claims, journal rows whose
 // values only the state row's holder can write, and the purge of expired
 // keys, which skips rows another transaction holds (FOR UPDATE SKIP
-// LOCKED). A transaction thus only ever waits for one that is further
-// along the same order, so no cycle forms (TestReplicasHotKeysNoDeadlock
-// runs two replicas on overlapping fresh keys). Should PostgreSQL still
+// LOCKED). A transaction thus only waits for a lock later in that order
+// than every lock it holds, so no cycle of waits can form
+// (TestReplicasHotKeysNoDeadlock runs two replicas on overlapping fresh
+// keys). Should PostgreSQL still
 // abort a transaction as a deadlock (SQLSTATE 40P01, as with a foreign
 // session) or a serialization failure (40001), it is run again, at most
 // maxAttempts times in all, then answered store.ErrUnavailable (503), never
