@@ -31,7 +31,10 @@ const maxAttempts = 5
 // transaction removed the row (it had expired).
 const maxClaims = 4
 
-// The statements of a batch, each one round trip for all its intents.
+// The statements of a batch, each one round trip for all its intents, and
+// their one-row forms for a batch of one (PostgreSQL runs those in about
+// 90 µs less per intent, measured on a 2-CPU machine: a lone client would
+// otherwise be slower than when each intent was a transaction).
 const (
 	// The batch's keys, in one order every transaction shares (byte order,
 	// as slices.Sort): each key's row is claimed in that order.
@@ -57,8 +60,17 @@ ON CONFLICT (key) DO NOTHING RETURNING key`
 	SELECT s.counter - $1::bigint + u.i, u.sha FROM s, unnest($5::text[]) WITH ORDINALITY AS u(sha, i)
 )
 SELECT counter FROM s`
+	// applyEffects for one intent: $1 = 1 if keyed; capacity $2; $3
+	// expired keys deleted; body hash $4.
+	applyEffect = `WITH s AS (
+	UPDATE state SET counter = counter + 1, keys = keys + $1::bigint - $3::bigint
+	WHERE id = 1 AND ($1::bigint = 0 OR keys - $3::bigint < $2::bigint)
+	RETURNING counter
+)
+INSERT INTO effects (value, body_sha256) SELECT counter, $4 FROM s RETURNING value`
 	recordKeys = `UPDATE keys SET value = u.v, recorded_at = $3
 FROM unnest($1::text[], $2::bigint[]) AS u(k, v) WHERE keys.key = u.k`
+	recordKey = `UPDATE keys SET value = $2, recorded_at = $3 WHERE key = $1`
 	// dropClaims deletes this transaction's own claims of intents that
 	// end without an effect.
 	dropClaims = `DELETE FROM keys WHERE key = ANY($1::text[]) AND value IS NULL`
@@ -333,16 +345,23 @@ func (t *txn) claimBatch(ms []*member) error {
 	inserted := make(map[string]bool, len(keyed))
 	b := &pgx.Batch{}
 	b.Queue(t.s.tryTimeout)
-	b.Queue(claimKeys, keys, fps).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var k string
-			if err := rows.Scan(&k); err != nil {
-				return err
+	if len(keyed) == 1 { // the one-row statement costs PostgreSQL less
+		b.Queue(claimKey, keys[0], fps[0]).Exec(func(tag pgconn.CommandTag) error {
+			inserted[keys[0]] = tag.RowsAffected() == 1
+			return nil
+		})
+	} else {
+		b.Queue(claimKeys, keys, fps).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var k string
+				if err := rows.Scan(&k); err != nil {
+					return err
+				}
+				inserted[k] = true
 			}
-			inserted[k] = true
-		}
-		return rows.Err()
-	})
+			return rows.Err()
+		})
+	}
 	b.Queue(t.s.busyTimeout)
 	if err := t.send(b); err != nil {
 		if t.conn.Conn().IsClosed() || retryable(err) {
@@ -602,14 +621,19 @@ func (t *txn) effects(b *pgx.Batch, owners []*member) (fit bool, err error) {
 		}
 		b.Queue(`SAVEPOINT effects`)
 	}
-	b.Queue(applyEffects, len(owners), keyed, t.s.capacity, freed, shas).QueryRow(func(r pgx.Row) error {
+	scan := func(r pgx.Row) error {
 		err := r.Scan(&counter)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		fit = err == nil
 		return err
-	})
+	}
+	if len(owners) == 1 { // the one-row statement costs PostgreSQL less
+		b.Queue(applyEffect, keyed, t.s.capacity, freed, shas[0]).QueryRow(scan)
+	} else {
+		b.Queue(applyEffects, len(owners), keyed, t.s.capacity, freed, shas).QueryRow(scan)
+	}
 	if err := t.send(b); err != nil {
 		return false, t.fail(fmt.Sprintf("apply %d effects", len(owners)), err)
 	}
@@ -686,12 +710,17 @@ func (t *txn) commit(owners []*member) error {
 		}
 	}
 	var recorded int64
+	count := func(tag pgconn.CommandTag) error {
+		recorded = tag.RowsAffected()
+		return nil
+	}
 	b := &pgx.Batch{}
-	if len(keys) > 0 {
-		b.Queue(recordKeys, keys, values, t.s.Now().UnixMilli()).Exec(func(tag pgconn.CommandTag) error {
-			recorded = tag.RowsAffected()
-			return nil
-		})
+	switch now := t.s.Now().UnixMilli(); len(keys) {
+	case 0:
+	case 1: // the one-row statement costs PostgreSQL less
+		b.Queue(recordKey, keys[0], values[0], now).Exec(count)
+	default:
+		b.Queue(recordKeys, keys, values, now).Exec(count)
 	}
 	b.Queue(`COMMIT`)
 	if err := t.send(b); err != nil {
