@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"idemlab/internal/store"
 )
@@ -422,5 +423,26 @@ func TestAfterEffectPanicReachesTheCaller(t *testing.T) {
 	}
 	if got, err := s.Apply(intent("p", "x"), noHook); err != nil || got != (store.Result{Value: 1}) {
 		t.Fatalf("retry after the panic = %+v, %v; want value 1", got, err)
+	}
+}
+
+// Ensure a key the database refuses (here one holding a NUL byte, which
+// text cannot) fails its own intent only: the batch's claims are run again
+// one key at a time, and the other intents apply.
+func TestBatchRefusedKeyFailsAlone(t *testing.T) {
+	dsn := newDB(t)
+	s := open(t, dsn, 10, time.Second)
+	got := runCalls(s, call{intent("a", "x"), nil}, call{intent("b\x00", "x"), nil}, call{intent("c", "x"), nil})
+	if got[0].err != nil || got[0].res != (store.Result{Value: 1}) || got[2].err != nil || got[2].res != (store.Result{Value: 2}) {
+		t.Fatalf("the other intents = %+v, %+v; want values 1 and 2", got[0], got[2])
+	}
+	if got[1].err == nil || errors.Is(got[1].err, store.ErrUnavailable) {
+		t.Fatalf("the refused key = %+v, %v; want the database's error", got[1].res, got[1].err)
+	}
+	if pgErr, ok := errors.AsType[*pgconn.PgError](got[1].err); !ok || pgErr.Code != "22021" {
+		t.Fatalf("the refused key's error = %v, want SQLSTATE 22021 (invalid byte sequence)", got[1].err)
+	}
+	if st := state(t, dsn); st.Counter != 2 {
+		t.Fatalf("counter = %d, want 2", st.Counter)
 	}
 }
