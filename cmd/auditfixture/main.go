@@ -63,7 +63,6 @@ import (
 	"idemlab/internal/retries"
 	"idemlab/internal/runner"
 	"idemlab/internal/schemacheck"
-	"idemlab/internal/target"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -217,9 +216,8 @@ func runRunner(ctx context.Context, checkout, dir string, f folder, tries int, l
 }
 
 // writeRoot writes the fixture's root of data into root: go.mod, go.sum,
-// cases/ and schema/ from the checkout, the shipped targets' folders (what
-// the audit reads of them: target.json, lock files, sources; not what
-// their setup made), the protocol constants and the stand-in server.
+// cases/, schema/ and the shipped targets' folders from the checkout, the
+// protocol constants and the stand-in server.
 func writeRoot(checkout, root string) error {
 	for _, f := range []string{"go.mod", "go.sum"} {
 		data, err := os.ReadFile(filepath.Join(checkout, f))
@@ -244,32 +242,28 @@ func writeRoot(checkout, root string) error {
 	return writeFile(filepath.Join(root, "cmd", "effectserver", "main.go"), []byte(standInServer))
 }
 
-// setupMade are the names, at any depth of a target folder, that its setup
-// makes or that are not the target's: left out of the fixture, as the
-// folder's digest leaves them out.
-var setupMade = []string{"node_modules", target.SetupMarker, target.SetupLock, ".git"}
-
-// copyTargets copies the regular files of the targets folder from to to,
-// but setupMade.
+// copyTargets copies the shipped target folders as the runner digests them:
+// every regular file, node_modules, .git and the setup marker left out.
 func copyTargets(from, to string) error {
 	return filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if slices.Contains(setupMade, d.Name()) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
+		name := d.Name()
+		if d.IsDir() && (name == "node_modules" || name == ".git") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || strings.HasPrefix(name, ".idemlab-setup") {
 			return nil
 		}
-		rel, err := filepath.Rel(from, p)
-		if err != nil || d.IsDir() || !d.Type().IsRegular() {
-			return err
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s: not a regular file", p)
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return err
 		}
+		rel, _ := filepath.Rel(from, p)
 		return writeFile(filepath.Join(to, rel), data)
 	})
 }
@@ -320,16 +314,22 @@ var CommitEnv = []string{
 	"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
 }
 
-// CommitPaths are what the commit holds: the root's source files (the
-// shipped targets' folders among them).
-var CommitPaths = []string{"go.mod", "go.sum", "cases", "schema", "internal", "cmd", "targets"}
+// CommitPaths are what the commit holds: the root's source files (those
+// the root has).
+var CommitPaths = []string{"go.mod", "go.sum", "cases", "schema", "targets", "internal", "cmd"}
 
 // Commit makes root a git repository whose one commit holds CommitPaths
 // (git init; git add; git commit -m fixture, with CommitEnv) and returns
 // the commit's hash.
 func Commit(root string) (string, error) {
 	env := append(os.Environ(), CommitEnv...)
-	for _, args := range [][]string{{"init", "-q"}, append([]string{"add", "--"}, CommitPaths...),
+	var paths []string
+	for _, p := range CommitPaths {
+		if _, err := os.Lstat(filepath.Join(root, p)); err == nil {
+			paths = append(paths, p)
+		}
+	}
+	for _, args := range [][]string{{"init", "-q"}, append([]string{"add", "--"}, paths...),
 		{"commit", "-q", "--no-gpg-sign", "--no-verify", "-m", "fixture"}} {
 		cmd := exec.Command("git", args...)
 		cmd.Dir, cmd.Env = root, env

@@ -178,13 +178,10 @@ func readBlobs(dir string, ids []string) ([]string, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	// On an early return git may still be writing answers nobody reads:
-	// kill it, or Wait would wait for ever.
-	done := false
+	// On every return git is stopped first: one that is still writing an
+	// answer nobody reads would never exit, and Wait never return.
 	defer func() {
-		if !done {
-			cmd.Process.Kill()
-		}
+		cmd.Process.Kill()
 		cmd.Wait()
 	}()
 	r := bufio.NewReader(stdout)
@@ -208,6 +205,5 @@ func readBlobs(dir string, ids []string) ([]string, error) {
 		}
 		out = append(out, SourceHash(data[:size]))
 	}
-	done = true
 	return out, nil
 }
