@@ -363,14 +363,14 @@ func (r Result) WriteText(w io.Writer) error {
 			faults = append(faults, fmt.Sprintf("%s %d", k, c))
 		}
 	}
-	_, err := fmt.Fprintf(w, `chaos on %s: seed %d, %d replicas, %d clients, %d ms%s
+	_, err := fmt.Fprintf(w, `chaos on %s: seed %d, %s, %s, %d ms%s
   intents %d, attempts %d (chaos %d, quiet %d), ok %d, fail %d, info %d
   faults sent %d (%s)
   kills %d of %d planned (%d skipped), fault kills %d, crash exits %d, restarts %d, start failures %d
   applied once %d, duplicates %d, lost acks %d, stuck %d, unresolved after chaos %d
   latency of ok attempts p50 %.1f ms, p99 %.1f ms
   verdict: %s
-`, what, r.Seed, p.Replicas, p.Clients, p.DurationMS, note,
+`, what, r.Seed, svgCount(p.Replicas, "replica"), svgCount(p.Clients, "client"), p.DurationMS, note,
 		n.Intents, n.Attempts, n.ChaosAttempts, n.QuietAttempts, n.OK, n.Fail, n.Info,
 		n.FaultedAttempts, strings.Join(faults, ", "),
 		n.Kills, n.PlannedKills, n.KillsSkipped, n.FaultKills, n.CrashExits, n.Restarts, n.StartFailures,
