@@ -46,6 +46,13 @@ type Manifest struct {
 	ServerBuild *labbuild.Recipe `json:"server_build,omitempty"`
 	Protocol    Protocol         `json:"protocol"`
 	Selection   Selection        `json:"selection"`
+	// Flags are the runner's experiment knobs (and -seed) that this run
+	// set away from their defaults, by flag name (no dash), each as the
+	// flag takes it ("duration": "1s"): the audit pins every experiment
+	// parameter to its default unless a flag here changed it, and audit
+	// -reproduce passes them to the runner again. Empty for a run on the
+	// defaults; never -out, -pg-dsn or any flag that is not a knob.
+	Flags map[string]string `json:"flags"`
 	// PostgresVersion is the version of the PostgreSQL the postgres store
 	// ran on; empty (and absent) when it did not run. It is here, not in
 	// results.json, which holds nothing of the machine.

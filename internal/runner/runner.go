@@ -287,7 +287,8 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}
 	git := evidence.GitState(o.Root)
-	in := evidence.ManifestInput{Root: o.Root, Git: git, Protocol: cfg.Protocol, ServerSHA: server.SHA256, ServerBuild: server.Recipe, Postgres: postgresVersion, Unsafe: o.Unsafe}
+	in := evidence.ManifestInput{Root: o.Root, Git: git, Protocol: cfg.Protocol, ServerSHA: server.SHA256, ServerBuild: server.Recipe, Postgres: postgresVersion, Unsafe: o.Unsafe,
+		Flags: o.RecordedFlags(runExperiments)}
 	var files []evidence.File
 	tests := evidence.Tests{}
 	var grid *evidence.Grid
