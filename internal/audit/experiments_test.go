@@ -117,7 +117,7 @@ func TestAuditExperiments(t *testing.T) {
 				os.Remove(f.path("evidence/run.json"))
 				os.Remove(f.path("evidence/REPORT.md"))
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
-					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "experiments": []string{"jitter"}}
+					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "targets": []string{}, "experiments": []string{"jitter"}}
 				})
 				os.Remove(f.path("evidence/retries.json"))
 				f.rehash(t)
@@ -130,7 +130,7 @@ func TestAuditExperiments(t *testing.T) {
 					os.Remove(f.path("evidence/" + n))
 				}
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
-					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "experiments": []string{"retries", "jitter"}}
+					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "targets": []string{}, "experiments": []string{"retries", "jitter"}}
 				})
 				f.rehash(t)
 			},
@@ -143,7 +143,7 @@ func TestAuditExperiments(t *testing.T) {
 					os.Remove(f.path("evidence/" + n))
 				}
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
-					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "experiments": []string{"retries", "jitter"}}
+					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "targets": []string{}, "experiments": []string{"retries", "jitter"}}
 				})
 				f.rehash(t)
 			},
@@ -157,7 +157,7 @@ func TestAuditExperiments(t *testing.T) {
 					os.Remove(f.path("evidence/" + n))
 				}
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
-					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "experiments": []string{"retries"}}
+					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "targets": []string{}, "experiments": []string{"retries"}}
 				})
 				f.rehash(t)
 			},
@@ -173,7 +173,7 @@ func TestAuditExperiments(t *testing.T) {
 				os.Remove(f.path("evidence/retries.json"))
 				os.Remove(f.path("evidence/jitter.json"))
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
-					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "experiments": []string{}}
+					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "targets": []string{}, "experiments": []string{}}
 				})
 				f.rehash(t)
 			},

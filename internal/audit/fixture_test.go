@@ -75,7 +75,9 @@ func newFixture(t *testing.T) *fixture {
 			"default_body": "add-one", "capacity": 64, "max_body": 4096, "wait_ms": 5000,
 			"slow_ms": 120, "crash_exit_code": 23, "client_timeout_ms": 5000,
 		},
-		"selection": map[string]any{"cases": f.caseNames(t), "stores": []string{"volatile"}, "experiments": []string{}},
+		"selection": map[string]any{"cases": f.caseNames(t), "stores": []string{"volatile"}, "targets": []string{}, "experiments": []string{}},
+		"flags":     map[string]string{},
+		"targets":   []any{},
 		"sources":   map[string]string{},
 		"files":     map[string]string{},
 	})
