@@ -87,6 +87,12 @@ type Report struct {
 	Experiments []string  `json:"experiments"` // experiment files checked, by experiment name
 	Subset      []string  `json:"subset"`      // how the evidence or the audit covers less than everything, e.g. "stores: volatile only"
 	Notes       []string  `json:"notes"`
+
+	// What the checks that ran proved (claims.go): re-derived,
+	// consistency-checked, and named as not checked here.
+	Rederived  []Claim `json:"rederived"`
+	Consistent []Claim `json:"consistency_checked"`
+	NotChecked []Claim `json:"not_checked"`
 }
 
 // Audit checks the evidence folder against the checkout. It returns an
@@ -127,9 +133,11 @@ func Audit(opts Options) (*Report, error) {
 		allCases: cases,
 		manifest: manifest,
 		data:     map[string][]byte{},
-		report:   &Report{Failures: []Failure{}, Notes: []string{}, Experiments: []string{}, Subset: []string{}},
+		report: &Report{Failures: []Failure{}, Notes: []string{}, Experiments: []string{}, Subset: []string{},
+			Rederived: []Claim{}, Consistent: []Claim{}, NotChecked: []Claim{}},
 	}
 	a.manifestSchema(mv)
+	a.readFlags() // params.go
 	a.selectRuns()
 	a.checkFiles()
 	a.checkSources()
@@ -145,6 +153,9 @@ func Audit(opts Options) (*Report, error) {
 			runs := a.checkRunSet(results)
 			a.checkExpectations(runs)
 			a.checkCalls(runs)
+			if len(runs) > 0 {
+				a.claim("results")
+			}
 			a.checkObservedProtocol(runs)
 			a.checkRunFile(results)
 			a.checkReportFile(results)
@@ -154,6 +165,7 @@ func Audit(opts Options) (*Report, error) {
 	}
 	a.checkExperiments()
 	a.checkStatement() // statement.go
+	a.unchecked()      // claims.go
 	if len(a.selCases) == 0 && len(a.cases) == 0 {
 		a.note("an experiment-only folder (manifest.json selects no cases): no case runs were required")
 	}
@@ -197,6 +209,9 @@ type auditor struct {
 	listed   map[string]string // manifest.files
 	data     map[string][]byte // evidence files read (whatever their hash)
 	runDoc   map[string]any    // run.json, when schema-valid
+
+	flagValues    map[string]int64 // the knobs manifest.flags records, by parameter (params.go)
+	skippedClaims []string         // retries claims a recorded knob moved away from the design's (retries_claims.go)
 
 	selCases  []*Case  // manifest.selection.cases that name a case file
 	selStores []string // manifest.selection.stores

@@ -272,8 +272,22 @@ func (a *auditor) checkChaosRun(store string, run map[string]any, crashCode int6
 		a.chaosFail(store, "parameters.replicas", "%s: store %s: parameters.replicas: expected %d (the history's), observed %d", ChaosFile, store, hist.replicas, r)
 	}
 	c := hist.check(crashCode)
+	a.checkChaosParams(store, run)
+	a.checkSeed(CheckChaos, store, ChaosFile, "store "+store+": ", run["seed"])
+	params := mapOf(run, "parameters")
+	capped := mapOf(run, "capped")
+	hist.checkConsistency(store, chaosRunParams{ // chaos_consistency.go
+		durationMS: number(params["duration_ms"]), killEveryMS: number(params["kill_every_ms"]),
+		maxAttempts: number(params["max_attempts"]), quietAttempts: number(params["quiet_attempts"]),
+		cappedIntents: capped["intents"] == true, cappedAttmpt: capped["history"] == true,
+	})
+	a.reportChaosIssues(store, name, hist.issues)
+	a.claim("chaos_schedule")
+	a.claim("chaos_history")
 
 	// Every violation of a promised rule, named by intent.
+	a.claim("chaos_promises")
+	a.claim("chaos_verdict")
 	for _, rule := range chaosRules {
 		if !chaosPromised(store, rule) {
 			continue
@@ -378,6 +392,41 @@ func (a *auditor) checkChaosRun(store string, run map[string]any, crashCode int6
 	}
 }
 
+// checkChaosParams checks a run's parameters: each the design's
+// (chaosParams), or what manifest.flags records for its knob (params.go).
+func (a *auditor) checkChaosParams(store string, run map[string]any) {
+	a.claim("params")
+	params := mapOf(run, "parameters")
+	for _, p := range chaosParams {
+		a.check()
+		want, src := a.expected(p.name, p.value)
+		if got := render(params[p.name]); got != fmt.Sprint(want) {
+			a.fail(Failure{Check: CheckChaos, Store: store, Field: "parameters." + p.name, Expected: fmt.Sprint(want), Observed: got,
+				Message: fmt.Sprintf("%s: store %s: parameters.%s: expected %d (%s), observed %s", ChaosFile, store, p.name, want, src, got)})
+		}
+	}
+}
+
+// reportChaosIssues reports the history's consistency issues, at most
+// maxChaosLines of each kind and a count of the rest.
+func (a *auditor) reportChaosIssues(store, name string, issues []chaosIssue) {
+	for _, rule := range chaosIssueRules {
+		a.check()
+		var shown int
+		for _, is := range issues {
+			if is.rule != rule {
+				continue
+			}
+			if shown++; shown <= maxChaosLines {
+				a.fail(Failure{Check: CheckChaos, Store: store, Field: "history." + rule, Message: fmt.Sprintf("%s: %s", name, is.text)})
+			}
+		}
+		if shown > maxChaosLines {
+			a.chaosFail(store, "history."+rule, "%s: %d more like these (%s)", name, shown-maxChaosLines, rule)
+		}
+	}
+}
+
 func clipS(s string) string {
 	if s == "" {
 		return `""`
@@ -403,11 +452,24 @@ type chaosHistory struct {
 	events                                                          []chaosEvent
 
 	places []chaosPlace
+
+	// What the consistency checks keep (chaos_consistency.go).
+	sched             chaosSchedule
+	firstAttemptStart int64 // -1 before the first attempt
+	issues            []chaosIssue
 }
 
 type chaosIntent struct {
 	key, sha string
 	acked    bool
+
+	// The intent's attempts so far, in order (chaos_consistency.go).
+	next      int64           // the number its next attempt must carry
+	lastEnd   int64           // the end of its last attempt
+	lastPhase string          // the phase of its last attempt ("" before the first)
+	chaosN    int64           // chaos-phase attempts
+	quietN    int64           // quiet-phase attempts
+	applyable map[int64]int64 // per replica, the attempts that may have applied it (no reply, or a 200 not replayed)
 }
 
 type chaosAck struct {
@@ -415,11 +477,13 @@ type chaosAck struct {
 	start, end               int64
 	value                    string
 	replayed                 *bool
+	earlier                  []int64 // a replayed reply's: the replicas of the intent's earlier attempts without a reply
 }
 
 type chaosEvent struct {
 	kind          string
 	replica, code int64
+	at            int64
 }
 
 type chaosPlace struct {
@@ -503,7 +567,8 @@ type jsonNumber = json.Number
 // range; the header's counts equal the lines. An error names the line.
 func readChaosHistory(r io.Reader) (*chaosHistory, error) {
 	br := bufio.NewReaderSize(r, maxHistoryLine)
-	h := &chaosHistory{intents: map[int64]*chaosIntent{}, bySHA: map[string]int64{}, faults: map[string]int64{}, quietIntents: map[int64]bool{}}
+	h := &chaosHistory{intents: map[int64]*chaosIntent{}, bySHA: map[string]int64{}, faults: map[string]int64{}, quietIntents: map[int64]bool{},
+		firstAttemptStart: -1}
 	var (
 		no                            int
 		hdrAttempts, hdrEvents, hdrPl int64
@@ -580,6 +645,7 @@ func readChaosHistory(r io.Reader) (*chaosHistory, error) {
 				l.failf("seed: want an integer")
 			}
 			h.replicas = int(l.int("replicas", 1, 1000))
+			h.sched = chaosSchedule{seed: h.seed, replicas: h.replicas}
 			hdrAttempts = l.int("attempts", 0, maxInt)
 			hdrEvents = l.int("server_events", 0, maxInt)
 			hdrPl = l.int("places", 0, 1000)
@@ -602,7 +668,7 @@ func readChaosHistory(r io.Reader) (*chaosHistory, error) {
 				l.failf("at_us %d: before the line above (%d µs): lines must be in time order", at, lastTime)
 			}
 			lastTime = at
-			h.events = append(h.events, chaosEvent{kind, rep, code})
+			h.events = append(h.events, chaosEvent{kind, rep, code, at})
 		case "place":
 			if effectsLeft != 0 {
 				return nil, fmt.Errorf("line %d: place line while %d effect lines of the place above are missing", no, effectsLeft)
@@ -729,12 +795,14 @@ func (h *chaosHistory) attempt(l *lineReader, lastTime *int64) {
 		if other, dup := h.bySHA[sha]; dup {
 			l.failf("intent %d: body_sha256 of intent %d (each intent has its own body)", n, other)
 		}
-		in = &chaosIntent{key: key, sha: sha}
+		in = &chaosIntent{key: key, sha: sha, applyable: map[int64]int64{}}
 		h.intents[n] = in
 		h.bySHA[sha] = n
 	} else if in.key != key || in.sha != sha {
 		l.failf("intent %d: key or body_sha256 differs from its first attempt", n)
 	}
+	earlier := h.attemptInOrder(l.no, n, in, chaosLine{replica: rep, attempt: att, phase: phase, start: start, end: end,
+		fault: fault, typ: typ, replayed: replayed}) // chaos_consistency.go
 	h.attempts++
 	if phase == "quiet" {
 		h.quietAttempts++
@@ -747,7 +815,7 @@ func (h *chaosHistory) attempt(l *lineReader, lastTime *int64) {
 		h.ok++
 		h.latencies = append(h.latencies, end-start)
 		in.acked = true
-		h.acks = append(h.acks, chaosAck{n, att, rep, start, end, value, replayed})
+		h.acks = append(h.acks, chaosAck{n, att, rep, start, end, value, replayed, earlier})
 	case "fail":
 		h.fail++
 	default:

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 )
 
 // requiredFiles returns the files the selection makes the runner write:
@@ -27,16 +29,44 @@ func (a *auditor) requiredFiles() []string {
 	return out
 }
 
+// writtenFiles are the files the runner writes for the selection (besides
+// the manifest and the statement, which are never listed): the case
+// suite's for case runs on stores, the targets' for runs on targets, each
+// selected experiment's (the chaos experiment's history of any store).
+// A listed file outside them is no evidence the runner made, whatever it
+// says: a NOTES.md claiming "no duplicates" fails.
+func (a *auditor) writtenFiles() []string {
+	out := a.requiredFiles()
+	sel, _ := a.manifest["selection"].(map[string]any)
+	if len(stringList(sel, "targets")) > 0 {
+		out = append(out, TargetFiles...)
+	}
+	if slices.Contains(stringList(sel, "experiments"), "chaos") {
+		for _, s := range StoreOrder {
+			out = append(out, chaosHistoryFile(s))
+		}
+	}
+	return out
+}
+
+// TargetFiles are the files a run on targets writes.
+var TargetFiles = []string{"targets.json", "TARGETS.md"}
+
 // checkFiles verifies manifest.files against the evidence folder: every
-// listed file is a regular file inside the folder (no symlink, FIFO or
-// device; never followed), within its size cap, with the SHA-256 of its
-// exact bytes; every file the selection implies is listed; and every
-// entry of the folder but manifest.json is a listed regular file. The
-// bytes read are kept for the other checks, whatever their hash.
+// listed file is one the runner writes for the selection (writtenFiles),
+// a regular file inside the folder (no symlink, FIFO or device; never
+// followed), within its size cap, with the SHA-256 of its exact bytes;
+// every file the selection implies is listed; and every entry of the
+// folder but manifest.json is a listed regular file. The bytes read are
+// kept for the other checks, whatever their hash.
 func (a *auditor) checkFiles() {
 	a.listed = stringMap(a.manifest, "files")
+	written := a.writtenFiles()
 	for _, p := range sortedKeys(a.listed) {
 		a.check()
+		if cleanRel(p) && !slices.Contains(written, p) && !a.otherExperimentFile(p) {
+			a.failf(CheckFile, "file %s: listed in the manifest, but the runner writes no such file for this selection (it writes %s): not evidence", p, strings.Join(written, ", "))
+		}
 		if a.isStreamed(p) { // a chaos history: hashed as a stream (chaos.go)
 			continue
 		}
@@ -93,6 +123,7 @@ func (a *auditor) checkFiles() {
 		}
 	}
 	walk(a.opts.Evidence, "")
+	a.claim("files")
 }
 
 // evidenceFile returns the bytes of an evidence file read by checkFiles;
@@ -106,4 +137,19 @@ func (a *auditor) evidenceFile(name string) ([]byte, bool) {
 func (a *auditor) isListed(name string) bool {
 	_, ok := a.listed[name]
 	return ok
+}
+
+// otherExperimentFile reports whether p is a file of an experiment the
+// selection does not run: the experiment checks fail it, naming the
+// selection (experiments.go, chaos.go), so the file check does not.
+func (a *auditor) otherExperimentFile(p string) bool {
+	if chaosHistoryName.MatchString(p) {
+		return true
+	}
+	return slices.ContainsFunc(experiments, func(e struct {
+		name  string
+		files []string
+	}) bool {
+		return slices.Contains(e.files, p)
+	})
 }

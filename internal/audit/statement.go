@@ -64,6 +64,7 @@ func (a *auditor) checkStatement() {
 	pred := mapOf(st, "predicate")
 	a.statementTests(pred)
 	a.statementConfiguration(pred)
+	a.claim("statement")
 }
 
 func (a *auditor) statementFail(field, format string, args ...any) {
