@@ -138,12 +138,17 @@ type folder struct {
 
 // folders are the fixture's evidence folders, as the goldens use them.
 var folders = []folder{
-	{"evidence", func(o *runner.Options) {}},
+	{"evidence", func(o *runner.Options) { o.SignKey = filepath.Join(o.Root, filepath.FromSlash(SignKey)) }},
 	{"volatile", func(o *runner.Options) {
 		o.Stores, o.PostgresAsked, o.Experiment = []protocol.Store{protocol.Volatile}, false, runner.None
 	}},
 	{"chaos", func(o *runner.Options) { o.Experiment = runner.Chaos }},
 }
+
+// SignKey is the throwaway key the fixture's evidence/ folder is signed
+// with (runner -sign), relative to the checkout: the goldens verify the
+// signature with cmd/audit/testdata/fixture/keys/test_ed25519.pub.
+const SignKey = "internal/evidence/testdata/keys/test_ed25519"
 
 // regenerate writes the fixture into out.
 func regenerate(ctx context.Context, checkout, out string, tries int, log io.Writer) error {
@@ -180,7 +185,7 @@ func regenerate(ctx context.Context, checkout, out string, tries int, log io.Wri
 		if err := runRunner(ctx, checkout, dir, f, tries, log); err != nil {
 			return err
 		}
-		fix := fixup{commit: commit, sources: sources, server: server}
+		fix := fixup{commit: commit, sources: sources, server: server, signKey: filepath.Join(checkout, filepath.FromSlash(SignKey))}
 		if err := fix.rewrite(dir, schemas); err != nil {
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
@@ -315,6 +320,7 @@ type fixup struct {
 	commit  string
 	sources map[string]string
 	server  labbuild.Binary
+	signKey string // the key a signed folder's envelope is signed again with
 }
 
 // rewrite rewrites dir's manifest.json to describe the fixture's root and
@@ -359,7 +365,27 @@ func (f fixup) rewrite(dir string, schemas *schemacheck.Set) error {
 	if err := os.WriteFile(name, mb, 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, evidence.StatementName), sb, 0o644)
+	if err := os.WriteFile(filepath.Join(dir, evidence.StatementName), sb, 0o644); err != nil {
+		return err
+	}
+	// A signed folder's envelope signs the statement: sign the new one.
+	env := filepath.Join(dir, evidence.EnvelopeName)
+	if _, err := os.Stat(env); err != nil {
+		return nil
+	}
+	key, err := os.ReadFile(f.signKey)
+	if err != nil {
+		return err
+	}
+	signer, err := evidence.ParseSigningKey(key)
+	if err != nil {
+		return err
+	}
+	eb, err := signer.Envelope(sb)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(env, eb, 0o644)
 }
 
 // statementTests reads the passed and failed tests of the runner's

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"crypto/ed25519"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,9 @@ type Options struct {
 	AllowDirty    bool // accept evidence from a checkout with uncommitted changes
 	AllowMutation bool // accept a mutation run (manifest.unsafe_registry)
 	Rebuild       bool // rebuild cmd/effectserver and compare its SHA-256 with server_sha256
+	// VerifyKey, when set, is an ed25519 public key file: the statement
+	// must be signed with its private key (dsse.go).
+	VerifyKey string
 }
 
 // A Check names a group of checks; every Failure carries one.
@@ -114,6 +118,13 @@ func Audit(opts Options) (*Report, error) {
 	if err := checkDir("evidence folder", opts.Evidence); err != nil {
 		return nil, err
 	}
+	var verifyKey ed25519.PublicKey
+	var verifyKeyID string
+	if opts.VerifyKey != "" {
+		if verifyKey, verifyKeyID, err = readPublicKey(opts.VerifyKey); err != nil {
+			return nil, err
+		}
+	}
 	manifestPath := filepath.Join(opts.Evidence, "manifest.json")
 	data, err := readInside(opts.Evidence, "manifest.json", CapManifest)
 	if err != nil {
@@ -133,6 +144,8 @@ func Audit(opts Options) (*Report, error) {
 		allCases: cases,
 		manifest: manifest,
 		data:     map[string][]byte{},
+
+		verifyKey: verifyKey, verifyKeyID: verifyKeyID,
 		report: &Report{Failures: []Failure{}, Notes: []string{}, Experiments: []string{}, Subset: []string{},
 			Rederived: []Claim{}, Consistent: []Claim{}, NotChecked: []Claim{}},
 	}
@@ -164,8 +177,9 @@ func Audit(opts Options) (*Report, error) {
 		a.failf(CheckRunSet, "manifest.json: selection.cases: empty, but manifest.files lists results.json")
 	}
 	a.checkExperiments()
-	a.checkStatement() // statement.go
-	a.unchecked()      // claims.go
+	a.checkStatement()            // statement.go
+	a.checkSignature(a.statement) // dsse.go
+	a.unchecked()                 // claims.go
 	if len(a.selCases) == 0 && len(a.cases) == 0 {
 		a.note("an experiment-only folder (manifest.json selects no cases): no case runs were required")
 	}
@@ -212,6 +226,9 @@ type auditor struct {
 
 	flagValues    map[string]int64 // the knobs manifest.flags records, by parameter (params.go)
 	skippedClaims []string         // retries claims a recorded knob moved away from the design's (retries_claims.go)
+	statement     []byte           // statement.intoto.json, when read
+	verifyKey     ed25519.PublicKey
+	verifyKeyID   string // its fingerprint
 
 	selCases  []*Case  // manifest.selection.cases that name a case file
 	selStores []string // manifest.selection.stores

@@ -117,7 +117,7 @@ func (a *auditor) checkFiles() {
 				if !listed {
 					a.failf(CheckFile, "file %s: %v", rel, errNotRegular)
 				}
-			case !listed && rel != "manifest.json" && rel != StatementFile: // the statement lists the manifest (statement.go)
+			case !listed && rel != "manifest.json" && rel != StatementFile && rel != EnvelopeFile: // the statement lists the manifest (statement.go), the envelope signs the statement (dsse.go)
 				a.failf(CheckFile, "file %s: not listed in the manifest", rel)
 			}
 		}

@@ -42,6 +42,7 @@ func (a *auditor) checkStatement() {
 		a.failf(CheckFile, "file %s: %v", StatementFile, unwrapPath(err))
 		return
 	}
+	a.statement = data
 	schema, err := loadSchema(a.opts.Root, "statement")
 	if err != nil {
 		a.statementFail("", "%s: cannot check: %v", StatementFile, err)

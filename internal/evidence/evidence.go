@@ -178,6 +178,12 @@ func probeWritable(folder, out string) error {
 // manifest (last) into dir. Files from an earlier run that this run does not
 // write are removed, so the folder lists exactly what the manifest lists.
 func Write(dir string, schemas *schemacheck.Set, files []File, m Manifest, tests Tests) error {
+	return WriteSigned(dir, schemas, files, m, tests, nil)
+}
+
+// WriteSigned is Write, and with a signer it also writes the statement's
+// DSSE envelope (EnvelopeName), last.
+func WriteSigned(dir string, schemas *schemacheck.Set, files []File, m Manifest, tests Tests, signer *Signer) error {
 	m.Files = map[string]string{}
 	for _, f := range files {
 		if f.Schema != "" {
@@ -201,6 +207,12 @@ func Write(dir string, schemas *schemacheck.Set, files []File, m Manifest, tests
 	if err := schemas.Validate("statement.schema.json", sb); err != nil {
 		return fmt.Errorf("evidence %s does not satisfy statement.schema.json: %w", StatementName, err)
 	}
+	var env []byte
+	if signer != nil {
+		if env, err = signer.Envelope(sb); err != nil {
+			return err
+		}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("make evidence folder: %w", err)
 	}
@@ -209,8 +221,10 @@ func Write(dir string, schemas *schemacheck.Set, files []File, m Manifest, tests
 	if err := os.Remove(filepath.Join(dir, ManifestName)); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("remove old manifest: %w", err)
 	}
-	if err := os.Remove(filepath.Join(dir, StatementName)); err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("remove old statement: %w", err)
+	for _, name := range []string{StatementName, EnvelopeName} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("remove old %s: %w", name, err)
+		}
 	}
 	if err := removeUnlisted(dir, m.Files); err != nil {
 		return err
@@ -223,7 +237,13 @@ func Write(dir string, schemas *schemacheck.Set, files []File, m Manifest, tests
 	if err := writeAtomic(filepath.Join(dir, ManifestName), mb); err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, StatementName), sb)
+	if err := writeAtomic(filepath.Join(dir, StatementName), sb); err != nil {
+		return err
+	}
+	if env == nil {
+		return nil
+	}
+	return writeAtomic(filepath.Join(dir, EnvelopeName), env)
 }
 
 func removeUnlisted(dir string, listed map[string]string) error {

@@ -63,6 +63,10 @@ type Options struct {
 	// target, and with Targets set the cases run on no store unless
 	// StoresGiven.
 	Targets []string
+	// SignKey, when set, is an ed25519 private key file (OpenSSH without
+	// a passphrase, or PKCS #8 PEM): the statement is then also written
+	// as a signed DSSE envelope (evidence.EnvelopeName).
+	SignKey string
 	Stdout  io.Writer
 	Stderr  io.Writer
 }
@@ -182,7 +186,7 @@ func ParseStores(flag string) ([]protocol.Store, error) {
 
 // evidenceNames are the files the runner may write into the evidence folder.
 func evidenceNames() []string {
-	return append([]string{evidence.ResultsName, evidence.RunName, evidence.ReportName, evidence.ManifestName, evidence.StatementName,
+	return append([]string{evidence.ResultsName, evidence.RunName, evidence.ReportName, evidence.ManifestName, evidence.StatementName, evidence.EnvelopeName,
 		evidence.TargetsName, evidence.TargetsReportName}, experimentFiles()...)
 }
 
@@ -239,6 +243,16 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	if err := evidence.CheckOutsideSources(o.Root, o.Out); err != nil {
 		return &UsageError{err}
+	}
+	var signer *evidence.Signer
+	if o.SignKey != "" {
+		data, err := safefile.Read(o.SignKey, evidence.MaxKeyFile)
+		if err != nil {
+			return &UsageError{fmt.Errorf("-sign %s: %w", o.SignKey, err)}
+		}
+		if signer, err = evidence.ParseSigningKey(data); err != nil {
+			return &UsageError{fmt.Errorf("-sign %s: %w", o.SignKey, err)}
+		}
 	}
 	var targets []*target.Target
 	if o.onTargets(runSuite) {
@@ -352,7 +366,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := evidence.Write(o.Out, schemas, files, m, tests); err != nil {
+	if err := evidence.WriteSigned(o.Out, schemas, files, m, tests, signer); err != nil {
 		return err
 	}
 	written = true
