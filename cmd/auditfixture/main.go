@@ -138,14 +138,15 @@ type folder struct {
 
 // folders are the fixture's evidence folders, as the goldens use them.
 var folders = []folder{
-	{"evidence", func(o *runner.Options) { o.SignKey = filepath.Join(o.Root, filepath.FromSlash(SignKey)) }},
+	{"evidence", func(o *runner.Options) {}},
 	{"volatile", func(o *runner.Options) {
 		o.Stores, o.PostgresAsked, o.Experiment = []protocol.Store{protocol.Volatile}, false, runner.None
+		o.SignKey = filepath.Join(o.Root, filepath.FromSlash(SignKey))
 	}},
 	{"chaos", func(o *runner.Options) { o.Experiment = runner.Chaos }},
 }
 
-// SignKey is the throwaway key the fixture's evidence/ folder is signed
+// SignKey is the throwaway key the fixture's volatile/ folder is signed
 // with (runner -sign), relative to the checkout: the goldens verify the
 // signature with cmd/audit/testdata/fixture/keys/test_ed25519.pub.
 const SignKey = "internal/evidence/testdata/keys/test_ed25519"

@@ -407,8 +407,12 @@ func (a *auditor) checkChaosParams(store string, run map[string]any) {
 	}
 }
 
+// maxIssueLines bounds the consistency issues of one kind printed per
+// history; the rest are counted in one more line.
+const maxIssueLines = 3
+
 // reportChaosIssues reports the history's consistency issues, at most
-// maxChaosLines of each kind and a count of the rest.
+// maxIssueLines of each kind and a count of the rest.
 func (a *auditor) reportChaosIssues(store, name string, issues []chaosIssue) {
 	for _, rule := range chaosIssueRules {
 		a.check()
@@ -417,12 +421,12 @@ func (a *auditor) reportChaosIssues(store, name string, issues []chaosIssue) {
 			if is.rule != rule {
 				continue
 			}
-			if shown++; shown <= maxChaosLines {
+			if shown++; shown <= maxIssueLines {
 				a.fail(Failure{Check: CheckChaos, Store: store, Field: "history." + rule, Message: fmt.Sprintf("%s: %s", name, is.text)})
 			}
 		}
-		if shown > maxChaosLines {
-			a.chaosFail(store, "history."+rule, "%s: %d more like these (%s)", name, shown-maxChaosLines, rule)
+		if shown > maxIssueLines {
+			a.chaosFail(store, "history."+rule, "%s: %d more like these (%s)", name, shown-maxIssueLines, rule)
 		}
 	}
 }
