@@ -33,7 +33,7 @@ type Signer struct {
 }
 
 // ParseSigningKey reads an ed25519 private key: an OpenSSH private key file
-// without a passphrase (ssh-keygen -t ed25519 -N ”), or a PKCS #8 PEM
+// without a passphrase (ssh-keygen -t ed25519 with an empty one), or a PKCS #8 PEM
 // ("PRIVATE KEY", openssl genpkey -algorithm ed25519). A passphrase, another
 // key type or anything else is an error saying so.
 func ParseSigningKey(data []byte) (*Signer, error) {
