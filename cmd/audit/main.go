@@ -109,8 +109,8 @@ byte for byte; runs 2..N only its non-deterministic experiments (retries,
 chaos). It prints, on each re-observation, whether every claim held again,
 and each recorded count beside the re-observed ones, flagging one far from
 them: outside [min/4 - 5, 4*max + 5] of the re-runs. Each re-run is audited
-again too. With the committed evidence and -runs 3 it takes about four
-minutes on 2 cores.
+again too. On the committed evidence, -runs 3 takes about two minutes on
+2 cores with a warm build cache (docs/evidence-and-audit.md).
 
 %s
 Exit status:

@@ -20,13 +20,14 @@
 // cmd/effectserver/main.go, a stand-in server that audit -rebuild builds.
 // Its evidence folders are evidence/ (runner -duration 1s: every case on
 // every store and every experiment, chaos for 1 s a store), volatile/
-// (runner -store volatile -experiment none) and chaos/ (runner -experiment
-// chaos -duration 1s). In each manifest, sources, source_commit (the commit
-// of the root that Commit makes), source_dirty (false) and server_sha256
-// (the stand-in built with the pinned recipe by package labbuild) describe
-// the fixture's root; each statement is rendered again by
+// (runner -store volatile -experiment none -sign, with the throwaway key
+// SignKey) and chaos/ (runner -experiment chaos -duration 1s). In each
+// manifest, sources, source_commit (the commit of the root that Commit
+// makes), source_dirty (false) and server_sha256 (the stand-in built with
+// the pinned recipe by package labbuild) describe the fixture's root; each statement is rendered again by
 // evidence.Statement from that manifest and the tests the runner's own
-// statement listed. Every other byte is the runner's.
+// statement listed (and a signed folder's envelope signed again). Every
+// other byte is the runner's.
 //
 // Exit status:
 //

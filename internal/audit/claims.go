@@ -63,7 +63,7 @@ var claimDefs = map[string]struct {
 
 	// Consistency-checked.
 	"runfile":        {Consistent, "run.json: the same runs, calls and exit codes as results.json; its times, launch order and addresses consistent"},
-	"retries":        {Consistent, "retries.json: each row's counts add up to the intents and stay within what its parameters allow, and the design's claims hold (never-retry loses some, retry-same-key on the sound registry loses and duplicates none, on record-after-effect duplicates some, ...)"},
+	"retries":        {Consistent, "retries.json: each row's counts add up to the intents and stay within what its parameters allow, and the design's claims hold (never-retry loses at least the intents the seed drops, retry-same-key on the sound registry loses and duplicates none, on record-after-effect duplicates some, ...)"},
 	"chaos_history":  {Consistent, "the chaos histories: each intent's key, body and attempts in order; every effect an intent's body, no more of them than attempts that may have applied it; a reply marked replayed after an earlier attempt and effect at its place; every kill one of the plan, followed by the replica's exit and a restart; a shared store in one place"},
 	"chaos_promises": {Consistent, "the chaos runs: no rule a store promises is broken in its history (no duplicate on durable and postgres, no lost acknowledgement, nothing stuck, acknowledged values in order)"},
 
