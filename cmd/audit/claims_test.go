@@ -26,6 +26,8 @@ var claimForgeries = map[string]struct{ story, line string }{
 	"retries_sent":   {"forge-retries-halved.ct", "retries.json: row never-retry/sound: sent: expected 91 (the intents whose one attempt seed 1 does not drop"},
 	"chaos_schedule": {"forge-chaos-seed.ct", "the schedule of seed 2 says"},
 	"chaos_verdict":  {"forge-chaos-count.ct", "counts.lost_acks: expected 0 (re-derived from chaos-durable.jsonl), observed 1"},
+	"targets_report": {"forge-targets.ct", "TARGETS.md: differs from the audit's own rendering of targets.json"},
+	"targets":        {"forge-targets.ct", "counter: expected 2 (the effects in the sink's journal), observed 1"},
 	"statement":      {"forge-statement-case.ct", "statement.intoto.json: predicate.configuration[1]: expected"},
 	"rebuild":        {"forge-manifest-sha.ct", "manifest.json: server_sha256: does not match a rebuild"},
 	"signature":      {"sign.ct", "no signature verifies with the key of -verify-key"},

@@ -3,10 +3,12 @@
 // git history. It shares no code with the runner that wrote the evidence.
 //
 // Nothing in the evidence is believed because its hash matches: the audit
-// re-derives jitter.json, jitter.svg and REPORT.md and compares them byte
-// for byte, and checks results.json against the case files and the
-// server's reply texts, run.json against results.json, retries.json
-// against the design's parameters and claims, and every manifest field
+// re-derives jitter.json, jitter.svg, REPORT.md and TARGETS.md and
+// compares them byte for byte, and checks results.json against the case
+// files and the server's reply texts, run.json against results.json,
+// targets.json against the case files and the target folders (each run's
+// verdict judged again with the audit's own judge), retries.json against
+// the design's parameters and claims, and every manifest field
 // (protocol constants, source commit and tree, dirtiness, mutation runs,
 // the server's build). It reads only regular files inside the evidence
 // folder and the checkout's source folders, each under a size cap, and
@@ -70,6 +72,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -131,6 +134,9 @@ Exit status:
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(audit.MemoryLimit) // the caps bound what the audit keeps; this, its garbage
+	}
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var (

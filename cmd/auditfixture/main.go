@@ -141,7 +141,7 @@ type folder struct {
 var folders = []folder{
 	{"evidence", func(o *runner.Options) {}},
 	{"volatile", func(o *runner.Options) {
-		o.Stores, o.PostgresAsked, o.Experiment = []protocol.Store{protocol.Volatile}, false, runner.None
+		o.Stores, o.PostgresAsked, o.StoresGiven, o.Experiment = []protocol.Store{protocol.Volatile}, false, true, runner.None
 		o.SignKey = filepath.Join(o.Root, filepath.FromSlash(SignKey))
 	}},
 	{"chaos", func(o *runner.Options) { o.Experiment = runner.Chaos }},
@@ -242,7 +242,45 @@ func writeRoot(checkout, root string) error {
 	if err := writeFile(filepath.Join(root, "internal", "protocol", "protocol.go"), protocolFile()); err != nil {
 		return err
 	}
+	if err := copyTargets(filepath.Join(checkout, TargetsDir), filepath.Join(root, TargetsDir)); err != nil {
+		return err
+	}
 	return writeFile(filepath.Join(root, "cmd", "effectserver", "main.go"), []byte(standInServer))
+}
+
+// TargetsDir holds the shipped targets: the fixture's root has a copy of
+// each target folder's digested files (no node_modules, no setup marker),
+// which the audit re-reads for the runs on targets (their target.json,
+// digest and lock file).
+const TargetsDir = "targets"
+
+// copyTargets copies the target folders of from into to, leaving out what
+// a target's digest leaves out: node_modules, the setup marker and its
+// lock, .git.
+func copyTargets(from, to string) error {
+	return filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if slices.Contains([]string{"node_modules", ".idemlab-setup", ".idemlab-setup.lock", ".git"}, d.Name()) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		rel, err := filepath.Rel(from, p)
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s: not a regular file", p)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return writeFile(filepath.Join(to, rel), data)
+	})
 }
 
 // standInServer is the fixture's cmd/effectserver: what audit -rebuild
@@ -292,7 +330,7 @@ var CommitEnv = []string{
 }
 
 // CommitPaths are what the commit holds: the root's source files.
-var CommitPaths = []string{"go.mod", "go.sum", "cases", "schema", "internal", "cmd"}
+var CommitPaths = []string{"go.mod", "go.sum", "cases", "schema", "internal", "cmd", TargetsDir}
 
 // Commit makes root a git repository whose one commit holds CommitPaths
 // (git init; git add; git commit -m fixture, with CommitEnv) and returns

@@ -124,7 +124,7 @@ var groups = []struct {
 func newFlags(o *runner.Options) *flag.FlagSet {
 	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported by run, help by -h
-	fs.StringVar(&o.Out, "out", "evidence", "write the evidence into the folder `DIR`; it may hold only files the runner writes, and may be neither the checkout itself nor inside its sources (cases/, schema/, cmd/, internal/)")
+	fs.StringVar(&o.Out, "out", "", "write the evidence into the folder `DIR` (-out evidence regenerates the committed evidence); it may hold only files the runner writes, and may be neither the checkout itself nor inside its sources (cases/, schema/, cmd/, internal/, targets/). Without -out the runner writes a fresh folder out/run-TIME (git-ignored) and ends by comparing it with the committed evidence/")
 	o.Stores = protocol.Stores
 	fs.Var(&value{s: "all", set: func(s string) (err error) {
 		o.Stores, err = runner.ParseStores(s)

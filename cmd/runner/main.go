@@ -5,18 +5,24 @@
 // keyed by their sources (or takes a prebuilt server with -server), starts a
 // throwaway PostgreSQL for the postgres store when it is selected, runs every
 // (case, store) pair in parallel on fresh servers (one per replica) and fresh
-// state each, prints one line per finished run and a summary table, writes
-// results.json, run.json, REPORT.md and manifest.json, then runs audit as a
-// separate process and exits with its verdict. Run it from the root of the
-// idemlab checkout.
+// state each, then every case on every shipped target (services the lab did
+// not write, between its fault proxy and its effect sink: docs/targets.md),
+// prints one line per finished run and a summary table, writes the evidence,
+// then runs audit as a separate process and exits with its verdict. Run it
+// from the root of the idemlab checkout.
 //
-// A plain run also runs both retry experiments (retries, jitter) and adds
-// their files to the evidence; -case runs one case and no experiment,
-// -experiment one experiment and no case.
+// Without -out it writes a fresh, git-ignored folder out/run-TIME and ends
+// by comparing it with the committed evidence/ (audit -compare): the
+// deterministic files must be identical; -out evidence regenerates the
+// committed evidence. A plain run also runs the experiments (retries,
+// jitter, chaos); -case runs one case and no experiment, -experiment one
+// experiment and no case, -target the cases on one target (or a folder of
+// your own service) and on no store.
 //
 // Usage:
 //
 //	runner [-out DIR] [-store NAME] [-case NAME] [-server PATH] [-pg-dsn URL]
+//	runner -target NAME|DIR [-target ...] [-case NAME] [-out DIR]
 //	runner -experiment retries [-seed N] [-intents N] [-drop-percent N]
 //	       [-timeout-ms N] [-attempts N] [-workers N] [-deadline-ms N]
 //	runner -experiment chaos [-store NAME] [-seed N] [-duration D] [-clients N] [-replicas N]
@@ -29,7 +35,8 @@
 // Exit status:
 //
 //	0  the audit passed
-//	1  the audit failed
+//	1  the audit failed, or a run without -out differs from the committed
+//	   evidence in a deterministic file
 //	2  usage: a bad flag or a value outside its bound, a malformed case file,
 //	   an unknown case, store, experiment or unsafe registry, a bad -out
 //	3  the lab itself broke (a build failed, a server never became ready,
@@ -55,6 +62,7 @@ import (
 )
 
 const usageHead = `usage: runner [-out DIR] [-store NAME] [-case NAME] [-server PATH] [-pg-dsn URL]
+       runner -target NAME|DIR [-target ...] [-case NAME] [-out DIR]
        runner -experiment retries [-seed N] [-intents N] [-drop-percent N]
               [-timeout-ms N] [-attempts N] [-workers N] [-deadline-ms N]
        runner -experiment chaos [-store NAME] [-seed N] [-duration D] [-clients N] [-replicas N]
@@ -76,7 +84,8 @@ and says so. Every flag and case file field has a stated bound
 const exitStatus = `
 Exit status:
   0  the audit passed
-  1  the audit failed
+  1  the audit failed, or a run without -out differs from the committed
+     evidence in a deterministic file
   2  usage: a bad flag or a value outside its bound, a malformed case file,
      an unknown case, store, experiment or unsafe registry, a bad -out
   3  the lab itself broke (a build failed, a server never became ready,
@@ -133,6 +142,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 4
 	case errors.Is(err, runner.ErrAuditFailed):
 		fmt.Fprintln(stderr, "runner: the audit failed")
+		return 1
+	case errors.Is(err, runner.ErrDiffers):
+		fmt.Fprintf(stderr, "runner: the run passed its audit, but %v (listed above)\n", err)
 		return 1
 	case errors.As(err, &usageErr):
 		fmt.Fprintf(stderr, "runner: %v\n", err)

@@ -37,14 +37,15 @@ const (
 	CheckExpectation Check = "expectation" // each run against its case's expectation
 	CheckCalls       Check = "calls"       // each call against the case's steps and the server's fixed replies
 	CheckRunFile     Check = "runfile"     // run.json against results.json
-	CheckReport      Check = "report"      // REPORT.md against the audit's own rendering
+	CheckReport      Check = "report"      // REPORT.md and TARGETS.md against the audit's own rendering
+	CheckTarget      Check = "target"      // targets.json: each target's folder, runs and verdicts (targets.go)
 	CheckExperiment  Check = "experiment"  // retries.json, jitter.json and jitter.svg
 	CheckChaos       Check = "chaos"       // chaos.json and each store's history, judged again (chaos.go)
 	CheckStatement   Check = "statement"   // statement.intoto.json against the manifest and the audit's verdicts (statement.go)
 )
 
 // Checks lists every check group in report order.
-var Checks = []Check{CheckSchema, CheckFile, CheckSource, CheckManifest, CheckRunSet, CheckExpectation, CheckCalls, CheckRunFile, CheckReport, CheckExperiment, CheckChaos, CheckStatement}
+var Checks = []Check{CheckSchema, CheckFile, CheckSource, CheckManifest, CheckRunSet, CheckExpectation, CheckCalls, CheckRunFile, CheckTarget, CheckReport, CheckExperiment, CheckChaos, CheckStatement}
 
 // ParseCheck returns the check group called name, or an error listing the names.
 func ParseCheck(name string) (Check, error) {
@@ -69,6 +70,7 @@ type Failure struct {
 	Check    Check  `json:"check"`
 	Case     string `json:"case"`
 	Store    string `json:"store"`
+	Target   string `json:"target,omitempty"` // for a failure about a target (targets.json)
 	Call     *int   `json:"call"`
 	Field    string `json:"field"`
 	Expected string `json:"expected"`
@@ -89,8 +91,16 @@ type Report struct {
 	Sources     int       `json:"sources"` // source files whose hash matched
 	SourceDirty bool      `json:"source_dirty"`
 	Experiments []string  `json:"experiments"` // experiment files checked, by experiment name
-	Subset      []string  `json:"subset"`      // how the evidence or the audit covers less than everything, e.g. "stores: volatile only"
-	Notes       []string  `json:"notes"`
+	// The runs on targets (targets.json), when the selection names targets:
+	// the targets, the case runs checked in depth and their calls, the
+	// cases that did not run on a target, the targets skipped.
+	Targets        []string `json:"targets,omitempty"`
+	TargetRuns     int      `json:"target_runs,omitempty"`
+	TargetCalls    int      `json:"target_calls,omitempty"`
+	TargetsNotRun  int      `json:"target_not_run,omitempty"`
+	TargetsSkipped int      `json:"targets_skipped,omitempty"`
+	Subset         []string `json:"subset"` // how the evidence or the audit covers less than everything, e.g. "stores: volatile only"
+	Notes          []string `json:"notes"`
 
 	// What the checks that ran proved (claims.go): re-derived,
 	// consistency-checked, and named as not checked here.
@@ -130,9 +140,9 @@ func Audit(opts Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", manifestPath, unwrapPath(err))
 	}
-	mv, err := decodeJSON(data)
+	mv, err := decodeJSON(data, capManifestJSON)
 	if err != nil {
-		return nil, fmt.Errorf("%s: not valid JSON: %v", manifestPath, err)
+		return nil, fmt.Errorf("%s: %s", manifestPath, jsonRefusal(err))
 	}
 	manifest, ok := mv.(map[string]any)
 	if !ok {
@@ -155,27 +165,36 @@ func Audit(opts Options) (*Report, error) {
 	a.checkFiles()
 	a.checkSources()
 	a.checkManifest()
-	if len(a.selCases) > 0 || len(a.cases) > 0 {
-		results := a.evidenceSchemas()
-		if results == nil && !a.isListed("results.json") && len(a.selCases) == 0 {
-			results = map[string]any{"runs": []any{}} // -case in an experiment-only folder: every run is missing
+	var results map[string]any // results.json, when it is valid
+	switch {
+	case len(a.selStores) > 0 || len(a.stores) > 0:
+		results = a.evidenceSchemas()
+		checked := results
+		if checked == nil && !a.isListed("results.json") && len(a.selStores) == 0 {
+			// -case in an experiment-only folder, -store in a targets-only
+			// one: every run is missing.
+			checked = map[string]any{"runs": []any{}}
 		}
-		if results == nil {
+		if checked == nil {
 			a.note("results.json is missing or invalid: the run set, the expectations and the calls were not checked")
 		} else {
-			runs := a.checkRunSet(results)
+			runs := a.checkRunSet(checked)
 			a.checkExpectations(runs)
 			a.checkCalls(runs)
 			if len(runs) > 0 {
 				a.claim("results")
 			}
 			a.checkObservedProtocol(runs)
-			a.checkRunFile(results)
-			a.checkReportFile(results)
+			a.checkRunFile(checked)
+			a.runDoc = nil // checked: not kept through the experiments' checks
+			a.checkReportFile(checked)
 		}
-	} else if _, listed := a.listed["results.json"]; listed {
+	case len(a.selCases) == 0 && a.isListed("results.json"):
 		a.failf(CheckRunSet, "manifest.json: selection.cases: empty, but manifest.files lists results.json")
+	case a.isListed("results.json"):
+		a.failf(CheckRunSet, "manifest.json: selection.stores: empty, but manifest.files lists results.json")
 	}
+	a.checkTargets(results) // targets.go
 	a.checkExperiments()
 	a.checkStatement()            // statement.go
 	a.checkSignature(a.statement) // dsse.go
@@ -230,10 +249,11 @@ type auditor struct {
 	verifyKey     ed25519.PublicKey
 	verifyKeyID   string // its fingerprint
 
-	selCases  []*Case  // manifest.selection.cases that name a case file
-	selStores []string // manifest.selection.stores
-	cases     []*Case  // the cases checked in depth: the selection, narrowed by -case
-	stores    []string // the stores checked in depth: the selection, narrowed by -store
+	selCases   []*Case  // manifest.selection.cases that name a case file
+	selStores  []string // manifest.selection.stores
+	selTargets []string // manifest.selection.targets
+	cases      []*Case  // the cases checked in depth: the selection, narrowed by -case
+	stores     []string // the stores checked in depth: the selection, narrowed by -store
 
 	report *Report
 }

@@ -67,6 +67,7 @@ var keyToken = regexp.MustCompile(`^` + keyPattern + `$`)
 var faultPoints = map[string]int{
 	"delay": 0, "slow": 0, "stall": 1,
 	"crash-before-effect": 2, "crash-after-effect": 2, "crash-after-record": 2,
+	"fail-effect": 2, "fail-after-effect": 2,
 	"crash-after-claim": 2, "crash-after-downstream": 2,
 	"drop-reply": 3, "drop-downstream-reply": 4,
 }

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -26,6 +27,20 @@ type Case struct {
 	Lifetimes int                     // server processes a run has, in the order their exit codes are recorded
 	Capacity  int                     // the case's server.capacity (-capacity), 0 for the lab's
 	KeyTTL    int                     // the case's server.key_ttl_ms, 0 when keys never expire
+	Replicas  int                     // the servers that run at once (replicas, 1 by default)
+	Ledger    bool                    // the case drives a ledger (the lab server's downstream mode)
+	// Target is the case's target section (how a run on a service the lab
+	// did not write is judged); nil when the file has none.
+	Target *CaseTarget
+	// LosesProcess: a step restarts or stops a server, or a call sends a
+	// crash fault (a target that keeps its keys in memory forgets them).
+	LosesProcess bool
+}
+
+// CaseTarget is a case file's target section.
+type CaseTarget struct {
+	Sound string   // the store whose expectation a sound implementation shows
+	Tests []string // the verdict rules the case is about
 }
 
 // PlannedCall is one call a case's steps send, as the audit expands them:
@@ -44,6 +59,30 @@ type PlannedCall struct {
 	Process int     // which server process answers it, by exit-code order; -1: not known (spread) or none (replica down)
 	Maybe   []int   // for a spread group: every process that may answer it
 	Ordered bool    // in a parallel step: recorded in list order, not sorted
+	// InFlight: the call is one of a concurrent step's duplicates (a
+	// parallel step's calls, each its own request, are not).
+	InFlight bool
+	body     callBody // what the request body is made of (Body)
+}
+
+// callBody is a planned call's request body, kept unexpanded: a body
+// template and the repetition it is expanded for, or a count of 'x'
+// bytes (body_bytes, from 0), or neither (the default body).
+type callBody struct {
+	text *string
+	rep  int
+	xs   int // -1: not body_bytes
+}
+
+// Body returns the request body the call sends.
+func (p PlannedCall) Body() []byte {
+	switch {
+	case p.body.xs >= 0:
+		return bytes.Repeat([]byte{'x'}, p.body.xs)
+	case p.body.text != nil:
+		return []byte(expand(*p.body.text, p.body.rep))
+	}
+	return []byte(defaultBody)
 }
 
 // Stores returns the stores the case has an expectation for, in store order.
@@ -133,9 +172,9 @@ func LoadCases(root string, s *Schemas) ([]*Case, error) {
 // (cases/NN-name.json), whose base name must be NN-<name>.json.
 // It never panics, whatever data holds.
 func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
-	v, err := decodeJSON(data)
+	v, err := decodeJSON(data, capCaseJSON)
 	if err != nil {
-		return nil, fmt.Errorf("%s: (root): not valid JSON: %v", file, err)
+		return nil, fmt.Errorf("%s: (root): %s", file, jsonRefusal(err))
 	}
 	if lines := validate(s.Case, v); len(lines) > 0 {
 		errs := make([]error, len(lines))
@@ -158,6 +197,12 @@ func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
 	c.Plan, c.Lifetimes = plan(doc)
 	server, _ := doc["server"].(map[string]any)
 	c.Capacity, c.KeyTTL = int(number(server["capacity"])), int(number(server["key_ttl_ms"]))
+	c.Replicas, c.Ledger = max(int(number(doc["replicas"])), 1), doc["ledger"] != nil
+	if tm, ok := doc["target"].(map[string]any); ok {
+		sound, _ := str(tm, "sound")
+		c.Target = &CaseTarget{Sound: sound, Tests: stringList(tm, "tests")}
+	}
+	c.LosesProcess = losesProcess(doc, c.Plan)
 	expect, _ := doc["expect"].(map[string]any)
 	for store, e := range expect {
 		em, _ := e.(map[string]any)
@@ -190,6 +235,30 @@ func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
 		c.Expect[store] = exp
 	}
 	return c, nil
+}
+
+// losesProcess reports whether a schema-valid case ends a server process
+// between calls: a restart or stop step, or a call that sends a crash
+// fault (any part of the value starting "crash-", valid or not: the lab's
+// reading).
+func losesProcess(doc map[string]any, plan []PlannedCall) bool {
+	steps, _ := doc["steps"].([]any)
+	for _, st := range steps {
+		if sm, _ := st.(map[string]any); sm["restart"] != nil || sm["stop"] != nil {
+			return true
+		}
+	}
+	for _, p := range plan {
+		if p.Fault == nil {
+			continue
+		}
+		for _, part := range strings.Split(*p.Fault, ",") {
+			if strings.HasPrefix(part, "crash-") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // orderStores sorts stores into StoreOrder, unknown ones last by name.
@@ -246,9 +315,12 @@ func plan(doc map[string]any) ([]PlannedCall, int) {
 		return current[r]
 	}
 	one := func(cm map[string]any, step, rep, replica, group int) PlannedCall {
-		p := PlannedCall{Step: step, BodyLen: len(defaultBody), Group: group, Replica: replica, Process: proc(replica)}
+		p := PlannedCall{Step: step, BodyLen: len(defaultBody), Group: group, Replica: replica, Process: proc(replica), body: callBody{xs: -1}}
 		if k, ok := str(cm, "key"); ok {
 			k = expand(k, rep)
+			p.Key = &k
+		} else if n, ok := cm["key_bytes"]; ok {
+			k := strings.Repeat("k", int(number(n)))
 			p.Key = &k
 		}
 		if f, ok := str(cm, "fault"); ok {
@@ -256,8 +328,10 @@ func plan(doc map[string]any) ([]PlannedCall, int) {
 		}
 		if b, ok := str(cm, "body"); ok {
 			p.BodyLen = len(expand(b, rep))
+			p.body = callBody{text: &b, rep: rep, xs: -1}
 		} else if n, ok := cm["body_bytes"]; ok {
 			p.BodyLen = int(number(n))
+			p.body.xs = p.BodyLen
 		}
 		return p
 	}
@@ -277,6 +351,7 @@ func plan(doc map[string]any) ([]PlannedCall, int) {
 			for rep := range max(int(number(cm["repeat"])), 1) {
 				for range int(number(gm["clients"])) {
 					p := one(cm, i, rep, replicaOf(cm), groups)
+					p.InFlight = true
 					if across {
 						p.Replica, p.Process = -1, -1
 						for r := range replicas {

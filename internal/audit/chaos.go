@@ -1,12 +1,9 @@
 package audit
 
 import (
-	"bufio"
 	"bytes"
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,17 +25,6 @@ func chaosHistoryFile(store string) string { return "chaos-" + store + ".jsonl" 
 
 // chaosHistoryName matches the name of a chaos history.
 var chaosHistoryName = regexp.MustCompile(`^chaos-([a-z]+)\.jsonl$`)
-
-// CapHistory caps one chaos history. The audit streams a history line by
-// line (never whole), so the cap bounds the time it takes and the state it
-// keeps: a few dozen bytes per intent and per acknowledgement, not the
-// lines. A 60-second soak per store writes about 8 MiB (about 25,000
-// attempt lines and 14,000 effect lines); 256 MiB is 30 times that.
-const CapHistory = 256 << 20
-
-// maxHistoryLine bounds one history line (the runner shortens errors and
-// reply bodies; a line is a few hundred bytes).
-const maxHistoryLine = 64 << 10
 
 // maxChaosLines bounds the failure lines one rule prints per store; the
 // rest are counted in one more line.
@@ -69,17 +55,7 @@ func (a *auditor) isStreamed(p string) bool {
 		a.fail(Failure{Check: CheckExperiment, Field: "selection.experiments",
 			Message: fmt.Sprintf("manifest.json: selection.experiments: lists no chaos, but manifest.files lists %s", p)})
 	}
-	sum, err := hashInside(a.opts.Evidence, p, CapHistory)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		a.failf(CheckFile, "file %s: listed in the manifest but missing from the evidence folder", p)
-	case err != nil:
-		a.failf(CheckFile, "file %s: %v", p, unwrapPath(err))
-	case sum != a.listed[p]:
-		a.failf(CheckFile, "file %s: SHA-256 does not match the manifest", p)
-	default:
-		a.report.Files++
-	}
+	a.hashListed(p, CapHistory)
 	return true
 }
 
@@ -180,6 +156,7 @@ func (a *auditor) checkChaos() {
 		return
 	}
 	doc, _ := a.jsonDoc(ChaosFile, schema).(map[string]any)
+	a.release(ChaosFile)
 	if doc == nil {
 		a.note(ChaosFile + " is missing or invalid: its checks were not made")
 		return
@@ -292,14 +269,15 @@ func (a *auditor) checkChaosRun(store string, run map[string]any, crashCode int6
 		if !chaosPromised(store, rule) {
 			continue
 		}
+		fired := c.fired[rule]
+		a.report.Checks += int(fired) // a check per finding, as when every one was printed
 		var shown int
 		for _, fd := range c.findings {
 			if fd.rule != rule {
 				continue
 			}
-			a.check()
 			if shown++; shown > maxChaosLines {
-				continue
+				break
 			}
 			who := "the journal"
 			if fd.intent >= 0 {
@@ -308,8 +286,8 @@ func (a *auditor) checkChaosRun(store string, run map[string]any, crashCode int6
 			a.fail(Failure{Check: CheckChaos, Store: store, Field: rule,
 				Message: fmt.Sprintf("%s: store %s promises no %s: %s: %s", name, store, rule, who, fd.detail)})
 		}
-		if shown > maxChaosLines {
-			a.chaosFail(store, rule, "%s: store %s promises no %s: %d more", name, store, rule, shown-maxChaosLines)
+		if fired > maxChaosLines {
+			a.chaosFail(store, rule, "%s: store %s promises no %s: %d more", name, store, rule, fired-maxChaosLines)
 		}
 	}
 
@@ -338,14 +316,13 @@ func (a *auditor) checkChaosRun(store string, run map[string]any, crashCode int6
 
 	// The verdict.
 	verdict := mapOf(run, "verdict")
-	count := map[string]int64{}
+	count := c.fired
 	var violations, shownN int64
-	for _, fd := range c.findings {
-		count[fd.rule]++
-		if chaosPromised(store, fd.rule) {
-			violations++
+	for _, rule := range chaosRules {
+		if chaosPromised(store, rule) {
+			violations += count[rule]
 		} else {
-			shownN++
+			shownN += count[rule]
 		}
 	}
 	wantRules := make([]any, len(chaosRules))
@@ -353,7 +330,8 @@ func (a *auditor) checkChaosRun(store string, run map[string]any, crashCode int6
 		wantRules[i] = map[string]any{"rule": r, "promised": chaosPromised(store, r), "count": jsonNum(strconv.FormatInt(count[r], 10))}
 	}
 	// The findings chaos.json lists: the first 100, violations first, each
-	// named by rule and intent (the detail's wording is the runner's).
+	// named by rule and intent (the detail's wording is the runner's); the
+	// checker keeps the first 100 of each rule, all this needs.
 	var wantListed, gotListed []string
 	for _, promised := range []bool{true, false} {
 		for _, fd := range c.findings {
@@ -436,635 +414,4 @@ func clipS(s string) string {
 		return `""`
 	}
 	return clip([]byte(s))
-}
-
-// A chaosHistory is what the audit keeps of one history while streaming
-// it: per intent and per acknowledgement a few numbers, never the lines.
-type chaosHistory struct {
-	store    string
-	seed     uint64
-	replicas int
-
-	intents map[int64]*chaosIntent
-	bySHA   map[string]int64
-	acks    []chaosAck // every 200 reply, in start order
-
-	attempts, chaosAttempts, quietAttempts, ok, fail, info, faulted int64
-	faults                                                          map[string]int64
-	latencies                                                       []int64
-	quietIntents                                                    map[int64]bool
-	events                                                          []chaosEvent
-
-	places []chaosPlace
-
-	// What the consistency checks keep (chaos_consistency.go).
-	sched             chaosSchedule
-	firstAttemptStart int64 // -1 before the first attempt
-	issues            []chaosIssue
-}
-
-type chaosIntent struct {
-	key, sha string
-	acked    bool
-
-	// The intent's attempts so far, in order (chaos_consistency.go).
-	next      int64           // the number its next attempt must carry
-	lastEnd   int64           // the end of its last attempt
-	lastPhase string          // the phase of its last attempt ("" before the first)
-	chaosN    int64           // chaos-phase attempts
-	quietN    int64           // quiet-phase attempts
-	applyable map[int64]int64 // per replica, the attempts that may have applied it (no reply, or a 200 not replayed)
-}
-
-type chaosAck struct {
-	intent, attempt, replica int64
-	start, end               int64
-	value                    string
-	replayed                 *bool
-	earlier                  []int64 // a replayed reply's: the replicas of the intent's earlier attempts without a reply
-}
-
-type chaosEvent struct {
-	kind          string
-	replica, code int64
-	at            int64
-}
-
-type chaosPlace struct {
-	place    int64
-	replicas []int64
-	counter  int64
-	effects  []chaosEffect
-}
-
-type chaosEffect struct {
-	value int64
-	sha   string
-}
-
-// Line shapes: each kind's members, all required, none other.
-var chaosLineFields = map[string][]string{
-	"run":     {"kind", "history_version", "store", "seed", "replicas", "attempts", "server_events", "places"},
-	"attempt": {"kind", "intent", "key", "body_sha256", "replica", "attempt", "phase", "start_us", "end_us", "fault", "type", "outcome", "status", "value", "replayed", "error"},
-	"event":   {"kind", "replica", "at_us", "pid", "addr", "exit_code", "error"},
-	"place":   {"kind", "place", "replicas", "counter", "effects"},
-	"effect":  {"kind", "place", "value", "body_sha256"},
-}
-
-var chaosEventKinds = []string{"start", "start_failed", "kill", "exit", "stop"}
-
-var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
-// A lineReader reads one history's fields with its line number.
-type lineReader struct {
-	no  int
-	obj map[string]any
-	err error
-}
-
-func (l *lineReader) failf(format string, args ...any) {
-	if l.err == nil {
-		l.err = fmt.Errorf("line %d (%s): %s", l.no, l.obj["kind"], fmt.Sprintf(format, args...))
-	}
-}
-
-// int reads an integer member in [lo, hi].
-func (l *lineReader) int(name string, lo, hi int64) int64 {
-	n, ok := l.obj[name].(jsonNumber)
-	if !ok {
-		l.failf("%s: want an integer", name)
-		return 0
-	}
-	i, err := strconv.ParseInt(string(n), 10, 64)
-	if err != nil || i < lo || i > hi {
-		l.failf("%s: %s: want an integer in %d..%d", name, n, lo, hi)
-	}
-	return i
-}
-
-func (l *lineReader) str(name string) string {
-	s, ok := l.obj[name].(string)
-	if !ok {
-		l.failf("%s: want a string", name)
-	}
-	return s
-}
-
-func (l *lineReader) sha(name string) string {
-	s := l.str(name)
-	if !sha256Hex.MatchString(s) {
-		l.failf("%s: %q: want 64 lowercase hex digits", name, s)
-	}
-	return s
-}
-
-const maxInt = 1<<63 - 1
-
-// jsonNumber is how decodeJSON gives a number.
-type jsonNumber = json.Number
-
-// readChaosHistory reads a history strictly, line by line: a "run" header
-// first (history_version 1), then attempt and server-event lines in time
-// order, then per place a "place" line and exactly the effect lines it
-// announces; every line one JSON object (strict: no duplicate member,
-// valid UTF-8) with exactly its kind's members, each of its type and
-// range; the header's counts equal the lines. An error names the line.
-func readChaosHistory(r io.Reader) (*chaosHistory, error) {
-	br := bufio.NewReaderSize(r, maxHistoryLine)
-	h := &chaosHistory{intents: map[int64]*chaosIntent{}, bySHA: map[string]int64{}, faults: map[string]int64{}, quietIntents: map[int64]bool{},
-		firstAttemptStart: -1}
-	var (
-		no                            int
-		hdrAttempts, hdrEvents, hdrPl int64
-		seenHeader                    bool
-		lastTime                      int64
-		effectsLeft                   int64
-		size                          int64
-	)
-	for {
-		line, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			return nil, fmt.Errorf("line %d: longer than %d bytes", no+1, maxHistoryLine)
-		}
-		if err == io.EOF && len(line) == 0 {
-			break
-		}
-		if err != nil && err != io.EOF {
-			return nil, fmt.Errorf("line %d: %v", no+1, err)
-		}
-		no++
-		if size += int64(len(line)); size > CapHistory {
-			return nil, fmt.Errorf("over the cap of %d bytes", CapHistory)
-		}
-		if err == io.EOF {
-			return nil, fmt.Errorf("line %d: no final newline", no)
-		}
-		v, derr := decodeJSON(line)
-		obj, _ := v.(map[string]any)
-		if derr != nil || obj == nil {
-			return nil, fmt.Errorf("line %d: not a JSON object: %v", no, derr)
-		}
-		l := &lineReader{no: no, obj: obj}
-		kind, _ := obj["kind"].(string)
-		shape := kind
-		if slices.Contains(chaosEventKinds, kind) {
-			shape = "event"
-		}
-		fields, known := chaosLineFields[shape]
-		if !known {
-			return nil, fmt.Errorf("line %d: unknown kind %s", no, render(obj["kind"]))
-		}
-		for k := range obj {
-			if !slices.Contains(fields, k) {
-				return nil, fmt.Errorf("line %d (%s): unknown member %q", no, kind, k)
-			}
-		}
-		for _, k := range fields {
-			if _, ok := obj[k]; !ok {
-				return nil, fmt.Errorf("line %d (%s): missing member %q", no, kind, k)
-			}
-		}
-		if !seenHeader && kind != "run" {
-			return nil, fmt.Errorf("line %d: want the \"run\" header first, got kind %q", no, kind)
-		}
-		inPlaces := len(h.places) > 0
-		switch shape {
-		case "run":
-			if seenHeader {
-				return nil, fmt.Errorf("line %d: a second \"run\" header", no)
-			}
-			seenHeader = true
-			l.int("history_version", 1, 1)
-			h.store = l.str("store")
-			if !slices.Contains(StoreOrder, h.store) {
-				l.failf("store %q: want one of %s", h.store, strings.Join(StoreOrder, ", "))
-			}
-			if n, ok := obj["seed"].(jsonNumber); ok {
-				s, err := strconv.ParseUint(string(n), 10, 64)
-				if err != nil {
-					l.failf("seed: %s: want an unsigned integer", n)
-				}
-				h.seed = s
-			} else {
-				l.failf("seed: want an integer")
-			}
-			h.replicas = int(l.int("replicas", 1, 1000))
-			h.sched = chaosSchedule{seed: h.seed, replicas: h.replicas}
-			hdrAttempts = l.int("attempts", 0, maxInt)
-			hdrEvents = l.int("server_events", 0, maxInt)
-			hdrPl = l.int("places", 0, 1000)
-		case "attempt":
-			if inPlaces {
-				return nil, fmt.Errorf("line %d: an attempt after the place lines", no)
-			}
-			h.attempt(l, &lastTime)
-		case "event":
-			if inPlaces {
-				return nil, fmt.Errorf("line %d: a server event after the place lines", no)
-			}
-			rep := l.int("replica", 0, int64(h.replicas-1))
-			at := l.int("at_us", 0, maxInt)
-			l.int("pid", 0, maxInt)
-			l.str("addr")
-			code := l.int("exit_code", -1, 255)
-			l.str("error")
-			if at < lastTime {
-				l.failf("at_us %d: before the line above (%d µs): lines must be in time order", at, lastTime)
-			}
-			lastTime = at
-			h.events = append(h.events, chaosEvent{kind, rep, code, at})
-		case "place":
-			if effectsLeft != 0 {
-				return nil, fmt.Errorf("line %d: place line while %d effect lines of the place above are missing", no, effectsLeft)
-			}
-			p := chaosPlace{place: l.int("place", 0, 1000), counter: l.int("counter", 0, maxInt)}
-			effectsLeft = l.int("effects", 0, maxInt)
-			reps, ok := obj["replicas"].([]any)
-			if !ok {
-				l.failf("replicas: want an array")
-			}
-			for _, r := range reps {
-				n, _ := r.(jsonNumber)
-				i, err := strconv.ParseInt(string(n), 10, 64)
-				if err != nil || i < 0 || i >= int64(h.replicas) {
-					l.failf("replicas: %s: want a replica 0..%d", render(r), h.replicas-1)
-				}
-				p.replicas = append(p.replicas, i)
-			}
-			for _, q := range h.places {
-				if q.place == p.place {
-					l.failf("place %d: a second place line", p.place)
-				}
-			}
-			h.places = append(h.places, p)
-		case "effect":
-			if !inPlaces || effectsLeft == 0 {
-				return nil, fmt.Errorf("line %d: an effect line its place line does not announce", no)
-			}
-			p := &h.places[len(h.places)-1]
-			if pl := l.int("place", 0, 1000); pl != p.place {
-				l.failf("place %d: an effect of place %d among place %d's lines", pl, pl, p.place)
-			}
-			p.effects = append(p.effects, chaosEffect{l.int("value", 0, maxInt), l.sha("body_sha256")})
-			effectsLeft--
-		}
-		if l.err != nil {
-			return nil, l.err
-		}
-	}
-	switch {
-	case !seenHeader:
-		return nil, errors.New("empty: no \"run\" header")
-	case effectsLeft != 0:
-		return nil, fmt.Errorf("place %d: %d announced effect lines missing at the end", h.places[len(h.places)-1].place, effectsLeft)
-	case h.attempts != hdrAttempts || int64(len(h.events)) != hdrEvents || int64(len(h.places)) != hdrPl:
-		return nil, fmt.Errorf("%d attempt lines, %d server events, %d places; the run header announces %d, %d, %d",
-			h.attempts, len(h.events), len(h.places), hdrAttempts, hdrEvents, hdrPl)
-	}
-	return h, nil
-}
-
-// attempt reads one attempt line into h.
-func (h *chaosHistory) attempt(l *lineReader, lastTime *int64) {
-	n := l.int("intent", 0, maxInt)
-	key, sha := l.str("key"), l.sha("body_sha256")
-	rep := l.int("replica", 0, int64(h.replicas-1))
-	att := l.int("attempt", 0, maxInt)
-	phase := l.str("phase")
-	start, end := l.int("start_us", 0, maxInt), l.int("end_us", 0, maxInt)
-	fault, typ, outcome := l.str("fault"), l.str("type"), l.str("outcome")
-	status := l.int("status", 0, 599)
-	value, errText := l.str("value"), l.str("error")
-	var replayed *bool
-	switch v := l.obj["replayed"].(type) {
-	case bool:
-		replayed = &v
-	case nil:
-	default:
-		l.failf("replayed: want true, false or null")
-	}
-	switch {
-	case phase != "chaos" && phase != "quiet":
-		l.failf("phase %q: want chaos or quiet", phase)
-	case end < start:
-		l.failf("end_us %d before start_us %d", end, start)
-	case start < *lastTime:
-		l.failf("start_us %d: before the line above (%d µs): lines must be in time order", start, *lastTime)
-	}
-	*lastTime = start
-	// The outcome, in Jepsen's terms: a reply is ok (200) or fail; no reply
-	// is fail when refused (nothing listened), else info (unknown).
-	wantType := ""
-	switch outcome {
-	case "reply":
-		if status < 100 || errText != "" {
-			l.failf("outcome reply with status %d and error %q", status, errText)
-		}
-		wantType = "fail"
-		if status == 200 {
-			wantType = "ok"
-		}
-	case "refused", "no_reply", "timeout":
-		if status != 0 || value != "" || replayed != nil {
-			l.failf("outcome %s (no reply) with status %d, value %q or a replay marker", outcome, status, value)
-		}
-		wantType = "info"
-		if outcome == "refused" {
-			wantType = "fail"
-		}
-	default:
-		l.failf("outcome %q: want reply, refused, no_reply or timeout", outcome)
-	}
-	if typ != wantType {
-		l.failf("type %q: outcome %s with status %d is %q", typ, outcome, status, wantType)
-	}
-	if fault != "" {
-		for _, f := range strings.Split(fault, ",") {
-			name, arg, hasArg := strings.Cut(f, "=")
-			ok := slices.Contains(chaosFaults, name) && (name == "delay" || name == "stall") == hasArg
-			if hasArg {
-				ms, err := strconv.Atoi(strings.TrimSuffix(arg, "ms"))
-				ok = ok && strings.HasSuffix(arg, "ms") && err == nil && ms >= 0
-			}
-			if !ok {
-				l.failf("fault %q: %q is not a fault", fault, f)
-				break
-			}
-			h.faults[name]++
-		}
-		h.faulted++
-	}
-	in := h.intents[n]
-	if in == nil {
-		if other, dup := h.bySHA[sha]; dup {
-			l.failf("intent %d: body_sha256 of intent %d (each intent has its own body)", n, other)
-		}
-		in = &chaosIntent{key: key, sha: sha, applyable: map[int64]int64{}}
-		h.intents[n] = in
-		h.bySHA[sha] = n
-	} else if in.key != key || in.sha != sha {
-		l.failf("intent %d: key or body_sha256 differs from its first attempt", n)
-	}
-	earlier := h.attemptInOrder(l.no, n, in, chaosLine{replica: rep, attempt: att, phase: phase, start: start, end: end,
-		fault: fault, typ: typ, replayed: replayed}) // chaos_consistency.go
-	h.attempts++
-	if phase == "quiet" {
-		h.quietAttempts++
-		h.quietIntents[n] = true
-	} else {
-		h.chaosAttempts++
-	}
-	switch typ {
-	case "ok":
-		h.ok++
-		h.latencies = append(h.latencies, end-start)
-		in.acked = true
-		h.acks = append(h.acks, chaosAck{n, att, rep, start, end, value, replayed, earlier})
-	case "fail":
-		h.fail++
-	default:
-		h.info++
-	}
-}
-
-// A chaosFinding is one rule firing (intent -1: about the journal).
-type chaosFinding struct {
-	rule   string
-	intent int64
-	key    string
-	detail string
-}
-
-// chaosCheck is what the audit's checker derives from a history.
-type chaosCheck struct {
-	counts   map[string]int64
-	faults   map[string]int64
-	findings []chaosFinding // in rule order, then intent
-}
-
-// check judges h against its own journal, by the rules the chaos
-// experiment documents (internal/chaos), written here from those rules:
-//
-//   - per intent (named by its body's SHA-256, which the journal keeps):
-//     applied n times over every place; n ≥ 2 is a duplicate; acknowledged
-//     (a 200) with n = 0 a lost acknowledgement; never acknowledged stuck;
-//     with n ≥ 1, each 200's value must be one of the intent's effects at
-//     the place of the replica that replied (value_mismatch);
-//   - per place, over the non-replayed 200s: no value twice (value_reused),
-//     and a reply that began after another ended carries a larger value
-//     (value_order: one finding per earlier reply whose value is exceeded,
-//     the culprit being the largest value ended before each reply began);
-//   - the journal: each effect's body was sent by an intent
-//     (unknown_effect); each place's effects are 1..counter in order, each
-//     replica at exactly one place (bad_journal).
-//
-// The journal numbers the effects in the only order a counter's
-// increments can be linearized in, so these rules are the whole
-// linearizability check: no search over orders is needed.
-func (h *chaosHistory) check(crashCode int64) chaosCheck {
-	c := chaosCheck{counts: map[string]int64{}, faults: map[string]int64{}}
-	add := func(rule string, intent int64, key, format string, args ...any) {
-		c.findings = append(c.findings, chaosFinding{rule, intent, key, fmt.Sprintf(format, args...)})
-	}
-	placeOf := map[int64]int64{}
-	for _, p := range h.places {
-		for _, r := range p.replicas {
-			if old, dup := placeOf[r]; dup {
-				add("bad_journal", -1, "", "replica %d listed at places %d and %d", r, old, p.place)
-			}
-			placeOf[r] = p.place
-		}
-		if int64(len(p.effects)) != p.counter {
-			add("bad_journal", -1, "", "place %d: counter %d, %d effects journaled", p.place, p.counter, len(p.effects))
-		}
-		for i, e := range p.effects {
-			if e.value != int64(i+1) {
-				add("bad_journal", -1, "", "place %d: effect %d has value %d", p.place, i+1, e.value)
-				break
-			}
-		}
-	}
-	for r := int64(0); r < int64(h.replicas); r++ {
-		if _, ok := placeOf[r]; !ok {
-			add("bad_journal", -1, "", "replica %d has no place", r)
-		}
-	}
-	applied := map[int64]map[int64][]int64{} // intent -> place -> values
-	var effects int64
-	for _, p := range h.places {
-		for _, e := range p.effects {
-			effects++
-			n, ok := h.bySHA[e.sha]
-			if !ok {
-				add("unknown_effect", -1, "", "place %d: effect %d has body SHA-256 %s, which no intent sent", p.place, e.value, e.sha)
-				continue
-			}
-			if applied[n] == nil {
-				applied[n] = map[int64][]int64{}
-			}
-			applied[n][p.place] = append(applied[n][p.place], e.value)
-		}
-	}
-	numbers := make([]int64, 0, len(h.intents))
-	for n := range h.intents {
-		numbers = append(numbers, n)
-	}
-	slices.Sort(numbers)
-	firstAck := map[int64]chaosAck{}
-	for _, a := range h.acks {
-		if _, ok := firstAck[a.intent]; !ok {
-			firstAck[a.intent] = a
-		}
-	}
-	var once, dups, notApplied, acked, lost, stuck int64
-	for _, n := range numbers {
-		in := h.intents[n]
-		times := 0
-		for _, vs := range applied[n] {
-			times += len(vs)
-		}
-		switch {
-		case times == 0:
-			notApplied++
-		case times == 1:
-			once++
-		default:
-			dups++
-			add("duplicate", n, in.key, "applied %d times (%s)", times, whereApplied(applied[n]))
-		}
-		switch {
-		case !in.acked:
-			stuck++
-			add("stuck", n, in.key, "never acknowledged; applied %d times", times)
-		case times == 0:
-			acked++
-			lost++
-			a := firstAck[n]
-			add("lost_ack", n, in.key, "attempt %d on replica %d got 200 %q, and the journal holds no effect of it", a.attempt, a.replica, a.value)
-		default:
-			acked++
-		}
-	}
-	type valued struct {
-		chaosAck
-		v int64
-	}
-	perPlace := map[int64][]valued{}
-	for _, a := range h.acks {
-		v, err := strconv.ParseInt(a.value, 10, 64)
-		pl, ok := placeOf[a.replica]
-		if vs := applied[a.intent]; len(vs) > 0 && (err != nil || !ok || !slices.Contains(vs[pl], v)) {
-			add("value_mismatch", a.intent, h.intents[a.intent].key, "attempt %d on replica %d got 200 %q; the intent's effects: %s", a.attempt, a.replica, a.value, whereApplied(vs))
-		}
-		if a.replayed == nil || *a.replayed || err != nil || !ok {
-			continue
-		}
-		perPlace[pl] = append(perPlace[pl], valued{a, v})
-	}
-	for _, pl := range sortedInts(perPlace) {
-		acks := perPlace[pl]
-		byValue := slices.Clone(acks)
-		slices.SortFunc(byValue, func(x, y valued) int {
-			return cmp.Or(cmp.Compare(x.v, y.v), cmp.Compare(x.intent, y.intent), cmp.Compare(x.attempt, y.attempt))
-		})
-		for i := 1; i < len(byValue); i++ {
-			if x, y := byValue[i-1], byValue[i]; x.v == y.v {
-				add("value_reused", y.intent, h.intents[y.intent].key, "place %d: value %d acknowledged (not replayed) to intent %d attempt %d and intent %d attempt %d", pl, y.v, x.intent, x.attempt, y.intent, y.attempt)
-			}
-		}
-		byEnd := slices.Clone(acks)
-		slices.SortStableFunc(byEnd, func(x, y valued) int { return cmp.Compare(x.end, y.end) })
-		byStart := slices.Clone(acks)
-		slices.SortStableFunc(byStart, func(x, y valued) int { return cmp.Compare(x.start, y.start) })
-		smallest := map[int]valued{} // culprit (index in byEnd) -> the smallest value it exceeds
-		j, best := 0, -1
-		for _, b := range byStart {
-			for ; j < len(byEnd) && byEnd[j].end < b.start; j++ {
-				if best < 0 || byEnd[j].v > byEnd[best].v {
-					best = j
-				}
-			}
-			if best >= 0 && byEnd[best].v > b.v {
-				if s, ok := smallest[best]; !ok || b.v < s.v {
-					smallest[best] = b
-				}
-			}
-		}
-		for _, i := range sortedInts(smallest) {
-			x, b := byEnd[i], smallest[i]
-			add("value_order", b.intent, h.intents[b.intent].key, "place %d: attempt %d began at %d µs and got value %d, but intent %d was acknowledged value %d at %d µs, before it began",
-				pl, b.attempt, b.start, b.v, x.intent, x.v, x.end)
-		}
-	}
-	order := func(r string) int { return slices.Index(chaosRules, r) }
-	slices.SortStableFunc(c.findings, func(x, y chaosFinding) int {
-		return cmp.Or(cmp.Compare(order(x.rule), order(y.rule)), cmp.Compare(x.intent, y.intent), cmp.Compare(x.detail, y.detail))
-	})
-
-	n := c.counts
-	n["intents"], n["acked"], n["applied_once"], n["duplicates"], n["not_applied"], n["lost_acks"], n["stuck"] =
-		int64(len(numbers)), acked, once, dups, notApplied, lost, stuck
-	n["attempts"], n["chaos_attempts"], n["quiet_attempts"] = h.attempts, h.chaosAttempts, h.quietAttempts
-	n["ok"], n["fail"], n["info"], n["faulted_attempts"] = h.ok, h.fail, h.info, h.faulted
-	n["effects"] = effects
-	n["unresolved_after_chaos"] = int64(len(h.quietIntents))
-	n["latency_ok_p50_us"], n["latency_ok_p99_us"] = nearestRank(h.latencies, 50), nearestRank(h.latencies, 99)
-	started := map[int64]bool{}
-	for _, k := range []string{"kills", "crash_exits", "restarts", "start_failures", "clean_stops"} {
-		n[k] = 0
-	}
-	for _, e := range h.events {
-		switch e.kind {
-		case "kill":
-			n["kills"]++
-		case "exit":
-			if e.code == crashCode {
-				n["crash_exits"]++
-			}
-		case "start":
-			if started[e.replica] {
-				n["restarts"]++
-			}
-			started[e.replica] = true
-		case "start_failed":
-			n["start_failures"]++
-		case "stop":
-			if e.code == 0 {
-				n["clean_stops"]++
-			}
-		}
-	}
-	for _, f := range chaosFaults {
-		c.faults[f] = h.faults[f]
-	}
-	return c
-}
-
-// whereApplied prints an intent's effects: "place 0 values [3 9]; ...".
-func whereApplied(m map[int64][]int64) string {
-	var parts []string
-	for _, pl := range sortedInts(m) {
-		parts = append(parts, fmt.Sprintf("place %d values %v", pl, m[pl]))
-	}
-	return strings.Join(parts, "; ")
-}
-
-// nearestRank is the nearest-rank p-th percentile of xs (0 for none).
-func nearestRank(xs []int64, p int) int64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	rank := (p*len(s) + 99) / 100
-	return s[max(rank, 1)-1]
-}
-
-func sortedInts[K int | int64, V any](m map[K]V) []K {
-	out := make([]K, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

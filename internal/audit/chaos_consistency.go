@@ -42,6 +42,12 @@ import (
 // up, while the nemesis would have acted, or the chaos phase ending); and a
 // killed replica comes back no sooner than its planned down time.
 
+// maxPlaced is how many replicas (and places) the per-intent checks
+// follow: the lab runs at most 4 replicas (chaos.MaxReplicas; the
+// parameters' check pins replicas to 1..4). A history of more fails that
+// check; its replicas and places beyond 4 are not followed here.
+const maxPlaced = 4
+
 // A chaosIssue is one consistency check that failed.
 type chaosIssue struct {
 	rule   string // what kind of check: intent, attempt_order, schedule, attempts, places, effects, replayed, events, kills
@@ -52,20 +58,29 @@ type chaosIssue struct {
 // chaosIssueRules orders the issues' kinds in a report.
 var chaosIssueRules = []string{"intent", "attempt_order", "schedule", "attempts", "places", "effects", "replayed", "events", "kills"}
 
+// maxIssues bounds the issues kept of one kind; the rest are counted.
+const maxIssues = 100
+
 func (h *chaosHistory) issue(rule string, intent int64, format string, args ...any) {
 	h.issues = append(h.issues, chaosIssue{rule, intent, fmt.Sprintf(format, args...)})
+}
+
+// chaosEvent is one server event line.
+type chaosEvent struct {
+	kind          string
+	replica, code int64
+	at            int64
 }
 
 // chaosLine is what attemptInOrder needs of one attempt line.
 type chaosLine struct {
 	replica, attempt int64
-	phase            string
+	chaos            bool // the chaos phase, else the quiet one
 	start, end       int64
-	fault, typ       string
-	replayed         *bool
+	fault            []byte
+	typ              string
+	replayed         int8 // -1 null, 0 false, 1 true
 }
-
-func (a chaosLine) isReplayed() bool { return a.typ == "ok" && a.replayed != nil && *a.replayed }
 
 // chaosIntentBody is the body the lab sends for intent n of a run with this
 // seed, as its key is "chaos-N".
@@ -73,69 +88,76 @@ func chaosIntentBody(seed uint64, n int64) string {
 	return fmt.Sprintf("chaos seed %d intent %d", seed, n)
 }
 
+// firstAttempt checks the key and body of intent n's first attempt (line
+// no): the lab's intent n.
+func (h *chaosHistory) firstAttempt(no int, n int64, key []byte, sum [32]byte) {
+	want := sha256.Sum256([]byte(chaosIntentBody(h.seed, n)))
+	if wantKey := "chaos-" + strconv.FormatInt(n, 10); string(key) != wantKey || sum != want {
+		h.issue("intent", n, "line %d: intent %d sends key %q and a body of SHA-256 %s; the lab's intent %d of seed %d is key %q, body %q (SHA-256 %s)",
+			no, n, key, hex.EncodeToString(sum[:]), n, h.seed, wantKey, chaosIntentBody(h.seed, n), hex.EncodeToString(want[:]))
+	}
+}
+
 // attemptInOrder checks one attempt (line no) of intent n against the
 // intent's attempts before it and the schedule, and adds it to the
-// intent's state. For a reply marked replayed it returns the replicas of
-// the intent's earlier attempts that got no reply.
-func (h *chaosHistory) attemptInOrder(no int, n int64, in *chaosIntent, a chaosLine) []int64 {
+// intent's state. For a reply marked replayed it returns the replicas
+// (bits) of the intent's earlier attempts that may have applied it.
+func (h *chaosHistory) attemptInOrder(no int, n int64, in *chaosIntent, a chaosLine) uint8 {
 	if h.firstAttemptStart < 0 {
 		h.firstAttemptStart = a.start
 	}
-	if in.lastPhase == "" {
-		sum := sha256.Sum256([]byte(chaosIntentBody(h.seed, n)))
-		if key, sha := "chaos-"+strconv.FormatInt(n, 10), hex.EncodeToString(sum[:]); in.key != key || in.sha != sha {
-			h.issue("intent", n, "line %d: intent %d sends key %q and a body of SHA-256 %s; the lab's intent %d of seed %d is key %q, body %q (SHA-256 %s)",
-				no, n, in.key, in.sha, n, h.seed, key, chaosIntentBody(h.seed, n), sha)
-		}
-	}
 	switch {
-	case a.attempt != in.next:
+	case a.attempt != int64(in.next):
 		h.issue("attempt_order", n, "line %d: intent %d's attempt %d follows its attempt %d: an intent's attempts are numbered 0, 1, ... in order", no, n, a.attempt, in.next-1)
-	case in.lastPhase != "" && a.start < in.lastEnd:
+	case in.lastPhase != 0 && a.start < in.lastEnd:
 		h.issue("attempt_order", n, "line %d: intent %d's attempt %d began at %d µs, before its attempt %d ended (%d µs): one client makes an intent's attempts one at a time",
 			no, n, a.attempt, a.start, a.attempt-1, in.lastEnd)
-	case in.lastPhase == "quiet" && a.phase == "chaos":
+	case in.lastPhase == 2 && a.chaos:
 		h.issue("attempt_order", n, "line %d: intent %d's attempt %d is a chaos attempt after a quiet one", no, n, a.attempt)
 	}
-	switch a.phase {
-	case "chaos":
-		in.chaosN++
+	inOrder := a.attempt == int64(in.next)
+	if a.chaos {
+		in.chaosN = min(in.chaosN+1, 1<<16-1)
 		d := h.sched.attempt(n, a.attempt)
-		if a.replica != int64(d.replica) || a.fault != d.fault {
+		if a.replica != int64(d.replica) || string(a.fault) != d.fault {
 			h.issue("schedule", n, "line %d: intent %d's attempt %d went to replica %d with fault %q; the schedule of seed %d says replica %d, fault %q",
 				no, n, a.attempt, a.replica, a.fault, h.seed, d.replica, d.fault)
-		} else if a.attempt == in.next && in.lastPhase == "chaos" && a.start < in.lastEnd+d.backoffUS {
+		} else if inOrder && in.lastPhase == 1 && a.start < in.lastEnd+d.backoffUS {
 			h.issue("schedule", n, "line %d: intent %d's attempt %d began %d µs after its attempt before ended; the schedule's backoff before it is %d µs",
 				no, n, a.attempt, a.start-in.lastEnd, d.backoffUS)
 		}
-	case "quiet":
-		in.quietN++
+	} else {
+		in.quietN = min(in.quietN+1, 1<<16-1)
 		d := h.sched.quiet(n, a.attempt)
-		if a.replica != int64(d.replica) || a.fault != "" {
+		if a.replica != int64(d.replica) || len(a.fault) != 0 {
 			h.issue("schedule", n, "line %d: intent %d's quiet attempt %d went to replica %d with fault %q; the quiet phase sends it to replica %d ((intent + attempt) mod %d) with none",
 				no, n, a.attempt, a.replica, a.fault, d.replica, h.replicas)
-		} else if a.attempt == in.next && in.lastPhase == "quiet" && a.start < in.lastEnd+quietBackoffUS {
+		} else if inOrder && in.lastPhase == 2 && a.start < in.lastEnd+quietBackoffUS {
 			h.issue("schedule", n, "line %d: intent %d's quiet attempt %d began %d µs after its attempt before ended; the quiet phase waits %d µs",
 				no, n, a.attempt, a.start-in.lastEnd, quietBackoffUS)
 		}
 	}
-	var earlier []int64
-	if a.isReplayed() {
-		for r, k := range in.applyable {
+	var earlier uint8
+	replayed := a.typ == "ok" && a.replayed == 1
+	if replayed {
+		for r, k := range in.apply {
 			if k > 0 {
-				earlier = append(earlier, r)
+				earlier |= 1 << r
 			}
 		}
-		slices.Sort(earlier)
 	}
 	// What may have applied the intent: an attempt without a reply, or a
 	// 200 not marked replayed. (A reply other than 200 took no effect, nor
 	// did a replayed one.) A 200 ends the intent's attempts, so the
 	// earlier attempts a replay may follow are the ones without a reply.
-	if a.typ == "info" || a.typ == "ok" && !a.isReplayed() {
-		in.applyable[a.replica]++
+	if (a.typ == "info" || a.typ == "ok" && !replayed) && a.replica < maxPlaced && in.apply[a.replica] < 1<<16-1 {
+		in.apply[a.replica]++
 	}
-	in.next, in.lastEnd, in.lastPhase = max(in.next, a.attempt+1), a.end, a.phase
+	in.next, in.lastEnd = int32(max(int64(in.next), a.attempt+1)), a.end
+	in.lastPhase = 2
+	if a.chaos {
+		in.lastPhase = 1
+	}
 	return earlier
 }
 
@@ -147,12 +169,19 @@ type chaosRunParams struct {
 }
 
 // killSlackUS bounds how late the nemesis acts on a planned kill while it
-// is not busy (every replica up): its loop ticks every 5 ms; 100 ms
-// leaves room for a loaded machine. Measured on the 32 kills of the
-// fixture's, the committed and a fresh run's histories (12 of them, on a
-// 2-core machine with a load average of 7): the latest came 37 ms after
-// its planned time, most within 5 ms.
-const killSlackUS = 100_000
+// is not busy restarting a replica or killing one: its loop ticks every
+// 5 ms; 50 ms leaves room for a loaded machine. Measured on the 32 kills
+// of the fixture's, the committed and a fresh run's histories (12 of them,
+// on a 2-core machine with a load average of 7): the latest came 37 ms
+// after its planned time, most within 5 ms. reapUS bounds how late a
+// replica that crashed is seen to have (the next tick's reap).
+const (
+	killSlackUS = 50_000
+	reapUS      = 20_000
+	// restartAfterUS is the supervisor's wait before it restarts a
+	// replica that crashed: it is busy restarting no sooner.
+	restartAfterUS = 10_000
+)
 
 // checkConsistency runs the end checks on a whole history of store.
 func (h *chaosHistory) checkConsistency(store string, p chaosRunParams) {
@@ -163,24 +192,20 @@ func (h *chaosHistory) checkConsistency(store string, p chaosRunParams) {
 }
 
 func (h *chaosHistory) checkIntentsAndAttempts(p chaosRunParams) {
-	numbers := sortedInts(h.intents)
-	if n := int64(len(numbers)); n > 0 && numbers[n-1] != n-1 && !p.cappedIntents && !p.cappedAttmpt {
-		for i, x := range numbers {
-			if x != int64(i) {
-				h.issue("attempts", -1, "intents are numbered %d..%d, but intent %d has no attempt: every intent a client takes makes one (capped says no cap stopped the clients)",
-					numbers[0], numbers[n-1], i)
-				break
-			}
+	n := int64(h.intents.n)
+	var lo, hi int64 = maxInt, -1
+	for i := range h.intents.n {
+		in := h.intents.at(i)
+		lo, hi = min(lo, in.number), max(hi, in.number)
+		if int64(in.chaosN) > p.maxAttempts {
+			h.issue("attempts", in.number, "intent %d made %d chaos-phase attempts; parameters.max_attempts is %d", in.number, in.chaosN, p.maxAttempts)
+		}
+		if int64(in.quietN) > p.quietAttempts {
+			h.issue("attempts", in.number, "intent %d made %d quiet-phase attempts; parameters.quiet_attempts is %d", in.number, in.quietN, p.quietAttempts)
 		}
 	}
-	for _, n := range numbers {
-		in := h.intents[n]
-		if in.chaosN > p.maxAttempts {
-			h.issue("attempts", n, "intent %d made %d chaos-phase attempts; parameters.max_attempts is %d", n, in.chaosN, p.maxAttempts)
-		}
-		if in.quietN > p.quietAttempts {
-			h.issue("attempts", n, "intent %d made %d quiet-phase attempts; parameters.quiet_attempts is %d", n, in.quietN, p.quietAttempts)
-		}
+	if n > 0 && (lo != 0 || hi != n-1) && !p.cappedIntents && !p.cappedAttmpt {
+		h.issue("attempts", -1, "%d intents numbered %d..%d: every intent a client takes (0, 1, ...) makes an attempt, and capped says no cap stopped the clients", n, lo, hi)
 	}
 }
 
@@ -224,52 +249,43 @@ func placesText(ps []chaosPlace) string {
 // checkEffectsAndReplays checks each intent's effects per place against
 // its attempts there, and each reply marked replayed.
 func (h *chaosHistory) checkEffectsAndReplays(placeOf map[int64]int64) {
-	effects := map[int64]map[int64]int64{} // intent -> place -> effects
-	for _, p := range h.places {
-		for _, e := range p.effects {
-			if n, ok := h.bySHA[e.sha]; ok {
-				if effects[n] == nil {
-					effects[n] = map[int64]int64{}
-				}
-				effects[n][p.place]++
+	for i := range h.intents.n {
+		in := h.intents.at(i)
+		var could [maxPlaced]int64
+		for r, k := range in.apply {
+			if pl, ok := placeOf[int64(r)]; ok && pl < maxPlaced {
+				could[pl] += int64(k)
 			}
 		}
-	}
-	for _, n := range sortedInts(effects) {
-		could := map[int64]int64{}
-		for r, k := range h.intents[n].applyable {
-			if pl, ok := placeOf[r]; ok {
-				could[pl] += k
-			}
-		}
-		for _, pl := range sortedInts(effects[n]) {
-			if got := effects[n][pl]; got > could[pl] {
-				h.issue("effects", n, "intent %d has %d effects at place %d, but made %d attempts there that may have applied it (no reply, or a 200 not replayed)",
-					n, got, pl, could[pl])
+		for pl, got := range in.effectsAt {
+			if int64(got) > could[pl] {
+				h.issue("effects", in.number, "intent %d has %d effects at place %d, but made %d attempts there that may have applied it (no reply, or a 200 not replayed)",
+					in.number, got, pl, could[pl])
 			}
 		}
 	}
 
 	type ack struct {
-		chaosAck
+		*chaosAck
 		v int64
 	}
-	fresh := map[int64][]ack{} // place -> non-replayed 200s, by start
+	fresh := map[int64][]ack{} // place -> 200s not replayed, by start
 	var replays []ack
-	for _, a := range h.acks {
-		v, err := strconv.ParseInt(a.value, 10, 64)
-		pl, ok := placeOf[a.replica]
+	for k := range h.acks.n {
+		a := h.acks.at(k)
+		v, err := strconv.ParseInt(string(h.text.bytes(a.value)), 10, 64)
+		pl, ok := placeOf[int64(a.replica)]
 		if err != nil || !ok {
 			continue // value_mismatch or bad_journal (chaos.go)
 		}
-		switch {
-		case a.replayed != nil && *a.replayed:
+		switch a.replayed {
+		case 1:
 			replays = append(replays, ack{a, v})
-		case a.replayed != nil:
+		case 0:
 			fresh[pl] = append(fresh[pl], ack{a, v})
 		}
 	}
-	// suffixMin[pl][i]: the smallest value among fresh[pl][i:].
+	// suffixMin[pl][i]: the index of the smallest value among fresh[pl][i:].
 	suffixMin := map[int64][]int{}
 	for pl, acks := range fresh {
 		slices.SortStableFunc(acks, func(x, y ack) int { return cmp.Compare(x.start, y.start) })
@@ -284,18 +300,29 @@ func (h *chaosHistory) checkEffectsAndReplays(placeOf map[int64]int64) {
 		suffixMin[pl] = m
 	}
 	for _, r := range replays {
-		pl := placeOf[r.replica]
-		if !slices.ContainsFunc(r.earlier, func(x int64) bool { p, ok := placeOf[x]; return ok && p == pl }) {
-			h.issue("replayed", r.intent, "intent %d's attempt %d on replica %d got 200 %q marked replayed, but none of its earlier attempts at place %d went without a reply: there is no earlier result to replay (its earlier attempts without a reply went to replicas %v)",
-				r.intent, r.attempt, r.replica, r.value, pl, r.earlier)
+		pl := placeOf[int64(r.replica)]
+		number := h.intents.at(r.intent).number
+		var at []int64
+		before := false
+		for x := range maxPlaced {
+			if r.earlier&(1<<x) != 0 {
+				at = append(at, int64(x))
+				if p, ok := placeOf[int64(x)]; ok && p == pl {
+					before = true
+				}
+			}
+		}
+		if !before {
+			h.issue("replayed", number, "intent %d's attempt %d on replica %d got 200 %q marked replayed, but none of its earlier attempts at place %d went without a reply: there is no earlier result to replay (its earlier attempts without a reply went to replicas %v)",
+				number, r.attempt, r.replica, h.text.bytes(r.value), pl, at)
 			continue
 		}
 		acks := fresh[pl]
 		i, _ := slices.BinarySearchFunc(acks, r.end+1, func(x ack, t int64) int { return cmp.Compare(x.start, t) })
 		if j := suffixMin[pl][i]; j >= 0 && acks[j].v <= r.v {
 			b := acks[j]
-			h.issue("replayed", r.intent, "intent %d's attempt %d got value %d marked replayed, ending at %d µs; intent %d's attempt %d began after it (%d µs) at place %d and got value %d, not replayed: a replayed value comes from an effect applied before, so it must be the smaller",
-				r.intent, r.attempt, r.v, r.end, b.intent, b.attempt, b.start, pl, b.v)
+			h.issue("replayed", number, "intent %d's attempt %d got value %d marked replayed, ending at %d µs; intent %d's attempt %d began after it (%d µs) at place %d and got value %d, not replayed: a replayed value comes from an effect applied before, so it must be the smaller",
+				number, r.attempt, r.v, r.end, h.intents.at(b.intent).number, b.attempt, b.start, pl, b.v)
 		}
 	}
 }
@@ -324,7 +351,7 @@ func (h *chaosHistory) checkEventsAndKills(p chaosRunParams) {
 	for i := range lastKill {
 		lastKill[i] = -1
 	}
-	for _, e := range h.events {
+	for _, e := range h.serverEvents {
 		r := e.replica
 		bad := func(format string, args ...any) {
 			h.issue("events", -1, "replica %d: %s at %d µs: %s", r, e.kind, e.at, fmt.Sprintf(format, args...))
@@ -405,14 +432,54 @@ func (h *chaosHistory) checkEventsAndKills(p chaosRunParams) {
 	exitIn := func(r int, lo, hi int64) bool {
 		return slices.ContainsFunc(ups[r], func(iv interval) bool { return lo <= iv.to && iv.to <= hi })
 	}
-	// excused says why planned kill q may not have happened, or "".
+	// The supervisor is busy, and acts on no planned kill, while it
+	// restarts a replica (from restartAfterUS after its exit, at the
+	// soonest, to its start) or kills one (the kill to the exit).
+	type span struct{ from, to int64 }
+	var busy []span
+	lastExit := make([]int64, h.replicas)
+	for i := range lastExit {
+		lastExit[i] = -1
+	}
+	for _, e := range h.serverEvents {
+		switch e.kind {
+		case "exit":
+			lastExit[e.replica] = e.at
+		case "start":
+			if x := lastExit[e.replica]; x >= 0 && x+restartAfterUS < e.at {
+				busy = append(busy, span{x + restartAfterUS, e.at})
+			}
+			lastExit[e.replica] = -1
+		}
+	}
+	for _, k := range kills {
+		if k.exitAt >= 0 {
+			busy = append(busy, span{k.at, k.exitAt})
+		}
+	}
+	// freeAt is the first moment from t on that the supervisor is free.
+	freeAt := func(t int64) int64 {
+		for moved := true; moved; {
+			moved = false
+			for _, b := range busy {
+				if b.from <= t && t < b.to {
+					t, moved = b.to, true
+				}
+			}
+		}
+		return t
+	}
+	// excused says why planned kill q may not have happened, or "": the
+	// nemesis acted on it at a tick between its due time and the first
+	// moment the supervisor was free after it (plus killSlackUS), and no
+	// later than the next kill it made.
 	excused := func(q chaosKill, next int64) string {
 		lo := t0lo + q.atUS
-		hi := min(next, t0hi+q.atUS+killSlackUS)
+		hi := min(next, freeAt(t0hi+q.atUS)+killSlackUS)
 		switch {
 		case hi >= end:
 			return "the chaos phase may have ended first"
-		case !upAt(q.replica, lo, hi, true) || exitIn(q.replica, lo, hi+killSlackUS):
+		case !upAt(q.replica, lo, hi, true) || exitIn(q.replica, lo, hi+reapUS):
 			return "its replica was down"
 		case h.replicas > 1:
 			for t := range h.replicas {

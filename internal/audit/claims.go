@@ -57,6 +57,7 @@ var claimDefs = map[string]struct {
 	"retries_sent":   {Rederived, "retries.json, never-retry's sent: each intent's one drop decision drawn again from the seed"},
 	"chaos_schedule": {Rederived, "the chaos schedule: every attempt's replica, fault and backoff, and the nemesis's kills, drawn again from the seed and parameters"},
 	"chaos_verdict":  {Rederived, "chaos.json: its counts and verdict, from each history by the audit's own checker"},
+	"targets_report": {Rederived, "TARGETS.md: byte for byte the audit's own rendering of targets.json, each run's verdict the audit's own judge's"},
 	"statement":      {Rederived, "statement.intoto.json: its subjects the manifest and its files, its tests the audit's own verdicts on the runs"},
 	"rebuild":        {Rederived, "server_sha256: cmd/effectserver, rebuilt from the checkout with the recorded recipe, hashes to it"},
 	"signature":      {Rederived, "the signature: statement.intoto.json is signed (DSSE, ed25519) by the key %s"},
@@ -65,6 +66,7 @@ var claimDefs = map[string]struct {
 	"runfile":        {Consistent, "run.json: the same runs, calls and exit codes as results.json; its times, launch order and addresses consistent"},
 	"retries":        {Consistent, "retries.json: each row's counts add up to the intents and stay within what its parameters allow, and the design's claims hold (never-retry loses at least the intents the seed drops, retry-same-key on the sound registry loses and duplicates none, on record-after-effect duplicates some, ...)"},
 	"chaos_history":  {Consistent, "the chaos histories: each intent's key, body and attempts in order; every effect an intent's body, no more of them than attempts that may have applied it; a reply marked replayed after an earlier attempt and effect at its place; every kill one of the plan, followed by the replica's exit and a restart; a shared store in one place"},
+	"targets":        {Consistent, "targets.json: on each target, one run per selected case that may run there, its calls, processes and sink journal as its case's steps require, its verdict the audit's own judge's; what the target did is the lab's observation of code it did not write, not reproducible run to run"},
 	"chaos_promises": {Consistent, "the chaos runs: no rule a store promises is broken in its history (no duplicate on durable and postgres, no lost acknowledgement, nothing stuck, acknowledged values in order)"},
 
 	// Not checked here.
@@ -72,7 +74,7 @@ var claimDefs = map[string]struct {
 	"server_ran":   {NotChecked, "that this binary made the evidence: a rebuild shows that the checkout builds to server_sha256, not that the runs used it (evidence of a weaker build with its hashes rewritten passes)"},
 	"commit_none":  {NotChecked, "source_commit's tree: not compared with the checkout's git history (a note says why)"},
 	"who":          {NotChecked, "who ran it: no signature checked (runner -sign KEYFILE writes one, audit -verify-key PUBFILE checks it)"},
-	"observations": {NotChecked, "that the non-deterministic counts were observed: retries.json's rows and the chaos histories (their attempts and journal alike; an effect left out and the values after it renumbered, say) can be invented to hang together; a signature does not change that; audit -reproduce re-observes them"},
+	"observations": {NotChecked, "that the non-deterministic evidence was observed: retries.json's rows, the chaos histories (their attempts and journal alike; an effect left out and the values after it renumbered, say) and the runs on targets, whichever it holds, can be invented to hang together; a signature does not change that; audit -reproduce re-observes them"},
 }
 
 // ClaimIDs lists the id of every claim the audit can make in kind's list,
@@ -142,7 +144,7 @@ func (a *auditor) unchecked() {
 	if !has("signature") {
 		a.claim("who")
 	}
-	if slices.ContainsFunc(a.report.Consistent, func(c Claim) bool { return c.ID == "retries" || c.ID == "chaos_history" }) {
+	if slices.ContainsFunc(a.report.Consistent, func(c Claim) bool { return c.ID == "retries" || c.ID == "chaos_history" || c.ID == "targets" }) {
 		a.claim("observations")
 	}
 }

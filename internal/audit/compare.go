@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // DeterministicFile is an evidence file that must be byte-identical
@@ -90,13 +91,47 @@ func Compare(a, b string) (*Comparison, error) {
 			}
 		}
 	}
+	// The other files hold timings, histories and a target's own races:
+	// they are named, never compared byte for byte.
+	var differ, alone []string
+	for _, name := range otherFiles(a, b) {
+		da, errA := readInside(a, name, capOf(name))
+		db, errB := readInside(b, name, capOf(name))
+		switch {
+		case errA != nil || errB != nil:
+			alone = append(alone, name)
+		case !bytes.Equal(da, db):
+			differ = append(differ, name)
+		}
+	}
+	if len(differ) > 0 {
+		c.Lines = append(c.Lines, "differs as expected (timings, histories, the targets' own timing; not compared byte for byte): "+strings.Join(differ, ", "))
+	}
+	if len(alone) > 0 {
+		c.Lines = append(c.Lines, "in only one folder (not compared): "+strings.Join(alone, ", "))
+	}
 	return c, nil
+}
+
+// otherFiles lists, sorted, the regular files of either folder that are
+// not deterministic files.
+func otherFiles(a, b string) []string {
+	seen := map[string]bool{}
+	for _, dir := range []string{a, b} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if e.Type().IsRegular() && !slices.ContainsFunc(DeterministicFiles, func(f DeterministicFile) bool { return f.Name == e.Name() }) {
+				seen[e.Name()] = true
+			}
+		}
+	}
+	return sortedKeys(seen)
 }
 
 // explainRuns names the (case, store) runs of two results.json versions
 // that differ or exist in only one.
 func explainRuns(a, b []byte, nameA, nameB string) []string {
-	return explainItems(a, b, nameA, nameB, "runs", "run differs", func(run map[string]any) string {
+	return explainItems(a, b, nameA, nameB, capResultsJSON, "runs", "run differs", func(run map[string]any) string {
 		cname, _ := str(run, "case")
 		store, _ := str(run, "store")
 		return runKey{cname, store}.String()
@@ -106,7 +141,7 @@ func explainRuns(a, b []byte, nameA, nameB string) []string {
 // explainStrategies names the strategies of two jitter.json versions that
 // differ or exist in only one.
 func explainStrategies(a, b []byte, nameA, nameB string) []string {
-	return explainItems(a, b, nameA, nameB, "strategies", "differs", func(s map[string]any) string {
+	return explainItems(a, b, nameA, nameB, capJitterJSON, "strategies", "differs", func(s map[string]any) string {
 		n, _ := str(s, "name")
 		return "strategy " + n
 	})
@@ -115,10 +150,10 @@ func explainStrategies(a, b []byte, nameA, nameB string) []string {
 // explainItems compares the array field of two JSON documents item by item,
 // matching items by the name key gives them, and names the items that
 // differ or exist in only one; when every item matches it says what else
-// differs.
-func explainItems(a, b []byte, nameA, nameB, field, differs string, key func(map[string]any) string) []string {
-	ia, errA := itemsByKey(a, field, key)
-	ib, errB := itemsByKey(b, field, key)
+// differs. Each document is read within caps.
+func explainItems(a, b []byte, nameA, nameB string, caps jsonCap, field, differs string, key func(map[string]any) string) []string {
+	ia, errA := itemsByKey(a, caps, field, key)
+	ib, errB := itemsByKey(b, caps, field, key)
 	switch {
 	case errA != nil:
 		return []string{fmt.Sprintf("cannot compare %s: %s: %v", field, nameA, errA)}
@@ -157,10 +192,10 @@ type keyedItems struct {
 	rest  string            // canonical rendering of everything but the array
 }
 
-func itemsByKey(data []byte, field string, key func(map[string]any) string) (*keyedItems, error) {
-	v, err := decodeJSON(data)
+func itemsByKey(data []byte, caps jsonCap, field string, key func(map[string]any) string) (*keyedItems, error) {
+	v, err := decodeJSON(data, caps)
 	if err != nil {
-		return nil, fmt.Errorf("not valid JSON: %v", err)
+		return nil, errors.New(jsonRefusal(err))
 	}
 	doc, ok := v.(map[string]any)
 	if !ok {

@@ -126,7 +126,7 @@ func (a *auditor) checkSignature(statement []byte) {
 		a.failf(CheckFile, "file %s: %v", EnvelopeFile, unwrapPath(err))
 		return
 	}
-	v, err := decodeJSON(data)
+	v, err := decodeJSON(data, capEnvelopeJSON)
 	env, _ := v.(map[string]any)
 	if err != nil || env == nil {
 		fail("not a JSON object: %v", err)

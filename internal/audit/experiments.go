@@ -113,13 +113,17 @@ func (a *auditor) checkExperiments() {
 		}
 		switch e.name {
 		case "retries":
-			if doc, _ := a.jsonDoc(RetriesFile, a.schemas.Retries).(map[string]any); doc != nil {
+			doc, _ := a.jsonDoc(RetriesFile, a.schemas.Retries).(map[string]any)
+			a.release(RetriesFile)
+			if doc != nil {
 				a.checkRetries(doc)
 			} else {
 				a.note(RetriesFile + " is missing or invalid: its checks were not made")
 			}
 		case "jitter":
-			if doc, _ := a.jsonDoc(JitterFile, a.schemas.Jitter).(map[string]any); doc != nil {
+			doc, _ := a.jsonDoc(JitterFile, a.schemas.Jitter).(map[string]any)
+			a.release(JitterFile)
+			if doc != nil {
 				a.checkJitter(doc)
 				a.claim("jitter")
 			} else {
@@ -368,6 +372,7 @@ func mulberry(seed uint32) func() float64 {
 // checkJitterSVG compares jitter.svg byte for byte with the audit's own
 // drawing of its own run of the model (see jitterSVG).
 func (a *auditor) checkJitterSVG() {
+	defer a.release(JitterSVGFile)
 	a.check()
 	data, ok := a.evidenceFile(JitterSVGFile)
 	if !ok {

@@ -181,8 +181,8 @@ func TestAuditExperiments(t *testing.T) {
 				f.rehash(t)
 			},
 			want: []string{
-				"file REPORT.md: listed in the manifest, but the runner writes no such file for this selection (it writes ): not evidence",
-				"file run.json: listed in the manifest, but the runner writes no such file for this selection (it writes ): not evidence",
+				"file REPORT.md: listed in the manifest, but the selection runs no case on a store, and the runner writes it for those only",
+				"file run.json: listed in the manifest, but the selection runs no case on a store, and the runner writes it for those only",
 				"manifest.json: selection: selects no case and no experiment: the evidence claims nothing",
 			},
 			more: true,
@@ -434,7 +434,8 @@ func TestCompareJitter(t *testing.T) {
 				f.editJSON(t, "evidence/retries.json", func(d map[string]any) { retriesRowOf(d, 0)["lost"] = 40 })
 			},
 			identical: true,
-			want:      []string{"identical: results.json", "identical: jitter.json", "identical: jitter.svg", "identical: REPORT.md"},
+			want: []string{"identical: results.json", "identical: jitter.json", "identical: jitter.svg", "identical: REPORT.md",
+				"differs as expected (timings, histories, the targets' own timing; not compared byte for byte): retries.json"},
 		},
 	}
 	for _, tt := range tests {

@@ -11,12 +11,17 @@ import (
 )
 
 // requiredFiles returns the files the selection makes the runner write:
-// results.json, run.json and REPORT.md for case runs, each experiment's
-// files for the experiments selected.
+// results.json, run.json and REPORT.md for cases run on stores,
+// targets.json and TARGETS.md for cases run on targets (a run with
+// -target alone selects no store, and writes no results.json), each
+// experiment's files for the experiments selected.
 func (a *auditor) requiredFiles() []string {
 	var out []string
-	if len(a.selCases) > 0 {
+	if len(a.selCases) > 0 && len(a.selStores) > 0 {
 		out = append(out, "REPORT.md", "results.json", "run.json")
+	}
+	if len(a.selCases) > 0 && len(a.selTargets) > 0 {
+		out = append(out, TargetsReportFile, TargetsFile)
 	}
 	sel, _ := a.manifest["selection"].(map[string]any)
 	for _, name := range stringList(sel, "experiments") {
@@ -38,9 +43,6 @@ func (a *auditor) requiredFiles() []string {
 func (a *auditor) writtenFiles() []string {
 	out := a.requiredFiles()
 	sel, _ := a.manifest["selection"].(map[string]any)
-	if len(stringList(sel, "targets")) > 0 {
-		out = append(out, TargetFiles...)
-	}
 	if slices.Contains(stringList(sel, "experiments"), "chaos") {
 		for _, s := range StoreOrder {
 			out = append(out, chaosHistoryFile(s))
@@ -49,25 +51,31 @@ func (a *auditor) writtenFiles() []string {
 	return out
 }
 
-// TargetFiles are the files a run on targets writes.
-var TargetFiles = []string{"targets.json", "TARGETS.md"}
-
 // checkFiles verifies manifest.files against the evidence folder: every
 // listed file is one the runner writes for the selection (writtenFiles),
 // a regular file inside the folder (no symlink, FIFO or device; never
 // followed), within its size cap, with the SHA-256 of its exact bytes;
 // every file the selection implies is listed; and every entry of the
-// folder but manifest.json is a listed regular file. The bytes read are
-// kept for the other checks, whatever their hash.
+// folder but manifest.json is a listed regular file. The bytes of the
+// files other checks read (keptFiles) are kept for them, whatever their
+// hash; the others are hashed as a stream.
 func (a *auditor) checkFiles() {
 	a.listed = stringMap(a.manifest, "files")
 	written := a.writtenFiles()
 	for _, p := range sortedKeys(a.listed) {
 		a.check()
-		if cleanRel(p) && !slices.Contains(written, p) && !a.otherExperimentFile(p) {
-			a.failf(CheckFile, "file %s: listed in the manifest, but the runner writes no such file for this selection (it writes %s): not evidence", p, strings.Join(written, ", "))
+		switch {
+		case !cleanRel(p) || slices.Contains(written, p):
+		case !a.runnerFile(p):
+			a.failf(CheckFile, "file %s: listed in the manifest, but the runner writes no such file (for this selection it writes %s): not evidence", p, strings.Join(written, ", "))
+		case p == "REPORT.md" || p == "run.json":
+			a.failf(CheckFile, "file %s: listed in the manifest, but the selection runs no case on a store, and the runner writes it for those only", p)
 		}
 		if a.isStreamed(p) { // a chaos history: hashed as a stream (chaos.go)
+			continue
+		}
+		if !slices.Contains(keptFiles, p) {
+			a.hashListed(p, capOf(p))
 			continue
 		}
 		data, err := readInside(a.opts.Evidence, p, capOf(p))
@@ -126,12 +134,38 @@ func (a *auditor) checkFiles() {
 	a.claim("files")
 }
 
+// keptFiles are the evidence files whose bytes other checks read.
+var keptFiles = []string{"results.json", "run.json", "REPORT.md", RetriesFile, JitterFile, JitterSVGFile, ChaosFile, TargetsFile, TargetsReportFile}
+
+// hashListed checks the listed file p's SHA-256 against the manifest,
+// reading it as a stream of at most limit bytes.
+func (a *auditor) hashListed(p string, limit int64) {
+	sum, err := hashInside(a.opts.Evidence, p, limit)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		a.failf(CheckFile, "file %s: listed in the manifest but missing from the evidence folder", p)
+	case err != nil:
+		a.failf(CheckFile, "file %s: %v", p, unwrapPath(err))
+	case sum != a.listed[p]:
+		a.failf(CheckFile, "file %s: SHA-256 does not match the manifest", p)
+	default:
+		a.report.Files++
+	}
+}
+
 // evidenceFile returns the bytes of an evidence file read by checkFiles;
 // ok is false when the manifest does not list it or it could not be read.
 func (a *auditor) evidenceFile(name string) ([]byte, bool) {
+	if !slices.Contains(keptFiles, name) {
+		panic("audit: evidenceFile(" + name + "): not one of keptFiles, whose bytes checkFiles keeps")
+	}
 	data, ok := a.data[name]
 	return data, ok
 }
+
+// release drops the bytes of evidence file name, read for the last time:
+// the audit keeps no more than its checks still need.
+func (a *auditor) release(name string) { delete(a.data, name) }
 
 // isListed reports whether manifest.files lists name.
 func (a *auditor) isListed(name string) bool {
@@ -139,11 +173,12 @@ func (a *auditor) isListed(name string) bool {
 	return ok
 }
 
-// otherExperimentFile reports whether p is a file of an experiment the
-// selection does not run: the experiment checks fail it, naming the
-// selection (experiments.go, chaos.go), so the file check does not.
-func (a *auditor) otherExperimentFile(p string) bool {
-	if chaosHistoryName.MatchString(p) {
+// runnerFile reports whether the runner writes a file called p for some
+// selection. One it writes, but not for this selection, is reported by the
+// check of that selection (runset.go, targets.go, experiments.go, chaos.go)
+// but for REPORT.md and run.json, which checkFiles reports.
+func (a *auditor) runnerFile(p string) bool {
+	if chaosHistoryName.MatchString(p) || slices.Contains([]string{"REPORT.md", "results.json", "run.json", TargetsFile, TargetsReportFile}, p) {
 		return true
 	}
 	return slices.ContainsFunc(experiments, func(e struct {

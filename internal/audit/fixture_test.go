@@ -214,7 +214,7 @@ func (f *fixture) renderReport(t *testing.T) {
 	if err != nil {
 		return
 	}
-	v, err := decodeJSON(data)
+	v, err := decodeJSON(data, capResultsJSON)
 	if err != nil {
 		return
 	}

@@ -6,37 +6,130 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
-// Size caps. The audit reads each input whole, then decodes it; a cap per
-// file bounds both, so that no evidence folder, however hostile, can make
-// the audit use more than a few hundred MiB (measured: see the closing
-// note of issue 8). Each cap is far above what the lab writes today (in
-// parentheses, the committed evidence of 18 runs and 188 calls) and far
-// below what would hurt: a file over its cap is refused unread.
+// The audit's caps, all in one place. Each input has a cap on its bytes
+// (a file over it is refused unread) and each JSON document caps on its
+// values and objects (jsonCap: decodeJSON refuses the document at the
+// first value or object over them), so that no evidence folder or
+// checkout, however hostile, can make the audit's memory grow without
+// bound. Each cap is above the most the lab can write (the runner's
+// bounds, docs/bounds.md) and far above what it writes (in parentheses:
+// the committed evidence of 63 runs and 429 calls, and chaos histories of
+// a 3 s run per store).
+//
+// Memory: a JSON document decodes to at most ~330 bytes an object (of one
+// member) and ~30 a number, so the caps of values and objects, not the
+// byte caps, bound it; its schema validation, which keeps ~530 bytes per
+// failure until it returns, takes the document in parts (validate). The
+// audit keeps the bytes of the files its checks read (results.json,
+// run.json, REPORT.md, the experiments' files) until their last reader is
+// done (the bytes checked are the bytes hashed), and only hashes the
+// others, a stream at a time. A chaos history is read line by line, never
+// whole (chaoshistory.go).
+//
+// Measured at the caps by internal/audit/testdata/worstcase.sh (it
+// writes each worst case of worstCases, worstcase_test.go, into a copy
+// of the checkout's evidence and runs the audit on it under
+// /usr/bin/time -v; 2 shared cores): a peak RSS of 194 MB at most, every
+// file at its caps at once (4.5 s of CPU); alone, a 256 MiB history of
+// one acknowledged intent a line 167 MB (3.7 s), a run.json of 400,000
+// schema failures 166 MB, one of 100,000 nested objects 123 MB; 206 MB
+// at most without MemoryLimit. Before these caps (fb85c4c) the same
+// inputs took up to 2.4 GB (the issue's 32 MiB run.json of nested
+// objects), 6 GB (an 8 MiB results.json of 4 million schema failures),
+// or ran out of memory.
 const (
-	CapManifest = 1 << 20  // manifest.json (8 KB): ~90 bytes per source file
-	CapResults  = 8 << 20  // results.json (41 KB): ~220 bytes per call, ~38,000 calls
-	CapRun      = 32 << 20 // run.json (67 KB): server log lines, ~4 times results.json
-	CapReport   = 8 << 20  // REPORT.md (17 KB): one table row per call
-	CapRetries  = 64 << 10 // retries.json (1 KB): four rows
-	CapJitter   = 1 << 20  // jitter.json (6 KB): a fixed model's buckets
-	CapSVG      = 4 << 20  // jitter.svg (42 KB): a fixed model's bars
-	CapSource   = 4 << 20  // any one source, case or schema file (the largest is go.sum)
-	CapOther    = 1 << 20  // any other file named in manifest.files
+	CapManifest  = 1 << 20   // manifest.json (16 KB): ~90 bytes per source file
+	CapResults   = 8 << 20   // results.json (100 KB): ~230 bytes per call, ~36,000 calls
+	CapRun       = 32 << 20  // run.json (197 KB): server log lines, ~2 times results.json
+	CapReport    = 8 << 20   // REPORT.md (52 KB): one table row per call
+	CapRetries   = 64 << 10  // retries.json (3 KB): thirteen rows
+	CapJitter    = 1 << 20   // jitter.json (6 KB): a fixed model's buckets
+	CapSVG       = 4 << 20   // jitter.svg (42 KB): a fixed model's bars
+	CapStatement = 1 << 20   // statement.intoto.json (9 KB): ~150 bytes per evidence and case file
+	CapHistory   = 256 << 20 // a chaos history (0.7 MB): see below
+	CapSource    = 4 << 20   // any one source, case or schema file (the largest is go.sum)
+	CapOther     = 1 << 20   // chaos.json (20 KB) and any other file named in manifest.files
+
+	// The targets' files (in parentheses, a plain run of 21 cases on three
+	// targets: 63 rows, 26 of them run).
+	CapTargets       = 16 << 20 // targets.json (174 KB): ~6 KB per run with its details
+	CapTargetsReport = 8 << 20  // TARGETS.md (26 KB): one table row per call
+	CapTargetFile    = 64 << 10 // a target folder's target.json (1 KB), the lab's own bound
+	CapLockFile      = 16 << 20 // a target's package-lock.json (44 KB), the lab's own bound
+	// A target folder whose digest the audit re-derives: at most this many
+	// files and bytes (node_modules, .git and the setup marker left out),
+	// the lab's own bounds.
+	CapFolderFiles = 10000
+	CapFolderBytes = 64 << 20
 )
 
-// fileCaps gives each evidence file its cap; others get CapOther.
+// MemoryLimit is the soft limit cmd/audit sets on the Go runtime's memory
+// (debug.SetMemoryLimit), unless GOMEMLIMIT sets one: the caps bound what
+// the audit keeps (150 MB at the worst case measured), the limit the
+// garbage kept beside it, which the collector would otherwise let grow
+// as large again.
+const MemoryLimit = 192 << 20
+
+// CapHistory: a 10-minute soak (the runner's longest -duration) stops at
+// the chaos experiment's 300,000 attempts (internal/chaos MaxHistory), at
+// ~340 bytes a line about 100 MB; 256 MiB is 2.5 times that. The audit
+// keeps about 140 bytes per intent (40 of them for the consistency
+// checks, chaos_consistency.go) and 50 per acknowledgement
+// (chaoshistory.go), not the lines, each at most maxHistoryLine bytes
+// (the runner shortens errors and reply bodies: a line is a few hundred
+// bytes).
+const maxHistoryLine = 64 << 10
+
+// A jsonCap bounds a JSON document's values (objects, arrays, strings,
+// numbers and literals, wherever they are) and, of them, its objects (a
+// decoded object takes ~330 bytes, ten times a number).
+type jsonCap struct{ values, objects int }
+
+// The caps of each JSON document, the lab's own in parentheses (values,
+// objects). The runner writes at most 30,000 calls a run (docs/bounds.md):
+// results.json then holds about 280,000 values and 35,000 objects, run.json
+// 240,000 and 42,000.
+var (
+	capManifestJSON  = jsonCap{50_000, 1_000}    // manifest.json (370, 6): a value per source and evidence file
+	capResultsJSON   = jsonCap{400_000, 100_000} // results.json (3,957, 493): ~9 values and an object a call
+	capRunJSON       = jsonCap{400_000, 100_000} // run.json (3,472, 598): ~8 values and 1.4 objects a call
+	capRetriesJSON   = jsonCap{5_000, 1_000}     // retries.json (125, 15): thirteen rows
+	capJitterJSON    = jsonCap{50_000, 1_000}    // jitter.json (5,531, 6): a fixed model's buckets
+	capChaosJSON     = jsonCap{50_000, 10_000}   // chaos.json (600, 106): ~200 values a store, its 100 findings listed
+	capStatementJSON = jsonCap{50_000, 10_000}   // statement.intoto.json (205, 68): two objects per evidence and case file
+	capCaseJSON      = jsonCap{600_000, 350_000} // a case file (~40, ~10): whatever the runner's 1 MiB can hold, 2 bytes a value, 3 an object
+	capLineJSON      = jsonCap{1 << 16, 1 << 14} // a chaos history line (17, 1), at most 64 KiB
+	capTargetsJSON   = jsonCap{800_000, 200_000} // targets.json (~14,000, ~3,000 for 63 rows): ~250 values a run with its details
+	capTargetJSON    = jsonCap{5_000, 1_000}     // a target.json (~60, ~10), within its 64 KiB
+	capLockJSON      = jsonCap{500_000, 100_000} // a package-lock.json (~1,500, ~300): a few values a package
+	capEnvelopeJSON  = jsonCap{100, 20}          // statement.intoto.dsse.json (9, 2): at most 16 signatures
+)
+
+// jsonCaps gives each evidence JSON document its caps.
+var jsonCaps = map[string]jsonCap{
+	"manifest.json": capManifestJSON, "results.json": capResultsJSON, "run.json": capRunJSON,
+	RetriesFile: capRetriesJSON, JitterFile: capJitterJSON, ChaosFile: capChaosJSON, StatementFile: capStatementJSON,
+	TargetsFile: capTargetsJSON,
+}
+
+// fileCaps gives each evidence file its cap of bytes; others get CapOther.
 var fileCaps = map[string]int64{
 	"manifest.json": CapManifest, "results.json": CapResults, "run.json": CapRun, "REPORT.md": CapReport,
-	RetriesFile: CapRetries, JitterFile: CapJitter, "jitter.svg": CapSVG,
+	RetriesFile: CapRetries, JitterFile: CapJitter, JitterSVGFile: CapSVG, StatementFile: CapStatement,
+	TargetsFile: CapTargets, TargetsReportFile: CapTargetsReport,
 }
 
 // capOf returns the size cap of evidence file name.
 func capOf(name string) int64 {
 	if c, ok := fileCaps[name]; ok {
 		return c
+	}
+	if chaosHistoryName.MatchString(name) {
+		return CapHistory
 	}
 	return CapOther
 }
@@ -109,14 +202,30 @@ func readRegularFile(name string, limit int64) ([]byte, error) {
 	if fi2, err := f.Stat(); err != nil || !os.SameFile(fi, fi2) {
 		return nil, errors.New("changed while being read")
 	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
+	return readUpTo(f, min(fi.Size(), limit), limit)
+}
+
+// readUpTo reads r to its end into a buffer sized for the expected
+// bytes (io.ReadAll would grow it by doubling, and leave twice the room
+// in garbage), refusing more than limit bytes.
+func readUpTo(r io.Reader, expected, limit int64) ([]byte, error) {
+	data := make([]byte, 0, expected+1) // one more: the read that finds the end
+	for {
+		if len(data) == cap(data) { // the file grew while being read
+			data = slices.Grow(data, 1)
+		}
+		n, err := r.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if int64(len(data)) > limit {
+			return nil, &tooLargeError{int64(len(data)), limit}
+		}
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	if int64(len(data)) > limit {
-		return nil, &tooLargeError{int64(len(data)), limit}
-	}
-	return data, nil
 }
 
 // checkDir returns an error unless dir is a directory that is not a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 )
 
 // WriteText prints the verdict: a PASS line with counts and what the
@@ -23,9 +24,14 @@ func (r *Report) WriteText(w io.Writer) error {
 		if len(r.Subset) > 0 {
 			subset = "; partial: " + strings.Join(r.Subset, "; ")
 		}
-		p("PASS: %s (%s × %s), %s, %s; %s and %s verified%s%s\n",
-			plural(r.Runs, "run"), plural(r.Cases, "case"), plural(r.Stores, "store"),
-			plural(r.Calls, "call"), plural(r.Checks, "check"),
+		var ran []string
+		if r.Stores > 0 || len(r.Targets) == 0 {
+			ran = append(ran, fmt.Sprintf("%s (%s × %s), %s", plural(r.Runs, "run"), plural(r.Cases, "case"), plural(r.Stores, "store"), plural(r.Calls, "call")))
+		}
+		if len(r.Targets) > 0 {
+			ran = append(ran, r.targetsText())
+		}
+		p("PASS: %s, %s; %s and %s verified%s%s\n", strings.Join(ran, ", "), plural(r.Checks, "check"),
 			plural(r.Files, "file"), plural(r.Sources, "source"), experimentsText(r.Experiments), subset)
 		for _, h := range claimHeads { // claims.go
 			if list := *r.list(h.kind); len(list) > 0 {
@@ -62,6 +68,25 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
+// targetsText counts the runs on targets for the PASS line: "26 target
+// runs on 3 targets (express-idempotency, ...; 37 not run, 1 skipped), 212
+// calls".
+func (r *Report) targetsText() string {
+	more := ""
+	if r.TargetsNotRun > 0 {
+		more += fmt.Sprintf("; %d not run", r.TargetsNotRun)
+	}
+	if r.TargetsSkipped > 0 {
+		sep := ", "
+		if more == "" {
+			sep = "; "
+		}
+		more += fmt.Sprintf("%s%d skipped", sep, r.TargetsSkipped)
+	}
+	return fmt.Sprintf("%s on %s (%s%s), %s", plural(r.TargetRuns, "target run"), plural(len(r.Targets), "target"),
+		strings.Join(r.Targets, ", "), more, plural(r.TargetCalls, "call"))
+}
+
 // experimentsText names the experiments checked, for the PASS line.
 func experimentsText(names []string) string {
 	if len(names) == 0 {
@@ -78,6 +103,7 @@ func experimentsText(names []string) string {
 // does not re-word: the expectation failures are then the verdict, and a
 // note says REPORT.md was not compared.
 func (a *auditor) checkReportFile(results map[string]any) {
+	defer a.release("REPORT.md")
 	data, ok := a.evidenceFile("REPORT.md")
 	if !ok {
 		return // reported by the file checks
@@ -230,6 +256,14 @@ func mdCell(v any) string {
 	case nil:
 		return "—"
 	case string:
+		// Past 200 bytes: the first 40 (back to a whole character) and the length.
+		if n := len(v); n > 200 {
+			cut := 40
+			for cut > 0 && !utf8.RuneStart(v[cut]) {
+				cut--
+			}
+			return "`" + strings.NewReplacer("\n", `\n`, "|", `\|`, "`", "'").Replace(v[:cut]) + "`" + fmt.Sprintf("… (%d bytes)", n)
+		}
 		return "`" + strings.NewReplacer("\n", `\n`, "|", `\|`, "`", "'").Replace(v) + "`"
 	}
 	return render(v)

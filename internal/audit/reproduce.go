@@ -238,6 +238,9 @@ func reproducePlan(root, evidence string) (full []string, extra [][]string, err 
 			if err != nil {
 				return nil, nil, err
 			}
+			if a == nil && len(targets) == 0 {
+				a = []string{"-store", "all"} // every store, and (unlike a plain run) no target
+			}
 			full = append(full, a...)
 		}
 		if len(exps) == 0 && len(cases) > 1 {
@@ -288,7 +291,11 @@ func readJSONFile(dir, name string, limit int64) (map[string]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, name), unwrapPath(err))
 	}
-	v, err := decodeJSON(data)
+	c, ok := jsonCaps[name]
+	if !ok {
+		c = capManifestJSON
+	}
+	v, err := decodeJSON(data, c)
 	m, ok := v.(map[string]any)
 	if err != nil || !ok {
 		return nil, fmt.Errorf("%s: not a JSON object", filepath.Join(dir, name))

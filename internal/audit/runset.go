@@ -54,8 +54,20 @@ func (a *auditor) selectRuns() {
 	if !slices.Equal(orderStores(a.selStores), a.selStores) {
 		a.failf(CheckRunSet, "manifest.json: selection.stores: not in store order (%s)", strings.Join(StoreOrder, ", "))
 	}
-	if (len(a.selCases) == 0) != (len(a.selStores) == 0) {
+	for _, n := range stringList(sel, "targets") {
+		if slices.Contains(a.selTargets, n) {
+			a.failf(CheckRunSet, "manifest.json: selection.targets: %q listed twice", n)
+			continue
+		}
+		a.selTargets = append(a.selTargets, n)
+	}
+	switch ran := len(a.selStores) > 0 || len(a.selTargets) > 0; {
+	case len(a.selCases) == 0 && len(a.selStores) > 0:
 		a.failf(CheckRunSet, "manifest.json: selection: cases and stores must both be empty or both be set")
+	case len(a.selCases) == 0 && len(a.selTargets) > 0:
+		a.failf(CheckRunSet, "manifest.json: selection: targets without cases (a target runs the selected cases)")
+	case len(a.selCases) > 0 && !ran:
+		a.failf(CheckRunSet, "manifest.json: selection: cases, but no store and no target to run them on")
 	}
 
 	// What is checked in depth: the selection, narrowed; a narrowing to a
@@ -69,8 +81,8 @@ func (a *auditor) selectRuns() {
 		a.stores = []string{s}
 		a.report.Subset = append(a.report.Subset, "checked: -store "+s)
 	}
-	if len(a.cases) > 0 && len(a.stores) == 0 {
-		a.stores = a.cases[0].Stores() // -case in a folder that selects no stores
+	if a.opts.Case != "" && len(a.stores) == 0 && len(a.selTargets) == 0 {
+		a.stores = a.cases[0].Stores() // -case in a folder that selects no stores nor targets
 	}
 	if len(a.cases) == 0 {
 		a.stores = nil // an experiment-only folder: -store has nothing to narrow
@@ -86,6 +98,9 @@ func (a *auditor) selectRuns() {
 			names[i] = c.Name
 		}
 		a.report.Subset = append(a.report.Subset, "cases: "+strings.Join(names, ", ")+" only")
+	}
+	if len(a.selStores) == 0 && len(a.selTargets) > 0 {
+		a.report.Subset = append(a.report.Subset, "stores: none (runs on targets only)")
 	}
 	if len(a.selStores) > 0 {
 		var all []string

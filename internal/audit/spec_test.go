@@ -37,7 +37,8 @@ func specDoc(t *testing.T, data []byte) any {
 // specFindings is the audit's findings file for h: the counts chaos.json
 // records that a history decides (not unresolved_after_chaos, which the
 // lab counts while running), the verdict's totals and rules, and every
-// finding by rule, intent and key, in the checker's order.
+// finding by rule, intent and key, in the checker's order (the checker
+// keeps keepFindings of each rule: no corpus history has more).
 func specFindings(h *chaosHistory) map[string]any {
 	c := h.check(specCrashExitCode)
 	counts := map[string]any{"faults": c.faults}
@@ -45,21 +46,19 @@ func specFindings(h *chaosHistory) map[string]any {
 		counts[k] = v
 	}
 	delete(counts, "unresolved_after_chaos")
-	perRule := map[string]int{}
-	violations, shown := 0, 0
+	var violations, shown int64
 	findings := []any{}
 	for _, f := range c.findings {
-		perRule[f.rule]++
-		if chaosPromised(h.store, f.rule) {
-			violations++
-		} else {
-			shown++
-		}
 		findings = append(findings, map[string]any{"rule": f.rule, "intent": f.intent, "key": f.key})
 	}
 	rules := []any{}
 	for _, r := range chaosRules {
-		rules = append(rules, map[string]any{"rule": r, "promised": chaosPromised(h.store, r), "count": perRule[r]})
+		if chaosPromised(h.store, r) {
+			violations += c.fired[r]
+		} else {
+			shown += c.fired[r]
+		}
+		rules = append(rules, map[string]any{"rule": r, "promised": chaosPromised(h.store, r), "count": c.fired[r]})
 	}
 	return map[string]any{
 		"counts":   counts,
@@ -115,7 +114,7 @@ func specRuns(t *testing.T, s *Schemas, path string) (map[runKey]map[string]any,
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := decodeJSON(data)
+	v, err := decodeJSON(data, capResultsJSON)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
@@ -212,7 +211,7 @@ func TestSpecJitter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := decodeJSON(data)
+	doc, err := decodeJSON(data, capJitterJSON)
 	if err != nil {
 		t.Fatalf("%s: %v", JitterFile, err)
 	}
@@ -228,4 +227,108 @@ func TestSpecJitter(t *testing.T) {
 	if got := jitterSVG(stormModel()); !bytes.Equal(got, svg) {
 		t.Errorf("jitterSVG() differs from %s: %s", filepath.Join(dir, JitterSVGFile), firstDiff(svg, got))
 	}
+}
+
+// specCapacity is manifest.json's protocol.capacity for the targets corpus:
+// the lab's default capacity, which a case that fills the registry needs
+// a target to claim.
+const specCapacity = 64
+
+// Ensure the audit's own placement rules, judge and mirror comparison give
+// every run of the targets corpus exactly the not_run, verdict and mirror
+// list recorded beside it (the lab's NotRun, Judge and Mirror must give
+// them too), and its renderer the corpus TARGETS.md.
+func TestSpecTargets(t *testing.T) {
+	root := filepath.Join(specRoot, "targets")
+	schemas, err := LoadSchemas(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := LoadCases(root, schemas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := specJSONFile(t, schemas, filepath.Join(root, TargetsFile))
+	native := specJSONFile(t, nil, filepath.Join(root, "native.json"))
+	var views []*targetView
+	judged, notRun := 0, 0
+	for _, x := range doc["targets"].([]any) {
+		tm := x.(map[string]any)
+		spec, err := schemas.readTargetSpec([]byte(tm["target_json"].(string)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := &targetView{name: spec.name, summary: spec.summary, spec: spec, runtime: tm["runtime"].(string), skipped: tm["skipped"].(string)}
+		v.libraries, _ = tm["libraries"].([]any)
+		for _, r := range tm["runs"].([]any) {
+			rm := r.(map[string]any)
+			rec := recordedRun(rm)
+			i := slices.IndexFunc(cases, func(c *Case) bool { return c.Name == rec.caseName })
+			if i < 0 {
+				t.Fatalf("target %s: run of case %q: no such case file", v.name, rec.caseName)
+			}
+			c := cases[i]
+			if got := targetNotRun(c, spec, specCapacity); got != rec.notRun {
+				t.Errorf("target %s, case %s: targetNotRun = %q, want %q", v.name, c.Name, got, rec.notRun)
+			}
+			own := rec
+			if rec.notRun == "" {
+				judged++
+				var calls []obsCall
+				for _, c := range rec.calls {
+					calls = append(calls, readObsCall(c))
+				}
+				got, err := judgeTarget(c, spec, number(rm["counter"]), calls)
+				if err != nil {
+					t.Fatalf("target %s, case %s: %v", v.name, c.Name, err)
+				}
+				if !reflect.DeepEqual(got, rec.verdict) {
+					t.Errorf("target %s, case %s: judgeTarget =\n%+v\nwant\n%+v", v.name, c.Name, got, rec.verdict)
+				}
+				codes, _ := rm["exit_codes"].([]any)
+				var mirror []string
+				if n := nativeRun(native, c.Name, spec.mirrors); n != nil {
+					mirror = mirrorDiffs(n, number(rm["counter"]), codes, calls)
+				}
+				if !slices.Equal(mirror, rec.mirror) {
+					t.Errorf("target %s, case %s: mirrorDiffs = %q, want %q", v.name, c.Name, mirror, rec.mirror)
+				}
+				own.verdict, own.mirror = got, mirror
+			} else {
+				notRun++
+			}
+			v.runs = append(v.runs, own)
+		}
+		views = append(views, v)
+	}
+	if judged < 20 || notRun < 8 {
+		t.Errorf("%d runs judged and %d not run, want the corpus (at least 20 and 8)", judged, notRun)
+	}
+	want, err := os.ReadFile(filepath.Join(root, TargetsReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := targetsReport(views); !bytes.Equal(got, want) {
+		t.Errorf("targetsReport differs from %s: %s", TargetsReportFile, firstDiff(want, got))
+	}
+}
+
+// specJSONFile reads a corpus JSON file strictly, checked against the
+// targets schema when schemas is not nil.
+func specJSONFile(t *testing.T, schemas *Schemas, path string) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := decodeJSON(data, capTargetsJSON)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if schemas != nil {
+		if lines := validate(schemas.Targets, v); len(lines) > 0 {
+			t.Fatalf("%s: %s", path, strings.Join(lines, "; "))
+		}
+	}
+	return v.(map[string]any)
 }

@@ -21,7 +21,7 @@ func (f *fixture) stamp(t *testing.T) {
 	if err != nil {
 		return
 	}
-	mv, err := decodeJSON(mb)
+	mv, err := decodeJSON(mb, capManifestJSON)
 	m, _ := mv.(map[string]any)
 	if err != nil || m == nil {
 		return // a test of an unreadable manifest: no statement
@@ -49,7 +49,7 @@ func (f *fixture) resultsTests(t *testing.T) []string {
 	if err != nil {
 		return nil
 	}
-	v, err := decodeJSON(data)
+	v, err := decodeJSON(data, capResultsJSON)
 	if err != nil {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -16,9 +17,11 @@ const maxDepth = 64
 // decodeJSON decodes exactly one JSON value strictly: the bytes must be
 // valid UTF-8, no object may name a member twice (at any depth: the
 // standard decoder keeps the last one silently, so a reader and a grep
-// could disagree on what a file says), nesting stays under maxDepth, and
-// nothing but white space may follow the value. Numbers are kept as
-// json.Number.
+// could disagree on what a file says), nesting stays under maxDepth, the
+// document holds at most caps.values values and caps.objects objects (the
+// caps bound the memory the decoded value takes, see read.go), and nothing
+// but white space may follow the value. Numbers are kept as json.Number;
+// arrays take exactly the room of their elements.
 //
 // It is a small recursive-descent parser of its own rather than
 // encoding/json's token stream: Decoder.Token decodes every number as a
@@ -26,7 +29,7 @@ const maxDepth = 64
 // audit of a chaos history (tens of thousands of lines) spend most of its
 // time formatting errors it then discarded. FuzzDecodeJSON holds it to
 // encoding/json's reading of every document both accept.
-func decodeJSON(data []byte) (any, error) {
+func decodeJSON(data []byte, caps jsonCap) (any, error) {
 	if !utf8.Valid(data) {
 		off := 0
 		for off < len(data) {
@@ -38,7 +41,7 @@ func decodeJSON(data []byte) (any, error) {
 		}
 		return nil, fmt.Errorf("invalid UTF-8 at byte %d", off)
 	}
-	p := &jsonParser{data: data}
+	p := &jsonParser{data: data, caps: caps}
 	p.space()
 	if p.off == len(data) {
 		return nil, io.ErrUnexpectedEOF
@@ -56,8 +59,31 @@ func decodeJSON(data []byte) (any, error) {
 
 // jsonParser reads one JSON document from data, valid UTF-8.
 type jsonParser struct {
-	data []byte
-	off  int
+	data            []byte
+	off             int
+	caps            jsonCap
+	values, objects int   // read so far
+	stack           []any // the elements of the arrays being read, innermost last
+}
+
+// A jsonCapError is a document with more values, or objects, than its
+// cap.
+type jsonCapError struct {
+	limit int
+	what  string // "values" or "objects"
+}
+
+func (e *jsonCapError) Error() string {
+	return fmt.Sprintf("over the cap of %d JSON %s", e.limit, e.what)
+}
+
+// jsonRefusal says why decodeJSON refused a document: over a cap, or "not
+// valid JSON: " and what is wrong.
+func jsonRefusal(err error) string {
+	if _, over := err.(*jsonCapError); over {
+		return err.Error()
+	}
+	return "not valid JSON: " + err.Error()
 }
 
 // space skips JSON white space.
@@ -85,12 +111,18 @@ func (p *jsonParser) value(depth int) (any, error) {
 	if p.off >= len(p.data) {
 		return nil, io.ErrUnexpectedEOF
 	}
+	if p.values++; p.values > p.caps.values {
+		return nil, &jsonCapError{p.caps.values, "values"}
+	}
 	switch c := p.data[p.off]; {
 	case c == '{' || c == '[':
 		if depth >= maxDepth {
 			return nil, fmt.Errorf("nested deeper than %d levels", maxDepth)
 		}
 		if c == '{' {
+			if p.objects++; p.objects > p.caps.objects {
+				return nil, &jsonCapError{p.caps.objects, "objects"}
+			}
 			return p.object(depth)
 		}
 		return p.array(depth)
@@ -144,22 +176,32 @@ func (p *jsonParser) object(depth int) (any, error) {
 	}
 }
 
+// array reads an array's elements onto p.stack, then copies them into a
+// slice of their exact length (appending to the slice itself would leave
+// up to half of it unused).
 func (p *jsonParser) array(depth int) (any, error) {
 	p.off++ // '['
-	arr := []any{}
 	p.space()
 	if p.off < len(p.data) && p.data[p.off] == ']' {
 		p.off++
-		return arr, nil
+		return []any{}, nil
 	}
+	base := len(p.stack)
 	for {
 		v, err := p.value(depth + 1)
 		if err != nil {
 			return nil, err
 		}
-		arr = append(arr, v)
-		if closed, err := p.commaOrClose(']', "after an array element"); err != nil || closed {
-			return arr, err
+		p.stack = append(p.stack, v)
+		closed, err := p.commaOrClose(']', "after an array element")
+		if err != nil {
+			return nil, err
+		}
+		if closed {
+			arr := slices.Clone(p.stack[base:])
+			clear(p.stack[base:])
+			p.stack = p.stack[:base]
+			return arr, nil
 		}
 	}
 }
@@ -190,35 +232,53 @@ func (p *jsonParser) commaOrClose(closer byte, where string) (closed bool, err e
 // so that \u escapes and lone surrogates read exactly as it reads them.
 func (p *jsonParser) str() (string, error) {
 	start := p.off
+	raw, escaped, err := p.strSpan()
+	switch {
+	case err != nil:
+		return "", err
+	case !escaped:
+		return string(raw[1 : len(raw)-1]), nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", fmt.Errorf("string at byte %d: %w", start, err)
+	}
+	return s, nil
+}
+
+// strSpan reads a string and returns its bytes, quotes included, and
+// whether it holds an escape.
+func (p *jsonParser) strSpan() (raw []byte, escaped bool, err error) {
+	start := p.off
 	p.off++ // '"'
-	escaped := false
 	for p.off < len(p.data) {
 		switch c := p.data[p.off]; {
 		case c == '"':
 			p.off++
-			raw := p.data[start:p.off]
-			if !escaped {
-				return string(raw[1 : len(raw)-1]), nil
-			}
-			var s string
-			if err := json.Unmarshal(raw, &s); err != nil {
-				return "", fmt.Errorf("string at byte %d: %w", start, err)
-			}
-			return s, nil
+			return p.data[start:p.off], escaped, nil
 		case c == '\\':
 			escaped = true
 			p.off += 2 // the escaped byte cannot end the string
 		case c < 0x20:
-			return "", p.syntax("in a string")
+			return nil, false, p.syntax("in a string")
 		default:
 			p.off++
 		}
 	}
-	return "", io.ErrUnexpectedEOF
+	return nil, false, io.ErrUnexpectedEOF
 }
 
 // number reads a number by JSON's grammar and keeps its text.
 func (p *jsonParser) number() (any, error) {
+	text, err := p.numberSpan()
+	if err != nil {
+		return nil, err
+	}
+	return json.Number(text), nil
+}
+
+// numberSpan reads a number by JSON's grammar and returns its text.
+func (p *jsonParser) numberSpan() ([]byte, error) {
 	start := p.off
 	digits := func() int {
 		n := 0
@@ -252,7 +312,7 @@ func (p *jsonParser) number() (any, error) {
 			return nil, p.syntax("in an exponent")
 		}
 	}
-	return json.Number(p.data[start:p.off]), nil
+	return p.data[start:p.off], nil
 }
 
 // literal reads true, false or null.

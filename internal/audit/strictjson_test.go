@@ -31,7 +31,7 @@ func TestDecodeJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v, err := decodeJSON([]byte(tt.in))
+			v, err := decodeJSON([]byte(tt.in), capResultsJSON)
 			switch {
 			case tt.err == "" && err != nil:
 				t.Fatalf("decodeJSON(%q) error = %v, want nil", tt.in, err)
@@ -39,6 +39,33 @@ func TestDecodeJSON(t *testing.T) {
 				t.Fatalf("decodeJSON(%q) = %v, %v, want an error containing %q", tt.in, v, err, tt.err)
 			}
 		})
+	}
+}
+
+// Ensure a document is refused at its first value, or object, over its
+// caps, before any error further on, and read whole at the caps.
+func TestDecodeJSONCaps(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		caps jsonCap
+		err  string // "" for success
+	}{
+		{`{"a": [1, "x", {"b": null}], "c": true}`, jsonCap{7, 2}, ""},
+		{`{"a": [1, "x", {"b": null}], "c": true}`, jsonCap{6, 2}, "over the cap of 6 JSON values"},
+		{`{"a": [1, "x", {"b": null}], "c": true}`, jsonCap{7, 1}, "over the cap of 1 JSON objects"},
+		{`[1, 2, 3, x]`, jsonCap{3, 1}, "over the cap of 3 JSON values"},
+		{`[1, 2, 3, x]`, jsonCap{5, 1}, "invalid character 'x'"},
+		{`[[], {}, ""]`, jsonCap{4, 1}, ""},
+		{`[[], {}, ""]`, jsonCap{3, 1}, "over the cap of 3 JSON values"},
+		{`[{}, {}, x]`, jsonCap{9, 1}, "over the cap of 1 JSON objects"},
+	} {
+		v, err := decodeJSON([]byte(tt.in), tt.caps)
+		switch {
+		case tt.err == "" && err != nil:
+			t.Errorf("decodeJSON(%q, %v) error = %v, want nil", tt.in, tt.caps, err)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("decodeJSON(%q, %v) = %v, %v, want an error containing %q", tt.in, tt.caps, v, err, tt.err)
+		}
 	}
 }
 
@@ -50,7 +77,7 @@ func FuzzDecodeJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		v, err := decodeJSON(data)
+		v, err := decodeJSON(data, jsonCap{len(data), len(data)}) // a value takes a byte at least: never over the caps
 		if err != nil {
 			if json.Valid(data) && utf8.Valid(data) && !strings.Contains(err.Error(), "duplicate member name") && !strings.Contains(err.Error(), "nested deeper") {
 				t.Fatalf("decodeJSON(%q) error = %v, but encoding/json reads it", data, err)

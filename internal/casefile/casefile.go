@@ -88,7 +88,14 @@ type SleepStep struct {
 
 // Call is one POST /effect, or Repeat consecutive ones.
 type Call struct {
-	Key       *string `json:"key,omitempty"`        // Idempotency-Key sent verbatim (templated, see Expand); nil sends none
+	Key      *string `json:"key,omitempty"`       // Idempotency-Key sent verbatim (templated, see Expand); nil sends none
+	KeyBytes *int    `json:"key_bytes,omitempty"` // a key of that many 'k' bytes instead
+	// ContentType, when set, is sent instead of the lab's (or a target's)
+	// Content-Type; "" sends none.
+	ContentType *string `json:"content_type,omitempty"`
+	// TimeoutMS, when more than 0, is how long the client waits for this
+	// call's reply instead of the lab's client timeout.
+	TimeoutMS int     `json:"timeout_ms,omitempty"`
 	Body      *string `json:"body,omitempty"`       // nil means protocol.DefaultBody
 	BodyBytes *int    `json:"body_bytes,omitempty"` // a body of that many 'x' bytes instead
 	Fault     string  `json:"fault,omitempty"`      // X-Lab-Fault; empty sends none
@@ -520,10 +527,14 @@ func headerValue(v string) error {
 	return nil
 }
 
-// oneBody refuses a call that gives both body and body_bytes.
+// oneBody refuses a call that gives both body and body_bytes, or both key
+// and key_bytes.
 func oneBody(field string, c Call) error {
 	if c.Body != nil && c.BodyBytes != nil {
 		return fmt.Errorf("%s: body and body_bytes exclude each other (give one)", field)
+	}
+	if c.Key != nil && c.KeyBytes != nil {
+		return fmt.Errorf("%s: key and key_bytes exclude each other (give one)", field)
 	}
 	return nil
 }
@@ -609,6 +620,10 @@ func (c Case) checkCounts() error {
 
 // KeyFor is the Idempotency-Key of repetition i (from 0) of a call, or nil.
 func (c Call) KeyFor(i int) *string {
+	if c.KeyBytes != nil {
+		k := strings.Repeat("k", *c.KeyBytes)
+		return &k
+	}
 	if c.Key == nil {
 		return nil
 	}

@@ -480,7 +480,8 @@ func (sr *storeReplicas) url(replica int) string {
 
 // request is repetition i of a case's call.
 func (r *run) request(c casefile.Call, i int) client.Request {
-	return client.Request{Key: c.KeyFor(i), Fault: c.Fault, Body: c.BodyFor(i), Shape: r.shape}
+	return client.Request{Key: c.KeyFor(i), Fault: c.Fault, Body: c.BodyFor(i), Shape: r.shape, ContentType: c.ContentType,
+		Timeout: time.Duration(c.TimeoutMS) * time.Millisecond}
 }
 
 func (r *run) sequential(ctx context.Context, step int, call casefile.Call) {

@@ -49,6 +49,11 @@ type Request struct {
 	Fault string  // X-Lab-Fault value; empty sends none
 	Body  []byte
 	Shape *Shape // nil: the lab's own protocol
+	// ContentType, when set, is sent instead of the shape's ("" sends none).
+	ContentType *string
+	// Timeout, when more than 0, is how long this call may take instead of
+	// the client's timeout: past it the call fails as a timeout.
+	Timeout time.Duration
 }
 
 // A Shape is how a target takes a request: its method, the header its key
@@ -93,6 +98,11 @@ func New(timeout time.Duration) *Client {
 // Post sends r to url and reads the whole reply. An error means no complete
 // reply arrived; Classify says how the call failed.
 func (c *Client) Post(ctx context.Context, url string, r Request) (Reply, error) {
+	if r.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.Timeout)
+		defer cancel()
+	}
 	shape := labShape
 	if r.Shape != nil {
 		shape = *r.Shape
@@ -100,6 +110,9 @@ func (c *Client) Post(ctx context.Context, url string, r Request) (Reply, error)
 	req, err := http.NewRequestWithContext(ctx, shape.Method, url, bytes.NewReader(r.Body))
 	if err != nil {
 		return Reply{}, err
+	}
+	if r.ContentType != nil {
+		shape.ContentType = *r.ContentType
 	}
 	if shape.ContentType != "" {
 		req.Header.Set("Content-Type", shape.ContentType)

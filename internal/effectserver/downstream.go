@@ -50,6 +50,9 @@ const (
 	bodyClaimed    = "request with this Idempotency-Key is claimed by another request until its lease ends; retry after Retry-After seconds\n"
 	bodyClaimLost  = "request with this Idempotency-Key was taken over by another request after this one's lease ended\n"
 	bodyNeedsLedge = " acts only on a server started with -downstream\n"
+	// bodyNotWithLedger refuses a fail fault in the downstream mode, whose
+	// effect is the ledger's: fail it there.
+	bodyNotWithLedger = " does not act on a server started with -downstream (its effect is the ledger's)\n"
 )
 
 // ForwardedKey is the key the ledger gets for key: "fw-" and the first 40

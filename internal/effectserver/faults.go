@@ -28,6 +28,9 @@ import (
 //	crash-after-claim       fireCrash at AfterClaim: claim committed, ledger not called
 //	crash-after-downstream  fireCrash at AfterDownstream: ledger replied, result not recorded
 //	drop-reply              fireDropReply: applied and recorded, connection closed unanswered
+//	fail-effect             fireFail at BeforeEffect: nothing applied, 500, the key released
+//	fail-after-effect       fireFail at AfterEffect: effect applied, the handler fails before the
+//	                        result is recorded: 500 (a store with a transaction rolls the effect back)
 //	drop-downstream-reply   callLedger: the ledger is asked to drop its own reply
 
 // fireDelay sleeps what "delay=NNms" or "slow" asks for. A sleep still
@@ -86,6 +89,15 @@ func (s *Server) fireCrash(x *exchange, f faultheader.Fault, at ...faultheader.P
 	}
 	s.crash(x)
 	return true
+}
+
+// errFailed is what the effect returns when a fail fault fired.
+var errFailed = errors.New("the effect failed (a lab fail fault)")
+
+// fireFail reports whether f makes the effect fail at the point at: the
+// caller answers 500 and records nothing, so the key is released.
+func fireFail(f faultheader.Fault, at faultheader.Point) bool {
+	return f.Fail != faultheader.NoCrash && f.Fail == at
 }
 
 // fireDropReply closes the connection without a reply when f says

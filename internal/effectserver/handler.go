@@ -131,6 +131,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 		s.reply(w, x, http.StatusBadRequest, protocol.FaultHeader+": "+fault.Name+bodyNeedsLedge)
 		return
 	}
+	if fault.RegistryOnly() && s.cfg.Downstream != "" {
+		s.reply(w, x, http.StatusBadRequest, protocol.FaultHeader+": "+fault.Name+bodyNotWithLedger)
+		return
+	}
 	key, err := protocol.KeyFromHeader(r.Header)
 	if err != nil {
 		s.reply(w, x, http.StatusBadRequest, protocol.KeyHeader+": "+err.Error()+"\n")
@@ -220,12 +224,20 @@ func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, faul
 		drop(w)
 		return
 	}
+	if fireFail(fault, faultheader.BeforeEffect) {
+		x.err = errFailed
+		s.reply(w, x, http.StatusInternalServerError, bodyEffectFailed) // the deferred Release frees the key
+		return
+	}
 	res, err := s.store.Apply(in, func() error {
 		if err := s.fireStall(fault); err != nil {
 			return err
 		}
 		if s.fireCrash(x, fault, faultheader.AfterEffect) {
 			return errCrashed
+		}
+		if fireFail(fault, faultheader.AfterEffect) {
+			return errFailed
 		}
 		return nil
 	})

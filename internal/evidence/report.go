@@ -3,6 +3,7 @@ package evidence
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // This file renders a grid for people: REPORT.md, and the table and
@@ -115,9 +116,32 @@ func cell[T any](p *T) string {
 	}
 	s := fmt.Sprint(*p)
 	if _, ok := any(*p).(string); ok {
+		n := len(s)
+		if n > longCell {
+			s = s[:cutAt(s, cutCell)]
+		}
 		s = "`" + strings.NewReplacer("\n", `\n`, "|", `\|`, "`", "'").Replace(s) + "`"
+		if n > longCell {
+			s += fmt.Sprintf("… (%d bytes)", n)
+		}
 	}
 	return s
+}
+
+// A string cell longer than longCell bytes shows its first cutCell bytes
+// (cut back to a whole character) and its length: a 10 KiB key is one
+// table cell, not a 10 KiB line.
+const (
+	longCell = 200
+	cutCell  = 40
+)
+
+// cutAt is n, moved back to the start of a UTF-8 character of s.
+func cutAt(s string, n int) int {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return n
 }
 
 // Summary is the table the runner prints after all runs: one row per case,

@@ -12,7 +12,9 @@ import (
 
 	"idemlab/internal/casefile"
 	"idemlab/internal/protocol"
+	"idemlab/internal/results"
 	"idemlab/internal/schemacheck"
+	"idemlab/internal/target"
 )
 
 // specReport holds the REPORT.md part of the specification corpus: case
@@ -21,7 +23,7 @@ import (
 // testdata/spec/README.md.
 const specReport = "../../testdata/spec/report"
 
-var updateSpec = flag.Bool("update-spec", false, "rewrite "+specReport+"/{,mismatch/}REPORT.md from this renderer (review the diff: the audit's test then says whether it agrees)")
+var updateSpec = flag.Bool("update-spec", false, "rewrite "+specReport+"/{,mismatch/}REPORT.md and "+specTargets+"/TARGETS.md from these renderers (review the diff: the audit's tests then say whether they agree)")
 
 // specGrid builds the grid the runner would have built from the corpus
 // case files and the results.json in dir: the cases in file order, the
@@ -128,4 +130,77 @@ func lineDiff(want, got []byte) string {
 		return string(rest)
 	}
 	return fmt.Sprintf("line %d:\n want %q\n got  %q", 1+bytes.Count(want[:start], []byte("\n")), line(want), line(got))
+}
+
+// specTargets holds the targets part of the corpus: case files, runs on
+// targets with their verdicts (targets.json), and the TARGETS.md they must
+// render to, which the audit's own renderer (internal/audit/targetsreport.go)
+// must give too.
+const specTargets = "../../testdata/spec/targets"
+
+// Ensure TargetsReport renders the corpus's targets.json to the corpus
+// TARGETS.md, byte for byte.
+func TestSpecTargets(t *testing.T) {
+	set, err := schemacheck.Load("../../schema")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := casefile.LoadDir(filepath.Join(specTargets, "cases"), set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(specTargets, TargetsName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Validate("targets.schema.json", data); err != nil {
+		t.Fatalf("%s: %v", TargetsName, err)
+	}
+	var doc struct {
+		Targets []struct {
+			targetDoc
+			Runs []struct {
+				targetRunDoc
+				Detail any `json:"detail"`
+			} `json:"runs"`
+		} `json:"targets"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var ts []TargetResult
+	for _, d := range doc.Targets {
+		tg, err := target.Parse(d.Name+"/target.json", []byte(d.TargetJSON), set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := TargetResult{Target: tg, TargetJSON: []byte(d.TargetJSON), Dir: d.Dir, Digest: d.Digest, Libraries: d.Libraries, Runtime: d.Runtime, Skipped: d.Skipped}
+		for _, r := range d.Runs {
+			i := slices.IndexFunc(cases, func(c casefile.Case) bool { return c.Name == r.Case })
+			if i < 0 {
+				t.Fatalf("target %s: run of case %q: no such case file", d.Name, r.Case)
+			}
+			run := TargetRun{Case: cases[i], NotRun: r.NotRun, Mirror: r.Mirror}
+			if r.NotRun == "" {
+				run.Obs = results.Run{Case: r.Case, Counter: *r.Counter, ExitCodes: r.ExitCodes, Calls: r.Calls}
+				run.Verdict = *r.Verdict
+			}
+			tr.Runs = append(tr.Runs, run)
+		}
+		ts = append(ts, tr)
+	}
+	got := TargetsReport(ts)
+	path := filepath.Join(specTargets, TargetsReportName)
+	if *updateSpec {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("TargetsReport() differs from %s:\n%s", path, lineDiff(want, got))
+	}
 }

@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"idemlab/internal/casefile"
@@ -215,7 +216,7 @@ func TargetsReport(ts []TargetResult) []byte {
 			}
 			b.WriteString("| call | step | key | fault | outcome | status | body | replayed |\n|---|---|---|---|---|---|---|---|\n")
 			for k, call := range r.Obs.Calls {
-				fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s |\n", k, call.Step, cell(short(call.Key)), cell(call.Fault), call.Outcome, cell(call.Status), cell(short(call.Body)), cell(call.Replayed))
+				fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s |\n", k, call.Step, cell(call.Key), cell(call.Fault), call.Outcome, cell(call.Status), cell(call.Body), cell(call.Replayed))
 			}
 		}
 	}
@@ -287,11 +288,12 @@ func mirrored(runs []TargetRun) string {
 	return fmt.Sprintf("%d of %d runs DIFFER", differ, ran)
 }
 
-// rules lists the distinct rules of some findings, in order.
+// rules lists the distinct rules of some findings, in order of first
+// appearance (deviations of two rules may alternate call by call).
 func rules(fs []verdict.Finding) string {
 	var out []string
 	for _, f := range fs {
-		if len(out) == 0 || out[len(out)-1] != f.Rule {
+		if !slices.Contains(out, f.Rule) {
 			out = append(out, f.Rule)
 		}
 	}
@@ -333,13 +335,3 @@ func limitation(f verdict.Finding) string {
 
 // escape makes s safe inside a Markdown table cell.
 func escape(s string) string { return strings.NewReplacer("\n", " ", "|", `\|`).Replace(s) }
-
-// short cuts a long key or body for a table cell: its first 40 bytes and
-// its length.
-func short(p *string) *string {
-	if p == nil || len(*p) <= 48 {
-		return p
-	}
-	s := fmt.Sprintf("%s... (%d bytes)", (*p)[:40], len(*p))
-	return &s
-}

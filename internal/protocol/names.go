@@ -68,6 +68,8 @@ const (
 	FaultCrashAfterEffect  Fault = "crash-after-effect"  // exit once the effect is durable, result not recorded
 	FaultCrashAfterRecord  Fault = "crash-after-record"  // exit once the result is recorded, before the reply
 	FaultDropReply         Fault = "drop-reply"          // apply and record, then close without a reply
+	FaultFailEffect        Fault = "fail-effect"         // the effect fails: nothing applied, 500, the key released
+	FaultFailAfterEffect   Fault = "fail-after-effect"   // the handler fails once the effect is done, before its result is recorded: 500
 
 	// The downstream mode's faults (effectserver -downstream), refused
 	// by a server without it.
@@ -78,7 +80,7 @@ const (
 
 // Faults lists every fault.
 var Faults = []Fault{FaultDelay, FaultSlow, FaultCrashBeforeEffect, FaultStall, FaultCrashAfterEffect, FaultCrashAfterRecord, FaultDropReply,
-	FaultCrashAfterClaim, FaultCrashAfterDownstream, FaultDropDownstreamReply}
+	FaultFailEffect, FaultFailAfterEffect, FaultCrashAfterClaim, FaultCrashAfterDownstream, FaultDropDownstreamReply}
 
 // ParseFault returns the fault called name (without an argument), or an
 // error listing the names.

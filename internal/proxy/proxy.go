@@ -89,9 +89,11 @@ type Route struct {
 	HoldAndKill bool                              // read the whole reply, call Kill, then close the client's connection without it
 }
 
-// reserved names the fields a Route may not set: the proxy's own, and the
-// framing it forwards as sent.
-var reserved = []string{protocol.FaultHeader, "Connection", "Content-Length", "Transfer-Encoding", "Host"}
+// reserved names the fields a Route may not set: the framing the proxy
+// forwards as sent. A Route may set X-Lab-Fault: the client's is always
+// removed, and a target that honours the lab's own fault header (the lab's
+// server run as a target) gets the route's.
+var reserved = []string{"Connection", "Content-Length", "Transfer-Encoding", "Host"}
 
 // check reports what is wrong with r, or nil.
 func (r Route) check() error {
@@ -360,6 +362,15 @@ func (x *exchange) read() (req *request, observed bool) {
 		x.refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody))
 		return nil, true
 	}
+	if expectsContinue(r) && r.ContentLength != 0 {
+		// The client waits for word before it sends its body (Go's client
+		// does for a large body): the proxy gives it, then asks the
+		// replica the same before forwarding the body (roundTrip).
+		x.client.SetWriteDeadline(time.Now().Add(WriteTimeout))
+		if _, err := io.WriteString(x.client, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
+			return nil, true
+		}
+	}
 	x.rec.n = 2*maxBody + HeaderBytes
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	switch {
@@ -546,31 +557,54 @@ type reply struct {
 // roundTrip writes the request and reads the whole reply.
 func roundTrip(up net.Conn, head, body []byte, req *http.Request, maxBody int64) reply {
 	up.SetWriteDeadline(time.Now().Add(WriteTimeout))
+	rec := &recorder{r: up, n: HeaderBytes, keep: true}
+	br := bufio.NewReaderSize(rec, 4096)
+	if expectsContinue(req) && len(body) > 0 {
+		// The client was told to go on (read): the replica now gets the
+		// same choice, so a replica that refuses the body (413) answers
+		// before it is sent, and never closes on a body it did not read.
+		if _, err := up.Write(head); err != nil {
+			return reply{err: fmt.Errorf("write request head: %w", err)}
+		}
+		up.SetReadDeadline(time.Now().Add(ReplyTimeout))
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			return readError(rec, err)
+		}
+		if resp.StatusCode != http.StatusContinue {
+			return finishReply(rec, br, req, resp, maxBody)
+		}
+		// The client has had the proxy's own 100 Continue: this one is
+		// not relayed.
+		rec.buf = rec.buf[len(rec.buf)-br.Buffered():]
+		if _, err := up.Write(body); err != nil {
+			return reply{err: fmt.Errorf("write request body: %w", err)}
+		}
+		return readReply(rec, br, req, maxBody)
+	}
 	bufs := net.Buffers{head, body}
 	_, werr := bufs.WriteTo(up)
 	up.SetReadDeadline(time.Now().Add(ReplyTimeout))
-	rep := readReply(up, req, maxBody)
+	rep := readReply(rec, br, req, maxBody)
 	if rep.err != nil && werr != nil {
 		rep.err = fmt.Errorf("write request: %v; %w", werr, rep.err)
 	}
 	return rep
 }
 
-// readReply reads one whole reply to req from r.
-func readReply(r io.Reader, req *http.Request, maxBody int64) reply {
-	rec := &recorder{r: r, n: HeaderBytes, keep: true}
-	br := bufio.NewReaderSize(rec, 4096)
+// expectsContinue reports whether req asks to be told to send its body.
+func expectsContinue(req *http.Request) bool {
+	return strings.EqualFold(strings.TrimSpace(req.Header.Get("Expect")), "100-continue")
+}
+
+// readReply reads one whole reply to req from br, which reads rec.
+func readReply(rec *recorder, br *bufio.Reader, req *http.Request, maxBody int64) reply {
 	var resp *http.Response
 	for interim := 0; ; interim++ {
 		var err error
 		resp, err = http.ReadResponse(br, req)
-		switch {
-		case err != nil && rec.exceeded:
-			return reply{err: fmt.Errorf("reply head over %d bytes", HeaderBytes), overBound: true}
-		case err != nil && len(rec.buf) == 0:
-			return reply{err: fmt.Errorf("no reply: %w", err)}
-		case err != nil:
-			return reply{err: fmt.Errorf("read reply: %w", err)}
+		if err != nil {
+			return readError(rec, err)
 		}
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
 			break
@@ -579,6 +613,23 @@ func readReply(r io.Reader, req *http.Request, maxBody int64) reply {
 			return reply{err: fmt.Errorf("more than %d interim replies", maxInterim), overBound: true}
 		}
 	}
+	return finishReply(rec, br, req, resp, maxBody)
+}
+
+// readError says why no reply head could be read.
+func readError(rec *recorder, err error) reply {
+	switch {
+	case rec.exceeded:
+		return reply{err: fmt.Errorf("reply head over %d bytes", HeaderBytes), overBound: true}
+	case len(rec.buf) == 0:
+		return reply{err: fmt.Errorf("no reply: %w", err)}
+	default:
+		return reply{err: fmt.Errorf("read reply: %w", err)}
+	}
+}
+
+// finishReply reads the body of the final reply resp.
+func finishReply(rec *recorder, br *bufio.Reader, req *http.Request, resp *http.Response, maxBody int64) reply {
 	rec.n = 2*maxBody + HeaderBytes
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	switch {

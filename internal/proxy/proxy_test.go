@@ -152,8 +152,11 @@ func closedAddr(t *testing.T) string {
 func TestByteFaithful(t *testing.T) {
 	const oddKey = "\x80k\xff \"q\"\t!#$%&'*+-.^_`|~ end"
 	routes := func(fault string) (proxy.Route, error) {
-		if fault == "crash-after-effect" {
+		switch fault {
+		case "crash-after-effect":
 			return proxy.Route{Header: http.Header{"X-Test-Crash": {"yes"}}}, nil
+		case "stall=5ms":
+			return proxy.Route{Header: http.Header{"X-Lab-Fault": {"stall=5ms"}}}, nil
 		}
 		return noFaults(fault)
 	}
@@ -177,6 +180,13 @@ func TestByteFaithful(t *testing.T) {
 		reply:     "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n",
 		status:    500,
 		fault:     "crash-after-effect",
+	}, {
+		name:      "a target that honours the lab's own fault field gets the route's",
+		request:   "POST /effect HTTP/1.1\r\nHost: proxy\r\nX-Lab-Fault: stall=5ms\r\nContent-Length: 3\r\n\r\npay",
+		forwarded: "POST /effect HTTP/1.1\r\nHost: proxy\r\nContent-Length: 3\r\nConnection: close\r\nX-Lab-Fault: stall=5ms\r\n\r\npay",
+		reply:     "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n1",
+		status:    200,
+		fault:     "stall=5ms",
 	}, {
 		name:      "chunked both ways, trailers and an interim reply kept",
 		request:   "POST /effect HTTP/1.1\r\nHost: proxy\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nX-T: v\r\n\r\n",
@@ -277,6 +287,48 @@ func TestThroughNetHTTP(t *testing.T) {
 	}
 	if e := next(t, observed); e.Status != 200 || e.Err != "" {
 		t.Errorf("observed %+v", e)
+	}
+}
+
+// Ensure a client that asks to be told to send its body (Expect:
+// 100-continue, as Go's client does for a large one) gets a replica's
+// early refusal every time, and a body the replica takes arrives whole:
+// the proxy says "go on" to the client and asks the replica the same, so
+// neither side ever closes on a body it did not read.
+func TestExpectContinue(t *testing.T) {
+	const limit = 4096
+	addr := httpTarget(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			w.WriteHeader(http.StatusRequestEntityTooLarge) // the body is never read
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprint(w, len(b))
+	})
+	p, observed := startProxy(t, proxy.Config{Upstream: addr})
+	hc := &http.Client{Timeout: bound, Transport: &http.Transport{DisableKeepAlives: true, ExpectContinueTimeout: bound}}
+	post := func(n int) (int, string) {
+		req, err := http.NewRequest("POST", "http://"+p.Addr()+"/effect", strings.NewReader(strings.Repeat("x", n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Expect", "100-continue")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for i := range 50 {
+		if status, body := post(512 << 10); status != 413 {
+			t.Fatalf("try %d: a 512 KiB body got %d %q, want 413 every time", i, status, body)
+		}
+		next(t, observed)
+	}
+	if status, body := post(limit); status != 200 || body != "4096" {
+		t.Fatalf("a body at the limit got %d %q, want 200 and its whole length", status, body)
 	}
 }
 

@@ -6,6 +6,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,7 +36,7 @@ import (
 // Options is one invocation of the runner.
 type Options struct {
 	Root       string             // the checkout: cases/, schema/, sources
-	Out        string             // the evidence folder to write
+	Out        string             // the evidence folder to write; "" writes a fresh one under out/ and compares it with the committed evidence
 	Stores     []protocol.Store   // stores to run, in evidence order
 	Case       string             // run only this case, and no experiment
 	Experiment Experiment         // run only this experiment, and no case; None: cases only
@@ -201,12 +202,29 @@ func (o Options) onTargets(suite bool) bool {
 // -target alone narrowed the run to targets.
 func (o Options) onStores() bool { return len(o.Targets) == 0 || o.StoresGiven }
 
+// CommittedEvidence is the checkout's committed evidence folder, and
+// FreshOut the folder under which a run without -out writes its own.
+const (
+	CommittedEvidence = "evidence"
+	FreshOut          = "out"
+)
+
+// ErrDiffers means the run passed its audit, but one of its deterministic
+// files differs from the committed evidence: the sources no longer make
+// the evidence that is committed, or a result stopped being deterministic.
+var ErrDiffers = errors.New("a deterministic file differs from the committed evidence")
+
 // Run runs the suite and returns nil when the audit passed, ErrAuditFailed
 // when it did not, a *UsageError for bad input, ErrInterrupted when ctx
 // ended first, and any other error when the lab itself broke.
 func Run(ctx context.Context, o Options) (err error) {
 	if err := o.check(); err != nil {
 		return err
+	}
+	compareWith := ""
+	if o.Out == "" {
+		o.Out = filepath.Join(o.Root, FreshOut, "run-"+time.Now().UTC().Format("20060102-150405.000"))
+		compareWith = filepath.Join(o.Root, CommittedEvidence)
 	}
 	written := false
 	defer func() {
@@ -267,6 +285,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := evidence.CheckTarget(o.Out, evidenceNames()); err != nil {
 		return &UsageError{err}
 	}
+	if compareWith != "" {
+		fmt.Fprintf(o.Stdout, "writing %s (git-ignored; -out %s regenerates the committed evidence)\n", o.Out, CommittedEvidence)
+	}
 	tmp, swept, release, err := makeTemp(os.TempDir())
 	if len(swept) > 0 {
 		fmt.Fprintf(o.Stdout, "removed %d temp folders of runners that are gone: %s\n", len(swept), strings.Join(swept, ", "))
@@ -324,6 +345,9 @@ func Run(ctx context.Context, o Options) (err error) {
 			in.Cases = append(in.Cases, c.Name)
 		}
 		in.Stores = o.Stores
+		if !slices.Contains(o.Stores, protocol.Postgres) {
+			in.Postgres = "" // a target's postgres service ran on it, no store did
+		}
 	} else {
 		// The manifest's PostgreSQL version goes with the postgres column
 		// of the selection; an experiment-only run names no stores.
@@ -371,7 +395,57 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	written = true
 	fmt.Fprintf(o.Stdout, "\nwrote %s\n\n", o.Out)
-	return audit(ctx, o, auditBin.Path, git.Dirty)
+	if err := audit(ctx, o, auditBin.Path, git.Dirty); err != nil {
+		return err
+	}
+	if compareWith == "" {
+		return nil
+	}
+	return compareCommitted(ctx, o, auditBin.Path, compareWith, m.Selection)
+}
+
+// compareCommitted compares a fresh run with the committed evidence, with
+// the audit's -compare, when both made the same selection: the
+// deterministic files must be identical, the others differ as expected.
+func compareCommitted(ctx context.Context, o Options, bin, committed string, sel evidence.Selection) error {
+	b, err := os.ReadFile(filepath.Join(committed, evidence.ManifestName))
+	if err != nil {
+		fmt.Fprintf(o.Stdout, "\nnot compared with %s: %v\n", committed, err)
+		return nil
+	}
+	var m struct {
+		Selection evidence.Selection `json:"selection"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("compare with %s: %w", committed, err)
+	}
+	if !sameSelection(m.Selection, sel) {
+		fmt.Fprintf(o.Stdout, "\nnot compared with %s: it selects %s; this run selected %s\n", committed, describeSelection(m.Selection), describeSelection(sel))
+		return nil
+	}
+	fmt.Fprintf(o.Stdout, "\ncompared with the committed %s:\n", committed)
+	cmd := exec.CommandContext(ctx, bin, "-root", o.Root, "-compare", committed, o.Out)
+	cmd.Stdout, cmd.Stderr = o.Stdout, o.Stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &exit) && exit.ExitCode() == 1:
+		return ErrDiffers
+	default:
+		return fmt.Errorf("run audit -compare: %w", err)
+	}
+}
+
+func sameSelection(a, b evidence.Selection) bool {
+	return slices.Equal(a.Cases, b.Cases) && slices.Equal(a.Stores, b.Stores) && slices.Equal(a.Targets, b.Targets) && slices.Equal(a.Experiments, b.Experiments)
+}
+
+// describeSelection is a selection in a few words.
+func describeSelection(s evidence.Selection) string {
+	return fmt.Sprintf("%d cases on stores [%s] and targets [%s], experiments [%s]", len(s.Cases),
+		strings.Join(s.Stores, " "), strings.Join(s.Targets, " "), strings.Join(s.Experiments, " "))
 }
 
 // ErrNoPostgres means the postgres store was asked for on a machine

@@ -126,9 +126,7 @@ func runTarget(ctx context.Context, env targetEnv, t *target.Target, cases []cas
 		return res, fmt.Errorf("target %s: %w", t.Name, err)
 	}
 	res.TargetJSON = b
-	if rel, err := filepath.Rel(env.root, t.Dir); err == nil && filepath.IsLocal(rel) {
-		res.Dir = filepath.ToSlash(rel)
-	}
+	res.Dir = checkoutDir(env.root, t.Dir)
 	if res.Digest, err = t.Digest(); err != nil {
 		return res, err
 	}
@@ -185,6 +183,27 @@ func runTarget(ctx context.Context, env targetEnv, t *target.Target, cases []cas
 		return res, err
 	}
 	return res, nil
+}
+
+// checkoutDir is dir relative to the checkout at root as a slash path, or
+// "" for a folder outside it. Both are made absolute first: the runner's
+// root is usually "." and a loaded target's folder absolute, a pair
+// filepath.Rel cannot relate (every shipped target was recorded as outside
+// the checkout). The checkout itself is no target folder of it: "".
+func checkoutDir(root, dir string) string {
+	absRoot, err := filepath.Abs(root)
+	if err != nil {
+		return ""
+	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	rel, err := filepath.Rel(absRoot, absDir)
+	if err != nil || !filepath.IsLocal(rel) || rel == "." {
+		return ""
+	}
+	return filepath.ToSlash(rel)
 }
 
 // targetParallel bounds the cases run on one target at once.

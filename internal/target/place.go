@@ -71,19 +71,12 @@ var placements = map[string]placement{
 	string(protocol.FaultStall):                {sink: func(a *SinkAction, d time.Duration) { a.After += d }},
 	string(protocol.FaultCrashBeforeEffect):    {sink: func(a *SinkAction, _ time.Duration) { a.Apply, a.End = false, Kill }},
 	string(protocol.FaultCrashAfterEffect):     {sink: func(a *SinkAction, _ time.Duration) { a.End = Kill }},
-	FaultFailEffect:                            {sink: func(a *SinkAction, _ time.Duration) { a.Apply, a.End = false, Fail }},
-	FaultFailAfterEffect:                       {sink: func(a *SinkAction, _ time.Duration) { a.End = Fail }},
+	string(protocol.FaultFailEffect):           {sink: func(a *SinkAction, _ time.Duration) { a.Apply, a.End = false, Fail }},
+	string(protocol.FaultFailAfterEffect):      {sink: func(a *SinkAction, _ time.Duration) { a.End = Fail }},
 	string(protocol.FaultCrashAfterClaim):      {why: "the lab server's own downstream mode"},
 	string(protocol.FaultCrashAfterDownstream): {why: "the lab server's own downstream mode"},
 	string(protocol.FaultDropDownstreamReply):  {why: "the lab server's own downstream mode"},
 }
-
-// The faults that make an effect fail (the effect server and the sink
-// both honour them).
-const (
-	FaultFailEffect      = "fail-effect"       // the effect fails: nothing applied, 500
-	FaultFailAfterEffect = "fail-after-effect" // the effect is applied, then the handler fails: 500
-)
 
 // FaultNames lists the lab faults a target may map natively, sorted.
 func FaultNames() []string {

@@ -149,7 +149,9 @@ func Judge(c casefile.Case, j Judged, run results.Run) (Verdict, error) {
 	}
 
 	// Input the sound implementation refuses and the target took is a
-	// deviation, and an effect the sound count does not hold.
+	// deviation, and an effect the sound count does not hold; every value
+	// after it is then shifted, so values are not judged.
+	sound0 := v.SoundEffects
 	for i := range obs {
 		if !answered(obs[i], 200) {
 			continue
@@ -203,7 +205,7 @@ func Judge(c casefile.Case, j Judged, run results.Run) (Verdict, error) {
 
 	// The last call of each key is where a sound implementation answers
 	// the intent; what the target answered there is the intent's fate.
-	counted := v.Effects == v.SoundEffects
+	counted := v.Effects == v.SoundEffects && v.SoundEffects == sound0
 	for _, i := range lastCalls(plan) {
 		o, e := obs[i], exp[i]
 		if e.Outcome != protocol.OutcomeReply || status(e.Status) != 200 {

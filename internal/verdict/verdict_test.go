@@ -106,6 +106,9 @@ func TestJudge(t *testing.T) {
 		{"concurrent 409s", "concurrent_duplicate", inMemory, run(1, append([]string{"200 1 false"}, repeat(11, "409 - - ra")...)...), Pass, nil},
 		{"concurrent 409s without retry-after", "concurrent_duplicate", inMemory, run(1, append([]string{"200 1 false"}, repeat(11, "409 - -")...)...), Pass, repeatRule("retry_after", 1, 11)},
 		{"concurrent 500s", "concurrent_duplicate", inMemory, run(1, append([]string{"200 1 false"}, repeat(11, "500 x -")...)...), Pass, repeatRule("in_flight_status", 1, 11)},
+		{"an oversized key taken shifts the values", "oversized_key_and_body", inMemory, run(2, "200 1 false", "413 - -", "200 2 false"), Pass, []string{"malformed_key@0"}},
+		{"a failure stored and replayed", "effect_fails_then_retry", inMemory, run(0, "500 x -", "500 x -"), Violation, []string{"lost_effect@run", "stored_failure@1"}},
+		{"a failed handler leaves its key in progress", "effect_fails_then_retry", inMemory, run(0, "500 x -", "409 - - ra"), Violation, []string{"lost_effect@run", "stuck_key@1"}},
 		{"concurrent applied twice", "concurrent_duplicate", inMemory, run(2, append([]string{"200 1 false", "200 2 false"}, repeat(10, "200 1 true")...)...), Violation, []string{"duplicate_effect@run"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

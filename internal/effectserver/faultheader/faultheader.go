@@ -48,6 +48,7 @@ type Fault struct {
 	Delay     time.Duration // sleep after admission, before the effect
 	Stall     time.Duration // sleep once the effect is done, before its result is recorded (inside a store's transaction)
 	Crash     Point         // where to exit with ExitCode, or NoCrash
+	Fail      Point         // where the effect fails (BeforeEffect or AfterEffect), or NoCrash
 	DropReply bool          // apply and record, then close the connection without a reply
 
 	// DropDownstreamReply asks the downstream service to apply and drop
@@ -56,10 +57,14 @@ type Fault struct {
 }
 
 // Downstream reports whether f names a fault that only a server with a
-// downstream service can act on.
+// downstream service can act on; RegistryOnly, one it cannot.
 func (f Fault) Downstream() bool {
 	return f.Crash == AfterClaim || f.Crash == AfterDownstream || f.DropDownstreamReply
 }
+
+// RegistryOnly reports whether f makes the effect fail, which the
+// downstream mode (whose effect is the ledger's) does not do.
+func (f Fault) RegistryOnly() bool { return f.Fail != NoCrash }
 
 // Errors returned by Parse and FromHeader. Their text is fixed (apart from
 // a quoted fault name, at most MaxEcho bytes of it) so a server can reply
@@ -151,6 +156,8 @@ func init() {
 	register(protocol.FaultCrashAfterClaim, fixed(Fault{Crash: AfterClaim}))
 	register(protocol.FaultCrashAfterDownstream, fixed(Fault{Crash: AfterDownstream}))
 	register(protocol.FaultDropDownstreamReply, fixed(Fault{DropDownstreamReply: true}))
+	register(protocol.FaultFailEffect, fixed(Fault{Fail: BeforeEffect}))
+	register(protocol.FaultFailAfterEffect, fixed(Fault{Fail: AfterEffect}))
 }
 
 // Names returns the registered fault names, sorted.
@@ -187,6 +194,7 @@ func Parse(v string) (Fault, error) {
 		f.Delay += one.Delay
 		f.Stall += one.Stall
 		f.Crash = max(f.Crash, one.Crash)
+		f.Fail = max(f.Fail, one.Fail)
 		f.DropReply = f.DropReply || one.DropReply
 		f.DropDownstreamReply = f.DropDownstreamReply || one.DropDownstreamReply
 	}
@@ -214,6 +222,8 @@ var pointOf = map[protocol.Fault]point{
 	protocol.FaultCrashAfterEffect:  crash,
 	protocol.FaultCrashAfterRecord:  crash,
 	protocol.FaultDropReply:         reply,
+	protocol.FaultFailEffect:        crash, // a request ends once: a crash or a failure
+	protocol.FaultFailAfterEffect:   crash,
 
 	protocol.FaultCrashAfterClaim:      crash,
 	protocol.FaultCrashAfterDownstream: crash,

@@ -32,6 +32,9 @@ func TestParse(t *testing.T) {
 		{in: "drop-downstream-reply", want: Fault{Name: "drop-downstream-reply", DropDownstreamReply: true}},
 		{in: "drop-downstream-reply,drop-reply", want: Fault{Name: "drop-downstream-reply,drop-reply", DropDownstreamReply: true, DropReply: true}},
 		{in: "stall=5ms,crash-after-downstream", want: Fault{Name: "stall=5ms,crash-after-downstream", Stall: 5 * time.Millisecond, Crash: AfterDownstream}},
+		{in: "fail-effect", want: Fault{Name: "fail-effect", Fail: BeforeEffect}},
+		{in: "stall=5ms,fail-after-effect", want: Fault{Name: "stall=5ms,fail-after-effect", Stall: 5 * time.Millisecond, Fail: AfterEffect}},
+		{in: "fail-effect,crash-after-effect", err: ErrClash},
 		{in: "crash-after-claim,crash-after-downstream", err: ErrClash},
 		{in: "drop-downstream-reply,drop-downstream-reply", err: ErrClash},
 		{in: "", err: ErrEmpty},
@@ -100,7 +103,7 @@ func TestFromHeader(t *testing.T) {
 // Ensure the vocabulary holds exactly the designed names, and every fault
 // the protocol names has a behaviour here.
 func TestNames(t *testing.T) {
-	want := []string{"crash-after-claim", "crash-after-downstream", "crash-after-effect", "crash-after-record", "crash-before-effect", "delay", "drop-downstream-reply", "drop-reply", "slow", "stall"}
+	want := []string{"crash-after-claim", "crash-after-downstream", "crash-after-effect", "crash-after-record", "crash-before-effect", "delay", "drop-downstream-reply", "drop-reply", "fail-after-effect", "fail-effect", "slow", "stall"}
 	if got := Names(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}

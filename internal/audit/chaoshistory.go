@@ -1,0 +1,1203 @@
+package audit
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// A chaosHistory is what the audit keeps of one history while streaming
+// it, never the lines: per intent 104 bytes (64, and 40 for the
+// consistency checks), its key and two index slots; per acknowledgement
+// 40 bytes and its reply's value; per effect of an intent 16 bytes; per
+// server event 48 bytes. Server events are counted as they are read, and
+// so are effects whose body no intent sent (their findings kept as
+// chaosFindings keeps them).
+type chaosHistory struct {
+	store    string
+	seed     uint64
+	replicas int
+
+	intents  chunked[chaosIntent] // in the order of their first attempt
+	byNumber indexTable           // intent number -> index in intents
+	bySHA    indexTable           // body SHA-256 -> index in intents
+	acks     chunked[chaosAck]    // every 200 reply, in start order
+	text     textArena            // the intents' keys and the replies' values
+	hashSeed maphash.Seed
+
+	attempts, chaosAttempts, quietAttempts, ok, fail, info, faulted int64
+	quietIntents                                                    int64 // intents with a quiet-phase attempt
+	faults                                                          map[string]int64
+
+	events                                     int64 // server event lines
+	kills, restarts, startFailures, cleanStops int64
+	exits                                      map[int64]int64 // exit events by exit code
+	started                                    []bool          // per replica: a start seen
+
+	places  []chaosPlace
+	applied chunked[chaosApplied] // every effect whose body an intent sent, in journal order
+	unknown chaosFindings         // unknown_effect, found while reading the effects
+
+	// What the consistency checks keep (chaos_consistency.go).
+	sched             chaosSchedule
+	firstAttemptStart int64        // -1 before the first attempt
+	serverEvents      []chaosEvent // every server event, in order
+	issues            []chaosIssue
+}
+
+type chaosIntent struct {
+	number   int64
+	sha      [32]byte // its body's SHA-256
+	key      textRef
+	firstAck int32 // index in acks of its first 200, -1 if none
+	times    int32 // its effects in the journal
+	quiet    bool  // attempted in the quiet phase
+
+	// Its attempts so far, in order, and its effects per place, for the
+	// consistency checks (chaos_consistency.go): 40 bytes more.
+	lastEnd        int64             // the end of its last attempt
+	next           int32             // the number its next attempt must carry
+	chaosN, quietN uint16            // its attempts in each phase (saturating)
+	lastPhase      int8              // its last attempt's phase: 0 none, 1 chaos, 2 quiet
+	apply          [maxPlaced]uint16 // per replica, attempts that may have applied it (no reply, or a 200 not replayed)
+	effectsAt      [maxPlaced]uint16 // per place, its effects in the journal
+}
+
+type chaosAck struct {
+	start, end, attempt int64
+	value               textRef
+	intent              int32 // index in intents
+	replica             int16
+	replayed            int8  // -1 null, 0 false, 1 true
+	earlier             uint8 // a replayed reply's: the replicas (bits) of its intent's earlier attempts that may have applied it
+}
+
+// bySHA looks up the intent whose body has SHA-256 sum.
+func (h *chaosHistory) bySum(sum [32]byte) (int32, bool) {
+	return h.bySHA.find(maphash.Bytes(h.hashSeed, sum[:]), func(i int32) bool { return h.intents.at(i).sha == sum })
+}
+
+// byNum looks up intent number n.
+func (h *chaosHistory) byNum(n int64) (int32, bool) {
+	return h.byNumber.find(maphash.Comparable(h.hashSeed, n), func(i int32) bool { return h.intents.at(i).number == n })
+}
+
+// addIntent adds intent number n with its body's SHA-256 and key.
+func (h *chaosHistory) addIntent(n int64, sum [32]byte, key []byte) int32 {
+	i := h.intents.add(chaosIntent{number: n, sha: sum, key: h.text.add(key), firstAck: -1})
+	h.byNumber.insert(maphash.Comparable(h.hashSeed, n), i, func(j int32) uint64 { return maphash.Comparable(h.hashSeed, h.intents.at(j).number) })
+	h.bySHA.insert(maphash.Bytes(h.hashSeed, sum[:]), i, func(j int32) uint64 { sum := h.intents.at(j).sha; return maphash.Bytes(h.hashSeed, sum[:]) })
+	return i
+}
+
+type chaosPlace struct {
+	place    int64
+	replicas []int64
+	counter  int64
+	effects  int64 // its effect lines
+	// badAt is the first effect (from 1) whose value is not its position,
+	// badValue that value; badAt is 0 when every value is.
+	badAt, badValue int64
+}
+
+// chaosApplied is one effect of an intent: its place and value.
+type chaosApplied struct {
+	value  int64
+	intent int32 // index in intents
+	place  int16
+}
+
+// Line shapes: each kind's members, all required, none other.
+var chaosLineFields = map[string][]string{
+	"run":     {"kind", "history_version", "store", "seed", "replicas", "attempts", "server_events", "places"},
+	"attempt": {"kind", "intent", "key", "body_sha256", "replica", "attempt", "phase", "start_us", "end_us", "fault", "type", "outcome", "status", "value", "replayed", "error"},
+	"event":   {"kind", "replica", "at_us", "pid", "addr", "exit_code", "error"},
+	"place":   {"kind", "place", "replicas", "counter", "effects"},
+	"effect":  {"kind", "place", "value", "body_sha256"},
+}
+
+var chaosEventKinds = []string{"start", "start_failed", "kill", "exit", "stop"}
+
+// A lineReader reads one history line's members, with its line number.
+// A line whose values are all numbers, literals and strings without
+// escapes (every attempt, event and effect line the runner writes) is
+// read in place, by flatLine, with no allocation; any other is decoded
+// by decodeJSON, which reads it (or refuses it) exactly as a whole
+// document, and read from the map it makes.
+type lineReader struct {
+	no   int
+	kind string
+	flat flatLine
+	obj  map[string]any // the line decoded, when flat could not read it
+	err  error
+}
+
+// read reads line number no; an error is decodeJSON's.
+func (l *lineReader) read(no int, line []byte) error {
+	*l = lineReader{no: no, flat: flatLine{members: l.flat.members[:0]}}
+	if !l.flat.read(line) {
+		v, err := decodeJSON(line, capLineJSON)
+		obj, _ := v.(map[string]any)
+		if err != nil || obj == nil {
+			return fmt.Errorf("line %d: not a JSON object: %v", no, err)
+		}
+		l.obj = obj
+	}
+	if k := l.get("kind"); k.kind == 's' {
+		l.kind = lineKind(k.text)
+	}
+	return nil
+}
+
+// lineKind returns the kind named by text, without allocating for the
+// kinds there are.
+func lineKind(text []byte) string {
+	for k := range chaosLineFields {
+		if string(text) == k {
+			return k
+		}
+	}
+	for _, k := range chaosEventKinds {
+		if string(text) == k {
+			return k
+		}
+	}
+	return string(text)
+}
+
+// A lineValue is one member's value: kind 's' a string (text its
+// contents), 'n' a number (text its digits), 't' true, 'f' false, 'z'
+// null, 'o' an array or object (v), 0 no such member.
+type lineValue struct {
+	kind byte
+	text []byte
+	v    any
+}
+
+// get returns the value of member name.
+func (l *lineReader) get(name string) lineValue {
+	if l.obj == nil {
+		return l.flat.get(name)
+	}
+	v, ok := l.obj[name]
+	switch v := v.(type) {
+	case string:
+		return lineValue{kind: 's', text: []byte(v)}
+	case jsonNumber:
+		return lineValue{kind: 'n', text: []byte(v)}
+	case bool:
+		if v {
+			return lineValue{kind: 't'}
+		}
+		return lineValue{kind: 'f'}
+	case nil:
+		if ok {
+			return lineValue{kind: 'z'}
+		}
+		return lineValue{}
+	}
+	return lineValue{kind: 'o', v: v}
+}
+
+// names calls f with each member's name.
+func (l *lineReader) names(f func(name []byte) bool) {
+	if l.obj == nil {
+		for _, m := range l.flat.members {
+			if !f(m.name) {
+				return
+			}
+		}
+		return
+	}
+	for k := range l.obj {
+		if !f([]byte(k)) {
+			return
+		}
+	}
+}
+
+// render prints member name's value as render does a decoded one.
+func (l *lineReader) render(name string) string {
+	switch v := l.get(name); v.kind {
+	case 's':
+		return render(string(v.text))
+	case 'n':
+		return render(jsonNumber(v.text))
+	case 't':
+		return "true"
+	case 'f':
+		return "false"
+	case 'o':
+		return render(v.v)
+	}
+	return "null"
+}
+
+func (l *lineReader) failf(format string, args ...any) {
+	if l.err == nil {
+		l.err = fmt.Errorf("line %d (%s): %s", l.no, l.kind, fmt.Sprintf(format, args...))
+	}
+}
+
+// int reads an integer member in [lo, hi].
+func (l *lineReader) int(name string, lo, hi int64) int64 {
+	v := l.get(name)
+	if v.kind != 'n' {
+		l.failf("%s: want an integer", name)
+		return 0
+	}
+	i, err := strconv.ParseInt(string(v.text), 10, 64)
+	if err != nil || i < lo || i > hi {
+		l.failf("%s: %s: want an integer in %d..%d", name, v.text, lo, hi)
+	}
+	return i
+}
+
+// bytes reads a string member; the bytes are valid until the next line.
+func (l *lineReader) bytes(name string) []byte {
+	v := l.get(name)
+	if v.kind != 's' {
+		l.failf("%s: want a string", name)
+	}
+	return v.text
+}
+
+func (l *lineReader) str(name string) string { return string(l.bytes(name)) }
+
+// sha reads a SHA-256 written as 64 lowercase hex digits.
+func (l *lineReader) sha(name string) (text []byte, sum [32]byte) {
+	s := l.bytes(name)
+	if len(s) != 64 || bytes.ContainsFunc(s, func(r rune) bool { return (r < '0' || r > '9') && (r < 'a' || r > 'f') }) {
+		l.failf("%s: %q: want 64 lowercase hex digits", name, s)
+		return s, sum
+	}
+	hex.Decode(sum[:], s)
+	return s, sum
+}
+
+// A flatLine is a history line read in place: one JSON object whose
+// members' values are numbers, literals or strings without escapes, no
+// name twice. Anything else (an escape, a nested value, a name twice, a
+// syntax error, invalid UTF-8) it leaves to decodeJSON, so it reads a
+// line only where decodeJSON would read the same members.
+type flatLine struct {
+	members []flatMember
+}
+
+type flatMember struct {
+	name []byte
+	lineValue
+}
+
+// maxFlatMembers bounds the members a flat line holds (an attempt line
+// has 16).
+const maxFlatMembers = 32
+
+// read reads line, reporting whether it could.
+func (f *flatLine) read(line []byte) bool {
+	if !utf8.Valid(line) {
+		return false
+	}
+	p := jsonParser{data: line}
+	p.space()
+	if p.off >= len(line) || line[p.off] != '{' {
+		return false
+	}
+	p.off++
+	p.space()
+	if p.off < len(line) && line[p.off] == '}' {
+		p.off++
+	} else {
+		for {
+			if p.off >= len(line) || line[p.off] != '"' || len(f.members) == maxFlatMembers {
+				return false
+			}
+			raw, escaped, err := p.strSpan()
+			if err != nil || escaped {
+				return false
+			}
+			m := flatMember{name: raw[1 : len(raw)-1]}
+			if slices.ContainsFunc(f.members, func(o flatMember) bool { return bytes.Equal(o.name, m.name) }) {
+				return false // a name twice: decodeJSON says where
+			}
+			p.space()
+			if p.off >= len(line) || line[p.off] != ':' {
+				return false
+			}
+			p.off++
+			p.space()
+			if p.off >= len(line) {
+				return false
+			}
+			switch c := line[p.off]; {
+			case c == '"':
+				raw, escaped, err := p.strSpan()
+				if err != nil || escaped {
+					return false
+				}
+				m.kind, m.text = 's', raw[1:len(raw)-1]
+			case c == '-' || c >= '0' && c <= '9':
+				text, err := p.numberSpan()
+				if err != nil {
+					return false
+				}
+				m.kind, m.text = 'n', text
+			case c == 't' || c == 'f' || c == 'n':
+				word, kind := "true", byte('t')
+				if c == 'f' {
+					word, kind = "false", 'f'
+				} else if c == 'n' {
+					word, kind = "null", 'z'
+				}
+				if _, err := p.literal(word, nil); err != nil {
+					return false
+				}
+				m.kind = kind
+			default:
+				return false
+			}
+			f.members = append(f.members, m)
+			closed, err := p.commaOrClose('}', "")
+			if err != nil {
+				return false
+			}
+			if closed {
+				break
+			}
+		}
+	}
+	p.space()
+	return p.off == len(line)
+}
+
+// get returns the value of member name (kind 0 if none).
+func (f *flatLine) get(name string) lineValue {
+	for _, m := range f.members {
+		if string(m.name) == name {
+			return m.lineValue
+		}
+	}
+	return lineValue{}
+}
+
+const maxInt = 1<<63 - 1
+
+// jsonNumber is how decodeJSON gives a number.
+type jsonNumber = json.Number
+
+// readChaosHistory reads a history strictly, line by line: a "run" header
+// first (history_version 1), then attempt and server-event lines in time
+// order, then per place a "place" line and exactly the effect lines it
+// announces; every line one JSON object (strict: no duplicate member,
+// valid UTF-8) with exactly its kind's members, each of its type and
+// range; the header's counts equal the lines. An error names the line.
+func readChaosHistory(r io.Reader) (*chaosHistory, error) {
+	br := bufio.NewReaderSize(r, maxHistoryLine)
+	h := &chaosHistory{hashSeed: maphash.MakeSeed(), faults: map[string]int64{}, exits: map[int64]int64{}, firstAttemptStart: -1}
+	var (
+		l                             lineReader
+		no                            int
+		hdrAttempts, hdrEvents, hdrPl int64
+		seenHeader                    bool
+		lastTime                      int64
+		effectsLeft                   int64
+		size                          int64
+	)
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			return nil, fmt.Errorf("line %d: longer than %d bytes", no+1, maxHistoryLine)
+		}
+		if err == io.EOF && len(line) == 0 {
+			break
+		}
+		if err != nil && err != io.EOF {
+			return nil, fmt.Errorf("line %d: %v", no+1, err)
+		}
+		no++
+		if size += int64(len(line)); size > CapHistory {
+			return nil, fmt.Errorf("over the cap of %d bytes", CapHistory)
+		}
+		if err == io.EOF {
+			return nil, fmt.Errorf("line %d: no final newline", no)
+		}
+		if err := l.read(no, line); err != nil {
+			return nil, err
+		}
+		kind := l.kind
+		shape := kind
+		if slices.Contains(chaosEventKinds, kind) {
+			shape = "event"
+		}
+		fields, known := chaosLineFields[shape]
+		if !known {
+			return nil, fmt.Errorf("line %d: unknown kind %s", no, l.render("kind"))
+		}
+		var unknown []byte
+		l.names(func(name []byte) bool {
+			if !slices.ContainsFunc(fields, func(f string) bool { return f == string(name) }) {
+				unknown = name
+				return false
+			}
+			return true
+		})
+		if unknown != nil {
+			return nil, fmt.Errorf("line %d (%s): unknown member %q", no, kind, unknown)
+		}
+		for _, k := range fields {
+			if l.get(k).kind == 0 {
+				return nil, fmt.Errorf("line %d (%s): missing member %q", no, kind, k)
+			}
+		}
+		if !seenHeader && kind != "run" {
+			return nil, fmt.Errorf("line %d: want the \"run\" header first, got kind %q", no, kind)
+		}
+		inPlaces := len(h.places) > 0
+		switch shape {
+		case "run":
+			if seenHeader {
+				return nil, fmt.Errorf("line %d: a second \"run\" header", no)
+			}
+			seenHeader = true
+			l.int("history_version", 1, 1)
+			h.store = l.str("store")
+			if !slices.Contains(StoreOrder, h.store) {
+				l.failf("store %q: want one of %s", h.store, strings.Join(StoreOrder, ", "))
+			}
+			if n := l.get("seed"); n.kind == 'n' {
+				s, err := strconv.ParseUint(string(n.text), 10, 64)
+				if err != nil {
+					l.failf("seed: %s: want an unsigned integer", n.text)
+				}
+				h.seed = s
+			} else {
+				l.failf("seed: want an integer")
+			}
+			h.replicas = int(l.int("replicas", 1, 1000))
+			h.started = make([]bool, h.replicas)
+			h.sched = chaosSchedule{seed: h.seed, replicas: h.replicas}
+			hdrAttempts = l.int("attempts", 0, maxInt)
+			hdrEvents = l.int("server_events", 0, maxInt)
+			hdrPl = l.int("places", 0, 1000)
+		case "attempt":
+			if inPlaces {
+				return nil, fmt.Errorf("line %d: an attempt after the place lines", no)
+			}
+			h.attempt(&l, &lastTime)
+		case "event":
+			if inPlaces {
+				return nil, fmt.Errorf("line %d: a server event after the place lines", no)
+			}
+			rep := l.int("replica", 0, int64(h.replicas-1))
+			at := l.int("at_us", 0, maxInt)
+			l.int("pid", 0, maxInt)
+			l.bytes("addr")
+			code := l.int("exit_code", -1, 255)
+			l.bytes("error")
+			if at < lastTime {
+				l.failf("at_us %d: before the line above (%d µs): lines must be in time order", at, lastTime)
+			}
+			lastTime = at
+			if l.err == nil {
+				h.event(kind, rep, code)
+				h.serverEvents = append(h.serverEvents, chaosEvent{kind, rep, code, at})
+			}
+		case "place":
+			if effectsLeft != 0 {
+				return nil, fmt.Errorf("line %d: place line while %d effect lines of the place above are missing", no, effectsLeft)
+			}
+			p := chaosPlace{place: l.int("place", 0, 1000), counter: l.int("counter", 0, maxInt)}
+			effectsLeft = l.int("effects", 0, maxInt)
+			reps, ok := l.get("replicas").v.([]any)
+			if !ok {
+				l.failf("replicas: want an array")
+			}
+			for _, r := range reps {
+				n, _ := r.(jsonNumber)
+				i, err := strconv.ParseInt(string(n), 10, 64)
+				if err != nil || i < 0 || i >= int64(h.replicas) {
+					l.failf("replicas: %s: want a replica 0..%d", render(r), h.replicas-1)
+				}
+				p.replicas = append(p.replicas, i)
+			}
+			for _, q := range h.places {
+				if q.place == p.place {
+					l.failf("place %d: a second place line", p.place)
+				}
+			}
+			h.places = append(h.places, p)
+		case "effect":
+			if !inPlaces || effectsLeft == 0 {
+				return nil, fmt.Errorf("line %d: an effect line its place line does not announce", no)
+			}
+			p := &h.places[len(h.places)-1]
+			if pl := l.int("place", 0, 1000); pl != p.place {
+				l.failf("place %d: an effect of place %d among place %d's lines", pl, pl, p.place)
+			}
+			value := l.int("value", 0, maxInt)
+			text, sum := l.sha("body_sha256")
+			effectsLeft--
+			if l.err == nil {
+				h.effect(p, value, text, sum)
+			}
+		}
+		if l.err != nil {
+			return nil, l.err
+		}
+	}
+	switch {
+	case !seenHeader:
+		return nil, errors.New("empty: no \"run\" header")
+	case effectsLeft != 0:
+		return nil, fmt.Errorf("place %d: %d announced effect lines missing at the end", h.places[len(h.places)-1].place, effectsLeft)
+	case h.attempts != hdrAttempts || h.events != hdrEvents || int64(len(h.places)) != hdrPl:
+		return nil, fmt.Errorf("%d attempt lines, %d server events, %d places; the run header announces %d, %d, %d",
+			h.attempts, h.events, len(h.places), hdrAttempts, hdrEvents, hdrPl)
+	}
+	return h, nil
+}
+
+// event counts one server event line, valid, of replica rep.
+func (h *chaosHistory) event(kind string, rep, code int64) {
+	h.events++
+	switch kind {
+	case "kill":
+		h.kills++
+	case "exit":
+		h.exits[code]++
+	case "start":
+		if h.started[rep] {
+			h.restarts++
+		}
+		h.started[rep] = true
+	case "start_failed":
+		h.startFailures++
+	case "stop":
+		if code == 0 {
+			h.cleanStops++
+		}
+	}
+}
+
+// effect reads one effect line, valid, of place p: its position in the
+// place, then whose body it applied (an unknown_effect if none's).
+func (h *chaosHistory) effect(p *chaosPlace, value int64, text []byte, sum [32]byte) {
+	p.effects++
+	if p.badAt == 0 && value != p.effects {
+		p.badAt, p.badValue = p.effects, value
+	}
+	n, ok := h.bySum(sum)
+	if !ok {
+		h.unknown.add("unknown_effect", -1, func() (string, string) {
+			return "", fmt.Sprintf("place %d: effect %d has body SHA-256 %s, which no intent sent", p.place, value, text)
+		})
+		return
+	}
+	in := h.intents.at(n)
+	in.times++
+	if p.place < maxPlaced && in.effectsAt[p.place] < 1<<16-1 {
+		in.effectsAt[p.place]++
+	}
+	h.applied.add(chaosApplied{value, n, int16(p.place)})
+}
+
+// attempt reads one attempt line into h.
+func (h *chaosHistory) attempt(l *lineReader, lastTime *int64) {
+	n := l.int("intent", 0, maxInt)
+	key := l.bytes("key")
+	_, sum := l.sha("body_sha256")
+	rep := l.int("replica", 0, int64(h.replicas-1))
+	att := l.int("attempt", 0, maxInt)
+	phase := l.bytes("phase")
+	start, end := l.int("start_us", 0, maxInt), l.int("end_us", 0, maxInt)
+	fault, typ, outcome := l.bytes("fault"), l.bytes("type"), l.bytes("outcome")
+	status := l.int("status", 0, 599)
+	value, errText := l.bytes("value"), l.bytes("error")
+	replayed := int8(-1)
+	switch l.get("replayed").kind {
+	case 't':
+		replayed = 1
+	case 'f':
+		replayed = 0
+	case 'z':
+	default:
+		l.failf("replayed: want true, false or null")
+	}
+	switch {
+	case string(phase) != "chaos" && string(phase) != "quiet":
+		l.failf("phase %q: want chaos or quiet", phase)
+	case end < start:
+		l.failf("end_us %d before start_us %d", end, start)
+	case start < *lastTime:
+		l.failf("start_us %d: before the line above (%d µs): lines must be in time order", start, *lastTime)
+	}
+	*lastTime = start
+	// The outcome, in Jepsen's terms: a reply is ok (200) or fail; no reply
+	// is fail when refused (nothing listened), else info (unknown).
+	wantType := ""
+	switch string(outcome) {
+	case "reply":
+		if status < 100 || len(errText) != 0 {
+			l.failf("outcome reply with status %d and error %q", status, errText)
+		}
+		wantType = "fail"
+		if status == 200 {
+			wantType = "ok"
+		}
+	case "refused", "no_reply", "timeout":
+		if status != 0 || len(value) != 0 || replayed >= 0 {
+			l.failf("outcome %s (no reply) with status %d, value %q or a replay marker", outcome, status, value)
+		}
+		wantType = "info"
+		if string(outcome) == "refused" {
+			wantType = "fail"
+		}
+	default:
+		l.failf("outcome %q: want reply, refused, no_reply or timeout", outcome)
+	}
+	if string(typ) != wantType {
+		l.failf("type %q: outcome %s with status %d is %q", typ, outcome, status, wantType)
+	}
+	if len(fault) != 0 {
+		for f := range bytes.SplitSeq(fault, []byte(",")) {
+			name, arg, hasArg := bytes.Cut(f, []byte("="))
+			k := slices.IndexFunc(chaosFaults, func(c string) bool { return c == string(name) })
+			ok := k >= 0 && (string(name) == "delay" || string(name) == "stall") == hasArg
+			if hasArg {
+				ms, err := strconv.Atoi(string(bytes.TrimSuffix(arg, []byte("ms"))))
+				ok = ok && bytes.HasSuffix(arg, []byte("ms")) && err == nil && ms >= 0
+			}
+			if !ok {
+				l.failf("fault %q: %q is not a fault", fault, f)
+				break
+			}
+			h.faults[chaosFaults[k]]++
+		}
+		h.faulted++
+	}
+	if l.err != nil {
+		return // the line is refused: what it says is not kept
+	}
+	i, seen := h.byNum(n)
+	if !seen {
+		if other, dup := h.bySum(sum); dup {
+			l.failf("intent %d: body_sha256 of intent %d (each intent has its own body)", n, h.intents.at(other).number)
+			return
+		}
+		i = h.addIntent(n, sum, key)
+		h.firstAttempt(l.no, n, key, sum) // chaos_consistency.go
+	} else if in := h.intents.at(i); !bytes.Equal(h.text.bytes(in.key), key) || in.sha != sum {
+		l.failf("intent %d: key or body_sha256 differs from its first attempt", n)
+		return
+	}
+	in := h.intents.at(i)
+	earlier := h.attemptInOrder(l.no, n, in, chaosLine{replica: rep, attempt: att, chaos: string(phase) == "chaos", start: start, end: end,
+		fault: fault, typ: string(typ), replayed: replayed}) // chaos_consistency.go
+	h.attempts++
+	if string(phase) == "quiet" {
+		h.quietAttempts++
+		if !in.quiet {
+			in.quiet = true
+			h.quietIntents++
+		}
+	} else {
+		h.chaosAttempts++
+	}
+	switch string(typ) {
+	case "ok":
+		h.ok++
+		k := h.acks.add(chaosAck{start: start, end: end, attempt: att, value: h.text.add(value), intent: i, replica: int16(rep), replayed: replayed, earlier: earlier})
+		if in.firstAck < 0 {
+			in.firstAck = k
+		}
+	case "fail":
+		h.fail++
+	default:
+		h.info++
+	}
+}
+
+// A chaosFinding is one rule firing (intent -1: about the journal).
+type chaosFinding struct {
+	rule   string
+	intent int64
+	key    string
+	detail string
+}
+
+// keepFindings is how many findings of each rule chaosFindings keeps:
+// the most any report shows (chaos.json lists 100 findings; the audit
+// prints maxChaosLines a rule).
+const keepFindings = 100
+
+// chaosFindings counts the findings of each rule and keeps the first
+// keepFindings of them in (intent, detail) order, whatever their number:
+// a detail is written only when it could be among those.
+type chaosFindings struct {
+	rules map[string]*ruleFindings
+}
+
+type ruleFindings struct {
+	fired  int64
+	kept   []chaosFinding // unsorted; at most 2·keepFindings
+	full   bool           // kept holds keepFindings that sort before any intent above cutoff
+	cutoff int64
+}
+
+// add counts one finding of rule about intent, text writing its key and
+// detail.
+func (f *chaosFindings) add(rule string, intent int64, text func() (key, detail string)) {
+	if f.rules == nil {
+		f.rules = map[string]*ruleFindings{}
+	}
+	r := f.rules[rule]
+	if r == nil {
+		r = &ruleFindings{}
+		f.rules[rule] = r
+	}
+	r.fired++
+	if r.full && intent > r.cutoff {
+		return
+	}
+	key, detail := text()
+	r.kept = append(r.kept, chaosFinding{rule, intent, key, detail})
+	if len(r.kept) == 2*keepFindings {
+		r.trim()
+	}
+}
+
+// trim sorts kept and keeps its first keepFindings.
+func (r *ruleFindings) trim() {
+	slices.SortFunc(r.kept, func(x, y chaosFinding) int {
+		return cmp.Or(cmp.Compare(x.intent, y.intent), cmp.Compare(x.detail, y.detail))
+	})
+	if len(r.kept) >= keepFindings {
+		clear(r.kept[keepFindings:])
+		r.kept = r.kept[:keepFindings]
+		r.full, r.cutoff = true, r.kept[keepFindings-1].intent
+	}
+}
+
+// fired returns how many findings of rule fired.
+func (f *chaosFindings) fired(rule string) int64 {
+	if r := f.rules[rule]; r != nil {
+		return r.fired
+	}
+	return 0
+}
+
+// sorted returns the findings kept, in rule order, then intent, then
+// detail.
+func (f *chaosFindings) sorted() []chaosFinding {
+	var out []chaosFinding
+	for _, rule := range chaosRules {
+		if r := f.rules[rule]; r != nil {
+			r.trim()
+			out = append(out, r.kept...)
+		}
+	}
+	return out
+}
+
+// clone returns a copy of f that adds to neither.
+func (f *chaosFindings) clone() chaosFindings {
+	c := chaosFindings{rules: map[string]*ruleFindings{}}
+	for rule, r := range f.rules {
+		c.rules[rule] = &ruleFindings{r.fired, slices.Clone(r.kept), r.full, r.cutoff}
+	}
+	return c
+}
+
+// chaosCheck is what the audit's checker derives from a history.
+type chaosCheck struct {
+	counts   map[string]int64
+	faults   map[string]int64
+	fired    map[string]int64 // findings of each rule
+	findings []chaosFinding   // the first keepFindings of each rule, in rule order, then intent
+}
+
+// check judges h against its own journal, by the rules the chaos
+// experiment documents (internal/chaos), written here from those rules:
+//
+//   - per intent (named by its body's SHA-256, which the journal keeps):
+//     applied n times over every place; n ≥ 2 is a duplicate; acknowledged
+//     (a 200) with n = 0 a lost acknowledgement; never acknowledged stuck;
+//     with n ≥ 1, each 200's value must be one of the intent's effects at
+//     the place of the replica that replied (value_mismatch);
+//   - per place, over the non-replayed 200s: no value twice (value_reused),
+//     and a reply that began after another ended carries a larger value
+//     (value_order: one finding per earlier reply whose value is exceeded,
+//     the culprit being the largest value ended before each reply began);
+//   - the journal: each effect's body was sent by an intent
+//     (unknown_effect); each place's effects are 1..counter in order, each
+//     replica at exactly one place (bad_journal).
+//
+// The journal numbers the effects in the only order a counter's
+// increments can be linearized in, so these rules are the whole
+// linearizability check: no search over orders is needed.
+func (h *chaosHistory) check(crashCode int64) chaosCheck {
+	c := chaosCheck{counts: map[string]int64{}, faults: map[string]int64{}, fired: map[string]int64{}}
+	found := h.unknown.clone()
+	journal := func(format string, args ...any) {
+		found.add("bad_journal", -1, func() (string, string) { return "", fmt.Sprintf(format, args...) })
+	}
+	// about adds a finding about intent i, format and args its detail.
+	about := func(rule string, i int32, format string, args ...any) {
+		in := h.intents.at(i)
+		found.add(rule, in.number, func() (string, string) { return h.text.text(in.key), fmt.Sprintf(format, args...) })
+	}
+	placeOf := map[int64]int64{}
+	var effects int64
+	for _, p := range h.places {
+		for _, r := range p.replicas {
+			if old, dup := placeOf[r]; dup {
+				journal("replica %d listed at places %d and %d", r, old, p.place)
+			}
+			placeOf[r] = p.place
+		}
+		if p.effects != p.counter {
+			journal("place %d: counter %d, %d effects journaled", p.place, p.counter, p.effects)
+		}
+		if p.badAt != 0 {
+			journal("place %d: effect %d has value %d", p.place, p.badAt, p.badValue)
+		}
+		effects += p.effects
+	}
+	for r := int64(0); r < int64(h.replicas); r++ {
+		if _, ok := placeOf[r]; !ok {
+			journal("replica %d has no place", r)
+		}
+	}
+	eff := h.effectsByIntent()
+	order := make([]int32, h.intents.n) // by intent number
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(x, y int32) int { return cmp.Compare(h.intents.at(x).number, h.intents.at(y).number) })
+	var once, dups, notApplied, acked, lost, stuck int64
+	for _, i := range order {
+		in := h.intents.at(i)
+		times := in.times
+		switch {
+		case times == 0:
+			notApplied++
+		case times == 1:
+			once++
+		default:
+			dups++
+			found.add("duplicate", in.number, func() (string, string) {
+				return h.text.text(in.key), fmt.Sprintf("applied %d times (%s)", times, eff.whereOf(i))
+			})
+		}
+		switch {
+		case in.firstAck < 0:
+			stuck++
+			about("stuck", i, "never acknowledged; applied %d times", times)
+		case times == 0:
+			acked++
+			lost++
+			a := h.acks.at(in.firstAck)
+			found.add("lost_ack", in.number, func() (string, string) {
+				return h.text.text(in.key), fmt.Sprintf("attempt %d on replica %d got 200 %q, and the journal holds no effect of it", a.attempt, a.replica, h.text.text(a.value))
+			})
+		default:
+			acked++
+		}
+	}
+	order = nil
+
+	// The non-replayed 200s of each place, in start order (the lines'),
+	// each with its value.
+	values := make([]int64, h.acks.n)
+	perPlace := map[int64][]int32{}
+	for i := range h.acks.n {
+		a := h.acks.at(i)
+		v, err := strconv.ParseInt(string(h.text.bytes(a.value)), 10, 64)
+		values[i] = v
+		pl, ok := placeOf[int64(a.replica)]
+		if in := h.intents.at(a.intent); in.times > 0 && (err != nil || !ok || !eff.has(a.intent, pl, v)) {
+			found.add("value_mismatch", in.number, func() (string, string) {
+				return h.text.text(in.key), fmt.Sprintf("attempt %d on replica %d got 200 %q; the intent's effects: %s", a.attempt, a.replica, h.text.text(a.value), eff.whereOf(a.intent))
+			})
+		}
+		if a.replayed != 0 || err != nil || !ok {
+			continue
+		}
+		perPlace[pl] = append(perPlace[pl], i)
+	}
+	number := func(i int32) int64 { return h.intents.at(h.acks.at(i).intent).number }
+	ack := h.acks.at
+	for _, pl := range sortedInts(perPlace) {
+		byStart := perPlace[pl]
+		byValue := slices.Clone(byStart)
+		slices.SortFunc(byValue, func(x, y int32) int {
+			return cmp.Or(cmp.Compare(values[x], values[y]), cmp.Compare(number(x), number(y)), cmp.Compare(ack(x).attempt, ack(y).attempt))
+		})
+		for k := 1; k < len(byValue); k++ {
+			if x, y := byValue[k-1], byValue[k]; values[x] == values[y] {
+				about("value_reused", ack(y).intent, "place %d: value %d acknowledged (not replayed) to intent %d attempt %d and intent %d attempt %d", pl, values[y], number(x), ack(x).attempt, number(y), ack(y).attempt)
+			}
+		}
+		byValue = nil
+		byEnd := slices.Clone(byStart)
+		slices.SortStableFunc(byEnd, func(x, y int32) int { return cmp.Compare(ack(x).end, ack(y).end) })
+		smallest := map[int]int32{} // culprit (index in byEnd) -> the reply of smallest value that exceeds it
+		j, best := 0, -1
+		for _, b := range byStart {
+			for ; j < len(byEnd) && ack(byEnd[j]).end < ack(b).start; j++ {
+				if best < 0 || values[byEnd[j]] > values[byEnd[best]] {
+					best = j
+				}
+			}
+			if best >= 0 && values[byEnd[best]] > values[b] {
+				if s, ok := smallest[best]; !ok || values[b] < values[s] {
+					smallest[best] = b
+				}
+			}
+		}
+		for _, k := range sortedInts(smallest) {
+			x, b := byEnd[k], smallest[k]
+			about("value_order", ack(b).intent, "place %d: attempt %d began at %d µs and got value %d, but intent %d was acknowledged value %d at %d µs, before it began",
+				pl, ack(b).attempt, ack(b).start, values[b], number(x), values[x], ack(x).end)
+		}
+		delete(perPlace, pl)
+	}
+	for i := range h.acks.n {
+		a := h.acks.at(i)
+		values[i] = a.end - a.start // the latencies of the 200s
+	}
+	slices.Sort(values)
+
+	c.findings = found.sorted()
+	for _, rule := range chaosRules {
+		c.fired[rule] = found.fired(rule)
+	}
+	n := c.counts
+	n["intents"], n["acked"], n["applied_once"], n["duplicates"], n["not_applied"], n["lost_acks"], n["stuck"] =
+		int64(h.intents.n), acked, once, dups, notApplied, lost, stuck
+	n["attempts"], n["chaos_attempts"], n["quiet_attempts"] = h.attempts, h.chaosAttempts, h.quietAttempts
+	n["ok"], n["fail"], n["info"], n["faulted_attempts"] = h.ok, h.fail, h.info, h.faulted
+	n["effects"] = effects
+	n["unresolved_after_chaos"] = h.quietIntents
+	n["latency_ok_p50_us"], n["latency_ok_p99_us"] = nearestRank(values, 50), nearestRank(values, 99)
+	n["kills"], n["crash_exits"], n["restarts"], n["start_failures"], n["clean_stops"] =
+		h.kills, h.exits[crashCode], h.restarts, h.startFailures, h.cleanStops
+	for _, f := range chaosFaults {
+		c.faults[f] = h.faults[f]
+	}
+	return c
+}
+
+// intentEffects are the journal's effects grouped by intent: each
+// intent's in journal order (so in runs of one place each: a place's
+// effects are consecutive lines), and by place and value, to look up.
+type intentEffects struct {
+	h       *chaosHistory
+	start   []int32 // intent i's effects are journal[start[i]:start[i+1]], and byValue's
+	journal []int32 // indexes in applied
+	byValue []int32
+	where   map[int32]string // where of intents of many effects, a few at a time
+}
+
+func (h *chaosHistory) effectsByIntent() *intentEffects {
+	e := &intentEffects{h: h, start: make([]int32, h.intents.n+1), journal: make([]int32, h.applied.n), where: map[int32]string{}}
+	for i := range h.intents.n {
+		e.start[i+1] = e.start[i] + h.intents.at(i).times
+	}
+	next := slices.Clone(e.start[:h.intents.n])
+	for k := range h.applied.n {
+		ap := h.applied.at(k)
+		e.journal[next[ap.intent]] = k
+		next[ap.intent]++
+	}
+	e.byValue = slices.Clone(e.journal)
+	slices.SortFunc(e.byValue, func(x, y int32) int {
+		a, b := h.applied.at(x), h.applied.at(y)
+		return cmp.Or(cmp.Compare(a.intent, b.intent), cmp.Compare(a.place, b.place), cmp.Compare(a.value, b.value))
+	})
+	return e
+}
+
+// has reports whether intent i has an effect of value v at place pl.
+func (e *intentEffects) has(i int32, pl, v int64) bool {
+	_, found := slices.BinarySearchFunc(e.byValue[e.start[i]:e.start[i+1]], v, func(k int32, v int64) int {
+		ap := e.h.applied.at(k)
+		return cmp.Or(cmp.Compare(int64(ap.place), pl), cmp.Compare(ap.value, v))
+	})
+	return found
+}
+
+// Where an intent's effects are printed, at most maxWherePlaces places
+// and maxWhereValues values each, the rest counted.
+const maxWherePlaces, maxWhereValues = 10, 10
+
+// whereOf prints intent i's effects: "place 0 values [3 9]; ...", places
+// in order, values in journal order. That of an intent with more than 32
+// effects is kept for the next finding about it, for the last 1,024 such
+// intents at most.
+func (e *intentEffects) whereOf(i int32) string {
+	ks := e.journal[e.start[i]:e.start[i+1]]
+	if s, ok := e.where[i]; ok {
+		return s
+	}
+	type run struct{ place, from, to int }
+	var runs []run
+	for j, k := range ks {
+		pl := int(e.h.applied.at(k).place)
+		if len(runs) == 0 || runs[len(runs)-1].place != pl {
+			runs = append(runs, run{pl, j, j})
+		}
+		runs[len(runs)-1].to = j + 1
+	}
+	slices.SortFunc(runs, func(x, y run) int { return cmp.Compare(x.place, y.place) })
+	var parts []string
+	for _, r := range runs[:min(len(runs), maxWherePlaces)] {
+		vs := make([]int64, 0, maxWhereValues)
+		for _, k := range ks[r.from:min(r.to, r.from+maxWhereValues)] {
+			vs = append(vs, e.h.applied.at(k).value)
+		}
+		part := fmt.Sprintf("place %d values %v", r.place, vs)
+		if n := r.to - r.from; n > maxWhereValues {
+			part += fmt.Sprintf(" and %d more", n-maxWhereValues)
+		}
+		parts = append(parts, part)
+	}
+	if len(runs) > maxWherePlaces {
+		parts = append(parts, fmt.Sprintf("%d more places", len(runs)-maxWherePlaces))
+	}
+	s := strings.Join(parts, "; ")
+	if len(ks) > 32 {
+		if len(e.where) == 1024 {
+			clear(e.where)
+		}
+		e.where[i] = s
+	}
+	return s
+}
+
+// chunked is an append-only list kept in blocks of chunkLen: it grows
+// without copying (appending to one slice holds the old and the new array
+// at once, 2.25 times the list at the worst moment).
+type chunked[T any] struct {
+	blocks [][]T
+	n      int32
+}
+
+const chunkLen = 1 << 12
+
+// add appends v and returns its index.
+func (c *chunked[T]) add(v T) int32 {
+	if c.n%chunkLen == 0 {
+		c.blocks = append(c.blocks, make([]T, 0, chunkLen))
+	}
+	b := &c.blocks[len(c.blocks)-1]
+	*b = append(*b, v)
+	c.n++
+	return c.n - 1
+}
+
+func (c *chunked[T]) at(i int32) *T { return &c.blocks[i/chunkLen][i%chunkLen] }
+
+// A textArena keeps short texts (keys, reply values) back to back in
+// blocks, each named by a textRef: 8 bytes and its bytes, against a
+// string's 16 and an allocation of its own. A text is at most a line.
+type textArena struct{ blocks [][]byte }
+
+// A textRef is block<<34 | offset<<17 | length.
+type textRef uint64
+
+const arenaBlock = 1 << 16 // maxHistoryLine: a text fits one
+
+func (a *textArena) add(s []byte) textRef {
+	if len(a.blocks) == 0 || len(a.blocks[len(a.blocks)-1])+len(s) > arenaBlock {
+		a.blocks = append(a.blocks, make([]byte, 0, arenaBlock))
+	}
+	b := &a.blocks[len(a.blocks)-1]
+	r := textRef(len(a.blocks)-1)<<34 | textRef(len(*b))<<17 | textRef(len(s))
+	*b = append(*b, s...)
+	return r
+}
+
+func (a *textArena) bytes(r textRef) []byte {
+	off := int(r >> 17 & (1<<17 - 1))
+	return a.blocks[r>>34][off : off+int(r&(1<<17-1))]
+}
+
+func (a *textArena) text(r textRef) string { return string(a.bytes(r)) }
+
+// An indexTable finds an index by a key its caller keeps (the intents'
+// numbers and SHA-256 sums): open addressing with linear probing, at most
+// half full, 4 bytes a slot, where a Go map of SHA-256 sums takes about
+// 60 bytes an entry. The caller hashes with a seeded maphash, so that no
+// history can choose keys that collide.
+type indexTable struct {
+	slots []int32 // index+1; 0 is empty
+	n     int
+}
+
+// find returns the index whose key hashes to hash and is, if any.
+func (t *indexTable) find(hash uint64, is func(int32) bool) (int32, bool) {
+	mask := uint64(len(t.slots) - 1)
+	for k := hash & mask; len(t.slots) > 0; k = (k + 1) & mask {
+		switch s := t.slots[k]; {
+		case s == 0:
+			return 0, false
+		case is(s - 1):
+			return s - 1, true
+		}
+	}
+	return 0, false
+}
+
+// insert adds index i, whose key hashes to hash; hashOf hashes the key of
+// any index in the table, to grow it.
+func (t *indexTable) insert(hash uint64, i int32, hashOf func(int32) uint64) {
+	if 2*(t.n+1) > len(t.slots) {
+		old := t.slots
+		t.slots = make([]int32, max(64, 2*len(old)))
+		for _, s := range old {
+			if s != 0 {
+				t.put(hashOf(s-1), s)
+			}
+		}
+	}
+	t.put(hash, i+1)
+	t.n++
+}
+
+func (t *indexTable) put(hash uint64, slot int32) {
+	mask := uint64(len(t.slots) - 1)
+	k := hash & mask
+	for t.slots[k] != 0 {
+		k = (k + 1) & mask
+	}
+	t.slots[k] = slot
+}
+
+// nearestRank is the nearest-rank p-th percentile of sorted (0 for none).
+func nearestRank(sorted []int64, p int) int64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := (p*len(sorted) + 99) / 100
+	return sorted[max(rank, 1)-1]
+}
+
+func sortedInts[K int | int64, V any](m map[K]V) []K {
+	out := make([]K, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

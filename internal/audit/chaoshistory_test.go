@@ -1,0 +1,159 @@
+package audit
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Ensure every line the runner writes but the place lines is read in
+// place, without allocating, and to the members decodeJSON reads.
+func TestFlatLine(t *testing.T) {
+	lines := []string{
+		okAttempt(3, 1, 7, 10, 20, false),
+		`{"kind":"attempt","intent":4,"key":"chaos-4","body_sha256":"` + bodySHA(4) + `","replica":0,"attempt":0,"phase":"chaos","start_us":30,"end_us":35,"fault":"drop-reply","type":"info","outcome":"no_reply","status":0,"value":"","replayed":null,"error":"EOF"}`,
+		`{"kind":"attempt","intent":5,"key":"chaos-5","body_sha256":"` + bodySHA(5) + `","replica":1,"attempt":2,"phase":"quiet","start_us":40,"end_us":50,"fault":"delay=5ms,drop-reply","type":"info","outcome":"no_reply","status":0,"value":"","replayed":null,"error":"Post \"http://x/effect\": EOF"}`,
+		`{"kind":"exit","replica":0,"at_us":118252,"pid":20825,"addr":"127.0.0.1:34717","exit_code":23,"error":""}`,
+		`{"kind":"effect","place":0,"value":1,"body_sha256":"` + bodySHA(1) + `"}`,
+		" {\t\"kind\" : \"kill\" , \"replica\":0,\"at_us\":1,\"pid\":1,\"addr\":\"\",\"exit_code\":-1,\"error\":\"\"}  ",
+	}
+	for _, line := range lines {
+		var l lineReader
+		data := []byte(line + "\n")
+		if !l.flat.read(data) && !strings.Contains(line, `\"`) {
+			t.Errorf("not read in place: %s", line)
+		}
+		allocs := testing.AllocsPerRun(100, func() {
+			if err := l.read(1, data); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 && l.obj == nil {
+			t.Errorf("%d allocations a read of %s", int(allocs), line)
+		}
+		sameMembers(t, data)
+	}
+}
+
+// sameMembers checks that a line flatLine reads holds the members decodeJSON
+// reads, each with its value.
+func sameMembers(t *testing.T, data []byte) {
+	t.Helper()
+	var f flatLine
+	if !f.read(data) {
+		return
+	}
+	v, err := decodeJSON(data, capLineJSON)
+	obj, _ := v.(map[string]any)
+	if err != nil || obj == nil {
+		t.Fatalf("flatLine read %q, decodeJSON refuses it: %v", data, err)
+	}
+	l := lineReader{obj: obj}
+	if len(f.members) != len(obj) {
+		t.Fatalf("flatLine read %d members of %q, decodeJSON %d", len(f.members), data, len(obj))
+	}
+	for _, m := range f.members {
+		if got, want := m.lineValue, l.get(string(m.name)); got.kind != want.kind || !bytes.Equal(got.text, want.text) {
+			t.Fatalf("%q: member %q: flatLine reads %c %q, decodeJSON %c %q", data, m.name, got.kind, got.text, want.kind, want.text)
+		}
+	}
+}
+
+// Ensure flatLine reads a line only where decodeJSON reads the same
+// members: whatever it does not read goes to decodeJSON, so the audit's
+// verdict on a line cannot depend on which of the two read it.
+func FuzzFlatLine(f *testing.F) {
+	for _, s := range []string{okAttempt(0, 0, 1, 0, 10, false), `{"a":1,"a":2}`, `{"a":"\u0041"}`, `{"a":[1]}`, `{"a":01}`, `{"a":-}`, `{"a":nul}`, `{"a":true} x`, "{\"a\":\"\xff\"}", `{}`, `{"a":1,}`, `{"a" 1}`, `{"a":1e5,"b":-0.5,"c":null,"d":false}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(sameMembers)
+}
+
+// Ensure the findings kept are, for each rule, the first keepFindings of
+// all in (intent, detail) order, and the count all of them, whatever the
+// order they come in.
+func TestChaosFindingsKeepFirst(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, keepFindings, 2*keepFindings + 1, 5000} {
+		var all []chaosFinding
+		var f chaosFindings
+		for range n {
+			rule := chaosRules[r.IntN(3)]
+			fd := chaosFinding{rule, int64(r.IntN(n/3 + 1)), "k", fmt.Sprint("d", r.IntN(50))}
+			all = append(all, fd)
+			f.add(fd.rule, fd.intent, func() (string, string) { return fd.key, fd.detail })
+		}
+		slices.SortStableFunc(all, func(x, y chaosFinding) int {
+			return cmp.Or(cmp.Compare(slices.Index(chaosRules, x.rule), slices.Index(chaosRules, y.rule)), cmp.Compare(x.intent, y.intent), cmp.Compare(x.detail, y.detail))
+		})
+		var want []chaosFinding
+		count := map[string]int64{}
+		for _, fd := range all {
+			if count[fd.rule]++; count[fd.rule] <= keepFindings {
+				want = append(want, fd)
+			}
+		}
+		if got := f.sorted(); !slices.Equal(got, want) {
+			t.Errorf("%d findings: kept %d, want the first %d of each rule", n, len(got), len(want))
+		}
+		for _, rule := range chaosRules {
+			if got := f.fired(rule); got != count[rule] {
+				t.Errorf("%d findings: %s fired %d, want %d", n, rule, got, count[rule])
+			}
+		}
+	}
+}
+
+// Ensure an index table finds every index inserted and nothing else,
+// through its growth, even when every key hashes alike.
+func TestIndexTable(t *testing.T) {
+	for _, hash := range []func(int64) uint64{func(k int64) uint64 { return uint64(k) * 0x9e3779b97f4a7c15 }, func(int64) uint64 { return 7 }} {
+		keys := []int64{}
+		var tab indexTable
+		for i := range int64(3000) {
+			keys = append(keys, i*3)
+			tab.insert(hash(i*3), int32(i), func(j int32) uint64 { return hash(keys[j]) })
+		}
+		for i, k := range keys {
+			if got, ok := tab.find(hash(k), func(j int32) bool { return keys[j] == k }); !ok || got != int32(i) {
+				t.Fatalf("find(%d) = %d, %t, want %d", k, got, ok, i)
+			}
+			if _, ok := tab.find(hash(k+1), func(j int32) bool { return keys[j] == k+1 }); ok {
+				t.Fatalf("find(%d) found a key never inserted", k+1)
+			}
+		}
+	}
+}
+
+// Ensure where an intent was applied is printed in place order with its
+// values in journal order, at most maxWherePlaces places of
+// maxWhereValues values, the rest counted.
+func TestWhereApplied(t *testing.T) {
+	var b strings.Builder
+	const places, per = 12, 11
+	fmt.Fprintf(&b, `{"kind":"run","history_version":1,"store":"durable","seed":1,"replicas":%d,"attempts":1,"server_events":0,"places":%d}`+"\n", places, places)
+	b.WriteString(okAttempt(0, 0, 1, 0, 10, false) + "\n")
+	for p := places - 1; p >= 0; p-- { // places in the journal out of order
+		fmt.Fprintf(&b, `{"kind":"place","place":%d,"replicas":[%d],"counter":%d,"effects":%d}`+"\n", p, p, per, per)
+		for v := range per {
+			fmt.Fprintf(&b, `{"kind":"effect","place":%d,"value":%d,"body_sha256":"%s"}`+"\n", p, v+1, bodySHA(0))
+		}
+	}
+	h, err := readChaosHistory(strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	for p := range maxWherePlaces {
+		parts = append(parts, fmt.Sprintf("place %d values [1 2 3 4 5 6 7 8 9 10] and 1 more", p))
+	}
+	want := fmt.Sprintf("applied %d times (%s; 2 more places)", places*per, strings.Join(parts, "; "))
+	c := h.check(23)
+	if i := slices.IndexFunc(c.findings, func(f chaosFinding) bool { return f.rule == "duplicate" }); i < 0 || c.findings[i].detail != want {
+		t.Errorf("findings = %v, want a duplicate %q", c.findings, want)
+	}
+}

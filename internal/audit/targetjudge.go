@@ -1,0 +1,354 @@
+package audit
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+)
+
+// This file is the audit's own judge of a run of a case on a target
+// (docs/targets.md, "Verdicts"): safety (effects applied against the
+// sound implementation's, another body replayed, a failure stored, a key
+// left in progress, a retry unanswered, a wrong value) apart from
+// conformance to the IETF Idempotency-Key draft (422, 409 with
+// Retry-After, 400, 413, 429, the replay marker). It judges by property
+// from the observations and the case file, never from the lab's verdict,
+// and words each finding as the lab's evidence records it, so that the two
+// compare field by field.
+
+// The verdict rules, safety first.
+const (
+	ruleDuplicateEffect   = "duplicate_effect"
+	ruleLostEffect        = "lost_effect"
+	ruleOtherBodyReplayed = "other_body_replayed"
+	ruleStoredFailure     = "stored_failure"
+	ruleStuckKey          = "stuck_key"
+	ruleRetryFailed       = "retry_failed"
+	ruleWrongValue        = "wrong_value"
+
+	ruleConflictStatus = "conflict_status"
+	ruleInFlightStatus = "in_flight_status"
+	ruleRetryAfter     = "retry_after"
+	ruleMalformedKey   = "malformed_key"
+	ruleBodyLimit      = "body_limit"
+	ruleCapacityStatus = "capacity_status"
+	ruleReplayMarker   = "replay_marker"
+)
+
+// The safety verdicts.
+const (
+	safetyPass       = "pass"
+	safetyLimitation = "limitation"
+	safetyViolation  = "violation"
+)
+
+// notDurableLimitation explains a finding of a case that loses a process
+// on a target that keeps its keys in memory.
+const notDurableLimitation = "the target claims no durable store: a restart or a crash forgets its keys"
+
+// tFinding is one rule a run broke; call -1 is about the whole run.
+type tFinding struct {
+	rule, detail, limitation string
+	call                     int
+}
+
+// tVerdict is the judgement of one run on a target.
+type tVerdict struct {
+	safety                string
+	effects, soundEffects int64
+	findings, deviations  []tFinding
+}
+
+// obsCall is one observed call of a run on a target, from targets.json.
+type obsCall struct {
+	step, replica int64
+	key, fault    *string
+	outcome       string
+	status        int64 // 0 without a reply
+	body          *string
+	replayed      *bool
+	retryAfter    bool // a Retry-After header came with the reply
+}
+
+// readObsCall reads a schema-valid call of targets.json.
+func readObsCall(v any) obsCall {
+	m, _ := v.(map[string]any)
+	o := obsCall{step: number(m["step"]), replica: number(m["replica"]), status: number(m["status"])}
+	o.outcome, _ = str(m, "outcome")
+	o.key, o.fault, o.body = optString(m["key"]), optString(m["fault"]), optString(m["body"])
+	if b, ok := m["replayed"].(bool); ok {
+		o.replayed = &b
+	}
+	_, o.retryAfter = m["retry_after"].(string)
+	return o
+}
+
+func optString(v any) *string {
+	if s, ok := v.(string); ok {
+		return &s
+	}
+	return nil
+}
+
+func (o obsCall) answered(status int64) bool { return o.outcome == "reply" && o.status == status }
+
+// judgeTarget judges a run of c on t that applied counter effects and
+// observed calls. An error means the calls do not line up with c's steps
+// (the run cannot be judged).
+func judgeTarget(c *Case, t *targetSpec, counter int64, calls []obsCall) (tVerdict, error) {
+	sound := soundCalls(c)
+	if sound == nil {
+		return tVerdict{}, fmt.Errorf("%s has no target section with an expectation of its sound store", c.File)
+	}
+	if len(calls) != len(c.Plan) || len(sound) != len(c.Plan) {
+		return tVerdict{}, fmt.Errorf("%d calls observed, %s's steps send %d", len(calls), c.File, len(c.Plan))
+	}
+	v := tVerdict{effects: counter, soundEffects: number(c.Expect[c.Target.Sound].Counter)}
+	limitation := ""
+	if c.LosesProcess && !t.durable {
+		limitation = notDurableLimitation
+	}
+	deviate := func(rule string, call int, detail string) {
+		v.deviations = append(v.deviations, tFinding{rule: rule, call: call, detail: detail})
+	}
+	find := func(rule string, call int, detail string) {
+		v.findings = append(v.findings, tFinding{rule: rule, call: call, detail: detail, limitation: limitation})
+	}
+
+	// A request the sound implementation refuses, taken with a 200: a
+	// deviation, and one more effect a sound count allows; every value
+	// after it is then shifted, so values are not judged.
+	adjusted := false
+	for i, o := range calls {
+		if !o.answered(200) {
+			continue
+		}
+		var detail, rule string
+		switch sound[i].status {
+		case 400:
+			rule, detail = ruleMalformedKey, fmt.Sprintf("key %s was accepted; the draft asks for 400", keyText(c.Plan[i].Key))
+		case 413:
+			rule, detail = ruleBodyLimit, fmt.Sprintf("a %d-byte body was accepted; a sound implementation refuses it with 413", c.Plan[i].BodyLen)
+		case 429:
+			rule, detail = ruleCapacityStatus, "a new key beyond the claimed capacity was accepted; 429 was due"
+		default:
+			continue
+		}
+		v.soundEffects++
+		adjusted = true
+		deviate(rule, i, detail)
+	}
+
+	if v.effects != v.soundEffects {
+		rule := ruleDuplicateEffect
+		if v.effects < v.soundEffects {
+			rule = ruleLostEffect
+		}
+		find(rule, -1, fmt.Sprintf("%d effects applied; a sound implementation applies %d", v.effects, v.soundEffects))
+	}
+
+	for i, o := range calls {
+		e, key := sound[i], keyText(c.Plan[i].Key)
+		switch {
+		case e.status == 422 && o.outcome == "reply" && o.status >= 200 && o.status < 300:
+			find(ruleOtherBodyReplayed, i, fmt.Sprintf("another body with key %s was answered %d %s: it got the first request's result (a sound implementation answers 422)", key, o.status, bodyText(o.body)))
+		case e.status == 422 && o.outcome == "reply" && o.status != 422:
+			deviate(ruleConflictStatus, i, fmt.Sprintf("another body with key %s was answered %d; the draft asks for 422", key, o.status))
+		case e.status == 422:
+		case c.Plan[i].InFlight && e.status == 200 && o.outcome == "reply" && o.status != 200 && o.status != 409:
+			deviate(ruleInFlightStatus, i, fmt.Sprintf("a duplicate in flight was answered %d; the draft asks for 409 (the lab's server waits and replays)", o.status))
+		}
+		if o.answered(409) && !o.retryAfter {
+			deviate(ruleRetryAfter, i, "409 without Retry-After")
+		}
+	}
+	v.deviations = append(v.deviations, markerDeviations(t, sound, calls)...)
+
+	// Where a sound implementation answers an intent (the last call of its
+	// key outside a concurrent group), the target's answer is its fate.
+	counted := v.effects == v.soundEffects && !adjusted
+	for _, i := range lastOfKeys(c.Plan) {
+		o, e := calls[i], sound[i]
+		if e.outcome != "reply" || e.status != 200 {
+			continue
+		}
+		key := keyText(c.Plan[i].Key)
+		switch {
+		case o.outcome != "reply":
+			find(ruleRetryFailed, i, fmt.Sprintf("the last call with key %s got no reply (%s); a sound implementation answers 200", key, o.outcome))
+		case o.status == 409:
+			find(ruleStuckKey, i, fmt.Sprintf("the last call with key %s got 409: the key was left in progress (a sound implementation answers 200)", key))
+		case o.status >= 500 && sameAsEarlier(c.Plan, calls, i):
+			find(ruleStoredFailure, i, fmt.Sprintf("the last call with key %s got the earlier %d %s back: a failure was stored as the key's result", key, o.status, bodyText(o.body)))
+		case o.status != 200:
+			find(ruleRetryFailed, i, fmt.Sprintf("the last call with key %s got %d; a sound implementation answers 200", key, o.status))
+		case counted && e.body != nil && (o.body == nil || *o.body != *e.body):
+			find(ruleWrongValue, i, fmt.Sprintf("the last call with key %s answered %s; a sound implementation answers %s", key, bodyText(o.body), strconv.Quote(*e.body)))
+		}
+	}
+
+	v.safety = safetyPass
+	for _, f := range v.findings {
+		if f.limitation == "" {
+			v.safety = safetyViolation
+			break
+		}
+		v.safety = safetyLimitation
+	}
+	return v, nil
+}
+
+// markerDeviations are the replay-marker deviations, over the 200 replies
+// a sound implementation marks as replays: one per kind that occurs (no
+// marker declared; a replay unmarked; a replay marked fresh while carrying
+// the replayed value), at its first call, with how many replays it covers.
+func markerDeviations(t *targetSpec, sound []soundCall, calls []obsCall) []tFinding {
+	kinds := []struct {
+		what string
+		is   func(o obsCall, e soundCall) bool
+	}{
+		{"the target marks no replay", func(obsCall, soundCall) bool { return t.replay == nil }},
+		{"a replay carried no marker", func(o obsCall, _ soundCall) bool { return t.replay != nil && o.replayed == nil }},
+		{"a replay was marked as a fresh result", func(o obsCall, e soundCall) bool {
+			got := ""
+			if o.body != nil {
+				got = *o.body
+			}
+			return t.replay != nil && o.replayed != nil && !*o.replayed && e.body != nil && got == *e.body
+		}},
+	}
+	var out []tFinding
+	for _, k := range kinds {
+		first, n := -1, 0
+		for i, o := range calls {
+			if sound[i].replayed != replayedTrue || !o.answered(200) || !k.is(o, sound[i]) {
+				continue
+			}
+			if first < 0 {
+				first = i
+			}
+			n++
+		}
+		if n > 0 {
+			out = append(out, tFinding{rule: ruleReplayMarker, call: first,
+				detail: fmt.Sprintf("%s (%d of the replays a sound implementation marks)", k.what, n)})
+		}
+	}
+	return out
+}
+
+// lastOfKeys returns, in call order, the index of each key's last call
+// outside a concurrent step.
+func lastOfKeys(plan []PlannedCall) []int {
+	last := map[string]int{}
+	for i, p := range plan {
+		if p.Key != nil && !p.InFlight {
+			last[*p.Key] = i
+		}
+	}
+	var out []int
+	for _, i := range last {
+		out = append(out, i)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sameAsEarlier reports whether an earlier call with call i's key got the
+// same status and body (a stored reply handed back).
+func sameAsEarlier(plan []PlannedCall, calls []obsCall, i int) bool {
+	body := func(o obsCall) string {
+		if o.body == nil {
+			return ""
+		}
+		return *o.body
+	}
+	for j := range i {
+		if plan[j].Key != nil && *plan[j].Key == *plan[i].Key && calls[j].outcome == "reply" &&
+			calls[j].status == calls[i].status && body(calls[j]) == body(calls[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// keyText names a key in a finding: Go-quoted, its first 40 bytes and its
+// length when longer.
+func keyText(k *string) string {
+	switch {
+	case k == nil:
+		return "(none)"
+	case len(*k) > 40:
+		return fmt.Sprintf("%s... (%d bytes)", strconv.Quote((*k)[:40]), len(*k))
+	}
+	return strconv.Quote(*k)
+}
+
+// bodyText quotes a reply body in a finding: Go-quoted, cut at 60 bytes.
+func bodyText(b *string) string {
+	switch {
+	case b == nil:
+		return "(no body)"
+	case len(*b) > 60:
+		return strconv.Quote((*b)[:60]) + "..."
+	}
+	return strconv.Quote(*b)
+}
+
+// mirrorDiffs compares a run of the lab's own server as a target with the
+// native run of the store it mirrors (results.json): the effects, the exit
+// codes and every call (step, replica, key, fault, outcome, status, body,
+// replayed; not Retry-After, which the native path does not record), one
+// line per difference, worded as targets.json's mirror records them.
+func mirrorDiffs(native map[string]any, counter int64, codes []any, calls []obsCall) []string {
+	var out []string
+	if n := number(native["counter"]); n != counter {
+		out = append(out, fmt.Sprintf("effects: %d natively, %d as a target", n, counter))
+	}
+	nativeCodes, _ := native["exit_codes"].([]any)
+	if render(nativeCodes) != render(codes) && len(nativeCodes)+len(codes) > 0 {
+		out = append(out, fmt.Sprintf("exit codes: %s natively, %s as a target", goList(nativeCodes), goList(codes)))
+	}
+	nativeCalls, _ := native["calls"].([]any)
+	if len(nativeCalls) != len(calls) {
+		return append(out, fmt.Sprintf("calls: %d natively, %d as a target", len(nativeCalls), len(calls)))
+	}
+	orEmpty := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	for i, nv := range nativeCalls {
+		n, g := readObsCall(nv), calls[i]
+		same := n.outcome == g.outcome && n.status == g.status && orEmpty(n.body) == orEmpty(g.body) &&
+			replayedRank(n.replayed) == replayedRank(g.replayed) && n.step == g.step && n.replica == g.replica &&
+			orEmpty(n.key) == orEmpty(g.key) && orEmpty(n.fault) == orEmpty(g.fault)
+		if !same {
+			out = append(out, fmt.Sprintf("call %d: %s natively, %s as a target", i, callText(n), callText(g)))
+		}
+	}
+	return out
+}
+
+func replayedRank(p *bool) int {
+	switch {
+	case p == nil:
+		return 0
+	case !*p:
+		return 1
+	}
+	return 2
+}
+
+// callText is one observed call in a mirror line.
+func callText(o obsCall) string {
+	if o.outcome != "reply" {
+		return o.outcome
+	}
+	r := "null"
+	if o.replayed != nil {
+		r = strconv.FormatBool(*o.replayed)
+	}
+	return fmt.Sprintf("%d %s replayed=%s", o.status, bodyText(o.body), r)
+}

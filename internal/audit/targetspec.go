@@ -1,0 +1,248 @@
+package audit
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// This file is the audit's own reading of a target.json (a service the lab
+// did not write, docs/targets.md) and of which cases can run on it: where
+// each lab fault acts on a target (its own header, the fault proxy in front
+// of it, the effect sink behind it), and why a case cannot run there. The
+// lab's rules live in internal/target (place.go) and internal/verdict
+// (NotRun); these are written again from docs/targets.md's table.
+
+// targetSpec is what of a target.json the audit's checks depend on.
+type targetSpec struct {
+	name, summary string
+	replay        *[2]string // header and value of the replay marker; nil: none
+	sink          bool       // effects "sink" (else a count command)
+	native        map[string]bool
+	durable       bool
+	sharedStore   bool
+	capacity      *int64
+	maxBody       *int64
+	lock          string   // versions.lock, "" for none
+	packages      []string // versions.packages
+	mirrors       string   // the store the lab's own server as a target reproduces
+}
+
+// readTargetSpec reads target.json's bytes strictly and against the
+// target schema; an error says what is wrong, one problem per line.
+func (s *Schemas) readTargetSpec(data []byte) (*targetSpec, error) {
+	v, err := decodeJSON(data, capTargetJSON)
+	if err != nil {
+		return nil, fmt.Errorf("not valid JSON: %v", err)
+	}
+	if lines := validate(s.Target, v); len(lines) > 0 {
+		return nil, fmt.Errorf("%s", strings.Join(lines, "; "))
+	}
+	doc := v.(map[string]any)
+	t := &targetSpec{native: map[string]bool{}}
+	t.name, _ = str(doc, "name")
+	t.summary, _ = str(doc, "summary")
+	if r, ok := doc["replay"].(map[string]any); ok {
+		h, _ := str(r, "header")
+		val, _ := str(r, "value")
+		t.replay = &[2]string{h, val}
+	}
+	t.sink = doc["effects"] == "sink"
+	faults, _ := doc["faults"].(map[string]any)
+	native, _ := faults["native"].(map[string]any)
+	for name := range native {
+		if name != allFaults && !slices.Contains(targetFaultNames(), name) {
+			return nil, fmt.Errorf("/faults/native: %q is not a lab fault (known: %s)", name, strings.Join(targetFaultNames(), ", "))
+		}
+		t.native[name] = true
+	}
+	claims, _ := doc["claims"].(map[string]any)
+	t.durable, _ = claims["durable"].(bool)
+	t.sharedStore, _ = claims["shared_store"].(bool)
+	for _, c := range []struct {
+		field string
+		to    **int64
+	}{{"capacity", &t.capacity}, {"max_body", &t.maxBody}} {
+		if claims[c.field] != nil {
+			n := number(claims[c.field])
+			*c.to = &n
+		}
+	}
+	versions, _ := doc["versions"].(map[string]any)
+	t.lock, _ = str(versions, "lock")
+	t.packages = stringList(versions, "packages")
+	if t.lock == "" && len(t.packages) > 0 {
+		return nil, fmt.Errorf("/versions/packages: needs versions.lock, the file that pins them")
+	}
+	t.mirrors, _ = str(doc, "mirrors")
+	return t, nil
+}
+
+// allFaults, as a faults.native name, maps every lab fault to the target's
+// header.
+const allFaults = "*"
+
+// Where a lab fault acts on a target that does not map it natively.
+const (
+	atProxy      = iota // the fault proxy: drops the reply, or holds it and kills the target
+	atSink              // the effect sink: waits, fails, kills the target around the effect
+	atDownstream        // the lab server's own downstream mode: nowhere on a target
+)
+
+// targetFaults are the lab faults a target knows and where each acts
+// (docs/targets.md's table, the audit's copy).
+var targetFaults = map[string]int{
+	"drop-reply": atProxy, "crash-after-record": atProxy,
+	"slow": atSink, "delay": atSink, "stall": atSink,
+	"crash-before-effect": atSink, "crash-after-effect": atSink,
+	"fail-effect": atSink, "fail-after-effect": atSink,
+	"crash-after-claim": atDownstream, "crash-after-downstream": atDownstream, "drop-downstream-reply": atDownstream,
+}
+
+// targetFaultNames lists targetFaults' names, sorted.
+func targetFaultNames() []string { return sortedKeys(targetFaults) }
+
+// maxDelayMS is the longest delay=NNms or stall=NNms (the audit's copy of
+// protocol.MaxDelay, as faultError reads it).
+const maxDelayMS = 60000
+
+// placeFault says why the X-Lab-Fault value v cannot act on target t ("":
+// it can). A value joins faults with ","; each is the target's own header
+// where t maps it (or maps "*", every fault), else the proxy's or the
+// sink's, and a sink fault needs a target whose effects the sink counts.
+// The reasons are worded as the runner's not_run records them.
+func placeFault(v string, t *targetSpec) string {
+	if v == "" || t.native[allFaults] {
+		return ""
+	}
+	for _, part := range strings.Split(v, ",") {
+		name, arg, hasArg := strings.Cut(part, "=")
+		at, known := targetFaults[name]
+		switch {
+		case !known:
+			return fmt.Sprintf("fault %q: unknown (known: %s)", part, strings.Join(targetFaultNames(), ", "))
+		case t.native[name]:
+			continue // the target's own header: its argument is the target's business
+		case name == "delay" || name == "stall":
+			// NN is what strconv.Atoi reads, at most five characters.
+			digits, isMS := strings.CutSuffix(arg, "ms")
+			n, err := strconv.Atoi(digits)
+			if !hasArg || !isMS || err != nil || n < 0 || len(digits) > 5 || n > maxDelayMS {
+				return fmt.Sprintf("fault %q: want NNms, 0 to %d", part, maxDelayMS)
+			}
+		case hasArg:
+			return fmt.Sprintf("fault %q: takes no argument", part)
+		}
+		switch {
+		case at == atDownstream:
+			return fmt.Sprintf("%s is the lab server's own downstream mode", name)
+		case at == atSink && !t.sink:
+			return fmt.Sprintf("%s acts at the effect sink, and %s counts its effects itself without mapping %s to a header", name, t.name, name)
+		}
+	}
+	return ""
+}
+
+// targetNotRun says why case c cannot run on target t ("" when it can),
+// the audit's own reading of docs/targets.md: no target section; the lab
+// server's ledger or key expiry; replicas without a shared store; a body
+// the sound implementation refuses that the target's claimed limit
+// admits; a capacity the case needs (its own, or capacity keys when its
+// sound expectation has a 429) that the target does not claim exactly; a
+// fault that cannot be placed. capacity is the lab's default capacity.
+func targetNotRun(c *Case, t *targetSpec, capacity int64) string {
+	switch {
+	case c.Target == nil:
+		return "the case file has no target section"
+	case c.Ledger:
+		return "the case drives the lab server's own ledger (its downstream mode)"
+	case c.KeyTTL > 0:
+		return fmt.Sprintf("the case needs keys that expire after %d ms; targets claim no key TTL", c.KeyTTL)
+	case c.Replicas > 1 && !t.sharedStore:
+		return fmt.Sprintf("the case runs %d replicas; the target claims no shared store", c.Replicas)
+	}
+	sound := soundCalls(c)
+	needsCapacity := c.Capacity > 0
+	if c.Capacity > 0 {
+		capacity = int64(c.Capacity)
+	}
+	for i, e := range sound {
+		switch {
+		case e.status == 429:
+			needsCapacity = true
+		case e.status == 413 && t.maxBody != nil && i < len(c.Plan) && *t.maxBody >= int64(c.Plan[i].BodyLen):
+			return fmt.Sprintf("the case expects a %d-byte body to be refused; the target claims max_body %d", c.Plan[i].BodyLen, *t.maxBody)
+		}
+	}
+	if needsCapacity && (t.capacity == nil || *t.capacity != capacity) {
+		claimed := "none"
+		if t.capacity != nil {
+			claimed = strconv.FormatInt(*t.capacity, 10)
+		}
+		return fmt.Sprintf("the case needs a capacity of %d keys; the target claims %s", capacity, claimed)
+	}
+	for _, p := range c.Plan {
+		if p.Fault == nil {
+			continue
+		}
+		if why := placeFault(*p.Fault, t); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
+// soundCall is one call as the case's sound implementation shows it (the
+// expectation of target.sound): outcome, status (0: not checked), body
+// (nil: not checked) and replayed (replayedUnchecked, or the header's
+// expected state).
+type soundCall struct {
+	outcome  string
+	status   int64
+	body     *string
+	replayed int
+}
+
+// The expected states of a reply's replay marker.
+const (
+	replayedUnchecked = iota
+	replayedAbsent
+	replayedFalse
+	replayedTrue
+)
+
+// soundCalls returns the calls of c's sound expectation, one per call
+// (nil when c has no target section or no such expectation).
+func soundCalls(c *Case) []soundCall {
+	if c.Target == nil || c.Expect[c.Target.Sound] == nil {
+		return nil
+	}
+	var out []soundCall
+	for _, ec := range c.Expect[c.Target.Sound].Calls {
+		var sc soundCall
+		for _, f := range ec.Fields {
+			switch f.Name {
+			case "outcome":
+				sc.outcome, _ = f.Value.(string)
+			case "status":
+				sc.status = number(f.Value)
+			case "body":
+				if b, ok := f.Value.(string); ok {
+					sc.body = &b
+				}
+			case "replayed":
+				switch f.Value {
+				case nil:
+					sc.replayed = replayedAbsent
+				case true:
+					sc.replayed = replayedTrue
+				case false:
+					sc.replayed = replayedFalse
+				}
+			}
+		}
+		out = append(out, sc)
+	}
+	return out
+}

@@ -1,0 +1,185 @@
+package audit
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// targetsLegend says what a row of TARGETS.md means (the audit's copy).
+const targetsLegend = `Each target is a service the lab did not write, run between the lab's
+fault proxy and its effect sink (docs/targets.md). A row judges one case:
+**effects** is what the target applied (the sink's journal, or the target's
+own count) beside what a sound implementation applies; **safety** is *pass*,
+*limitation* (every finding is explained by what the target claims, such as
+keeping its keys in memory) or *violation*; **conformance** lists the
+deviations from the IETF Idempotency-Key draft, which are never safety
+failures. A case the target cannot express is *not run*, with the reason.
+`
+
+// targetsReport is the audit's own rendering of TARGETS.md: per target its
+// summary, what it ran on and claims, a table of its cases (effects against
+// the sound implementation's, safety, the conformance rules deviated from,
+// the safety findings), then per run its findings and calls.
+func targetsReport(views []*targetView) []byte {
+	var b strings.Builder
+	b.WriteString("# idemlab targets\n\n" + targetsLegend)
+	for _, t := range views {
+		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n", t.name, t.summary)
+		if t.skipped != "" {
+			fmt.Fprintf(&b, "Not run here: %s.\n", t.skipped)
+			continue
+		}
+		fmt.Fprintf(&b, "- code under test: %s\n", codeUnderTest(t))
+		fmt.Fprintf(&b, "- claims: %s\n", claimsText(t.spec))
+		if r := t.spec.replay; r != nil {
+			fmt.Fprintf(&b, "- replay marker: `%s: %s`\n", r[0], r[1])
+		} else {
+			b.WriteString("- replay marker: none\n")
+		}
+		if t.spec.mirrors != "" {
+			fmt.Fprintf(&b, "- mirrors the native %s store: %s\n", t.spec.mirrors, mirrorSummary(t.runs))
+		}
+		b.WriteString("\n| case | effects (sound) | safety | conformance | findings |\n|---|---|---|---|---|\n")
+		for _, r := range t.runs {
+			if r.notRun != "" {
+				fmt.Fprintf(&b, "| %s | — | not run | — | %s |\n", r.caseName, cellText(r.notRun))
+				continue
+			}
+			v := r.verdict
+			fmt.Fprintf(&b, "| %s | %d (%d) | %s | %s | %s |\n", r.caseName, v.effects, v.soundEffects, v.safety,
+				distinctRules(v.deviations), cellText(findingsLine(v.findings)))
+		}
+		for _, r := range t.runs {
+			if r.notRun != "" {
+				continue
+			}
+			v := r.verdict
+			applied := fmt.Sprintf("%d effects applied", v.effects)
+			if v.effects == 1 {
+				applied = "1 effect applied"
+			}
+			fmt.Fprintf(&b, "\n### %s on %s: %s, %s\n\n", r.caseName, t.name, applied, v.safety)
+			for _, f := range v.findings {
+				fmt.Fprintf(&b, "- safety %s%s: %s", f.rule, callAt(f.call), cellText(f.detail))
+				if f.limitation != "" {
+					b.WriteString(" — a limitation: " + f.limitation)
+				}
+				b.WriteString("\n")
+			}
+			for _, f := range v.deviations {
+				fmt.Fprintf(&b, "- conformance %s%s: %s\n", f.rule, callAt(f.call), cellText(f.detail))
+			}
+			for _, m := range r.mirror {
+				fmt.Fprintf(&b, "- differs from the native run: %s\n", cellText(m))
+			}
+			if len(v.findings)+len(v.deviations)+len(r.mirror) > 0 {
+				b.WriteString("\n")
+			}
+			b.WriteString("| call | step | key | fault | outcome | status | body | replayed |\n|---|---|---|---|---|---|---|---|\n")
+			for k, call := range r.calls {
+				m, _ := call.(map[string]any)
+				outcome, _ := str(m, "outcome")
+				fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", k, render(m["step"]), mdCell(m["key"]), mdCell(m["fault"]),
+					outcome, mdCell(m["status"]), mdCell(m["body"]), mdCell(m["replayed"]))
+			}
+		}
+	}
+	return []byte(b.String())
+}
+
+// codeUnderTest names the libraries and the runtime, "(not recorded)"
+// when targets.json records neither.
+func codeUnderTest(t *targetView) string {
+	var parts []string
+	for _, l := range t.libraries {
+		m, _ := l.(map[string]any)
+		n, _ := str(m, "name")
+		v, _ := str(m, "version")
+		parts = append(parts, n+" "+v)
+	}
+	if t.runtime != "" {
+		parts = append(parts, "on "+t.runtime)
+	}
+	if len(parts) == 0 {
+		return "(not recorded)"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// claimsText is what the target claims, in words.
+func claimsText(s *targetSpec) string {
+	pick := func(yes bool, a, b string) string {
+		if yes {
+			return a
+		}
+		return b
+	}
+	parts := []string{pick(s.durable, "durable", "not durable"), pick(s.sharedStore, "a shared store", "no shared store"), "no capacity", "no body limit"}
+	if s.capacity != nil {
+		parts[2] = fmt.Sprintf("capacity %d", *s.capacity)
+	}
+	if s.maxBody != nil {
+		parts[3] = fmt.Sprintf("max body %d bytes", *s.maxBody)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// mirrorSummary says whether every run of a mirroring target reproduced
+// the native one.
+func mirrorSummary(runs []runView) string {
+	ran, differ := 0, 0
+	for _, r := range runs {
+		if r.notRun == "" {
+			ran++
+			if len(r.mirror) > 0 {
+				differ++
+			}
+		}
+	}
+	if differ == 0 {
+		return fmt.Sprintf("all %d runs identical", ran)
+	}
+	return fmt.Sprintf("%d of %d runs DIFFER", differ, ran)
+}
+
+// distinctRules lists each rule of fs once, in order of first appearance;
+// a dash for none.
+func distinctRules(fs []tFinding) string {
+	var rules []string
+	for _, f := range fs {
+		if !slices.Contains(rules, f.rule) {
+			rules = append(rules, f.rule)
+		}
+	}
+	if len(rules) == 0 {
+		return "—"
+	}
+	return strings.Join(rules, ", ")
+}
+
+// findingsLine is a run's safety findings on one line; a dash for none.
+func findingsLine(fs []tFinding) string {
+	var parts []string
+	for _, f := range fs {
+		s := f.rule + ": " + f.detail
+		if f.limitation != "" {
+			s += " (limitation)"
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return "—"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func callAt(call int) string {
+	if call < 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (call %d)", call)
+}
+
+// cellText makes free text safe in a Markdown table cell or list line.
+func cellText(s string) string { return strings.NewReplacer("\n", " ", "|", `\|`).Replace(s) }

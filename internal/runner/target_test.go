@@ -1,0 +1,182 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"idemlab/internal/protocol"
+	"idemlab/internal/serverproc"
+)
+
+// ownService is a payment service the lab has never seen, written here as
+// a user would write theirs: an in-memory key table, the payment made at
+// the effect sink, replays marked X-Replayed: yes. It has one deliberate
+// bug: a key is checked, the payment made, and only then the key set, so
+// duplicates that arrive while the first payment runs each pay again.
+const ownService = `package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+)
+
+type paid struct{ body, value string }
+
+func main() {
+	var mu sync.Mutex
+	done := map[string]paid{}
+	http.HandleFunc("/pay", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		key := r.Header.Get("Idempotency-Key")
+		mu.Lock()
+		p, ok := done[key]
+		mu.Unlock()
+		switch {
+		case key != "" && ok && p.body != string(body):
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			return
+		case key != "" && ok:
+			w.Header().Set("X-Replayed", "yes")
+			io.WriteString(w, p.value)
+			return
+		}
+		resp, err := http.Post(os.Getenv("EFFECT_URL"), "text/plain", bytes.NewReader(body))
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		value, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		if key != "" {
+			mu.Lock()
+			done[key] = paid{string(body), string(value)}
+			mu.Unlock()
+		}
+		w.Header().Set("X-Replayed", "no")
+		w.Write(value)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	http.Serve(ln, nil)
+}
+`
+
+// ownTarget is its target.json, as docs/targets.md shows a user.
+const ownTarget = `{
+  "name": "own-service",
+  "summary": "a payment service the lab has never seen, with a check-then-set bug",
+  "start": {"argv": ["./own-service"], "env": {"PORT": "{port}", "EFFECT_URL": "{effect_url}"}, "ready": {"tcp": true}},
+  "request": {"method": "POST", "path": "/pay", "key_header": "Idempotency-Key"},
+  "replay": {"header": "X-Replayed", "value": "yes"},
+  "effects": "sink",
+  "claims": {"durable": false, "shared_store": false, "capacity": null, "max_body": null}
+}
+`
+
+// Ensure a user can test a service of their own: a folder outside the
+// checkout with the service and its target.json, one runner -target DIR,
+// and the verdicts in targets.json, which the runner's own audit passed:
+// the service's sound behaviour passes, its deliberate bug is found and
+// named, the cases it cannot express say why, and none of its processes
+// outlives the run.
+func TestYourOwnService(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "own-service")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{"main.go": ownService, "go.mod": "module own\n\ngo 1.26\n", "target.json": ownTarget} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := exec.Command("go", "build", "-o", "own-service", ".")
+	build.Dir, build.Env = dir, append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	out := filepath.Join(t.TempDir(), "evidence")
+	var log bytes.Buffer
+	err := Run(context.Background(), Options{Root: "../..", Out: out, Stores: protocol.Stores, Intents: DefaultIntents,
+		Targets: []string{dir}, Stdout: &log, Stderr: &log})
+	if err != nil {
+		t.Fatalf("runner -target %s: %v\n%s", dir, err, log.String())
+	}
+	if pids, _ := serverproc.ProcessesMentioning(dir); len(pids) > 0 {
+		t.Errorf("processes of the target outlived the run: %v", pids)
+	}
+
+	b, err := os.ReadFile(filepath.Join(out, "targets.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Targets []struct {
+			Name, Dir string
+			Runs      []struct {
+				Case    string `json:"case"`
+				NotRun  string `json:"not_run"`
+				Verdict *struct {
+					Safety       string `json:"safety"`
+					Effects      int64  `json:"effects"`
+					SoundEffects int64  `json:"sound_effects"`
+					Findings     []struct {
+						Rule, Detail string
+					} `json:"findings"`
+				} `json:"verdict"`
+			} `json:"runs"`
+		} `json:"targets"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Targets) != 1 || doc.Targets[0].Name != "own-service" || doc.Targets[0].Dir != "" {
+		t.Fatalf("targets = %+v, want own-service from outside the checkout", doc.Targets)
+	}
+	got := map[string]string{}
+	for _, r := range doc.Targets[0].Runs {
+		switch {
+		case r.NotRun != "":
+			got[r.Case] = "not run: " + r.NotRun
+		default:
+			v := r.Verdict
+			line := v.Safety
+			for _, f := range v.Findings {
+				line += " " + f.Rule + ": " + f.Detail
+			}
+			got[r.Case] = line
+		}
+	}
+	for cas, want := range map[string]string{
+		"keyed_lost_reply":     "pass",
+		"body_conflict":        "pass",
+		"concurrent_duplicate": "violation duplicate_effect: 12 effects applied; a sound implementation applies 1",
+		"crash_after_effect":   "limitation duplicate_effect",
+		"replicas_lost_reply":  "not run: the case runs 2 replicas; the target claims no shared store",
+	} {
+		if !strings.HasPrefix(got[cas], want) {
+			t.Errorf("%s: %q, want %q", cas, got[cas], want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("runner output:\n%s", log.String())
+	}
+}
