@@ -182,7 +182,7 @@ func commitRoot(dir string) (string, error) {
 		"GIT_AUTHOR_NAME="+who, "GIT_COMMITTER_NAME="+who, "GIT_AUTHOR_DATE="+at, "GIT_COMMITTER_DATE="+at,
 		"GIT_AUTHOR_EMAIL=fixture@idemlab.invalid", "GIT_COMMITTER_EMAIL=fixture@idemlab.invalid")
 	var head []byte
-	for _, args := range [][]string{{"init", "-q"}, {"add", "--", "go.mod", "go.sum", "cases", "schema", "internal", "cmd", "targets"},
+	for _, args := range [][]string{{"init", "-q"}, {"add", "--", "go.mod", "go.sum", "cases", "schema", "targets", "internal", "cmd"},
 		{"commit", "-q", "--no-gpg-sign", "--no-verify", "-m", "fixture"}, {"rev-parse", "HEAD"}} {
 		cmd := exec.Command("git", args...)
 		cmd.Dir, cmd.Env = dir, env

@@ -47,6 +47,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -222,8 +223,8 @@ func runRunner(ctx context.Context, checkout, dir string, f folder, tries int, l
 }
 
 // writeRoot writes the fixture's root of data into root: go.mod, go.sum,
-// cases/ and schema/ from the checkout, the protocol constants and the
-// stand-in server.
+// cases/, schema/ and the shipped targets' folders from the checkout, the
+// protocol constants and the stand-in server.
 func writeRoot(checkout, root string) error {
 	for _, f := range []string{"go.mod", "go.sum"} {
 		data, err := os.ReadFile(filepath.Join(checkout, f))
@@ -239,38 +240,28 @@ func writeRoot(checkout, root string) error {
 			return err
 		}
 	}
-	if err := writeFile(filepath.Join(root, "internal", "protocol", "protocol.go"), protocolFile()); err != nil {
+	if err := copyTargets(filepath.Join(checkout, "targets"), filepath.Join(root, "targets")); err != nil {
 		return err
 	}
-	if err := copyTargets(filepath.Join(checkout, TargetsDir), filepath.Join(root, TargetsDir)); err != nil {
+	if err := writeFile(filepath.Join(root, "internal", "protocol", "protocol.go"), protocolFile()); err != nil {
 		return err
 	}
 	return writeFile(filepath.Join(root, "cmd", "effectserver", "main.go"), []byte(standInServer))
 }
 
-// TargetsDir holds the shipped targets: the fixture's root has a copy of
-// each target folder's digested files (no node_modules, no setup marker),
-// which the audit re-reads for the runs on targets (their target.json,
-// digest and lock file).
-const TargetsDir = "targets"
-
-// copyTargets copies the target folders of from into to, leaving out what
-// a target's digest leaves out: node_modules, the setup marker and its
-// lock, .git.
+// copyTargets copies the shipped target folders as the runner digests them:
+// every regular file, node_modules, .git and the setup marker left out.
 func copyTargets(from, to string) error {
-	return filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
+	return filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if slices.Contains([]string{"node_modules", ".idemlab-setup", ".idemlab-setup.lock", ".git"}, d.Name()) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
+		name := d.Name()
+		if d.IsDir() && (name == "node_modules" || name == ".git") {
+			return filepath.SkipDir
 		}
-		rel, err := filepath.Rel(from, p)
-		if err != nil || d.IsDir() {
-			return err
+		if d.IsDir() || strings.HasPrefix(name, ".idemlab-setup") {
+			return nil
 		}
 		if !d.Type().IsRegular() {
 			return fmt.Errorf("%s: not a regular file", p)
@@ -279,6 +270,7 @@ func copyTargets(from, to string) error {
 		if err != nil {
 			return err
 		}
+		rel, _ := filepath.Rel(from, p)
 		return writeFile(filepath.Join(to, rel), data)
 	})
 }
@@ -329,15 +321,22 @@ var CommitEnv = []string{
 	"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
 }
 
-// CommitPaths are what the commit holds: the root's source files.
-var CommitPaths = []string{"go.mod", "go.sum", "cases", "schema", "internal", "cmd", TargetsDir}
+// CommitPaths are what the commit holds: the root's source files (those
+// the root has).
+var CommitPaths = []string{"go.mod", "go.sum", "cases", "schema", "targets", "internal", "cmd"}
 
 // Commit makes root a git repository whose one commit holds CommitPaths
 // (git init; git add; git commit -m fixture, with CommitEnv) and returns
 // the commit's hash.
 func Commit(root string) (string, error) {
 	env := append(os.Environ(), CommitEnv...)
-	for _, args := range [][]string{{"init", "-q"}, append([]string{"add", "--"}, CommitPaths...),
+	var paths []string
+	for _, p := range CommitPaths {
+		if _, err := os.Lstat(filepath.Join(root, p)); err == nil {
+			paths = append(paths, p)
+		}
+	}
+	for _, args := range [][]string{{"init", "-q"}, append([]string{"add", "--"}, paths...),
 		{"commit", "-q", "--no-gpg-sign", "--no-verify", "-m", "fixture"}} {
 		cmd := exec.Command("git", args...)
 		cmd.Dir, cmd.Env = root, env

@@ -179,7 +179,12 @@ func readBlobs(dir string, ids []string) ([]string, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	defer cmd.Wait()
+	// On every return git is stopped first: one that is still writing an
+	// answer nobody reads would never exit, and Wait never return.
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
 	r := bufio.NewReader(stdout)
 	out := make([]string, 0, len(ids))
 	for range ids {

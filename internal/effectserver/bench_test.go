@@ -16,10 +16,11 @@
 //     one shared store (durable: one SQLite file; postgres: one database).
 //
 // The embedded stores also report x_fsync, their rate over the fsync rate,
-// and the durable store intents/commit, the mean group-commit batch. Every
-// durable request waits for its own commit, which costs at least one fsync,
-// so one client cannot beat the fsync rate; 64 clients can, because the
-// committer puts every pending intent into one transaction (group commit).
+// and the durable and postgres stores intents/commit, the mean group-commit
+// batch (over every replica). Every durable or postgres request waits for
+// its own commit, which costs at least one fsync, so one client cannot beat
+// the fsync rate; 64 clients can, because the store's committer puts every
+// pending intent into one transaction (group commit).
 package effectserver
 
 import (
@@ -42,6 +43,7 @@ import (
 	"idemlab/internal/protocol"
 	"idemlab/internal/store/durable"
 	"idemlab/internal/store/open"
+	"idemlab/internal/store/postgres"
 )
 
 // fsyncRate is the last measured raw fsync rate, per second.
@@ -152,9 +154,11 @@ func benchRequests(b *testing.B, kind protocol.Store, replicas, clients int) {
 	}
 	var commits, intents int64
 	for _, srv := range servers {
-		if ds, ok := srv.store.(*durable.Store); ok {
-			st := ds.Stats()
-			commits, intents = commits+st.Commits, intents+st.Intents
+		switch st := srv.store.(type) {
+		case *durable.Store:
+			commits, intents = commits+st.Stats().Commits, intents+st.Stats().Intents
+		case *postgres.Store:
+			commits, intents = commits+st.Stats().Commits, intents+st.Stats().Intents
 		}
 	}
 	if commits > 0 {

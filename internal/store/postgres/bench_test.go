@@ -29,7 +29,8 @@ var benchDB atomic.Int64
 // connections; then Store.Apply on distinct keys from 1 and 64 goroutines
 // on one store, and from 2 replicas (stores) × 32 goroutines. Each reports
 // req/s and p99 latency; Apply also its ratio to the ceiling with the same
-// number of clients.
+// number of clients, and intents/commit, the mean group-commit batch
+// (Stats).
 //
 //	go test -run XXX -bench . ./internal/store/postgres
 func BenchmarkPostgres(b *testing.B) {
@@ -74,6 +75,14 @@ func BenchmarkPostgres(b *testing.B) {
 			})
 			if ceiling := ceilings[clients]; ceiling > 0 {
 				b.ReportMetric(rate/ceiling, "of-ceiling")
+			}
+			var commits, intents int64
+			for _, s := range stores {
+				st := s.Stats()
+				commits, intents = commits+st.Commits, intents+st.Intents
+			}
+			if commits > 0 {
+				b.ReportMetric(float64(intents)/float64(commits), "intents/commit")
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"idemlab/internal/store"
 )
@@ -47,26 +48,27 @@ func (s *Store) expired(recordedAt *int64) bool {
 	return ok && recordedAt != nil && *recordedAt <= cut
 }
 
-// expireKey deletes Apply's expired key and gives back its place.
-func (s *Store) expireKey(ctx context.Context, tx pgx.Tx, key string) error {
+// expireKey deletes Apply's expired key and returns how many rows went
+// (0 if another transaction removed it first). The count of keys in the
+// state row drops with the transaction's effect, not here: the state row
+// is always taken after every key's row (see the package comment).
+func (s *Store) expireKey(ctx context.Context, conn *pgxpool.Conn, key string) (int64, error) {
 	cut, _ := s.cut()
-	_, err := tx.Exec(ctx, `WITH d AS (DELETE FROM keys WHERE key = $1 AND recorded_at <= $2 RETURNING 1)
-UPDATE state SET keys = keys - (SELECT count(*) FROM d) WHERE id = 1`, key, cut)
-	return err
+	tag, err := conn.Exec(ctx, `DELETE FROM keys WHERE key = $1 AND recorded_at <= $2`, key, cut)
+	return tag.RowsAffected(), err
 }
 
-// purgeKeys deletes Apply's expired keys and gives back their places; it
-// reports whether any went.
-func (s *Store) purgeKeys(ctx context.Context, tx pgx.Tx) bool {
-	cut, ok := s.cut()
-	if !ok {
-		return false
-	}
-	var gone int64
-	err := tx.QueryRow(ctx, `WITH d AS (DELETE FROM keys WHERE value IS NOT NULL AND recorded_at <= $1 RETURNING 1)
-UPDATE state SET keys = keys - (SELECT count(*) FROM d) WHERE id = 1 RETURNING (SELECT count(*) FROM d)`, cut).Scan(&gone)
-	return err == nil && gone > 0
-}
+// purgeKeys deletes Apply's keys recorded at or before $1 (Unix ms), but
+// those another transaction holds (SKIP LOCKED: it is expiring them
+// itself, or recording them anew), gives back their places and returns the
+// count of keys left. The transaction holds the state row already, so it
+// must not wait for a key's row.
+const purgeKeys = `WITH d AS (
+	DELETE FROM keys WHERE key IN (
+		SELECT key FROM keys WHERE value IS NOT NULL AND recorded_at <= $1 FOR UPDATE SKIP LOCKED)
+	RETURNING 1
+)
+UPDATE state SET keys = keys - (SELECT count(*) FROM d) WHERE id = 1 RETURNING keys`
 
 // RecordedWithTimes returns the live keys of Apply, as Recorded, with the
 // time each was recorded, for a registry that expires them (RestoreAt).
