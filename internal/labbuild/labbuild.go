@@ -70,6 +70,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -201,13 +202,56 @@ func build(ctx context.Context, o Options) (Binary, error) {
 	}
 	fmt.Fprintf(o.Log, "building %s%s ...\n", shown, note)
 	began := time.Now()
-	if b.SHA256, err = goBuild(ctx, o, env, dir, name, inputs); err != nil {
+	o.Log = &syncWriter{w: o.Log} // the progress lines and the go command's own, from two goroutines
+	stop := progress(o.Log, shown, began, ProgressEvery)
+	b.SHA256, err = goBuild(ctx, o, env, dir, name, inputs)
+	stop()
+	if err != nil {
 		return Binary{}, err
 	}
 	fmt.Fprintf(o.Log, "built %s in %.1fs\n", shown, time.Since(began).Seconds())
 	b.Built = true
 	trim(o.CacheDir, dir, time.Now().Add(-keepUnused))
 	return b, nil
+}
+
+// ProgressEvery is how often a long build says it is still building, so the
+// first run is never silent for long.
+const ProgressEvery = 10 * time.Second
+
+// progress prints "still building NAME (N s)" every interval until the
+// returned stop is called; stop returns once it no longer prints.
+func progress(log io.Writer, name string, began time.Time, every time.Duration) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				fmt.Fprintf(log, "still building %s (%.0f s)\n", name, now.Sub(began).Seconds())
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 // goBuild runs go build into a temporary folder inside dir and renames the

@@ -419,3 +419,33 @@ func TestBuildTrimsOldEntries(t *testing.T) {
 		t.Errorf("recent entry: %v", err)
 	}
 }
+
+// Ensure a long build says it is still building, and says nothing once
+// it finished.
+func TestProgressWhileBuilding(t *testing.T) {
+	var log syncWriter
+	var buf strings.Builder
+	log.w = &buf
+	stop := progress(&log, "cmd/effectserver", time.Now(), time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		log.mu.Lock()
+		n := strings.Count(buf.String(), "still building cmd/effectserver (")
+		log.mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no progress line within 10 s: %q", buf.String())
+		}
+	}
+	stop()
+	log.mu.Lock()
+	before := buf.String()
+	log.mu.Unlock()
+	time.Sleep(20 * time.Millisecond)
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if buf.String() != before {
+		t.Fatalf("progress printed after stop: %q", strings.TrimPrefix(buf.String(), before))
+	}
+}
