@@ -6,21 +6,29 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/google/go-cmdtest"
+
+	"idemlab/internal/audit"
 )
 
 // statementFile is the in-toto statement the runner writes beside the
 // manifest (the fixture's were rendered by internal/evidence).
 const statementFile = "statement.intoto.json"
+
+// envelopeFile is the DSSE envelope runner -sign writes beside it (the
+// fixture's volatile/ folder is signed, testdata/fixture/README.md).
+const envelopeFile = "statement.intoto.dsse.json"
 
 // followManifest makes DIR's statement agree with DIR's manifest again
 // after a forgery wrote the manifest, as a forger covering their tracks
@@ -30,8 +38,13 @@ const statementFile = "statement.intoto.json"
 // runner wrote them: saying which runs passed is the audit's verdict, and
 // a forged run the statement still calls passed is the audit's to catch.
 // A folder without a statement, or whose manifest or statement does not
-// parse as JSON, is left as it is.
+// parse as JSON, is left as it is. A signed folder's envelope
+// (statement.intoto.dsse.json) is removed: the forger cannot sign the new
+// statement, and unsigned evidence is what they can pass off.
 func followManifest(dir string) error {
+	if err := os.Remove(filepath.Join(dir, envelopeFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	name := filepath.Join(dir, statementFile)
 	st, err := readJSON(name)
 	if err != nil {
@@ -206,7 +219,8 @@ func historyLines(dir, store string) ([]map[string]any, error) {
 	return out, sc.Err()
 }
 
-// writeHistory writes the lines back and records the file's SHA-256.
+// writeHistory writes the lines back and records the file's SHA-256, and
+// draws the history's timeline again and records its SHA-256 too.
 func writeHistory(dir, store string, lines []map[string]any) error {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -220,13 +234,37 @@ func writeHistory(dir, store string, lines []map[string]any) error {
 	if err := writeFile(filepath.Join(dir, name), b.Bytes()); err != nil {
 		return err
 	}
-	return rehash(dir, name)
+	if err := rehash(dir, name); err != nil {
+		return err
+	}
+	// The timeline is drawn from the history alone: a forger draws it
+	// again (here with the audit's renderer, the lab's drawing by spec).
+	svg, err := audit.ChaosTimeline(b.Bytes())
+	if err != nil {
+		return nil // an unreadable history: no timeline to draw
+	}
+	svgName := "chaos-" + store + ".svg"
+	if err := writeFile(filepath.Join(dir, svgName), svg); err != nil {
+		return err
+	}
+	return rehash(dir, svgName)
 }
 
+// num reads a number of a decoded line: a json.Number as read, or an
+// integer a forgery wrote into it.
 func num(v any) int64 {
-	n, _ := v.(json.Number)
-	i, _ := n.Int64()
-	return i
+	switch n := v.(type) {
+	case json.Number:
+		i, _ := n.Int64()
+		return i
+	case int64:
+		return n
+	case int:
+		return int64(n)
+	case uint64:
+		return int64(n)
+	}
+	return 0
 }
 
 // editChaosCounts adds delta to counts of NAME's run in DIR/chaos.json
@@ -410,5 +448,361 @@ func editChaosFaults(dir, name, old, repl string) error {
 			return runs, nil
 		}
 		return nil, fmt.Errorf("chaos.json: no run of %s", name)
+	})
+}
+
+// The forgeries of issue 18's Why list that a determined forger makes:
+// every hash recomputed, every derived file kept consistent. Each command
+// edits DIR's history of STORE and chaos.json as the forger would and
+// rehashes both.
+
+// placeOf maps each replica of a history to its place.
+func placeOf(lines []map[string]any) map[int64]int64 {
+	out := map[int64]int64{}
+	for _, l := range lines {
+		if l["kind"] == "place" {
+			for _, r := range l["replicas"].([]any) {
+				out[num(r)] = num(l["place"])
+			}
+		}
+	}
+	return out
+}
+
+// renumber takes effect value v out of place pl's journal: every later
+// effect of the place and every acknowledgement at the place with a later
+// value moves down by one, and the place's counter and effects shrink.
+func renumber(lines []map[string]any, pl, v int64) []map[string]any {
+	places := placeOf(lines)
+	out := lines[:0:0]
+	for _, l := range lines {
+		switch {
+		case l["kind"] == "effect" && num(l["place"]) == pl && num(l["value"]) == v:
+			continue
+		case l["kind"] == "effect" && num(l["place"]) == pl && num(l["value"]) > v:
+			l["value"] = num(l["value"]) - 1
+		case l["kind"] == "place" && num(l["place"]) == pl:
+			l["counter"], l["effects"] = num(l["counter"])-1, num(l["effects"])-1
+		case l["kind"] == "attempt" && l["type"] == "ok" && places[num(l["replica"])] == pl:
+			if w, err := strconv.ParseInt(l["value"].(string), 10, 64); err == nil && w > v {
+				l["value"] = strconv.FormatInt(w-1, 10)
+			}
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// setVerdict sets STORE's verdict and counts in DIR/chaos.json through
+// edit, then rehashes chaos.json.
+func setVerdict(dir, store string, edit func(counts, verdict map[string]any)) error {
+	return editArray(dir, "chaos.json", "runs", func(runs []any) ([]any, error) {
+		for _, r := range runs {
+			run := r.(map[string]any)
+			if run["store"] == store {
+				edit(run["counts"].(map[string]any), run["verdict"].(map[string]any))
+				return runs, nil
+			}
+		}
+		return nil, fmt.Errorf("chaos.json: no run of %s", store)
+	})
+}
+
+// insertByTime inserts l among the attempt and event lines, in time order.
+func insertByTime(lines []map[string]any, l map[string]any) []map[string]any {
+	at := num(l["at_us"])
+	i := slices.IndexFunc(lines, func(x map[string]any) bool {
+		switch x["kind"] {
+		case "run":
+			return false
+		case "attempt":
+			return num(x["start_us"]) > at
+		case "place", "effect":
+			return true
+		}
+		return num(x["at_us"]) > at
+	})
+	return slices.Insert(lines, i, l)
+}
+
+// addForgeCommands adds the forgeries above to the goldens' commands.
+func addForgeCommands(cmds map[string]cmdtest.CommandFunc) {
+	// chaos-dedupe DIR STORE: every duplicated intent keeps one effect,
+	// the one its acknowledgement names; the others leave the journal,
+	// the later values (and acknowledgements) renumbered: a duplicate
+	// hidden as issue 18 says. chaos.json's counts and verdict follow.
+	cmds["chaos-dedupe"] = command(2, "chaos-dedupe DIR STORE", func(args []string) error {
+		lines, err := historyLines(args[0], args[1])
+		if err != nil {
+			return err
+		}
+		places := placeOf(lines)
+		ack := map[string][2]int64{} // body -> place, value acknowledged
+		intentSHA := map[int64]string{}
+		for _, l := range lines {
+			if l["kind"] == "attempt" {
+				intentSHA[num(l["intent"])] = l["body_sha256"].(string)
+				if l["type"] == "ok" {
+					v, _ := strconv.ParseInt(l["value"].(string), 10, 64)
+					ack[l["body_sha256"].(string)] = [2]int64{places[num(l["replica"])], v}
+				}
+			}
+		}
+		type eff struct{ place, value int64 }
+		bySHA := map[string][]eff{}
+		for _, l := range lines {
+			if l["kind"] == "effect" {
+				s := l["body_sha256"].(string)
+				bySHA[s] = append(bySHA[s], eff{num(l["place"]), num(l["value"])})
+			}
+		}
+		var drop []eff
+		dups := int64(0)
+		for s, es := range bySHA {
+			if len(es) < 2 {
+				continue
+			}
+			dups++
+			keep := ack[s]
+			for _, e := range es {
+				if e.place != keep[0] || e.value != keep[1] {
+					drop = append(drop, e)
+				}
+			}
+		}
+		// Later values first, so that each removal leaves the others' values as they are.
+		slices.SortFunc(drop, func(a, b eff) int { return int(b.value - a.value) })
+		for _, e := range drop {
+			lines = renumber(lines, e.place, e.value)
+		}
+		if err := writeHistory(args[0], args[1], lines); err != nil {
+			return err
+		}
+		return setVerdict(args[0], args[1], func(counts, verdict map[string]any) {
+			counts["duplicates"], counts["applied_once"] = 0, num(counts["applied_once"])+dups
+			counts["effects"] = num(counts["effects"]) - int64(len(drop))
+			verdict["shown"] = 0
+			for _, r := range verdict["rules"].([]any) {
+				if m := r.(map[string]any); m["rule"] == "duplicate" {
+					m["count"] = 0
+				}
+			}
+			var kept []any
+			for _, f := range verdict["findings"].([]any) {
+				if f.(map[string]any)["rule"] != "duplicate" {
+					kept = append(kept, f)
+				}
+			}
+			if kept == nil {
+				kept = []any{}
+			}
+			verdict["findings"], verdict["findings_listed"] = kept, len(kept)
+		})
+	})
+	// chaos-cover DIR STORE: the first intent acknowledged on its first
+	// attempt (not the journal's last effect) has its effect moved to the
+	// journal's end, the values after it renumbered, and its
+	// acknowledgement marked replayed with the new value: how issue 18's
+	// forger covers a lost acknowledgement with an appended effect. No
+	// count changes.
+	cmds["chaos-cover"] = command(2, "chaos-cover DIR STORE", func(args []string) error {
+		lines, err := historyLines(args[0], args[1])
+		if err != nil {
+			return err
+		}
+		places := placeOf(lines)
+		counter := map[int64]int64{}
+		for _, l := range lines {
+			if l["kind"] == "place" {
+				counter[num(l["place"])] = num(l["counter"])
+			}
+		}
+		i := slices.IndexFunc(lines, func(l map[string]any) bool {
+			v, _ := strconv.ParseInt(fmt.Sprint(l["value"]), 10, 64)
+			return l["kind"] == "attempt" && l["type"] == "ok" && num(l["attempt"]) == 0 && l["replayed"] == false &&
+				v < counter[places[num(l["replica"])]]
+		})
+		if i < 0 {
+			return fmt.Errorf("no intent acknowledged on its first attempt")
+		}
+		a := lines[i]
+		pl := places[num(a["replica"])]
+		v, _ := strconv.ParseInt(a["value"].(string), 10, 64)
+		lines = renumber(lines, pl, v)
+		last := slices.IndexFunc(lines, func(l map[string]any) bool { return l["kind"] == "place" && num(l["place"]) == pl })
+		lines[last]["counter"], lines[last]["effects"] = num(lines[last]["counter"])+1, num(lines[last]["effects"])+1
+		j := last + 1
+		for j < len(lines) && lines[j]["kind"] == "effect" {
+			j++
+		}
+		lines = slices.Insert(lines, j, map[string]any{"kind": "effect", "place": pl, "value": counter[pl], "body_sha256": a["body_sha256"],
+			"key": nil, "replica": nil, "at_us": nil})
+		a["value"], a["replayed"] = strconv.FormatInt(counter[pl], 10), true
+		return writeHistory(args[0], args[1], lines)
+	})
+	// chaos-replayed DIR STORE: the first acknowledgement of an intent's
+	// first attempt is marked replayed (nothing else changes: the lab's
+	// checker skips replayed replies in its order checks).
+	cmds["chaos-replayed"] = command(2, "chaos-replayed DIR STORE", func(args []string) error {
+		lines, err := historyLines(args[0], args[1])
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(lines, func(l map[string]any) bool {
+			return l["kind"] == "attempt" && l["type"] == "ok" && num(l["attempt"]) == 0 && l["replayed"] == false
+		})
+		if i < 0 {
+			return fmt.Errorf("no intent acknowledged on its first attempt")
+		}
+		lines[i]["replayed"] = true
+		return writeHistory(args[0], args[1], lines)
+	})
+	// chaos-kill-remove DIR STORE: the first kill, its exit and the
+	// replica's restart leave the history; chaos.json's counts follow.
+	cmds["chaos-kill-remove"] = command(2, "chaos-kill-remove DIR STORE", func(args []string) error {
+		lines, err := historyLines(args[0], args[1])
+		if err != nil {
+			return err
+		}
+		k := slices.IndexFunc(lines, func(l map[string]any) bool { return l["kind"] == "kill" })
+		if k < 0 {
+			return fmt.Errorf("no kill")
+		}
+		r := num(lines[k]["replica"])
+		removed := []int{k}
+		for _, kind := range []string{"exit", "start"} {
+			from := removed[len(removed)-1] + 1
+			j := slices.IndexFunc(lines[from:], func(l map[string]any) bool { return l["kind"] == kind && num(l["replica"]) == r })
+			if j < 0 {
+				return fmt.Errorf("the kill has no %s after it", kind)
+			}
+			removed = append(removed, from+j)
+		}
+		for _, j := range slices.Backward(removed) {
+			lines = slices.Delete(lines, j, j+1)
+		}
+		lines[0]["server_events"] = num(lines[0]["server_events"]) - 3
+		if err := writeHistory(args[0], args[1], lines); err != nil {
+			return err
+		}
+		return setVerdict(args[0], args[1], func(counts, _ map[string]any) {
+			counts["kills"], counts["restarts"] = num(counts["kills"])-1, num(counts["restarts"])-1
+		})
+	})
+	// chaos-kill-add DIR STORE: a kill of replica 0 a third into its
+	// longest run up, its exit 1 ms later and a restart 40 ms later;
+	// chaos.json's counts follow.
+	cmds["chaos-kill-add"] = command(2, "chaos-kill-add DIR STORE", func(args []string) error {
+		lines, err := historyLines(args[0], args[1])
+		if err != nil {
+			return err
+		}
+		var from, best, bestFrom int64 = -1, 0, 0
+		for _, l := range lines {
+			if num(l["replica"]) != 0 {
+				continue
+			}
+			switch l["kind"] {
+			case "start":
+				from = num(l["at_us"])
+			case "exit", "stop", "kill":
+				if from >= 0 && num(l["at_us"])-from > best {
+					best, bestFrom = num(l["at_us"])-from, from
+				}
+				from = -1
+			}
+		}
+		if best < 150_000 {
+			return fmt.Errorf("replica 0 is never up for 150 ms")
+		}
+		at := bestFrom + best/3
+		ev := func(kind string, at, code int64) map[string]any {
+			planned := -1
+			if kind == "kill" {
+				planned = 0 // the first of the plan's: the reader wants a number
+			}
+			return map[string]any{"kind": kind, "replica": 0, "at_us": at, "pid": 1, "addr": "127.0.0.1:1", "exit_code": code, "planned": planned, "error": ""}
+		}
+		for _, e := range []map[string]any{ev("kill", at, 0), ev("exit", at+1000, -1), ev("start", at+40_000, 0)} {
+			lines = insertByTime(lines, e)
+		}
+		lines[0]["server_events"] = num(lines[0]["server_events"]) + 3
+		if err := writeHistory(args[0], args[1], lines); err != nil {
+			return err
+		}
+		return setVerdict(args[0], args[1], func(counts, _ map[string]any) {
+			counts["kills"], counts["restarts"] = num(counts["kills"])+1, num(counts["restarts"])+1
+		})
+	})
+	// chaos-seed DIR STORE SEED: the history's header and chaos.json say
+	// the run had another seed; nothing else changes.
+	cmds["chaos-seed"] = command(3, "chaos-seed DIR STORE SEED", func(args []string) error {
+		lines, err := historyLines(args[0], args[1])
+		if err != nil {
+			return err
+		}
+		seed, err := strconv.ParseUint(args[2], 10, 64)
+		if err != nil {
+			return err
+		}
+		lines[0]["seed"] = seed
+		if err := writeHistory(args[0], args[1], lines); err != nil {
+			return err
+		}
+		return editArray(args[0], "chaos.json", "runs", func(runs []any) ([]any, error) {
+			for _, r := range runs {
+				if m := r.(map[string]any); m["store"] == args[1] {
+					m["seed"] = seed
+				}
+			}
+			return runs, nil
+		})
+	})
+	// chaos-split DIR STORE: replica 1 leaves place 0 for a place of its
+	// own, with no effects, as if each replica kept its own state.
+	cmds["chaos-split"] = command(2, "chaos-split DIR STORE", func(args []string) error {
+		lines, err := historyLines(args[0], args[1])
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(lines, func(l map[string]any) bool { return l["kind"] == "place" && num(l["place"]) == 0 })
+		if i < 0 {
+			return fmt.Errorf("no place 0")
+		}
+		lines[i]["replicas"] = []any{0}
+		lines = append(lines, map[string]any{"kind": "place", "place": 1, "replicas": []any{1}, "counter": 0, "effects": 0})
+		lines[0]["places"] = num(lines[0]["places"]) + 1
+		return writeHistory(args[0], args[1], lines)
+	})
+	// retries-scale DIR NUM DEN: retries.json's intents and every row's
+	// counts scaled by NUM/DEN, each row still adding up to the intents.
+	cmds["retries-scale"] = command(3, "retries-scale DIR NUM DEN", func(args []string) error {
+		n, err1 := strconv.ParseInt(args[1], 10, 64)
+		d, err2 := strconv.ParseInt(args[2], 10, 64)
+		if err := errors.Join(err1, err2); err != nil || d == 0 {
+			return fmt.Errorf("NUM and DEN: want integers, DEN not 0")
+		}
+		name := filepath.Join(args[0], "retries.json")
+		doc, err := readJSON(name)
+		if err != nil {
+			return err
+		}
+		p := doc["parameters"].(map[string]any)
+		intents := num(p["intents"]) * n / d
+		p["intents"] = intents
+		for _, r := range doc["rows"].([]any) {
+			m := r.(map[string]any)
+			lost, dup := num(m["lost"])*n/d, num(m["duplicated"])*n/d
+			m["lost"], m["duplicated"], m["applied_once"] = lost, dup, intents-lost-dup
+			m["sent"], m["refused"] = num(m["sent"])*n/d, num(m["refused"])*n/d
+		}
+		data, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := writeFile(name, append(data, '\n')); err != nil {
+			return err
+		}
+		return rehash(args[0], "retries.json")
 	})
 }

@@ -16,39 +16,71 @@
 // reports every failure, not only the first. See package
 // idemlab/internal/audit for the full list.
 //
+// Its PASS output says what it proved, in three lists: what it
+// re-derived (recomputed from the checkout and its own code, and
+// compared), what it checked for consistency only (the counts of the
+// non-deterministic experiments: they hang together, but invented ones
+// that do too would pass), and what it did not check here (the server
+// binary without -rebuild, who ran it); -json carries the same lists.
+//
+// With -verify-key it requires the statement to be signed (runner -sign)
+// with that ed25519 key: a signature says who ran it, not that the run
+// was honest.
+//
+// With -reproduce it re-observes what bytes cannot prove: it audits the
+// evidence, builds the runner from the checkout with the pinned recipe,
+// runs the recorded selection again with the recorded seed and knobs
+// (run 1 the whole selection, runs 2..N its non-deterministic
+// experiments only), compares the deterministic files of run 1 byte for
+// byte, checks every claim of the non-deterministic files on each fresh
+// observation, and prints each recorded count beside its
+// re-observations, flagging one far from them (outside [min/4 − 5,
+// 4·max + 5]). With -from it judges re-runs already made instead.
+//
 // With -compare it says whether two evidence folders hold byte-identical
 // deterministic files (results.json; jitter.json, jitter.svg and REPORT.md
 // where present) and, where not, which runs or strategies differ.
 //
 // Usage:
 //
-//	audit [-json] [-root DIR] [-case NAME] [-store NAME] [-allow-dirty] [-allow-mutation] [-rebuild] [EVIDENCE_DIR]
+//	audit [-json] [-root DIR] [-case NAME] [-store NAME] [-allow-dirty] [-allow-mutation] [-rebuild] [-verify-key PUBFILE] [EVIDENCE_DIR]
+//	audit -reproduce [-runs N] [-from DIR,...] [-json] [-root DIR] [-allow-dirty] [-allow-mutation] [-verify-key PUBFILE] [EVIDENCE_DIR]
 //	audit [-root DIR] -compare DIR_A DIR_B
 //
 // EVIDENCE_DIR defaults to evidence, -root (the checkout holding cases/,
 // schema/ and the source files) to the current folder.
 //
-// Exit status: 0 the audit passed (or the compared files are identical);
-// 1 a check failed (or the files differ); 2 usage error, or an input
-// cannot be read (missing evidence folder, unreadable or unparseable
-// manifest, bad case file, not a checkout).
+// Exit status: 0 the audit passed (the evidence reproduced; the compared
+// files are identical); 1 a check failed (with -reproduce: the recorded
+// evidence fails its audit, a deterministic file differs, a claim did
+// not hold again, a recorded count is far from the re-runs, or a re-run
+// fails its own audit; with -compare: the files differ); 2 usage error,
+// or an input cannot be read (missing evidence folder, unreadable or
+// unparseable manifest, bad case file, not a checkout, an unreadable
+// -verify-key); 3 with -reproduce, the lab could not be run as recorded
+// (the runner did not build or broke, the selection is not one runner
+// invocation, or the re-run selected other than the recorded).
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	iofs "io/fs"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"syscall"
 
 	"idemlab/internal/audit"
 )
 
-const usage = `usage: audit [-json] [-root DIR] [-case NAME] [-store NAME] [-allow-dirty] [-allow-mutation] [-rebuild] [EVIDENCE_DIR]
+const usage = `usage: audit [-json] [-root DIR] [-case NAME] [-store NAME] [-allow-dirty] [-allow-mutation] [-rebuild] [-verify-key PUBFILE] [EVIDENCE_DIR]
+       audit -reproduce [-runs N] [-from DIR,...] [-json] [-root DIR] [-allow-dirty] [-allow-mutation] [-verify-key PUBFILE] [EVIDENCE_DIR]
        audit [-root DIR] -compare DIR_A DIR_B
 `
 
@@ -63,17 +95,40 @@ constants against internal/protocol and the runs, source_commit against git
 history, source_dirty, unsafe_registry, server_build); the runs the
 selection lists; every expectation in cases/ and every call against the
 case's steps and the server's reply texts; run.json against results.json;
-REPORT.md, jitter.json and jitter.svg re-derived byte for byte; retries.json
-against the design's parameters and claims. It prints "PASS: ..." with
-counts (and what a partial selection leaves out), or "FAIL: N checks" and
-one line per failure.
+REPORT.md, jitter.json and jitter.svg re-derived byte for byte; the
+experiments' parameters and seeds pinned to the design's unless
+manifest.flags records the knob; retries.json against its parameters and
+the design's claims; the chaos schedule regenerated from the seed and each
+history checked for consistency. It prints "PASS: ..." with counts (and what
+a partial selection leaves out), then what it re-derived, what it checked
+for consistency only (counts no audit can recompute from bytes) and what it
+did not check; or "FAIL: N checks" and one line per failure.
+
+-reproduce re-observes what bytes cannot prove: it audits EVIDENCE_DIR,
+builds ./cmd/runner from -root with the pinned recipe, and runs it again
+with the recorded selection, seed and knobs into a temporary folder: run 1
+the whole selection, whose deterministic files must equal the recorded ones
+byte for byte; runs 2..N only its non-deterministic experiments (retries,
+chaos). It prints, on each re-observation, whether every claim held again,
+and each recorded count beside the re-observed ones, flagging one far from
+them: outside [min/4 - 5, 4*max + 5] of the re-runs. Each re-run is audited
+again too. On the committed evidence, -runs 3 takes about two minutes on
+2 cores with a warm build cache (docs/evidence-and-audit.md).
 
 %s
 Exit status:
-  0  the audit passed; with -compare, the files are identical
-  1  a check failed; with -compare, the files differ
+  0  the audit passed; with -reproduce, it reproduced; with -compare, the
+     files are identical
+  1  a check failed; with -reproduce, the recorded evidence fails its audit,
+     a deterministic file differs, a claim did not hold again, a recorded
+     count is far from the re-runs or a re-run fails its own audit; with
+     -compare, the files differ
   2  usage error, or an input cannot be read (missing evidence folder,
-     unreadable or unparseable manifest, bad case file, not a checkout)
+     unreadable or unparseable manifest, bad case file, not a checkout, an
+     unreadable -verify-key)
+  3  with -reproduce: the lab could not be run as recorded (the runner did
+     not build or broke, the selection is not one runner invocation, or the
+     re-run selected other than the recorded)
 `
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
@@ -93,6 +148,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		allowMutation = fs.Bool("allow-mutation", false, "accept a mutation run (unsafe_registry) as one")
 		rebuild       = fs.Bool("rebuild", false, "rebuild cmd/effectserver with the recorded, pinned flags and compare its SHA-256 with server_sha256")
 		compare       = fs.Bool("compare", false, "compare the deterministic files of DIR_A and DIR_B")
+		verifyKey     = fs.String("verify-key", "", "require the statement signed (runner -sign) by the ed25519 public key in `PUBFILE` (an OpenSSH .pub line or a PEM PUBLIC KEY)")
+		reproduce     = fs.Bool("reproduce", false, "run the lab again as the evidence records and check that its claims hold on fresh observations")
+		runs          = fs.Int("runs", 3, fmt.Sprintf("with -reproduce, observations of the non-deterministic experiments, `N` in 1..%d", audit.MaxRuns))
+		from          = fs.String("from", "", "with -reproduce, judge these re-run folders instead of running the lab: `DIR,...`, the first a whole run of the recorded selection, the others runs of its non-deterministic experiments")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -102,8 +161,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return usageError(stderr, err.Error())
 	}
 
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if *compare {
-		if *asJSON || *only != "" || *store != "" || *allowDirty || *allowMutation || *rebuild {
+		if *asJSON || *only != "" || *store != "" || *allowDirty || *allowMutation || *rebuild || *reproduce || *verifyKey != "" || given["runs"] || given["from"] {
 			return usageError(stderr, "-compare takes no other flag but -root")
 		}
 		if fs.NArg() != 2 {
@@ -129,8 +190,21 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if fs.NArg() == 1 {
 		dir = fs.Arg(0)
 	}
+	if *reproduce {
+		switch {
+		case *only != "" || *store != "" || *rebuild:
+			return usageError(stderr, "-reproduce re-runs the whole recorded selection: no -case, -store or -rebuild (the re-run builds the server from the checkout itself)")
+		case *runs < 1 || *runs > audit.MaxRuns:
+			return usageError(stderr, fmt.Sprintf("-runs %d: want 1..%d", *runs, audit.MaxRuns))
+		}
+		return runReproduce(audit.ReproduceOptions{Root: *root, Evidence: dir, Runs: *runs, AllowDirty: *allowDirty,
+			AllowMutation: *allowMutation, VerifyKey: *verifyKey, From: splitList(*from), Progress: stderr}, *asJSON, stdout, stderr)
+	}
+	if given["runs"] || given["from"] {
+		return usageError(stderr, "-runs and -from go with -reproduce")
+	}
 	r, err := audit.Audit(audit.Options{Root: *root, Evidence: dir, Case: *only, Store: *store,
-		AllowDirty: *allowDirty, AllowMutation: *allowMutation, Rebuild: *rebuild})
+		AllowDirty: *allowDirty, AllowMutation: *allowMutation, Rebuild: *rebuild, VerifyKey: *verifyKey})
 	if err != nil {
 		if errors.Is(err, iofs.ErrNotExist) && !isCheckout(*root) {
 			fmt.Fprintf(stderr, "audit: %v (run audit from the idemlab checkout, or pass -root DIR)\n", err)
@@ -149,6 +223,48 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// runReproduce runs audit -reproduce and returns its exit status.
+func runReproduce(o audit.ReproduceOptions, asJSON bool, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r, err := audit.Reproduce(ctx, o)
+	switch {
+	case errors.Is(err, audit.ErrCannotReproduce):
+		for _, l := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(stderr, "audit: %s\n", l)
+		}
+		return 3
+	case err != nil && ctx.Err() != nil:
+		fmt.Fprintf(stderr, "audit: interrupted: %v\n", err)
+		return 3
+	case err != nil:
+		if errors.Is(err, iofs.ErrNotExist) && !isCheckout(o.Root) {
+			fmt.Fprintf(stderr, "audit: %v (run audit from the idemlab checkout, or pass -root DIR)\n", err)
+			return 2
+		}
+		return cannotRead(stderr, err)
+	}
+	write := r.WriteText
+	if asJSON {
+		write = r.WriteJSON
+	}
+	if err := write(stdout); err != nil {
+		return cannotRead(stderr, err)
+	}
+	if !r.Pass {
+		return 1
+	}
+	return 0
+}
+
+// splitList splits a comma-separated list; "" is nil.
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }
 
 // isCheckout reports whether root holds the folders an audit reads.

@@ -638,6 +638,7 @@ func TestAuditCommand(t *testing.T) {
 		return os.Symlink(args[0], args[1])
 	})
 	addChaosCommands(ts.Commands) // forge_test.go
+	addForgeCommands(ts.Commands) // forge_test.go
 	ts.Run(t, *update)
 	if err := checkSnapshot(); err != nil {
 		t.Fatal(err)

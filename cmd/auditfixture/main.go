@@ -20,13 +20,14 @@
 // cmd/effectserver/main.go, a stand-in server that audit -rebuild builds.
 // Its evidence folders are evidence/ (runner -duration 1s: every case on
 // every store and every experiment, chaos for 1 s a store), volatile/
-// (runner -store volatile -experiment none) and chaos/ (runner -experiment
-// chaos -duration 1s). In each manifest, sources, source_commit (the commit
-// of the root that Commit makes), source_dirty (false) and server_sha256
-// (the stand-in built with the pinned recipe by package labbuild) describe
-// the fixture's root; each statement is rendered again by
+// (runner -store volatile -experiment none -sign, with the throwaway key
+// SignKey) and chaos/ (runner -experiment chaos -duration 1s). In each
+// manifest, sources, source_commit (the commit of the root that Commit
+// makes), source_dirty (false) and server_sha256 (the stand-in built with
+// the pinned recipe by package labbuild) describe the fixture's root; each statement is rendered again by
 // evidence.Statement from that manifest and the tests the runner's own
-// statement listed. Every other byte is the runner's.
+// statement listed (and a signed folder's envelope signed again). Every
+// other byte is the runner's.
 //
 // Exit status:
 //
@@ -142,9 +143,15 @@ var folders = []folder{
 	{"evidence", func(o *runner.Options) {}},
 	{"volatile", func(o *runner.Options) {
 		o.Stores, o.PostgresAsked, o.StoresGiven, o.Experiment = []protocol.Store{protocol.Volatile}, false, true, runner.None
+		o.SignKey = filepath.Join(o.Root, filepath.FromSlash(SignKey))
 	}},
 	{"chaos", func(o *runner.Options) { o.Experiment = runner.Chaos }},
 }
+
+// SignKey is the throwaway key the fixture's volatile/ folder is signed
+// with (runner -sign), relative to the checkout: the goldens verify the
+// signature with cmd/audit/testdata/fixture/keys/test_ed25519.pub.
+const SignKey = "internal/evidence/testdata/keys/test_ed25519"
 
 // regenerate writes the fixture into out.
 func regenerate(ctx context.Context, checkout, out string, tries int, log io.Writer) error {
@@ -181,7 +188,7 @@ func regenerate(ctx context.Context, checkout, out string, tries int, log io.Wri
 		if err := runRunner(ctx, checkout, dir, f, tries, log); err != nil {
 			return err
 		}
-		fix := fixup{commit: commit, sources: sources, server: server}
+		fix := fixup{commit: commit, sources: sources, server: server, signKey: filepath.Join(checkout, filepath.FromSlash(SignKey))}
 		if err := fix.rewrite(dir, schemas); err != nil {
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
@@ -201,7 +208,7 @@ func runRunner(ctx context.Context, checkout, dir string, f folder, tries int, l
 			return err
 		}
 		o := runner.Options{Root: checkout, Out: dir, Stores: protocol.Stores, PostgresAsked: true, Seed: 1,
-			Intents: runner.DefaultIntents, Retries: retries.Default, Chaos: runner.ChaosOptions{Duration: chaosDuration, TargetDuration: chaosDuration},
+			Intents: runner.DefaultIntents, Retries: retries.Default, Chaos: runner.ChaosOptions{Duration: chaosDuration},
 			Stdout: log, Stderr: log}
 		f.opts(&o)
 		fmt.Fprintf(log, "== auditfixture: %s (try %d of %d)\n", f.name, try, tries)
@@ -352,6 +359,7 @@ type fixup struct {
 	commit  string
 	sources map[string]string
 	server  labbuild.Binary
+	signKey string // the key a signed folder's envelope is signed again with
 }
 
 // rewrite rewrites dir's manifest.json to describe the fixture's root and
@@ -396,7 +404,27 @@ func (f fixup) rewrite(dir string, schemas *schemacheck.Set) error {
 	if err := os.WriteFile(name, mb, 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, evidence.StatementName), sb, 0o644)
+	if err := os.WriteFile(filepath.Join(dir, evidence.StatementName), sb, 0o644); err != nil {
+		return err
+	}
+	// A signed folder's envelope signs the statement: sign the new one.
+	env := filepath.Join(dir, evidence.EnvelopeName)
+	if _, err := os.Stat(env); err != nil {
+		return nil
+	}
+	key, err := os.ReadFile(f.signKey)
+	if err != nil {
+		return err
+	}
+	signer, err := evidence.ParseSigningKey(key)
+	if err != nil {
+		return err
+	}
+	eb, err := signer.Envelope(sb)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(env, eb, 0o644)
 }
 
 // statementTests reads the passed and failed tests of the runner's

@@ -76,7 +76,8 @@ func TestCommit(t *testing.T) {
 		return root
 	}
 	files := map[string]string{"go.mod": "module idemlab\n", "go.sum": "", "cases/10-a.json": "{}\n", "schema/a.schema.json": "{}\n",
-		"internal/protocol/protocol.go": string(protocolFile()), "cmd/effectserver/main.go": standInServer, "targets/t/target.json": "{}\n"}
+		"internal/protocol/protocol.go": string(protocolFile()), "cmd/effectserver/main.go": standInServer,
+		"targets/a/target.json": "{}\n"}
 	a, err := Commit(write(files))
 	if err != nil {
 		t.Fatal(err)

@@ -114,7 +114,7 @@ var groups = []struct {
 	title string
 	flags []string
 }{
-	{"Flags:", []string{"out", "store", "target", "case", "experiment", "unsafe-registry", "server", "pg-dsn", "seed"}},
+	{"Flags:", []string{"out", "store", "target", "case", "experiment", "unsafe-registry", "server", "pg-dsn", "seed", "sign"}},
 	{"The retries experiment's knobs:", []string{"intents", "drop-percent", "timeout-ms", "attempts", "workers", "deadline-ms"}},
 	{"The chaos experiment's knobs:", []string{"duration", "clients", "replicas"}},
 }
@@ -151,6 +151,7 @@ func newFlags(o *runner.Options) *flag.FlagSet {
 	fs.StringVar(&o.ServerPath, "server", "", "use the effectserver binary at `PATH` (a regular file of at most "+strconv.Itoa(runner.MaxServerBytes>>20)+" MiB) instead of building one")
 	fs.StringVar(&o.PostgresDSN, "pg-dsn", "", "run the postgres store on the existing server this `URL` names instead of a throwaway cluster the runner starts: its user must create databases (one per run, dropped after it; a later run drops those of a runner that died, see README); its password is never printed")
 	fs.Uint64Var(&o.Seed, "seed", 1, "the retries and chaos experiments' seed")
+	fs.StringVar(&o.SignKey, "sign", "", "also write the statement as a DSSE envelope signed with the ed25519 private key in `KEYFILE` (an OpenSSH key without a passphrase, or PKCS #8 PEM): it says who ran it, not that the run was honest (audit -verify-key checks it)")
 	fs.IntVar(&o.Intents, "intents", runner.DefaultIntents, "intents per row")
 	o.Retries = retries.Default
 	fs.IntVar(&o.Retries.DropPercent, "drop-percent", retries.Default.DropPercent, "the chance, in %, that the client drops an attempt before sending it")
@@ -158,7 +159,7 @@ func newFlags(o *runner.Options) *flag.FlagSet {
 	fs.IntVar(&o.Retries.MaxAttempts, "attempts", retries.Default.MaxAttempts, "attempts per intent for the retrying clients")
 	fs.IntVar(&o.Retries.Workers, "workers", retries.Default.Workers, "intents in flight at once per row")
 	fs.IntVar(&o.Retries.TotalDeadlineMS, "deadline-ms", retries.Default.TotalDeadlineMS, "the total deadline per intent, over all attempts and waits, in ms; 0: none")
-	fs.DurationVar(&o.Chaos.Duration, "duration", chaos.Defaults.Duration, "the chaos phase per store, such as 3s or 2m, and per target, which otherwise takes "+runner.DefaultTargetDuration.String()+"; a soak is a longer one")
+	fs.DurationVar(&o.Chaos.Duration, "duration", chaos.Defaults.Duration, "the chaos phase per store, such as 3s or 2m, and per target when not "+chaos.Defaults.Duration.String()+" (a target's otherwise takes "+runner.DefaultTargetDuration.String()+"); a soak is a longer one")
 	fs.IntVar(&o.Chaos.Clients, "clients", chaos.Defaults.Clients, "clients, each one intent at a time")
 	fs.IntVar(&o.Chaos.Replicas, "replicas", chaos.Defaults.Replicas, "replicas (servers) per store, and per target that claims a shared store (one on any other)")
 	return fs

@@ -127,11 +127,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "runner: %v (see docs/bounds.md)\n", err)
 		return 2
 	}
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "duration" { // a soak: the targets' chaos phase too
-			o.Chaos.TargetDuration = o.Chaos.Duration
-		}
-	})
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

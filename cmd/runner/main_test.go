@@ -6,6 +6,8 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -170,5 +172,40 @@ func TestSIGINTWhileAuditing(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "manifest.json")); err != nil {
 		t.Errorf("the evidence the message says was written: %v", err)
+	}
+}
+
+// Ensure the manifest records the experiments' knobs and -seed (and no
+// other flag), each value as the flag takes it again: a run with the
+// recorded flags has the options the recorded run had.
+func TestRecordedFlagsRoundTrip(t *testing.T) {
+	want := []string{"seed"}
+	for _, g := range groups[1:] {
+		want = append(want, g.flags...)
+	}
+	if got := runner.KnobFlags(); !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+		t.Fatalf("runner.KnobFlags() = %v, want the knobs' groups and -seed: %v", got, want)
+	}
+	args := []string{"-seed", "9", "-intents", "50", "-drop-percent", "0", "-timeout-ms", "200", "-attempts", "4",
+		"-workers", "3", "-deadline-ms", "900", "-duration", "1500ms", "-clients", "2", "-replicas", "3"}
+	var o runner.Options
+	if err := newFlags(&o).Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	rec := o.RecordedFlags(runner.Experiments())
+	if got := len(rec); got != len(args)/2 {
+		t.Fatalf("RecordedFlags = %v, want all %d flags given", rec, len(args)/2)
+	}
+	var again []string
+	for k, v := range rec {
+		again = append(again, "-"+k+"="+v)
+	}
+	var o2 runner.Options
+	if err := newFlags(&o2).Parse(again); err != nil {
+		t.Fatalf("parse the recorded flags %v: %v", again, err)
+	}
+	o.Stdout, o.Stderr, o2.Stdout, o2.Stderr = nil, nil, nil, nil
+	if !reflect.DeepEqual(o, o2) {
+		t.Fatalf("options from the recorded flags %v = %+v, want %+v", again, o2, o)
 	}
 }

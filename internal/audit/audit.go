@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"crypto/ed25519"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,9 @@ type Options struct {
 	AllowDirty    bool // accept evidence from a checkout with uncommitted changes
 	AllowMutation bool // accept a mutation run (manifest.unsafe_registry)
 	Rebuild       bool // rebuild cmd/effectserver and compare its SHA-256 with server_sha256
+	// VerifyKey, when set, is an ed25519 public key file: the statement
+	// must be signed with its private key (dsse.go).
+	VerifyKey string
 }
 
 // A Check names a group of checks; every Failure carries one.
@@ -99,6 +103,12 @@ type Report struct {
 	ChaosTargets []string `json:"chaos_targets,omitempty"`
 	Subset       []string `json:"subset"` // how the evidence or the audit covers less than everything, e.g. "stores: volatile only"
 	Notes        []string `json:"notes"`
+
+	// What the checks that ran proved (claims.go): re-derived,
+	// consistency-checked, and named as not checked here.
+	Rederived  []Claim `json:"rederived"`
+	Consistent []Claim `json:"consistency_checked"`
+	NotChecked []Claim `json:"not_checked"`
 }
 
 // Audit checks the evidence folder against the checkout. It returns an
@@ -120,6 +130,13 @@ func Audit(opts Options) (*Report, error) {
 	if err := checkDir("evidence folder", opts.Evidence); err != nil {
 		return nil, err
 	}
+	var verifyKey ed25519.PublicKey
+	var verifyKeyID string
+	if opts.VerifyKey != "" {
+		if verifyKey, verifyKeyID, err = readPublicKey(opts.VerifyKey); err != nil {
+			return nil, err
+		}
+	}
 	manifestPath := filepath.Join(opts.Evidence, "manifest.json")
 	data, err := readInside(opts.Evidence, "manifest.json", CapManifest)
 	if err != nil {
@@ -139,9 +156,13 @@ func Audit(opts Options) (*Report, error) {
 		allCases: cases,
 		manifest: manifest,
 		data:     map[string][]byte{},
-		report:   &Report{Failures: []Failure{}, Notes: []string{}, Experiments: []string{}, Subset: []string{}},
+
+		verifyKey: verifyKey, verifyKeyID: verifyKeyID,
+		report: &Report{Failures: []Failure{}, Notes: []string{}, Experiments: []string{}, Subset: []string{},
+			Rederived: []Claim{}, Consistent: []Claim{}, NotChecked: []Claim{}},
 	}
 	a.manifestSchema(mv)
+	a.readFlags() // params.go
 	a.selectRuns()
 	a.checkFiles()
 	a.checkSources()
@@ -162,6 +183,9 @@ func Audit(opts Options) (*Report, error) {
 			runs := a.checkRunSet(checked)
 			a.checkExpectations(runs)
 			a.checkCalls(runs)
+			if len(runs) > 0 {
+				a.claim("results")
+			}
 			a.checkObservedProtocol(runs)
 			a.checkRunFile(checked)
 			a.runDoc = nil // checked: not kept through the experiments' checks
@@ -174,7 +198,9 @@ func Audit(opts Options) (*Report, error) {
 	}
 	a.checkTargets(results) // targets.go
 	a.checkExperiments()
-	a.checkStatement() // statement.go
+	a.checkStatement()            // statement.go
+	a.checkSignature(a.statement) // dsse.go
+	a.unchecked()                 // claims.go
 	if len(a.selCases) == 0 && len(a.cases) == 0 {
 		a.note("an experiment-only folder (manifest.json selects no cases): no case runs were required")
 	}
@@ -218,6 +244,12 @@ type auditor struct {
 	listed   map[string]string // manifest.files
 	data     map[string][]byte // evidence files read (whatever their hash)
 	runDoc   map[string]any    // run.json, when schema-valid
+
+	flagValues    map[string]int64 // the knobs manifest.flags records, by parameter (params.go)
+	skippedClaims []string         // retries claims a recorded knob moved away from the design's (retries_claims.go)
+	statement     []byte           // statement.intoto.json, when read
+	verifyKey     ed25519.PublicKey
+	verifyKeyID   string // its fingerprint
 
 	selCases   []*Case  // manifest.selection.cases that name a case file
 	selStores  []string // manifest.selection.stores

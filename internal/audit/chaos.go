@@ -393,11 +393,24 @@ func (a *auditor) checkChaosRun(sub chaosSubject, run map[string]any, crashCode 
 	}
 	a.checkChaosClaims(sub, run, hist)
 	c := hist.check(crashCode)
+	a.checkChaosParams(sub, run, hist)
+	a.checkSeed(CheckChaos, sub.store, ChaosFile, sub.String()+": ", run["seed"])
+	capped := mapOf(run, "capped")
+	hist.checkConsistency(chaosRunParams{ // chaos_consistency.go
+		durationMS: number(params["duration_ms"]), killEveryMS: number(params["kill_every_ms"]),
+		maxAttempts: number(params["max_attempts"]), quietAttempts: number(params["quiet_attempts"]),
+		cappedIntents: capped["intents"] == true, cappedAttmpt: capped["history"] == true,
+	})
+	a.reportChaosIssues(sub, name, hist.issues)
+	a.claim("chaos_schedule")
+	a.claim("chaos_history")
 
 	// Every violation of a promised rule, named by intent: on the lab's
 	// own stores a failure of the evidence; on a target the target's
 	// result (a finding is what the target does, not a broken lab), which
 	// chaos.json's verdict must say.
+	a.claim("chaos_promises")
+	a.claim("chaos_verdict")
 	for _, rule := range chaosRules {
 		if !hist.promised(rule) || sub.target != "" {
 			continue
@@ -567,6 +580,55 @@ func (a *auditor) checkChaosClaims(sub chaosSubject, run map[string]any, hist *c
 
 func chaosClaimsText(c chaosClaims) string {
 	return fmt.Sprintf("durable %t, shared_store %t", c.durable, c.shared)
+}
+
+// checkChaosParams checks a run's parameters: each the design's
+// (chaosParams), or what manifest.flags records for its knob (params.go).
+// On a target the design's chaos phase is targetDurationMS (-duration
+// sets it too), and a target that claims no shared store runs one replica
+// whatever -replicas says.
+func (a *auditor) checkChaosParams(sub chaosSubject, run map[string]any, hist *chaosHistory) {
+	a.claim("params")
+	params := mapOf(run, "parameters")
+	for _, p := range chaosParams {
+		a.check()
+		def := p.value
+		if sub.target != "" && p.name == "duration_ms" {
+			def = targetDurationMS
+		}
+		want, src := a.expected(p.name, def)
+		if sub.target != "" && p.name == "replicas" && !hist.claims.shared {
+			want, src = 1, "a target that claims no shared store runs one replica"
+		}
+		if got := render(params[p.name]); got != fmt.Sprint(want) {
+			a.fail(Failure{Check: CheckChaos, Store: sub.store, Target: sub.target, Field: "parameters." + p.name, Expected: fmt.Sprint(want), Observed: got,
+				Message: fmt.Sprintf("%s: %s: parameters.%s: expected %d (%s), observed %s", ChaosFile, sub, p.name, want, src, got)})
+		}
+	}
+}
+
+// maxIssueLines bounds the consistency issues of one kind printed per
+// history; the rest are counted in one more line.
+const maxIssueLines = 3
+
+// reportChaosIssues reports the history's consistency issues, at most
+// maxIssueLines of each kind and a count of the rest.
+func (a *auditor) reportChaosIssues(sub chaosSubject, name string, issues []chaosIssue) {
+	for _, rule := range chaosIssueRules {
+		a.check()
+		var shown int
+		for _, is := range issues {
+			if is.rule != rule {
+				continue
+			}
+			if shown++; shown <= maxIssueLines {
+				a.fail(Failure{Check: CheckChaos, Store: sub.store, Target: sub.target, Field: "history." + rule, Message: fmt.Sprintf("%s: %s", name, is.text)})
+			}
+		}
+		if shown > maxIssueLines {
+			a.chaosFail(sub, "history."+rule, "%s: %d more like these (%s)", name, shown-maxIssueLines, rule)
+		}
+	}
 }
 
 func clipS(s string) string {

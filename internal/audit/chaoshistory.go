@@ -19,11 +19,12 @@ import (
 )
 
 // A chaosHistory is what the audit keeps of one history while streaming
-// it, never the lines: per intent 64 bytes, its key and two index slots;
-// per acknowledgement 40 bytes and its reply's value; per effect of an
-// intent 16 bytes. Server events are counted as they are read, and so are
-// effects whose body no intent sent (their findings kept as chaosFindings
-// keeps them).
+// it, never the lines: per intent 104 bytes (64, and 40 for the
+// consistency checks), its key and two index slots; per acknowledgement
+// 40 bytes and its reply's value; per effect of an intent 16 bytes; per
+// server event 48 bytes. Server events are counted as they are read, and
+// so are effects whose body no intent sent (their findings kept as
+// chaosFindings keeps them).
 type chaosHistory struct {
 	store, target string // exactly one is set
 	claims        chaosClaims
@@ -58,6 +59,11 @@ type chaosHistory struct {
 	places  []chaosPlace
 	applied chunked[chaosApplied] // every effect whose body an intent sent, in journal order
 	unknown chaosFindings         // unknown_effect, found while reading the effects
+
+	// What the consistency checks keep (chaos_consistency.go).
+	sched        chaosSchedule
+	serverEvents []chaosEvent // every server event, in order
+	issues       []chaosIssue
 }
 
 type chaosIntent struct {
@@ -68,6 +74,15 @@ type chaosIntent struct {
 	times    int32 // its effects in the journal
 	quiet    bool  // attempted in the quiet phase
 	rules    uint8 // bit r: rule chaosRules[r] fired about it (set by check)
+
+	// Its attempts so far, in order, and its effects per place, for the
+	// consistency checks (chaos_consistency.go): 40 bytes more.
+	lastEnd        int64             // the end of its last attempt
+	next           int32             // the number its next attempt must carry
+	chaosN, quietN uint16            // its attempts in each phase (saturating)
+	lastPhase      int8              // its last attempt's phase: 0 none, 1 chaos, 2 quiet
+	apply          [maxPlaced]uint16 // per replica, attempts that may have applied it (no reply, or a 200 not replayed)
+	effectsAt      [maxPlaced]uint16 // per place, its effects in the journal
 }
 
 type chaosAck struct {
@@ -75,7 +90,8 @@ type chaosAck struct {
 	value               textRef
 	intent              int32 // index in intents
 	replica             int16
-	replayed            int8 // -1 null, 0 false, 1 true
+	replayed            int8  // -1 null, 0 false, 1 true
+	earlier             uint8 // a replayed reply's: the replicas (bits) of its intent's earlier attempts that may have applied it
 }
 
 // bySHA looks up the intent whose body has SHA-256 sum.
@@ -522,6 +538,7 @@ func readChaosHistory(r io.Reader) (*chaosHistory, error) {
 				}
 				h.faultKinds = append(h.faultKinds, k)
 			}
+			h.sched = chaosSchedule{seed: h.seed, replicas: h.replicas, faults: h.faultKinds}
 			hdrAttempts = l.int("attempts", 0, maxInt)
 			hdrEvents = l.int("server_events", 0, maxInt)
 			hdrPl = l.int("places", 0, 1000)
@@ -540,7 +557,7 @@ func readChaosHistory(r io.Reader) (*chaosHistory, error) {
 			l.bytes("addr")
 			code := l.int("exit_code", -1, 255)
 			planned := l.int("planned", -1, chaosMaxKills-1)
-			l.bytes("error")
+			why := l.bytes("error")
 			if at < lastTime {
 				l.failf("at_us %d: before the line above (%d µs): lines must be in time order", at, lastTime)
 			}
@@ -551,6 +568,11 @@ func readChaosHistory(r io.Reader) (*chaosHistory, error) {
 			h.endUS = max(h.endUS, at)
 			if l.err == nil {
 				h.event(kind, rep, code)
+				reason := int8(-1) // why a planned kill did not land: an index in killSkipReasons
+				if kind == "kill_skipped" {
+					reason = int8(slices.Index(killSkipReasons, string(why)))
+				}
+				h.serverEvents = append(h.serverEvents, chaosEvent{kind: kind, replica: rep, code: code, at: at, planned: planned, reason: reason, no: no})
 			}
 		case "place":
 			if effectsLeft != 0 {
@@ -666,7 +688,11 @@ func (h *chaosHistory) effect(p *chaosPlace, value, at int64, text []byte, sum [
 		})
 		return
 	}
-	h.intents.at(n).times++
+	in := h.intents.at(n)
+	in.times++
+	if p.place < maxPlaced && in.effectsAt[p.place] < 1<<16-1 {
+		in.effectsAt[p.place]++
+	}
 	h.applied.add(chaosApplied{value, at, n, int16(p.place)})
 }
 
@@ -761,11 +787,14 @@ func (h *chaosHistory) attempt(l *lineReader, lastTime *int64) {
 			return
 		}
 		i = h.addIntent(n, sum, key)
+		h.firstAttempt(l.no, n, key, sum) // chaos_consistency.go
 	} else if in := h.intents.at(i); !bytes.Equal(h.text.bytes(in.key), key) || in.sha != sum {
 		l.failf("intent %d: key or body_sha256 differs from its first attempt", n)
 		return
 	}
 	in := h.intents.at(i)
+	earlier := h.attemptInOrder(l.no, n, in, chaosLine{replica: rep, attempt: att, chaos: string(phase) == "chaos", start: start, end: end,
+		fault: fault, typ: string(typ), replayed: replayed}) // chaos_consistency.go
 	h.attempts++
 	if string(phase) == "quiet" {
 		h.quietAttempts++
@@ -779,7 +808,7 @@ func (h *chaosHistory) attempt(l *lineReader, lastTime *int64) {
 	switch string(typ) {
 	case "ok":
 		h.ok++
-		k := h.acks.add(chaosAck{start: start, end: end, attempt: att, value: h.text.add(value), intent: i, replica: int16(rep), replayed: replayed})
+		k := h.acks.add(chaosAck{start: start, end: end, attempt: att, value: h.text.add(value), intent: i, replica: int16(rep), replayed: replayed, earlier: earlier})
 		if in.firstAck < 0 {
 			in.firstAck = k
 		}
@@ -1081,7 +1110,7 @@ func (h *chaosHistory) check(crashCode int64) chaosCheck {
 	n["unresolved_after_chaos"] = h.quietIntents
 	n["latency_ok_p50_us"], n["latency_ok_p99_us"] = nearestRank(values, 50), nearestRank(values, 99)
 	n["kills"], n["restarts"], n["start_failures"], n["clean_stops"] = h.kills, h.restarts, h.startFailures, h.cleanStops
-	n["planned_kills"], n["kills_skipped"], n["fault_kills"] = int64(len(h.killPlan())), h.killsSkipped, h.faultKills
+	n["planned_kills"], n["kills_skipped"], n["fault_kills"] = int64(len(h.sched.kills(h.durationMS, h.killEveryMS))), h.killsSkipped, h.faultKills
 	// The lab's server exits with the crash code by itself; a target is
 	// killed (fault_kill) instead.
 	n["crash_exits"] = 0

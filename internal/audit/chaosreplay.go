@@ -8,32 +8,21 @@ import (
 )
 
 // checkChaosReplay reads sub's history a second time, once the first pass
-// judged it (hist, c): every attempt and planned kill against the seeded
-// schedule drawn again (chaosschedule.go), and every line into the audit's
-// own timeline (chaossvg.go), which must be chaos-NAME.svg byte for byte.
+// judged it (hist, c), every line into the audit's own timeline
+// (chaossvg.go), which must be chaos-NAME.svg byte for byte.
 func (a *auditor) checkChaosReplay(sub chaosSubject, hist *chaosHistory, c chaosCheck) {
 	name := sub.base() + ".jsonl"
 	f, err := openInside(a.opts.Evidence, name, CapHistory)
 	if err != nil {
 		return // reported by the file checks
 	}
-	sc := newScheduleCheck(hist)
 	tl := newTimeline(hist, c)
-	err = replayHistory(io.LimitReader(f, CapHistory+1), sc, tl)
+	err = replayHistory(io.LimitReader(f, CapHistory+1), tl)
 	f.Close()
 	if err != nil {
 		a.chaosFail(sub, "history", "%s: the second reading: %v", name, err)
 		return
 	}
-	sc.finish()
-	a.check() // the schedule, line by line
-	for _, bad := range sc.bad {
-		a.chaosFail(sub, "schedule", "%s: the schedule: %s", name, bad)
-	}
-	if sc.more > 0 {
-		a.chaosFail(sub, "schedule", "%s: the schedule: %d more differences", name, sc.more)
-	}
-
 	svgName := sub.base() + ".svg"
 	a.check()
 	if !a.isListed(svgName) {
@@ -76,8 +65,8 @@ func sameStream(want []byte, r io.Reader) (int64, string, bool) {
 }
 
 // replayHistory streams a history the first pass read without error into
-// the schedule check and the timeline.
-func replayHistory(r io.Reader, sc *scheduleCheck, tl *timeline) error {
+// the timeline.
+func replayHistory(r io.Reader, tl *timeline) error {
 	br := bufio.NewReaderSize(r, maxHistoryLine)
 	var l lineReader
 	for no := 1; ; no++ {
@@ -93,12 +82,9 @@ func replayHistory(r io.Reader, sc *scheduleCheck, tl *timeline) error {
 		}
 		switch kind := l.kind; kind {
 		case "attempt":
-			intent, n := l.int("intent", 0, maxInt), l.int("attempt", 0, maxInt)
-			client, replica := l.int("client", 0, maxInt), l.int("replica", 0, maxInt)
+			intent, client := l.int("intent", 0, maxInt), l.int("client", 0, maxInt)
 			start, end := l.int("start_us", 0, maxInt), l.int("end_us", 0, maxInt)
-			phase, fault, typ := l.str("phase"), l.str("fault"), l.str("type")
-			sc.attempt(no, intent, n, replica, phase, fault, start)
-			tl.attempt(intent, client, start, end, typ, fault)
+			tl.attempt(intent, client, start, end, l.str("type"), l.str("fault"))
 		case "effect":
 			if l.get("at_us").kind == 'n' {
 				_, sum := l.sha("body_sha256")
@@ -106,9 +92,7 @@ func replayHistory(r io.Reader, sc *scheduleCheck, tl *timeline) error {
 			}
 		case "run", "place":
 		default:
-			replica, at := l.int("replica", 0, maxInt), l.int("at_us", 0, maxInt)
-			sc.event(no, kind, replica, at, l.int("planned", -1, maxInt), l.int("exit_code", -1, 255), l.str("error"))
-			tl.event(kind, replica, at)
+			tl.event(kind, l.int("replica", 0, maxInt), l.int("at_us", 0, maxInt))
 		}
 		if l.err != nil {
 			return l.err

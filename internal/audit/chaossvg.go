@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
@@ -371,4 +372,22 @@ func tlTicks(v, ticks int64) (top, step int64) {
 // xmlText escapes s for an SVG text node.
 func xmlText(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
+}
+
+// ChaosTimeline draws the timeline of a chaos history (the bytes of a
+// chaos-NAME.jsonl) with the audit's own renderer, as the lab draws it
+// beside the history: a pure function of the history, so that whoever
+// edits a history can draw its timeline again (the goldens' forgeries do,
+// as a forger covering their tracks would). An error says why the history
+// cannot be read.
+func ChaosTimeline(history []byte) ([]byte, error) {
+	h, err := readChaosHistory(bytes.NewReader(history))
+	if err != nil {
+		return nil, err
+	}
+	tl := newTimeline(h, h.check(0))
+	if err := replayHistory(bytes.NewReader(history), tl); err != nil {
+		return nil, err
+	}
+	return tl.svg(), nil
 }

@@ -24,8 +24,9 @@
 //     its size cap (see CapManifest and the other caps), with its SHA-256;
 //     every file the selection implies is listed (results.json, run.json
 //     and REPORT.md for cases on stores; targets.json and TARGETS.md for
-//     cases on targets: a run with -target alone selects no store);
-//     nothing else is there;
+//     cases on targets: a run with -target alone selects no store); only
+//     files the runner writes for the selection are (files.go); nothing
+//     else is there;
 //  3. source: every source in manifest.sources matches the checkout (CRLF
 //     folded to LF), no source is unlisted, no source is a symlink, and
 //     nothing outside the list changes the build: no go.work, go.work.sum
@@ -42,6 +43,8 @@
 //     prebuilt server fails unless -rebuild reproduces server_sha256;
 //     targets equals targets.json's targets entry by entry (name, dir,
 //     digest, libraries, runtime, skipped);
+//     flags names only knobs of the selected experiments, each as the
+//     runner writes it, within its range (params.go);
 //  5. runset: results.json holds exactly the runs manifest.selection
 //     lists (cases × stores), in case-file order then store order; a
 //     partial selection audits on its own and the PASS line names it;
@@ -71,23 +74,32 @@
 //     skipped target is not re-derived: the notes say so;
 //  10. report: REPORT.md and TARGETS.md equal the audit's own rendering of
 //     the verified runs, byte for byte;
-//  11. experiment: retries.json has the design's parameters and rows and
-//     its headline claims hold (never-retry loses some, retry-no-key
-//     duplicates some, retry-same-key on the sound registry loses and
-//     duplicates none, on record-after-effect duplicates some, and the
-//     client-side lessons); jitter.json holds exactly what the audit's own
-//     run of the jitter model computes, and jitter.svg is byte for byte
-//     the audit's own drawing of it;
+//  11. experiment: retries.json has the design's parameters and seed (or
+//     the knobs manifest.flags records) and rows, never-retry's sent is
+//     what the seed's drop decisions leave, and its claims hold as far as
+//     its parameters allow (retries_claims.go); jitter.json holds exactly
+//     what the audit's own run of the jitter model computes, and
+//     jitter.svg is byte for byte the audit's own drawing of it;
 //  12. chaos: chaos.json and each store's history (chaos.go,
-//     chaoshistory.go): every line strict, the audit's own checker run
-//     again on the history and its journal, chaos.json's counts and
+//     chaoshistory.go): every line strict; the parameters and seed
+//     pinned; the schedule and the kill plan drawn again from the seed
+//     (chaos_schedule.go) and every history checked for consistency with
+//     them and with itself (chaos_consistency.go); the audit's own checker
+//     run again on the history and its journal, chaos.json's counts and
 //     verdict equal to its findings, no violation of a rule the store
 //     promises, named by intent (at most 10 printed a rule, the rest
 //     counted);
 //  13. statement: statement.intoto.json (statement.go) is present and
 //     valid; its subjects are manifest.files and manifest.json with their
 //     SHA-256, its passed and failed tests the audit's own verdicts on the
-//     runs, its configuration the manifest's commit and case files.
+//     runs, its configuration the manifest's commit and case files; a
+//     DSSE envelope beside it (runner -sign) signs exactly its bytes, and
+//     with -verify-key a signature verifies with that key (dsse.go).
+//
+// A passing Report lists what its checks re-derived, what they checked for
+// consistency only (counts no audit can recompute from bytes) and what was
+// not checked here (claims.go). Reproduce runs the lab again and
+// re-observes those counts (reproduce.go).
 //
 // Compare tells whether two evidence folders hold byte-identical
 // deterministic files (results.json, jitter.json, jitter.svg, REPORT.md;

@@ -17,39 +17,64 @@ const (
 )
 
 // retriesRow is one row the retries experiment must hold, with the counts
-// the design promises for it.
+// the design promises for it: each zero (must be 0) or positive (must be
+// above 0), with the knobs it depends on (failureKnobs, retryKnobs or
+// none): a claim about the design's parameters is checked while no
+// recorded flag moves one of its knobs (retries_claims.go).
 type retriesRow struct {
 	client, registry string
-	zero             []string // counts that must be 0
-	positive         []string // counts that must be above 0
+	claims           []rowClaim
+}
+
+type rowClaim struct {
+	field    string
+	positive bool
+	needs    []string // knobs (runner flags) the claim holds for at their design values; nil: any
+}
+
+// The knobs the claims depend on: a retrying client loses nothing while
+// its attempts can get through (not all dropped, enough of them, no total
+// deadline); a duplicate needs an attempt that timed out after its effect
+// and a retry (the design's 30 ms timeout against up to 60 ms of server
+// delay, over 200 intents).
+var (
+	retryKnobs   = []string{"drop-percent", "attempts", "deadline-ms"}
+	failureKnobs = []string{"drop-percent", "attempts", "deadline-ms", "timeout-ms", "intents"}
+)
+
+func zero(field string, needs ...string) rowClaim { return rowClaim{field, false, needs} }
+func positive(field string, needs ...string) rowClaim {
+	return rowClaim{field, true, needs}
 }
 
 // retriesRows are the design's rows, in order, and its headline claims:
-// never-retry loses some intents and duplicates none; retry-no-key loses
-// none and duplicates some; retry-same-key on the sound registry neither
-// loses nor duplicates; on record-after-effect it duplicates again. The
-// client-side lessons follow: every design that keeps one key per intent against the sound registry
-// duplicates nothing; a new key per attempt, or a key lost in a restart,
-// duplicates some.
+// never-retry duplicates none (and loses at least the intents the seed
+// drops, retries_claims.go); retry-no-key loses none and duplicates some;
+// retry-same-key on the sound registry neither loses nor duplicates; on
+// record-after-effect it duplicates again. The client-side lessons
+// follow: every design that keeps one key per intent against the sound
+// registry duplicates nothing; a new key per attempt, or a key lost in a
+// restart, duplicates some.
 var retriesRows = []retriesRow{
-	{client: "never-retry", registry: "sound", zero: []string{"duplicated"}, positive: []string{"lost"}},
-	{client: "retry-no-key", registry: "sound", zero: []string{"lost"}, positive: []string{"duplicated"}},
-	{client: "retry-same-key", registry: "sound", zero: []string{"lost", "duplicated"}},
-	{client: "retry-same-key", registry: "record-after-effect", positive: []string{"duplicated"}},
-	{client: "retry-4xx", registry: "sound", zero: []string{"duplicated"}},
-	{client: "retry-retryable", registry: "sound", zero: []string{"duplicated"}},
-	{client: "ignore-retry-after", registry: "sound", zero: []string{"duplicated"}},
-	{client: "honour-retry-after", registry: "sound", zero: []string{"duplicated"}},
-	{client: "retry-3-layers", registry: "sound", zero: []string{"duplicated"}},
-	{client: "retry-1-layer", registry: "sound", zero: []string{"duplicated"}},
-	{client: "retry-new-key", registry: "sound", positive: []string{"duplicated"}},
-	{client: "restart-key-in-memory", registry: "sound", positive: []string{"duplicated"}},
-	{client: "restart-key-in-file", registry: "sound", zero: []string{"duplicated"}},
+	{"never-retry", "sound", []rowClaim{zero("duplicated")}},
+	{"retry-no-key", "sound", []rowClaim{zero("lost", retryKnobs...), positive("duplicated", failureKnobs...)}},
+	{"retry-same-key", "sound", []rowClaim{zero("lost", retryKnobs...), zero("duplicated")}},
+	{"retry-same-key", "record-after-effect", []rowClaim{positive("duplicated", failureKnobs...)}},
+	{"retry-4xx", "sound", []rowClaim{zero("duplicated")}},
+	{"retry-retryable", "sound", []rowClaim{zero("duplicated")}},
+	{"ignore-retry-after", "sound", []rowClaim{zero("duplicated")}},
+	{"honour-retry-after", "sound", []rowClaim{zero("duplicated")}},
+	{"retry-3-layers", "sound", []rowClaim{zero("duplicated")}},
+	{"retry-1-layer", "sound", []rowClaim{zero("duplicated")}},
+	{"retry-new-key", "sound", []rowClaim{positive("duplicated", failureKnobs...)}},
+	{"restart-key-in-memory", "sound", []rowClaim{positive("duplicated", failureKnobs...)}},
+	{"restart-key-in-file", "sound", []rowClaim{zero("duplicated")}},
 }
 
 // retriesParams are the design's parameters of the retries experiment
-// (the audit's own copy): retries.json must hold exactly these. The seed
-// may be any recorded value: it fixes the random decisions, not the counts.
+// (the audit's own copy): retries.json must hold exactly these, but where
+// manifest.flags records the knob that changed one (params.go); the seed
+// likewise.
 var retriesParams = []struct {
 	name  string
 	value int64
@@ -100,6 +125,7 @@ func (a *auditor) checkExperiments() {
 			a.release(JitterFile)
 			if doc != nil {
 				a.checkJitter(doc)
+				a.claim("jitter")
 			} else {
 				a.note(JitterFile + " is missing or invalid: its checks were not made")
 			}
@@ -137,7 +163,7 @@ func (a *auditor) experimentFail(file, where, field, expected, observed string) 
 func (a *auditor) checkRetries(doc map[string]any) {
 	params, _ := doc["parameters"].(map[string]any)
 	rowsWant := retriesRows
-	a.checkRetriesParams(params) // retries_claims.go: flags in range, the rest the design's
+	a.checkRetriesParams(doc, params) // retries_claims.go: the design's, or the knobs manifest.flags records
 	intents := number(params["intents"])
 	rows, _ := doc["rows"].([]any)
 	a.check()
@@ -178,20 +204,21 @@ func (a *auditor) checkRetries(doc map[string]any) {
 		if refused > sent {
 			a.experimentFail(RetriesFile, where, "refused", fmt.Sprintf("<= sent (%d)", sent), fmt.Sprint(refused))
 		}
-		for _, f := range w.zero {
-			a.check()
-			if n := number(row[f]); n != 0 {
-				a.experimentFail(RetriesFile, where, f, "0", fmt.Sprint(n))
+		for _, c := range w.claims {
+			if !a.retriesClaimApplies(w.client+"/"+w.registry+" "+c.field, c.needs) {
+				continue
 			}
-		}
-		for _, f := range w.positive {
 			a.check()
-			if n := number(row[f]); n <= 0 {
-				a.experimentFail(RetriesFile, where, f, "> 0", fmt.Sprint(n))
+			switch n := number(row[c.field]); {
+			case c.positive && n <= 0:
+				a.experimentFail(RetriesFile, where, c.field, "> 0", fmt.Sprint(n))
+			case !c.positive && n != 0:
+				a.experimentFail(RetriesFile, where, c.field, "0", fmt.Sprint(n))
 			}
 		}
 	}
 	a.checkRetriesClaims(rows, params) // retries_claims.go
+	a.claim("retries")
 }
 
 // number returns a decoded JSON integer (json.Number), 0 for anything else;

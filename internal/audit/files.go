@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // requiredFiles returns the files the selection makes the runner write:
@@ -33,18 +34,54 @@ func (a *auditor) requiredFiles() []string {
 	return out
 }
 
+// writtenFiles are the files the runner writes for the selection (besides
+// the manifest and the statement, which are never listed): the case
+// suite's for case runs on stores, the targets' for runs on targets, each
+// selected experiment's (the chaos experiment's history of any store).
+// A listed file outside them is no evidence the runner made, whatever it
+// says: a NOTES.md claiming "no duplicates" fails.
+func (a *auditor) writtenFiles() []string {
+	out := a.requiredFiles()
+	sel, _ := a.manifest["selection"].(map[string]any)
+	if slices.Contains(stringList(sel, "experiments"), "chaos") {
+		for _, s := range StoreOrder {
+			base := chaosSubject{store: s}.base()
+			out = append(out, base+".jsonl", base+".svg")
+		}
+	}
+	return out
+}
+
+// writesChaosTarget reports whether p is a file the chaos experiment
+// writes of a target (chaos-target-NAME.jsonl or .svg), and the selection
+// runs it; checkChaos ties each to its run.
+func (a *auditor) writesChaosTarget(p string) bool {
+	sel, _ := a.manifest["selection"].(map[string]any)
+	sub, _, ok := subjectOf(p)
+	return ok && sub.target != "" && slices.Contains(stringList(sel, "experiments"), "chaos")
+}
+
 // checkFiles verifies manifest.files against the evidence folder: every
-// listed file is a regular file inside the folder (no symlink, FIFO or
-// device; never followed), within its size cap, with the SHA-256 of its
-// exact bytes; every file the selection implies is listed; and every
-// entry of the folder but manifest.json is a listed regular file. The
-// bytes of the files other checks read (keptFiles) are kept for them,
-// whatever their hash; the others are hashed as a stream.
+// listed file is one the runner writes for the selection (writtenFiles),
+// a regular file inside the folder (no symlink, FIFO or device; never
+// followed), within its size cap, with the SHA-256 of its exact bytes;
+// every file the selection implies is listed; and every entry of the
+// folder but manifest.json is a listed regular file. The bytes of the
+// files other checks read (keptFiles) are kept for them, whatever their
+// hash; the others are hashed as a stream.
 func (a *auditor) checkFiles() {
 	a.listed = stringMap(a.manifest, "files")
+	written := a.writtenFiles()
 	for _, p := range sortedKeys(a.listed) {
 		a.check()
-		if a.isStreamed(p) { // a chaos history: hashed as a stream (chaos.go)
+		switch {
+		case !cleanRel(p) || slices.Contains(written, p) || a.writesChaosTarget(p):
+		case !a.runnerFile(p):
+			a.failf(CheckFile, "file %s: listed in the manifest, but the runner writes no such file (for this selection it writes %s): not evidence", p, strings.Join(written, ", "))
+		case p == "REPORT.md" || p == "run.json":
+			a.failf(CheckFile, "file %s: listed in the manifest, but the selection runs no case on a store, and the runner writes it for those only", p)
+		}
+		if a.isStreamed(p) { // a chaos history or timeline: hashed as a stream (chaos.go)
 			continue
 		}
 		if !slices.Contains(keptFiles, p) {
@@ -98,12 +135,13 @@ func (a *auditor) checkFiles() {
 				if !listed {
 					a.failf(CheckFile, "file %s: %v", rel, errNotRegular)
 				}
-			case !listed && rel != "manifest.json" && rel != StatementFile: // the statement lists the manifest (statement.go)
+			case !listed && rel != "manifest.json" && rel != StatementFile && rel != EnvelopeFile: // the statement lists the manifest (statement.go), the envelope signs the statement (dsse.go)
 				a.failf(CheckFile, "file %s: not listed in the manifest", rel)
 			}
 		}
 	}
 	walk(a.opts.Evidence, "")
+	a.claim("files")
 }
 
 // keptFiles are the evidence files whose bytes other checks read.
@@ -143,4 +181,20 @@ func (a *auditor) release(name string) { delete(a.data, name) }
 func (a *auditor) isListed(name string) bool {
 	_, ok := a.listed[name]
 	return ok
+}
+
+// runnerFile reports whether the runner writes a file called p for some
+// selection. One it writes, but not for this selection, is reported by the
+// check of that selection (runset.go, targets.go, experiments.go, chaos.go)
+// but for REPORT.md and run.json, which checkFiles reports.
+func (a *auditor) runnerFile(p string) bool {
+	if _, _, chaos := subjectOf(p); chaos || slices.Contains([]string{"REPORT.md", "results.json", "run.json", TargetsFile, TargetsReportFile}, p) {
+		return true
+	}
+	return slices.ContainsFunc(experiments, func(e struct {
+		name  string
+		files []string
+	}) bool {
+		return slices.Contains(e.files, p)
+	})
 }

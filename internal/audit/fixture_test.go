@@ -76,6 +76,7 @@ func newFixture(t *testing.T) *fixture {
 			"slow_ms": 120, "crash_exit_code": 23, "client_timeout_ms": 5000,
 		},
 		"selection": map[string]any{"cases": f.caseNames(t), "stores": []string{"volatile"}, "targets": []string{}, "experiments": []string{}},
+		"flags":     map[string]string{},
 		"targets":   []any{},
 		"sources":   map[string]string{},
 		"files":     map[string]string{},

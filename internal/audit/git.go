@@ -93,6 +93,7 @@ func (a *auditor) checkCommit() {
 			a.failf(CheckManifest, "source_commit %s: source %s: the commit's version does not hash to manifest.sources", commit[:12], p)
 		}
 	}
+	a.claim("commit")
 }
 
 // isSourcePath applies SourceFiles' rule to a slash path.

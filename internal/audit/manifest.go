@@ -165,6 +165,9 @@ func (a *auditor) checkProtocol() {
 	if p, ok := proto["effect_path"]; ok && render(p) != render(effectPath) {
 		a.failf(CheckManifest, "manifest.json: protocol.effect_path: expected %q, observed %s", effectPath, render(p))
 	}
+	if err == nil {
+		a.claim("protocol")
+	}
 }
 
 // readConstants returns the package-level constants of the non-test Go
@@ -322,6 +325,7 @@ func (a *auditor) checkServerBuild() {
 		a.failf(CheckManifest, "manifest.json: go_version: %s, but the server rebuilds byte for byte with %s (the Go version is part of the binary)", goVer, local)
 	case got == want:
 		a.note("server_sha256 reproduced by -rebuild (" + local + ", " + osArch + ")")
+		a.claim("rebuild")
 	case local != goVer:
 		a.failf(CheckManifest, "manifest.json: server_sha256: the rebuild differs, and the local Go is %s, not the manifest's %s: rebuild with %s to check it", local, goVer, goVer)
 	case !ok:

@@ -77,7 +77,8 @@ const MemoryLimit = 192 << 20
 // CapHistory: a 10-minute soak (the runner's longest -duration) stops at
 // the chaos experiment's 300,000 attempts (internal/chaos MaxHistory), at
 // ~340 bytes a line about 100 MB; 256 MiB is 2.5 times that. The audit
-// keeps about 100 bytes per intent and 50 per acknowledgement
+// keeps about 140 bytes per intent (40 of them for the consistency
+// checks, chaos_consistency.go) and 50 per acknowledgement
 // (chaoshistory.go), not the lines, each at most maxHistoryLine bytes
 // (the runner shortens errors and reply bodies: a line is a few hundred
 // bytes).
@@ -105,6 +106,7 @@ var (
 	capTargetsJSON   = jsonCap{800_000, 200_000} // targets.json (~14,000, ~3,000 for 63 rows): ~250 values a run with its details
 	capTargetJSON    = jsonCap{5_000, 1_000}     // a target.json (~60, ~10), within its 64 KiB
 	capLockJSON      = jsonCap{500_000, 100_000} // a package-lock.json (~1,500, ~300): a few values a package
+	capEnvelopeJSON  = jsonCap{100, 20}          // statement.intoto.dsse.json (9, 2): at most 16 signatures
 )
 
 // jsonCaps gives each evidence JSON document its caps.

@@ -9,8 +9,9 @@ import (
 	"unicode/utf8"
 )
 
-// WriteText prints the verdict: a PASS line with counts, or a FAIL line
-// and one line per failure in check order; then any notes.
+// WriteText prints the verdict: a PASS line with counts and what the
+// audit re-derived, checked for consistency and did not check (claims.go),
+// or a FAIL line and one line per failure in check order; then any notes.
 func (r *Report) WriteText(w io.Writer) error {
 	var err error
 	p := func(format string, args ...any) {
@@ -32,6 +33,14 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		p("PASS: %s, %s; %s and %s verified%s%s\n", strings.Join(ran, ", "), plural(r.Checks, "check"),
 			plural(r.Files, "file"), plural(r.Sources, "source"), experimentsText(r.Experiments), subset)
+		for _, h := range claimHeads { // claims.go
+			if list := *r.list(h.kind); len(list) > 0 {
+				p("%s\n", h.head)
+				for _, c := range list {
+					p("  - %s\n", c.Text)
+				}
+			}
+		}
 	} else {
 		p("FAIL: %s\n", plural(len(r.Failures), "check"))
 		for _, f := range r.Failures {
@@ -121,6 +130,7 @@ func (a *auditor) checkReportFile(results map[string]any) {
 		}
 	}
 	want := reportText(a.selCases, a.selStores, runs)
+	a.claim("report")
 	if !bytes.Equal(data, want) {
 		a.fail(Failure{Check: CheckReport, Field: "REPORT.md",
 			Message: "REPORT.md: differs from the audit's own rendering of the verified runs: " + firstDiff(want, data)})

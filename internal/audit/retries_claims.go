@@ -2,36 +2,24 @@ package audit
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 )
 
-// The retries experiment's parameters. The runner's flags set intents,
-// workers, drop_percent, client_timeout_ms, max_attempts and
-// total_deadline_ms (each within its range); the others are the design's
-// constants and must equal them.
-var retriesFlagRanges = map[string][2]int64{
-	"intents":           {1, 1 << 20},
-	"workers":           {1, 10_000},
-	"drop_percent":      {0, 100},
-	"client_timeout_ms": {1, 600_000},
-	"max_attempts":      {1, 1_000},
-	"total_deadline_ms": {0, 3_600_000},
-}
-
-// checkRetriesParams checks retries.json's parameters: the flags within
-// their ranges, every other parameter equal to the design's.
-func (a *auditor) checkRetriesParams(params map[string]any) {
+// checkRetriesParams checks retries.json's seed and parameters: each the
+// design's (retriesParams), or what manifest.flags records for its knob
+// (params.go).
+func (a *auditor) checkRetriesParams(doc, params map[string]any) {
+	a.checkSeed(CheckExperiment, "", RetriesFile, "", doc["seed"])
+	a.claim("params")
 	for _, p := range retriesParams {
 		a.check()
 		got := render(params[p.name])
-		if r, flag := retriesFlagRanges[p.name]; flag {
-			if n := number(params[p.name]); got != fmt.Sprint(n) || n < r[0] || n > r[1] {
-				a.experimentFail(RetriesFile, "parameters", p.name, fmt.Sprintf("%d..%d (runner -flag)", r[0], r[1]), got)
-			}
-			continue
-		}
-		if got != fmt.Sprint(p.value) {
-			a.experimentFail(RetriesFile, "parameters", p.name, fmt.Sprint(p.value)+" (the design's)", got)
+		want, src := a.expected(p.name, p.value)
+		if got != fmt.Sprint(want) {
+			a.experimentFail(RetriesFile, "parameters", p.name, fmt.Sprintf("%d (%s)", want, src), got)
 		}
 	}
 }
@@ -49,7 +37,16 @@ func (a *auditor) checkRetriesParams(params map[string]any) {
 //   - retry-3-layers sends more than retry-1-layer, at most
 //     layer_attempts^layers per intent, retry-1-layer at most
 //     layer_attempts per intent;
-//   - restart-key-in-file loses nothing (the key survives the restart).
+//   - restart-key-in-file loses nothing (the key survives the restart);
+//   - never-retry sends exactly the intents whose one attempt the seed
+//     does not drop, and loses at least the dropped ones (re-derived);
+//   - with no drop, no total deadline and a client timeout more than
+//     noFailureMarginMS above the longest server delay, no attempt fails:
+//     no row duplicates, and none loses but those that lose by design
+//     (the collisions' 422s, the load-shedding gateway's 429s).
+//
+// A claim that holds at the design's parameters only is checked while no
+// recorded flag moves a knob it depends on (retriesClaimApplies).
 func (a *auditor) checkRetriesClaims(rows []any, params map[string]any) {
 	row := map[string]map[string]any{}
 	for _, r := range rows {
@@ -81,11 +78,11 @@ func (a *auditor) checkRetriesClaims(rows []any, params map[string]any) {
 		claim("retry-retryable", "refused", fmt.Sprintf("<= intents / collide_every = %d (a 4xx is not retried)", collisions),
 			n("retry-retryable", "refused") <= collisions, n("retry-retryable", "refused"))
 	}
-	if has("retry-4xx", "retry-retryable") {
+	if has("retry-4xx", "retry-retryable") && a.retriesClaimApplies("retry-4xx refused > retry-retryable's", []string{"attempts"}) {
 		claim("retry-4xx", "refused", fmt.Sprintf("> retry-retryable's refused (%d): it retries every 4xx", n("retry-retryable", "refused")),
 			n("retry-4xx", "refused") > n("retry-retryable", "refused"), n("retry-4xx", "refused"))
 	}
-	if has("honour-retry-after", "ignore-retry-after") {
+	if has("honour-retry-after", "ignore-retry-after") && a.retriesClaimApplies("honour-retry-after refused < ignore-retry-after's", []string{"workers", "intents", "attempts", "timeout-ms", "drop-percent", "deadline-ms"}) {
 		claim("honour-retry-after", "refused", fmt.Sprintf("< ignore-retry-after's refused (%d)", n("ignore-retry-after", "refused")),
 			n("honour-retry-after", "refused") < n("ignore-retry-after", "refused"), n("honour-retry-after", "refused"))
 	}
@@ -100,11 +97,89 @@ func (a *auditor) checkRetriesClaims(rows []any, params map[string]any) {
 		bound := p("intents") * p("layer_attempts")
 		claim("retry-1-layer", "sent", fmt.Sprintf("<= intents × layer_attempts = %d", bound), n("retry-1-layer", "sent") <= bound, n("retry-1-layer", "sent"))
 	}
-	if has("retry-3-layers", "retry-1-layer") {
+	if has("retry-3-layers", "retry-1-layer") && a.retriesClaimApplies("retry-3-layers sent > retry-1-layer's", failureKnobs) {
 		claim("retry-3-layers", "sent", fmt.Sprintf("> retry-1-layer's sent (%d): retries multiply across layers", n("retry-1-layer", "sent")),
 			n("retry-3-layers", "sent") > n("retry-1-layer", "sent"), n("retry-3-layers", "sent"))
 	}
-	if has("restart-key-in-file") {
+	if has("restart-key-in-file") && a.retriesClaimApplies("restart-key-in-file lost 0", retryKnobs) {
 		claim("restart-key-in-file", "lost", "0 (the key survives the restart)", n("restart-key-in-file", "lost") == 0, n("restart-key-in-file", "lost"))
+	}
+	if has("never-retry") {
+		a.checkNeverRetry(row["never-retry"], params)
+	}
+	if p("drop_percent") == 0 && p("total_deadline_ms") == 0 && p("client_timeout_ms") > p("max_server_delay_ms")+noFailureMarginMS {
+		for _, r := range rows {
+			m, _ := r.(map[string]any)
+			c, _ := str(m, "client")
+			g, _ := str(m, "registry")
+			a.check()
+			if d := number(m["duplicated"]); d != 0 {
+				a.experimentFail(RetriesFile, "row "+c+"/"+g, "duplicated", "0 (no drop, no deadline, a timeout well above the delay: no attempt fails, none is retried)", fmt.Sprint(d))
+			}
+			if slices.Contains([]string{"retry-4xx", "retry-retryable", "ignore-retry-after", "honour-retry-after"}, c) {
+				continue // they lose by design: collisions, load shedding
+			}
+			a.check()
+			if l := number(m["lost"]); l != 0 {
+				a.experimentFail(RetriesFile, "row "+c+"/"+g, "lost", "0 (no drop, no deadline, a timeout well above the delay: nothing can be lost)", fmt.Sprint(l))
+			}
+		}
+	}
+	if len(a.skippedClaims) > 0 {
+		a.note(fmt.Sprintf("retries.json: %d of the design's claims hold at its parameters only, and manifest.flags moves a knob they depend on: not checked (%s)",
+			len(a.skippedClaims), strings.Join(a.skippedClaims, "; ")))
+	}
+}
+
+// noFailureMarginMS is how far above the longest server delay a client
+// timeout must be for the audit to call a timeout impossible.
+const noFailureMarginMS = 1000
+
+// retriesClaimApplies reports whether a claim that holds at the design's
+// values of the knobs needs is to be checked: no recorded flag moves one
+// of them. A claim skipped is named in a note (never silently).
+func (a *auditor) retriesClaimApplies(claim string, needs []string) bool {
+	flags := mapOf(a.manifest, "flags")
+	var moved []string
+	for _, k := range needs {
+		if _, ok := flags[k]; ok {
+			moved = append(moved, "-"+k)
+		}
+	}
+	if len(moved) == 0 {
+		return true
+	}
+	a.skippedClaims = append(a.skippedClaims, claim+" (moved: "+strings.Join(moved, " ")+")")
+	return false
+}
+
+// checkNeverRetry re-derives never-retry's sent from the seed: its client
+// makes one attempt per intent, drawn from the intent's own stream (a PCG
+// seeded with the seed and row<<32 | intent, never-retry's row being 0):
+// the first draw, mod 100, below drop_percent drops it before sending.
+// So it sends exactly the others, and loses at least the dropped ones
+// (never sent, never retried).
+func (a *auditor) checkNeverRetry(row map[string]any, params map[string]any) {
+	seed, err := strconv.ParseUint(a.seedText(), 10, 64)
+	intents, drop := number(params["intents"]), number(params["drop_percent"])
+	if err != nil || intents < 1 || intents > 10000 {
+		return // reported with the parameters
+	}
+	var dropped int64
+	for i := range intents {
+		if rand.NewPCG(seed, uint64(i)).Uint64()%100 < uint64(drop) {
+			dropped++
+		}
+	}
+	a.claim("retries_sent")
+	a.check()
+	if sent := number(row["sent"]); sent != intents-dropped {
+		a.experimentFail(RetriesFile, "row never-retry/sound", "sent",
+			fmt.Sprintf("%d (the intents whose one attempt seed %d does not drop: %d of %d dropped)", intents-dropped, seed, dropped, intents), fmt.Sprint(sent))
+	}
+	a.check()
+	if lost := number(row["lost"]); lost < dropped {
+		a.experimentFail(RetriesFile, "row never-retry/sound", "lost",
+			fmt.Sprintf(">= %d (the intents seed %d drops before their one attempt)", dropped, seed), fmt.Sprint(lost))
 	}
 }

@@ -26,6 +26,7 @@ func (a *auditor) checkRunFile(results map[string]any) {
 	if doc == nil {
 		return // reported by the schema check
 	}
+	a.claim("runfile")
 	fail := func(k *runKey, format string, args ...any) {
 		f := Failure{Check: CheckRunFile, Message: "run.json: " + fmt.Sprintf(format, args...)}
 		if k != nil {

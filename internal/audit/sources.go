@@ -141,6 +141,7 @@ func (a *auditor) checkSources() {
 		}
 	}
 	a.checkBuildInputs()
+	a.claim("sources")
 }
 
 // checkBuildInputs refuses what would change the build from outside the

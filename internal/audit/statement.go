@@ -37,6 +37,7 @@ func (a *auditor) checkStatement() {
 		a.failf(CheckFile, "file %s: %v", StatementFile, unwrapPath(err))
 		return
 	}
+	a.statement = data
 	schema, err := loadSchema(a.opts.Root, "statement")
 	if err != nil {
 		a.statementFail("", "%s: cannot check: %v", StatementFile, err)
@@ -59,6 +60,7 @@ func (a *auditor) checkStatement() {
 	pred := mapOf(st, "predicate")
 	a.statementTests(pred)
 	a.statementConfiguration(pred)
+	a.claim("statement")
 }
 
 func (a *auditor) statementFail(field, format string, args ...any) {

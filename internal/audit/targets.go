@@ -112,6 +112,7 @@ func (a *auditor) checkTargets(results map[string]any) {
 		views = append(views, view)
 	}
 	if a.report.TargetRuns > 0 {
+		a.claim("targets")
 		a.note("targets.json: a target's observations are not byte-identical from run to run (its races are its own): each run was checked against its case's steps, the sink's journal and the audit's own verdict, not against another run")
 	}
 	a.checkTargetsReport(views, complete)
@@ -505,6 +506,7 @@ func (a *auditor) checkTargetsReport(views []*targetView, complete bool) {
 		a.note("TARGETS.md not compared: a target of targets.json could not be read, or the targets do not line up with the selection")
 		return
 	}
+	a.claim("targets_report")
 	if want := targetsReport(views); !bytes.Equal(data, want) {
 		a.fail(Failure{Check: CheckReport, Field: TargetsReportFile,
 			Message: "TARGETS.md: differs from the audit's own rendering of targets.json: " + firstDiff(want, data)})

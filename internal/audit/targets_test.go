@@ -76,6 +76,7 @@ func newTargetFixture(t *testing.T) *fixture {
 			"slow_ms": 120, "crash_exit_code": 23, "client_timeout_ms": 5000,
 		},
 		"selection": map[string]any{"cases": cases, "stores": []string{}, "targets": names, "experiments": []string{}},
+		"flags":     map[string]string{},
 		"targets":   entries,
 		"sources":   map[string]string{},
 		"files":     map[string]string{},

@@ -47,6 +47,13 @@ type Manifest struct {
 	ServerBuild *labbuild.Recipe `json:"server_build,omitempty"`
 	Protocol    Protocol         `json:"protocol"`
 	Selection   Selection        `json:"selection"`
+	// Flags are the runner's experiment knobs (and -seed) that this run
+	// set away from their defaults, by flag name (no dash), each as the
+	// flag takes it ("duration": "1s"): the audit pins every experiment
+	// parameter to its default unless a flag here changed it, and audit
+	// -reproduce passes them to the runner again. Empty for a run on the
+	// defaults; never -out, -pg-dsn or any flag that is not a knob.
+	Flags map[string]string `json:"flags"`
 	// PostgresVersion is the version of the PostgreSQL the postgres store
 	// ran on; empty (and absent) when it did not run. It is here, not in
 	// results.json, which holds nothing of the machine.
@@ -173,6 +180,12 @@ func probeWritable(folder, out string) error {
 // manifest (last) into dir. Files from an earlier run that this run does not
 // write are removed, so the folder lists exactly what the manifest lists.
 func Write(dir string, schemas *schemacheck.Set, files []File, m Manifest, tests Tests) error {
+	return WriteSigned(dir, schemas, files, m, tests, nil)
+}
+
+// WriteSigned is Write, and with a signer it also writes the statement's
+// DSSE envelope (EnvelopeName), last.
+func WriteSigned(dir string, schemas *schemacheck.Set, files []File, m Manifest, tests Tests, signer *Signer) error {
 	m.Files = map[string]string{}
 	for _, f := range files {
 		if f.Schema != "" {
@@ -196,6 +209,12 @@ func Write(dir string, schemas *schemacheck.Set, files []File, m Manifest, tests
 	if err := schemas.Validate("statement.schema.json", sb); err != nil {
 		return fmt.Errorf("evidence %s does not satisfy statement.schema.json: %w", StatementName, err)
 	}
+	var env []byte
+	if signer != nil {
+		if env, err = signer.Envelope(sb); err != nil {
+			return err
+		}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("make evidence folder: %w", err)
 	}
@@ -204,8 +223,10 @@ func Write(dir string, schemas *schemacheck.Set, files []File, m Manifest, tests
 	if err := os.Remove(filepath.Join(dir, ManifestName)); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("remove old manifest: %w", err)
 	}
-	if err := os.Remove(filepath.Join(dir, StatementName)); err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("remove old statement: %w", err)
+	for _, name := range []string{StatementName, EnvelopeName} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("remove old %s: %w", name, err)
+		}
 	}
 	if err := removeUnlisted(dir, m.Files); err != nil {
 		return err
@@ -218,7 +239,13 @@ func Write(dir string, schemas *schemacheck.Set, files []File, m Manifest, tests
 	if err := writeAtomic(filepath.Join(dir, ManifestName), mb); err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, StatementName), sb)
+	if err := writeAtomic(filepath.Join(dir, StatementName), sb); err != nil {
+		return err
+	}
+	if env == nil {
+		return nil
+	}
+	return writeAtomic(filepath.Join(dir, EnvelopeName), env)
 }
 
 func removeUnlisted(dir string, listed map[string]string) error {

@@ -96,7 +96,7 @@ func TestWrite(t *testing.T) {
 		SchemaVersion: 1, GeneratedUTC: "2026-01-02T03:04:05Z", SourceCommit: "unknown", GoVersion: "go1", OSArch: "linux/amd64",
 		ServerSHA256: SHA256(nil), Protocol: Protocol{Capacity: 1, MaxBody: 1, WaitMS: 1, ClientTimeoutMS: 1},
 		Selection: Selection{Cases: []string{"a"}, Stores: []string{"volatile"}, Targets: []string{}, Experiments: []string{}}, Targets: []ManifestTarget{},
-		Sources: map[string]string{"go.mod": SHA256(nil)},
+		Flags: map[string]string{}, Sources: map[string]string{"go.mod": SHA256(nil)},
 	}
 	dir := filepath.Join(t.TempDir(), "ev")
 	bad := []File{{Name: "results.json", Data: []byte(`{"schema_version":2,"runs":[]}`), Schema: "results.schema.json"}}

@@ -36,7 +36,8 @@ type ManifestInput struct {
 	ServerBuild labbuild.Recipe // how it was made
 	Postgres    string          // the version of the PostgreSQL the postgres store ran on, if it ran
 	Unsafe      protocol.Flaw
-	Targets     []TargetResult // the targets the cases ran on
+	Targets     []TargetResult    // the targets the cases ran on
+	Flags       map[string]string // the knobs set away from their defaults (Manifest.Flags); nil: none
 }
 
 // NewManifest hashes the sources of in.Root and returns the manifest of a
@@ -62,6 +63,10 @@ func NewManifest(in ManifestInput) (Manifest, error) {
 		sel.Stores = append(sel.Stores, string(s))
 	}
 	p := in.Protocol
+	flags := map[string]string{}
+	for k, v := range in.Flags {
+		flags[k] = v
+	}
 	return Manifest{
 		SchemaVersion: 1,
 		GeneratedUTC:  time.Now().UTC().Format("2006-01-02T15:04:05Z"),
@@ -85,6 +90,7 @@ func NewManifest(in ManifestInput) (Manifest, error) {
 			ClientTimeoutMS: p.ClientTimeout.Milliseconds(),
 		},
 		Selection:       sel,
+		Flags:           flags,
 		PostgresVersion: in.Postgres,
 		UnsafeRegistry:  string(in.Unsafe),
 		Targets:         targets,

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"idemlab/internal/protocol"
 	"idemlab/internal/target"
@@ -106,7 +105,7 @@ func TestChaosOnTargets(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "evidence")
 	var log bytes.Buffer
 	err := Run(context.Background(), Options{Root: "../..", Out: out, Experiment: Chaos, Targets: []string{dir, "effectserver-durable"}, Stores: protocol.Stores,
-		Intents: DefaultIntents, Chaos: ChaosOptions{TargetDuration: 1500 * time.Millisecond}, Stdout: &log, Stderr: &log})
+		Intents: DefaultIntents, Stdout: &log, Stderr: &log})
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, log.String())
 	}

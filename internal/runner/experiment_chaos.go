@@ -50,18 +50,24 @@ func init() {
 // -clients, -replicas); zero fields take chaos.Config's defaults (for a
 // caller of Run: the runner's flags refuse a 0, see cmd/runner's bounds).
 type ChaosOptions struct {
-	Duration time.Duration
+	Duration time.Duration // on a store; and on a target when set away from its default
 	Clients  int
 	Replicas int
-	// TargetDuration is the chaos phase on a target; zero is
-	// DefaultTargetDuration (runner -duration sets both).
-	TargetDuration time.Duration
 }
 
-// DefaultTargetDuration is a plain run's chaos phase on each target: short,
-// for the suite's time budget (a target's replicas take longer to restart
-// than the lab's server); -duration makes a soak.
+// DefaultTargetDuration is the chaos phase on each target unless Duration
+// is set away from its default (runner -duration: a soak): short, for the
+// suite's time budget (a target's replicas take longer to restart than
+// the lab's server).
 const DefaultTargetDuration = 1500 * time.Millisecond
+
+// targetDuration is the chaos phase on a target.
+func (c ChaosOptions) targetDuration() time.Duration {
+	if c.Duration != 0 && c.Duration != chaos.Defaults.Duration {
+		return c.Duration
+	}
+	return DefaultTargetDuration
+}
 
 // config is the chaos configuration of these knobs (zero: the default).
 func (c ChaosOptions) config() chaos.Config {
@@ -115,10 +121,7 @@ func runChaos(ctx context.Context, env experimentEnv) ([]evidence.File, error) {
 			continue
 		}
 		cfg := env.chaos.config()
-		cfg.Duration = env.chaos.TargetDuration
-		if cfg.Duration == 0 {
-			cfg.Duration = DefaultTargetDuration
-		}
+		cfg.Duration = env.chaos.targetDuration()
 		cfg.ServerPath, cfg.Target, cfg.StateRoot, cfg.Databases, cfg.Seed = env.server, t, env.stateRoot, env.databases, env.seed
 		digest, err := t.Digest()
 		if err != nil {

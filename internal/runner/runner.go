@@ -65,6 +65,10 @@ type Options struct {
 	// target, and with Targets set the cases run on no store unless
 	// StoresGiven.
 	Targets []string
+	// SignKey, when set, is an ed25519 private key file (OpenSSH without
+	// a passphrase, or PKCS #8 PEM): the statement is then also written
+	// as a signed DSSE envelope (evidence.EnvelopeName).
+	SignKey string
 	Stdout  io.Writer
 	Stderr  io.Writer
 }
@@ -186,7 +190,7 @@ func ParseStores(flag string) ([]protocol.Store, error) {
 // folder, and the patterns of those whose names depend on the run.
 func evidenceNames() ([]string, []*regexp.Regexp) {
 	names, patterns := experimentFiles()
-	return append([]string{evidence.ResultsName, evidence.RunName, evidence.ReportName, evidence.ManifestName, evidence.StatementName,
+	return append([]string{evidence.ResultsName, evidence.RunName, evidence.ReportName, evidence.ManifestName, evidence.StatementName, evidence.EnvelopeName,
 		evidence.TargetsName, evidence.TargetsReportName}, names...), patterns
 }
 
@@ -268,6 +272,16 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := evidence.CheckOutsideSources(o.Root, o.Out); err != nil {
 		return &UsageError{err}
 	}
+	var signer *evidence.Signer
+	if o.SignKey != "" {
+		data, err := safefile.Read(o.SignKey, evidence.MaxKeyFile)
+		if err != nil {
+			return &UsageError{fmt.Errorf("-sign %s: %w", o.SignKey, err)}
+		}
+		if signer, err = evidence.ParseSigningKey(data); err != nil {
+			return &UsageError{fmt.Errorf("-sign %s: %w", o.SignKey, err)}
+		}
+	}
 	var targets, loaded []*target.Target
 	if o.onTargets(runSuite) || o.chaosOnTargets(runExperiments) {
 		dirs, err := findTargets(o)
@@ -322,7 +336,8 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}
 	git := evidence.GitState(o.Root)
-	in := evidence.ManifestInput{Root: o.Root, Git: git, Protocol: cfg.Protocol, ServerSHA: server.SHA256, ServerBuild: server.Recipe, Postgres: postgresVersion, Unsafe: o.Unsafe}
+	in := evidence.ManifestInput{Root: o.Root, Git: git, Protocol: cfg.Protocol, ServerSHA: server.SHA256, ServerBuild: server.Recipe, Postgres: postgresVersion, Unsafe: o.Unsafe,
+		Flags: o.RecordedFlags(runExperiments)}
 	var files []evidence.File
 	tests := evidence.Tests{}
 	var grid *evidence.Grid
@@ -395,7 +410,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := evidence.Write(o.Out, schemas, files, m, tests); err != nil {
+	if err := evidence.WriteSigned(o.Out, schemas, files, m, tests, signer); err != nil {
 		return err
 	}
 	written = true

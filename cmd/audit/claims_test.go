@@ -1,0 +1,128 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"idemlab/internal/audit"
+)
+
+// claimForgeries ties every claim the audit's PASS output can list as
+// re-derived or consistency-checked to a golden story whose forgery
+// breaks it: the story's golden holds "--> FAIL 1" and this failure line
+// (TestAuditCommand checks the golden is the audit's real output).
+var claimForgeries = map[string]struct{ story, line string }{
+	"files":          {"forge-evidence-notes.ct", "file NOTES.md: listed in the manifest, but the runner writes no such file"},
+	"sources":        {"source.ct", "source internal/protocol/protocol.go: SHA-256 does not match the checkout"},
+	"commit":         {"forge-manifest-commit.ct", "is not a commit in the checkout's history"},
+	"protocol":       {"forge-manifest-capacity.ct", "manifest.json: protocol.capacity: expected 64 (DefaultCapacity in internal/protocol), observed 65"},
+	"results":        {"forge-results-step.ct", "step: expected 2 (as the case's steps send), observed 1"},
+	"report":         {"forge-report.ct", "REPORT.md: differs from the audit's own rendering of the verified runs"},
+	"jitter":         {"jitter.ct", "jitter.json: strategy full: peak: expected 157, observed 150"},
+	"params":         {"forge-retries-halved.ct", "retries.json: parameters: intents: expected 200 (the design's; manifest.json flags records no intents), observed 100"},
+	"retries_sent":   {"forge-retries-halved.ct", "retries.json: row never-retry/sound: sent: expected 91 (the intents whose one attempt seed 1 does not drop"},
+	"chaos_schedule": {"forge-chaos-seed.ct", "the schedule of seed 2 ("},
+	"chaos_verdict":  {"forge-chaos-count.ct", "counts.lost_acks: expected 0 (re-derived from chaos-durable.jsonl), observed 1"},
+	"targets_report": {"forge-targets.ct", "TARGETS.md: differs from the audit's own rendering of targets.json"},
+	"targets":        {"forge-targets.ct", "counter: expected 2 (the effects in the sink's journal), observed 1"},
+	"statement":      {"forge-statement-case.ct", "statement.intoto.json: predicate.configuration[1]: expected"},
+	"rebuild":        {"forge-manifest-sha.ct", "manifest.json: server_sha256: does not match a rebuild"},
+	"signature":      {"sign.ct", "no signature verifies with the key of -verify-key"},
+	"runfile":        {"forge-run-exitcode.ct", "run.json: case crash_after_effect, store volatile: servers' exit codes"},
+	"retries":        {"forge-retries-rae1.ct", "lost+applied_once+duplicated: expected 200 (parameters.intents), observed 151"},
+	"chaos_history":  {"forge-chaos-replayed.ct", "marked replayed, but none of its earlier attempts"},
+	"chaos_promises": {"forge-chaos-hide.ct", "store durable promises no lost_ack"},
+}
+
+// Ensure every claim the PASS output can list as re-derived or
+// consistency-checked is made by a check that ran on the fixture's honest
+// evidence, and broken by a forgery a golden story shows failing: no
+// claim without a check. And ensure a claim is listed only where its
+// check ran: the chaos-only folder claims nothing of results, REPORT.md,
+// the jitter model or retries, the cases-only folder nothing of the
+// experiments.
+func TestClaimsHaveChecks(t *testing.T) {
+	if setupErr != "" {
+		t.Fatal(setupErr)
+	}
+	ids := append(audit.ClaimIDs(audit.Rederived), audit.ClaimIDs(audit.Consistent)...)
+	for _, id := range ids {
+		f, ok := claimForgeries[id]
+		if !ok {
+			t.Errorf("claim %q: no forgery in claimForgeries breaks it", id)
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("testdata", f.story))
+		if err != nil {
+			t.Errorf("claim %q: %v", id, err)
+			continue
+		}
+		if !strings.Contains(string(data), "--> FAIL 1") || !strings.Contains(string(data), f.line) {
+			t.Errorf("claim %q: %s does not fail with %q", id, f.story, f.line)
+		}
+	}
+	for id := range claimForgeries {
+		if !slices.Contains(ids, id) {
+			t.Errorf("claimForgeries: %q is no claim the audit makes", id)
+		}
+	}
+
+	// The honest folders, pinned so that -rebuild reproduces the server.
+	dir := t.TempDir()
+	made := map[string][]string{}
+	for _, name := range []string{"evidence", "chaos", "volatile"} {
+		ev := filepath.Join(dir, name)
+		if err := os.CopyFS(ev, os.DirFS(filepath.Join(snapshot, name))); err != nil {
+			t.Fatal(err)
+		}
+		opts := audit.Options{Root: snapshot, Evidence: ev}
+		if name == "volatile" {
+			// Signed: checked before pin rewrites the manifest (and
+			// drops the envelope it can no longer match).
+			opts.VerifyKey = filepath.Join(snapshot, "keys", "test_ed25519.pub")
+			made[name] = append(made[name], claimsOf(t, opts)...)
+		}
+		if err := pin(snapshot, ev); err != nil {
+			t.Fatal(err)
+		}
+		opts.Rebuild, opts.VerifyKey = true, ""
+		made[name] = append(made[name], claimsOf(t, opts)...)
+	}
+	var all []string
+	for _, c := range made {
+		all = append(all, c...)
+	}
+	for _, id := range ids {
+		if !slices.Contains(all, id) {
+			t.Errorf("claim %q: no honest fixture folder's audit makes it", id)
+		}
+	}
+	for folder, none := range map[string][]string{
+		"chaos":    {"results", "report", "runfile", "jitter", "retries", "retries_sent"},
+		"volatile": {"jitter", "retries", "retries_sent", "params", "chaos_schedule", "chaos_verdict", "chaos_history", "chaos_promises"},
+	} {
+		for _, id := range none {
+			if slices.Contains(made[folder], id) {
+				t.Errorf("%s/: claims %q, whose check does not run there", folder, id)
+			}
+		}
+	}
+}
+
+// claimsOf audits opts, which must pass, and returns the ids of the claims
+// it listed as re-derived or consistency-checked.
+func claimsOf(t *testing.T, opts audit.Options) []string {
+	t.Helper()
+	r, err := audit.Audit(opts)
+	if err != nil || !r.Pass {
+		t.Fatalf("audit %s: %v %v", opts.Evidence, err, r.Failures)
+	}
+	var out []string
+	for _, c := range append(r.Rederived, r.Consistent...) {
+		out = append(out, c.ID)
+	}
+	return out
+}

@@ -1,0 +1,150 @@
+package audit
+
+import (
+	"fmt"
+	"slices"
+)
+
+// What a passing audit proved, in three lists a reviewer reads (the PASS
+// output and -json alike):
+//
+//   - re-derived: recomputed from the checkout (case files, schemas,
+//     sources, git history) and the audit's own code, and compared: a
+//     forger cannot change these without the audit seeing it;
+//   - consistency-checked: the evidence hangs together as the design says
+//     it must, but it records what happened on a machine, which no audit
+//     can recompute: counts invented to hang together pass;
+//     audit -reproduce re-observes them;
+//   - not checked here: named, so that nobody reads the PASS line as
+//     saying them.
+//
+// A claim is recorded by the code that makes its check, when that check
+// ran (a.claim), never up front: an audit that skipped a check cannot
+// list its claim. cmd/audit's claims test ties every claim of the first
+// two lists to a golden story whose forgery breaks exactly it.
+
+// A ClaimKind is one of the three lists.
+type ClaimKind string
+
+// The lists, in the order they print.
+const (
+	Rederived  ClaimKind = "rederived"
+	Consistent ClaimKind = "consistency_checked"
+	NotChecked ClaimKind = "not_checked"
+)
+
+// A Claim is one line of a list: a stable id and the words.
+type Claim struct {
+	ID   string `json:"id"`
+	Text string `json:"claim"`
+}
+
+// claimDefs are every claim the audit can make, by id: its list and its
+// words (a %s, where present, takes claim's argument).
+var claimDefs = map[string]struct {
+	kind ClaimKind
+	text string
+}{
+	// Re-derived.
+	"files":          {Rederived, "the evidence files: every listed file has its SHA-256, the folder holds nothing unlisted, and every file is one the runner writes for this selection"},
+	"sources":        {Rederived, "the sources: every file manifest.sources lists hashes to the checkout's, none is missing or added, and nothing outside them (go.work, vendor/, a local replace) changes the build"},
+	"commit":         {Rederived, "source_commit: a commit of the checkout's history whose tree holds exactly those sources"},
+	"protocol":       {Rederived, "the protocol constants in manifest.json: those of internal/protocol (read from the source), and what the runs observed of them"},
+	"results":        {Rederived, "results.json: exactly the runs the selection implies, each run's counter, exit codes and calls as its case file's steps and expectation and the server's reply texts require"},
+	"report":         {Rederived, "REPORT.md: byte for byte the audit's own rendering of the verified runs"},
+	"jitter":         {Rederived, "jitter.json and jitter.svg: byte for byte the audit's own run and drawing of the jitter model"},
+	"params":         {Rederived, "the experiments' parameters and seeds: the design's, or the knobs manifest.flags records"},
+	"retries_sent":   {Rederived, "retries.json, never-retry's sent: each intent's one drop decision drawn again from the seed"},
+	"chaos_schedule": {Rederived, "the chaos schedule: every attempt's replica, fault and backoff, and the nemesis's kills, drawn again from the seed and parameters"},
+	"chaos_verdict":  {Rederived, "chaos.json: its counts and verdict, from each history by the audit's own checker"},
+	"targets_report": {Rederived, "TARGETS.md: byte for byte the audit's own rendering of targets.json, each run's verdict the audit's own judge's"},
+	"statement":      {Rederived, "statement.intoto.json: its subjects the manifest and its files, its tests the audit's own verdicts on the runs"},
+	"rebuild":        {Rederived, "server_sha256: cmd/effectserver, rebuilt from the checkout with the recorded recipe, hashes to it"},
+	"signature":      {Rederived, "the signature: statement.intoto.json is signed (DSSE, ed25519) by the key %s"},
+
+	// Consistency-checked.
+	"runfile":        {Consistent, "run.json: the same runs, calls and exit codes as results.json; its times, launch order and addresses consistent"},
+	"retries":        {Consistent, "retries.json: each row's counts add up to the intents and stay within what its parameters allow, and the design's claims hold (never-retry loses at least the intents the seed drops, retry-same-key on the sound registry loses and duplicates none, on record-after-effect duplicates some, ...)"},
+	"chaos_history":  {Consistent, "the chaos histories: each intent's key, body and attempts in order; every effect an intent's body, no more of them than attempts that may have applied it; a reply marked replayed after an earlier attempt and effect at its place; every kill one of the plan, followed by the replica's exit and a restart; a shared store in one place"},
+	"targets":        {Consistent, "targets.json: on each target, one run per selected case that may run there, its calls, processes and sink journal as its case's steps require, its verdict the audit's own judge's; what the target did is the lab's observation of code it did not write, not reproducible run to run"},
+	"chaos_promises": {Consistent, "the chaos runs: no rule a store promises is broken in its history (no duplicate on durable and postgres, no lost acknowledgement, nothing stuck, acknowledged values in order)"},
+
+	// Not checked here.
+	"server_word":  {NotChecked, "the server binary: server_sha256 is the runner's word (audit -rebuild rebuilds it from the checkout)"},
+	"server_ran":   {NotChecked, "that this binary made the evidence: a rebuild shows that the checkout builds to server_sha256, not that the runs used it (evidence of a weaker build with its hashes rewritten passes)"},
+	"commit_none":  {NotChecked, "source_commit's tree: not compared with the checkout's git history (a note says why)"},
+	"who":          {NotChecked, "who ran it: no signature checked (runner -sign KEYFILE writes one, audit -verify-key PUBFILE checks it)"},
+	"observations": {NotChecked, "that the non-deterministic evidence was observed: retries.json's rows, the chaos histories (their attempts and journal alike; an effect left out and the values after it renumbered, say) and the runs on targets, whichever it holds, can be invented to hang together; a signature does not change that; audit -reproduce re-observes them"},
+}
+
+// ClaimIDs lists the id of every claim the audit can make in kind's list,
+// sorted.
+func ClaimIDs(kind ClaimKind) []string {
+	var out []string
+	for id, d := range claimDefs {
+		if d.kind == kind {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// claim records that the check behind id ran (its argument, if its words
+// take one); a claim is listed once, in the order first recorded.
+func (a *auditor) claim(id string, arg ...any) {
+	d, ok := claimDefs[id]
+	if !ok {
+		panic("audit: unknown claim " + id) // a programmer error
+	}
+	text := d.text
+	if len(arg) > 0 {
+		text = fmt.Sprintf(text, arg...)
+	}
+	list := a.report.list(d.kind)
+	if !slices.ContainsFunc(*list, func(c Claim) bool { return c.ID == id }) {
+		*list = append(*list, Claim{id, text})
+	}
+}
+
+// list returns the report's list of kind.
+func (r *Report) list(kind ClaimKind) *[]Claim {
+	switch kind {
+	case Rederived:
+		return &r.Rederived
+	case Consistent:
+		return &r.Consistent
+	default:
+		return &r.NotChecked
+	}
+}
+
+// claimHeads are the lists' headings in the text output.
+var claimHeads = []struct {
+	kind ClaimKind
+	head string
+}{
+	{Rederived, "re-derived (recomputed from the checkout and the audit's own code, and compared):"},
+	{Consistent, "consistency-checked (they hang together as the design requires; counts invented to hang together would too: audit -reproduce re-observes them):"},
+	{NotChecked, "not checked here:"},
+}
+
+// unchecked records what the audit did not check, after the checks ran.
+func (a *auditor) unchecked() {
+	has := func(id string) bool {
+		return slices.ContainsFunc(a.report.Rederived, func(c Claim) bool { return c.ID == id })
+	}
+	if !has("rebuild") {
+		a.claim("server_word")
+	}
+	a.claim("server_ran")
+	if !has("commit") {
+		a.claim("commit_none")
+	}
+	if !has("signature") {
+		a.claim("who")
+	}
+	if slices.ContainsFunc(a.report.Consistent, func(c Claim) bool { return c.ID == "retries" || c.ID == "chaos_history" || c.ID == "targets" }) {
+		a.claim("observations")
+	}
+}

@@ -1,0 +1,173 @@
+package audit
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A knobFlag is one runner flag that changes an experiment's parameter
+// (the audit's own copy of cmd/runner's knobs and their bounds, see
+// docs/bounds.md): the runner records it in manifest.flags when a run set
+// it away from its default, and every parameter is pinned to its default
+// unless a recorded flag changed it.
+type knobFlag struct {
+	flag        string   // the runner's flag, without the dash
+	experiments []string // the experiments whose parameter it sets
+	param       string   // the parameter it sets ("seed": the seed)
+	lo, hi      int64    // its range (a duration's in milliseconds)
+	duration    bool     // a Go duration ("1s"), recorded in milliseconds
+}
+
+var knobFlags = []knobFlag{
+	{flag: "seed", experiments: []string{"retries", "chaos"}, param: "seed", lo: 0, hi: maxInt},
+	{flag: "intents", experiments: []string{"retries"}, param: "intents", lo: 1, hi: 10000},
+	{flag: "drop-percent", experiments: []string{"retries"}, param: "drop_percent", lo: 0, hi: 100},
+	{flag: "timeout-ms", experiments: []string{"retries"}, param: "client_timeout_ms", lo: 1, hi: 60000},
+	{flag: "attempts", experiments: []string{"retries"}, param: "max_attempts", lo: 1, hi: 100},
+	{flag: "workers", experiments: []string{"retries"}, param: "workers", lo: 1, hi: 64},
+	{flag: "deadline-ms", experiments: []string{"retries"}, param: "total_deadline_ms", lo: 0, hi: 600000},
+	{flag: "duration", experiments: []string{"chaos"}, param: "duration_ms", lo: 1, hi: 600000, duration: true},
+	{flag: "clients", experiments: []string{"chaos"}, param: "clients", lo: 1, hi: 64},
+	{flag: "replicas", experiments: []string{"chaos"}, param: "replicas", lo: 1, hi: 4},
+}
+
+// defaultSeed is the runner's -seed default.
+const defaultSeed = 1
+
+// chaosParams are the chaos experiment's parameters as the design sets
+// them (the audit's own copy of internal/chaos's defaults): chaos.json must
+// hold exactly these, but where manifest.flags records the knob (replicas,
+// clients, duration_ms) that changed one.
+var chaosParams = []struct {
+	name  string
+	value int64
+}{
+	{"replicas", 2}, {"clients", 8}, {"duration_ms", 3000}, {"max_attempts", 8}, {"intent_within_ms", 3000},
+	{"attempt_timeout_ms", 250}, {"quiet_within_ms", 15000}, {"quiet_attempts", 40}, {"kill_every_ms", 500},
+	{"server_wait_ms", 150}, {"max_intents", 50000}, {"max_history", 300000},
+}
+
+// targetDurationMS is the chaos phase on a target unless -duration sets it
+// (the audit's copy of the runner's DefaultTargetDuration).
+const targetDurationMS = 1500
+
+// readFlags checks manifest.flags (a schema-valid object of strings): each
+// a knob of an experiment the selection runs, its value as the runner
+// records it (canonical, within the flag's range); it keeps the valid ones
+// by parameter for expected. Evidence without manifest.flags fails the
+// schema; it is read as recording none.
+func (a *auditor) readFlags() {
+	a.flagValues = map[string]int64{}
+	raw := mapOf(a.manifest, "flags")
+	sel, _ := a.manifest["selection"].(map[string]any)
+	selected := stringList(sel, "experiments")
+	fail := func(name, format string, args ...any) {
+		a.fail(Failure{Check: CheckManifest, Field: "flags." + name,
+			Message: "manifest.json: flags." + name + ": " + fmt.Sprintf(format, args...)})
+	}
+	for _, name := range sortedKeys(raw) {
+		a.check()
+		s, _ := raw[name].(string)
+		i := slices.IndexFunc(knobFlags, func(k knobFlag) bool { return k.flag == name })
+		if i < 0 {
+			fail(name, "not a knob the runner records (%s)", strings.Join(knobNames(), ", "))
+			continue
+		}
+		k := knobFlags[i]
+		if !slices.ContainsFunc(k.experiments, func(e string) bool { return slices.Contains(selected, e) }) {
+			fail(name, "%q recorded, but selection.experiments runs no %s", s, strings.Join(k.experiments, " or "))
+			continue
+		}
+		v, err := k.parse(s)
+		if err != nil {
+			fail(name, "%v", err)
+			continue
+		}
+		a.flagValues[k.param] = v
+	}
+}
+
+// parse reads a recorded flag value: as the runner writes it (strconv, or
+// time.Duration's String), within the flag's range.
+func (k knobFlag) parse(s string) (int64, error) {
+	var v int64
+	if k.duration {
+		d, err := time.ParseDuration(s)
+		if err != nil || d.String() != s || d%time.Millisecond != 0 {
+			return 0, fmt.Errorf("%q: want a whole number of milliseconds as Go prints a duration (such as 1s or 1.5s)", s)
+		}
+		v = d.Milliseconds()
+	} else {
+		u, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || strconv.FormatUint(u, 10) != s || (k.hi < maxInt && u > uint64(k.hi)) {
+			return 0, fmt.Errorf("%q: want a decimal integer in %d..%d", s, k.lo, k.hi)
+		}
+		v = int64(min(u, uint64(maxInt))) // a seed above 2^63 still pins: compared as text in seedText
+	}
+	if v < k.lo || v > k.hi {
+		return 0, fmt.Errorf("%q: outside %s", s, k.rangeText())
+	}
+	return v, nil
+}
+
+func (k knobFlag) rangeText() string {
+	if k.duration {
+		return (time.Duration(k.lo) * time.Millisecond).String() + ".." + (time.Duration(k.hi) * time.Millisecond).String()
+	}
+	return fmt.Sprintf("%d..%d", k.lo, k.hi)
+}
+
+func knobNames() []string {
+	out := make([]string, len(knobFlags))
+	for i, k := range knobFlags {
+		out[i] = k.flag
+	}
+	return out
+}
+
+// expected returns the value parameter param of an experiment must hold:
+// what manifest.flags records for its knob, else def; and where that value
+// comes from, for a failure message.
+func (a *auditor) expected(param string, def int64) (int64, string) {
+	if v, ok := a.flagValues[param]; ok {
+		for _, k := range knobFlags {
+			if k.param == param {
+				return v, "manifest.json flags." + k.flag
+			}
+		}
+	}
+	for _, k := range knobFlags {
+		if k.param == param {
+			return def, "the design's; manifest.json flags records no " + k.flag
+		}
+	}
+	return def, "the design's"
+}
+
+// seedText is the seed the experiments must have run with, as text:
+// manifest.flags.seed, else the runner's default.
+func (a *auditor) seedText() string {
+	if s, ok := mapOf(a.manifest, "flags")["seed"].(string); ok {
+		if _, valid := a.flagValues["seed"]; valid {
+			return s
+		}
+	}
+	return strconv.Itoa(defaultSeed)
+}
+
+// checkSeed checks an experiment's recorded seed against seedText.
+func (a *auditor) checkSeed(check Check, store, file, where string, seed any) {
+	a.check()
+	want := a.seedText()
+	if got := render(seed); got != want {
+		src := "manifest.json flags.seed"
+		if want == strconv.Itoa(defaultSeed) {
+			src = "the runner's default; manifest.json flags records no seed"
+		}
+		a.fail(Failure{Check: check, Store: store, Field: "seed", Expected: want, Observed: got,
+			Message: fmt.Sprintf("%s: %sseed: expected %s (%s), observed %s", file, where, want, src, got)})
+	}
+}

@@ -1,0 +1,779 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Reproduction re-observes what bytes cannot prove. No audit can re-derive
+// the counts of a non-deterministic experiment from its files: Reproduce
+// runs the lab again, as processes, from the checkout, with the recorded
+// selection, seed and knobs, and checks that the evidence's claims hold
+// on fresh observations and that no recorded count is far from what the
+// re-runs show.
+//
+// Run 1 re-runs the whole recorded selection: its deterministic files
+// (DeterministicFiles) must equal the recorded ones byte for byte. Runs 2
+// to N re-run only the non-deterministic experiments the selection holds
+// (retries, chaos), one runner invocation each, so that N observations of
+// their counts cost far less than N whole runs.
+//
+// It runs the lab's own runner, built from the checkout with the pinned
+// recipe (PinnedBuildFlags, PinnedBuildEnv, GOTOOLCHAIN=local and
+// GOENV=off, as -rebuild builds the server) into a temporary folder: one
+// build, N runs, no go.work or vendor/ from outside the hashed sources
+// (the audit's source checks, which must pass first, tie the checkout to
+// the manifest). The runner builds the server itself, with the same
+// recipe, and audits what it writes; the audit here audits each re-run
+// again with its own code.
+type ReproduceOptions struct {
+	Root          string // the checkout
+	Evidence      string // the recorded evidence folder
+	Runs          int    // observations of the non-deterministic experiments, 1..MaxRuns
+	AllowDirty    bool   // the recorded evidence and the re-runs may come from uncommitted sources
+	AllowMutation bool   // the recorded evidence may be a mutation run
+	VerifyKey     string // passed to the audit of the recorded evidence
+	// From, when set, judges these folders instead of running the lab:
+	// From[0] a whole run of the recorded selection, the others runs of
+	// its non-deterministic experiments (made by hand, or elsewhere).
+	From     []string
+	Progress io.Writer // one line per runner invocation; nil for none
+}
+
+// MaxRuns bounds -runs: each run of the non-deterministic experiments
+// takes about 25 s (retries 8-12 s, chaos 14-15 s on three stores at the
+// default 3 s a store, measured on 2 cores), run 1 about 50 s.
+const MaxRuns = 10
+
+// FarFactor and FarSlack decide when a recorded count is "far" from its
+// re-observations: outside [min/FarFactor − FarSlack, FarFactor·max +
+// FarSlack] of the re-runs. Counts that depend on timing vary about
+// threefold between runs on a loaded machine (record-after-effect's
+// duplicates: 50 to 151 over three runs of the design's parameters), so a
+// factor of 4 flags a forged count, not the machine's mood; the slack
+// keeps small counts (a few lost intents) from being flagged for one or
+// two.
+const (
+	FarFactor = 4
+	FarSlack  = 5
+)
+
+// ErrCannotReproduce means the lab could not be run as recorded: the
+// runner did not build, broke, or selected other than the recorded.
+var ErrCannotReproduce = errors.New("cannot reproduce")
+
+// Reproduction is what Reproduce found.
+type Reproduction struct {
+	Pass       bool           `json:"pass"`
+	Invocation []string       `json:"invocations"` // each runner invocation's arguments
+	Audit      *Report        `json:"audit"`       // the recorded evidence's own audit
+	Files      []FileAgain    `json:"files"`       // the deterministic files of run 1 against the recorded ones
+	Claims     []ClaimAgain   `json:"claims"`      // each claim of the non-deterministic files, on each re-run
+	Counts     []CountAgain   `json:"counts"`      // each recorded count beside its re-observations
+	ReRuns     []ReRunVerdict `json:"reruns"`      // each re-run folder's own audit
+	Findings   []string       `json:"findings"`    // what did not hold, one line each
+}
+
+// FileAgain is one deterministic file, recorded against run 1.
+type FileAgain struct {
+	Name      string `json:"name"`
+	Identical bool   `json:"identical"`
+	Detail    string `json:"detail"`
+}
+
+// ClaimAgain is one claim and whether it held on each re-observation.
+type ClaimAgain struct {
+	Claim string `json:"claim"`
+	Held  []bool `json:"held"`
+}
+
+// CountAgain is one recorded count and its re-observations.
+type CountAgain struct {
+	Name     string  `json:"name"`
+	Recorded int64   `json:"recorded"`
+	Again    []int64 `json:"reobserved"`
+	Far      bool    `json:"far"`
+	Flagged  bool    `json:"flagged"` // false: shown for scale (throughput), never flagged
+}
+
+// ReRunVerdict is a re-run's own audit.
+type ReRunVerdict struct {
+	Run      int      `json:"run"`
+	What     string   `json:"what"`
+	Pass     bool     `json:"pass"`
+	Failures []string `json:"failures"`
+}
+
+// Reproduce audits the recorded evidence, then (unless it failed) runs
+// the lab again as the manifest says and judges the re-runs. It returns
+// an error wrapping ErrCannotReproduce when the lab could not be run as
+// recorded, and any other error when an input cannot be read.
+func Reproduce(ctx context.Context, o ReproduceOptions) (*Reproduction, error) {
+	if o.Runs < 1 || o.Runs > MaxRuns {
+		return nil, fmt.Errorf("-runs %d: want 1..%d", o.Runs, MaxRuns)
+	}
+	rep, err := Audit(Options{Root: o.Root, Evidence: o.Evidence, AllowDirty: o.AllowDirty, AllowMutation: o.AllowMutation, VerifyKey: o.VerifyKey})
+	if err != nil {
+		return nil, err
+	}
+	r := &Reproduction{Audit: rep, Findings: []string{}}
+	if !rep.Pass {
+		r.Findings = append(r.Findings, "the recorded evidence fails its audit: nothing to re-observe")
+		return r, nil
+	}
+	full, extra, err := reproducePlan(o.Root, o.Evidence)
+	if err != nil {
+		return nil, err
+	}
+	dirs := o.From
+	if dirs == nil {
+		r.Invocation = append(r.Invocation, invocation(full))
+		for range o.Runs - 1 {
+			for _, e := range extra {
+				r.Invocation = append(r.Invocation, invocation(e))
+			}
+		}
+		tmp, made, err := o.runLab(ctx, full, extra)
+		if tmp != "" {
+			defer os.RemoveAll(tmp)
+		}
+		if err != nil {
+			return r, err
+		}
+		dirs = made
+	} else if len(dirs) == 0 {
+		return nil, errors.New("-from: no folder")
+	}
+	return r, r.judge(o, dirs)
+}
+
+// reproducePlan returns the runner arguments of run 1 (the recorded selection and
+// knobs) and of each later run (one per non-deterministic experiment
+// selected), or an error when the selection is not one runner invocation.
+func reproducePlan(root, evidence string) (full []string, extra [][]string, err error) {
+	m, err := readJSONFile(evidence, "manifest.json", CapManifest)
+	if err != nil {
+		return nil, nil, err
+	}
+	sel := mapOf(m, "selection")
+	cases, stores, targets, exps := stringList(sel, "cases"), stringList(sel, "stores"), stringList(sel, "targets"), stringList(sel, "experiments")
+	schemas, err := LoadSchemas(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	all, err := LoadCases(root, schemas)
+	if err != nil {
+		return nil, nil, err
+	}
+	var allNames []string
+	for _, c := range all {
+		allNames = append(allNames, c.Name)
+	}
+	cannot := func(format string, args ...any) error {
+		return fmt.Errorf("%w: manifest.json selection: %s: not one runner invocation", ErrCannotReproduce, fmt.Sprintf(format, args...))
+	}
+	var chaosStores []string
+	if slices.Contains(exps, "chaos") {
+		doc, err := readJSONFile(evidence, ChaosFile, CapManifest)
+		if err != nil {
+			return nil, nil, err
+		}
+		runs, _ := doc["runs"].([]any)
+		for _, x := range runs {
+			s, _ := str(x.(map[string]any), "store")
+			chaosStores = append(chaosStores, s)
+		}
+	}
+	storeArg := func(ss []string) ([]string, error) {
+		switch {
+		case slices.Equal(ss, StoreOrder):
+			return nil, nil
+		case len(ss) == 1:
+			return []string{"-store", ss[0]}, nil
+		}
+		return nil, cannot("stores %s: the runner runs one store or all of %s", strings.Join(ss, ", "), strings.Join(StoreOrder, ", "))
+	}
+	if u, ok := str(m, "unsafe_registry"); ok {
+		full = append(full, "-unsafe-registry", u)
+	}
+	var experimentOnly bool
+	switch {
+	case len(cases) == 0 && len(exps) == 1:
+		experimentOnly = true
+		full = append(full, "-experiment", exps[0])
+		if exps[0] == "chaos" {
+			a, err := storeArg(chaosStores)
+			if err != nil {
+				return nil, nil, err
+			}
+			full = append(full, a...)
+		}
+	case len(cases) == 0:
+		return nil, nil, cannot("no case and experiments %v", exps)
+	case slices.Equal(cases, allNames):
+	case len(cases) == 1:
+		full = append(full, "-case", cases[0])
+	default:
+		return nil, nil, cannot("%d of the %d cases", len(cases), len(allNames))
+	}
+	if !experimentOnly {
+		switch {
+		case len(stores) == 0 && len(targets) > 0:
+			for _, t := range targets {
+				full = append(full, "-target", t)
+			}
+		default:
+			a, err := storeArg(stores)
+			if err != nil {
+				return nil, nil, err
+			}
+			if a == nil && len(targets) == 0 {
+				a = []string{"-store", "all"} // every store, and (unlike a plain run) no target
+			}
+			full = append(full, a...)
+		}
+		if len(exps) == 0 && len(cases) > 1 {
+			full = append(full, "-experiment", "none")
+		} else if len(exps) > 0 && !slices.Equal(exps, []string{"retries", "jitter", "chaos"}) {
+			return nil, nil, cannot("cases with experiments %v", exps)
+		}
+	}
+	flags := mapOf(m, "flags")
+	var fl []string
+	for _, k := range sortedKeys(flags) {
+		v, _ := flags[k].(string)
+		fl = append(fl, "-"+k+"="+v)
+	}
+	full = append(full, fl...)
+	for _, e := range []string{"retries", "chaos"} {
+		if !slices.Contains(exps, e) {
+			continue
+		}
+		args := []string{"-experiment", e}
+		if e == "chaos" {
+			ss := chaosStores
+			if !experimentOnly {
+				ss = stores
+			}
+			a, err := storeArg(ss)
+			if err != nil {
+				return nil, nil, err
+			}
+			args = append(args, a...)
+		}
+		extra = append(extra, append(args, fl...))
+	}
+	return full, extra, nil
+}
+
+// invocation names a runner invocation by its arguments.
+func invocation(args []string) string {
+	if len(args) == 0 {
+		return "runner (a plain run: no flag)"
+	}
+	return "runner " + strings.Join(args, " ")
+}
+
+// readJSONFile reads a JSON object from a regular file inside dir.
+func readJSONFile(dir, name string, limit int64) (map[string]any, error) {
+	data, err := readInside(dir, name, limit)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, name), unwrapPath(err))
+	}
+	c, ok := jsonCaps[name]
+	if !ok {
+		c = capManifestJSON
+	}
+	v, err := decodeJSON(data, c)
+	m, ok := v.(map[string]any)
+	if err != nil || !ok {
+		return nil, fmt.Errorf("%s: not a JSON object", filepath.Join(dir, name))
+	}
+	return m, nil
+}
+
+// runLab builds the runner and runs it: run 1 with full, then o.Runs-1
+// times each of extra. It returns the folders written, run 1's first.
+func (o ReproduceOptions) runLab(ctx context.Context, full []string, extra [][]string) (tmp string, dirs []string, err error) {
+	tmp, err = os.MkdirTemp("", "audit-reproduce-")
+	if err != nil {
+		return "", nil, err
+	}
+	bin := filepath.Join(tmp, "runner")
+	env := append(os.Environ(), PinnedBuildEnv...)
+	env = append(env, "GOTOOLCHAIN=local", "GOENV=off")
+	build := exec.CommandContext(ctx, "go", append(append([]string{"build"}, PinnedBuildFlags...), "-o", bin, "./cmd/runner")...)
+	build.Dir, build.Env = o.Root, env
+	if out, err := build.CombinedOutput(); err != nil {
+		return tmp, nil, fmt.Errorf("%w: build ./cmd/runner: %v\n%s", ErrCannotReproduce, err, bytes.TrimSpace(out))
+	}
+	invoke := func(n int, args []string) error {
+		dir := filepath.Join(tmp, "run-"+strconv.Itoa(n)+"-"+strconv.Itoa(len(dirs)), "evidence")
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return err
+		}
+		logName := filepath.Join(filepath.Dir(dir), "runner.log")
+		log, err := os.Create(logName)
+		if err != nil {
+			return err
+		}
+		defer log.Close()
+		cmd := exec.CommandContext(ctx, bin, append([]string{"-out", dir}, args...)...)
+		cmd.Dir, cmd.Stdout, cmd.Stderr = o.Root, log, log
+		// An interrupt reaches the runner as one: it stops its servers and
+		// databases and exits (runner exit 4 or 5), never SIGKILLed with
+		// its children left behind.
+		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+		cmd.WaitDelay = 2 * time.Minute
+		began := time.Now()
+		err = cmd.Run()
+		code := cmd.ProcessState.ExitCode()
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "run %d: %s: exit %d in %s\n", n, invocation(args), code, time.Since(began).Round(time.Second))
+		}
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err == nil || code == 1: // 1: its own audit failed; the evidence is written, and judged here
+			dirs = append(dirs, dir)
+			return nil
+		}
+		tail, _ := os.ReadFile(logName)
+		if len(tail) > 4000 {
+			tail = tail[len(tail)-4000:]
+		}
+		return fmt.Errorf("%w: run %d: runner %s: %v\n%s", ErrCannotReproduce, n, strings.Join(args, " "), err, bytes.TrimSpace(tail))
+	}
+	if err := invoke(1, full); err != nil {
+		return tmp, nil, err
+	}
+	for n := 2; n <= o.Runs; n++ {
+		for _, e := range extra {
+			if err := invoke(n, e); err != nil {
+				return tmp, nil, err
+			}
+		}
+	}
+	return tmp, dirs, nil
+}
+
+// judge audits each re-run folder (dirs[0] a whole run of the recorded
+// selection, the others runs of its non-deterministic experiments) and
+// compares it with the recorded evidence.
+func (r *Reproduction) judge(o ReproduceOptions, dirs []string) error {
+	recorded, err := readJSONFile(o.Evidence, "manifest.json", CapManifest)
+	if err != nil {
+		return err
+	}
+	for i, dir := range dirs {
+		m, err := readJSONFile(dir, "manifest.json", CapManifest)
+		if err != nil {
+			return err
+		}
+		what := "the recorded selection"
+		if i > 0 {
+			what = "experiments " + strings.Join(stringList(mapOf(m, "selection"), "experiments"), ", ")
+		}
+		if err := sameRecipe(recorded, m, i == 0); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrCannotReproduce, dir, err)
+		}
+		// A re-run's own dirtiness is the checkout's now (an edited
+		// README makes it so): what matters is that it ran the recorded
+		// sources, which sameRecipe requires.
+		rep, err := Audit(Options{Root: o.Root, Evidence: dir, AllowDirty: true, AllowMutation: o.AllowMutation})
+		if err != nil {
+			return fmt.Errorf("%s: %w", dir, err)
+		}
+		v := ReRunVerdict{Run: i + 1, What: what, Pass: rep.Pass, Failures: []string{}}
+		for _, f := range rep.Failures {
+			v.Failures = append(v.Failures, f.Message)
+		}
+		r.ReRuns = append(r.ReRuns, v)
+		if !rep.Pass {
+			r.Findings = append(r.Findings, fmt.Sprintf("re-run %d (%s) fails its own audit (%s): %s", i+1, what, plural(len(v.Failures), "check"), v.Failures[0]))
+		}
+	}
+	r.compareFiles(o.Evidence, dirs[0], recorded)
+	if err := r.againRetries(o.Evidence, recorded, dirs); err != nil {
+		return err
+	}
+	if err := r.againChaos(o.Evidence, dirs); err != nil {
+		return err
+	}
+	r.Pass = len(r.Findings) == 0
+	return nil
+}
+
+// sameRecipe refuses a re-run whose manifest does not record the recorded
+// run's selection (a whole run) or one of its experiments, with the same
+// knobs and registry.
+func sameRecipe(recorded, m map[string]any, whole bool) error {
+	rs, ms := mapOf(recorded, "selection"), mapOf(m, "selection")
+	if whole {
+		for _, k := range []string{"cases", "stores", "targets", "experiments"} {
+			if a, b := render(rs[k]), render(ms[k]); a != b {
+				return fmt.Errorf("it selected %s %s, the recorded evidence %s", k, b, a)
+			}
+		}
+	} else if e := stringList(ms, "experiments"); len(e) != 1 || !slices.Contains(stringList(rs, "experiments"), e[0]) {
+		return fmt.Errorf("it ran experiments %v, want one of the recorded %v", e, stringList(rs, "experiments"))
+	}
+	if a, b := render(recorded["unsafe_registry"]), render(m["unsafe_registry"]); a != b {
+		return fmt.Errorf("its unsafe_registry is %s, the recorded %s", b, a)
+	}
+	rsrc, msrc := mapOf(recorded, "sources"), mapOf(m, "sources")
+	for _, p := range sortedKeys(rsrc) {
+		if render(rsrc[p]) != render(msrc[p]) {
+			return fmt.Errorf("it ran other sources than the recorded evidence: %s differs (the checkout changed)", p)
+		}
+	}
+	for _, p := range sortedKeys(msrc) {
+		if _, ok := rsrc[p]; !ok {
+			return fmt.Errorf("it ran other sources than the recorded evidence: %s is new (the checkout changed)", p)
+		}
+	}
+	// The knobs of the experiments it ran must be the recorded ones.
+	rf, mf := mapOf(recorded, "flags"), mapOf(m, "flags")
+	for _, k := range knobFlags {
+		if !slices.ContainsFunc(k.experiments, func(e string) bool { return slices.Contains(stringList(ms, "experiments"), e) }) {
+			continue
+		}
+		if a, b := render(rf[k.flag]), render(mf[k.flag]); a != b {
+			return fmt.Errorf("its flags.%s is %s, the recorded %s", k.flag, b, a)
+		}
+	}
+	return nil
+}
+
+// compareFiles compares the deterministic files the recorded manifest
+// lists with run 1's, byte for byte.
+func (r *Reproduction) compareFiles(recordedDir, run1 string, recorded map[string]any) {
+	listed := stringMap(recorded, "files")
+	for _, f := range DeterministicFiles {
+		if _, ok := listed[f.Name]; !ok {
+			continue
+		}
+		a, errA := readInside(recordedDir, f.Name, capOf(f.Name))
+		b, errB := readInside(run1, f.Name, capOf(f.Name))
+		fa := FileAgain{Name: f.Name, Identical: errA == nil && errB == nil && bytes.Equal(a, b)}
+		switch {
+		case errB != nil:
+			fa.Detail = "run 1 wrote no " + f.Name
+		case errA != nil:
+			fa.Detail = "cannot read the recorded one: " + unwrapPath(errA).Error()
+		case !fa.Identical && f.Explain != nil:
+			fa.Detail = strings.Join(f.Explain(a, b, "the recorded evidence", "run 1"), "; ")
+		case !fa.Identical:
+			fa.Detail = firstDiff(a, b)
+		}
+		r.Files = append(r.Files, fa)
+		if !fa.Identical {
+			r.Findings = append(r.Findings, fmt.Sprintf("%s: run 1's differs from the recorded one, which is deterministic: %s", f.Name, fa.Detail))
+		}
+	}
+}
+
+// far reports whether recorded is far from its re-observations: outside
+// [min/FarFactor − FarSlack, FarFactor·max + FarSlack].
+func far(recorded int64, again []int64) bool {
+	if len(again) == 0 {
+		return false
+	}
+	lo, hi := float64(slices.Min(again))/FarFactor-FarSlack, float64(slices.Max(again))*FarFactor+FarSlack
+	return float64(recorded) < lo || float64(recorded) > hi
+}
+
+// count records one count beside its re-observations.
+func (r *Reproduction) count(name string, recorded int64, again []int64, flagged bool) {
+	c := CountAgain{Name: name, Recorded: recorded, Again: again, Flagged: flagged}
+	c.Far = flagged && far(recorded, again)
+	r.Counts = append(r.Counts, c)
+	if c.Far {
+		r.Findings = append(r.Findings, fmt.Sprintf("%s: recorded %d, far from the re-runs' %s", name, recorded, ints(again)))
+	}
+}
+
+// claimAgain records one claim's verdict on each re-observation.
+func (r *Reproduction) claimAgain(claim string, held []bool) {
+	r.Claims = append(r.Claims, ClaimAgain{claim, held})
+	var not []string
+	for i, h := range held {
+		if !h {
+			not = append(not, strconv.Itoa(i+1))
+		}
+	}
+	if len(not) > 0 {
+		r.Findings = append(r.Findings, fmt.Sprintf("%s: did not hold again (observation %s of %d)", claim, strings.Join(not, ", "), len(held)))
+	}
+}
+
+func ints(xs []int64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.FormatInt(x, 10)
+	}
+	return strings.Join(s, " ")
+}
+
+// againRetries compares retries.json's rows with every re-run's: each
+// row claim the audit checks (retriesRows, while it applies), and each
+// count.
+func (r *Reproduction) againRetries(recordedDir string, recorded map[string]any, dirs []string) error {
+	if !slices.Contains(stringList(mapOf(recorded, "selection"), "experiments"), "retries") {
+		return nil
+	}
+	rec, err := readJSONFile(recordedDir, RetriesFile, capOf(RetriesFile))
+	if err != nil {
+		return err
+	}
+	var docs []map[string]any
+	for _, d := range dirs {
+		if doc, err := readJSONFile(d, RetriesFile, capOf(RetriesFile)); err == nil {
+			docs = append(docs, doc)
+		}
+	}
+	rowsOf := func(doc map[string]any) map[string]map[string]any {
+		out := map[string]map[string]any{}
+		rows, _ := doc["rows"].([]any)
+		for _, x := range rows {
+			m, _ := x.(map[string]any)
+			c, _ := str(m, "client")
+			g, _ := str(m, "registry")
+			out[c+"/"+g] = m
+		}
+		return out
+	}
+	recRows := rowsOf(rec)
+	var again []map[string]map[string]any
+	for _, d := range docs {
+		again = append(again, rowsOf(d))
+	}
+	probe := &auditor{manifest: recorded, report: &Report{}}
+	for _, w := range retriesRows {
+		name := w.client + "/" + w.registry
+		for _, c := range w.claims {
+			if !probe.retriesClaimApplies(name+" "+c.field, c.needs) {
+				continue
+			}
+			want := "= 0"
+			if c.positive {
+				want = "> 0"
+			}
+			held := make([]bool, len(again))
+			for i, rows := range again {
+				n := number(rows[name][c.field])
+				held[i] = rows[name] != nil && (c.positive && n > 0 || !c.positive && n == 0)
+			}
+			r.claimAgain(fmt.Sprintf("retries.json %s: %s %s", name, c.field, want), held)
+		}
+	}
+	for _, w := range retriesRows {
+		name := w.client + "/" + w.registry
+		for _, f := range []string{"lost", "applied_once", "duplicated", "sent", "refused"} {
+			var xs []int64
+			for _, rows := range again {
+				if rows[name] != nil {
+					xs = append(xs, number(rows[name][f]))
+				}
+			}
+			r.count("retries.json "+name+" "+f, number(recRows[name][f]), xs, true)
+		}
+	}
+	return nil
+}
+
+// chaosFlagged are the chaos counts a far recorded value is flagged for:
+// the outcomes. chaosScale are shown beside them for scale only: they
+// measure the machine's speed as much as the store.
+var (
+	chaosFlagged = []string{"duplicates", "lost_acks", "stuck", "not_applied"}
+	chaosScale   = []string{"intents", "attempts", "kills", "crash_exits", "restarts"}
+)
+
+// againChaos compares chaos.json's runs with every re-run's: on each store
+// each promised rule unbroken, and the counts.
+func (r *Reproduction) againChaos(recordedDir string, dirs []string) error {
+	runsOf := func(dir string) (map[string]map[string]any, []string, error) {
+		doc, err := readJSONFile(dir, ChaosFile, CapManifest)
+		if err != nil {
+			return nil, nil, err
+		}
+		out := map[string]map[string]any{}
+		var order []string
+		runs, _ := doc["runs"].([]any)
+		for _, x := range runs {
+			m, _ := x.(map[string]any)
+			if notRun(m) != "" {
+				continue // a target that did not run: nothing to re-observe
+			}
+			s, _ := str(m, "store")
+			if t, _ := str(m, "target"); t != "" {
+				s = "target " + t
+			}
+			out[s] = m
+			order = append(order, s)
+		}
+		return out, order, nil
+	}
+	if _, err := os.Lstat(filepath.Join(recordedDir, ChaosFile)); err != nil {
+		return nil
+	}
+	rec, stores, err := runsOf(recordedDir)
+	if err != nil {
+		return err
+	}
+	var again []map[string]map[string]any
+	for _, d := range dirs {
+		if runs, _, err := runsOf(d); err == nil {
+			again = append(again, runs)
+		}
+	}
+	for _, s := range stores {
+		if strings.HasPrefix(s, "target ") {
+			continue // a target's findings are its result, not a promise the lab makes
+		}
+		for _, rule := range chaosRules {
+			if !chaosPromised(storeClaims(s), int(number(mapOf(rec[s], "parameters")["replicas"])), rule) {
+				continue
+			}
+			held := make([]bool, len(again))
+			for i, runs := range again {
+				held[i] = runs[s] != nil && ruleCount(runs[s], rule) == 0
+			}
+			r.claimAgain(fmt.Sprintf("chaos %s: no %s", s, rule), held)
+		}
+	}
+	for _, s := range stores {
+		for _, group := range []struct {
+			names   []string
+			flagged bool
+		}{{chaosFlagged, true}, {chaosScale, false}} {
+			for _, k := range group.names {
+				var xs []int64
+				for _, runs := range again {
+					if runs[s] != nil {
+						xs = append(xs, number(mapOf(runs[s], "counts")[k]))
+					}
+				}
+				r.count("chaos "+s+" "+k, number(mapOf(rec[s], "counts")[k]), xs, group.flagged)
+			}
+		}
+	}
+	return nil
+}
+
+// ruleCount is a chaos run's verdict count of rule.
+func ruleCount(run map[string]any, rule string) int64 {
+	rules, _ := mapOf(run, "verdict")["rules"].([]any)
+	for _, x := range rules {
+		m, _ := x.(map[string]any)
+		if n, _ := str(m, "rule"); n == rule {
+			return number(m["count"])
+		}
+	}
+	return -1
+}
+
+// WriteText prints the reproduction: the recorded evidence's own verdict
+// when it failed; else each runner invocation, the deterministic files,
+// the claims, the counts, the re-runs' own audits, and the verdict.
+func (r *Reproduction) WriteText(w io.Writer) error {
+	var err error
+	p := func(format string, args ...any) {
+		if err == nil {
+			_, err = fmt.Fprintf(w, format, args...)
+		}
+	}
+	if !r.Audit.Pass {
+		if e := r.Audit.WriteText(w); e != nil {
+			return e
+		}
+		p("NOT REPRODUCED: the recorded evidence fails its audit: nothing to re-observe\n")
+		return err
+	}
+	for i, inv := range r.Invocation {
+		p("invocation %d: %s\n", i+1, inv)
+	}
+	if len(r.Files) > 0 {
+		p("deterministic files, run 1 against the recorded evidence:\n")
+		for _, f := range r.Files {
+			if f.Identical {
+				p("  identical: %s\n", f.Name)
+			} else {
+				p("  DIFFERS: %s: %s\n", f.Name, f.Detail)
+			}
+		}
+	}
+	if len(r.Claims) > 0 {
+		p("claims, on each re-observation:\n")
+		for _, c := range r.Claims {
+			n := 0
+			for _, h := range c.Held {
+				if h {
+					n++
+				}
+			}
+			verdict := "held again"
+			if n < len(c.Held) {
+				verdict = "NOT HELD AGAIN"
+			}
+			p("  %s %d/%d: %s\n", verdict, n, len(c.Held), c.Claim)
+		}
+	}
+	if len(r.Counts) > 0 {
+		p("counts, recorded | re-observed; FAR: outside [min/%d - %d, %d*max + %d] of the re-runs (counts that depend on timing vary about threefold between runs on a loaded machine); (scale): not flagged, they measure the machine's speed:\n",
+			FarFactor, FarSlack, FarFactor, FarSlack)
+		width := 0
+		for _, c := range r.Counts {
+			width = max(width, len(c.Name))
+		}
+		for _, c := range r.Counts {
+			mark := ""
+			switch {
+			case c.Far:
+				mark = "  FAR"
+			case !c.Flagged:
+				mark = "  (scale)"
+			}
+			p("  %-*s %6d | %s%s\n", width, c.Name, c.Recorded, ints(c.Again), mark)
+		}
+	}
+	for _, v := range r.ReRuns {
+		if v.Pass {
+			p("re-run %d (%s): its own audit passed\n", v.Run, v.What)
+		} else {
+			p("re-run %d (%s): its own audit FAILED (%s):\n", v.Run, v.What, plural(len(v.Failures), "check"))
+			for _, f := range v.Failures[:min(len(v.Failures), 10)] {
+				p("  %s\n", f)
+			}
+		}
+	}
+	if r.Pass {
+		p("REPRODUCED: the deterministic files are identical, every claim held again on every re-observation, and no recorded count is far from the re-runs\n")
+	} else {
+		p("NOT REPRODUCED: %s\n", plural(len(r.Findings), "finding"))
+		for _, f := range r.Findings {
+			p("  %s\n", f)
+		}
+	}
+	return err
+}
+
+// WriteJSON prints the reproduction as one indented JSON object.
+func (r *Reproduction) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(r)
+}
