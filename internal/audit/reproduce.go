@@ -183,7 +183,7 @@ func reproducePlan(root, evidence string) (full []string, extra [][]string, err 
 	cannot := func(format string, args ...any) error {
 		return fmt.Errorf("%w: manifest.json selection: %s: not one runner invocation", ErrCannotReproduce, fmt.Sprintf(format, args...))
 	}
-	var chaosStores []string
+	var chaosStores, chaosTargets []string
 	if slices.Contains(exps, "chaos") {
 		doc, err := readJSONFile(evidence, ChaosFile, CapManifest)
 		if err != nil {
@@ -191,8 +191,11 @@ func reproducePlan(root, evidence string) (full []string, extra [][]string, err 
 		}
 		runs, _ := doc["runs"].([]any)
 		for _, x := range runs {
-			s, _ := str(x.(map[string]any), "store")
-			chaosStores = append(chaosStores, s)
+			if t, _ := str(x.(map[string]any), "target"); t != "" {
+				chaosTargets = append(chaosTargets, t)
+			} else if s, _ := str(x.(map[string]any), "store"); s != "" {
+				chaosStores = append(chaosStores, s)
+			}
 		}
 	}
 	storeArg := func(ss []string) ([]string, error) {
@@ -204,6 +207,18 @@ func reproducePlan(root, evidence string) (full []string, extra [][]string, err 
 		}
 		return nil, cannot("stores %s: the runner runs one store or all of %s", strings.Join(ss, ", "), strings.Join(StoreOrder, ", "))
 	}
+	// chaosArgs are a chaos-only invocation's: every store (and with it
+	// every shipped target), one store, or the targets alone.
+	chaosArgs := func() ([]string, error) {
+		if len(chaosStores) == 0 && len(chaosTargets) > 0 {
+			var a []string
+			for _, t := range chaosTargets {
+				a = append(a, "-target", t)
+			}
+			return a, nil
+		}
+		return storeArg(chaosStores)
+	}
 	if u, ok := str(m, "unsafe_registry"); ok {
 		full = append(full, "-unsafe-registry", u)
 	}
@@ -213,7 +228,7 @@ func reproducePlan(root, evidence string) (full []string, extra [][]string, err 
 		experimentOnly = true
 		full = append(full, "-experiment", exps[0])
 		if exps[0] == "chaos" {
-			a, err := storeArg(chaosStores)
+			a, err := chaosArgs()
 			if err != nil {
 				return nil, nil, err
 			}
@@ -262,11 +277,10 @@ func reproducePlan(root, evidence string) (full []string, extra [][]string, err 
 		}
 		args := []string{"-experiment", e}
 		if e == "chaos" {
-			ss := chaosStores
+			a, err := chaosArgs()
 			if !experimentOnly {
-				ss = stores
+				a, err = storeArg(stores)
 			}
-			a, err := storeArg(ss)
 			if err != nil {
 				return nil, nil, err
 			}
