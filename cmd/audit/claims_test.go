@@ -26,6 +26,7 @@ var claimForgeries = map[string]struct{ story, line string }{
 	"retries_sent":   {"forge-retries-halved.ct", "retries.json: row never-retry/sound: sent: expected 91 (the intents whose one attempt seed 1 does not drop"},
 	"chaos_schedule": {"forge-chaos-seed.ct", "the schedule of seed 2 ("},
 	"chaos_verdict":  {"forge-chaos-count.ct", "counts.lost_acks: expected 0 (re-derived from chaos-durable.jsonl), observed 1"},
+	"chaos_timeline": {"forge-chaos-timeline.ct", "file chaos-durable.svg: differs from the audit's own drawing of chaos-durable.jsonl"},
 	"targets_report": {"forge-targets.ct", "TARGETS.md: differs from the audit's own rendering of targets.json"},
 	"targets":        {"forge-targets.ct", "counter: expected 2 (the effects in the sink's journal), observed 1"},
 	"statement":      {"forge-statement-case.ct", "statement.intoto.json: predicate.configuration[1]: expected"},
@@ -102,7 +103,7 @@ func TestClaimsHaveChecks(t *testing.T) {
 	}
 	for folder, none := range map[string][]string{
 		"chaos":    {"results", "report", "runfile", "jitter", "retries", "retries_sent"},
-		"volatile": {"jitter", "retries", "retries_sent", "params", "chaos_schedule", "chaos_verdict", "chaos_history", "chaos_promises"},
+		"volatile": {"jitter", "retries", "retries_sent", "params", "chaos_schedule", "chaos_verdict", "chaos_timeline", "chaos_history", "chaos_promises"},
 	} {
 		for _, id := range none {
 			if slices.Contains(made[folder], id) {

@@ -24,6 +24,7 @@ func (a *auditor) checkChaosReplay(sub chaosSubject, hist *chaosHistory, c chaos
 		return
 	}
 	svgName := sub.base() + ".svg"
+	a.claim("chaos_timeline")
 	a.check()
 	if !a.isListed(svgName) {
 		a.chaosFail(sub, "files", "file %s: the timeline of %s's chaos run: not listed in manifest.files", svgName, sub)

@@ -56,7 +56,8 @@ var claimDefs = map[string]struct {
 	"params":         {Rederived, "the experiments' parameters and seeds: the design's, or the knobs manifest.flags records"},
 	"retries_sent":   {Rederived, "retries.json, never-retry's sent: each intent's one drop decision drawn again from the seed"},
 	"chaos_schedule": {Rederived, "the chaos schedule: every attempt's replica, fault and backoff, and the nemesis's kills, drawn again from the seed and parameters"},
-	"chaos_verdict":  {Rederived, "chaos.json: its counts and verdict, from each history by the audit's own checker"},
+	"chaos_verdict":  {Rederived, "chaos.json: its counts and verdict, from each history by the audit's own checker, by the claims of its store or target"},
+	"chaos_timeline": {Rederived, "the chaos timelines: each chaos-NAME.svg byte for byte the audit's own drawing of its history"},
 	"targets_report": {Rederived, "TARGETS.md: byte for byte the audit's own rendering of targets.json, each run's verdict the audit's own judge's"},
 	"statement":      {Rederived, "statement.intoto.json: its subjects the manifest and its files, its tests the audit's own verdicts on the runs"},
 	"rebuild":        {Rederived, "server_sha256: cmd/effectserver, rebuilt from the checkout with the recorded recipe, hashes to it"},
@@ -65,7 +66,7 @@ var claimDefs = map[string]struct {
 	// Consistency-checked.
 	"runfile":        {Consistent, "run.json: the same runs, calls and exit codes as results.json; its times, launch order and addresses consistent"},
 	"retries":        {Consistent, "retries.json: each row's counts add up to the intents and stay within what its parameters allow, and the design's claims hold (never-retry loses at least the intents the seed drops, retry-same-key on the sound registry loses and duplicates none, on record-after-effect duplicates some, ...)"},
-	"chaos_history":  {Consistent, "the chaos histories: each intent's key, body and attempts in order; every effect an intent's body, no more of them than attempts that may have applied it; a reply marked replayed after an earlier attempt and effect at its place; every kill one of the plan, followed by the replica's exit and a restart; a shared store in one place"},
+	"chaos_history":  {Consistent, "the chaos histories: each intent's key, body and attempts in order; every effect an intent's body, no more of them than attempts that may have applied it, and a reply marked replayed after an earlier attempt and effect at its place (on a store); every planned kill named by its kill, followed by the replica's exit and a restart, or its skip with a reason; a shared store in one place, a target's journal its sink's"},
 	"targets":        {Consistent, "targets.json: on each target, one run per selected case that may run there, its calls, processes and sink journal as its case's steps require, its verdict the audit's own judge's; what the target did is the lab's observation of code it did not write, not reproducible run to run"},
 	"chaos_promises": {Consistent, "the chaos runs: no rule a store promises is broken in its history (no duplicate on durable and postgres, no lost acknowledgement, nothing stuck, acknowledged values in order)"},
 
