@@ -233,6 +233,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	compareWith := ""
 	if o.Out == "" {
+		if err := os.MkdirAll(filepath.Join(o.Root, FreshOut), 0o755); err != nil {
+			return &UsageError{fmt.Errorf("make %s: %w", FreshOut, err)}
+		}
 		o.Out = filepath.Join(o.Root, FreshOut, "run-"+time.Now().UTC().Format("20060102-150405.000"))
 		compareWith = filepath.Join(o.Root, CommittedEvidence)
 	}
