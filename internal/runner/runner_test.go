@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -196,5 +197,30 @@ func TestInterruptedAuditSaysEvidenceWritten(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, evidence.ManifestName)); err != nil {
 		t.Errorf("the evidence the error says was written is not there: %v", err)
+	}
+}
+
+// Ensure targets run at once print in target order: the first unfinished
+// target's lines at once, the others' once every target before them is done.
+func TestOrderedOut(t *testing.T) {
+	var out bytes.Buffer
+	o := newOrderedOut(&out, 3)
+	w0, w1, w2 := o.writer(0), o.writer(1), o.writer(2)
+	fmt.Fprintln(w2, "c1")
+	fmt.Fprintln(w0, "a1")
+	fmt.Fprintln(w1, "b1")
+	if got := out.String(); got != "a1\n" {
+		t.Fatalf("before any target finished: %q, want only the first target's line", got)
+	}
+	o.finish(2)
+	fmt.Fprintln(w0, "a2")
+	o.finish(0)
+	if got := out.String(); got != "a1\na2\nb1\n" {
+		t.Fatalf("after the first finished: %q, want its lines, then the second's so far", got)
+	}
+	fmt.Fprintln(w1, "b2")
+	o.finish(1)
+	if got, want := out.String(), "a1\na2\nb1\nb2\nc1\n"; got != want {
+		t.Fatalf("at the end: %q, want %q", got, want)
 	}
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -108,16 +109,74 @@ type targetEnv struct {
 // a few at a time. A target whose programs are missing is skipped with one
 // line, unless IDEMLAB_REQUIRE_TARGETS=1 makes that an error.
 func runTargets(ctx context.Context, env targetEnv, targets []*target.Target, cases []casefile.Case) ([]evidence.TargetResult, error) {
-	var out []evidence.TargetResult
-	for _, t := range targets {
-		res, err := runTarget(ctx, env, t, cases)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, res)
+	out := make([]evidence.TargetResult, len(targets))
+	lines := newOrderedOut(env.out, len(targets))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(targetsAtOnce)
+	for i, t := range targets {
+		g.Go(func() error {
+			e := env
+			e.out = lines.writer(i)
+			defer lines.finish(i)
+			res, err := runTarget(gctx, e, t, cases)
+			out[i] = res
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
+
+// targetsAtOnce bounds the targets run at once (each runs at most
+// targetParallel cases at once).
+const targetsAtOnce = 3
+
+// orderedOut lets targets that run at once print in target order: the
+// first unfinished target's lines go straight out, the others' wait in a
+// buffer until every target before them finished.
+type orderedOut struct {
+	mu    sync.Mutex
+	out   io.Writer
+	bufs  []bytes.Buffer
+	done  []bool
+	first int // the first unfinished target
+}
+
+func newOrderedOut(out io.Writer, n int) *orderedOut {
+	return &orderedOut{out: out, bufs: make([]bytes.Buffer, n), done: make([]bool, n)}
+}
+
+// writer is target i's writer.
+func (o *orderedOut) writer(i int) io.Writer {
+	return writerFunc(func(p []byte) (int, error) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if i == o.first {
+			return o.out.Write(p)
+		}
+		return o.bufs[i].Write(p)
+	})
+}
+
+// finish marks target i finished and lets the next ones' lines out.
+func (o *orderedOut) finish(i int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.done[i] = true
+	for o.first < len(o.done) && o.done[o.first] {
+		o.first++
+		if o.first < len(o.bufs) {
+			o.out.Write(o.bufs[o.first].Bytes())
+			o.bufs[o.first].Reset()
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func runTarget(ctx context.Context, env targetEnv, t *target.Target, cases []casefile.Case) (evidence.TargetResult, error) {
 	res := evidence.TargetResult{Target: t}
