@@ -333,10 +333,10 @@ func (a *auditor) checkChaosNotRun(name, dir, why string) {
 		a.note(fmt.Sprintf("chaos: target %s was %s (a program missing on the runner's machine: not checked here)", name, why))
 	case spec == nil:
 		a.note(fmt.Sprintf("chaos: target %s not run: %s (no target.json in the checkout to check it by)", name, why))
-	case !spec.sink:
-		a.note(fmt.Sprintf("chaos: target %s not run: it counts its effects itself (%s/target.json), and the experiment judges each intent by the sink's journal", name, dir))
+	case !spec.sink && !spec.journal:
+		a.note(fmt.Sprintf("chaos: target %s not run: it counts its effects itself and prints no journal (%s/target.json), and the experiment judges each intent by the journal of applied effects", name, dir))
 	default:
-		a.chaosFail(chaosSubject{target: name}, "not_run", "%s: target %s: not run (%s), but its target.json counts its effects at the sink, which the experiment judges by", ChaosFile, name, why)
+		a.chaosFail(chaosSubject{target: name}, "not_run", "%s: target %s: not run (%s), but its target.json gives the journal of its effects (the sink's, or its own journal command), which the experiment judges by", ChaosFile, name, why)
 	}
 }
 
@@ -556,8 +556,8 @@ func (a *auditor) checkChaosClaims(sub chaosSubject, run map[string]any, hist *c
 		digest, _ := str(run, "target_digest")
 		a.checkChaosDigest(sub, dir, digest)
 		a.check()
-		if !spec.sink {
-			a.chaosFail(sub, "target_dir", "%s: %s/target.json counts its effects itself: the experiment cannot have run on it", what, dir)
+		if !spec.sink && !spec.journal {
+			a.chaosFail(sub, "target_dir", "%s: %s/target.json counts its effects itself and prints no journal: the experiment cannot have run on it", what, dir)
 		}
 	default:
 		a.note(fmt.Sprintf("chaos: target %s is not in the checkout: its claims (%s) and fault kinds are the runner's word", sub.target, chaosClaimsText(hist.claims)))

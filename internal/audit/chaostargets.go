@@ -13,8 +13,11 @@ import (
 // chaosTarget is what the chaos checks take from a target.json.
 type chaosTarget struct {
 	claims chaosClaims
-	sink   bool     // effects at the sink
-	faults []string // the kinds of chaosFaults it takes, in that order
+	sink   bool // effects at the sink
+	// journal: the target counts its effects itself and prints their
+	// journal (effects.journal); chaos judges it by that journal.
+	journal bool
+	faults  []string // the kinds of chaosFaults it takes, in that order
 }
 
 // chaosTargetSpec reads the target.json of target sub in the checkout's
@@ -36,7 +39,7 @@ func (a *auditor) chaosTargetSpec(sub chaosSubject, dir string) *chaosTarget {
 		a.chaosFail(sub, "target_dir", "%s: %s: %s/target.json: %v", ChaosFile, sub, dir, err)
 		return nil
 	}
-	t := &chaosTarget{claims: chaosClaims{spec.durable, spec.sharedStore}, sink: spec.sink, faults: []string{}}
+	t := &chaosTarget{claims: chaosClaims{spec.durable, spec.sharedStore}, sink: spec.sink, journal: spec.journal, faults: []string{}}
 	for _, k := range chaosFaults {
 		v := k
 		if takesArg(k) {

@@ -19,6 +19,7 @@ type targetSpec struct {
 	name, summary string
 	replay        *[2]string // header and value of the replay marker; nil: none
 	sink          bool       // effects "sink" (else a count command)
+	journal       bool       // a count command's target names a journal command too (chaos can judge it)
 	native        map[string]bool
 	durable       bool
 	sharedStore   bool
@@ -49,6 +50,10 @@ func (s *Schemas) readTargetSpec(data []byte) (*targetSpec, error) {
 		t.replay = &[2]string{h, val}
 	}
 	t.sink = doc["effects"] == "sink"
+	if e, ok := doc["effects"].(map[string]any); ok {
+		j, _ := e["journal"].([]any)
+		t.journal = len(j) > 0
+	}
 	faults, _ := doc["faults"].(map[string]any)
 	native, _ := faults["native"].(map[string]any)
 	for name := range native {

@@ -2,9 +2,11 @@ package caserun
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -18,11 +20,13 @@ import (
 
 	"idemlab/internal/casefile"
 	"idemlab/internal/client"
+	"idemlab/internal/protocol"
 	"idemlab/internal/proxy"
 	"idemlab/internal/results"
 	"idemlab/internal/serverproc"
 	"idemlab/internal/sideservice"
 	"idemlab/internal/sink"
+	"idemlab/internal/store"
 	"idemlab/internal/target"
 )
 
@@ -41,6 +45,9 @@ type TargetConfig struct {
 	EffectServer  string        // the lab's own server binary, for {effectserver}
 	Databases     Databases     // the postgres service's database per run; nil where there is none
 	ClientTimeout time.Duration // how long a client waits for a reply
+	// Capacity fills {capacity}: the capacity the lab gives its own server
+	// for the same run (RunTarget sets the case's).
+	Capacity int
 }
 
 // TargetDetail is what varies between runs of a case on a target: the
@@ -78,6 +85,7 @@ func runTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (results.
 		return obs, det, fmt.Errorf("make state folder: %w", err)
 	}
 	defer os.RemoveAll(root)
+	cfg.Capacity = cmp.Or(c.Server.Capacity, protocol.DefaultCapacity)
 	tr, err := StartTargetReplicas(ctx, cfg, root, c.Replicas, nil)
 	if tr != nil {
 		defer tr.Close()
@@ -170,7 +178,7 @@ func StartTargetReplicas(ctx context.Context, cfg TargetConfig, root string, n i
 		return nil, fmt.Errorf("make state folder: %w", err)
 	}
 	tr := &TargetReplicas{cfg: cfg, t: t, procs: make([]*serverproc.Server, n), proxies: make([]*proxy.Proxy, n),
-		vars: target.Vars{State: state, EffectServer: cfg.EffectServer}, faultKill: faultKill}
+		vars: target.Vars{State: state, EffectServer: cfg.EffectServer, Capacity: cfg.Capacity}, faultKill: faultKill}
 	if err := tr.startServices(ctx, root); err != nil {
 		return tr, err
 	}
@@ -453,6 +461,50 @@ func (tr *TargetReplicas) Close() {
 // reads the one integer it prints: the effects applied.
 func (tr *TargetReplicas) countEffects(ctx context.Context) (int64, error) {
 	argv := tr.t.CountCommand(tr.vars)
+	out, err := tr.runAfter(ctx, "count effects", argv)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("count effects (%s): printed %q, want one integer", strings.Join(argv, " "), bytes.TrimSpace(out))
+	}
+	return n, nil
+}
+
+// ReadJournal runs the target's journal command once every process exited
+// and reads the journal of applied effects it prints (store.State's JSON:
+// the counter, and each effect's value and body SHA-256, values 1..counter
+// in order). A target without one has none: an error.
+func (tr *TargetReplicas) ReadJournal(ctx context.Context) (store.State, error) {
+	argv := tr.t.JournalCommand(tr.vars)
+	if len(argv) == 0 {
+		return store.State{}, fmt.Errorf("target %s has no journal command (effects.journal)", tr.t.Name)
+	}
+	out, err := tr.runAfter(ctx, "read the journal", argv)
+	if err != nil {
+		return store.State{}, err
+	}
+	var st store.State
+	d := json.NewDecoder(bytes.NewReader(out))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&st); err != nil {
+		return store.State{}, fmt.Errorf("read the journal (%s): %w", strings.Join(argv, " "), err)
+	}
+	for i, e := range st.Effects {
+		if e.Value != int64(i+1) {
+			return store.State{}, fmt.Errorf("read the journal (%s): effect %d has value %d, want %d", strings.Join(argv, " "), i, e.Value, i+1)
+		}
+	}
+	if st.Counter != int64(len(st.Effects)) {
+		return store.State{}, fmt.Errorf("read the journal (%s): counter %d, %d effects", strings.Join(argv, " "), st.Counter, len(st.Effects))
+	}
+	return st, nil
+}
+
+// runAfter runs a command of the target's once every process exited, in its
+// folder, with its environment, and returns what it printed.
+func (tr *TargetReplicas) runAfter(ctx context.Context, what string, argv []string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, countWithin)
 	defer cancel()
 	path := argv[0]
@@ -466,13 +518,9 @@ func (tr *TargetReplicas) countEffects(ctx context.Context) (int64, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return 0, fmt.Errorf("count effects (%s): %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("%s (%s): %w: %s", what, strings.Join(argv, " "), err, strings.TrimSpace(stderr.String()))
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("count effects (%s): printed %q, want one integer", strings.Join(argv, " "), bytes.TrimSpace(out))
-	}
-	return n, nil
+	return out, nil
 }
 
 // freePort asks the kernel for a free loopback port. Another process may

@@ -148,8 +148,8 @@ var ErrNotRunnable = errors.New("chaos cannot run")
 // its effects with a command (a number, after the run) gives it nothing
 // to judge an intent by.
 func NotRunnable(t *target.Target) string {
-	if !t.Effects.Sink {
-		return "it counts its effects with a command, not at the effect sink: the checker judges each intent by the sink's journal (which intent's body, how often), and a count after the run names no intent"
+	if !t.Effects.Sink && len(t.Effects.Journal) == 0 {
+		return "it counts its effects with a command, not at the effect sink, and names no journal command: the checker judges each intent by the journal of applied effects (which intent's body, how often), and a count after the run names no intent"
 	}
 	return ""
 }
@@ -361,7 +361,8 @@ func runChaos(ctx context.Context, cfg Config) (Result, error) {
 	r.cl = newCluster(nil, began, n)
 	var journal func() ([]Place, error)
 	if t := cfg.Target; t != nil {
-		tcfg := caserun.TargetConfig{Target: t, StateRoot: root, EffectServer: cfg.ServerPath, Databases: cfg.Databases, ClientTimeout: cfg.AttemptTimeout}
+		tcfg := caserun.TargetConfig{Target: t, StateRoot: root, EffectServer: cfg.ServerPath, Databases: cfg.Databases, ClientTimeout: cfg.AttemptTimeout,
+			Capacity: cfg.MaxIntents} // as the stores' servers get it
 		tr, err := caserun.StartTargetReplicas(ctx, tcfg, root, n, r.cl.faultKill)
 		if tr != nil {
 			defer tr.Close()
@@ -373,6 +374,9 @@ func runChaos(ctx context.Context, cfg Config) (Result, error) {
 		r.shape = &client.Shape{Method: t.Request.Method, KeyHeader: t.Request.KeyHeader, ContentType: t.Request.ContentType}
 		r.replay = targetReplay(t)
 		journal = func() ([]Place, error) { return sinkPlaces(tr, n, began), nil }
+		if !t.Effects.Sink {
+			journal = func() ([]Place, error) { return journalPlaces(ctx, tr, n) }
+		}
 	} else {
 		places, drop, err := makePlaces(ctx, cfg, root)
 		if err != nil {
@@ -512,6 +516,25 @@ func sinkPlaces(tr *caserun.TargetReplicas, replicas int, began time.Time) []Pla
 	}
 	p.Counter = int64(len(p.Effects))
 	return []Place{p}
+}
+
+// journalPlaces is the journal a target's own command printed once every
+// process exited, as the history's one place, every replica's (a target
+// that counts its effects itself runs several replicas only on a shared
+// store): each effect's value and body, with no replica and no time.
+func journalPlaces(ctx context.Context, tr *caserun.TargetReplicas, replicas int) ([]Place, error) {
+	st, err := tr.ReadJournal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := Place{Place: 0, Replicas: make([]int, replicas), Counter: st.Counter, Effects: []Effect{}}
+	for i := range p.Replicas {
+		p.Replicas[i] = i
+	}
+	for _, e := range st.Effects {
+		p.Effects = append(p.Effects, Effect{Value: e.Value, BodySHA256: e.BodySHA256})
+	}
+	return []Place{p}, nil
 }
 
 // makePlaces makes where each replica keeps its state, as caserun does: one

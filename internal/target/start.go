@@ -18,6 +18,11 @@ const (
 	EffectServerPlaceholder = "{effectserver}"
 	RedisURLPlaceholder     = "{redis_url}"
 	PostgresDSNPlaceholder  = "{postgres_dsn}"
+	// CapacityPlaceholder is the capacity the lab gives its own server for
+	// the same run: the case's (server.capacity, else the protocol's 64),
+	// or the chaos experiment's intents at most. A target whose capacity is
+	// a flag can take it (the lab's own server run as a target does).
+	CapacityPlaceholder = "{capacity}"
 )
 
 var placeholderRE = regexp.MustCompile(`\{[a-z_]+\}`)
@@ -25,7 +30,7 @@ var placeholderRE = regexp.MustCompile(`\{[a-z_]+\}`)
 // placeholders are the ones t may use: the service placeholders only with
 // the service.
 func (t *Target) placeholders() []string {
-	p := []string{PortPlaceholder, StatePlaceholder, ReplicaPlaceholder, EffectURLPlaceholder, DirPlaceholder, EffectServerPlaceholder}
+	p := []string{PortPlaceholder, StatePlaceholder, ReplicaPlaceholder, EffectURLPlaceholder, DirPlaceholder, EffectServerPlaceholder, CapacityPlaceholder}
 	for _, s := range t.Services {
 		switch s {
 		case Redis:
@@ -46,6 +51,7 @@ type Vars struct {
 	EffectServer string
 	RedisURL     string
 	PostgresDSN  string
+	Capacity     int
 }
 
 func (t *Target) expand(s string, v Vars) string {
@@ -58,6 +64,7 @@ func (t *Target) expand(s string, v Vars) string {
 		EffectServerPlaceholder, v.EffectServer,
 		RedisURLPlaceholder, v.RedisURL,
 		PostgresDSNPlaceholder, v.PostgresDSN,
+		CapacityPlaceholder, strconv.Itoa(v.Capacity),
 	).Replace(s)
 }
 
@@ -83,9 +90,14 @@ func (t *Target) Command(v Vars) (argv, env []string) {
 }
 
 // CountCommand returns effects.count expanded, or nil for a sink target.
-func (t *Target) CountCommand(v Vars) []string {
+func (t *Target) CountCommand(v Vars) []string { return t.expandAll(t.Effects.Count, v) }
+
+// JournalCommand returns effects.journal expanded, or nil where there is none.
+func (t *Target) JournalCommand(v Vars) []string { return t.expandAll(t.Effects.Journal, v) }
+
+func (t *Target) expandAll(args []string, v Vars) []string {
 	var argv []string
-	for _, a := range t.Effects.Count {
+	for _, a := range args {
 		argv = append(argv, t.expand(a, v))
 	}
 	return argv

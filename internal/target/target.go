@@ -95,6 +95,9 @@ type Replay struct {
 type Effects struct {
 	Sink  bool
 	Count []string
+	// Journal, for a target that counts its effects itself, prints the
+	// journal of applied effects (store.State's JSON); chaos needs it.
+	Journal []string
 }
 
 // NativeFault is a header the target honours in place of a lab fault.
@@ -254,12 +257,13 @@ func (f *file) target() (*Target, error) {
 		t.Effects.Sink = true
 	default:
 		var c struct {
-			Count []string `json:"count"`
+			Count   []string `json:"count"`
+			Journal []string `json:"journal"`
 		}
 		if err := json.Unmarshal(f.Effects, &c); err != nil || len(c.Count) == 0 {
 			return nil, errors.New(`effects: want "sink" or {"count": [argv...]}`)
 		}
-		t.Effects.Count = c.Count
+		t.Effects.Count, t.Effects.Journal = c.Count, c.Journal
 	}
 
 	// Every placeholder must be one the lab fills; {port} must be given to
@@ -286,14 +290,19 @@ func (f *file) target() (*Target, error) {
 		}
 	}
 	countUsesPort := false
-	for i, a := range t.Effects.Count {
-		if err := check(fmt.Sprintf("effects.count[%d]", i), a); err != nil {
-			return nil, err
+	for _, f := range []struct {
+		field string
+		argv  []string
+	}{{"effects.count", t.Effects.Count}, {"effects.journal", t.Effects.Journal}} {
+		for i, a := range f.argv {
+			if err := check(fmt.Sprintf("%s[%d]", f.field, i), a); err != nil {
+				return nil, err
+			}
+			countUsesPort = countUsesPort || strings.Contains(a, PortPlaceholder)
 		}
-		countUsesPort = countUsesPort || strings.Contains(a, PortPlaceholder)
 	}
 	if countUsesPort {
-		return nil, errors.New("effects.count: {port} means nothing once every process exited")
+		return nil, errors.New("effects.count and effects.journal: {port} means nothing once every process exited")
 	}
 	if !portFromLine && !usesPort {
 		return nil, errors.New("start: the target is never told {port} and its ready line reports no port (give {port} in argv or env, or a group in ready.stdout)")
