@@ -330,8 +330,8 @@ var benchRows = Rows
 // Ensure the client-side rows end to end against the real server, each
 // with its headline claim: retrying a 4xx only adds refused calls;
 // honouring Retry-After sends fewer requests into the refusing gateway;
-// three layers send more calls per intent than one (at most
-// layer_attempts^layers); a key made per attempt duplicates like no key;
+// the layered clients stay within layer_attempts^layers and layer_attempts
+// calls per intent (TestRunLayerRows shows three layers sending more); a key made per attempt duplicates like no key;
 // a key kept in a file survives the client's restart, one in memory does
 // not.
 func TestRunClientRows(t *testing.T) {
@@ -355,14 +355,42 @@ func TestRunClientRows(t *testing.T) {
 	if a, b := by[IgnoreRetryAfter], by[HonourRetryAfter]; b.Refused >= a.Refused {
 		t.Errorf("honour-retry-after refused %d, ignore-retry-after %d: want fewer when honoured", b.Refused, a.Refused)
 	}
-	if a, b := by[RetryThreeLayers], by[RetryOneLayer]; a.Sent <= b.Sent || a.Sent > intents*27 || a.Duplicated+b.Duplicated != 0 {
-		t.Errorf("retry-3-layers sent %d, retry-1-layer %d: want more from three layers, at most %d, no duplicates", a.Sent, b.Sent, intents*27)
+	if a, b := by[RetryThreeLayers], by[RetryOneLayer]; a.Sent > intents*27 || b.Sent > intents*3 || a.Duplicated+b.Duplicated != 0 {
+		t.Errorf("retry-3-layers sent %d (at most %d), retry-1-layer %d (at most %d): want no duplicates", a.Sent, intents*27, b.Sent, intents*3)
 	}
 	if got := by[RetryNewKey].Duplicated; got == 0 {
 		t.Errorf("retry-new-key duplicated %d, want some", got)
 	}
 	if a, b := by[RestartKeyInMemory], by[RestartKeyInFile]; a.Duplicated == 0 || b.Duplicated != 0 || b.Lost != 0 {
 		t.Errorf("restart-key-in-memory duplicated %d (want some); restart-key-in-file lost %d, duplicated %d (want 0, 0)", a.Duplicated, b.Lost, b.Duplicated)
+	}
+}
+
+// Ensure three retry layers send more calls than one. Both clients draw an
+// intent's drops and delays from the same seeded sequence, so they differ
+// only on the intents where one layer gave up after layer_attempts
+// failures; at the design's 15 % drop that is a handful of 60 intents and
+// the rest is timing (a 30 ms timeout against delays of 0-60 ms), which a
+// busy machine shifts either way. With 60 % of the attempts dropped by the
+// seed about a fifth of the intents exhaust one layer (0.6³), so the
+// difference is the seed's, not the scheduler's.
+func TestRunLayerRows(t *testing.T) {
+	const intents = 60
+	cfg := config(t, intents, Row{RetryThreeLayers, protocol.Sound}, Row{RetryOneLayer, protocol.Sound})
+	cfg.Parameters.DropPercent = 60
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Run() error = %v", err)
+	}
+	by := map[Client]RowResult{}
+	for _, row := range res.Rows {
+		checkRow(t, row, intents)
+		by[row.Client] = row
+	}
+	t.Logf("\n%s", text(t, res))
+	if a, b := by[RetryThreeLayers], by[RetryOneLayer]; a.Sent <= b.Sent || a.Lost >= b.Lost || a.Duplicated+b.Duplicated != 0 {
+		t.Errorf("retry-3-layers sent %d, lost %d; retry-1-layer sent %d, lost %d: want three layers to send more and lose fewer, no duplicates",
+			a.Sent, a.Lost, b.Sent, b.Lost)
 	}
 }
 

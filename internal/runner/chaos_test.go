@@ -80,8 +80,8 @@ func brokenMain() {
 // chaos.json names the duplicate, a violation of the durable store it
 // claims, applied twice by one process; the history and its timeline are
 // evidence, and the audit passes (a target's finding is its result). A
-// target that counts its effects itself is in chaos.json as not run, with
-// the reason.
+// target that counts its effects with a command and names no journal is
+// in chaos.json as not run, with the reason.
 func TestChaosOnTargets(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the lab and runs chaos on a target")
@@ -102,9 +102,10 @@ func TestChaosOnTargets(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, target.FileName), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	counted := countedTarget(t)
 	out := filepath.Join(t.TempDir(), "evidence")
 	var log bytes.Buffer
-	err := Run(context.Background(), Options{Root: "../..", Out: out, Experiment: Chaos, Targets: []string{dir, "effectserver-durable"}, Stores: protocol.Stores,
+	err := Run(context.Background(), Options{Root: "../..", Out: out, Experiment: Chaos, Targets: []string{dir, counted}, Stores: protocol.Stores,
 		Intents: DefaultIntents, Stdout: &log, Stderr: &log})
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, log.String())
@@ -133,10 +134,10 @@ func TestChaosOnTargets(t *testing.T) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Runs) != 2 || doc.Runs[0].Target != "broken" || doc.Runs[1].Target != "effectserver-durable" {
-		t.Fatalf("chaos.json runs %+v, want broken then effectserver-durable, no store", doc.Runs)
+	if len(doc.Runs) != 2 || doc.Runs[0].Target != "broken" || doc.Runs[1].Target != "counted" {
+		t.Fatalf("chaos.json runs %+v, want broken then counted, no store", doc.Runs)
 	}
-	broken, counted := doc.Runs[0], doc.Runs[1]
+	broken, countedRun := doc.Runs[0], doc.Runs[1]
 	if broken.Verdict.OK || broken.Counts.Duplicates == 0 || broken.ReplicasNote == "" {
 		t.Errorf("broken: verdict ok %v, %d duplicates, replicas note %q; want a violation, duplicates, and the note", broken.Verdict.OK, broken.Counts.Duplicates, broken.ReplicasNote)
 	}
@@ -147,15 +148,15 @@ func TestChaosOnTargets(t *testing.T) {
 	if !caught {
 		t.Errorf("no finding names a duplicate one process applied twice: %+v", broken.Verdict.Findings)
 	}
-	if !strings.Contains(counted.NotRun, "counts its effects with a command") {
-		t.Errorf("effectserver-durable: not_run %q, want the reason (it counts its effects with a command)", counted.NotRun)
+	if !strings.Contains(countedRun.NotRun, "counts its effects with a command") {
+		t.Errorf("counted: not_run %q, want the reason (it counts its effects with a command)", countedRun.NotRun)
 	}
 	for _, f := range []string{"chaos-target-broken.jsonl", "chaos-target-broken.svg"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("evidence %s: %v", f, err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(out, "chaos-target-effectserver-durable.jsonl")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(out, "chaos-target-counted.jsonl")); !os.IsNotExist(err) {
 		t.Errorf("a history of the target that did not run: %v", err)
 	}
 }
@@ -208,4 +209,33 @@ func TestChaosSkipsMissingProgram(t *testing.T) {
 			t.Errorf("chaos.json does not say the target was skipped (%v):\n%s", err, b)
 		}
 	}
+}
+
+// countedTarget writes the shipped effectserver-durable target without its
+// journal command, as target "counted" in a temporary folder, and returns
+// the folder: a target chaos cannot judge intent by intent.
+func countedTarget(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../targets/effectserver-durable/" + target.FileName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["name"] = "counted"
+	delete(m, "mirrors")
+	delete(m["effects"].(map[string]any), "journal")
+	if b, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "counted")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, target.FileName), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
