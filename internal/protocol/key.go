@@ -72,3 +72,19 @@ func KeyFromHeader(h http.Header) (string, error) {
 func isTokenByte(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-'
 }
+
+// IsFieldName reports whether s may name an HTTP header field (an RFC 9110
+// token): the proxy and the sink check the header names a target file
+// gives them with it.
+func IsFieldName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x80 || c <= ' ' || c == 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -102,3 +102,18 @@ func FuzzParseKey(f *testing.F) {
 		}
 	})
 }
+
+// Ensure IsFieldName takes the tokens RFC 9110 allows and nothing else.
+func TestIsFieldName(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		want bool
+	}{
+		{"Idempotency-Key", true}, {"X-Lab_Fault.v2", true}, {"!#$%&'*+-.^_`|~", true},
+		{"", false}, {"Idempotency Key", false}, {"Key:", false}, {"K\x00", false}, {"Ké", false}, {"(k)", false}, {"k\x7f", false},
+	} {
+		if got := IsFieldName(tc.s); got != tc.want {
+			t.Errorf("IsFieldName(%q) = %v, want %v", tc.s, got, tc.want)
+		}
+	}
+}

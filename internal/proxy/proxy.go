@@ -104,7 +104,7 @@ func (r Route) check() error {
 		return fmt.Errorf("give-up %v out of range 0..%v", r.GiveUp, MaxWait)
 	}
 	for name, vals := range r.Header {
-		if !isToken(name) {
+		if !protocol.IsFieldName(name) {
 			return fmt.Errorf("route header %q is not a field name", name)
 		}
 		for _, res := range reserved {
@@ -667,18 +667,4 @@ func (c *recorder) Read(p []byte) (int, error) {
 		c.buf = append(c.buf, p[:k]...)
 	}
 	return k, err
-}
-
-// isToken reports whether s is an HTTP field name (RFC 9110 token).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x80 || c <= ' ' || c == 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
 }

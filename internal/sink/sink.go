@@ -193,7 +193,7 @@ func Start(cfg Config) (*Sink, error) {
 	if cfg.KeyHeader == "" {
 		cfg.KeyHeader = protocol.KeyHeader
 	}
-	if !isToken(cfg.KeyHeader) {
+	if !protocol.IsFieldName(cfg.KeyHeader) {
 		return nil, fmt.Errorf("sink: config: key header %q is not a header name", cfg.KeyHeader)
 	}
 	if cfg.MaxBody == 0 {
@@ -477,20 +477,6 @@ func reply(w http.ResponseWriter, status int, body string) int {
 	w.WriteHeader(status)
 	io.WriteString(w, body)
 	return status
-}
-
-// isToken reports whether s is an HTTP field name (RFC 9110 token).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x80 || c <= ' ' || c == 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // A limitListener accepts at most n connections open at once; Accept waits
