@@ -583,6 +583,22 @@ func TestAuditCommand(t *testing.T) {
 		}
 		return rehash(args[0], args[1])
 	})
+	// deljson FILE PATH: delete the member at PATH (as setjson's) of FILE,
+	// hashing nothing: a change to the checkout, not to the evidence.
+	ts.Commands["deljson"] = command(2, "deljson FILE PATH", func(args []string) error {
+		doc, err := readJSON(args[0])
+		if err != nil {
+			return err
+		}
+		if _, err := setPath(doc, strings.Split(args[1], "."), nil, true); err != nil {
+			return fmt.Errorf("%s: %s: %v", args[0], args[1], err)
+		}
+		data, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			return err
+		}
+		return writeFile(args[0], append(data, '\n'))
+	})
 	// overwrite DIR FILE TEXT...: make DIR/FILE hold the words and a
 	// newline, then rehash FILE.
 	ts.Commands["overwrite"] = command(-3, "overwrite DIR FILE TEXT...", func(args []string) error {
