@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -485,19 +486,32 @@ func (tr *TargetReplicas) ReadJournal(ctx context.Context) (store.State, error) 
 	if err != nil {
 		return store.State{}, err
 	}
+	st, err := parseJournal(out)
+	if err != nil {
+		return store.State{}, fmt.Errorf("read the journal (%s): %w", strings.Join(argv, " "), err)
+	}
+	return st, nil
+}
+
+// parseJournal reads what a journal command printed: one store.State JSON
+// object and nothing after it, its effects valued 1..counter in order.
+func parseJournal(out []byte) (store.State, error) {
 	var st store.State
 	d := json.NewDecoder(bytes.NewReader(out))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&st); err != nil {
-		return store.State{}, fmt.Errorf("read the journal (%s): %w", strings.Join(argv, " "), err)
+		return store.State{}, err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return store.State{}, errors.New("more after the journal's JSON object")
 	}
 	for i, e := range st.Effects {
 		if e.Value != int64(i+1) {
-			return store.State{}, fmt.Errorf("read the journal (%s): effect %d has value %d, want %d", strings.Join(argv, " "), i, e.Value, i+1)
+			return store.State{}, fmt.Errorf("effect %d has value %d, want %d", i, e.Value, i+1)
 		}
 	}
 	if st.Counter != int64(len(st.Effects)) {
-		return store.State{}, fmt.Errorf("read the journal (%s): counter %d, %d effects", strings.Join(argv, " "), st.Counter, len(st.Effects))
+		return store.State{}, fmt.Errorf("counter %d, %d effects", st.Counter, len(st.Effects))
 	}
 	return st, nil
 }
