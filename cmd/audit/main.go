@@ -212,17 +212,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return cannotRead(stderr, err)
 	}
-	write := r.WriteText
-	if *asJSON {
-		write = r.WriteJSON
-	}
-	if err := write(stdout); err != nil {
-		return cannotRead(stderr, err)
-	}
-	if !r.Pass {
-		return 1
-	}
-	return 0
+	return writeVerdict(r.WriteText, r.WriteJSON, r.Pass, *asJSON, stdout, stderr)
 }
 
 // runReproduce runs audit -reproduce and returns its exit status.
@@ -246,14 +236,21 @@ func runReproduce(o audit.ReproduceOptions, asJSON bool, stdout, stderr io.Write
 		}
 		return cannotRead(stderr, err)
 	}
-	write := r.WriteText
+	return writeVerdict(r.WriteText, r.WriteJSON, r.Pass, asJSON, stdout, stderr)
+}
+
+// writeVerdict writes an audit's or a reproduction's report, as text or
+// as JSON, and returns the exit status it means: 0 pass, 1 fail, and
+// cannotRead's when the report cannot be written.
+func writeVerdict(writeText, writeJSON func(io.Writer) error, pass, asJSON bool, stdout, stderr io.Writer) int {
+	write := writeText
 	if asJSON {
-		write = r.WriteJSON
+		write = writeJSON
 	}
 	if err := write(stdout); err != nil {
 		return cannotRead(stderr, err)
 	}
-	if !r.Pass {
+	if !pass {
 		return 1
 	}
 	return 0
