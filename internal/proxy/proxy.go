@@ -407,13 +407,18 @@ func (x *exchange) forward(req *request, route Route) {
 		for {
 			select {
 			case <-done:
+				if x.ctx.Err() != nil {
+					// Close closes the replica's connection too, which
+					// ends done: the exchange was ended by Close.
+					return errProxyClosed
+				}
 				return nil
 			case <-giveUp:
 				giveUp, gone = nil, nil
 				x.ex.GaveUp = true
 				x.client.Close()
 			case <-gone:
-				return errClientGone
+				return x.goneErr()
 			case <-x.ctx.Done():
 				return errProxyClosed
 			}
@@ -430,7 +435,7 @@ func (x *exchange) forward(req *request, route Route) {
 	}
 	select {
 	case <-gone: // nil once GiveUp let the client go
-		x.ex.Err = errClientGone.Error() + " before forwarding"
+		x.ex.Err = x.goneErr().Error() + " before forwarding"
 		return
 	default:
 	}
@@ -513,6 +518,16 @@ func (x *exchange) watchClient() {
 		io.Copy(io.Discard, x.br)
 		close(x.gone)
 	}()
+}
+
+// goneErr says why the client's side ended: Close closes the client's
+// connection too, so a client gone while the proxy is closing was sent
+// away by Close (the two arrive together, and a select picks either).
+func (x *exchange) goneErr() error {
+	if x.ctx.Err() != nil {
+		return errProxyClosed
+	}
+	return errClientGone
 }
 
 // refuse answers the client with the proxy's own reply.
