@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -447,5 +449,53 @@ func TestProgressWhileBuilding(t *testing.T) {
 	defer log.mu.Unlock()
 	if buf.String() != before {
 		t.Fatalf("progress printed after stop: %q", strings.TrimPrefix(buf.String(), before))
+	}
+}
+
+func TestLikeRecipe(t *testing.T) {
+	set := func(kv ...string) []debug.BuildSetting {
+		var s []debug.BuildSetting
+		for i := 0; i < len(kv); i += 2 {
+			s = append(s, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name     string
+		settings []debug.BuildSetting
+		want     bool
+	}{
+		{"the README's command", set("-buildmode", "exe", "-trimpath", "true", "CGO_ENABLED", "0", "GOOS", "linux"), true},
+		{"plain go run with a C compiler", set("-buildmode", "exe", "CGO_ENABLED", "1"), false},
+		{"trimpath, cgo on", set("-trimpath", "true", "CGO_ENABLED", "1"), false},
+		{"cgo off, no trimpath", set("CGO_ENABLED", "0"), false},
+		{"no settings", nil, false},
+	} {
+		if got := likeRecipe(tc.settings); got != tc.want {
+			t.Errorf("%s: likeRecipe = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Ensure recipeSettings are the recipe's own (Flags and Env), and the
+// README's first command builds the runner with them, so that a cold first
+// run compiles the standard library once.
+func TestReadmeCommandBuildsLikeRecipe(t *testing.T) {
+	if !slices.Contains(Flags, "-trimpath") || !slices.Contains(Env, "CGO_ENABLED=0") || len(recipeSettings) != 2 {
+		t.Fatalf("recipeSettings %v are not the recipe's flags %v and env %v", recipeSettings, Flags, Env)
+	}
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(b), "```sh\n")
+	if !ok {
+		t.Fatal("README.md has no sh block")
+	}
+	first, _, _ := strings.Cut(block, "\n")
+	for _, want := range []string{"CGO_ENABLED=0 ", "go run ", " -trimpath ", " ./cmd/runner "} {
+		if !strings.Contains(first, want) {
+			t.Errorf("the README's first command %q lacks %q", first, want)
+		}
 	}
 }

@@ -163,7 +163,7 @@ func chaosNotRun(ctx context.Context, env experimentEnv, t *target.Target) (stri
 	if err != nil {
 		return "", err
 	}
-	if err := t.EnsureSetup(ctx, digest, env.out); err != nil {
+	if err := env.setups.ensure(ctx, t, digest, env.out); err != nil {
 		return "", fmt.Errorf("chaos on target %s: %w", t.Name, err)
 	}
 	return "", nil

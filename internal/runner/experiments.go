@@ -58,6 +58,7 @@ type experimentEnv struct {
 	// chaosStores and chaosTargets are what the chaos experiment runs on.
 	chaosStores  []protocol.Store
 	chaosTargets []*target.Target
+	setups       setups // the targets' setups started in the background; nil: run each here
 }
 
 // experiments is every registered experiment, in the order a plain run

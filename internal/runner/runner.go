@@ -231,6 +231,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := o.check(); err != nil {
 		return err
 	}
+	o.Stdout, o.Stderr = lockOutput(o.Stdout, o.Stderr) // the background's lines and the run's
 	compareWith := ""
 	if o.Out == "" {
 		if err := os.MkdirAll(filepath.Join(o.Root, FreshOut), 0o755); err != nil {
@@ -313,18 +314,29 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	defer release()
-	server, err := serverBinary(ctx, o)
-	if err != nil {
-		return err
+	// The lab's builds and the targets' setups run beside the rest, the
+	// server's first: on a cold machine they take longer than the cases,
+	// and the audit is needed only at the end (docs/commands.md).
+	bg := newBackground(ctx)
+	defer bg.stop()
+	var waitServer later[labbuild.Binary]
+	if o.ServerPath != "" {
+		// A bad -server is a usage error before anything starts.
+		server, err := serverBinary(ctx, o)
+		if err != nil {
+			return err
+		}
+		waitServer = func(context.Context) (labbuild.Binary, error) { return server, nil }
+	} else {
+		waitServer = start(bg, func(ctx context.Context) (labbuild.Binary, error) { return serverBinary(ctx, o) })
 	}
-	auditBin, err := build(ctx, o, "./cmd/audit", "")
-	if err != nil {
-		return err
-	}
-	cfg := caserun.Config{ServerPath: server.Path, StateRoot: tmp, Protocol: caserun.DefaultProtocol, UnsafeRegistry: o.Unsafe}
-	if o.Protocol != nil {
-		cfg.Protocol = *o.Protocol
-	}
+	waitAudit := start(bg, func(ctx context.Context) (labbuild.Binary, error) {
+		if _, err := waitServer(ctx); err != nil {
+			return labbuild.Binary{}, err
+		}
+		return build(ctx, o, "./cmd/audit", "")
+	})
+	var databases caserun.Databases
 	postgresVersion := ""
 	needsPostgres := slices.ContainsFunc(loaded, func(t *target.Target) bool { return slices.Contains(t.Services, target.Postgres) })
 	if slices.Contains(o.Stores, protocol.Postgres) && o.onStores() && (runSuite || slices.Contains(runExperiments, Chaos)) || needsPostgres {
@@ -334,9 +346,23 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 		if pg != nil {
 			defer pg.Stop()
-			cfg.Databases = pg
+			databases = pg
 			postgresVersion = pg.ServerVersion()
 		}
+	}
+	var setupOf setups
+	if len(targets) > 0 || o.chaosOnTargets(runExperiments) {
+		if setupOf, err = startSetups(bg, loaded, databases != nil, o.Stdout); err != nil {
+			return err
+		}
+	}
+	server, err := waitServer(ctx)
+	if err != nil {
+		return err
+	}
+	cfg := caserun.Config{ServerPath: server.Path, StateRoot: tmp, Protocol: caserun.DefaultProtocol, UnsafeRegistry: o.Unsafe, Databases: databases}
+	if o.Protocol != nil {
+		cfg.Protocol = *o.Protocol
 	}
 	git := evidence.GitState(o.Root)
 	in := evidence.ManifestInput{Root: o.Root, Git: git, Protocol: cfg.Protocol, ServerSHA: server.SHA256, ServerBuild: server.Recipe, Postgres: postgresVersion, Unsafe: o.Unsafe,
@@ -372,7 +398,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	if len(targets) > 0 {
 		fmt.Fprintln(o.Stdout)
-		tenv := targetEnv{root: o.Root, server: server.Path, stateRoot: tmp, databases: cfg.Databases, protocol: cfg.Protocol, out: o.Stdout, grid: grid}
+		tenv := targetEnv{root: o.Root, server: server.Path, stateRoot: tmp, databases: cfg.Databases, protocol: cfg.Protocol, out: o.Stdout, grid: grid, setups: setupOf}
 		res, err := runTargets(ctx, tenv, targets, cases)
 		if err != nil {
 			return err
@@ -390,7 +416,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}
 	env := experimentEnv{server: server.Path, stateRoot: tmp, seed: o.Seed, intents: o.Intents, retries: o.Retries, out: o.Stdout,
-		stores: o.Stores, databases: cfg.Databases, chaos: o.Chaos, root: o.Root}
+		stores: o.Stores, databases: cfg.Databases, chaos: o.Chaos, root: o.Root, setups: setupOf}
 	if o.onStores() {
 		env.chaosStores = o.Stores
 	}
@@ -418,6 +444,10 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	written = true
 	fmt.Fprintf(o.Stdout, "\nwrote %s\n\n", o.Out)
+	auditBin, err := waitAudit(ctx)
+	if err != nil {
+		return err
+	}
 	if err := audit(ctx, o, auditBin.Path, git.Dirty); err != nil {
 		return err
 	}
@@ -609,7 +639,11 @@ func build(ctx context.Context, o Options, pkg, firstNote string) (labbuild.Bina
 func serverBinary(ctx context.Context, o Options) (labbuild.Binary, error) {
 	const pkg = "./cmd/effectserver"
 	if o.ServerPath == "" {
-		return build(ctx, o, pkg, "compiles SQLite, about a minute")
+		note := "compiles SQLite, about 30 s on 2 cores"
+		if !labbuild.LikeRecipe() {
+			note = "compiles SQLite and, as this runner was not built with CGO_ENABLED=0 and -trimpath (the README's command), the standard library again: about 45 s on 2 cores"
+		}
+		return build(ctx, o, pkg, note)
 	}
 	path, err := filepath.EvalSymlinks(o.ServerPath)
 	if err != nil {

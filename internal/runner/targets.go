@@ -103,6 +103,7 @@ type targetEnv struct {
 	protocol  caserun.Protocol
 	out       io.Writer
 	grid      *evidence.Grid // the native runs, for the targets that mirror a store; nil without
+	setups    setups         // the targets' setups started in the background; nil: run each here
 }
 
 // runTargets runs every case on every target, each target's cases at most
@@ -197,7 +198,7 @@ func runTarget(ctx context.Context, env targetEnv, t *target.Target, cases []cas
 		res.Skipped = why
 		return res, nil
 	}
-	if err := t.EnsureSetup(ctx, res.Digest, env.out); err != nil {
+	if err := env.setups.ensure(ctx, t, res.Digest, env.out); err != nil {
 		return res, err
 	}
 	if res.Libraries, err = t.Libraries(); err != nil {

@@ -1,0 +1,115 @@
+package runner
+
+import (
+	"context"
+	"io"
+	"sync"
+
+	"idemlab/internal/target"
+)
+
+// background runs a run's preparations beside it: the lab's builds and
+// the targets' setups, which on a cold machine take longer than anything
+// the run does and need nothing from each other. stop cancels what is
+// still running and waits for it, so that no go build or npm outlives Run
+// on any path.
+type background struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newBackground(ctx context.Context) *background {
+	ctx, cancel := context.WithCancel(ctx)
+	return &background{ctx: ctx, cancel: cancel}
+}
+
+func (b *background) stop() {
+	b.cancel()
+	b.wg.Wait()
+}
+
+// later is a result being made in the background: wait returns it once it
+// is made, or ctx's error first.
+type later[T any] func(ctx context.Context) (T, error)
+
+// start runs f in the background and returns its result to wait for.
+func start[T any](b *background, f func(ctx context.Context) (T, error)) later[T] {
+	done := make(chan struct{})
+	var v T
+	var err error
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		defer close(done)
+		v, err = f(b.ctx)
+	}()
+	return func(ctx context.Context) (T, error) {
+		select {
+		case <-done:
+			return v, err
+		case <-ctx.Done():
+			var zero T
+			return zero, ctx.Err()
+		}
+	}
+}
+
+// setups are the targets' setups (npm ci) started when the run began.
+type setups map[*target.Target]later[struct{}]
+
+// startSetups starts the setup of each target in ts that has one and no
+// missing program, in the background.
+func startSetups(b *background, ts []*target.Target, havePostgres bool, log io.Writer) (setups, error) {
+	s := setups{}
+	for _, t := range ts {
+		if len(t.Setup) == 0 || missing(t, havePostgres) != "" {
+			continue // runTarget and chaosNotRun say why it is skipped
+		}
+		digest, err := t.Digest()
+		if err != nil {
+			return nil, err
+		}
+		s[t] = start(b, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, t.EnsureSetup(ctx, digest, log)
+		})
+	}
+	return s, nil
+}
+
+// ensure waits for t's setup started in the background, or runs it now
+// when none was (a caller of runTarget other than Run; a nil s).
+func (s setups) ensure(ctx context.Context, t *target.Target, digest string, log io.Writer) error {
+	if wait, ok := s[t]; ok {
+		_, err := wait(ctx)
+		return err
+	}
+	return t.EnsureSetup(ctx, digest, log)
+}
+
+// lockedWriter serialises writes to w under mu: the background's lines (a
+// build's progress, a setup's) and the run's own come from several
+// goroutines, and a caller may pass one buffer as Stdout and Stderr.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+// lockOutput returns stdout and stderr behind one lock (a nil one stays
+// nil: no output).
+func lockOutput(stdout, stderr io.Writer) (io.Writer, io.Writer) {
+	mu := new(sync.Mutex)
+	lock := func(w io.Writer) io.Writer {
+		if w == nil {
+			return nil
+		}
+		return &lockedWriter{mu: mu, w: w}
+	}
+	return lock(stdout), lock(stderr)
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -1,0 +1,152 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"idemlab/internal/schemacheck"
+	"idemlab/internal/target"
+)
+
+// setupTarget writes a target whose setup is the shell script script, run
+// in its folder, and loads it.
+func setupTarget(t *testing.T, name, script string) *target.Target {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	doc := `{
+  "name": "` + name + `",
+  "summary": "a target whose setup the test controls",
+  "setup": ["sh", "-c", ` + strconv.Quote(script) + `],
+  "start": {"argv": ["./service"], "env": {"PORT": "{port}", "EFFECT_URL": "{effect_url}"}, "ready": {"tcp": true}},
+  "request": {"method": "POST", "path": "/pay", "key_header": "Idempotency-Key"},
+  "replay": {"header": "X-Replayed", "value": "yes"},
+  "effects": "sink",
+  "claims": {"durable": false, "shared_store": false, "capacity": null, "max_body": null}
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, target.FileName), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	schemas, err := schemacheck.Load(filepath.Join("..", "..", "schema"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := target.Load(dir, schemas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
+}
+
+// Ensure a setup still running when the run ends is killed and waited for
+// by stop (no npm outlives the runner), and waiting for it then returns an
+// error, not a setup that looks done.
+func TestBackgroundStopEndsSetup(t *testing.T) {
+	tg := setupTarget(t, "slow-setup", "echo $$ > started; exec sleep 60")
+	bg := newBackground(context.Background())
+	defer bg.stop()
+	s, err := startSetups(bg, []*target.Target{tg}, false, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(tg.Dir, "started")
+	var pid int
+	for range 500 { // the setup's shell says its pid; a liveness bound, not a speed check
+		if b, err := os.ReadFile(pidFile); err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if pid == 0 {
+		t.Fatal("the setup never started")
+	}
+	bg.stop()
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the setup's process %d after stop: kill -0 = %v, want ESRCH (gone)", pid, err)
+	}
+	digest, err := tg.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ensure(context.Background(), tg, digest, &bytes.Buffer{}); err == nil {
+		t.Error("ensure after stop = nil, want the setup's error (it was killed)")
+	}
+	if _, err := os.Stat(filepath.Join(tg.Dir, target.SetupMarker)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the killed setup left its marker (stat: %v): the next run would skip it", err)
+	}
+}
+
+// Ensure a setup that fails in the background is the error of the run that
+// waits for it, with the target's name and the setup's own words; and a
+// target whose setup was not started in the background is set up when it
+// is needed.
+func TestSetupErrorsAndFallback(t *testing.T) {
+	failing := setupTarget(t, "failing-setup", "echo boom >&2; exit 3")
+	fine := setupTarget(t, "fine-setup", "echo ok")
+	bg := newBackground(context.Background())
+	defer bg.stop()
+	s, err := startSetups(bg, []*target.Target{failing}, false, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tg   *target.Target
+		want string // "" for no error
+	}{
+		{failing, "target failing-setup: setup sh -c echo boom >&2; exit 3: exit status 3: boom"},
+		{fine, ""},
+	} {
+		digest, err := tc.tg.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var log bytes.Buffer
+		err = s.ensure(context.Background(), tc.tg, digest, &log)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: ensure = %v, want nil", tc.tg.Name, err)
+		case tc.want != "" && (err == nil || err.Error() != tc.want):
+			t.Errorf("%s: ensure = %v, want %q", tc.tg.Name, err, tc.want)
+		}
+		if tc.want == "" && !strings.Contains(log.String(), "target fine-setup: setup done") {
+			t.Errorf("%s: the setup run when needed did not say so: %q", tc.tg.Name, log.String())
+		}
+	}
+}
+
+// Ensure waiting for a background result gives up when the waiter's
+// context ends first.
+func TestLaterWaitGivesUp(t *testing.T) {
+	bg := newBackground(context.Background())
+	defer bg.stop()
+	release := make(chan struct{})
+	wait := start(bg, func(ctx context.Context) (int, error) {
+		select {
+		case <-release:
+			return 7, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("wait with an ended context = %v, want context.Canceled", err)
+	}
+	close(release)
+	if v, err := wait(context.Background()); v != 7 || err != nil {
+		t.Errorf("wait = %d, %v, want 7, nil", v, err)
+	}
+}
