@@ -243,8 +243,9 @@ func build(ctx context.Context, o Options) (Binary, error) {
 }
 
 // ProgressEvery is how often a long build says it is still building, so the
-// first run is never silent for long.
-const ProgressEvery = 10 * time.Second
+// first run is never silent for 10 s (issue 21's bound), with room for a
+// busy machine's late tick.
+const ProgressEvery = 8 * time.Second
 
 // progress prints "still building NAME (N s)" every interval until the
 // returned stop is called; stop returns once it no longer prints.

@@ -77,6 +77,20 @@ func startSetups(b *background, ts []*target.Target, havePostgres bool, log io.W
 	return s, nil
 }
 
+// waitAll waits for the setup of each of ts started in the background, in
+// order, and returns the first error. The run waits for them before its
+// cases, so that no npm shares the machine with a measured run.
+func (s setups) waitAll(ctx context.Context, ts []*target.Target) error {
+	for _, t := range ts {
+		if wait, ok := s[t]; ok {
+			if _, err := wait(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // ensure waits for t's setup started in the background, or runs it now
 // when none was (a caller of runTarget other than Run; a nil s).
 func (s setups) ensure(ctx context.Context, t *target.Target, digest string, log io.Writer) error {

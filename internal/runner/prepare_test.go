@@ -89,9 +89,9 @@ func TestBackgroundStopEndsSetup(t *testing.T) {
 }
 
 // Ensure a setup that fails in the background is the error of the run that
-// waits for it, with the target's name and the setup's own words; and a
-// target whose setup was not started in the background is set up when it
-// is needed.
+// waits for it (for all, or for its target), with the target's name and
+// the setup's own words; and a target whose setup was not started in the
+// background is set up when it is needed.
 func TestSetupErrorsAndFallback(t *testing.T) {
 	failing := setupTarget(t, "failing-setup", "echo boom >&2; exit 3")
 	fine := setupTarget(t, "fine-setup", "echo ok")
@@ -101,11 +101,15 @@ func TestSetupErrorsAndFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const boom = "target failing-setup: setup sh -c echo boom >&2; exit 3: exit status 3: boom"
+	if err := s.waitAll(context.Background(), []*target.Target{fine, failing}); err == nil || err.Error() != boom {
+		t.Errorf("waitAll = %v, want %q (the one started, failing)", err, boom)
+	}
 	for _, tc := range []struct {
 		tg   *target.Target
 		want string // "" for no error
 	}{
-		{failing, "target failing-setup: setup sh -c echo boom >&2; exit 3: exit status 3: boom"},
+		{failing, boom},
 		{fine, ""},
 	} {
 		digest, err := tc.tg.Digest()

@@ -360,6 +360,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := setupOf.waitAll(ctx, loaded); err != nil {
+		return err
+	}
 	cfg := caserun.Config{ServerPath: server.Path, StateRoot: tmp, Protocol: caserun.DefaultProtocol, UnsafeRegistry: o.Unsafe, Databases: databases}
 	if o.Protocol != nil {
 		cfg.Protocol = *o.Protocol
