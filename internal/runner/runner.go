@@ -449,7 +449,10 @@ func Run(ctx context.Context, o Options) (err error) {
 	fmt.Fprintf(o.Stdout, "\nwrote %s\n\n", o.Out)
 	auditBin, err := waitAudit(ctx)
 	if err != nil {
-		return err
+		if ctx.Err() != nil {
+			return err // said by the deferred handler: written, not audited
+		}
+		return fmt.Errorf("%s was written but not audited: %w", o.Out, err)
 	}
 	if err := audit(ctx, o, auditBin.Path, git.Dirty); err != nil {
 		return err
