@@ -293,7 +293,7 @@ func (tr *TargetReplicas) Start(ctx context.Context, i int) error {
 	}
 	addr := ""
 	if tr.t.Start.ReadyLine == nil || tr.t.Start.ReadyLine.NumSubexp() == 0 {
-		port, err := freePort()
+		port, err := serverproc.FreePort()
 		if err != nil {
 			return fmt.Errorf("start replica %d: %w", i, err)
 		}
@@ -535,16 +535,4 @@ func (tr *TargetReplicas) runAfter(ctx context.Context, what string, argv []stri
 		return nil, fmt.Errorf("%s (%s): %w: %s", what, strings.Join(argv, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return out, nil
-}
-
-// freePort asks the kernel for a free loopback port. Another process may
-// take it before the target binds it; the target then fails to start and
-// says so.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"idemlab/internal/protocol"
 	"idemlab/internal/store"
 	"idemlab/internal/store/open"
 )
@@ -131,7 +132,7 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, lim limits) 
 	if err != nil {
 		return &RefusedError{fmt.Errorf("-addr %s: %w", cfg.Addr, err)}
 	}
-	ln := newLimitListener(inner, lim.conns)
+	ln := protocol.NewLimitListener(inner, lim.conns)
 	hs := &http.Server{
 		Handler: s,
 		// The whole request, headers and body, must arrive within
@@ -221,53 +222,4 @@ func (t *tracker) wait(d time.Duration) bool {
 	case <-timer.C:
 		return false
 	}
-}
-
-// limitListener accepts at most n connections open at once: Accept waits
-// for one to close before it takes the next from the backlog.
-type limitListener struct {
-	net.Listener
-	slots  chan struct{}
-	closed chan struct{}
-	once   sync.Once
-}
-
-func newLimitListener(l net.Listener, n int) *limitListener {
-	return &limitListener{Listener: l, slots: make(chan struct{}, n), closed: make(chan struct{})}
-}
-
-// Accept waits for a free slot, then accepts a connection that frees its
-// slot when closed.
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
-}
-
-// Close stops Accept, waiting or not, and closes the listener.
-func (l *limitListener) Close() error {
-	l.once.Do(func() { close(l.closed) })
-	return l.Listener.Close()
-}
-
-// limitConn is a connection holding a slot of its limitListener.
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-// Close closes the connection and frees its slot, once.
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
 }

@@ -54,7 +54,7 @@ func StartRedis(ctx context.Context, parent string) (*Redis, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start redis: %w", err)
 	}
-	port, err := freePort()
+	port, err := serverproc.FreePort()
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start redis: %w", err)
@@ -90,15 +90,3 @@ func (r *Redis) Stop() error {
 
 // PID is the redis-server's process id (for tests).
 func (r *Redis) PID() int { return r.srv.PID }
-
-// freePort asks the kernel for a free loopback port. Another process may
-// take it before the server binds it; the server then fails to start and
-// says so.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}

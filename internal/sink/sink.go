@@ -159,7 +159,7 @@ type Call struct {
 // A Sink is a running effect sink.
 type Sink struct {
 	cfg  Config
-	ln   *limitListener
+	ln   *protocol.LimitListener
 	srv  *http.Server
 	port int
 
@@ -208,7 +208,7 @@ func Start(cfg Config) (*Sink, error) {
 	}
 	s := &Sink{
 		cfg:    cfg,
-		ln:     newLimitListener(inner, MaxConns),
+		ln:     protocol.NewLimitListener(inner, MaxConns),
 		port:   inner.Addr().(*net.TCPAddr).Port,
 		served: make(chan struct{}),
 		arms:   make([][]*arm, cfg.Replicas),
@@ -477,48 +477,4 @@ func reply(w http.ResponseWriter, status int, body string) int {
 	w.WriteHeader(status)
 	io.WriteString(w, body)
 	return status
-}
-
-// A limitListener accepts at most n connections open at once; Accept waits
-// for a slot.
-type limitListener struct {
-	net.Listener
-	slots chan struct{}
-	done  chan struct{}
-	once  sync.Once
-}
-
-func newLimitListener(l net.Listener, n int) *limitListener {
-	return &limitListener{Listener: l, slots: make(chan struct{}, n), done: make(chan struct{})}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
-	}
-	return &slotConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
-}
-
-func (l *limitListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return l.Listener.Close()
-}
-
-// A slotConn gives its listener's slot back when closed.
-type slotConn struct {
-	net.Conn
-	release func()
-}
-
-func (c *slotConn) Close() error {
-	err := c.Conn.Close()
-	c.release()
-	return err
 }
