@@ -1,65 +1,13 @@
 // Audit re-checks idemlab evidence, trusting nothing but bytes, the case
 // files in cases/, the schemas in schema/, the checkout's sources and its
-// git history. It shares no code with the runner that wrote the evidence.
+// git history; with -reproduce it runs the lab again and checks the
+// evidence's claims on fresh observations; with -compare it compares two
+// evidence folders. It shares no code with the lab that wrote the evidence:
+// it imports only package idemlab/internal/audit, which lists every check,
+// and internal/flaghelp, which lays out its -h text and holds no lab logic
+// (deps_test.go).
 //
-// Nothing in the evidence is believed because its hash matches: the audit
-// re-derives jitter.json, jitter.svg, REPORT.md and TARGETS.md and
-// compares them byte for byte, and checks results.json against the case
-// files and the server's reply texts, run.json against results.json,
-// targets.json against the case files and the target folders (each run's
-// verdict judged again with the audit's own judge), retries.json against
-// the design's parameters and claims, and every manifest field
-// (protocol constants, source commit and tree, dirtiness, mutation runs,
-// the server's build). It reads only regular files inside the evidence
-// folder and the checkout's source folders, each under a size cap, and
-// refuses JSON with duplicate names, invalid UTF-8 or trailing data. It
-// reports every failure, not only the first. See package
-// idemlab/internal/audit for the full list.
-//
-// Its PASS output says what it proved, in three lists: what it
-// re-derived (recomputed from the checkout and its own code, and
-// compared), what it checked for consistency only (the counts of the
-// non-deterministic experiments: they hang together, but invented ones
-// that do too would pass), and what it did not check here (the server
-// binary without -rebuild, who ran it); -json carries the same lists.
-//
-// With -verify-key it requires the statement to be signed (runner -sign)
-// with that ed25519 key: a signature says who ran it, not that the run
-// was honest.
-//
-// With -reproduce it re-observes what bytes cannot prove: it audits the
-// evidence, builds the runner from the checkout with the pinned recipe,
-// runs the recorded selection again with the recorded seed and knobs
-// (run 1 the whole selection, runs 2..N its non-deterministic
-// experiments only), compares the deterministic files of run 1 byte for
-// byte, checks every claim of the non-deterministic files on each fresh
-// observation, and prints each recorded count beside its
-// re-observations, flagging one far from them (outside [min/4 − 5,
-// 4·max + 5]). With -from it judges re-runs already made instead.
-//
-// With -compare it says whether two evidence folders hold byte-identical
-// deterministic files (results.json; jitter.json, jitter.svg and REPORT.md
-// where present) and, where not, which runs or strategies differ.
-//
-// Usage:
-//
-//	audit [-json] [-root DIR] [-case NAME] [-store NAME] [-allow-dirty] [-allow-mutation] [-rebuild] [-verify-key PUBFILE] [EVIDENCE_DIR]
-//	audit -reproduce [-runs N] [-from DIR,...] [-json] [-root DIR] [-allow-dirty] [-allow-mutation] [-verify-key PUBFILE] [EVIDENCE_DIR]
-//	audit [-root DIR] -compare DIR_A DIR_B
-//
-// EVIDENCE_DIR defaults to evidence, -root (the checkout holding cases/,
-// schema/ and the source files) to the current folder.
-//
-// Exit status: 0 the audit passed (the evidence reproduced; the compared
-// files are identical); 1 a check failed (with -reproduce: the recorded
-// evidence fails its audit, a deterministic file differs, a claim did
-// not hold again, a recorded count is far from the re-runs, or a re-run
-// fails its own audit; with -compare: the files differ); 2 usage error,
-// or an input cannot be read (missing evidence folder, unreadable or
-// unparseable manifest, bad case file, not a checkout, an unreadable
-// -verify-key); 3 with -reproduce, the lab could not be run as recorded
-// (the runner did not build or broke, the selection is not one runner
-// invocation, or the re-run selected other than the recorded).
+// Run `audit -h` for its usage, flags and exit statuses.
 package main
 
 import (
@@ -77,6 +25,7 @@ import (
 	"syscall"
 
 	"idemlab/internal/audit"
+	"idemlab/internal/flaghelp"
 )
 
 const usage = `usage: audit [-json] [-root DIR] [-case NAME] [-store NAME] [-allow-dirty] [-allow-mutation] [-rebuild] [-verify-key PUBFILE] [EVIDENCE_DIR]
@@ -84,7 +33,7 @@ const usage = `usage: audit [-json] [-root DIR] [-case NAME] [-store NAME] [-all
        audit [-root DIR] -compare DIR_A DIR_B
 `
 
-// help is the -h text; %s is where the flags go (flagsHelp).
+// help is the -h text; %s is where the flags go (flaghelp.Flags).
 const help = usage + `
 Audit re-checks the evidence folder EVIDENCE_DIR (default evidence) against
 the checkout at -root, trusting no hash for what a file says: schemas (after
@@ -155,7 +104,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stdout, help, flagsHelp(fs))
+			fmt.Fprintf(stdout, help, "Flags:\n"+flaghelp.Flags(fs, nil, nil))
 			return 0
 		}
 		return usageError(stderr, err.Error())
@@ -286,40 +235,4 @@ func cannotRead(stderr io.Writer, err error) int {
 		fmt.Fprintf(stderr, "audit: %s\n", l)
 	}
 	return 2
-}
-
-// flagsHelp lists fs's flags in name order (the FlagSet's), each with
-// its argument, text and default, so the help cannot drift from the
-// flags.
-func flagsHelp(fs *flag.FlagSet) string {
-	var b strings.Builder
-	b.WriteString("Flags:\n")
-	fs.VisitAll(func(f *flag.Flag) {
-		arg, text := flag.UnquoteUsage(f)
-		if arg == "string" {
-			arg = "VALUE"
-		}
-		if f.DefValue != "" && f.DefValue != "false" {
-			text += " (default " + f.DefValue + ")"
-		}
-		head := "  -" + f.Name
-		if arg != "" {
-			head += " " + arg
-		}
-		line := fmt.Sprintf("%-19s", head)
-		fresh := true
-		for _, w := range strings.Fields(text) {
-			if !fresh && len(line)+1+len(w) > 78 {
-				b.WriteString(strings.TrimRight(line, " ") + "\n")
-				line, fresh = strings.Repeat(" ", 19), true
-			}
-			if !fresh {
-				line += " "
-			}
-			line += w
-			fresh = false
-		}
-		b.WriteString(line + "\n")
-	})
-	return b.String()
 }

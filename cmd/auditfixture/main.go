@@ -1,42 +1,9 @@
 // Auditfixture regenerates cmd/audit's frozen golden fixture from the
-// runner: it runs the lab three times (a plain run, a partial one and a
-// chaos-only one), then rewrites each evidence folder's manifest and in-toto
-// statement, with the evidence package's own functions, to describe a
-// minimal checkout of data instead of the whole source tree. The audit's
-// golden tests (cmd/audit/testdata/*.ct) then audit that fixture in seconds,
-// with no server, no PostgreSQL and no lab run. Run it from the root of the
-// idemlab checkout, on a machine with PostgreSQL's server programs (the
-// goldens show the postgres column), then run go test ./cmd/audit -update
-// and review the goldens' diff. cmd/audit/testdata/fixture/README.md says
-// what the fixture holds and why.
+// runner, so that the audit's golden tests audit real evidence in seconds,
+// with no lab run; cmd/audit/testdata/fixture/README.md says what the
+// fixture holds and why.
 //
-// Usage:
-//
-//	go run ./cmd/auditfixture [-out cmd/audit/testdata/fixture] [-tries 3]
-//
-// The fixture's root is: go.mod, go.sum, cases/ and schema/ copied from the
-// checkout; internal/protocol/protocol.go generated from the values of the
-// lab's protocol package (the constants the audit reads with go/parser);
-// cmd/effectserver/main.go, a stand-in server that audit -rebuild builds.
-// Its evidence folders are evidence/ (runner -duration 1s: every case on
-// every store and every experiment, chaos for 1 s a store), volatile/
-// (runner -store volatile -experiment none -sign, with the throwaway key
-// SignKey) and chaos/ (runner -experiment chaos -duration 1s). In each
-// manifest, sources, source_commit (the commit of the root that Commit
-// makes), source_dirty (false) and server_sha256 (the stand-in built with
-// the pinned recipe by package labbuild) describe the fixture's root; each statement is rendered again by
-// evidence.Statement from that manifest and the tests the runner's own
-// statement listed (and a signed folder's envelope signed again). Every
-// other byte is the runner's.
-//
-// Exit status:
-//
-//	0  the fixture was written
-//	1  a runner's own audit failed on every try (the retries experiment's
-//	   counts depend on timing: run it again on a quieter machine)
-//	2  usage: a bad flag, or not run from the idemlab checkout
-//	3  the lab or the rewrite broke (a build, PostgreSQL missing, a
-//	   manifest that no longer round-trips through evidence.Manifest, ...)
+// Run `go run ./cmd/auditfixture -h` for its usage, flags and exit statuses.
 package main
 
 import (
@@ -59,6 +26,7 @@ import (
 	"time"
 
 	"idemlab/internal/evidence"
+	"idemlab/internal/flaghelp"
 	"idemlab/internal/labbuild"
 	"idemlab/internal/protocol"
 	"idemlab/internal/retries"
@@ -79,19 +47,46 @@ const chaosDuration = time.Second
 // maxTries bounds -tries.
 const maxTries = 10
 
+// help is the -h text; %s is where the flags go (flaghelp.Flags).
+const help = `usage: go run ./cmd/auditfixture [-out DIR] [-tries N]
+
+Auditfixture regenerates cmd/audit's golden fixture from the runner: it runs
+the lab three times (a plain run, a partial one and a chaos-only one, chaos
+for 1 s a store and a target), then rewrites each evidence folder's manifest
+and in-toto statement, with the evidence package's own functions, to
+describe a minimal checkout of data instead of the whole source tree
+(cmd/audit/testdata/fixture/README.md says what the fixture holds). Run it
+from the root of the idemlab checkout, on a machine with PostgreSQL's server
+programs (the goldens show the postgres column), then run go test
+./cmd/audit -update and review the goldens' diff.
+
+Flags:
+%s
+Exit status:
+  0  the fixture was written
+  1  a runner's own audit failed on every try (the retries experiment's
+     counts depend on timing: run it again on a quieter machine)
+  2  usage: a bad flag, or not run from the idemlab checkout
+  3  the lab or the rewrite broke (a build, PostgreSQL missing, a manifest
+     that no longer round-trips through evidence.Manifest, ...)
+`
+
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("auditfixture", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	out := fs.String("out", DefaultOut, "the fixture folder to write (its README.md is kept)")
-	tries := fs.Int("tries", 3, fmt.Sprintf("runs of each runner invocation before giving up when its own audit fails (1..%d)", maxTries))
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: go run ./cmd/auditfixture [-out DIR] [-tries N]\n\nRegenerates cmd/audit's golden fixture from the runner (see its package comment).\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
+	fs.SetOutput(io.Discard) // errors are reported below, help by -h
+	out := fs.String("out", DefaultOut, "write the fixture into the folder `DIR` (its README.md is kept)")
+	tries := fs.Int("tries", 3, "runs of each runner invocation before giving up when its own audit fails")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stdout, help, flaghelp.Flags(fs, nil, func(f *flag.Flag) string {
+				if f.Name == "tries" {
+					return fmt.Sprintf("1..%d", maxTries)
+				}
+				return ""
+			}))
 			return 0
 		}
+		fmt.Fprintf(stderr, "auditfixture: %v (see -h)\n", err)
 		return 2
 	}
 	if fs.NArg() > 0 {

@@ -119,6 +119,21 @@ func TestRunUsage(t *testing.T) {
 	}
 }
 
+// Ensure -h prints the help on stdout and exits 0: the synopsis, every
+// flag with its range and default, and the exit statuses.
+func TestRunHelp(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-h"}, &out, &errOut); code != 0 || errOut.Len() != 0 {
+		t.Fatalf("run(-h) = %d, stderr %q; want 0 and nothing", code, errOut.String())
+	}
+	for _, want := range []string{"usage: go run ./cmd/auditfixture [-out DIR] [-tries N]\n", "\nFlags:\n  -out DIR ",
+		"(default " + DefaultOut + ")", "  -tries N ", "(1..10; default 3)", "\nExit status:\n  0  the fixture was written\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("-h lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
 // Ensure the fixture's targets are the checkout's folders less what their
 // setup made, at any depth.
 func TestCopyTargets(t *testing.T) {

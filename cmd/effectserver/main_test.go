@@ -7,8 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"flag"
-	"go/parser"
-	"go/token"
 	"io"
 	"net/http"
 	"os"
@@ -337,31 +335,4 @@ func TestMalformedCounterExits3(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused(t, startServer(t, false, "-state", dir), path, "malformed content")
-}
-
-// Ensure the package comment, the command's manual in go doc, cannot drift
-// from -h: its synopsis lines are the help's, and its exit statuses say
-// word for word what the help's do.
-func TestDocMatchesHelp(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "main.go", nil, parser.ParseComments|parser.PackageClauseOnly)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := f.Doc.Text()
-	help := effectserver.Help()
-	for _, line := range []string{"effectserver -state DIR [flags]", "effectserver -store postgres -dsn URL [flags]", "effectserver -read-state json|counter -state DIR [-store NAME]"} {
-		if !strings.Contains(doc, "\t"+line+"\n") || !strings.Contains(help, line+"\n") {
-			t.Errorf("synopsis line %q not in both the package comment and -h", line)
-		}
-	}
-	section := func(name, text string) string {
-		_, after, ok := strings.Cut(text, "\nExit status:\n")
-		if !ok {
-			t.Fatalf("%s has no Exit status section", name)
-		}
-		return strings.Join(strings.Fields(after), " ")
-	}
-	if got, want := section("package comment", doc), section("-h", help); got != want {
-		t.Errorf("package comment's exit statuses differ from -h's:\n got %s\nwant %s", got, want)
-	}
 }

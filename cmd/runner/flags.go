@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"idemlab/internal/chaos"
+	"idemlab/internal/flaghelp"
 	"idemlab/internal/protocol"
 	"idemlab/internal/retries"
 	"idemlab/internal/runner"
@@ -174,12 +175,6 @@ func flawList() string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-// Help layout: the flag's column, then its text wrapped at helpWidth.
-const (
-	helpIndent = 20
-	helpWidth  = 78
-)
-
 // flagsHelp renders fs's flags under their groups' headings: each flag's
 // argument, text, range (from bounds) and default (from the FlagSet), so
 // the help cannot drift from what the flags do.
@@ -190,64 +185,17 @@ func flagsHelp(fs *flag.FlagSet) string {
 			b.WriteString("\n")
 		}
 		b.WriteString(g.title + "\n")
-		for _, name := range g.flags {
-			f := fs.Lookup(name)
-			arg, text := flag.UnquoteUsage(f)
-			switch arg {
-			case "int", "uint":
-				arg = "N"
-			case "duration":
-				arg = "D"
-			case "value", "string":
-				arg = "NAME"
-			}
-			var got any // a built-in flag's value; nil for a value
-			if g, ok := f.Value.(flag.Getter); ok {
-				got = g.Get()
-			}
-			var extra []string
-			if bd, ok := boundOf(name); ok {
-				_, isDur := got.(time.Duration)
-				extra = append(extra, bd.text(isDur))
-			}
-			if f.DefValue != "" {
-				def := f.DefValue
-				if _, isString := got.(string); isString {
-					def = strconv.Quote(def)
-				}
-				extra = append(extra, "default "+def)
-			}
-			if len(extra) > 0 {
-				text += " (" + strings.Join(extra, "; ") + ")"
-			}
-			head := "  -" + name + " " + arg
-			if len(head) >= helpIndent-1 {
-				b.WriteString(head + "\n")
-				head = ""
-			}
-			b.WriteString(wrap(fmt.Sprintf("%-*s", helpIndent, head), text))
-		}
+		b.WriteString(flaghelp.Flags(fs, g.flags, rangeNote))
 	}
 	return b.String()
 }
 
-// wrap writes text after first, wrapped at helpWidth with every further
-// line indented to helpIndent.
-func wrap(first, text string) string {
-	var b strings.Builder
-	line := first
-	fresh := true
-	for _, w := range strings.Fields(text) {
-		if !fresh && len(line)+1+len(w) > helpWidth {
-			b.WriteString(strings.TrimRight(line, " ") + "\n")
-			line, fresh = strings.Repeat(" ", helpIndent), true
-		}
-		if !fresh {
-			line += " "
-		}
-		line += w
-		fresh = false
+// rangeNote is the range of f for the help, "" if it has none.
+func rangeNote(f *flag.Flag) string {
+	bd, ok := boundOf(f.Name)
+	if !ok {
+		return ""
 	}
-	b.WriteString(line + "\n")
-	return b.String()
+	_, isDur := f.Value.(flag.Getter).Get().(time.Duration)
+	return bd.text(isDur)
 }

@@ -1,51 +1,9 @@
-// Runner runs idemlab's case suite against real effectserver processes,
-// writes the evidence folder, and has the audit program check it.
+// Runner runs idemlab's case suite against real effectserver processes and
+// the shipped targets, then the experiments (retries, jitter, chaos), writes
+// the evidence folder, and has the audit program check it, exiting with its
+// verdict.
 //
-// It builds cmd/effectserver and cmd/audit with a pinned recipe into a cache
-// keyed by their sources (or takes a prebuilt server with -server), starts a
-// throwaway PostgreSQL for the postgres store when it is selected, runs every
-// (case, store) pair in parallel on fresh servers (one per replica) and fresh
-// state each, then every case on every shipped target (services the lab did
-// not write, between its fault proxy and its effect sink: docs/targets.md),
-// prints one line per finished run and a summary table, writes the evidence,
-// then runs audit as a separate process and exits with its verdict. Run it
-// from the root of the idemlab checkout.
-//
-// Without -out it writes a fresh, git-ignored folder out/run-TIME and ends
-// by comparing it with the committed evidence/ (audit -compare): the
-// deterministic files must be identical; -out evidence regenerates the
-// committed evidence. A plain run also runs the experiments (retries,
-// jitter, chaos); -case runs one case and no experiment, -experiment one
-// experiment and no case, -target the cases on one target (or a folder of
-// your own service) and on no store.
-//
-// Usage:
-//
-//	runner [-out DIR] [-store NAME] [-case NAME] [-server PATH] [-pg-dsn URL]
-//	runner -target NAME|DIR [-target ...] [-case NAME] [-out DIR]
-//	runner -experiment retries [-seed N] [-intents N] [-drop-percent N]
-//	       [-timeout-ms N] [-attempts N] [-workers N] [-deadline-ms N]
-//	runner -experiment chaos [-store NAME] [-target NAME|DIR] [-seed N] [-duration D] [-clients N] [-replicas N]
-//	runner -experiment jitter|none
-//	runner -unsafe-registry NAME [-store NAME] [-case NAME]
-//
-// runner -h lists every flag with its range and default; docs/bounds.md
-// lists the bound of every flag and case file field and the error past it.
-//
-// Exit status:
-//
-//	0  the audit passed
-//	1  the audit failed, or a run without -out differs from the committed
-//	   evidence in a deterministic file
-//	2  usage: a bad flag or a value outside its bound, a malformed case file,
-//	   an unknown case, store, experiment or unsafe registry, a bad -out
-//	3  the lab itself broke (a build failed, a server never became ready,
-//	   -store postgres without PostgreSQL installed, ...)
-//	4  interrupted (SIGINT or SIGTERM) before the evidence was written: it
-//	   stopped sending, stopped every server and database it started, and
-//	   wrote no evidence
-//	5  interrupted (SIGINT or SIGTERM) while the audit ran: the evidence
-//	   folder was written but not audited (run audit on it, or run again)
+// Run `runner -h` for its usage, flags and exit statuses.
 package main
 
 import (

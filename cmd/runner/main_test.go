@@ -2,8 +2,6 @@ package main
 
 import (
 	"flag"
-	"go/parser"
-	"go/token"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -100,24 +98,6 @@ func TestHelpCoversFlags(t *testing.T) {
 	for _, want := range []string{"default " + strconv.Itoa(retries.Default.MaxAttempts) + ")", "default 3s)"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q", want)
-		}
-	}
-}
-
-// Ensure the package comment (the manual go doc shows) says what the help
-// says: the synopsis and the exit statuses.
-func TestDocMatchesHelp(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "main.go", nil, parser.ParseComments|parser.PackageClauseOnly)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := strings.Join(strings.Fields(f.Doc.Text()), " ")
-	synopsis, _, _ := strings.Cut(usageHead, "\n\n")
-	for _, part := range []string{strings.TrimPrefix(synopsis, "usage: "), strings.TrimPrefix(exitStatus, "\nExit status:\n")} {
-		for _, line := range strings.Split(strings.TrimSpace(part), "\n       runner") {
-			if want := strings.Join(strings.Fields(line), " "); !strings.Contains(doc, want) {
-				t.Errorf("the package comment lacks %q", want)
-			}
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"idemlab/internal/effectserver/faultheader"
+	"idemlab/internal/flaghelp"
 	"idemlab/internal/protocol"
 	"idemlab/internal/store/volatile"
 )
@@ -191,23 +192,25 @@ func Help() string {
 	b.WriteString(helpSynopsis)
 	b.WriteString("\nFlags:\n")
 	var cfg Config
-	writeFlags(&b, newFlagSet(&cfg))
+	b.WriteString(flaghelp.Flags(newFlagSet(&cfg), nil, nil))
+	b.WriteString(flaghelp.Item(flaghelp.Column, "-h", "print this help"))
 	b.WriteString(helpContract)
 	b.WriteString("\nBounds (each a constant of the server; what exceeding it gets):\n")
 	for _, bd := range bounds() {
-		writeItem(&b, textColumn, bd.what, bd.bound)
+		b.WriteString(flaghelp.Item(flaghelp.Column, bd.what, bd.bound))
 	}
 	b.WriteString(helpLimits)
 	fmt.Fprintf(&b, limitsConns, maxConns, requestReadTimeout, maxConns)
 	b.WriteString("\nExit status:\n")
 	for _, e := range exitStatuses {
-		writeItem(&b, exitColumn, fmt.Sprint(e.code), e.text)
+		b.WriteString(flaghelp.Item(exitColumn, fmt.Sprint(e.code), e.text))
 	}
 	return b.String()
 }
 
-// Synopsis is the help's first lines, which the command's package comment
-// repeats.
+// helpSynopsis is the help's first lines: the synopsis and what the server
+// does. The command's package comment points here (effectserver -h)
+// rather than repeat it.
 const helpSynopsis = `usage: effectserver -state DIR [flags]
        effectserver -store postgres -dsn URL [flags]
        effectserver -read-state json|counter -state DIR [-store NAME]
@@ -296,59 +299,9 @@ var exitStatuses = []struct {
 	{ExitCrash, "a lab crash fault fired"},
 }
 
-// The help's layout: items start at column 2, their text at textColumn
-// (exitColumn for the exit statuses), lines end before width.
-const (
-	textColumn = 20
-	exitColumn = 6
-	width      = 78
-)
-
-// writeFlags writes fs's flags in name order, each with its argument's
-// name and its default (unless that is empty or false), then -h.
-func writeFlags(b *strings.Builder, fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) {
-		arg, usage := flag.UnquoteUsage(f)
-		head := "-" + f.Name
-		switch boolean, _ := f.Value.(interface{ IsBoolFlag() bool }); {
-		case boolean != nil && boolean.IsBoolFlag() && strings.Contains(f.Usage, "`"):
-			head += "=" + arg
-		case boolean != nil && boolean.IsBoolFlag():
-		default:
-			head += " " + arg
-		}
-		if f.DefValue != "" && f.DefValue != "false" {
-			usage += " (default " + f.DefValue + ")"
-		}
-		writeItem(b, textColumn, head, usage)
-	})
-	writeItem(b, textColumn, "-h", "print this help")
-}
-
-// writeItem writes head at column 2 and text wrapped from column; a head
-// too wide for its column puts the text on the next line.
-func writeItem(b *strings.Builder, column int, head, text string) {
-	line := "  " + head
-	if len(line) >= column-1 {
-		b.WriteString(line + "\n")
-		line = ""
-	}
-	indent := strings.Repeat(" ", column)
-	line += indent[len(line):]
-	first := true
-	for _, word := range strings.Fields(text) {
-		if !first && len(line)+1+len(word) > width {
-			b.WriteString(line + "\n")
-			line, first = indent, true
-		}
-		if !first {
-			line += " "
-		}
-		line += word
-		first = false
-	}
-	b.WriteString(line + "\n")
-}
+// exitColumn is where the exit statuses' text starts in the help; the
+// flags' and the bounds' start at flaghelp.Column.
+const exitColumn = 6
 
 // A bound is one input bound the help lists: what is bounded, and the
 // bound with what exceeding it gets.

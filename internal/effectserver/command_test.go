@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"idemlab/internal/flaghelp"
 	"idemlab/internal/protocol"
 )
 
@@ -34,8 +35,8 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		}
 	})
 	for _, line := range strings.Split(help, "\n") {
-		if len(line) > width {
-			t.Errorf("-h line of %d bytes, more than %d: %q", len(line), width, line)
+		if len(line) > flaghelp.Width {
+			t.Errorf("-h line of %d bytes, more than %d: %q", len(line), flaghelp.Width, line)
 		}
 	}
 }

@@ -1,0 +1,120 @@
+// Package flaghelp renders the flag list of a command's -h text from its
+// flag.FlagSet, so that the help cannot name a flag, an argument or a
+// default the command does not have, and lays out the help's other
+// lists (bounds, exit statuses) the same way. Every idemlab command renders
+// its -h with it: the runner, the effect server, the audit and
+// auditfixture.
+//
+// It is neutral: it holds no lab logic (no protocol, no case, no evidence,
+// no verdict) and imports only the standard library (TestImportsOnlyStd).
+// That is why the audit may import it: the audit's independence rule is
+// that it imports no lab package, so that a mistake in the lab cannot hide
+// from it, and this package decides nothing the audit checks; it only
+// lays out text.
+package flaghelp
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+)
+
+// The help's layout: an item's head starts at column 2, its text at
+// Column, and no line is longer than Width bytes (but a word that is
+// longer by itself).
+const (
+	Column = 20
+	Width  = 78
+)
+
+// Flags returns the help of fs's flags, one item each (see Item): the flag
+// and its argument as head, its usage as text, then in parentheses what
+// note says of it (if note is not nil and says something) and its default
+// (unless that is empty or false). It lists names in that order, or every
+// flag of fs in name order when names is empty; a name fs does not define
+// panics.
+//
+// A flag's argument is the word its usage puts in backquotes (see
+// flag.UnquoteUsage), or else a generic one: N for a number, D for a
+// duration, NAME for anything else; a boolean flag has none, unless its
+// usage names one, which then follows an "=" (-flag=BOOL).
+func Flags(fs *flag.FlagSet, names []string, note func(f *flag.Flag) string) string {
+	var b strings.Builder
+	write := func(f *flag.Flag) {
+		head := "-" + f.Name
+		arg, text := flag.UnquoteUsage(f)
+		switch arg {
+		case "int", "uint", "float":
+			arg = "N"
+		case "duration":
+			arg = "D"
+		case "string", "value":
+			arg = "NAME"
+		}
+		switch bf, _ := f.Value.(interface{ IsBoolFlag() bool }); {
+		case bf != nil && bf.IsBoolFlag() && arg != "":
+			head += "=" + arg
+		case bf != nil && bf.IsBoolFlag():
+		default:
+			head += " " + arg
+		}
+		var extra []string
+		if note != nil {
+			if n := note(f); n != "" {
+				extra = append(extra, n)
+			}
+		}
+		if f.DefValue != "" && f.DefValue != "false" {
+			extra = append(extra, "default "+f.DefValue)
+		}
+		if len(extra) > 0 {
+			text += " (" + strings.Join(extra, "; ") + ")"
+		}
+		b.WriteString(Item(Column, head, text))
+	}
+	if len(names) == 0 {
+		fs.VisitAll(write)
+		return b.String()
+	}
+	for _, name := range names {
+		f := fs.Lookup(name)
+		if f == nil {
+			panic(fmt.Sprintf("flaghelp: %s defines no flag -%s", fs.Name(), name))
+		}
+		write(f)
+	}
+	return b.String()
+}
+
+// Item returns one item of a help list: head at column 2, then text from
+// column, its words wrapped so that no line is longer than Width, every
+// further line starting at column. A head that reaches column-1 is a line
+// of its own, and the text starts on the next. No line ends in a space.
+func Item(column int, head, text string) string {
+	var b strings.Builder
+	words := strings.Fields(text)
+	indent := strings.Repeat(" ", max(column, 0))
+	line := "  " + head
+	if len(line) >= column-1 {
+		if len(words) == 0 {
+			return line + "\n"
+		}
+		b.WriteString(line + "\n")
+		line = ""
+	}
+	line += indent[len(line):]
+	fresh := true
+	for _, word := range words {
+		if !fresh && len(line)+1+len(word) > Width {
+			b.WriteString(line + "\n")
+			line, fresh = indent, true
+		}
+		if !fresh {
+			line += " "
+		}
+		line += word
+		fresh = false
+	}
+	b.WriteString(strings.TrimRight(line, " ") + "\n")
+	return b.String()
+}
