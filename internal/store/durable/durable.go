@@ -31,11 +31,13 @@
 // by a lock on the folder (see lockFolder), and a folder holding the
 // volatile store's files is refused.
 //
-// Apply hands an intent to one committer goroutine, which applies a batch of
-// pending intents in one write transaction (BEGIN IMMEDIATE, so the lookup of
-// a key and the writes happen under the write lock), each intent of a batch
-// of several inside its own SAVEPOINT so that a failing one rolls back
-// alone, then commits once:
+// Apply hands an intent to one committer goroutine (package groupcommit,
+// shared with the postgres store), which applies a batch of pending
+// intents (those waiting at that moment, up to groupcommit.MaxBatch) in one
+// write transaction (BEGIN IMMEDIATE, so the lookup of a key and the writes
+// happen under the write lock), each intent of a batch of several inside
+// its own SAVEPOINT so that a failing one rolls back alone, then commits
+// once:
 // the intents of a batch share one fsync (group commit), and each Apply
 // returns only after the commit holding its effect is durable. Within its
 // savepoint an intent runs, in order: the key lookup (a recorded key with
@@ -70,12 +72,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
 	"idemlab/internal/store"
+	"idemlab/internal/store/internal/groupcommit"
 )
 
 // FileName is the database's name inside the state folder.
@@ -87,9 +89,6 @@ const SchemaVersion = 2
 // busyTimeoutMS bounds how long a transaction waits for another process's
 // write lock, in milliseconds.
 const busyTimeoutMS = 10000
-
-// maxBatch bounds how many intents share one transaction.
-const maxBatch = 256
 
 // schema creates the tables of SchemaVersion in an empty database.
 const schema = `
@@ -160,15 +159,14 @@ type Store struct {
 	db       *sql.DB
 	stmts    [len(statements)]*sql.Stmt
 
-	queue   chan *pending
-	stop    chan struct{}
-	stopped chan struct{}
-	once    sync.Once
+	committer *groupcommit.Committer[pending, outcome]
 
 	commits, intents atomic.Int64 // see Stats
 
 	store.KeyClock // the key TTL and the clock (phased.go)
 }
+
+var _ store.Store = (*Store)(nil)
 
 // Stats counts the transactions the committer committed and the intents
 // they held; their ratio is the mean group-commit batch.
@@ -186,13 +184,16 @@ func (s *Store) Stats() Stats {
 type pending struct {
 	in          store.Intent
 	afterEffect func() error
-	done        chan outcome
 }
 
+// outcome is an intent's answer.
 type outcome struct {
 	res store.Result
 	err error
 }
+
+// queued is a pending intent as the committer holds it, with its answer.
+type queued = groupcommit.Call[pending, outcome]
 
 // dsn is the data source name of the database at path: every connection
 // waits for a busy lock, syncs every commit, and begins transactions with
@@ -231,7 +232,7 @@ func Open(dir string, capacity int) (*Store, error) {
 		return nil, err
 	}
 	s.lock = lock
-	go s.commitLoop()
+	s.committer = groupcommit.Start(0, s.runBatch)
 	return s, nil
 }
 
@@ -261,9 +262,6 @@ func openLocked(dir string, capacity int) (*Store, error) {
 		path:     path,
 		capacity: int64(capacity),
 		db:       db,
-		queue:    make(chan *pending),
-		stop:     make(chan struct{}),
-		stopped:  make(chan struct{}),
 	}
 	for i, q := range statements {
 		if s.stmts[i], err = db.Prepare(q); err != nil {
@@ -473,21 +471,17 @@ func (s *Store) Recorded() ([]store.Record, error) {
 // sharing the transaction are not affected. If the commit fails, every
 // intent of the transaction fails.
 func (s *Store) Apply(in store.Intent, afterEffect func() error) (store.Result, error) {
-	p := &pending{in: in, afterEffect: afterEffect, done: make(chan outcome, 1)}
-	select {
-	case s.queue <- p:
-	case <-s.stopped:
+	o, err := s.committer.Do(pending{in: in, afterEffect: afterEffect})
+	if err != nil { // groupcommit.ErrClosed: nothing ran
 		return store.Result{}, ErrClosed
 	}
-	o := <-p.done
 	return o.res, o.err
 }
 
 // Close stops the committer, after the transaction in progress, and closes
 // the database.
 func (s *Store) Close() error {
-	s.once.Do(func() { close(s.stop) })
-	<-s.stopped
+	s.committer.Close()
 	for _, st := range s.stmts {
 		st.Close()
 	}
@@ -499,41 +493,18 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// commitLoop is the committer: it takes the intents waiting at that moment,
-// up to maxBatch, and runs them in one transaction, until Close.
-func (s *Store) commitLoop() {
-	defer close(s.stopped)
-	batch := make([]*pending, 0, maxBatch)
-	for {
-		select {
-		case p := <-s.queue:
-			batch = append(batch[:0], p)
-		case <-s.stop:
-			return
-		}
-	more:
-		for len(batch) < maxBatch {
-			select {
-			case p := <-s.queue:
-				batch = append(batch, p)
-			default:
-				break more
-			}
-		}
-		s.runBatch(batch)
-	}
-}
-
-// runBatch applies batch in one transaction and answers every intent.
-func (s *Store) runBatch(batch []*pending) {
+// runBatch applies batch in one transaction and answers every intent: the
+// committer's run, carrying none over.
+func (s *Store) runBatch(batch []*queued) (carry []*queued) {
 	out := make([]outcome, len(batch))
 	err := s.transact(batch, out)
-	for i, p := range batch {
+	for i, c := range batch {
 		if err != nil {
 			out[i] = outcome{err: err}
 		}
-		p.done <- out[i]
+		c.Answer(out[i])
 	}
+	return nil
 }
 
 // transact runs the batch's intents, writing each one's outcome to out,
@@ -541,7 +512,7 @@ func (s *Store) runBatch(batch []*pending) {
 // of it was committed. With more than one intent, each runs under a
 // savepoint, so that a failing one is rolled back alone; a lone intent
 // needs none, its failure rolls back the transaction.
-func (s *Store) transact(batch []*pending, out []outcome) (err error) {
+func (s *Store) transact(batch []*queued, out []outcome) (err error) {
 	tx, err := s.db.BeginTx(context.Background(), nil) // BEGIN IMMEDIATE (see dsn)
 	if err != nil {
 		return fmt.Errorf("durable store %s: begin: %w", s.path, err)
@@ -556,8 +527,8 @@ func (s *Store) transact(batch []*pending, out []outcome) (err error) {
 		st[i] = tx.Stmt(stmt)
 	}
 	alone := len(batch) == 1
-	for i, p := range batch {
-		res, err := s.applyOne(&st, p, !alone)
+	for i, c := range batch {
+		res, err := s.applyOne(&st, &c.Arg, !alone)
 		if broken, ok := errors.AsType[*txError](err); ok {
 			return broken.err
 		}

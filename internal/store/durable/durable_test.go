@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"idemlab/internal/store"
+	"idemlab/internal/store/internal/groupcommit"
 )
 
 // childEnv makes the test binary a child that applies one intent and
@@ -233,19 +234,21 @@ func TestBatchIntentFailsAlone(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir, 8)
 	boom := errors.New("boom")
-	batch := []*pending{
+	var batch []*queued
+	for _, p := range []pending{
 		{in: store.Intent{Key: "a", Fingerprint: fp("a")}, afterEffect: noHook},
 		{in: store.Intent{Key: "b", Fingerprint: fp("b")}, afterEffect: func() error { return boom }},
 		{in: store.Intent{Key: "c", Fingerprint: fp("c")}, afterEffect: noHook},
 		{in: store.Intent{Key: "a", Fingerprint: fp("a")}, afterEffect: noHook},
+	} {
+		batch = append(batch, groupcommit.NewCall[pending, outcome](p))
 	}
-	for _, p := range batch {
-		p.done = make(chan outcome, 1)
+	if carry := s.runBatch(batch); len(carry) != 0 {
+		t.Fatalf("runBatch carried %d intents over, want none", len(carry))
 	}
-	s.runBatch(batch)
 	want := []outcome{{res: store.Result{Value: 1}}, {err: boom}, {res: store.Result{Value: 2}}, {res: store.Result{Value: 1, Replayed: true}}}
-	for i, p := range batch {
-		if got := <-p.done; got != want[i] {
+	for i, c := range batch {
+		if got := c.Wait(); got != want[i] {
 			t.Errorf("intent %d: %+v, want %+v", i, got, want[i])
 		}
 	}

@@ -12,14 +12,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"idemlab/internal/store"
+	"idemlab/internal/store/internal/groupcommit"
 )
 
-// This file is Apply's group commit: the committer, which runs the intents
-// waiting at one moment in one transaction, and the transaction itself,
-// which also runs an intent alone (see the package comment).
-
-// maxBatch bounds how many intents share one transaction.
-const maxBatch = 256
+// This file is Apply's group commit: what the committer (package
+// groupcommit) does with the intents waiting at one moment, which is to run
+// them in one transaction, and the transaction itself, which also runs an
+// intent alone (see the package comment).
 
 // maxAttempts bounds how many times a transaction PostgreSQL aborted as a
 // deadlock or a serialization failure is run; after the last, its intents
@@ -92,8 +91,10 @@ type pending struct {
 	// hooked: afterEffect returned nil in an attempt PostgreSQL then
 	// aborted; it is not called again.
 	hooked bool
-	done   chan outcome
 }
+
+// queued is a pending intent as the committer holds it, with its answer.
+type queued = groupcommit.Call[*pending, outcome]
 
 // outcome is an intent's answer; alone means the committer hands the
 // intent back for Apply to run in a transaction of its own, and panicked
@@ -133,61 +134,42 @@ func (s *Store) Stats() Stats {
 	return Stats{Commits: s.commits.Load(), Intents: s.intents.Load(), Retries: s.retries.Load(), Deadlocks: s.deadlocks.Load()}
 }
 
-// commitLoop is the committer: it takes the intents waiting at that moment,
-// up to maxBatch, and runs them in one transaction, until Close. An intent
-// whose key an earlier intent of the batch holds waits for the next one.
-func (s *Store) commitLoop() {
-	defer close(s.stopped)
-	var carry []*pending
-	for {
-		batch := carry
-		if len(batch) == 0 {
-			select {
-			case p := <-s.queue:
-				batch = append(batch, p)
-			case <-s.stop:
-				return
-			}
-		}
-	more:
-		for len(batch) < maxBatch {
-			select {
-			case p := <-s.queue:
-				batch = append(batch, p)
-			default:
-				break more
-			}
-		}
-		batch, carry = splitDuplicates(batch)
-		s.runBatch(batch)
-	}
-}
-
 // splitDuplicates returns the intents of batch whose key no earlier intent
 // of batch has, and the others, each list in order.
-func splitDuplicates(batch []*pending) (first, later []*pending) {
+func splitDuplicates(batch []*queued) (first, later []*queued) {
 	seen := make(map[string]bool, len(batch))
 	first = batch[:0:0]
-	for _, p := range batch {
-		if p.in.Key != "" && seen[p.in.Key] {
-			later = append(later, p)
+	for _, q := range batch {
+		k := q.Arg.in.Key
+		if k != "" && seen[k] {
+			later = append(later, q)
 			continue
 		}
-		seen[p.in.Key] = p.in.Key != ""
-		first = append(first, p)
+		seen[k] = k != ""
+		first = append(first, q)
 	}
 	return first, later
 }
 
-// runBatch runs batch in one transaction and answers every intent.
-func (s *Store) runBatch(batch []*pending) {
+// commitBatch is the committer's run: a key appears once in a transaction,
+// so an intent whose key an earlier intent of batch holds is carried over
+// to the next batch, where it finds the first one's outcome committed.
+func (s *Store) commitBatch(batch []*queued) (carry []*queued) {
+	batch, carry = splitDuplicates(batch)
+	s.runBatch(batch)
+	return carry
+}
+
+// runBatch runs batch, whose keys are distinct, in one transaction and
+// answers every intent.
+func (s *Store) runBatch(batch []*queued) {
 	ms := make([]*member, len(batch))
-	for i, p := range batch {
-		ms[i] = &member{p: p}
+	for i, q := range batch {
+		ms[i] = &member{p: q.Arg}
 	}
 	s.run(ms, false)
-	for _, m := range ms {
-		m.p.done <- m.out
+	for i, m := range ms {
+		batch[i].Answer(m.out)
 	}
 }
 

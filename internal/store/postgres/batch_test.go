@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"idemlab/internal/store"
+	"idemlab/internal/store/internal/groupcommit"
 )
 
 // call is one intent of a test batch and its callback (nil: none).
@@ -33,21 +34,21 @@ type answer struct {
 // batch, and then those it hands back alone, as Apply does; it returns
 // their answers in order.
 func runCalls(s *Store, calls ...call) []answer {
-	ps := make([]*pending, len(calls))
+	qs := make([]*queued, len(calls))
 	for i, c := range calls {
 		hook := c.hook
 		if hook == nil {
 			hook = noHook
 		}
-		ps[i] = &pending{in: c.in, afterEffect: hook, done: make(chan outcome, 1)}
+		qs[i] = groupcommit.NewCall[*pending, outcome](&pending{in: c.in, afterEffect: hook})
 	}
-	s.runBatch(ps)
-	out := make([]answer, len(ps))
-	for i, p := range ps {
-		o := <-p.done
+	s.runBatch(qs)
+	out := make([]answer, len(qs))
+	for i, q := range qs {
+		o := q.Wait()
 		out[i] = answer{res: o.res, err: o.err, alone: o.alone}
 		if o.alone {
-			o = s.applyAlone(p)
+			o = s.applyAlone(q.Arg)
 			out[i].res, out[i].err = o.res, o.err
 		}
 	}
@@ -207,9 +208,9 @@ func TestCommitterSharesOneCommit(t *testing.T) {
 	for i := range waiting {
 		wg.Go(func() { results[i], errs[i] = s.Apply(intent(fmt.Sprint("k", i), "x"), noHook) })
 	}
-	for deadline := time.Now().Add(30 * time.Second); len(s.queue) < waiting; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); s.committer.Queued() < waiting; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d intents queued within 30s, want %d", len(s.queue), waiting)
+			t.Fatalf("%d intents queued within 30s, want %d", s.committer.Queued(), waiting)
 		}
 	}
 	close(release)
@@ -387,15 +388,15 @@ func TestSplitDuplicates(t *testing.T) {
 		{[]string{"a", "a", "b", "a"}, "[a b]", "[a a]"},
 		{[]string{"", "", "a"}, "[  a]", "[]"},
 	} {
-		batch := make([]*pending, len(tc.keys))
+		batch := make([]*queued, len(tc.keys))
 		for i, k := range tc.keys {
-			batch[i] = &pending{in: intent(k, "x")}
+			batch[i] = groupcommit.NewCall[*pending, outcome](&pending{in: intent(k, "x")})
 		}
 		first, later := splitDuplicates(batch)
-		keys := func(ps []*pending) string {
+		keys := func(qs []*queued) string {
 			var ks []string
-			for _, p := range ps {
-				ks = append(ks, p.in.Key)
+			for _, q := range qs {
+				ks = append(ks, q.Arg.in.Key)
 			}
 			return fmt.Sprint(ks)
 		}

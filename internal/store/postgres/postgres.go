@@ -63,8 +63,9 @@
 // # Group commit
 //
 // Apply hands its intent to the store's committer (one goroutine per
-// Store), which takes every intent waiting at that moment, up to maxBatch,
-// and runs them in one transaction in four round trips, however many they
+// Store, package groupcommit, shared with the durable store), which takes
+// every intent waiting at that moment, up to groupcommit.MaxBatch, and
+// runs them in one transaction in four round trips, however many they
 // are (batch.go):
 //
 //  1. the claims: every key in one INSERT … SELECT … ORDER BY key ON
@@ -187,7 +188,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -196,6 +196,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"idemlab/internal/store"
+	"idemlab/internal/store/internal/groupcommit"
 	"idemlab/internal/store/postgres/redact"
 )
 
@@ -274,10 +275,7 @@ type Store struct {
 	tryTimeout   string // and for a batch's claims
 	busyTimeout  string // and back for the rest of the transaction
 
-	queue   chan *pending // to the committer, buffered: maxBatch
-	stop    chan struct{} // closed by Close
-	stopped chan struct{} // closed by the committer when it returns
-	once    sync.Once
+	committer *groupcommit.Committer[*pending, outcome]
 
 	commits, intents, retries, deadlocks atomic.Int64 // see Stats
 
@@ -330,11 +328,8 @@ func Open(ctx context.Context, dsn string, capacity int, wait time.Duration) (*S
 		claimTimeout: fmt.Sprintf("SET LOCAL lock_timeout = %d", max(wait.Milliseconds(), 1)),
 		tryTimeout:   fmt.Sprintf("SET LOCAL lock_timeout = %d", tryTimeout),
 		busyTimeout:  fmt.Sprintf("SET LOCAL lock_timeout = %d", busyTimeout.Milliseconds()),
-		queue:        make(chan *pending, maxBatch),
-		stop:         make(chan struct{}),
-		stopped:      make(chan struct{}),
 	}
-	go s.commitLoop()
+	s.committer = groupcommit.Start(groupcommit.MaxBatch, s.commitBatch)
 	return s, nil
 }
 
@@ -453,23 +448,10 @@ func (s *Store) Recorded() ([]store.Record, error) {
 // not affected. A lost connection is an error wrapping
 // store.ErrUnavailable, for every intent of the transaction.
 func (s *Store) Apply(in store.Intent, afterEffect func() error) (store.Result, error) {
-	p := &pending{in: in, afterEffect: afterEffect, done: make(chan outcome, 1)}
-	select {
-	case s.queue <- p:
-	case <-s.stopped:
+	p := &pending{in: in, afterEffect: afterEffect}
+	o, err := s.committer.Do(p)
+	if err != nil { // groupcommit.ErrClosed: nothing ran
 		return store.Result{}, s.fail("apply", errClosed)
-	}
-	var o outcome
-	select {
-	case o = <-p.done:
-	case <-s.stopped:
-		// The committer answers every intent it takes before it stops:
-		// without an answer, this one was left in the queue.
-		select {
-		case o = <-p.done:
-		default:
-			return store.Result{}, s.fail("apply", errClosed)
-		}
 	}
 	if o.alone {
 		o = s.applyAlone(p)
@@ -483,8 +465,7 @@ func (s *Store) Apply(in store.Intent, afterEffect func() error) (store.Result, 
 // Close stops the committer, after the transaction in progress, and
 // closes the store's connections.
 func (s *Store) Close() error {
-	s.once.Do(func() { close(s.stop) })
-	<-s.stopped
+	s.committer.Close()
 	s.pool.Close()
 	return nil
 }

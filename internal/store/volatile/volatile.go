@@ -64,6 +64,11 @@ type Counter struct {
 	repairs []string // what Open cut off (see Repairs)
 }
 
+var (
+	_ store.Store    = (*Counter)(nil)
+	_ store.Repairer = (*Counter)(nil)
+)
+
 // Open loads the counter of dir, which must be a writable folder no other
 // server is using, and holds the folder until Close. It removes temporary
 // files a crash may have left, cuts off the journal lines a crash left
