@@ -1,6 +1,9 @@
-// Audit re-checks idemlab evidence, trusting nothing but bytes, the case
-// files in cases/, the schemas in schema/, the checkout's sources and its
-// git history; with -reproduce it runs the lab again and checks the
+// Audit is idemlab's one judge: it re-checks the evidence the runner
+// observed, trusting nothing but bytes, the case files in cases/, the
+// schemas in schema/, the checkout's sources and its git history, derives
+// every verdict and renders every human-readable file (written with
+// -write, as the runner has it do after a run; compared byte for byte
+// without); with -reproduce it runs the lab again and checks the
 // evidence's claims on fresh observations; with -compare it compares two
 // evidence folders. It shares no code with the lab that wrote the evidence:
 // it imports only package idemlab/internal/audit, which lists every check,
@@ -29,29 +32,36 @@ import (
 )
 
 const usage = `usage: audit [-json] [-root DIR] [-case NAME] [-store NAME] [-allow-dirty] [-allow-mutation] [-rebuild] [-verify-key PUBFILE] [EVIDENCE_DIR]
+       audit -write [-sign KEYFILE] [-json] [-root DIR] [-case NAME] [-store NAME] [-allow-dirty] [-allow-mutation] [EVIDENCE_DIR]
        audit -reproduce [-runs N] [-from DIR,...] [-json] [-root DIR] [-allow-dirty] [-allow-mutation] [-verify-key PUBFILE] [EVIDENCE_DIR]
        audit [-root DIR] -compare DIR_A DIR_B
 `
 
 // help is the -h text; %s is where the flags go (flaghelp.Flags).
 const help = usage + `
-Audit re-checks the evidence folder EVIDENCE_DIR (default evidence) against
-the checkout at -root, trusting no hash for what a file says: schemas (after
-a strict read: no duplicate JSON names, valid UTF-8, size caps, no
-symlinks); the SHA-256 of every evidence and source file, and nothing
-outside the sources that changes the build; every manifest field (protocol
-constants against internal/protocol and the runs, source_commit against git
-history, source_dirty, unsafe_registry, server_build); the runs the
-selection lists; every expectation in cases/ and every call against the
-case's steps and the server's reply texts; run.json against results.json;
-REPORT.md, jitter.json and jitter.svg re-derived byte for byte; the
+Audit is the lab's one judge. It re-checks the observations in the evidence
+folder EVIDENCE_DIR (default evidence) against the checkout at -root,
+trusting no hash for what a file says: schemas (after a strict read: no
+duplicate JSON names, valid UTF-8, size caps, no symlinks); the SHA-256 of
+every evidence and source file, and nothing outside the sources that
+changes the build; every manifest field (protocol constants against
+internal/protocol and the runs, source_commit against git history,
+source_dirty, unsafe_registry, server_build); the runs the selection lists;
+every call against the case's steps and the server's reply texts; run.json
+against results.json; jitter.json against its own run of the model; the
 experiments' parameters and seeds pinned to the design's unless
 manifest.flags records the knob; retries.json against its parameters and
 the design's claims; the chaos schedule regenerated from the seed and each
-history checked for consistency. It prints "PASS: ..." with counts (and what
-a partial selection leaves out), then what it re-derived, what it checked
-for consistency only (counts no audit can recompute from bytes) and what it
-did not check; or "FAIL: N checks" and one line per failure.
+history checked for consistency. Then it judges: every run on a store
+against its case's expectation, every run on a target (safety apart from
+conformance), every chaos history by its checker. What it derives -
+REPORT.md, TARGETS.md, verdicts.json, the chaos timelines, jitter.svg and
+the in-toto statement - it writes into EVIDENCE_DIR with -write (the runner
+runs audit -write after every run); without -write each must already be
+there, byte for byte. It prints "PASS: ..." with counts (and what a partial
+selection leaves out), then what it re-derived, what it checked for
+consistency only (counts no audit can recompute from bytes) and what it did
+not check; or "FAIL: N checks" and one line per failure.
 
 -reproduce re-observes what bytes cannot prove: it audits EVIDENCE_DIR,
 builds ./cmd/runner from -root with the pinned recipe, and runs it again
@@ -98,6 +108,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		rebuild       = fs.Bool("rebuild", false, "rebuild cmd/effectserver with the recorded, pinned flags and compare its SHA-256 with server_sha256")
 		compare       = fs.Bool("compare", false, "compare the deterministic files of DIR_A and DIR_B")
 		verifyKey     = fs.String("verify-key", "", "require the statement signed (runner -sign) by the ed25519 public key in `PUBFILE` (an OpenSSH .pub line or a PEM PUBLIC KEY)")
+		write         = fs.Bool("write", false, "write what the audit derives (REPORT.md, TARGETS.md, verdicts.json, the timelines, jitter.svg, the statement) into EVIDENCE_DIR instead of comparing it")
+		sign          = fs.String("sign", "", "with -write, also sign the statement as a DSSE envelope with the ed25519 private key in `KEYFILE` (OpenSSH without a passphrase, or PKCS #8 PEM)")
 		reproduce     = fs.Bool("reproduce", false, "run the lab again as the evidence records and check that its claims hold on fresh observations")
 		runs          = fs.Int("runs", 3, fmt.Sprintf("with -reproduce, observations of the non-deterministic experiments, `N` in 1..%d", audit.MaxRuns))
 		from          = fs.String("from", "", "with -reproduce, judge these re-run folders instead of running the lab: `DIR,...`, the first a whole run of the recorded selection, the others runs of its non-deterministic experiments")
@@ -113,7 +125,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if *compare {
-		if *asJSON || *only != "" || *store != "" || *allowDirty || *allowMutation || *rebuild || *reproduce || *verifyKey != "" || given["runs"] || given["from"] {
+		if *asJSON || *only != "" || *store != "" || *allowDirty || *allowMutation || *rebuild || *reproduce || *verifyKey != "" || *write || *sign != "" || given["runs"] || given["from"] {
 			return usageError(stderr, "-compare takes no other flag but -root")
 		}
 		if fs.NArg() != 2 {
@@ -139,6 +151,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if fs.NArg() == 1 {
 		dir = fs.Arg(0)
 	}
+	switch {
+	case *sign != "" && !*write:
+		return usageError(stderr, "-sign goes with -write: it signs the statement the audit writes")
+	case *write && (*reproduce || *rebuild || *verifyKey != ""):
+		return usageError(stderr, "-write writes what the audit derives: no -reproduce, -rebuild or -verify-key (audit the folder again for those)")
+	}
 	if *reproduce {
 		switch {
 		case *only != "" || *store != "" || *rebuild:
@@ -153,7 +171,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return usageError(stderr, "-runs and -from go with -reproduce")
 	}
 	r, err := audit.Audit(audit.Options{Root: *root, Evidence: dir, Case: *only, Store: *store,
-		AllowDirty: *allowDirty, AllowMutation: *allowMutation, Rebuild: *rebuild, VerifyKey: *verifyKey})
+		AllowDirty: *allowDirty, AllowMutation: *allowMutation, Rebuild: *rebuild, VerifyKey: *verifyKey, Write: *write, SignKey: *sign})
 	if err != nil {
 		if errors.Is(err, iofs.ErrNotExist) && !isCheckout(*root) {
 			fmt.Fprintf(stderr, "audit: %v (run audit from the idemlab checkout, or pass -root DIR)\n", err)

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -22,6 +23,14 @@ type Options struct {
 	// VerifyKey, when set, is an ed25519 public key file: the statement
 	// must be signed with its private key (dsse.go).
 	VerifyKey string
+	// Write writes the files the audit derives (REPORT.md, TARGETS.md,
+	// verdicts.json, the timelines, jitter.svg, the statement) into the
+	// evidence folder, as the runner has it do after a run; without it
+	// each must already be there, byte for byte (derived.go).
+	Write bool
+	// SignKey, with Write, is an ed25519 private key file: the statement
+	// is then also written as a signed DSSE envelope (dsse.go).
+	SignKey string
 }
 
 // A Check names a group of checks; every Failure carries one.
@@ -37,15 +46,15 @@ const (
 	CheckExpectation Check = "expectation" // each run against its case's expectation
 	CheckCalls       Check = "calls"       // each call against the case's steps and the server's fixed replies
 	CheckRunFile     Check = "runfile"     // run.json against results.json
-	CheckReport      Check = "report"      // REPORT.md and TARGETS.md against the audit's own rendering
+	CheckDerived     Check = "derived"     // what the audit derives (REPORT.md, TARGETS.md, verdicts.json, timelines, jitter.svg, the statement) against the folder's
 	CheckTarget      Check = "target"      // targets.json: each target's folder, runs and verdicts (targets.go)
 	CheckExperiment  Check = "experiment"  // retries.json, jitter.json and jitter.svg
 	CheckChaos       Check = "chaos"       // chaos.json and each store's history, judged again (chaos.go)
-	CheckStatement   Check = "statement"   // statement.intoto.json against the manifest and the audit's verdicts (statement.go)
+	CheckStatement   Check = "statement"   // the statement's DSSE envelope against the statement and -verify-key (dsse.go)
 )
 
 // Checks lists every check group in report order.
-var Checks = []Check{CheckSchema, CheckFile, CheckSource, CheckManifest, CheckRunSet, CheckExpectation, CheckCalls, CheckRunFile, CheckTarget, CheckReport, CheckExperiment, CheckChaos, CheckStatement}
+var Checks = []Check{CheckSchema, CheckFile, CheckSource, CheckManifest, CheckRunSet, CheckExpectation, CheckCalls, CheckRunFile, CheckTarget, CheckExperiment, CheckChaos, CheckDerived, CheckStatement}
 
 // ParseCheck returns the check group called name, or an error listing the names.
 func ParseCheck(name string) (Check, error) {
@@ -102,7 +111,10 @@ type Report struct {
 	// ChaosTargets are the targets whose chaos histories were checked.
 	ChaosTargets []string `json:"chaos_targets,omitempty"`
 	Subset       []string `json:"subset"` // how the evidence or the audit covers less than everything, e.g. "stores: volatile only"
-	Notes        []string `json:"notes"`
+	// Summary is, with -write, the verdicts in words for the person who
+	// just ran the lab (summary.go), printed before the verdict.
+	Summary string   `json:"summary,omitempty"`
+	Notes   []string `json:"notes"`
 
 	// What the checks that ran proved (claims.go): re-derived,
 	// consistency-checked, and named as not checked here.
@@ -137,6 +149,15 @@ func Audit(opts Options) (*Report, error) {
 			return nil, err
 		}
 	}
+	var sign ed25519.PrivateKey
+	if opts.SignKey != "" {
+		if !opts.Write {
+			return nil, errors.New("-sign writes a signed statement: it goes with -write")
+		}
+		if sign, err = readSigningKey(opts.SignKey); err != nil {
+			return nil, err
+		}
+	}
 	manifestPath := filepath.Join(opts.Evidence, "manifest.json")
 	data, err := readInside(opts.Evidence, "manifest.json", CapManifest)
 	if err != nil {
@@ -156,6 +177,8 @@ func Audit(opts Options) (*Report, error) {
 		allCases: cases,
 		manifest: manifest,
 		data:     map[string][]byte{},
+		derived:  map[string]string{},
+		signKey:  sign,
 
 		verifyKey: verifyKey, verifyKeyID: verifyKeyID,
 		report: &Report{Failures: []Failure{}, Notes: []string{}, Experiments: []string{}, Subset: []string{},
@@ -189,7 +212,7 @@ func Audit(opts Options) (*Report, error) {
 			a.checkObservedProtocol(runs)
 			a.checkRunFile(checked)
 			a.runDoc = nil // checked: not kept through the experiments' checks
-			a.checkReportFile(checked)
+			a.deriveReport(checked)
 		}
 	case len(a.selCases) == 0 && a.isListed("results.json"):
 		a.failf(CheckRunSet, "manifest.json: selection.cases: empty, but manifest.files lists results.json")
@@ -198,9 +221,17 @@ func Audit(opts Options) (*Report, error) {
 	}
 	a.checkTargets(results) // targets.go
 	a.checkExperiments()
-	a.checkStatement()            // statement.go
+	a.deriveVerdicts()            // verdicts.go
+	a.deriveStatement()           // statement.go
 	a.checkSignature(a.statement) // dsse.go
+	a.checkUnlisted()             // files.go
 	a.unchecked()                 // claims.go
+	if opts.Write {
+		a.report.Summary = a.summaryText()
+	}
+	if a.writeErr != nil {
+		return nil, fmt.Errorf("write the derived files into %s: %w", opts.Evidence, a.writeErr)
+	}
 	if len(a.selCases) == 0 && len(a.cases) == 0 {
 		a.note("an experiment-only folder (manifest.json selects no cases): no case runs were required")
 	}
@@ -245,11 +276,20 @@ type auditor struct {
 	data     map[string][]byte // evidence files read (whatever their hash)
 	runDoc   map[string]any    // run.json, when schema-valid
 
-	flagValues    map[string]int64 // the knobs manifest.flags records, by parameter (params.go)
-	skippedClaims []string         // retries claims a recorded knob moved away from the design's (retries_claims.go)
-	statement     []byte           // statement.intoto.json, when read
-	verifyKey     ed25519.PublicKey
-	verifyKeyID   string // its fingerprint
+	flagValues    map[string]int64   // the knobs manifest.flags records, by parameter (params.go)
+	skippedClaims []string           // retries claims a recorded knob moved away from the design's (retries_claims.go)
+	statement     []byte             // statement.intoto.json, as derived
+	signKey       ed25519.PrivateKey // -sign's key, with -write
+	derived       map[string]string  // the files derived so far, by name: their SHA-256 (derived.go)
+	writeErr      error              // what -write could not write
+	unlisted      []string           // files of the folder the manifest does not list, with derived names (checkUnlisted)
+
+	// The verdicts, as they are derived, for verdicts.json (verdicts.go).
+	storeVerdicts  []storeVerdict
+	targetVerdicts []targetVerdict
+	chaosVerdicts  []ChaosVerdict
+	verifyKey      ed25519.PublicKey
+	verifyKeyID    string // its fingerprint
 
 	selCases   []*Case  // manifest.selection.cases that name a case file
 	selStores  []string // manifest.selection.stores

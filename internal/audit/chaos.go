@@ -299,6 +299,8 @@ func (a *auditor) checkChaos() {
 		if why := notRun(bySubject[sub]); why != "" {
 			dir, _ := str(bySubject[sub], "target_dir")
 			a.checkChaosNotRun(t, dir, why)
+			a.chaosVerdicts = append(a.chaosVerdicts, ChaosVerdict{Target: t, NotRun: why, Counts: map[string]int64{}, Faults: map[string]int64{},
+				Rules: []ChaosRuleVerdict{}, Findings: []ChaosFinding{}})
 			continue
 		}
 		a.checkChaosRun(sub, bySubject[sub], crash)
@@ -408,122 +410,52 @@ func (a *auditor) checkChaosRun(sub chaosSubject, run map[string]any, crashCode 
 	// Every violation of a promised rule, named by intent: on the lab's
 	// own stores a failure of the evidence; on a target the target's
 	// result (a finding is what the target does, not a broken lab), which
-	// chaos.json's verdict must say.
+	// the verdict says.
 	a.claim("chaos_promises")
 	a.claim("chaos_verdict")
 	for _, rule := range chaosRules {
 		if !hist.promised(rule) || sub.target != "" {
 			continue
 		}
-		fired := c.fired[rule]
-		a.report.Checks += int(fired) // a check per finding, as when every one was printed
-		var shown int
-		for _, fd := range c.findings {
-			if fd.rule != rule {
-				continue
-			}
-			if shown++; shown > maxChaosLines {
-				break
-			}
-			who := "the journal"
-			if fd.intent >= 0 {
-				who = fmt.Sprintf("intent %d (key %s)", fd.intent, fd.key)
-			}
-			a.fail(Failure{Check: CheckChaos, Store: sub.store, Target: sub.target, Field: rule,
-				Message: fmt.Sprintf("%s: %s promises no %s: %s: %s", name, sub, rule, who, fd.detail)})
-		}
-		if fired > maxChaosLines {
-			a.chaosFail(sub, rule, "%s: %s promises no %s: %d more", name, sub, rule, fired-maxChaosLines)
-		}
+		a.failPromised(sub, name, rule, c)
 	}
-
-	// The counts chaos.json records, against the audit's own.
-	counts := mapOf(run, "counts")
-	for _, k := range sortedKeys(c.counts) {
-		a.check()
-		v, ok := counts[k]
-		if got := number(v); !ok || got != c.counts[k] {
-			a.chaosFail(sub, "counts."+k, "%s: counts.%s: expected %d (re-derived from %s), observed %s", what, k, c.counts[k], name, render(v))
-		}
-	}
-	faults := mapOf(counts, "faults")
-	for _, k := range chaosFaults {
-		a.check()
-		v, ok := faults[k]
-		if got := number(v); !ok || got != c.faults[k] {
-			a.chaosFail(sub, "counts.faults."+k, "%s: counts.faults.%s: expected %d (re-derived from %s), observed %s", what, k, c.faults[k], name, render(v))
-		}
-	}
-	for _, k := range sortedKeys(faults) {
-		if !slices.Contains(chaosFaults, k) {
-			a.chaosFail(sub, "counts.faults."+k, "%s: counts.faults.%s: not a fault", what, k)
-		}
-	}
-
-	// The verdict.
-	verdict := mapOf(run, "verdict")
-	count := c.fired
-	var violations, shownN int64
-	for _, rule := range chaosRules {
-		if hist.promised(rule) {
-			violations += count[rule]
-		} else {
-			shownN += count[rule]
-		}
-	}
-	wantRules := make([]any, len(chaosRules))
-	for i, r := range chaosRules {
-		wantRules[i] = map[string]any{"rule": r, "promised": hist.promised(r), "count": jsonNum(strconv.FormatInt(count[r], 10))}
-	}
-	// The findings chaos.json lists: the first 100, violations first, each
-	// named by rule and intent (the detail's wording is the runner's); the
-	// checker keeps the first 100 of each rule, all this needs.
-	var wantListed, gotListed []string
-	for _, promised := range []bool{true, false} {
-		for _, fd := range c.findings {
-			if hist.promised(fd.rule) == promised && len(wantListed) < 100 {
-				wantListed = append(wantListed, fmt.Sprintf("%s/%d", fd.rule, fd.intent))
-			}
-		}
-	}
-	listed, _ := verdict["findings"].([]any)
-	for _, x := range listed {
-		m, _ := x.(map[string]any)
-		r, _ := str(m, "rule")
-		gotListed = append(gotListed, fmt.Sprintf("%s/%s", r, render(m["intent"])))
-	}
-	for _, cmpf := range []struct {
-		field      string
-		want, have string
-	}{
-		{"ok", strconv.FormatBool(violations == 0), render(verdict["ok"])},
-		{"violations", strconv.FormatInt(violations, 10), render(verdict["violations"])},
-		{"shown", strconv.FormatInt(shownN, 10), render(verdict["shown"])},
-		{"rules", render(wantRules), render(verdict["rules"])},
-		{"findings_listed", strconv.Itoa(len(wantListed)), render(verdict["findings_listed"])},
-		{"findings", strings.Join(wantListed, " "), strings.Join(gotListed, " ")},
-	} {
-		a.check()
-		if cmpf.want != cmpf.have {
-			a.chaosFail(sub, "verdict."+cmpf.field, "%s: verdict.%s: expected %s (re-derived from %s), observed %s",
-				what, cmpf.field, clipS(cmpf.want), name, clipS(cmpf.have))
-		}
-	}
-	for _, k := range sortedKeys(verdict) {
-		if !slices.Contains([]string{"ok", "violations", "shown", "rules", "findings", "findings_listed"}, k) {
-			a.chaosFail(sub, "verdict."+k, "%s: verdict.%s: not a field of the verdict", what, k)
-		}
-	}
+	v := chaosVerdictOf(sub, hist, c)
+	a.chaosVerdicts = append(a.chaosVerdicts, v)
 	if sub.target != "" {
 		a.report.ChaosTargets = append(a.report.ChaosTargets, sub.target)
-		if violations > 0 {
-			a.note(fmt.Sprintf("chaos: target %s: %d findings its claims promise never to happen (%s), as chaos.json's verdict says: the target's result, re-derived from %s",
-				sub.target, violations, chaosClaimsText(hist.claims), name))
+		if v.Violations > 0 {
+			a.note(fmt.Sprintf("chaos: target %s: %d findings its claims promise never to happen (%s): the target's result, judged from %s",
+				sub.target, v.Violations, chaosClaimsText(hist.claims), name))
 		}
 	}
 
 	// The second pass over the file: the schedule and the timeline.
 	a.checkChaosReplay(sub, hist, c)
+}
+
+// failPromised reports the findings of rule, which the store promises
+// never fire: at most maxChaosLines, and a count of the rest.
+func (a *auditor) failPromised(sub chaosSubject, name, rule string, c chaosCheck) {
+	fired := c.fired[rule]
+	a.report.Checks += int(fired) // a check per finding, as when every one was printed
+	var shown int
+	for _, fd := range c.findings {
+		if fd.rule != rule {
+			continue
+		}
+		if shown++; shown > maxChaosLines {
+			break
+		}
+		who := "the journal"
+		if fd.intent >= 0 {
+			who = fmt.Sprintf("intent %d (key %s)", fd.intent, fd.key)
+		}
+		a.fail(Failure{Check: CheckChaos, Store: sub.store, Target: sub.target, Field: rule,
+			Message: fmt.Sprintf("%s: %s promises no %s: %s: %s", name, sub, rule, who, fd.detail)})
+	}
+	if fired > maxChaosLines {
+		a.chaosFail(sub, rule, "%s: %s promises no %s: %d more", name, sub, rule, fired-maxChaosLines)
+	}
 }
 
 // checkChaosClaims checks the claims a run was judged by: chaos.json's and

@@ -9,7 +9,7 @@ import (
 
 // checkChaosReplay reads sub's history a second time, once the first pass
 // judged it (hist, c), every line into the audit's own timeline
-// (chaossvg.go), which must be chaos-NAME.svg byte for byte.
+// (chaossvg.go), written as chaos-NAME.svg.
 func (a *auditor) checkChaosReplay(sub chaosSubject, hist *chaosHistory, c chaosCheck) {
 	name := sub.base() + ".jsonl"
 	f, err := openInside(a.opts.Evidence, name, CapHistory)
@@ -23,21 +23,8 @@ func (a *auditor) checkChaosReplay(sub chaosSubject, hist *chaosHistory, c chaos
 		a.chaosFail(sub, "history", "%s: the second reading: %v", name, err)
 		return
 	}
-	svgName := sub.base() + ".svg"
 	a.claim("chaos_timeline")
-	a.check()
-	if !a.isListed(svgName) {
-		a.chaosFail(sub, "files", "file %s: the timeline of %s's chaos run: not listed in manifest.files", svgName, sub)
-		return
-	}
-	g, err := openInside(a.opts.Evidence, svgName, CapHistory)
-	if err != nil {
-		return // reported by the file checks
-	}
-	defer g.Close()
-	if at, got, same := sameStream(tl.svg(), io.LimitReader(g, CapHistory+1)); !same {
-		a.chaosFail(sub, "timeline", "file %s: differs from the audit's own drawing of %s from byte %d: %q", svgName, name, at, got)
-	}
+	a.emit(sub.base()+".svg", tl.svg())
 }
 
 // sameStream compares want with what r gives, a chunk at a time; when

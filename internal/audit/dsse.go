@@ -3,21 +3,17 @@ package audit
 import (
 	"bytes"
 	"crypto/ed25519"
-	"crypto/sha256"
-	"crypto/x509"
 	"encoding/base64"
-	"encoding/binary"
-	"encoding/pem"
 	"errors"
 	"fmt"
+	"idemlab/internal/audit/dsse"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 )
 
-// EnvelopeFile is the DSSE envelope runner -sign writes beside the
-// statement: statement.intoto.json's exact bytes as its payload, and an
+// EnvelopeFile is the DSSE envelope audit -write -sign (runner -sign)
+// writes beside the statement: statement.intoto.json's exact bytes as its payload, and an
 // ed25519 signature over DSSE's pre-authentication encoding of it. The
 // manifest does not list it (it signs the statement, which lists the
 // manifest).
@@ -28,14 +24,8 @@ import (
 // sign invented counts); audit -reproduce is the check of that.
 const EnvelopeFile = "statement.intoto.dsse.json"
 
-// envelopePayloadType is the payload type of an in-toto Statement.
-const envelopePayloadType = "application/vnd.in-toto+json"
-
 // CapEnvelope caps the envelope: the statement in base64 and a signature.
 const CapEnvelope = 2 * CapStatement
-
-// maxPublicKeyFile bounds the -verify-key file.
-const maxPublicKeyFile = 64 << 10
 
 // readPublicKey reads an ed25519 public key: an OpenSSH public key line
 // ("ssh-ed25519 BASE64 [comment]", as ssh-keygen writes KEY.pub) or a PEM
@@ -43,66 +33,15 @@ const maxPublicKeyFile = 64 << 10
 // key and its OpenSSH fingerprint ("SHA256:...", as ssh-keygen -l prints
 // it).
 func readPublicKey(path string) (ed25519.PublicKey, string, error) {
-	data, err := readRegularFile(path, maxPublicKeyFile)
+	data, err := readRegularFile(path, dsse.MaxKeyFile)
 	if err != nil {
 		return nil, "", fmt.Errorf("-verify-key %s: %w", path, unwrapPath(err))
 	}
-	pub, err := parsePublicKey(data)
+	pub, err := dsse.ParsePublicKey(data)
 	if err != nil {
 		return nil, "", fmt.Errorf("-verify-key %s: %w", path, err)
 	}
-	return pub, fingerprint(pub), nil
-}
-
-func parsePublicKey(data []byte) (ed25519.PublicKey, error) {
-	text := strings.TrimSpace(string(data))
-	if typ, rest, ok := strings.Cut(text, " "); ok && !strings.Contains(text, "\n") && !strings.HasPrefix(text, "-----") {
-		if typ != "ssh-ed25519" {
-			return nil, fmt.Errorf("an OpenSSH %s key, want ssh-ed25519", typ)
-		}
-		b64, _, _ := strings.Cut(strings.TrimSpace(rest), " ")
-		blob, err := base64.StdEncoding.DecodeString(b64)
-		if err != nil {
-			return nil, fmt.Errorf("OpenSSH public key: %v", err)
-		}
-		// string "ssh-ed25519", string key (32 bytes)
-		want := append(binary.BigEndian.AppendUint32(nil, 11), "ssh-ed25519"...)
-		want = binary.BigEndian.AppendUint32(want, ed25519.PublicKeySize)
-		if len(blob) != len(want)+ed25519.PublicKeySize || !bytes.HasPrefix(blob, want) {
-			return nil, errors.New("OpenSSH public key: not an ed25519 key's wire form")
-		}
-		return ed25519.PublicKey(blob[len(want):]), nil
-	}
-	block, rest := pem.Decode(data)
-	if block == nil || len(bytes.TrimSpace(rest)) > 0 || block.Type != "PUBLIC KEY" {
-		return nil, errors.New("want an OpenSSH public key line (ssh-ed25519 ...) or a PEM PUBLIC KEY")
-	}
-	k, err := x509.ParsePKIXPublicKey(block.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("PEM public key: %v", err)
-	}
-	pub, ok := k.(ed25519.PublicKey)
-	if !ok {
-		return nil, fmt.Errorf("PEM public key: a %T, want ed25519", k)
-	}
-	return pub, nil
-}
-
-// fingerprint is the OpenSSH fingerprint of an ed25519 public key.
-func fingerprint(pub ed25519.PublicKey) string {
-	var blob []byte
-	for _, s := range [][]byte{[]byte("ssh-ed25519"), pub} {
-		blob = binary.BigEndian.AppendUint32(blob, uint32(len(s)))
-		blob = append(blob, s...)
-	}
-	sum := sha256.Sum256(blob)
-	return "SHA256:" + base64.RawStdEncoding.EncodeToString(sum[:])
-}
-
-// pae is DSSE's pre-authentication encoding:
-// "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body.
-func pae(payloadType string, payload []byte) []byte {
-	return append([]byte("DSSEv1 "+strconv.Itoa(len(payloadType))+" "+payloadType+" "+strconv.Itoa(len(payload))+" "), payload...)
+	return pub, dsse.Fingerprint(pub), nil
 }
 
 // checkSignature checks the envelope, when there is one or -verify-key
@@ -138,8 +77,8 @@ func (a *auditor) checkSignature(statement []byte) {
 			return
 		}
 	}
-	if typ, _ := env["payloadType"].(string); typ != envelopePayloadType {
-		fail("payloadType %s, want %q", render(env["payloadType"]), envelopePayloadType)
+	if typ, _ := env["payloadType"].(string); typ != dsse.PayloadType {
+		fail("payloadType %s, want %q", render(env["payloadType"]), dsse.PayloadType)
 		return
 	}
 	b64, _ := env["payload"].(string)
@@ -157,7 +96,7 @@ func (a *auditor) checkSignature(statement []byte) {
 		fail("signatures: %d, want 1..16", len(sigs))
 		return
 	}
-	msg := pae(envelopePayloadType, payload)
+	msg := dsse.PAE(dsse.PayloadType, payload)
 	var ids []string
 	verified := false
 	for i, s := range sigs {
@@ -186,4 +125,18 @@ func (a *auditor) checkSignature(statement []byte) {
 	default:
 		fail("no signature verifies with the key of -verify-key (%s); the envelope names key ids %s", a.verifyKeyID, strings.Join(ids, ", "))
 	}
+}
+
+// readSigningKey reads the -sign key file: an ed25519 private key, as
+// dsse.ParsePrivateKey reads it.
+func readSigningKey(path string) (ed25519.PrivateKey, error) {
+	data, err := readRegularFile(path, dsse.MaxKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("-sign %s: %w", path, unwrapPath(err))
+	}
+	key, err := dsse.ParsePrivateKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("-sign %s: %w", path, err)
+	}
+	return key, nil
 }

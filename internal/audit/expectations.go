@@ -22,20 +22,40 @@ func (a *auditor) checkExpectations(runs map[runKey]map[string]any) {
 
 func (a *auditor) checkRun(caseName, store string, exp *Expectation, run map[string]any) {
 	where := fmt.Sprintf("case %s, store %s", caseName, store)
-	cmp := func(call *int, field string, want, got any) {
-		a.check()
-		w, g := render(want), render(got)
-		if w == g {
-			return
-		}
-		w, g = clipValue(w), clipValue(g)
+	found, compared := mismatches(exp, run)
+	a.report.Checks += compared
+	for _, m := range found {
 		at := where
-		if call != nil {
-			at = fmt.Sprintf("%s, call %d", where, *call)
+		if m.call != nil {
+			at = fmt.Sprintf("%s, call %d", where, *m.call)
 		}
-		a.fail(Failure{Check: CheckExpectation, Case: caseName, Store: store, Call: call,
-			Field: field, Expected: w, Observed: g,
-			Message: fmt.Sprintf("%s: %s: expected %s, observed %s", at, field, w, g)})
+		a.fail(Failure{Check: CheckExpectation, Case: caseName, Store: store, Call: m.call,
+			Field: m.field, Expected: m.expected, Observed: m.observed,
+			Message: fmt.Sprintf("%s: %s", at, m)})
+	}
+}
+
+// A mismatch is one way a run differs from its case's expectation.
+type mismatch struct {
+	call                      *int // nil: about the whole run
+	field, expected, observed string
+}
+
+// String is the mismatch as REPORT.md and a failure line word it.
+func (m mismatch) String() string {
+	return fmt.Sprintf("%s: expected %s, observed %s", m.field, m.expected, m.observed)
+}
+
+// mismatches compares run with exp: the counter, the ledger's counter
+// where either has one, the exit codes (the exact list), the number of
+// calls and every field the case file gives for each call, and counts
+// the comparisons. No mismatch means the run matches its case.
+func mismatches(exp *Expectation, run map[string]any) (out []mismatch, compared int) {
+	cmp := func(call *int, field string, want, got any) {
+		compared++
+		if w, g := render(want), render(got); w != g {
+			out = append(out, mismatch{call, field, clipValue(w), clipValue(g)})
+		}
 	}
 	cmp(nil, "counter", exp.Counter, run["counter"])
 	if exp.Ledger != nil || run["ledger_counter"] != nil {
@@ -54,10 +74,10 @@ func (a *auditor) checkRun(caseName, store string, exp *Expectation, run map[str
 		}
 		observed, _ := calls[i].(map[string]any)
 		for _, f := range ec.Fields {
-			idx := i
-			cmp(&idx, f.Name, f.Value, observed[f.Name])
+			cmp(&i, f.Name, f.Value, observed[f.Name])
 		}
 	}
+	return out, compared
 }
 
 // clipValue shortens a rendered value for a failure line: evidence can

@@ -11,17 +11,17 @@ import (
 )
 
 // requiredFiles returns the files the selection makes the runner write:
-// results.json, run.json and REPORT.md for cases run on stores,
-// targets.json and TARGETS.md for cases run on targets (a run with
-// -target alone selects no store, and writes no results.json), each
-// experiment's files for the experiments selected.
+// results.json and run.json for cases run on stores, targets.json for
+// cases run on targets (a run with -target alone selects no store, and
+// writes no results.json), each experiment's files for the experiments
+// selected.
 func (a *auditor) requiredFiles() []string {
 	var out []string
 	if len(a.selCases) > 0 && len(a.selStores) > 0 {
-		out = append(out, "REPORT.md", "results.json", "run.json")
+		out = append(out, "results.json", "run.json")
 	}
 	if len(a.selCases) > 0 && len(a.selTargets) > 0 {
-		out = append(out, TargetsReportFile, TargetsFile)
+		out = append(out, TargetsFile)
 	}
 	sel, _ := a.manifest["selection"].(map[string]any)
 	for _, name := range stringList(sel, "experiments") {
@@ -35,30 +35,29 @@ func (a *auditor) requiredFiles() []string {
 }
 
 // writtenFiles are the files the runner writes for the selection (besides
-// the manifest and the statement, which are never listed): the case
-// suite's for case runs on stores, the targets' for runs on targets, each
-// selected experiment's (the chaos experiment's history of any store).
-// A listed file outside them is no evidence the runner made, whatever it
-// says: a NOTES.md claiming "no duplicates" fails.
+// the manifest, never listed): the case suite's for case runs on stores,
+// the targets' for runs on targets, each selected experiment's (the chaos
+// experiment's history of any store). A listed file outside them is no
+// evidence the runner made, whatever it says: a NOTES.md claiming "no
+// duplicates" fails, and so does a rendering the audit derives.
 func (a *auditor) writtenFiles() []string {
 	out := a.requiredFiles()
 	sel, _ := a.manifest["selection"].(map[string]any)
 	if slices.Contains(stringList(sel, "experiments"), "chaos") {
 		for _, s := range StoreOrder {
-			base := chaosSubject{store: s}.base()
-			out = append(out, base+".jsonl", base+".svg")
+			out = append(out, chaosSubject{store: s}.base()+".jsonl")
 		}
 	}
 	return out
 }
 
-// writesChaosTarget reports whether p is a file the chaos experiment
-// writes of a target (chaos-target-NAME.jsonl or .svg), and the selection
-// runs it; checkChaos ties each to its run.
+// writesChaosTarget reports whether p is a history the chaos experiment
+// writes of a target (chaos-target-NAME.jsonl), and the selection runs
+// it; checkChaos ties each to its run.
 func (a *auditor) writesChaosTarget(p string) bool {
 	sel, _ := a.manifest["selection"].(map[string]any)
-	sub, _, ok := subjectOf(p)
-	return ok && sub.target != "" && slices.Contains(stringList(sel, "experiments"), "chaos")
+	sub, ext, ok := subjectOf(p)
+	return ok && ext == "jsonl" && sub.target != "" && slices.Contains(stringList(sel, "experiments"), "chaos")
 }
 
 // checkFiles verifies manifest.files against the evidence folder: every
@@ -76,9 +75,11 @@ func (a *auditor) checkFiles() {
 		a.check()
 		switch {
 		case !cleanRel(p) || slices.Contains(written, p) || a.writesChaosTarget(p):
+		case isDerived(p):
+			a.failf(CheckFile, "file %s: listed in the manifest, but the audit derives it from the observations: the runner lists what it observed", p)
 		case !a.runnerFile(p):
 			a.failf(CheckFile, "file %s: listed in the manifest, but the runner writes no such file (for this selection it writes %s): not evidence", p, strings.Join(written, ", "))
-		case p == "REPORT.md" || p == "run.json":
+		case p == "run.json":
 			a.failf(CheckFile, "file %s: listed in the manifest, but the selection runs no case on a store, and the runner writes it for those only", p)
 		}
 		if a.isStreamed(p) { // a chaos history or timeline: hashed as a stream (chaos.go)
@@ -135,7 +136,9 @@ func (a *auditor) checkFiles() {
 				if !listed {
 					a.failf(CheckFile, "file %s: %v", rel, errNotRegular)
 				}
-			case !listed && rel != "manifest.json" && rel != StatementFile && rel != EnvelopeFile: // the statement lists the manifest (statement.go), the envelope signs the statement (dsse.go)
+			case !listed && isDerived(rel):
+				a.unlisted = append(a.unlisted, rel) // derived, or not: known at the end (checkUnlisted)
+			case !listed && rel != "manifest.json":
 				a.failf(CheckFile, "file %s: not listed in the manifest", rel)
 			}
 		}
@@ -144,8 +147,27 @@ func (a *auditor) checkFiles() {
 	a.claim("files")
 }
 
+// checkUnlisted reports the files of the folder, found unlisted by
+// checkFiles, that the audit does not derive for this selection (the
+// envelope aside, which checkSignature reads): with -write it removes them
+// instead, as stale renderings of another selection.
+func (a *auditor) checkUnlisted() {
+	for _, rel := range a.unlisted {
+		if _, ok := a.derived[rel]; ok || rel == EnvelopeFile {
+			continue
+		}
+		if a.opts.Write {
+			if err := os.Remove(filepath.Join(a.opts.Evidence, rel)); err != nil {
+				a.writeErr = errors.Join(a.writeErr, err)
+			}
+			continue
+		}
+		a.failf(CheckFile, "file %s: not listed in the manifest, and not a file the audit derives for this selection", rel)
+	}
+}
+
 // keptFiles are the evidence files whose bytes other checks read.
-var keptFiles = []string{"results.json", "run.json", "REPORT.md", RetriesFile, JitterFile, JitterSVGFile, ChaosFile, TargetsFile, TargetsReportFile}
+var keptFiles = []string{"results.json", "run.json", RetriesFile, JitterFile, ChaosFile, TargetsFile}
 
 // hashListed checks the listed file p's SHA-256 against the manifest,
 // reading it as a stream of at most limit bytes.
@@ -188,7 +210,7 @@ func (a *auditor) isListed(name string) bool {
 // check of that selection (runset.go, targets.go, experiments.go, chaos.go)
 // but for REPORT.md and run.json, which checkFiles reports.
 func (a *auditor) runnerFile(p string) bool {
-	if _, _, chaos := subjectOf(p); chaos || slices.Contains([]string{"REPORT.md", "results.json", "run.json", TargetsFile, TargetsReportFile}, p) {
+	if _, ext, chaos := subjectOf(p); chaos && ext == "jsonl" || slices.Contains([]string{"results.json", "run.json", TargetsFile}, p) {
 		return true
 	}
 	return slices.ContainsFunc(experiments, func(e struct {

@@ -60,7 +60,6 @@ func newFixture(t *testing.T) *fixture {
 	f.writeJSON(t, "evidence/run.json", map[string]any{
 		"schema_version": 1, "started_utc": "2025-01-01T00:00:00Z", "wall_ms": 1, "parallel": 1, "runs": runDetails(runs),
 	})
-	f.write(t, "evidence/REPORT.md", "# report\n")
 	f.writeJSON(t, "evidence/manifest.json", map[string]any{
 		"schema_version": 1,
 		"generated_utc":  "2025-01-01T00:00:00Z",
@@ -96,7 +95,9 @@ func (f *fixture) write(t *testing.T, rel, content string) {
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f.restamp(t, rel) // statement_test.go
+	if rel == "evidence/manifest.json" || rel == "evidence/results.json" { // what the derived files depend on
+		f.derive(t)
+	}
 }
 
 func (f *fixture) writeJSON(t *testing.T, rel string, v any) {
@@ -147,17 +148,17 @@ func runOf(doc map[string]any, name string) map[string]any {
 }
 
 // rehash recomputes manifest.files and manifest.sources, written
-// independently of the code under test.
+// independently of the code under test, then has the audit derive its
+// files again (derive), as a forger with the audit's own code would.
 func (f *fixture) rehash(t *testing.T) {
 	t.Helper()
-	f.renderReport(t)
 	files := map[string]string{}
 	filepath.WalkDir(f.evidence, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
 		rel, _ := filepath.Rel(f.evidence, p)
-		if rel == "manifest.json" || rel == StatementFile {
+		if rel == "manifest.json" || isDerived(filepath.ToSlash(rel)) {
 			return nil
 		}
 		data, _ := os.ReadFile(p)
@@ -190,61 +191,16 @@ func (f *fixture) rehash(t *testing.T) {
 		m["files"] = files
 		m["sources"] = sources
 	})
-	f.stamp(t) // statement_test.go
+	f.derive(t)
 }
 
-// renderReport rewrites evidence/REPORT.md from the current results.json,
-// as a careful forger would, so that each test breaks one rule at a time.
-// (REPORT.md's bytes against the lab's own renderer are the goldens' job:
-// cmd/audit's pass.ct audits real evidence.)
-func (f *fixture) renderReport(t *testing.T) {
+// derive has the audit write its derived files (REPORT.md, verdicts.json,
+// the statement, ...) for the evidence as it now is: a careful forger's
+// last step, so that each test breaks one rule at a time. An audit that
+// cannot read the folder (a test of that) derives nothing.
+func (f *fixture) derive(t *testing.T) {
 	t.Helper()
-	if _, err := os.Stat(f.path("evidence/REPORT.md")); err != nil {
-		return
-	}
-	schemas, err := LoadSchemas(f.root)
-	if err != nil {
-		return
-	}
-	cases, err := LoadCases(f.root, schemas)
-	if err != nil {
-		return
-	}
-	data, err := os.ReadFile(f.path("evidence/results.json"))
-	if err != nil {
-		return
-	}
-	v, err := decodeJSON(data, capResultsJSON)
-	if err != nil {
-		return
-	}
-	m := f.readJSON(t, "evidence/manifest.json")
-	sel, _ := m["selection"].(map[string]any)
-	runs := map[runKey]map[string]any{}
-	doc, _ := v.(map[string]any)
-	arr, _ := doc["runs"].([]any)
-	for _, r := range arr {
-		rm, _ := r.(map[string]any)
-		c, _ := str(rm, "case")
-		s, _ := str(rm, "store")
-		runs[runKey{c, s}] = rm
-	}
-	var picked []*Case
-	stores := stringList(sel, "stores")
-	for _, n := range stringList(sel, "cases") {
-		for _, c := range cases {
-			if c.Name != n {
-				continue
-			}
-			for _, s := range stores {
-				if c.Expect[s] == nil || runs[runKey{c.Name, s}] == nil {
-					return
-				}
-			}
-			picked = append(picked, c)
-		}
-	}
-	f.write(t, "evidence/REPORT.md", string(reportText(picked, stores, runs)))
+	Audit(Options{Root: f.root, Evidence: f.evidence, AllowDirty: true, AllowMutation: true, Write: true})
 }
 
 type caseDoc struct {

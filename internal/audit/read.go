@@ -53,6 +53,7 @@ const (
 	CapHistory   = 256 << 20 // a chaos history (0.7 MB): see below
 	CapSource    = 4 << 20   // any one source, case or schema file (the largest is go.sum)
 	CapOther     = 1 << 20   // chaos.json (20 KB) and any other file named in manifest.files
+	CapVerdicts  = 8 << 20   // verdicts.json (~200 KB): a line per call-free finding
 
 	// The targets' files (in parentheses, a plain run of 21 cases on three
 	// targets: 63 rows, 26 of them run).
@@ -120,7 +121,7 @@ var jsonCaps = map[string]jsonCap{
 var fileCaps = map[string]int64{
 	"manifest.json": CapManifest, "results.json": CapResults, "run.json": CapRun, "REPORT.md": CapReport,
 	RetriesFile: CapRetries, JitterFile: CapJitter, JitterSVGFile: CapSVG, StatementFile: CapStatement,
-	TargetsFile: CapTargets, TargetsReportFile: CapTargetsReport,
+	TargetsFile: CapTargets, TargetsReportFile: CapTargetsReport, VerdictsFile: CapVerdicts,
 }
 
 // capOf returns the size cap of evidence file name.

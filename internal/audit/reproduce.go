@@ -615,17 +615,18 @@ var (
 	chaosScale   = []string{"intents", "attempts", "kills", "crash_exits", "restarts"}
 )
 
-// againChaos compares chaos.json's runs with every re-run's: on each store
-// each promised rule unbroken, and the counts.
+// againChaos compares the chaos verdicts (verdicts.json, which the audit
+// derived from each history) with every re-run's: on each store each
+// promised rule unbroken, and the counts.
 func (r *Reproduction) againChaos(recordedDir string, dirs []string) error {
 	runsOf := func(dir string) (map[string]map[string]any, []string, error) {
-		doc, err := readJSONFile(dir, ChaosFile, CapManifest)
+		doc, err := readJSONFile(dir, VerdictsFile, CapVerdicts)
 		if err != nil {
 			return nil, nil, err
 		}
 		out := map[string]map[string]any{}
 		var order []string
-		runs, _ := doc["runs"].([]any)
+		runs, _ := doc["chaos"].([]any)
 		for _, x := range runs {
 			m, _ := x.(map[string]any)
 			if notRun(m) != "" {
@@ -641,7 +642,7 @@ func (r *Reproduction) againChaos(recordedDir string, dirs []string) error {
 		return out, order, nil
 	}
 	if _, err := os.Lstat(filepath.Join(recordedDir, ChaosFile)); err != nil {
-		return nil
+		return nil // no chaos run recorded
 	}
 	rec, stores, err := runsOf(recordedDir)
 	if err != nil {
@@ -658,7 +659,7 @@ func (r *Reproduction) againChaos(recordedDir string, dirs []string) error {
 			continue // a target's findings are its result, not a promise the lab makes
 		}
 		for _, rule := range chaosRules {
-			if !chaosPromised(storeClaims(s), int(number(mapOf(rec[s], "parameters")["replicas"])), rule) {
+			if !rulePromised(rec[s], rule) {
 				continue
 			}
 			held := make([]bool, len(again))
@@ -687,16 +688,30 @@ func (r *Reproduction) againChaos(recordedDir string, dirs []string) error {
 	return nil
 }
 
-// ruleCount is a chaos run's verdict count of rule.
+// ruleCount is a chaos verdict's count of rule.
 func ruleCount(run map[string]any, rule string) int64 {
-	rules, _ := mapOf(run, "verdict")["rules"].([]any)
+	if m := ruleOf(run, rule); m != nil {
+		return number(m["count"])
+	}
+	return -1
+}
+
+// rulePromised reports whether a chaos verdict's claims promise rule.
+func rulePromised(run map[string]any, rule string) bool {
+	m := ruleOf(run, rule)
+	return m != nil && m["promised"] == true
+}
+
+// ruleOf is a chaos verdict's line of rule, nil without one.
+func ruleOf(run map[string]any, rule string) map[string]any {
+	rules, _ := run["rules"].([]any)
 	for _, x := range rules {
 		m, _ := x.(map[string]any)
 		if n, _ := str(m, "rule"); n == rule {
-			return number(m["count"])
+			return m
 		}
 	}
-	return -1
+	return nil
 }
 
 // WriteText prints the reproduction: the recorded evidence's own verdict

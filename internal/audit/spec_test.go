@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,6 +17,31 @@ import (
 // the lab's must give, so that the two sides, which import nothing of each
 // other, are held to one set of files.
 const specRoot = "../../testdata/spec"
+
+// updateSpec rewrites the corpus's renderings (REPORT.md, TARGETS.md, the
+// timelines) from the audit's renderers, after a deliberate change of a
+// renderer: review the diff. Verdicts are never rewritten: an expected
+// verdict is an answer worked out by hand.
+var updateSpec = flag.Bool("update-spec", false, "rewrite the corpus's renderings from the audit's renderers")
+
+// specRendering compares got with the corpus file path, or writes it
+// there with -update-spec.
+func specRendering(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *updateSpec {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("the audit's rendering differs from %s (go test -run %s -update-spec rewrites it; review the diff): %s", path, t.Name(), firstDiff(want, got))
+	}
+}
 
 // specCrashExitCode is manifest.json's protocol.crash_exit_code for the
 // corpus histories: the exit status of a server a crash fault stopped.
@@ -96,7 +122,14 @@ func TestSpecHistories(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(specDoc(t, got), specDoc(t, want)) {
+			expected := specDoc(t, want).(map[string]any)
+			var e specEntry
+			e.Who, _ = expected["who"].(string)
+			e.Why, _ = expected["why"].(string)
+			e.check(t, fp)
+			delete(expected, "who")
+			delete(expected, "why")
+			if !reflect.DeepEqual(specDoc(t, got), any(expected)) {
 				t.Errorf("check(%s) gives\n%s\nwant (%s)\n%s", p, got, fp, want)
 			}
 		})
@@ -137,12 +170,24 @@ func specRuns(t *testing.T, s *Schemas, path string) (map[runKey]map[string]any,
 	return runs, stores
 }
 
-// Ensure the audit's own REPORT.md renderer gives the corpus REPORT.md
-// byte for byte from the corpus case files and results.json, and that the
-// audit's verdict on every run of the corpus (all matching; two that do
-// not) is the verdict the corpus REPORT.md gives it. The audit renders
-// REPORT.md only when every run matches (the runner's mismatch lines are
-// its own wording), so for the mismatch folder the verdicts are compared.
+// specEntry is one hand-worked answer of the corpus: who worked it out and
+// why it is right, beside the answer itself.
+type specEntry struct {
+	Who string `json:"who"`
+	Why string `json:"why"`
+}
+
+// check fails t when the entry does not say who worked it out and why.
+func (e specEntry) check(t *testing.T, what string) {
+	t.Helper()
+	if strings.TrimSpace(e.Who) == "" || strings.TrimSpace(e.Why) == "" {
+		t.Errorf("%s: the corpus entry does not say who worked it out and why it is right", what)
+	}
+}
+
+// Ensure every run of the report corpus gets the verdict its expected.json
+// records (matches, or exactly its mismatch lines), and REPORT.md is the
+// audit's rendering of those verdicts byte for byte.
 func TestSpecReport(t *testing.T) {
 	schemas, err := LoadSchemas(filepath.Join("..", ".."))
 	if err != nil {
@@ -153,50 +198,49 @@ func TestSpecReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tt := range []struct {
-		dir        string
-		mismatches int
-	}{
-		{root, 0},
-		{filepath.Join(root, "mismatch"), 2},
-	} {
-		t.Run(filepath.Base(tt.dir), func(t *testing.T) {
-			runs, stores := specRuns(t, schemas, filepath.Join(tt.dir, "results.json"))
-			if got, want := len(runs), len(cases)*len(stores); got != want {
-				t.Fatalf("%d runs, want %d (%d cases × %d stores)", got, want, len(cases), len(stores))
+	for _, dir := range []string{root, filepath.Join(root, "mismatch")} {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			runs, stores := specRuns(t, schemas, filepath.Join(dir, "results.json"))
+			var expected struct {
+				Entries []struct {
+					specEntry
+					storeVerdict
+				} `json:"entries"`
 			}
-			want, err := os.ReadFile(filepath.Join(tt.dir, "REPORT.md"))
-			if err != nil {
-				t.Fatal(err)
+			specRead(t, filepath.Join(dir, "expected.json"), &expected)
+			if got, want := len(expected.Entries), len(cases)*len(stores); got != want {
+				t.Fatalf("%d expected verdicts, want one per run: %d", got, want)
 			}
-			mismatches := 0
-			for _, c := range cases {
-				for _, s := range stores {
-					run := runs[runKey{c.Name, s}]
-					verdict := "matches"
-					if exp := c.Expect[s]; exp == nil || run == nil || !meets(exp, run) {
-						verdict, mismatches = "MISMATCH", mismatches+1
-					}
-					row := "\n| " + c.Name + " | " + s + " | "
-					line := "(no row)"
-					if i := bytes.Index(want, []byte(row)); i >= 0 {
-						line, _, _ = strings.Cut(string(want[i+1:]), "\n")
-					}
-					if !strings.HasSuffix(line, " | "+verdict+" |") {
-						t.Errorf("case %s, store %s: the audit's verdict is %s; REPORT.md's row: %q", c.Name, s, verdict, line)
-					}
+			verdicts := map[runKey][]mismatch{}
+			for _, e := range expected.Entries {
+				k := runKey{e.Case, e.Store}
+				e.check(t, k.String())
+				i := slices.IndexFunc(cases, func(c *Case) bool { return c.Name == e.Case })
+				if i < 0 || runs[k] == nil || cases[i].Expect[e.Store] == nil {
+					t.Fatalf("%s: no such run, case or expectation", k)
+				}
+				found, _ := mismatches(cases[i].Expect[e.Store], runs[k])
+				verdicts[k] = found
+				if got := mismatchLines(found); len(found) == 0 != e.Matches || !slices.Equal(got, e.Mismatches) {
+					t.Errorf("%s: mismatches %q, want %q (matches %v)", k, got, e.Mismatches, e.Matches)
 				}
 			}
-			if mismatches != tt.mismatches {
-				t.Errorf("%d runs do not meet their case, want %d", mismatches, tt.mismatches)
-			}
-			if mismatches > 0 {
-				return
-			}
-			if got := reportText(cases, stores, runs); !bytes.Equal(got, want) {
-				t.Errorf("reportText() differs from %s: %s", filepath.Join(tt.dir, "REPORT.md"), firstDiff(want, got))
-			}
+			specRendering(t, filepath.Join(dir, ReportFile), reportText(cases, stores, runs, verdicts))
 		})
+	}
+}
+
+// specRead decodes a corpus JSON file into v.
+func specRead(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
 }
 
@@ -234,8 +278,7 @@ const specCapacity = 64
 
 // Ensure the audit's own placement rules, judge and mirror comparison give
 // every run of the targets corpus exactly the not_run, verdict and mirror
-// list recorded beside it (the lab's NotRun, Judge and Mirror must give
-// them too), and its renderer the corpus TARGETS.md.
+// list its expected.json records, and its renderer the corpus TARGETS.md.
 func TestSpecTargets(t *testing.T) {
 	root := filepath.Join(specRoot, "targets")
 	schemas, err := LoadSchemas(filepath.Join("..", ".."))
@@ -248,6 +291,24 @@ func TestSpecTargets(t *testing.T) {
 	}
 	doc := specJSONFile(t, schemas, filepath.Join(root, TargetsFile))
 	native := specJSONFile(t, nil, filepath.Join(root, "native.json"))
+	var expected struct {
+		About   string `json:"about"`
+		Entries []struct {
+			specEntry
+			Target  string `json:"target"`
+			Skipped string `json:"skipped"`
+			targetRunVerdict
+		} `json:"entries"`
+	}
+	specRead(t, filepath.Join(root, "expected.json"), &expected)
+	want := map[string]targetRunVerdict{}
+	for _, e := range expected.Entries {
+		e.check(t, e.Target+"/"+e.Case)
+		want[e.Target+"/"+e.Case] = e.targetRunVerdict
+		if e.Skipped != "" {
+			want[e.Target+"/"] = targetRunVerdict{NotRun: e.Skipped}
+		}
+	}
 	var views []*targetView
 	judged, notRun := 0, 0
 	for _, x := range doc["targets"].([]any) {
@@ -258,57 +319,52 @@ func TestSpecTargets(t *testing.T) {
 		}
 		v := &targetView{name: spec.name, summary: spec.summary, spec: spec, runtime: tm["runtime"].(string), skipped: tm["skipped"].(string)}
 		v.libraries, _ = tm["libraries"].([]any)
+		if v.skipped != "" && want[v.name+"/"].NotRun != v.skipped {
+			t.Errorf("target %s: skipped %q, and no entry of expected.json says so", v.name, v.skipped)
+		}
 		for _, r := range tm["runs"].([]any) {
 			rm := r.(map[string]any)
-			rec := recordedRun(rm)
-			i := slices.IndexFunc(cases, func(c *Case) bool { return c.Name == rec.caseName })
+			run := recordedRun(rm)
+			i := slices.IndexFunc(cases, func(c *Case) bool { return c.Name == run.caseName })
 			if i < 0 {
-				t.Fatalf("target %s: run of case %q: no such case file", v.name, rec.caseName)
+				t.Fatalf("target %s: run of case %q: no such case file", v.name, run.caseName)
 			}
 			c := cases[i]
-			if got := targetNotRun(c, spec, specCapacity); got != rec.notRun {
-				t.Errorf("target %s, case %s: targetNotRun = %q, want %q", v.name, c.Name, got, rec.notRun)
-			}
-			own := rec
-			if rec.notRun == "" {
+			run.notRun = targetNotRun(c, spec, specCapacity)
+			if run.notRun == "" {
 				judged++
 				var calls []obsCall
-				for _, c := range rec.calls {
+				for _, c := range run.calls {
 					calls = append(calls, readObsCall(c))
 				}
-				got, err := judgeTarget(c, spec, number(rm["counter"]), calls)
-				if err != nil {
+				if run.verdict, err = judgeTarget(c, spec, number(rm["counter"]), calls); err != nil {
 					t.Fatalf("target %s, case %s: %v", v.name, c.Name, err)
 				}
-				if !reflect.DeepEqual(got, rec.verdict) {
-					t.Errorf("target %s, case %s: judgeTarget =\n%+v\nwant\n%+v", v.name, c.Name, got, rec.verdict)
-				}
 				codes, _ := rm["exit_codes"].([]any)
-				var mirror []string
 				if n := nativeRun(native, c.Name, spec.mirrors); n != nil {
-					mirror = mirrorDiffs(n, number(rm["counter"]), codes, calls)
+					run.mirror = mirrorDiffs(n, number(rm["counter"]), codes, calls)
 				}
-				if !slices.Equal(mirror, rec.mirror) {
-					t.Errorf("target %s, case %s: mirrorDiffs = %q, want %q", v.name, c.Name, mirror, rec.mirror)
-				}
-				own.verdict, own.mirror = got, mirror
 			} else {
 				notRun++
 			}
-			v.runs = append(v.runs, own)
+			v.runs = append(v.runs, run)
 		}
 		views = append(views, v)
+		for _, got := range targetVerdictOf(v).Runs {
+			w, ok := want[v.name+"/"+got.Case]
+			if !ok {
+				t.Errorf("target %s, case %s: no entry in expected.json", v.name, got.Case)
+				continue
+			}
+			if !reflect.DeepEqual(got, w) {
+				t.Errorf("target %s, case %s: the audit's verdict\n%+v\nwant\n%+v", v.name, got.Case, got, w)
+			}
+		}
 	}
 	if judged < 20 || notRun < 8 {
 		t.Errorf("%d runs judged and %d not run, want the corpus (at least 20 and 8)", judged, notRun)
 	}
-	want, err := os.ReadFile(filepath.Join(root, TargetsReportFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := targetsReport(views); !bytes.Equal(got, want) {
-		t.Errorf("targetsReport differs from %s: %s", TargetsReportFile, firstDiff(want, got))
-	}
+	specRendering(t, filepath.Join(root, TargetsReportFile), targetsReport(views))
 }
 
 // specJSONFile reads a corpus JSON file strictly, checked against the
@@ -367,14 +423,8 @@ func TestSpecTimelines(t *testing.T) {
 	for _, p := range paths {
 		name := strings.TrimSuffix(filepath.Base(p), ".svg")
 		t.Run(name, func(t *testing.T) {
-			want, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
 			_, tl := replaySpec(t, name)
-			if got := tl.svg(); !bytes.Equal(got, want) {
-				t.Errorf("the audit's timeline of %s differs from %s: %s", name, p, firstDiff(want, got))
-			}
+			specRendering(t, p, tl.svg())
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -44,6 +43,7 @@ type runView struct {
 	verdict  tVerdict
 	mirror   []string
 	calls    []any // targets.json's calls, as recorded
+	unjudged bool  // its observations could not be judged (the failures say why)
 }
 
 // checkTargets checks targets.json, manifest.targets and TARGETS.md
@@ -115,7 +115,7 @@ func (a *auditor) checkTargets(results map[string]any) {
 		a.claim("targets")
 		a.note("targets.json: a target's observations are not byte-identical from run to run (its races are its own): each run was checked against its case's steps, the sink's journal and the audit's own verdict, not against another run")
 	}
-	a.checkTargetsReport(views, complete)
+	a.deriveTargetsReport(views, complete)
 }
 
 // targetNames returns the name of every object in list.
@@ -188,57 +188,32 @@ func (a *auditor) checkTarget(tm map[string]any, results map[string]any) *target
 		if i < len(a.selCases) && a.selCases[i].Name == got[i] {
 			c = a.selCases[i]
 		}
-		if c != nil && slices.Contains(a.cases, c) {
+		if c != nil {
 			v.runs = append(v.runs, a.checkTargetRun(name, spec, c, rm, results))
 		} else {
-			v.runs = append(v.runs, recordedRun(rm))
+			r := recordedRun(rm)
+			r.unjudged = true
+			v.runs = append(v.runs, r)
 		}
 	}
 	return v
 }
 
-// recordedRun is a run as targets.json records it, for a run the audit
-// did not judge (not checked in depth, or not lined up with a case).
+// recordedRun is a run as targets.json records it: what the lab
+// observed, before the audit judges it.
 func recordedRun(rm map[string]any) runView {
 	r := runView{}
 	r.caseName, _ = str(rm, "case")
 	r.notRun, _ = str(rm, "not_run")
 	r.calls, _ = rm["calls"].([]any)
-	if vm, ok := rm["verdict"].(map[string]any); ok {
-		r.verdict = readVerdict(vm)
-	}
-	r.mirror = stringList(rm, "mirror")
 	return r
-}
-
-// readVerdict reads a schema-valid verdict of targets.json.
-func readVerdict(vm map[string]any) tVerdict {
-	v := tVerdict{effects: number(vm["effects"]), soundEffects: number(vm["sound_effects"])}
-	v.safety, _ = str(vm, "safety")
-	read := func(field string) []tFinding {
-		var out []tFinding
-		list, _ := vm[field].([]any)
-		for _, x := range list {
-			fm, _ := x.(map[string]any)
-			f := tFinding{call: -1}
-			f.rule, _ = str(fm, "rule")
-			f.detail, _ = str(fm, "detail")
-			f.limitation, _ = str(fm, "limitation")
-			if fm["call"] != nil {
-				f.call = int(number(fm["call"]))
-			}
-			out = append(out, f)
-		}
-		return out
-	}
-	v.findings, v.deviations = read("findings"), read("deviations")
-	return v
 }
 
 // checkTargetRun checks one run of case c on target tname (spec): that it
 // ran exactly when the case can run there, and for a run its calls,
-// processes, journal, verdict and mirror. It returns the run as TARGETS.md
-// must show it.
+// processes and journal; then judges it (safety, conformance, and for the
+// lab's own server as a target its differences from the native run). It
+// returns the run as TARGETS.md shows it.
 func (a *auditor) checkTargetRun(tname string, spec *targetSpec, c *Case, rm map[string]any, results map[string]any) runView {
 	where := fmt.Sprintf("targets.json: target %s, case %s", tname, c.Name)
 	fail := func(call *int, field, expected, observed string) {
@@ -266,7 +241,7 @@ func (a *auditor) checkTargetRun(tname string, spec *targetSpec, c *Case, rm map
 			view.notRun = want
 			a.check()
 			for _, f := range []struct{ field, empty string }{
-				{"counter", "null"}, {"exit_codes", "[]"}, {"calls", "[]"}, {"verdict", "null"}, {"mirror", "null"}, {"detail", "null"},
+				{"counter", "null"}, {"exit_codes", "[]"}, {"calls", "[]"}, {"detail", "null"},
 			} {
 				if g := render(rm[f.field]); g != f.empty {
 					fail(nil, f.field, f.empty+" (a case that does not run has no observations)", g)
@@ -279,9 +254,10 @@ func (a *auditor) checkTargetRun(tname string, spec *targetSpec, c *Case, rm map
 	a.report.TargetCalls += len(view.calls)
 
 	a.check()
-	if rm["counter"] == nil || rm["verdict"] == nil || rm["detail"] == nil {
-		fail(nil, "counter, verdict, detail", "a counter, a verdict and details (the case ran)",
-			render(rm["counter"])+", "+clipValue(render(rm["verdict"]))+", "+clipValue(render(rm["detail"])))
+	if rm["counter"] == nil || rm["detail"] == nil {
+		fail(nil, "counter, detail", "a counter and details (the case ran)",
+			render(rm["counter"])+", "+clipValue(render(rm["detail"])))
+		view.unjudged = true
 		return view
 	}
 	counter := number(rm["counter"])
@@ -334,30 +310,21 @@ func (a *auditor) checkTargetRun(tname string, spec *targetSpec, c *Case, rm map
 	}
 	a.checkJournal(spec, c, counter, det, fail)
 
-	// The verdict, judged again.
-	if own, err := judgeTarget(c, spec, counter, calls); err != nil {
-		a.note(fmt.Sprintf("target %s, case %s: verdict not re-derived: %v", tname, c.Name, err))
-	} else {
-		a.compareVerdict(own, view.verdict, fail)
-		view.verdict = own
+	// The verdict.
+	own, err := judgeTarget(c, spec, counter, calls)
+	if err != nil {
+		fail(nil, "calls", "calls that line up with "+c.File+"'s steps, to be judged", err.Error())
+		view.unjudged = true
+		return view
 	}
+	view.verdict = own
 
 	// The lab's own server as a target: its differences from the native run.
-	a.check()
-	var wantMirror []string
 	if native := nativeRun(results, c.Name, spec.mirrors); native != nil {
-		wantMirror = mirrorDiffs(native, counter, codes, calls)
+		view.mirror = mirrorDiffs(native, counter, codes, calls)
 	} else if spec.mirrors != "" {
-		a.noteOnce(fmt.Sprintf("target %s mirrors the %s store, whose native runs are not in this folder: its mirror lists were not re-derived", tname, spec.mirrors))
+		a.noteOnce(fmt.Sprintf("target %s mirrors the %s store, whose native runs are not in this folder: its runs were not compared with them", tname, spec.mirrors))
 	}
-	if render(toAny(view.mirror)) != render(toAny(wantMirror)) { // null and [] both say: no difference
-		w := "null (no differences)"
-		if len(wantMirror) > 0 {
-			w = render(toAny(wantMirror)) + " (the audit's own comparison with the native " + spec.mirrors + " run)"
-		}
-		fail(nil, "mirror", w, render(rm["mirror"]))
-	}
-	view.mirror = wantMirror
 	return view
 }
 
@@ -415,76 +382,6 @@ func (a *auditor) checkJournal(spec *targetSpec, c *Case, counter int64, det map
 	}
 }
 
-// compareVerdict compares the recorded verdict with the audit's own, field
-// by field; a finding list of another length is reported once, naming the
-// findings only one side has.
-func (a *auditor) compareVerdict(own, rec tVerdict, fail func(*int, string, string, string)) {
-	const by = " (the audit's own judge)"
-	a.check()
-	if own.safety != rec.safety {
-		fail(nil, "verdict.safety", strconv.Quote(own.safety)+by, strconv.Quote(rec.safety))
-	}
-	if own.effects != rec.effects {
-		fail(nil, "verdict.effects", strconv.FormatInt(own.effects, 10)+" (the counter)", strconv.FormatInt(rec.effects, 10))
-	}
-	if own.soundEffects != rec.soundEffects {
-		fail(nil, "verdict.sound_effects", strconv.FormatInt(own.soundEffects, 10)+by, strconv.FormatInt(rec.soundEffects, 10))
-	}
-	for _, list := range []struct {
-		field    string
-		own, rec []tFinding
-	}{{"findings", own.findings, rec.findings}, {"deviations", own.deviations, rec.deviations}} {
-		a.check()
-		field := "verdict." + list.field
-		if len(list.own) != len(list.rec) {
-			fail(nil, field, fmt.Sprintf("%d%s%s", len(list.own), by, onlyIn(list.own, list.rec, "; not observed: ")),
-				fmt.Sprintf("%d%s", len(list.rec), onlyIn(list.rec, list.own, "; not the audit's: ")))
-			continue
-		}
-		for i, o := range list.own {
-			r := list.rec[i]
-			for _, f := range []struct{ name, own, rec string }{
-				{"rule", strconv.Quote(o.rule), strconv.Quote(r.rule)},
-				{"call", callField(o.call), callField(r.call)},
-				{"detail", strconv.Quote(o.detail), strconv.Quote(r.detail)},
-				{"limitation", strconv.Quote(o.limitation), strconv.Quote(r.limitation)},
-			} {
-				if f.own != f.rec {
-					fail(nil, fmt.Sprintf("%s[%d].%s", field, i, f.name), f.own+by, f.rec)
-				}
-			}
-		}
-	}
-}
-
-// onlyIn names the findings of xs that ys lacks, after prefix ("" for none).
-func onlyIn(xs, ys []tFinding, prefix string) string {
-	var names []string
-	for _, x := range xs {
-		if !slices.Contains(ys, x) {
-			names = append(names, x.rule+" (call "+callField(x.call)+")")
-		}
-	}
-	if len(names) == 0 {
-		return ""
-	}
-	out := prefix
-	for i, n := range names {
-		if i > 0 {
-			out += ", "
-		}
-		out += n
-	}
-	return out
-}
-
-func callField(call int) string {
-	if call < 0 {
-		return "null"
-	}
-	return strconv.Itoa(call)
-}
-
 // noteOnce adds a note unless it is already there.
 func (a *auditor) noteOnce(s string) {
 	if !slices.Contains(a.report.Notes, s) {
@@ -492,23 +389,21 @@ func (a *auditor) noteOnce(s string) {
 	}
 }
 
-// checkTargetsReport compares TARGETS.md byte for byte with the audit's
-// own rendering (targetsReport) of the targets as checked; complete is
-// false when a target could not be read, and then TARGETS.md is not
-// compared.
-func (a *auditor) checkTargetsReport(views []*targetView, complete bool) {
-	data, ok := a.evidenceFile(TargetsReportFile)
-	if !ok {
-		return // reported by the file checks
+// deriveTargetsReport records every target's verdicts and writes
+// TARGETS.md from them (targetsReport); complete is false when a target
+// or a run could not be read or judged, and then nothing is rendered: the
+// failures say why.
+func (a *auditor) deriveTargetsReport(views []*targetView, complete bool) {
+	for _, v := range views {
+		complete = complete && v != nil && !slices.ContainsFunc(v.runs, func(r runView) bool { return r.unjudged })
 	}
-	a.check()
 	if !complete {
-		a.note("TARGETS.md not compared: a target of targets.json could not be read, or the targets do not line up with the selection")
+		a.note("TARGETS.md not derived: a target of targets.json could not be read or judged, or the targets do not line up with the selection")
 		return
 	}
-	a.claim("targets_report")
-	if want := targetsReport(views); !bytes.Equal(data, want) {
-		a.fail(Failure{Check: CheckReport, Field: TargetsReportFile,
-			Message: "TARGETS.md: differs from the audit's own rendering of targets.json: " + firstDiff(want, data)})
+	for _, v := range views {
+		a.targetVerdicts = append(a.targetVerdicts, targetVerdictOf(v))
 	}
+	a.claim("targets_report")
+	a.emit(TargetsReportFile, targetsReport(views))
 }

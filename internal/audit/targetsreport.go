@@ -25,15 +25,15 @@ func targetsReport(views []*targetView) []byte {
 	var b strings.Builder
 	b.WriteString("# idemlab targets\n\n" + targetsLegend)
 	for _, t := range views {
-		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n", t.name, t.summary)
+		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n", t.name, mdText(t.summary))
 		if t.skipped != "" {
-			fmt.Fprintf(&b, "Not run here: %s.\n", t.skipped)
+			fmt.Fprintf(&b, "Not run here: %s.\n", mdText(t.skipped))
 			continue
 		}
-		fmt.Fprintf(&b, "- code under test: %s\n", codeUnderTest(t))
+		fmt.Fprintf(&b, "- code under test: %s\n", mdText(codeUnderTest(t)))
 		fmt.Fprintf(&b, "- claims: %s\n", claimsText(t.spec))
 		if r := t.spec.replay; r != nil {
-			fmt.Fprintf(&b, "- replay marker: `%s: %s`\n", r[0], r[1])
+			fmt.Fprintf(&b, "- replay marker: `%s: %s`\n", mdText(r[0]), mdText(r[1]))
 		} else {
 			b.WriteString("- replay marker: none\n")
 		}
@@ -43,12 +43,12 @@ func targetsReport(views []*targetView) []byte {
 		b.WriteString("\n| case | effects (sound) | safety | conformance | findings |\n|---|---|---|---|---|\n")
 		for _, r := range t.runs {
 			if r.notRun != "" {
-				fmt.Fprintf(&b, "| %s | — | not run | — | %s |\n", r.caseName, cellText(r.notRun))
+				fmt.Fprintf(&b, "| %s | — | not run | — | %s |\n", r.caseName, mdText(r.notRun))
 				continue
 			}
 			v := r.verdict
 			fmt.Fprintf(&b, "| %s | %d (%d) | %s | %s | %s |\n", r.caseName, v.effects, v.soundEffects, v.safety,
-				distinctRules(v.deviations), cellText(findingsLine(v.findings)))
+				distinctRules(v.deviations), mdText(findingsLine(v.findings)))
 		}
 		for _, r := range t.runs {
 			if r.notRun != "" {
@@ -61,17 +61,17 @@ func targetsReport(views []*targetView) []byte {
 			}
 			fmt.Fprintf(&b, "\n### %s on %s: %s, %s\n\n", r.caseName, t.name, applied, v.safety)
 			for _, f := range v.findings {
-				fmt.Fprintf(&b, "- safety %s%s: %s", f.rule, callAt(f.call), cellText(f.detail))
+				fmt.Fprintf(&b, "- safety %s%s: %s", f.rule, callAt(f.call), mdText(f.detail))
 				if f.limitation != "" {
 					b.WriteString(" — a limitation: " + f.limitation)
 				}
 				b.WriteString("\n")
 			}
 			for _, f := range v.deviations {
-				fmt.Fprintf(&b, "- conformance %s%s: %s\n", f.rule, callAt(f.call), cellText(f.detail))
+				fmt.Fprintf(&b, "- conformance %s%s: %s\n", f.rule, callAt(f.call), mdText(f.detail))
 			}
 			for _, m := range r.mirror {
-				fmt.Fprintf(&b, "- differs from the native run: %s\n", cellText(m))
+				fmt.Fprintf(&b, "- differs from the native run: %s\n", mdText(m))
 			}
 			if len(v.findings)+len(v.deviations)+len(r.mirror) > 0 {
 				b.WriteString("\n")
@@ -180,6 +180,3 @@ func callAt(call int) string {
 	}
 	return fmt.Sprintf(" (call %d)", call)
 }
-
-// cellText makes free text safe in a Markdown table cell or list line.
-func cellText(s string) string { return strings.NewReplacer("\n", " ", "|", `\|`).Replace(s) }

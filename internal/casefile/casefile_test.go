@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"idemlab/internal/protocol"
-	"idemlab/internal/results"
 	"idemlab/internal/schemacheck"
 )
 
@@ -158,42 +157,6 @@ func TestLoadDirDuplicateName(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// Ensure the runner's own verdict sees every kind of difference and none on
-// a matching run.
-func TestMismatches(t *testing.T) {
-	c, err := Parse("cases/10-demo.json", []byte(good), schemas(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := c.Expect["volatile"]
-	reply := func(body string, replayed *bool) results.Call {
-		return results.Call{Outcome: protocol.OutcomeReply, Status: ptr(200), Body: ptr(body), Replayed: replayed}
-	}
-	ok := results.Run{Counter: 3, ExitCodes: []int{0}, Calls: []results.Call{reply("1", ptr(false)), reply("2", ptr(false)), reply("3", ptr(false))}}
-	if got := x.Mismatches(ok); len(got) != 0 {
-		t.Fatalf("Mismatches(matching run) = %q, want none", got)
-	}
-	bad := results.Run{Counter: 4, ExitCodes: []int{23, 0}, Calls: []results.Call{reply("1", ptr(true)), reply("9", nil), {Outcome: protocol.OutcomeNoReply}}}
-	want := []string{
-		"counter: expected 3, observed 4",
-		"exit codes: expected [0], observed [23 0]",
-		"call 0: replayed: expected false, observed true",
-		`call 1: body: expected "2", observed "9"`,
-		"call 1: replayed: expected false, observed null",
-		"call 2: outcome: expected reply, observed no_reply",
-		"call 2: status: expected 200, observed null",
-		`call 2: body: expected "3", observed null`,
-		"call 2: replayed: expected false, observed null",
-	}
-	if got := x.Mismatches(bad); strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("Mismatches =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	short := results.Run{Counter: 3, ExitCodes: []int{0}, Calls: ok.Calls[:1]}
-	if got := x.Mismatches(short); len(got) != 1 || got[0] != "calls: expected 3, observed 1" {
-		t.Fatalf("Mismatches(short) = %q", got)
-	}
-}
 
 // Ensure the repeat templates mean the same in keys, request bodies and
 // expected bodies: {i} counts from 0, {n} from 1.

@@ -3,13 +3,11 @@ package chaos
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
+	"idemlab/internal/audit"
 	"idemlab/internal/pgcluster/pgclustertest"
 	"idemlab/internal/protocol"
 	"idemlab/internal/servertest"
@@ -32,10 +30,11 @@ func config(t testing.TB, s protocol.Store) Config {
 		Replicas: 2, Clients: 8, Duration: 1500 * time.Millisecond, KillEvery: 300 * time.Millisecond}
 }
 
-// run runs cfg and checks what every run keeps, whatever the store: the
-// history re-read from its file gives the same verdict, and every server
-// was stopped cleanly at the end.
-func runChecked(t *testing.T, cfg Config) Result {
+// runChecked runs cfg, has the audit's checker judge the history it wrote
+// (the lab never judges its own runs), and checks what every run keeps,
+// whatever the store: every server was stopped cleanly at the end, and
+// the run did something.
+func runChecked(t *testing.T, cfg Config) (Result, audit.ChaosVerdict) {
 	t.Helper()
 	if d := os.Getenv("CHAOS_DURATION"); d != "" {
 		var err error
@@ -54,37 +53,35 @@ func runChecked(t *testing.T, cfg Config) Result {
 	if os.Getenv("CHAOS_JSON") != "" {
 		t.Logf("%s", res.JSON())
 	}
-	if dir := os.Getenv("CHAOS_SVG_DIR"); dir != "" { // to look at the timelines
-		name := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-"+cfg.name()+".svg")
-		if err := os.WriteFile(name, SVG(res.History), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var hist bytes.Buffer
-	if err := res.WriteHistory(&hist); err != nil {
-		t.Fatal(err)
-	}
-	h, err := ReadHistory(&hist)
-	if err != nil {
-		t.Fatalf("ReadHistory(WriteHistory()) error = %v", err)
-	}
-	if got, want := NewVerdict(h, CheckHistory(h)), res.Verdict; fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("verdict from the history file = %+v, want the run's %+v", got, want)
-	}
+	v := judge(t, res)
 	stops := 0
 	for _, e := range res.History.Servers {
 		if e.Kind == EventStop {
 			stops++
 		}
 	}
-	if got := res.Counts.CleanStops; got != stops || stops == 0 {
+	if got := v.Counts["clean_stops"]; got != int64(stops) || stops == 0 {
 		t.Errorf("clean stops = %d of %d, want all (every replica running at the end exits 0 on SIGTERM)", got, stops)
 	}
 	checkNoChildren(t)
-	if res.Counts.Intents == 0 || res.Counts.OK == 0 {
-		t.Errorf("intents %d, ok attempts %d: the run did nothing", res.Counts.Intents, res.Counts.OK)
+	if v.Counts["intents"] == 0 || v.Counts["ok"] == 0 {
+		t.Errorf("intents %d, ok attempts %d: the run did nothing", v.Counts["intents"], v.Counts["ok"])
 	}
-	return res
+	return res, v
+}
+
+// judge has the audit's checker judge res's history, as written.
+func judge(t *testing.T, res Result) audit.ChaosVerdict {
+	t.Helper()
+	var hist bytes.Buffer
+	if err := res.WriteHistory(&hist); err != nil {
+		t.Fatal(err)
+	}
+	v, err := audit.JudgeChaosHistory(&hist, protocol.CrashExitCode)
+	if err != nil {
+		t.Fatalf("the audit cannot read the history the run wrote: %v", err)
+	}
+	return v
 }
 
 // Ensure the durable store under faults and kill -9 on two replicas
@@ -109,17 +106,17 @@ const soundTries = 4
 func runSound(t *testing.T, cfg Config) {
 	t.Helper()
 	for try := range soundTries {
-		res := runChecked(t, cfg)
-		n := res.Counts
-		if n.Duplicates != 0 || n.LostAcks != 0 || n.Stuck != 0 || !res.Verdict.OK {
-			t.Fatalf("%s seed %d: duplicates %d, lost acks %d, stuck %d, verdict %+v; want 0, 0, 0, ok",
-				res.Store, cfg.Seed, n.Duplicates, n.LostAcks, n.Stuck, res.Verdict)
+		res, v := runChecked(t, cfg)
+		n := v.Counts
+		if n["duplicates"] != 0 || n["lost_acks"] != 0 || n["stuck"] != 0 || !v.OK {
+			t.Fatalf("%s seed %d: duplicates %d, lost acks %d, stuck %d, findings %+v; want 0, 0, 0, ok",
+				res.Store, cfg.Seed, n["duplicates"], n["lost_acks"], n["stuck"], v.Findings)
 		}
-		if n.Kills > 0 && n.Restarts > 0 && n.FaultedAttempts > 0 {
+		if n["kills"] > 0 && n["restarts"] > 0 && n["faulted_attempts"] > 0 {
 			return
 		}
 		t.Logf("%s seed %d (try %d of %d): kills %d, restarts %d, faulted attempts %d; trying the next seed for a run with some of each",
-			res.Store, cfg.Seed, try+1, soundTries, n.Kills, n.Restarts, n.FaultedAttempts)
+			res.Store, cfg.Seed, try+1, soundTries, n["kills"], n["restarts"], n["faulted_attempts"])
 		cfg.Seed++
 	}
 	t.Errorf("%s: no run of %d seeds had a kill, a restart and a faulted attempt", cfg.Store, soundTries)
@@ -131,16 +128,16 @@ func runSound(t *testing.T, cfg Config) {
 // folder and counter), runs an intent again. Everything else it promises
 // holds (no lost acknowledgement, nothing stuck, values in order).
 func TestRunVolatile(t *testing.T) {
-	res := runChecked(t, config(t, protocol.Volatile))
-	n := res.Counts
-	if n.LostAcks != 0 || n.Stuck != 0 || !res.Verdict.OK {
-		t.Errorf("volatile: lost acks %d, stuck %d, verdict %+v; want 0, 0, ok", n.LostAcks, n.Stuck, res.Verdict)
+	_, v := runChecked(t, config(t, protocol.Volatile))
+	n := v.Counts
+	if n["lost_acks"] != 0 || n["stuck"] != 0 || !v.OK {
+		t.Errorf("volatile: lost acks %d, stuck %d, findings %+v; want 0, 0, ok", n["lost_acks"], n["stuck"], v.Findings)
 	}
-	if got, want := res.Verdict.Shown, n.Duplicates; got != want {
+	if got, want := v.Shown, n["duplicates"]; got != want {
 		t.Errorf("volatile: shown findings %d, want the %d duplicates", got, want)
 	}
-	if n.AppliedOnce+n.Duplicates+n.NotApplied != n.Intents {
-		t.Errorf("volatile: applied once %d + duplicates %d + not applied %d != %d intents", n.AppliedOnce, n.Duplicates, n.NotApplied, n.Intents)
+	if n["applied_once"]+n["duplicates"]+n["not_applied"] != n["intents"] {
+		t.Errorf("volatile: applied once %d + duplicates %d + not applied %d != %d intents", n["applied_once"], n["duplicates"], n["not_applied"], n["intents"])
 	}
 }
 
@@ -174,9 +171,8 @@ func TestSoak(t *testing.T) {
 			if s.InDatabase() {
 				cfg.Databases = pgclustertest.Shared(t)
 			}
-			res := runChecked(t, cfg)
-			if !res.Verdict.OK {
-				t.Errorf("%s: verdict %+v", s, res.Verdict)
+			if _, v := runChecked(t, cfg); !v.OK {
+				t.Errorf("%s: findings %+v", s, v.Findings)
 			}
 		})
 	}

@@ -2,9 +2,10 @@
 // several replicas, the lab's effectserver on one store or a target (a
 // service the lab did not write, between its fault proxy and its effect
 // sink), while a seeded schedule injects faults and a nemesis kills
-// replicas with SIGKILL, every attempt recorded in a history that a
-// checker judges against the journal of applied effects (the store's, or
-// the sink's) by what the store or the target claims.
+// replicas with SIGKILL, every attempt recorded in a history beside the
+// journal of applied effects (the store's, or the sink's). The audit
+// judges the history by what the store or the target claims; this package
+// only records it.
 //
 // # A run
 //
@@ -18,7 +19,7 @@
 // across restarts), all calling one sink, with the run's side services;
 // one replica unless the target claims a shared store (Result.ReplicasNote
 // says so). A target that counts its effects with a command cannot run
-// (NotRunnable): the checker needs the journal per intent. Then:
+// (NotRunnable): the audit's checker needs the journal per intent. Then:
 //
 //  1. The chaos phase (Config.Duration). Config.Clients clients each take a
 //     new intent (its own key "chaos-N" and its own body, so the journal
@@ -64,36 +65,20 @@
 // crash fault of the lab's server, 137 after a kill) and final stop is a
 // ServerEvent in the same history, on the same clock.
 //
-// # The checker
-//
-// CheckHistory is a pure function of the History (attempts, server events,
-// the journal at each place); see its comment for the rules and for why
-// they suffice where a general linearizability checker (porcupine) would
-// add nothing. Per intent: applied exactly once, applied twice or more
-// (duplicate), acknowledged but never applied (lost acknowledgement),
-// never acknowledged (stuck). Over the acknowledged values: each is an
-// effect of its own intent at its place (applied before the reply ended,
-// where the journal says when), the non-replayed ones are unique per place
-// and increase with real time. What is a violation is the claims' word
-// (History.Promised): every store and target is held to every rule but the
-// duplicate, which only a durable store of keys rules out (shared, with
-// several replicas). The durable and postgres stores claim one; the
-// volatile store, whose keys live in one process's memory, and a target
-// claiming none show their duplicates after a restart or a retry on
-// another replica: counted and shown, the lesson, not violations.
-//
 // # Evidence
 //
 // Result.JSON is one run of chaos.json: the store or the target, its
-// claims, seed, parameters, fault kinds, counts, the verdict per rule and
-// the first MaxListed findings. Result.WriteHistory writes the history as
-// JSON Lines: a "run" header (what ran, its claims, the seed and every
-// parameter the schedule depends on), the attempts and server events in
-// time order, then for each place a "place" line (its replicas and
-// counter) and its "effect" lines (value, body SHA-256; a sink's also key,
-// replica, time): from that file alone ReadHistory and CheckHistory give
-// the verdict again, and the audit draws the schedule again. SVG draws it
-// as a timeline a person reads, a pure function of the history.
+// claims, seed, parameters, the fault kinds the schedule placed, each
+// phase's wall time and whether a cap stopped the clients.
+// Result.WriteHistory writes the history as JSON Lines: a "run" header
+// (what ran, its claims, the seed and every parameter the schedule
+// depends on), the attempts and server events in time order, then for
+// each place a "place" line (its replicas and counter) and its "effect"
+// lines (value, body SHA-256; a sink's also key, replica, time). From
+// that file alone the audit judges the run (internal/audit/chaoshistory.go:
+// per intent applied once, duplicated, acknowledged but lost, or stuck;
+// the acknowledged values against the journal), draws the schedule again
+// and draws the timeline a person reads (chaos-NAME.svg).
 //
 // # What one seed fixes, and what varies
 //
@@ -131,7 +116,8 @@
 // # Measured
 //
 // On a shared 2-CPU machine, seed 1, 2 replicas, 8 clients, the other
-// parameters at their defaults (TestSoak; IDEMLAB_CHAOS_SOAK=3s and =60s):
+// parameters at their defaults (TestSoak; IDEMLAB_CHAOS_SOAK=3s and =60s),
+// counted and judged by the audit's checker:
 //
 //	store     run   intents attempts faults kills crash-exits dup  lost stuck p50     p99
 //	volatile   3 s      959    1,338    293     4          12   56    0     0  6.4 ms 125 ms

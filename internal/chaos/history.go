@@ -2,13 +2,9 @@ package chaos
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"slices"
-	"strings"
 
 	"idemlab/internal/protocol"
 	"idemlab/internal/store"
@@ -131,8 +127,8 @@ type Place struct {
 	Effects  []Effect
 }
 
-// Claims are what a store or a target promises, and so what the checker
-// requires of it (see Promised).
+// Claims are what a store or a target promises, and so what the audit's
+// checker requires of it.
 type Claims struct {
 	Durable     bool `json:"durable"`      // keys survive a restart
 	SharedStore bool `json:"shared_store"` // replicas share one store of keys
@@ -148,8 +144,9 @@ func StoreClaims(s protocol.Store) Claims {
 	return Claims{Durable: true, SharedStore: true}
 }
 
-// A History is everything a checker needs: what was run, what the clients
-// saw, what happened to the processes, and the journal at every place.
+// A History is everything the audit's checker needs: what was run, what
+// the clients saw, what happened to the processes, and the journal at
+// every place.
 type History struct {
 	Store    protocol.Store // the store; "" on a target
 	Target   string         // the target's name; "" on a store
@@ -272,124 +269,6 @@ func (h History) Write(w io.Writer) error {
 		}
 	}
 	return bw.Flush()
-}
-
-// maxLine bounds one history line when reading.
-const maxLine = 64 * 1024
-
-// ReadHistory reads a history Write wrote. It refuses a file whose line
-// counts disagree with its header, an effect of a place not announced just
-// before it, and unknown kinds; an error names the line.
-func ReadHistory(r io.Reader) (History, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), maxLine)
-	var (
-		h         History
-		hdr       headerLine
-		announced []int // effects each place line announces
-		seen      bool
-		lineNo    int
-	)
-	for sc.Scan() {
-		lineNo++
-		line := sc.Bytes()
-		var k struct {
-			Kind string `json:"kind"`
-		}
-		if err := json.Unmarshal(line, &k); err != nil {
-			return h, fmt.Errorf("history line %d: %w", lineNo, err)
-		}
-		if !seen && k.Kind != "run" {
-			return h, fmt.Errorf("history line %d: want the \"run\" header first, got kind %q", lineNo, k.Kind)
-		}
-		strict := func(v any) error {
-			dec := json.NewDecoder(bytes.NewReader(line))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(v); err != nil {
-				return fmt.Errorf("history line %d (%s): %w", lineNo, k.Kind, err)
-			}
-			return nil
-		}
-		switch k.Kind {
-		case "run":
-			if seen {
-				return h, fmt.Errorf("history line %d: a second \"run\" header", lineNo)
-			}
-			seen = true
-			if err := strict(&hdr); err != nil {
-				return h, err
-			}
-			if hdr.Version != HistoryVersion {
-				return h, fmt.Errorf("history line %d: history_version %d, want %d", lineNo, hdr.Version, HistoryVersion)
-			}
-			switch {
-			case hdr.Target == "":
-				if _, err := protocol.ParseStore(string(hdr.Store)); err != nil {
-					return h, fmt.Errorf("history line %d: %w", lineNo, err)
-				}
-			case hdr.Store != "":
-				return h, fmt.Errorf("history line %d: store %q and target %q: a run is of one or the other", lineNo, hdr.Store, hdr.Target)
-			}
-			for _, f := range hdr.Faults {
-				if !slices.Contains(FaultKinds, f) {
-					return h, fmt.Errorf("history line %d: faults: %q is not a fault kind (%s)", lineNo, f, strings.Join(FaultKinds, ", "))
-				}
-			}
-			if hdr.Replicas < 1 || hdr.Clients < 1 {
-				return h, fmt.Errorf("history line %d: %d replicas and %d clients, want at least 1 of each", lineNo, hdr.Replicas, hdr.Clients)
-			}
-			h.Store, h.Target, h.Claims, h.Seed, h.Replicas, h.Clients = hdr.Store, hdr.Target, hdr.Claims, hdr.Seed, hdr.Replicas, hdr.Clients
-			h.DurationMS, h.KillEveryMS, h.Faults, h.ChaosStartUS, h.QuietStartUS = hdr.DurationMS, hdr.KillEveryMS, hdr.Faults, hdr.ChaosStartUS, hdr.QuietStartUS
-		case "attempt":
-			var a Attempt
-			if err := strict(&a); err != nil {
-				return h, err
-			}
-			h.Attempts = append(h.Attempts, a)
-		case string(EventStart), string(EventStartFailed), string(EventKill), string(EventKillSkipped), string(EventFaultKill), string(EventExit), string(EventStop):
-			var e ServerEvent
-			if err := strict(&e); err != nil {
-				return h, err
-			}
-			h.Servers = append(h.Servers, e)
-		case "place":
-			var p placeLine
-			if err := strict(&p); err != nil {
-				return h, err
-			}
-			announced = append(announced, p.Effects)
-			h.Places = append(h.Places, Place{Place: p.Place, Replicas: p.Replicas, Counter: p.Counter, Effects: make([]Effect, 0, min(p.Effects, 1<<16))})
-		case "effect":
-			var e effectLine
-			if err := strict(&e); err != nil {
-				return h, err
-			}
-			if len(h.Places) == 0 || h.Places[len(h.Places)-1].Place != e.Place {
-				return h, fmt.Errorf("history line %d: an effect of place %d outside that place's lines", lineNo, e.Place)
-			}
-			p := &h.Places[len(h.Places)-1]
-			p.Effects = append(p.Effects, Effect{Value: e.Value, BodySHA256: e.BodySHA256, Key: e.Key, Replica: e.Replica, AtUS: e.AtUS})
-		default:
-			return h, fmt.Errorf("history line %d: unknown kind %q", lineNo, k.Kind)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return h, fmt.Errorf("history line %d: %w", lineNo+1, err)
-	}
-	if !seen {
-		return h, fmt.Errorf("history: empty, no \"run\" header")
-	}
-	if len(h.Attempts) != hdr.Attempts || len(h.Servers) != hdr.Servers || len(h.Places) != hdr.Places {
-		return h, fmt.Errorf("history: %d attempts, %d server events, %d places; the header announces %d, %d, %d",
-			len(h.Attempts), len(h.Servers), len(h.Places), hdr.Attempts, hdr.Servers, hdr.Places)
-	}
-	for i, p := range h.Places {
-		if len(p.Effects) != announced[i] {
-			return h, fmt.Errorf("history: place %d has %d effect lines; its place line announces %d", p.Place, len(p.Effects), announced[i])
-		}
-	}
-	slices.SortStableFunc(h.Attempts, func(a, b Attempt) int { return cmpInt64(a.StartUS, b.StartUS) })
-	return h, nil
 }
 
 // storeEffects are a store's journal as history effects: no key, replica

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +14,38 @@ import (
 
 	"idemlab/internal/protocol"
 )
+
+// Hand-made histories: intent n has key "chaos-n" and body SHA-256
+// "sha-n"; times are in µs.
+
+func sha(n int) string { return "sha-" + strconv.Itoa(n) }
+
+// ack is a 200 reply to attempt 0 of intent n on replica r over [start, end].
+func ack(n, r int, start, end, value int64, replayed bool) Attempt {
+	return Attempt{Kind: "attempt", Intent: n, Key: "chaos-" + strconv.Itoa(n), BodySHA256: sha(n), Replica: r,
+		Phase: PhaseChaos, StartUS: start, EndUS: end, Type: OK, Outcome: protocol.OutcomeReply,
+		Status: 200, Value: strconv.FormatInt(value, 10), Replayed: &replayed}
+}
+
+// lost is an attempt of intent n whose reply never came.
+func lost(n, r int, start, end int64) Attempt {
+	return Attempt{Kind: "attempt", Intent: n, Key: "chaos-" + strconv.Itoa(n), BodySHA256: sha(n), Replica: r,
+		Phase: PhaseChaos, StartUS: start, EndUS: end, Type: Info, Outcome: protocol.OutcomeNoReply, Fault: "drop-reply"}
+}
+
+// journal is one place holding the given intents' effects, values 1.. in order.
+func journal(place int, replicas []int, intents ...int) Place {
+	p := Place{Place: place, Replicas: replicas, Counter: int64(len(intents))}
+	for i, n := range intents {
+		p.Effects = append(p.Effects, Effect{Value: int64(i + 1), BodySHA256: sha(n)})
+	}
+	return p
+}
+
+func shared(attempts []Attempt, intents ...int) History {
+	return History{Store: protocol.Durable, Claims: StoreClaims(protocol.Durable), Replicas: 2, Clients: 1, Attempts: attempts,
+		Places: []Place{journal(0, []int{0, 1}, intents...)}}
+}
 
 // sampleHistory is a small hand-made history with one of each event.
 func sampleHistory() History {
@@ -31,8 +62,10 @@ func sampleHistory() History {
 	return h
 }
 
-// Ensure a history survives WriteHistory and ReadHistory unchanged, lines
-// merged in time order, one JSON object per line.
+// Ensure a history is written one JSON object per line, attempts and
+// server events merged in time order, every field in its fixed order (the
+// audit's strict reader of these lines is tested against the corpus,
+// testdata/spec/chaos).
 func TestHistoryRoundTrip(t *testing.T) {
 	h := sampleHistory()
 	var b bytes.Buffer
@@ -50,13 +83,6 @@ func TestHistoryRoundTrip(t *testing.T) {
 	if got, want := strings.Join(kinds, " "), "run start attempt attempt kill exit attempt kill_skipped stop place effect effect"; got != want {
 		t.Errorf("line kinds = %s, want %s", got, want)
 	}
-	got, err := ReadHistory(&b)
-	if err != nil {
-		t.Fatalf("ReadHistory() error = %v", err)
-	}
-	if !reflect.DeepEqual(got, h) {
-		t.Errorf("ReadHistory(Write(h)) =\n%+v\nwant\n%+v", got, h)
-	}
 	want := `{"kind":"attempt","intent":0,"key":"chaos-0","body_sha256":"sha-0","client":0,"replica":0,"attempt":0,"phase":"chaos","start_us":0,"end_us":10,"fault":"","type":"ok","outcome":"reply","status":200,"value":"1","replayed":false,"error":""}`
 	if !strings.Contains(b.String(), want) && !strings.Contains(writeString(t, h), want+"\n") {
 		t.Errorf("history has no line\n%s\n%s", want, writeString(t, h))
@@ -72,45 +98,14 @@ func writeString(t *testing.T, h History) string {
 	return b.String()
 }
 
-// Ensure ReadHistory refuses a history it cannot trust, naming the line.
-func TestReadHistoryRefuses(t *testing.T) {
-	good := writeString(t, sampleHistory())
-	lines := strings.Split(strings.TrimSuffix(good, "\n"), "\n")
-	drop := func(i int) string {
-		return strings.Join(append(append([]string{}, lines[:i]...), lines[i+1:]...), "\n") + "\n"
-	}
-	tests := []struct {
-		name, in, want string
-	}{
-		{"empty", "", "no \"run\" header"},
-		{"no header", drop(0), "want the \"run\" header first"},
-		{"an attempt removed", drop(2), "the header announces"},
-		{"an effect removed", drop(len(lines) - 1), "announces 2"},
-		{"unknown kind", strings.Replace(good, `"kind":"kill"`, `"kind":"nuke"`, 1), `unknown kind "nuke"`},
-		{"unknown field", strings.Replace(good, `"fault":""`, `"fault":"","extra":1`, 1), `unknown field "extra"`},
-		{"bad store", strings.Replace(good, `"store":"durable"`, `"store":"mongo"`, 1), `unknown store "mongo"`},
-		{"not JSON", good + "{\n", "history line 13"},
-		{"store and target", strings.Replace(good, `"target":""`, `"target":"t"`, 1), "a run is of one or the other"},
-		{"unknown fault kind", strings.Replace(good, `"faults":["delay"`, `"faults":["nuke"`, 1), `"nuke" is not a fault kind`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := ReadHistory(strings.NewReader(tt.in))
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("ReadHistory() error = %v, want one containing %q", err, tt.want)
-			}
-		})
-	}
-}
-
-// Ensure chaos.json keeps its field order, lists findings with
-// violations first, ends with a newline, and gives the same bytes twice.
+// Ensure chaos.json keeps its field order, ends with a newline, and gives
+// the same bytes twice.
 func TestJSON(t *testing.T) {
 	h := History{Store: protocol.Volatile, Claims: StoreClaims(protocol.Volatile), Replicas: 2, Clients: 1, Seed: 3,
 		Attempts: []Attempt{ack(0, 0, 0, 10, 1, false), lost(1, 0, 20, 30), ack(1, 1, 40, 50, 1, false), lost(2, 1, 60, 70)},
 		Places:   []Place{journal(0, []int{0}, 0, 1), journal(1, []int{1}, 1)}}
 	cfg := withDefaults(Config{Store: protocol.Volatile, Seed: 3})
-	r := newResult(cfg, h, 0, 0, false, false)
+	r := newResult(cfg, h, 1500*time.Millisecond, 20*time.Millisecond, false, false)
 	doc := r.JSON()
 	if !bytes.Equal(doc, r.JSON()) {
 		t.Error("JSON() differs between two calls")
@@ -127,37 +122,8 @@ func TestJSON(t *testing.T) {
 		var skip json.RawMessage
 		dec.Decode(&skip)
 	}
-	if got, want := strings.Join(keys, " "), "schema_version experiment store target target_dir target_digest claims replicas_note seed parameters faults counts verdict capped"; got != want {
+	if got, want := strings.Join(keys, " "), "schema_version experiment store target target_dir target_digest claims replicas_note seed parameters faults wall capped"; got != want {
 		t.Errorf("top-level keys %s, want %s", got, want)
-	}
-	v := r.Verdict
-	if v.OK || v.Violations != 1 || v.Shown != 1 || len(v.Findings) != 2 || v.Findings[0].Rule != RuleStuck || v.Findings[1].Rule != RuleDuplicate {
-		t.Errorf("verdict = %+v, want not ok: the stuck intent 2 first, then the shown duplicate", v)
-	}
-	n := r.Counts
-	if n.Intents != 3 || n.Attempts != 4 || n.OK != 2 || n.Info != 2 || n.Duplicates != 1 || n.Stuck != 1 || n.Faults.DropReply != 2 || n.Effects != 3 {
-		t.Errorf("counts = %+v", n)
-	}
-	for _, want := range []string{`"drop-reply": 2`, `"rule": "duplicate",` + "\n        \"promised\": false", `"latency_ok_p50_us": 10`} {
-		if !strings.Contains(string(doc), want) {
-			t.Errorf("chaos.json has no %q:\n%s", want, doc)
-		}
-	}
-}
-
-// Ensure the nearest-rank percentiles.
-func TestPercentile(t *testing.T) {
-	xs := []int64{5, 1, 4, 2, 3, 10, 9, 8, 7, 6}
-	for _, tt := range []struct {
-		p    int
-		want int64
-	}{{50, 5}, {99, 10}, {1, 1}, {100, 10}} {
-		if got := percentile(xs, tt.p); got != tt.want {
-			t.Errorf("percentile(1..10, %d) = %d, want %d", tt.p, got, tt.want)
-		}
-	}
-	if got := percentile(nil, 50); got != 0 {
-		t.Errorf("percentile(nil, 50) = %d, want 0", got)
 	}
 }
 

@@ -146,16 +146,16 @@ func targetConfig(t *testing.T, tg *target.Target) Config {
 // keeps every promise.
 func TestRunTargetCheckThenSet(t *testing.T) {
 	before, _ := serverproc.ProcessesMentioning(tinyEnv)
-	sound := runChecked(t, targetConfig(t, tinyTarget(t, "")))
-	if n := sound.Counts; n.Duplicates != 0 || n.LostAcks != 0 || n.Stuck != 0 || !sound.Verdict.OK {
-		t.Errorf("the sound service: duplicates %d, lost acks %d, stuck %d, verdict %+v; want 0, 0, 0, ok", n.Duplicates, n.LostAcks, n.Stuck, sound.Verdict)
+	_, sound := runChecked(t, targetConfig(t, tinyTarget(t, "")))
+	if n := sound.Counts; n["duplicates"] != 0 || n["lost_acks"] != 0 || n["stuck"] != 0 || !sound.OK {
+		t.Errorf("the sound service: duplicates %d, lost acks %d, stuck %d, findings %+v; want 0, 0, 0, ok", n["duplicates"], n["lost_acks"], n["stuck"], sound.Findings)
 	}
-	broken := runChecked(t, targetConfig(t, tinyTarget(t, "check-then-set")))
-	if broken.Verdict.OK || broken.Counts.Duplicates == 0 {
-		t.Fatalf("check-then-set: duplicates %d, verdict %+v; want duplicates, a violation", broken.Counts.Duplicates, broken.Verdict)
+	broken, v := runChecked(t, targetConfig(t, tinyTarget(t, "check-then-set")))
+	if v.OK || v.Counts["duplicates"] == 0 {
+		t.Fatalf("check-then-set: duplicates %d, findings %+v; want duplicates, a violation", v.Counts["duplicates"], v.Findings)
 	}
-	f := broken.Verdict.Findings[0]
-	if f.Rule != RuleDuplicate || f.Key != fmt.Sprintf("chaos-%d", f.Intent) || !strings.Contains(f.Detail, "by one process of replica 0, no restart between them") {
+	f := v.Findings[0]
+	if f.Rule != "duplicate" || f.Key != fmt.Sprintf("chaos-%d", f.Intent) || !strings.Contains(f.Detail, "by one process of replica 0, no restart between them") {
 		t.Errorf("first finding %+v, want the duplicate, naming its intent and key, applied twice by one process", f)
 	}
 	if p := broken.Parameters.Replicas; p != 1 || broken.ReplicasNote == "" {
@@ -173,16 +173,16 @@ func TestRunTargetCheckThenSet(t *testing.T) {
 func TestRunTargetFullChaos(t *testing.T) {
 	cfg := targetConfig(t, tinyTarget(t, ""))
 	cfg.Faults, cfg.KillEvery = nil, 300*time.Millisecond
-	res := runChecked(t, cfg)
-	n := res.Counts
+	res, v := runChecked(t, cfg)
+	n := v.Counts
 	if got, want := res.Faults, FaultKinds; strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("faults scheduled %v, want every kind %v", got, want)
 	}
-	if n.PlannedKills == 0 || n.Kills+n.KillsSkipped != n.PlannedKills {
-		t.Errorf("kills %d + skipped %d, want the %d planned", n.Kills, n.KillsSkipped, n.PlannedKills)
+	if n["planned_kills"] == 0 || n["kills"]+n["kills_skipped"] != n["planned_kills"] {
+		t.Errorf("kills %d + skipped %d, want the %d planned", n["kills"], n["kills_skipped"], n["planned_kills"])
 	}
-	if n.LostAcks != 0 || n.Stuck != 0 {
-		t.Errorf("lost acks %d, stuck %d; want 0 (a duplicate after the crash gap is this service's lesson)", n.LostAcks, n.Stuck)
+	if n["lost_acks"] != 0 || n["stuck"] != 0 {
+		t.Errorf("lost acks %d, stuck %d; want 0 (a duplicate after the crash gap is this service's lesson)", n["lost_acks"], n["stuck"])
 	}
 	for _, e := range res.History.Places[0].Effects {
 		if e.Replica == nil || e.AtUS == nil || *e.AtUS < res.History.ChaosStartUS {

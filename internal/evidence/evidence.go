@@ -178,14 +178,9 @@ func probeWritable(folder, out string) error {
 
 // Write validates every file and the manifest, then writes the files and the
 // manifest (last) into dir. Files from an earlier run that this run does not
-// write are removed, so the folder lists exactly what the manifest lists.
-func Write(dir string, schemas *schemacheck.Set, files []File, m Manifest, tests Tests) error {
-	return WriteSigned(dir, schemas, files, m, tests, nil)
-}
-
-// WriteSigned is Write, and with a signer it also writes the statement's
-// DSSE envelope (EnvelopeName), last.
-func WriteSigned(dir string, schemas *schemacheck.Set, files []File, m Manifest, tests Tests, signer *Signer) error {
+// write are removed (the audit's renderings among them: it writes them
+// again), so the folder lists exactly what the manifest lists.
+func Write(dir string, schemas *schemacheck.Set, files []File, m Manifest) error {
 	m.Files = map[string]string{}
 	for _, f := range files {
 		if f.Schema != "" {
@@ -202,19 +197,6 @@ func WriteSigned(dir string, schemas *schemacheck.Set, files []File, m Manifest,
 	if err := schemas.Validate("manifest.schema.json", mb); err != nil {
 		return fmt.Errorf("evidence %s does not satisfy manifest.schema.json: %w", ManifestName, err)
 	}
-	sb, err := Statement(m, mb, tests)
-	if err != nil {
-		return err
-	}
-	if err := schemas.Validate("statement.schema.json", sb); err != nil {
-		return fmt.Errorf("evidence %s does not satisfy statement.schema.json: %w", StatementName, err)
-	}
-	var env []byte
-	if signer != nil {
-		if env, err = signer.Envelope(sb); err != nil {
-			return err
-		}
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("make evidence folder: %w", err)
 	}
@@ -222,11 +204,6 @@ func WriteSigned(dir string, schemas *schemacheck.Set, files []File, m Manifest,
 	// the audit instead of passing with stale hashes.
 	if err := os.Remove(filepath.Join(dir, ManifestName)); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("remove old manifest: %w", err)
-	}
-	for _, name := range []string{StatementName, EnvelopeName} {
-		if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
-			return fmt.Errorf("remove old %s: %w", name, err)
-		}
 	}
 	if err := removeUnlisted(dir, m.Files); err != nil {
 		return err
@@ -236,17 +213,16 @@ func WriteSigned(dir string, schemas *schemacheck.Set, files []File, m Manifest,
 			return err
 		}
 	}
-	if err := writeAtomic(filepath.Join(dir, ManifestName), mb); err != nil {
-		return err
-	}
-	if err := writeAtomic(filepath.Join(dir, StatementName), sb); err != nil {
-		return err
-	}
-	if env == nil {
-		return nil
-	}
-	return writeAtomic(filepath.Join(dir, EnvelopeName), env)
+	return writeAtomic(filepath.Join(dir, ManifestName), mb)
 }
+
+// DerivedNames are the files the audit writes into an evidence folder
+// after the runner (audit -write): a folder that holds them is one the
+// runner may write again. DerivedPattern matches the chaos timelines.
+var (
+	DerivedNames   = []string{"REPORT.md", "TARGETS.md", "verdicts.json", "jitter.svg", "statement.intoto.json", "statement.intoto.dsse.json"}
+	DerivedPattern = regexp.MustCompile(`^chaos-(target-[a-z][a-z0-9-]{0,47}|[a-z]+)\.svg$`)
+)
 
 func removeUnlisted(dir string, listed map[string]string) error {
 	entries, err := os.ReadDir(dir)

@@ -7,21 +7,14 @@ import (
 	"idemlab/internal/results"
 )
 
-// A Run is one finished (case, store) run and the runner's own check of it.
+// A Run is one finished (case, store) run: what it observed, and what
+// varies (its details). The audit judges it.
 type Run struct {
 	Case   casefile.Case
 	Store  protocol.Store
 	Obs    results.Run
 	Detail caserun.Detail
-	// Mismatches lists every difference from what the case file expects
-	// of this store; none means the run matches its case.
-	Mismatches []string
 }
-
-// Matches reports whether the run shows what its case expects. A case may
-// expect a duplicate (the lesson it shows), so matching is not the same as
-// the server doing the right thing.
-func (r Run) Matches() bool { return len(r.Mismatches) == 0 }
 
 // A Grid holds one Run per (case, store): cases in suite order, stores in
 // evidence order, the order every evidence file lists runs in.
@@ -45,14 +38,3 @@ func (g *Grid) At(i, j int) Run { return g.runs[i*len(g.Stores)+j] }
 
 // Runs returns every run in evidence order.
 func (g *Grid) Runs() []Run { return g.runs }
-
-// Matching counts the runs that match their case.
-func (g *Grid) Matching() int {
-	n := 0
-	for _, r := range g.runs {
-		if r.Matches() {
-			n++
-		}
-	}
-	return n
-}

@@ -14,7 +14,6 @@ import (
 const (
 	ResultsName = "results.json"
 	RunName     = "run.json"
-	ReportName  = "REPORT.md"
 )
 
 // GitCheckout is the checkout's commit and whether its sources were dirty,

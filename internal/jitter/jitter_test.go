@@ -3,12 +3,8 @@ package jitter
 import (
 	"bytes"
 	"encoding/json"
-	"encoding/xml"
-	"errors"
-	"io"
 	"math"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -129,7 +125,7 @@ func TestRunRefuses(t *testing.T) {
 	}
 }
 
-// Ensure the JSON and the SVG are byte-identical run to run, and that the
+// Ensure the JSON is byte-identical run to run, and that the
 // JSON decodes back to the result.
 func TestDeterministicBytes(t *testing.T) {
 	a, err := Run(Default)
@@ -142,9 +138,6 @@ func TestDeterministicBytes(t *testing.T) {
 	}
 	if !bytes.Equal(a.JSON(), b.JSON()) {
 		t.Error("JSON() differs between two runs")
-	}
-	if !bytes.Equal(SVG(a), SVG(b)) {
-		t.Error("SVG() differs between two runs")
 	}
 	var back struct {
 		SchemaVersion int        `json:"schema_version"`
@@ -173,84 +166,5 @@ func TestDeterministicBytes(t *testing.T) {
 	json.Compact(&compact, a.JSON())
 	if !bytes.Equal(m, compact.Bytes()) {
 		t.Error("json.Marshal(result) differs from JSON()")
-	}
-}
-
-// Ensure the SVG is well-formed XML with one titled panel per strategy,
-// each naming its peak, and integer coordinates only.
-func TestSVG(t *testing.T) {
-	r, err := Run(Default)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svg := SVG(r)
-	dec := xml.NewDecoder(bytes.NewReader(svg))
-	var texts []string
-	groups := 0
-	inText := false
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("SVG() is not well-formed XML: %v", err)
-		}
-		switch tok := tok.(type) {
-		case xml.StartElement:
-			if tok.Name.Local == "g" && len(tok.Attr) > 0 && tok.Attr[0].Name.Local == "id" {
-				groups++
-			}
-			inText = tok.Name.Local == "text"
-			for _, a := range tok.Attr {
-				if coordAttr[a.Name.Local] && strings.Contains(a.Value, ".") {
-					t.Errorf("attribute %s=%q is not an integer", a.Name.Local, a.Value)
-				}
-			}
-		case xml.CharData:
-			if inText {
-				texts = append(texts, string(tok))
-			}
-		case xml.EndElement:
-			inText = false
-		}
-	}
-	if groups != 4 {
-		t.Errorf("SVG() has %d strategy panels, want 4", groups)
-	}
-	all := strings.Join(texts, "\n")
-	for _, s := range r.Strategies {
-		want := s.Name + ": peak " + itoa(s.Peak) + " retries"
-		if !strings.Contains(all, want) {
-			t.Errorf("SVG() has no title %q", want)
-		}
-	}
-	for _, label := range []string{"time since the failure (ms)", "retries per 10 ms"} {
-		if !strings.Contains(all, label) {
-			t.Errorf("SVG() has no axis label %q", label)
-		}
-	}
-}
-
-// coordAttr names the SVG attributes holding coordinates or sizes.
-var coordAttr = map[string]bool{"x": true, "y": true, "x1": true, "y1": true, "x2": true, "y2": true,
-	"width": true, "height": true, "viewBox": true, "transform": true}
-
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
-
-// Ensure axis maxima cover the value in at most maxTicks nice steps.
-func TestNiceAxis(t *testing.T) {
-	tests := []struct{ v, ticks, top, step int }{
-		{1000, 5, 1000, 200},
-		{157, 5, 200, 50},
-		{73, 5, 80, 20},
-		{3110, 10, 3500, 500},
-		{18410, 10, 20000, 2000},
-		{1, 5, 1, 1},
-	}
-	for _, tt := range tests {
-		if top, step := niceAxis(tt.v, tt.ticks); top != tt.top || step != tt.step {
-			t.Errorf("niceAxis(%d, %d) = %d, %d, want %d, %d", tt.v, tt.ticks, top, step, tt.top, tt.step)
-		}
 	}
 }

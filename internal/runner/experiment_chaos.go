@@ -16,12 +16,12 @@ import (
 )
 
 // Chaos is the chaos experiment: clients under seeded faults and kill -9 on
-// every selected store and target, judged from the recorded history and
-// the journal (a store's, or the sink's).
+// every selected store and target, each run's history recorded with the
+// journal (a store's, or the sink's) for the audit to judge.
 const Chaos Experiment = "chaos"
 
 // ChaosFile is the chaos experiment's summary; each store's and target's
-// history goes to chaosHistory(name), its timeline to chaosSVG(name).
+// history goes to chaosBase(name).jsonl (the audit draws its timeline).
 const ChaosFile = "chaos.json"
 
 // chaosBase is the evidence name, without extension, of the chaos run on
@@ -34,13 +34,13 @@ func chaosBase(store protocol.Store, targetName string) string {
 	return "chaos-" + string(store)
 }
 
-// chaosTargetFile matches the evidence files of chaos runs on targets.
-var chaosTargetFile = regexp.MustCompile(`^chaos-target-[a-z][a-z0-9-]{0,47}\.(jsonl|svg)$`)
+// chaosTargetFile matches the histories of chaos runs on targets.
+var chaosTargetFile = regexp.MustCompile(`^chaos-target-[a-z][a-z0-9-]{0,47}\.jsonl$`)
 
 func init() {
 	files := []string{ChaosFile}
 	for _, s := range protocol.Stores {
-		files = append(files, chaosBase(s, "")+".jsonl", chaosBase(s, "")+".svg")
+		files = append(files, chaosBase(s, "")+".jsonl")
 	}
 	register(experiment{name: Chaos, order: 30, files: files, patterns: []*regexp.Regexp{chaosTargetFile}, run: runChaos,
 		check: func(o Options) error { return o.Chaos.config().CheckKnobs() }})
@@ -75,8 +75,8 @@ func (c ChaosOptions) config() chaos.Config {
 }
 
 // runChaos runs the chaos experiment on each selected store, then on each
-// target, in turn, prints each one's table, and returns chaos.json and
-// per run its history and its timeline. A target that cannot run (a
+// target, in turn, prints what each recorded, and returns chaos.json and
+// per run its history. A target that cannot run (a
 // missing program, or effects it counts itself) is a run in chaos.json
 // saying why, in one line on the way.
 func runChaos(ctx context.Context, env experimentEnv) ([]evidence.File, error) {
@@ -93,7 +93,7 @@ func runChaos(ctx context.Context, env experimentEnv) ([]evidence.File, error) {
 		}
 		base := chaosBase(res.Store, res.Target)
 		runs = append(runs, res.JSON())
-		files = append(files, evidence.File{Name: base + ".jsonl", Data: h.Bytes()}, evidence.File{Name: base + ".svg", Data: chaos.SVG(res.History)})
+		files = append(files, evidence.File{Name: base + ".jsonl", Data: h.Bytes()})
 		return nil
 	}
 	for _, s := range env.chaosStores {

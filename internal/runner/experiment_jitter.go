@@ -9,7 +9,7 @@ import (
 )
 
 func init() {
-	register(experiment{name: Jitter, order: 20, files: []string{"jitter.json", "jitter.svg"}, run: runJitter})
+	register(experiment{name: Jitter, order: 20, files: []string{"jitter.json"}, run: runJitter})
 }
 
 // runJitter runs the jitter model and prints its peaks.
@@ -22,8 +22,5 @@ func runJitter(_ context.Context, env experimentEnv) ([]evidence.File, error) {
 	for _, s := range res.Strategies {
 		fmt.Fprintf(env.out, "  %-13s peak %4d\n", s.Name, s.Peak)
 	}
-	return []evidence.File{
-		{Name: "jitter.json", Data: res.JSON(), Schema: "jitter.schema.json"},
-		{Name: "jitter.svg", Data: jitter.SVG(res)},
-	}, nil
+	return []evidence.File{{Name: "jitter.json", Data: res.JSON(), Schema: "jitter.schema.json"}}, nil
 }

@@ -1,7 +1,9 @@
 // Package runner is the runner's one job: load the cases, build the lab's
-// programs, run every (case, store) pair in parallel and the experiments,
-// write the evidence (rendered by package evidence), and hand the folder to
-// the audit program, a separate process, for the verdict.
+// programs, run every (case, store) pair in parallel, the cases on targets
+// and the experiments, write what they observed (package evidence), and
+// hand the folder to the audit program, a separate process, which judges
+// it, writes its verdicts and renderings beside it, and passes its verdict
+// on.
 package runner
 
 import (
@@ -22,6 +24,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"idemlab/internal/audit/dsse"
 	"idemlab/internal/casefile"
 	"idemlab/internal/caserun"
 	"idemlab/internal/evidence"
@@ -66,8 +69,8 @@ type Options struct {
 	// StoresGiven.
 	Targets []string
 	// SignKey, when set, is an ed25519 private key file (OpenSSH without
-	// a passphrase, or PKCS #8 PEM): the statement is then also written
-	// as a signed DSSE envelope (evidence.EnvelopeName).
+	// a passphrase, or PKCS #8 PEM): the audit then also writes its
+	// statement as a signed DSSE envelope (audit -write -sign).
 	SignKey string
 	Stdout  io.Writer
 	Stderr  io.Writer
@@ -186,12 +189,13 @@ func ParseStores(flag string) ([]protocol.Store, error) {
 	return []protocol.Store{s}, nil
 }
 
-// evidenceNames are the files the runner may write into the evidence
-// folder, and the patterns of those whose names depend on the run.
+// evidenceNames are the files the runner (and after it the audit) may
+// write into the evidence folder, and the patterns of those whose names
+// depend on the run.
 func evidenceNames() ([]string, []*regexp.Regexp) {
 	names, patterns := experimentFiles()
-	return append([]string{evidence.ResultsName, evidence.RunName, evidence.ReportName, evidence.ManifestName, evidence.StatementName, evidence.EnvelopeName,
-		evidence.TargetsName, evidence.TargetsReportName}, names...), patterns
+	names = append(append(names, evidence.ResultsName, evidence.RunName, evidence.ManifestName, evidence.TargetsName), evidence.DerivedNames...)
+	return names, append(patterns, evidence.DerivedPattern)
 }
 
 // onTargets says whether this invocation runs the cases on targets: with
@@ -276,13 +280,13 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := evidence.CheckOutsideSources(o.Root, o.Out); err != nil {
 		return &UsageError{err}
 	}
-	var signer *evidence.Signer
 	if o.SignKey != "" {
-		data, err := safefile.Read(o.SignKey, evidence.MaxKeyFile)
+		// The audit signs, at the end: a key it cannot read is refused now.
+		data, err := safefile.Read(o.SignKey, dsse.MaxKeyFile)
 		if err != nil {
 			return &UsageError{fmt.Errorf("-sign %s: %w", o.SignKey, err)}
 		}
-		if signer, err = evidence.ParseSigningKey(data); err != nil {
+		if _, err = dsse.ParsePrivateKey(data); err != nil {
 			return &UsageError{fmt.Errorf("-sign %s: %w", o.SignKey, err)}
 		}
 	}
@@ -371,22 +375,17 @@ func Run(ctx context.Context, o Options) (err error) {
 	in := evidence.ManifestInput{Root: o.Root, Git: git, Protocol: cfg.Protocol, ServerSHA: server.SHA256, ServerBuild: server.Recipe, Postgres: postgresVersion, Unsafe: o.Unsafe,
 		Flags: o.RecordedFlags(runExperiments)}
 	var files []evidence.File
-	tests := evidence.Tests{}
-	var grid *evidence.Grid
 	if runSuite && o.onStores() {
 		began := time.Now()
-		grid, err = runAll(ctx, cfg, cases, o.Stores, o.Stdout)
+		grid, err := runAll(ctx, cfg, cases, o.Stores, o.Stdout)
 		if err != nil {
 			return err
 		}
 		wall := time.Since(began)
-		fmt.Fprintf(o.Stdout, "\n%s\n%d runs in %s\n", evidence.Summary(grid), len(grid.Runs()), wall.Round(time.Millisecond))
-		fs, err := evidence.RunFiles(grid, evidence.Timing{Began: began, Wall: wall, Parallel: parallel})
-		if err != nil {
+		fmt.Fprintf(o.Stdout, "%d runs in %s\n", len(grid.Runs()), wall.Round(time.Millisecond))
+		if files, err = evidence.RunFiles(grid, evidence.Timing{Began: began, Wall: wall, Parallel: parallel}); err != nil {
 			return err
 		}
-		files = append(fs, evidence.File{Name: evidence.ReportName, Data: evidence.Report(grid)})
-		tests = evidence.TestsOf(grid)
 		for _, c := range cases {
 			in.Cases = append(in.Cases, c.Name)
 		}
@@ -401,7 +400,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	if len(targets) > 0 {
 		fmt.Fprintln(o.Stdout)
-		tenv := targetEnv{root: o.Root, server: server.Path, stateRoot: tmp, databases: cfg.Databases, protocol: cfg.Protocol, out: o.Stdout, grid: grid, setups: setupOf}
+		tenv := targetEnv{root: o.Root, server: server.Path, stateRoot: tmp, databases: cfg.Databases, protocol: cfg.Protocol, out: o.Stdout, setups: setupOf}
 		res, err := runTargets(ctx, tenv, targets, cases)
 		if err != nil {
 			return err
@@ -442,7 +441,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := evidence.WriteSigned(o.Out, schemas, files, m, tests, signer); err != nil {
+	if err := evidence.Write(o.Out, schemas, files, m); err != nil {
 		return err
 	}
 	written = true
@@ -593,9 +592,9 @@ func selectCase(cases []casefile.Case, name string) ([]casefile.Case, error) {
 // runAll runs every pair, at most a few at a time, each into its own cell
 // of the grid, so the order of the evidence never depends on which finished
 // first. Progress lines come in grid order too: a finished run is printed
-// once every run before it has been. A case that does not match its
-// expectations is a verdict in its cell; only a broken lab is an error,
-// and it cancels the rest.
+// once every run before it has been. Whatever a run shows is an
+// observation in its cell (the audit judges it); only a broken lab is an
+// error, and it cancels the rest.
 func runAll(ctx context.Context, cfg caserun.Config, cases []casefile.Case, stores []protocol.Store, progress io.Writer) (*evidence.Grid, error) {
 	grid := evidence.NewGrid(cases, stores)
 	done := make([]bool, len(grid.Runs()))
@@ -610,18 +609,12 @@ func runAll(ctx context.Context, cfg caserun.Config, cases []casefile.Case, stor
 				if err != nil {
 					return err
 				}
-				r := evidence.Run{Case: c, Store: store, Obs: obs, Detail: det}
-				if x, ok := c.Expect[store]; ok {
-					r.Mismatches = x.Mismatches(obs)
-				} else {
-					r.Mismatches = []string{"no expectation for this store in " + c.File}
-				}
-				grid.Set(i, j, r)
+				grid.Set(i, j, evidence.Run{Case: c, Store: store, Obs: obs, Detail: det})
 				mu.Lock()
 				defer mu.Unlock()
 				done[i*len(stores)+j] = true
 				for ; next < len(done) && done[next]; next++ {
-					fmt.Fprintln(progress, evidence.ProgressLine(grid.Runs()[next]))
+					fmt.Fprintln(progress, progressLine(grid.Runs()[next]))
 				}
 				return nil
 			})
@@ -662,13 +655,33 @@ func serverBinary(ctx context.Context, o Options) (labbuild.Binary, error) {
 	return labbuild.Binary{Path: o.ServerPath, SHA256: evidence.SHA256(b), Recipe: labbuild.Prebuilt(pkg)}, nil
 }
 
+// progressLine is the line the runner prints when a run has finished: what
+// it observed. The audit judges it at the end.
+func progressLine(r evidence.Run) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-29s %-8s effects applied=%-3d", r.Case.Name, r.Store, r.Obs.Counter)
+	if r.Obs.LedgerCounter != nil {
+		fmt.Fprintf(&b, " ledger=%d", *r.Obs.LedgerCounter)
+	}
+	fmt.Fprintf(&b, " exits=%v calls=%-3d %6.1fms", r.Obs.ExitCodes, len(r.Obs.Calls), ms(r.Detail.Wall))
+	return b.String()
+}
+
+// ms is d in milliseconds, to the microsecond.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
 // audit runs the audit program on the evidence just written, as a separate
-// process, and passes its verdict on. A run from a checkout with uncommitted changes is audited with
-// -allow-dirty, and a mutation run with -allow-mutation: the audit still
-// says so in its notes, and committed evidence (audited without them) must
-// come from a clean tree and the sound registry.
+// process, with -write: it judges the observations, writes its verdicts
+// and renderings into the folder, and its verdict is passed on. A run
+// from a checkout with uncommitted changes is audited with -allow-dirty,
+// and a mutation run with -allow-mutation: the audit still says so in its
+// notes, and committed evidence (audited without them) must come from a
+// clean tree and the sound registry.
 func audit(ctx context.Context, o Options, bin string, dirty bool) error {
-	args := []string{"-root", o.Root}
+	args := []string{"-root", o.Root, "-write"}
+	if o.SignKey != "" {
+		args = append(args, "-sign", o.SignKey)
+	}
 	if dirty {
 		args = append(args, "-allow-dirty")
 	}

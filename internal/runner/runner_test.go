@@ -152,7 +152,7 @@ func TestInterruptedRunWritesNothing(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "evidence")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w := &cancelOnLine{cancel: cancel, line: evidence.Match}
+	w := &cancelOnLine{cancel: cancel, line: "effects applied="} // the first finished run
 	err := Run(ctx, Options{
 		Root: "../..", Out: out, Stores: []protocol.Store{protocol.Volatile, protocol.Durable},
 		Intents: DefaultIntents, Experiment: None, Stdout: w, Stderr: w,

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 
@@ -17,18 +16,15 @@ import (
 	"idemlab/internal/casefile"
 	"idemlab/internal/caserun"
 	"idemlab/internal/evidence"
-	"idemlab/internal/protocol"
-	"idemlab/internal/results"
 	"idemlab/internal/schemacheck"
 	"idemlab/internal/sideservice"
 	"idemlab/internal/target"
-	"idemlab/internal/verdict"
 )
 
 // This file runs the cases on targets, services the lab did not write
 // (targets/NAME, or a folder a user names with -target): every case the
-// target can express, judged by package verdict; the others recorded as
-// not run, with the reason.
+// target can express (caserun.NotRun), its observations recorded for the
+// audit to judge; the others recorded as not run, with the reason.
 
 // TargetsDir is the checkout's folder of shipped targets.
 const TargetsDir = "targets"
@@ -102,8 +98,7 @@ type targetEnv struct {
 	databases caserun.Databases
 	protocol  caserun.Protocol
 	out       io.Writer
-	grid      *evidence.Grid // the native runs, for the targets that mirror a store; nil without
-	setups    setups         // the targets' setups started in the background; nil: run each here
+	setups    setups // the targets' setups started in the background; nil: run each here
 }
 
 // runTargets runs every case on every target, each target's cases at most
@@ -217,17 +212,13 @@ func runTarget(ctx context.Context, env targetEnv, t *target.Target, cases []cas
 	g.SetLimit(targetParallel)
 	for i, c := range cases {
 		g.Go(func() error {
-			r := evidence.TargetRun{Case: c, NotRun: verdict.NotRun(c, t)}
+			r := evidence.TargetRun{Case: c, NotRun: caserun.NotRun(c, t)}
 			if r.NotRun == "" {
 				obs, det, err := caserun.RunTarget(gctx, cfg, c)
 				if err != nil {
 					return err
 				}
 				r.Obs, r.Detail = obs, det
-				if r.Verdict, err = verdict.Judge(c, verdict.For(t), obs); err != nil {
-					return err
-				}
-				r.Mirror = mirror(env.grid, t, c, obs)
 			}
 			res.Runs[i] = r
 			mu.Lock()
@@ -292,38 +283,11 @@ func missing(t *target.Target, havePostgres bool) string {
 	return strings.Join(parts, "; ")
 }
 
-// mirror compares a run of the lab's own server as a target with the
-// native run of the store it mirrors, when that store ran.
-func mirror(g *evidence.Grid, t *target.Target, c casefile.Case, obs results.Run) []string {
-	if t.Mirrors == "" || g == nil {
-		return nil
-	}
-	j := slices.Index(g.Stores, protocol.Store(t.Mirrors))
-	i := slices.IndexFunc(g.Cases, func(x casefile.Case) bool { return x.Name == c.Name })
-	if i < 0 || j < 0 {
-		return nil
-	}
-	native := g.At(i, j).Obs
-	return verdict.Mirror(native, obs)
-}
-
-// targetLine is a run's progress line.
+// targetLine is a run's progress line: what it observed. The audit judges
+// it at the end of the run.
 func targetLine(t *target.Target, r evidence.TargetRun) string {
 	if r.NotRun != "" {
 		return fmt.Sprintf("target %-28s %-42s not run: %s", t.Name, r.Case.Name, r.NotRun)
 	}
-	line := fmt.Sprintf("target %-28s %-42s %d (sound %d)  %s", t.Name, r.Case.Name, r.Verdict.Effects, r.Verdict.SoundEffects, r.Verdict.Safety)
-	var rules []string
-	for _, f := range append(r.Verdict.Findings, r.Verdict.Deviations...) {
-		if !slices.Contains(rules, f.Rule) {
-			rules = append(rules, f.Rule)
-		}
-	}
-	if len(rules) > 0 {
-		line += "  " + strings.Join(rules, ", ")
-	}
-	if len(r.Mirror) > 0 {
-		line += fmt.Sprintf("  DIFFERS from the native %s run (%d)", t.Mirrors, len(r.Mirror))
-	}
-	return line
+	return fmt.Sprintf("target %-28s %-42s effects applied=%-3d calls=%-3d %6.1fms", t.Name, r.Case.Name, r.Obs.Counter, len(r.Obs.Calls), ms(r.Detail.Wall))
 }

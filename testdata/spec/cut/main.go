@@ -10,24 +10,27 @@
 // intents' effects, drops the intents that fail that (repeating until no
 // more drop), and writes every attempt of the kept intents, every server
 // event of the run, and per place that journal prefix (its counter the
-// prefix's length), with chaos.History.Write: the lab's exact format. The
-// piece is what the checker would have seen of a run that issued only
-// those intents, so its findings are a subset of the whole run's: a clean
-// run cuts to a clean piece, a volatile run's duplicates of kept intents
-// stay. Server event counts (kills, restarts, ...) are the whole run's.
+// prefix's length), each line as the lab wrote it but for the counts the
+// cut changes. The piece is what the checker would have seen of a run
+// that issued only those intents, so its findings are a subset of the
+// whole run's: a clean run cuts to a clean piece, a volatile run's
+// duplicates of kept intents stay. Server event counts (kills, restarts,
+// ...) are the whole run's.
 //
 // Exit status: 0 written, 1 the history cannot be read or the cut is
 // empty, 2 usage.
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-
-	"idemlab/internal/chaos"
+	"regexp"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -50,40 +53,49 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// line is one history line: its bytes and the members the cut reads.
+type line struct {
+	raw    []byte
+	Kind   string `json:"kind"`
+	Intent int    `json:"intent"`
+	SHA    string `json:"body_sha256"`
+}
+
+// place is one place's line and its effects.
+type place struct {
+	head    line
+	effects []line
+}
+
 func cut(path string, below int, stdout, stderr io.Writer) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	h, err := chaos.ReadHistory(f)
+	header, events, places, err := read(path)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	intentOf := map[string]int{} // body SHA-256 -> intent
 	keep := map[int]bool{}
-	for _, a := range h.Attempts {
-		intentOf[a.BodySHA256] = a.Intent
-		if a.Intent < below {
-			keep[a.Intent] = true
+	for _, e := range events {
+		if e.Kind == "attempt" {
+			intentOf[e.SHA] = e.Intent
+			if e.Intent < below {
+				keep[e.Intent] = true
+			}
 		}
 	}
 	// prefix[i] is how many leading effects of place i belong to kept intents.
-	prefix := make([]int, len(h.Places))
+	prefix := make([]int, len(places))
 	for changed := true; changed; {
 		changed = false
-		for i, p := range h.Places {
-			prefix[i] = len(p.Effects)
-			for j, e := range p.Effects {
-				if n, ok := intentOf[e.BodySHA256]; !ok || !keep[n] {
+		for i, p := range places {
+			prefix[i] = len(p.effects)
+			for j, e := range p.effects {
+				if n, ok := intentOf[e.SHA]; !ok || !keep[n] {
 					prefix[i] = j
 					break
 				}
 			}
-		}
-		for i, p := range h.Places {
-			for _, e := range p.Effects[prefix[i]:] {
-				if n, ok := intentOf[e.BodySHA256]; ok && keep[n] {
+			for _, e := range p.effects[prefix[i]:] {
+				if n, ok := intentOf[e.SHA]; ok && keep[n] {
 					delete(keep, n)
 					changed = true
 				}
@@ -93,18 +105,78 @@ func cut(path string, below int, stdout, stderr io.Writer) error {
 	if len(keep) == 0 {
 		return errors.New("no intent left after the cut")
 	}
-	out := h
-	out.Attempts, out.Places = nil, nil
-	for _, a := range h.Attempts {
-		if keep[a.Intent] {
-			out.Attempts = append(out.Attempts, a)
+	var out bytes.Buffer
+	var kept []line
+	attempts := 0
+	for _, e := range events {
+		if e.Kind != "attempt" || keep[e.Intent] {
+			kept = append(kept, e)
+			if e.Kind == "attempt" {
+				attempts++
+			}
 		}
 	}
-	for i, p := range h.Places {
-		effects := append([]chaos.Effect{}, p.Effects[:prefix[i]]...)
-		out.Places = append(out.Places, chaos.Place{Place: p.Place, Replicas: p.Replicas, Counter: int64(len(effects)), Effects: effects})
-		fmt.Fprintf(stderr, "place %d: %d of %d effects kept\n", p.Place, len(effects), len(p.Effects))
+	out.Write(setCount(header.raw, "attempts", attempts))
+	for _, e := range kept {
+		out.Write(e.raw)
 	}
-	fmt.Fprintf(stderr, "%d intents, %d attempts, %d server events kept\n", len(keep), len(out.Attempts), len(out.Servers))
-	return out.Write(stdout)
+	for i, p := range places {
+		head := setCount(setCount(p.head.raw, "counter", prefix[i]), "effects", prefix[i])
+		out.Write(head)
+		for _, e := range p.effects[:prefix[i]] {
+			out.Write(e.raw)
+		}
+		fmt.Fprintf(stderr, "place %d: %d of %d effects kept\n", i, prefix[i], len(p.effects))
+	}
+	fmt.Fprintf(stderr, "%d intents, %d attempts, %d lines of attempts and server events kept\n", len(keep), attempts, len(kept))
+	_, err = stdout.Write(out.Bytes())
+	return err
+}
+
+// read splits a history into its header, its attempts and server events
+// in order, and its places with their effects.
+func read(path string) (header line, events []line, places []place, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return header, nil, nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<16)
+	for no := 1; ; no++ {
+		raw, err := br.ReadBytes('\n')
+		if errors.Is(err, io.EOF) && len(raw) == 0 {
+			break
+		}
+		if err != nil {
+			return header, nil, nil, fmt.Errorf("line %d: %w", no, err)
+		}
+		l := line{raw: raw}
+		if err := json.Unmarshal(raw, &l); err != nil {
+			return header, nil, nil, fmt.Errorf("line %d: %w", no, err)
+		}
+		switch {
+		case no == 1 && l.Kind == "run":
+			header = l
+		case no == 1:
+			return header, nil, nil, fmt.Errorf("line 1: kind %q, want the run header", l.Kind)
+		case l.Kind == "place":
+			places = append(places, place{head: l})
+		case l.Kind == "effect" && len(places) > 0:
+			places[len(places)-1].effects = append(places[len(places)-1].effects, l)
+		case l.Kind == "effect":
+			return header, nil, nil, fmt.Errorf("line %d: an effect before any place line", no)
+		case len(places) > 0:
+			return header, nil, nil, fmt.Errorf("line %d: a %s line after the places", no, l.Kind)
+		default:
+			events = append(events, l)
+		}
+	}
+	return header, events, places, nil
+}
+
+// setCount rewrites the integer member name of a line as the lab wrote
+// it, keeping every other byte.
+func setCount(raw []byte, name string, n int) []byte {
+	re := regexp.MustCompile(`"` + name + `":-?[0-9]+`)
+	return re.ReplaceAll(raw, []byte(fmt.Sprintf(`"%s":%d`, name, n)))
 }

@@ -1,0 +1,109 @@
+package audit
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// This file is the audit's output: the files it derives from the
+// observations (REPORT.md, TARGETS.md, verdicts.json, the chaos
+// timelines, jitter.svg, the in-toto statement). The runner writes only
+// observations; the audit is the one judge and the one renderer. With
+// -write it writes what it derived into the evidence folder (the runner
+// runs it so after every run); without, every derived file must already be
+// there, byte for byte, so a committed rendering or verdict that differs
+// from the audit's own is a failure.
+
+// derivedFiles are the names of the files the audit writes for some
+// selection (the chaos timelines aside: chaos-NAME.svg, one per history).
+var derivedFiles = []string{ReportFile, TargetsReportFile, VerdictsFile, JitterSVGFile, StatementFile, EnvelopeFile}
+
+// ReportFile is REPORT.md, the tables of the runs on stores.
+const ReportFile = "REPORT.md"
+
+// isDerived reports whether name is a file the audit derives (for some
+// selection): it is never listed in manifest.files, which lists the
+// runner's observations.
+func isDerived(name string) bool {
+	if slices.Contains(derivedFiles, name) {
+		return true
+	}
+	_, ext, ok := subjectOf(name)
+	return ok && ext == "svg"
+}
+
+// emit hands over a derived file: with -write it is written into the
+// evidence folder; without, the folder must hold it byte for byte. Its
+// SHA-256 goes into the statement's subjects either way.
+func (a *auditor) emit(name string, data []byte) {
+	sum := sha256.Sum256(data)
+	a.derived[name] = hex.EncodeToString(sum[:])
+	a.check()
+	if a.opts.Write {
+		if err := writeAtomic(filepath.Join(a.opts.Evidence, name), data); err != nil {
+			a.writeErr = errors.Join(a.writeErr, err)
+		}
+		return
+	}
+	f, err := openInside(a.opts.Evidence, name, max(capOf(name), int64(len(data))+1))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		a.fail(Failure{Check: CheckDerived, Field: name,
+			Message: fmt.Sprintf("%s: missing: the audit derives it from the observations (audit -write writes it)", name)})
+		return
+	case err != nil:
+		a.failf(CheckFile, "file %s: %v", name, unwrapPath(err))
+		return
+	}
+	defer f.Close()
+	if at, got, same := sameStream(data, io.LimitReader(f, int64(len(data))+1)); !same {
+		a.fail(Failure{Check: CheckDerived, Field: name,
+			Message: fmt.Sprintf("%s: differs from the audit's own rendering: %s", name, describeDiff(data, at, got))})
+	}
+}
+
+// describeDiff says where a file first differs from want: the line and
+// what each side holds there.
+func describeDiff(want []byte, at int64, got string) string {
+	line := bytes.Count(want[:min(int64(len(want)), at)], []byte("\n")) + 1
+	start := bytes.LastIndexByte(want[:min(int64(len(want)), at)], '\n') + 1
+	end := bytes.IndexByte(want[start:], '\n')
+	if end < 0 {
+		end = len(want) - start
+	}
+	return fmt.Sprintf("line %d: expected %q, observed %q from byte %d", line, clip(want[start:start+end]), clip([]byte(got)), at)
+}
+
+// writeAtomic writes a temp file beside path, fsyncs it and renames it
+// over path, so a reader sees the old bytes or the new, never a mix.
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

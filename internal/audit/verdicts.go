@@ -1,0 +1,199 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// VerdictsFile is the audit's verdicts, for machines: every run on a
+// store against its case's expectation, every run on a target (safety,
+// conformance, and a mirror's differences), every chaos run's counts and
+// findings. The audit derives it from the observations and writes it
+// (-write) or compares it byte for byte, like the renderings a person
+// reads, which say the same in words.
+const VerdictsFile = "verdicts.json"
+
+// verdictsVersion is the version of verdicts.json's shape
+// (schema/verdicts.schema.json).
+const verdictsVersion = 1
+
+type verdictsDoc struct {
+	SchemaVersion int             `json:"schema_version"`
+	Stores        []storeVerdict  `json:"stores"`
+	Targets       []targetVerdict `json:"targets"`
+	Chaos         []ChaosVerdict  `json:"chaos"`
+}
+
+// storeVerdict is one run on a store: whether it shows what its case
+// expects of that store (which may be a duplicate: the case's lesson).
+type storeVerdict struct {
+	Case       string   `json:"case"`
+	Store      string   `json:"store"`
+	Matches    bool     `json:"matches"`
+	Mismatches []string `json:"mismatches"`
+	applied    string   // the effects applied, as REPORT.md's grid shows them
+}
+
+// targetVerdict is one target's runs, judged.
+type targetVerdict struct {
+	Target  string             `json:"target"`
+	Skipped string             `json:"skipped"`
+	Runs    []targetRunVerdict `json:"runs"`
+}
+
+// targetRunVerdict is one case on a target: not run (why), or its
+// safety verdict with the effects against a sound implementation's, its
+// safety findings, its conformance deviations and, for the lab's own
+// server as a target, its differences from the native run.
+type targetRunVerdict struct {
+	Case         string        `json:"case"`
+	NotRun       string        `json:"not_run"`
+	Safety       string        `json:"safety"`
+	Effects      int64         `json:"effects"`
+	SoundEffects int64         `json:"sound_effects"`
+	Findings     []findingJSON `json:"findings"`
+	Deviations   []findingJSON `json:"deviations"`
+	Mirror       []string      `json:"mirror"`
+}
+
+type findingJSON struct {
+	Rule       string `json:"rule"`
+	Call       *int   `json:"call"`
+	Detail     string `json:"detail"`
+	Limitation string `json:"limitation,omitempty"`
+}
+
+// A ChaosVerdict is one chaos run, judged from its history: what the
+// checker counted and found, by the claims of its store or target.
+type ChaosVerdict struct {
+	Store          string             `json:"store"`
+	Target         string             `json:"target"`
+	NotRun         string             `json:"not_run"`
+	Counts         map[string]int64   `json:"counts"`
+	Faults         map[string]int64   `json:"faults"`
+	OK             bool               `json:"ok"`
+	Violations     int64              `json:"violations"`
+	Shown          int64              `json:"shown"`
+	Rules          []ChaosRuleVerdict `json:"rules"`
+	Findings       []ChaosFinding     `json:"findings"`
+	FindingsListed int                `json:"findings_listed"`
+}
+
+// A ChaosRuleVerdict is one rule's line: whether the claims promise it
+// never fires, and its findings.
+type ChaosRuleVerdict struct {
+	Rule     string `json:"rule"`
+	Promised bool   `json:"promised"`
+	Count    int64  `json:"count"`
+}
+
+// A ChaosFinding is one finding of a chaos run: its rule, the intent it
+// is about (-1: the journal), the intent's key, and what happened.
+type ChaosFinding struct {
+	Rule   string `json:"rule"`
+	Intent int64  `json:"intent"`
+	Key    string `json:"key"`
+	Detail string `json:"detail"`
+}
+
+// maxChaosListed bounds the findings a chaos verdict lists, violations
+// first.
+const maxChaosListed = 100
+
+// targetVerdictOf is a judged target as verdicts.json records it.
+func targetVerdictOf(v *targetView) targetVerdict {
+	out := targetVerdict{Target: v.name, Skipped: v.skipped, Runs: []targetRunVerdict{}}
+	for _, r := range v.runs {
+		rv := targetRunVerdict{Case: r.caseName, NotRun: r.notRun, Findings: []findingJSON{}, Deviations: []findingJSON{}, Mirror: []string{}}
+		if r.notRun == "" {
+			rv.Safety, rv.Effects, rv.SoundEffects = r.verdict.safety, r.verdict.effects, r.verdict.soundEffects
+			rv.Findings, rv.Deviations = findingsJSON(r.verdict.findings), findingsJSON(r.verdict.deviations)
+			rv.Mirror = append(rv.Mirror, r.mirror...)
+		}
+		out.Runs = append(out.Runs, rv)
+	}
+	return out
+}
+
+func findingsJSON(fs []tFinding) []findingJSON {
+	out := []findingJSON{}
+	for _, f := range fs {
+		j := findingJSON{Rule: f.rule, Detail: f.detail, Limitation: f.limitation}
+		if f.call >= 0 {
+			call := f.call
+			j.Call = &call
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+// chaosVerdictOf is a judged chaos history as verdicts.json records it.
+func chaosVerdictOf(sub chaosSubject, h *chaosHistory, c chaosCheck) ChaosVerdict {
+	v := ChaosVerdict{Store: sub.store, Target: sub.target, Counts: c.counts, Faults: c.faults, Rules: []ChaosRuleVerdict{}, Findings: []ChaosFinding{}}
+	for _, rule := range chaosRules {
+		n := c.fired[rule]
+		if h.promised(rule) {
+			v.Violations += n
+		} else {
+			v.Shown += n
+		}
+		v.Rules = append(v.Rules, ChaosRuleVerdict{rule, h.promised(rule), n})
+	}
+	for _, promised := range []bool{true, false} {
+		for _, f := range c.findings {
+			if h.promised(f.rule) == promised && len(v.Findings) < maxChaosListed {
+				v.Findings = append(v.Findings, ChaosFinding{f.rule, f.intent, f.key, f.detail})
+			}
+		}
+	}
+	v.FindingsListed, v.OK = len(v.Findings), v.Violations == 0
+	return v
+}
+
+// deriveVerdicts writes verdicts.json from the verdicts the checks
+// recorded.
+func (a *auditor) deriveVerdicts() {
+	doc := verdictsDoc{SchemaVersion: verdictsVersion, Stores: orEmpty(a.storeVerdicts), Targets: orEmpty(a.targetVerdicts), Chaos: orEmpty(a.chaosVerdicts)}
+	data, err := marshalEvidence(doc)
+	if err != nil {
+		a.failf(CheckDerived, "%s: cannot encode: %v", VerdictsFile, err)
+		return
+	}
+	a.emit(VerdictsFile, data)
+}
+
+// marshalEvidence encodes v the one way the audit writes JSON: two-space
+// indent, no HTML escaping, a final newline.
+func marshalEvidence(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// orEmpty is s, or an empty slice for nil: a list JSON writes as [].
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// JudgeChaosHistory judges one chaos history, as chaos-NAME.jsonl holds
+// it, the way the audit does (crashExitCode is the lab server's crash
+// exit code: manifest.json's protocol.crash_exit_code). The lab's tests
+// use it to see their runs judged; the lab itself never does.
+func JudgeChaosHistory(r io.Reader, crashExitCode int64) (ChaosVerdict, error) {
+	h, err := readChaosHistory(r)
+	if err != nil {
+		return ChaosVerdict{}, err
+	}
+	return chaosVerdictOf(chaosSubject{store: h.store, target: h.target}, h, h.check(crashExitCode)), nil
+}
