@@ -310,6 +310,10 @@ type run struct {
 	shape  *client.Shape            // a target's request shape; nil for the lab's server
 	replay func(client.Reply) *bool // reads the replay marker of a reply
 
+	// The phases' marks, set by runPhases before the history reads them.
+	chaosStart, quietStart time.Time
+	chaosWall, quietWall   time.Duration
+
 	mu       sync.Mutex
 	attempts []Attempt
 	intents  []*intent
@@ -346,6 +350,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, nil
 }
 
+// runChaos is Run once cfg is checked: it sets up the replicas, runs the
+// two phases and assembles the history. Every deferred release runs on
+// every path, in the reverse of the order the parts were made.
 func runChaos(ctx context.Context, cfg Config) (Result, error) {
 	began := time.Now()
 	root, err := os.MkdirTemp(cfg.StateRoot, "chaos-"+cfg.name()+"-")
@@ -353,70 +360,163 @@ func runChaos(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, fmt.Errorf("make state folder: %w", err)
 	}
 	defer os.RemoveAll(root)
+	r := newRun(cfg, began)
+	defer r.client.Close()
+	journal, release, err := r.setUpBackend(ctx, root)
+	defer release()
+	if err != nil {
+		return Result{}, err
+	}
+	defer r.cl.be.closeAll()
+	if err := r.startReplicas(ctx); err != nil {
+		return Result{}, err
+	}
+	if err := r.runPhases(ctx); err != nil {
+		return Result{}, err
+	}
+	h, err := r.history(journal)
+	if err != nil {
+		return Result{}, err
+	}
+	return newResult(cfg, h, r.chaosWall, r.quietWall, r.cappedInt.Load(), r.cappedHist.Load()), nil
+}
+
+// newRun makes a run's state for cfg: its schedule, its client (reading
+// the lab server's replay marker until a target says otherwise) and a
+// cluster whose backend setUpBackend fills in.
+func newRun(cfg Config, began time.Time) *run {
 	n := cfg.replicas()
 	faults, _ := cfg.faults() // checked
 	r := &run{cfg: cfg, sched: Schedule{Seed: cfg.Seed, Replicas: n, Faults: faults}, began: began,
 		client: client.New(cfg.AttemptTimeout), replay: func(rep client.Reply) *bool { return rep.Replayed }}
-	defer r.client.Close()
 	r.cl = newCluster(nil, began, n)
-	var journal func() ([]Place, error)
-	if t := cfg.Target; t != nil {
-		tcfg := caserun.TargetConfig{Target: t, StateRoot: root, EffectServer: cfg.ServerPath, Databases: cfg.Databases, ClientTimeout: cfg.AttemptTimeout,
-			Capacity: cfg.MaxIntents} // as the stores' servers get it
-		tr, err := caserun.StartTargetReplicas(ctx, tcfg, root, n, r.cl.faultKill)
-		if tr != nil {
-			defer tr.Close()
-		}
-		if err != nil {
-			return Result{}, err
-		}
-		r.cl.be = &targetBackend{tr}
-		r.shape = &client.Shape{Method: t.Request.Method, KeyHeader: t.Request.KeyHeader, ContentType: t.Request.ContentType}
-		r.replay = targetReplay(t)
-		journal = func() ([]Place, error) { return sinkPlaces(tr, n, began), nil }
-		if !t.Effects.Sink {
-			journal = func() ([]Place, error) { return journalPlaces(ctx, tr, n) }
-		}
-	} else {
-		places, drop, err := makePlaces(ctx, cfg, root)
-		if err != nil {
-			return Result{}, err
-		}
-		defer drop()
-		r.cl.be = newStoreBackend(cfg, places)
-		journal = func() ([]Place, error) { return readPlaces(ctx, cfg.ServerPath, cfg.Store, places) }
-	}
-	defer r.cl.be.closeAll()
-	for i := range n {
-		if err := r.cl.start(ctx, i); err != nil {
-			return Result{}, err
-		}
-	}
+	return r
+}
 
-	// The chaos phase.
-	chaosStart := time.Now()
-	chaosOver := make(chan struct{})
-	superDone := make(chan struct{})
-	superStop := make(chan struct{})
-	superErr := make(chan error, 1)
-	go func() {
-		defer close(superDone)
-		superErr <- r.supervise(ctx, chaosStart, chaosOver, superStop)
-	}()
-	stopSupervisor := func() error {
-		select {
-		case <-superStop:
-		default:
-			close(superStop)
-		}
-		<-superDone
-		return <-superErr
+// setUpBackend sets up what the replicas run on, a target or a store. It
+// returns how to read the ground truth once every process has exited, and
+// a release to defer on every path, error or not.
+func (r *run) setUpBackend(ctx context.Context, root string) (journal func() ([]Place, error), release func(), err error) {
+	if r.cfg.Target != nil {
+		return r.setUpTarget(ctx, root)
 	}
+	return r.setUpStore(ctx, root)
+}
+
+// setUpTarget starts the target's replicas between the lab's fault proxy
+// and its effect sink, and makes the client speak the target's request
+// shape and read its replay marker. release closes the replicas.
+func (r *run) setUpTarget(ctx context.Context, root string) (journal func() ([]Place, error), release func(), err error) {
+	cfg, t, n := r.cfg, r.cfg.Target, r.sched.Replicas
+	tcfg := caserun.TargetConfig{Target: t, StateRoot: root, EffectServer: cfg.ServerPath, Databases: cfg.Databases, ClientTimeout: cfg.AttemptTimeout,
+		Capacity: cfg.MaxIntents} // as the stores' servers get it
+	tr, err := caserun.StartTargetReplicas(ctx, tcfg, root, n, r.cl.faultKill)
+	release = func() {}
+	if tr != nil {
+		// Even a failed start may have left replicas to close.
+		release = tr.Close
+	}
+	if err != nil {
+		return nil, release, err
+	}
+	r.cl.be = &targetBackend{tr}
+	r.shape = &client.Shape{Method: t.Request.Method, KeyHeader: t.Request.KeyHeader, ContentType: t.Request.ContentType}
+	r.replay = targetReplay(t)
+	journal = func() ([]Place, error) { return sinkPlaces(tr, n, r.began), nil }
+	if !t.Effects.Sink {
+		journal = func() ([]Place, error) { return journalPlaces(ctx, tr, n) }
+	}
+	return journal, release, nil
+}
+
+// setUpStore makes the store's places for the lab's own servers. release
+// drops the store's database, if it made one.
+func (r *run) setUpStore(ctx context.Context, root string) (journal func() ([]Place, error), release func(), err error) {
+	cfg := r.cfg
+	places, drop, err := makePlaces(ctx, cfg, root)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	r.cl.be = newStoreBackend(cfg, places)
+	journal = func() ([]Place, error) { return readPlaces(ctx, cfg.ServerPath, cfg.Store, places) }
+	return journal, drop, nil
+}
+
+// startReplicas starts every replica, in order, before any client runs.
+func (r *run) startReplicas(ctx context.Context) error {
+	for i := range r.sched.Replicas {
+		if err := r.cl.start(ctx, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runPhases runs the chaos phase and then the quiet phase under one
+// supervisor, stops it, and stops every replica. It returns an error if
+// ctx ended or the replicas could not all be brought back; the supervisor
+// has returned on every path.
+func (r *run) runPhases(ctx context.Context) error {
+	r.chaosStart = time.Now()
+	chaosOver := make(chan struct{})
+	sup := r.startSupervisor(ctx, chaosOver)
+	r.chaosPhase(ctx, chaosOver)
+	if ctx.Err() != nil {
+		sup.stop()
+		return ctx.Err()
+	}
+	if err := r.quietPhase(ctx); err != nil {
+		sup.stop()
+		return err
+	}
+	if err := sup.stop(); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	r.cl.stopAll()
+	return nil
+}
+
+// supervisor is the supervise goroutine the phases run under.
+type supervisor struct {
+	halt chan struct{} // closed to end supervise
+	done chan struct{} // closed once supervise has returned
+	err  chan error    // supervise's error
+}
+
+// startSupervisor starts supervise for a chaos phase that began at
+// r.chaosStart and ends when chaosOver closes.
+func (r *run) startSupervisor(ctx context.Context, chaosOver <-chan struct{}) *supervisor {
+	s := &supervisor{halt: make(chan struct{}), done: make(chan struct{}), err: make(chan error, 1)}
+	chaosStart := r.chaosStart
+	go func() {
+		defer close(s.done)
+		s.err <- r.supervise(ctx, chaosStart, chaosOver, s.halt)
+	}()
+	return s
+}
+
+// stop ends supervise, waits for it to return, and returns its error.
+func (s *supervisor) stop() error {
+	select {
+	case <-s.halt:
+	default:
+		close(s.halt)
+	}
+	<-s.done
+	return <-s.err
+}
+
+// chaosPhase runs cfg.Clients chaos clients until cfg.Duration has passed
+// or ctx ends, then waits for them and records how long the phase took.
+func (r *run) chaosPhase(ctx context.Context, chaosOver chan struct{}) {
 	var workers sync.WaitGroup
-	for c := range cfg.Clients {
+	for c := range r.cfg.Clients {
 		workers.Go(func() { r.chaosClient(ctx, c, chaosOver) })
 	}
-	timer := time.NewTimer(cfg.Duration)
+	timer := time.NewTimer(r.cfg.Duration)
 	select {
 	case <-timer.C:
 	case <-ctx.Done():
@@ -424,47 +524,50 @@ func runChaos(ctx context.Context, cfg Config) (Result, error) {
 	}
 	close(chaosOver)
 	workers.Wait()
-	chaosWall := time.Since(chaosStart)
-	if ctx.Err() != nil {
-		stopSupervisor()
-		return Result{}, ctx.Err()
-	}
+	r.chaosWall = time.Since(r.chaosStart)
+}
 
-	// The quiet phase: kills stop, every replica is brought up, the
-	// unresolved intents are retried without faults.
+// quietPhase stops the kills, waits until every replica is up, and
+// retries the unresolved intents without faults, within cfg.QuietWithin.
+func (r *run) quietPhase(ctx context.Context) error {
 	r.quietActive.Store(true)
 	if err := r.awaitAllUp(ctx); err != nil {
-		stopSupervisor()
-		return Result{}, err
+		return err
 	}
-	quietStart := time.Now()
-	var unresolved []*intent
+	r.quietStart = time.Now()
+	r.quiet(ctx, r.unresolved(), r.quietStart.Add(r.cfg.QuietWithin))
+	r.quietWall = time.Since(r.quietStart)
+	return nil
+}
+
+// unresolved are the intents the chaos phase left without a 200, in the
+// order they were taken. The chaos clients have all returned.
+func (r *run) unresolved() []*intent {
+	var out []*intent
 	for _, in := range r.intents {
 		if !in.resolved {
-			unresolved = append(unresolved, in)
+			out = append(out, in)
 		}
 	}
-	r.quiet(ctx, unresolved, quietStart.Add(cfg.QuietWithin))
-	quietWall := time.Since(quietStart)
-	if err := stopSupervisor(); err != nil {
-		return Result{}, err
-	}
-	if ctx.Err() != nil {
-		return Result{}, ctx.Err()
-	}
-	r.cl.stopAll()
+	return out
+}
 
-	// The ground truth, once every process has exited.
-	h := History{Store: cfg.Store, Claims: cfg.claims(), Seed: cfg.Seed, Replicas: n, Clients: cfg.Clients,
+// history is the run's record once every process has exited: its
+// settings and phase marks, the ground truth that journal reads, and the
+// attempts and server events in time order.
+func (r *run) history(journal func() ([]Place, error)) (History, error) {
+	cfg := r.cfg
+	h := History{Store: cfg.Store, Claims: cfg.claims(), Seed: cfg.Seed, Replicas: r.sched.Replicas, Clients: cfg.Clients,
 		DurationMS: cfg.Duration.Milliseconds(), KillEveryMS: cfg.KillEvery.Milliseconds(), Faults: r.sched.Faults,
-		ChaosStartUS: chaosStart.Sub(began).Microseconds(), QuietStartUS: quietStart.Sub(began).Microseconds()}
+		ChaosStartUS: r.chaosStart.Sub(r.began).Microseconds(), QuietStartUS: r.quietStart.Sub(r.began).Microseconds()}
 	if cfg.Target != nil {
 		h.Target = cfg.Target.Name
 	}
-	h.Places, err = journal()
+	places, err := journal()
 	if err != nil {
-		return Result{}, err
+		return History{}, err
 	}
+	h.Places = places
 	h.Attempts = r.attempts
 	slices.SortStableFunc(h.Attempts, func(a, b Attempt) int {
 		if c := cmpInt64(a.StartUS, b.StartUS); c != 0 {
@@ -477,7 +580,7 @@ func runChaos(ctx context.Context, cfg Config) (Result, error) {
 	})
 	h.Servers = r.cl.events
 	slices.SortStableFunc(h.Servers, func(a, b ServerEvent) int { return cmpInt64(a.AtUS, b.AtUS) })
-	return newResult(cfg, h, chaosWall, quietWall, r.cappedInt.Load(), r.cappedHist.Load()), nil
+	return h, nil
 }
 
 // targetReplay reads a target's replay marker the way the case runner
@@ -608,88 +711,153 @@ func readPlaces(ctx context.Context, server string, kind protocol.Store, places 
 // holds up neither the other replicas nor the plan. It returns, once
 // every restart it began has ended, an error only if ctx ended.
 func (r *run) supervise(ctx context.Context, chaosStart time.Time, chaosOver, stop <-chan struct{}) error {
-	kills := []Kill{}
-	if r.cfg.KillEvery > 0 {
-		kills = r.sched.Kills(r.cfg.Duration, r.cfg.KillEvery)
-	}
-	next := 0                                        // the next planned kill
-	restartAt := make([]time.Time, r.sched.Replicas) // zero: nothing pending
-	starting := make([]bool, r.sched.Replicas)
-	started := make(chan startResult, r.sched.Replicas)
-	var starts sync.WaitGroup
-	defer starts.Wait()
-	skipRest := func() {
-		for ; next < len(kills); next++ {
-			r.cl.skip(kills[next].Replica, next, SkipPhaseEnd)
-		}
-	}
+	s := r.newSupervision(chaosStart)
+	defer s.starts.Wait()
 	tick := time.NewTicker(superviseTick)
 	defer tick.Stop()
 	for {
 		select {
 		case <-stop:
-			skipRest()
+			s.skipRest()
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
-		case res := <-started:
-			starting[res.replica] = false
-			restartAt[res.replica] = time.Time{}
-			if res.err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				restartAt[res.replica] = time.Now().Add(100 * time.Millisecond) // try again later; recorded
+		case res := <-s.started:
+			if err := s.restartEnded(ctx, res); err != nil {
+				return err
 			}
-			continue
 		case <-tick.C:
+			s.round(ctx, chaosOver)
 		}
-		now := time.Now()
-		for _, rep := range r.cl.reap() {
-			restartAt[rep] = now.Add(crashRestartAfter)
+	}
+}
+
+// supervision is supervise's state: the planned kills and, per replica,
+// the restart pending or under way. Only the supervise goroutine touches
+// it; a restart reports back on started.
+type supervision struct {
+	r          *run
+	chaosStart time.Time
+	kills      []Kill
+	next       int         // the next planned kill
+	restartAt  []time.Time // zero: nothing pending
+	starting   []bool
+	started    chan startResult
+	starts     sync.WaitGroup
+}
+
+// newSupervision plans the run's kills (none when KillEvery is negative)
+// with nothing pending yet.
+func (r *run) newSupervision(chaosStart time.Time) *supervision {
+	kills := []Kill{}
+	if r.cfg.KillEvery > 0 {
+		kills = r.sched.Kills(r.cfg.Duration, r.cfg.KillEvery)
+	}
+	return &supervision{r: r, chaosStart: chaosStart, kills: kills,
+		restartAt: make([]time.Time, r.sched.Replicas), starting: make([]bool, r.sched.Replicas),
+		started: make(chan startResult, r.sched.Replicas)}
+}
+
+// skipRest records every planned kill not yet made as skipped: the chaos
+// phase ended before it.
+func (s *supervision) skipRest() {
+	for ; s.next < len(s.kills); s.next++ {
+		s.r.cl.skip(s.kills[s.next].Replica, s.next, SkipPhaseEnd)
+	}
+}
+
+// restartEnded takes in how a restart ended; a failed one is tried again
+// later (the cluster recorded the failure), unless ctx ended.
+func (s *supervision) restartEnded(ctx context.Context, res startResult) error {
+	s.starting[res.replica] = false
+	s.restartAt[res.replica] = time.Time{}
+	if res.err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-		chaos := !r.quietActive.Load()
-		select {
-		case <-chaosOver:
-			chaos = false
-		default:
+		s.restartAt[res.replica] = time.Now().Add(100 * time.Millisecond)
+	}
+	return nil
+}
+
+// round is one tick: replicas that exited get a restart pending, the
+// kills now due are made while the chaos phase lasts (and skipped once it
+// is over), and the restarts now due begin.
+func (s *supervision) round(ctx context.Context, chaosOver <-chan struct{}) {
+	now := time.Now()
+	for _, rep := range s.r.cl.reap() {
+		s.restartAt[rep] = now.Add(crashRestartAfter)
+	}
+	chaos := s.inChaos(chaosOver)
+	if chaos {
+		s.killDue(now)
+	} else {
+		s.skipRest()
+	}
+	s.beginRestarts(ctx, chaos)
+}
+
+// inChaos reports whether the chaos phase still lasts: the quiet phase
+// has not begun and chaosOver is open.
+func (s *supervision) inChaos(chaosOver <-chan struct{}) bool {
+	if s.r.quietActive.Load() {
+		return false
+	}
+	select {
+	case <-chaosOver:
+		return false
+	default:
+		return true
+	}
+}
+
+// killDue makes every planned kill due by now, in plan order.
+func (s *supervision) killDue(now time.Time) {
+	for ; s.next < len(s.kills) && now.Sub(s.chaosStart) >= s.kills[s.next].At; s.next++ {
+		s.kill(s.kills[s.next], s.next)
+	}
+}
+
+// kill makes planned kill i (k) and sets its replica's restart, or records
+// why it did not land: the replica is down, or it is the last one running
+// of several.
+func (s *supervision) kill(k Kill, i int) {
+	up := s.r.cl.running()
+	running := 0
+	for _, u := range up {
+		if u {
+			running++
 		}
-		if !chaos {
-			skipRest()
+	}
+	switch {
+	case !up[k.Replica]:
+		s.r.cl.skip(k.Replica, i, SkipDown)
+	case running == 1 && s.r.sched.Replicas > 1:
+		s.r.cl.skip(k.Replica, i, SkipLastUp)
+	case s.r.cl.kill(k.Replica, i) == "":
+		s.restartAt[k.Replica] = time.Now().Add(k.Down)
+	}
+}
+
+// beginRestarts starts, each in its own goroutine, every down replica
+// whose restart is due; outside the chaos phase every pending restart is
+// due at once.
+func (s *supervision) beginRestarts(ctx context.Context, chaos bool) {
+	up := s.r.cl.running()
+	for rep, u := range up {
+		// A replica down with nothing pending: a crash fault won
+		// the race against a kill. Restart it as a crashed one.
+		if !u && !s.starting[rep] && s.restartAt[rep].IsZero() {
+			s.restartAt[rep] = time.Now().Add(crashRestartAfter)
 		}
-		for ; chaos && next < len(kills) && now.Sub(chaosStart) >= kills[next].At; next++ {
-			k := kills[next]
-			up := r.cl.running()
-			running := 0
-			for _, u := range up {
-				if u {
-					running++
-				}
-			}
-			switch {
-			case !up[k.Replica]:
-				r.cl.skip(k.Replica, next, SkipDown)
-			case running == 1 && r.sched.Replicas > 1:
-				r.cl.skip(k.Replica, next, SkipLastUp)
-			case r.cl.kill(k.Replica, next) == "":
-				restartAt[k.Replica] = time.Now().Add(k.Down)
-			}
+	}
+	started, cl := s.started, s.r.cl
+	for rep, at := range s.restartAt {
+		if up[rep] || s.starting[rep] || at.IsZero() || (chaos && time.Now().Before(at)) {
+			continue
 		}
-		up := r.cl.running()
-		for rep, u := range up {
-			// A replica down with nothing pending: a crash fault won
-			// the race against a kill. Restart it as a crashed one.
-			if !u && !starting[rep] && restartAt[rep].IsZero() {
-				restartAt[rep] = time.Now().Add(crashRestartAfter)
-			}
-		}
-		for rep, at := range restartAt {
-			if up[rep] || starting[rep] || at.IsZero() || (chaos && time.Now().Before(at)) {
-				continue
-			}
-			starting[rep] = true
-			starts.Go(func() { started <- startResult{rep, r.cl.start(ctx, rep)} })
-		}
+		s.starting[rep] = true
+		s.starts.Go(func() { started <- startResult{rep, cl.start(ctx, rep)} })
 	}
 }
 
