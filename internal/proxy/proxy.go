@@ -385,88 +385,136 @@ func (x *exchange) read() (req *request, observed bool) {
 	return &request{Request: r, head: h, body: body, raw: raw}, true
 }
 
-// forward places route's faults on the exchange of req with the replica.
+// forward places route's faults on the exchange of req with the replica:
+// the delay, the round trip on a fresh connection, then the reply relayed
+// or dropped. GiveUp's clock runs from here, the delay included.
 func (x *exchange) forward(req *request, route Route) {
-	add := route.Header.Clone()
-	if add == nil {
-		add = http.Header{}
-	}
-	add["Connection"] = []string{"close"}
-	head := req.head.edit(append([]string{protocol.FaultHeader}, keys(add)...), add)
-
-	// wait waits for done while the client may leave, GiveUp may let it
-	// go, or Close may end the exchange.
-	var giveUp <-chan time.Time
+	head := forwardHead(req, route)
+	w := &waiter{x: x, gone: x.gone}
 	if route.GiveUp > 0 {
 		t := time.NewTimer(route.GiveUp)
 		defer t.Stop()
-		giveUp = t.C
+		w.giveUp = t.C
 	}
-	gone := x.gone
-	wait := func(done <-chan struct{}) error {
-		for {
-			select {
-			case <-done:
-				if x.ctx.Err() != nil {
-					// Close closes the replica's connection too, which
-					// ends done: the exchange was ended by Close.
-					return errProxyClosed
-				}
-				return nil
-			case <-giveUp:
-				giveUp, gone = nil, nil
-				x.ex.GaveUp = true
-				x.client.Close()
-			case <-gone:
-				return x.goneErr()
-			case <-x.ctx.Done():
-				return errProxyClosed
-			}
-		}
-	}
-	if route.Delay > 0 {
-		delayed := make(chan struct{})
-		t := time.AfterFunc(route.Delay, func() { close(delayed) })
-		defer t.Stop()
-		if err := wait(delayed); err != nil {
-			x.ex.Err = err.Error() + " during the delay"
-			return
-		}
-	}
-	select {
-	case <-gone: // nil once GiveUp let the client go
-		x.ex.Err = x.goneErr().Error() + " before forwarding"
+	if !x.delay(w, route.Delay) {
 		return
-	default:
 	}
-
 	if route.Arm != nil {
 		if disarm := route.Arm(req.body); disarm != nil {
 			defer disarm()
 		}
 	}
-	dialCtx, dialCancel := context.WithTimeout(x.ctx, DialTimeout)
-	up, err := new(net.Dialer).DialContext(dialCtx, "tcp", x.p.upstreamAddr())
-	dialCancel()
+	up, err := x.dialUpstream()
 	if err != nil {
 		x.ex.Err = "dial upstream: " + err.Error()
 		return
 	}
 	defer up.Close()
 	defer context.AfterFunc(x.ctx, func() { up.Close() })()
+	rep, err := x.awaitReply(w, up, head, req)
+	if err != nil {
+		x.ex.Err = err.Error() + " before the reply"
+		return
+	}
+	x.answer(up, rep, route)
+}
 
+// forwardHead is req's head as the replica gets it: as sent, less every
+// X-Lab-Fault and Connection field and every field the route sets, plus
+// the route's fields and "Connection: close".
+func forwardHead(req *request, route Route) []byte {
+	add := route.Header.Clone()
+	if add == nil {
+		add = http.Header{}
+	}
+	add["Connection"] = []string{"close"}
+	return req.head.edit(append([]string{protocol.FaultHeader}, keys(add)...), add)
+}
+
+// A waiter waits for one step of an exchange while the client may leave,
+// GiveUp may let it go, or Close may end the exchange. Its state outlives
+// each wait: once GiveUp fired, the client's leaving no longer matters.
+type waiter struct {
+	x      *exchange
+	giveUp <-chan time.Time // nil without GiveUp, or once it fired
+	gone   <-chan struct{}  // the client's side ended; nil once GiveUp let the client go
+}
+
+// wait waits for done: nil when it closed, else why the exchange ends.
+func (w *waiter) wait(done <-chan struct{}) error {
+	for {
+		select {
+		case <-done:
+			if w.x.ctx.Err() != nil {
+				// Close closes the replica's connection too, which
+				// ends done: the exchange was ended by Close.
+				return errProxyClosed
+			}
+			return nil
+		case <-w.giveUp:
+			w.giveUp, w.gone = nil, nil
+			w.x.ex.GaveUp = true
+			w.x.client.Close()
+		case <-w.gone:
+			return w.x.goneErr()
+		case <-w.x.ctx.Done():
+			return errProxyClosed
+		}
+	}
+}
+
+// delay waits out the route's delay d, then checks that the client is
+// still there to forward for. It reports false, with x.ex.Err saying why,
+// when the exchange ends before forwarding.
+func (x *exchange) delay(w *waiter, d time.Duration) bool {
+	if d > 0 {
+		delayed := make(chan struct{})
+		t := time.AfterFunc(d, func() { close(delayed) })
+		defer t.Stop()
+		if err := w.wait(delayed); err != nil {
+			x.ex.Err = err.Error() + " during the delay"
+			return false
+		}
+	}
+	select {
+	case <-w.gone: // nil once GiveUp let the client go
+		x.ex.Err = x.goneErr().Error() + " before forwarding"
+		return false
+	default:
+	}
+	return true
+}
+
+// dialUpstream opens a fresh connection to the replica, within
+// DialTimeout.
+func (x *exchange) dialUpstream() (net.Conn, error) {
+	dialCtx, dialCancel := context.WithTimeout(x.ctx, DialTimeout)
+	defer dialCancel()
+	return new(net.Dialer).DialContext(dialCtx, "tcp", x.p.upstreamAddr())
+}
+
+// awaitReply runs roundTrip with the replica in a goroutine and waits for
+// its reply with w. An error means the exchange ended first; the
+// replica's connection is then closed and the goroutine has returned.
+func (x *exchange) awaitReply(w *waiter, up net.Conn, head []byte, req *request) (reply, error) {
 	var rep reply
 	replied := make(chan struct{})
 	go func() {
 		defer close(replied)
 		rep = roundTrip(up, head, req.raw, req.Request, x.p.cfg.MaxBody)
 	}()
-	if err := wait(replied); err != nil {
+	if err := w.wait(replied); err != nil {
 		up.Close()
 		<-replied
-		x.ex.Err = err.Error() + " before the reply"
-		return
+		return reply{}, err
 	}
+	return rep, nil
+}
+
+// answer does with the replica's reply what the route says: nothing once
+// GiveUp let the client go, drop it (after Kill for HoldAndKill), or relay
+// it and linger. A reply that broke a bound is answered 502 instead.
+func (x *exchange) answer(up net.Conn, rep reply, route Route) {
 	if rep.err != nil {
 		x.ex.Err = rep.err.Error()
 		if rep.overBound && !x.ex.GaveUp {
