@@ -207,7 +207,36 @@ func Parse(path string, b []byte, schemas *schemacheck.Set) (*Target, error) {
 	return t, nil
 }
 
+// target turns target.json as written into a Target, with the defaults
+// for what it leaves out, and checks the rules a schema cannot state; the
+// first rule broken is the error.
 func (f *file) target() (*Target, error) {
+	t := f.newTarget()
+	re, err := f.readyLine()
+	if err != nil {
+		return nil, err
+	}
+	t.Start.ReadyLine = re
+	portFromLine := re != nil && re.NumSubexp() == 1
+	if t.Effects, err = f.effects(); err != nil {
+		return nil, err
+	}
+	probe := f.Start.Ready.TCP || f.Start.Ready.HTTP != ""
+	if err := t.checkPlaceholders(portFromLine, probe); err != nil {
+		return nil, err
+	}
+	if err := t.checkNative(); err != nil {
+		return nil, err
+	}
+	if t.Versions.Lock == "" && len(t.Versions.Packages) > 0 {
+		return nil, errors.New("versions.packages: needs versions.lock, the file that pins them")
+	}
+	return t, nil
+}
+
+// newTarget copies what target.json says as written, with the defaults
+// for the method, content type and start bounds it leaves out.
+func (f *file) newTarget() *Target {
 	t := &Target{
 		Name: f.Name, Summary: f.Summary, Requires: f.Requires, Install: f.Install, Setup: f.Setup,
 		Replay: f.Replay, Native: f.Faults.Native, Claims: f.Claims, Services: f.Services,
@@ -228,7 +257,13 @@ func (f *file) target() (*Target, error) {
 	if g := f.Start.StopGraceMS; g != nil {
 		t.Start.StopGrace = time.Duration(*g) * time.Millisecond
 	}
+	return t
+}
 
+// readyLine checks that start.ready gives exactly one rule and compiles
+// its stdout line, nil when the rule is a probe. The line's one group, if
+// any, is the port the target chose.
+func (f *file) readyLine() (*regexp.Regexp, error) {
 	ready := f.Start.Ready
 	rules := 0
 	for _, set := range []bool{ready.Stdout != "", ready.TCP, ready.HTTP != ""} {
@@ -239,54 +274,50 @@ func (f *file) target() (*Target, error) {
 	if rules != 1 {
 		return nil, errors.New("start.ready: want exactly one of stdout, tcp, http")
 	}
-	portFromLine := false
-	if ready.Stdout != "" {
-		re, err := regexp.Compile(ready.Stdout)
-		if err != nil {
-			return nil, fmt.Errorf("start.ready.stdout: %w", err)
-		}
-		if re.NumSubexp() > 1 {
-			return nil, fmt.Errorf("start.ready.stdout %q: at most one group (the port)", ready.Stdout)
-		}
-		t.Start.ReadyLine = re
-		portFromLine = re.NumSubexp() == 1
+	if ready.Stdout == "" {
+		return nil, nil
 	}
+	re, err := regexp.Compile(ready.Stdout)
+	if err != nil {
+		return nil, fmt.Errorf("start.ready.stdout: %w", err)
+	}
+	if re.NumSubexp() > 1 {
+		return nil, fmt.Errorf("start.ready.stdout %q: at most one group (the port)", ready.Stdout)
+	}
+	return re, nil
+}
 
-	switch string(bytes.TrimSpace(f.Effects)) {
-	case `"sink"`:
-		t.Effects.Sink = true
-	default:
-		var c struct {
-			Count   []string `json:"count"`
-			Journal []string `json:"journal"`
-		}
-		if err := json.Unmarshal(f.Effects, &c); err != nil || len(c.Count) == 0 {
-			return nil, errors.New(`effects: want "sink" or {"count": [argv...]}`)
-		}
-		t.Effects.Count, t.Effects.Journal = c.Count, c.Journal
+// effects reads how the effects are counted: "sink", or a count command
+// and, optionally, a journal command.
+func (f *file) effects() (Effects, error) {
+	if string(bytes.TrimSpace(f.Effects)) == `"sink"` {
+		return Effects{Sink: true}, nil
 	}
+	var c struct {
+		Count   []string `json:"count"`
+		Journal []string `json:"journal"`
+	}
+	if err := json.Unmarshal(f.Effects, &c); err != nil || len(c.Count) == 0 {
+		return Effects{}, errors.New(`effects: want "sink" or {"count": [argv...]}`)
+	}
+	return Effects{Count: c.Count, Journal: c.Journal}, nil
+}
 
-	// Every placeholder must be one the lab fills; {port} must be given to
-	// the target unless its ready line reports the port it chose.
-	known := t.placeholders()
-	usesPort := false
-	check := func(where, s string) error {
-		for _, m := range placeholderRE.FindAllString(s, -1) {
-			if !slices.Contains(known, m) {
-				return fmt.Errorf("%s: unknown placeholder %s (known: %s)", where, m, strings.Join(known, " "))
-			}
-			usesPort = usesPort || m == PortPlaceholder
-		}
-		return nil
-	}
+// checkPlaceholders checks that every placeholder of the start command
+// and the effects commands is one the lab fills, and that {port} is given
+// to the target unless its ready line (portFromLine, which needs no probe)
+// reports the port it chose. The effects commands run once every process
+// exited, where {port} means nothing.
+func (t *Target) checkPlaceholders(portFromLine, probe bool) error {
+	c := placeholderCheck{known: t.placeholders()}
 	for i, a := range t.Start.Argv {
-		if err := check(fmt.Sprintf("start.argv[%d]", i), a); err != nil {
-			return nil, err
+		if err := c.check(fmt.Sprintf("start.argv[%d]", i), a); err != nil {
+			return err
 		}
 	}
 	for _, k := range sortedKeys(t.Start.Env) {
-		if err := check("start.env."+k, t.Start.Env[k]); err != nil {
-			return nil, err
+		if err := c.check("start.env."+k, t.Start.Env[k]); err != nil {
+			return err
 		}
 	}
 	countUsesPort := false
@@ -295,34 +326,54 @@ func (f *file) target() (*Target, error) {
 		argv  []string
 	}{{"effects.count", t.Effects.Count}, {"effects.journal", t.Effects.Journal}} {
 		for i, a := range f.argv {
-			if err := check(fmt.Sprintf("%s[%d]", f.field, i), a); err != nil {
-				return nil, err
+			if err := c.check(fmt.Sprintf("%s[%d]", f.field, i), a); err != nil {
+				return err
 			}
 			countUsesPort = countUsesPort || strings.Contains(a, PortPlaceholder)
 		}
 	}
 	if countUsesPort {
-		return nil, errors.New("effects.count and effects.journal: {port} means nothing once every process exited")
+		return errors.New("effects.count and effects.journal: {port} means nothing once every process exited")
 	}
-	if !portFromLine && !usesPort {
-		return nil, errors.New("start: the target is never told {port} and its ready line reports no port (give {port} in argv or env, or a group in ready.stdout)")
+	if !portFromLine && !c.usesPort {
+		return errors.New("start: the target is never told {port} and its ready line reports no port (give {port} in argv or env, or a group in ready.stdout)")
 	}
-	if portFromLine && (ready.TCP || ready.HTTP != "") {
-		return nil, errors.New("start.ready: a port from the ready line needs no probe")
+	if portFromLine && probe {
+		return errors.New("start.ready: a port from the ready line needs no probe")
 	}
+	return nil
+}
 
+// placeholderCheck checks strings against the placeholders the lab fills
+// and notes whether any of them used {port}.
+type placeholderCheck struct {
+	known    []string
+	usesPort bool
+}
+
+// check refuses the first unknown placeholder in s, naming where.
+func (c *placeholderCheck) check(where, s string) error {
+	for _, m := range placeholderRE.FindAllString(s, -1) {
+		if !slices.Contains(c.known, m) {
+			return fmt.Errorf("%s: unknown placeholder %s (known: %s)", where, m, strings.Join(c.known, " "))
+		}
+		c.usesPort = c.usesPort || m == PortPlaceholder
+	}
+	return nil
+}
+
+// checkNative refuses a native fault that names no lab fault ("*", every
+// fault, aside).
+func (t *Target) checkNative() error {
 	for name := range t.Native {
 		if name == AllFaults {
 			continue
 		}
 		if _, ok := placements[name]; !ok {
-			return nil, fmt.Errorf("faults.native: %q is not a lab fault (known: %s)", name, strings.Join(FaultNames(), ", "))
+			return fmt.Errorf("faults.native: %q is not a lab fault (known: %s)", name, strings.Join(FaultNames(), ", "))
 		}
 	}
-	if t.Versions.Lock == "" && len(t.Versions.Packages) > 0 {
-		return nil, errors.New("versions.packages: needs versions.lock, the file that pins them")
-	}
-	return t, nil
+	return nil
 }
 
 // Missing returns the required programs not found on PATH (or, for an
