@@ -124,100 +124,160 @@ func retryable(status int, err error) bool {
 // intent makes intent i's attempts as its row's client design does, until
 // one gets 200, the design stops, or the total deadline passes.
 func (c *rowClient) intent(ctx context.Context, i int) (tally, error) {
-	var t tally
 	ictx := ctx
 	if c.p.TotalDeadlineMS > 0 {
 		var cancel context.CancelFunc
 		ictx, cancel = context.WithTimeout(ctx, time.Duration(c.p.TotalDeadlineMS)*time.Millisecond)
 		defer cancel()
 	}
-	d := newDecisions(c.seed, c.stream, i)
-	b := body(c.stream, i)
+	in := &intentRun{c: c, ctx: ictx, d: newDecisions(c.seed, c.stream, i), i: i, body: body(c.stream, i)}
 	switch c.r.Client {
 	case RetryThreeLayers, RetryOneLayer:
-		layers := 1
-		if c.r.Client == RetryThreeLayers {
-			layers = c.p.Layers
-		}
-		k := key(c.stream, i) // once per user action, at the top
-		c.layer(ictx, d, &t, layers, &k, b)
-		return t, ctx.Err()
+		in.layered()
+		return in.t, ctx.Err()
 	}
+	err := in.retry(ctx)
+	return in.t, err
+}
 
+// intentRun is one intent's state while its client design makes its
+// attempts.
+type intentRun struct {
+	c          *rowClient
+	ctx        context.Context // the intent's: ends at the total deadline, if any
+	d          decisions
+	i          int
+	body       []byte
+	key        *string       // the key the next attempt sends; nil: none
+	retryAfter time.Duration // the last reply's Retry-After
+	t          tally
+}
+
+// layered runs a layered design: one key per user action, made at the
+// top, sent by every try of every layer.
+func (in *intentRun) layered() {
+	layers := 1
+	if in.c.r.Client == RetryThreeLayers {
+		layers = in.c.p.Layers
+	}
+	k := key(in.c.stream, in.i) // once per user action, at the top
+	in.c.layer(in.ctx, in.d, &in.t, layers, &k, in.body)
+}
+
+// retry runs a single-loop design: up to its attempts, each after a
+// backoff and each with the key the design sends then, until one gets 200
+// (nil) or the design stops retrying (ctx's error: nil while the run goes
+// on). A key file that fails is the error.
+func (in *intentRun) retry(ctx context.Context) error {
+	c := in.c
+	k, err := in.firstKey()
+	if err != nil {
+		return err
+	}
+	in.key = k
 	attempts := c.p.MaxAttempts
-	var k *string
-	switch c.r.Client {
-	case NeverRetry:
+	if c.r.Client == NeverRetry {
 		attempts = 1
-	case RetrySameKey, IgnoreRetryAfter, HonourRetryAfter, RestartKeyInMemory:
-		ik := key(c.stream, i) // once per intent, before the first send
-		k = &ik
-	case Retry4xx, RetryRetryable:
-		j := i
-		if i%c.p.CollideEvery == c.p.CollideEvery-1 {
-			j = i - 1 // the client's bug: two intents, one key
-		}
-		ik := key(c.stream, j)
-		k = &ik
-	case RestartKeyInFile:
-		ik := key(c.stream, i)
-		if err := c.saveKey(i, ik); err != nil { // written before the first send
-			return t, err
-		}
-		k = &ik
 	}
 	anyFailure := c.r.Client == RetryNoKey || c.r.Client == RetrySameKey || c.r.Client == Retry4xx
-	var retryAfter time.Duration
 	for n := range attempts {
-		if n > 0 {
-			wait := d.backoff(n, c.p.BackoffBaseMS, c.p.BackoffCapMS)
-			if c.r.Client == HonourRetryAfter {
-				wait = max(wait, retryAfter)
-			}
-			if !sleep(ictx, wait) {
-				break // the total deadline passed (or the run ended)
-			}
+		if n > 0 && !sleep(in.ctx, in.backoff(n)) {
+			break // the total deadline passed (or the run ended)
 		}
-		switch {
-		case c.r.Client == RetryNewKey:
-			ik := attemptKey(c.stream, i, n) // the bug: a key made inside the loop
-			k = &ik
-		case n == 1 && c.r.Client == RestartKeyInMemory:
-			// The client restarted after the first failed attempt: the
-			// key it kept in memory is gone, and it makes another.
-			ik := attemptKey(c.stream, i, n)
-			k = &ik
-		case n == 1 && c.r.Client == RestartKeyInFile:
-			ik, err := c.loadKey(i) // restarted: the key comes back from its file
-			if err != nil {
-				return t, err
-			}
-			k = &ik
+		if err := in.rekey(n); err != nil {
+			return err
 		}
-		dropped := d.drop(c.p.DropPercent)
-		delay := d.delayMS(c.p.MaxServerDelayMS)
+		dropped := in.d.drop(c.p.DropPercent)
+		delay := in.d.delayMS(c.p.MaxServerDelayMS)
 		if dropped {
 			continue // never sent: a failed attempt, like a network error
 		}
-		t.sent++
-		fault := fmt.Sprintf("%s=%dms", protocol.FaultDelay, delay)
-		rep, err := c.hc.Post(ictx, c.url, client.Request{Key: k, Fault: fault, Body: b})
-		status := rep.Status
-		retryAfter = rep.RetryAfter
-		if err == nil {
-			t.reply(status)
-			if status == http.StatusOK {
-				return t, nil
-			}
+		status, err := in.send(delay)
+		if err == nil && status == http.StatusOK {
+			return nil
 		}
-		if ictx.Err() != nil {
+		if in.ctx.Err() != nil {
 			break // the run ended, or the total deadline passed
 		}
 		if !anyFailure && !retryable(status, err) {
 			break
 		}
 	}
-	return t, ctx.Err()
+	return ctx.Err()
+}
+
+// firstKey is the key the design makes before the first send: one per
+// intent, one shared by two intents (the client's bug), or one saved to
+// its file first; nil for a design that sends no key, or makes it inside
+// the loop (rekey).
+func (in *intentRun) firstKey() (*string, error) {
+	c, i := in.c, in.i
+	switch c.r.Client {
+	case RetrySameKey, IgnoreRetryAfter, HonourRetryAfter, RestartKeyInMemory:
+		ik := key(c.stream, i) // once per intent, before the first send
+		return &ik, nil
+	case Retry4xx, RetryRetryable:
+		j := i
+		if i%c.p.CollideEvery == c.p.CollideEvery-1 {
+			j = i - 1 // the client's bug: two intents, one key
+		}
+		ik := key(c.stream, j)
+		return &ik, nil
+	case RestartKeyInFile:
+		ik := key(c.stream, i)
+		if err := c.saveKey(i, ik); err != nil { // written before the first send
+			return nil, err
+		}
+		return &ik, nil
+	}
+	return nil, nil
+}
+
+// backoff is the wait before attempt n: the design's jittered backoff,
+// and for a client that honours it at least the last Retry-After.
+func (in *intentRun) backoff(n int) time.Duration {
+	wait := in.d.backoff(n, in.c.p.BackoffBaseMS, in.c.p.BackoffCapMS)
+	if in.c.r.Client == HonourRetryAfter {
+		wait = max(wait, in.retryAfter)
+	}
+	return wait
+}
+
+// rekey changes the key before attempt n where the design does: every
+// attempt (RetryNewKey), or after the restart that follows the first
+// failed attempt.
+func (in *intentRun) rekey(n int) error {
+	c := in.c
+	switch {
+	case c.r.Client == RetryNewKey:
+		ik := attemptKey(c.stream, in.i, n) // the bug: a key made inside the loop
+		in.key = &ik
+	case n == 1 && c.r.Client == RestartKeyInMemory:
+		// The client restarted after the first failed attempt: the
+		// key it kept in memory is gone, and it makes another.
+		ik := attemptKey(c.stream, in.i, n)
+		in.key = &ik
+	case n == 1 && c.r.Client == RestartKeyInFile:
+		ik, err := c.loadKey(in.i) // restarted: the key comes back from its file
+		if err != nil {
+			return err
+		}
+		in.key = &ik
+	}
+	return nil
+}
+
+// send sends one attempt with a server-side delay of delayMS, counts it
+// and its reply, and keeps the reply's Retry-After for the next backoff.
+func (in *intentRun) send(delayMS int) (status int, err error) {
+	in.t.sent++
+	fault := fmt.Sprintf("%s=%dms", protocol.FaultDelay, delayMS)
+	rep, err := in.c.hc.Post(in.ctx, in.c.url, client.Request{Key: in.key, Fault: fault, Body: in.body})
+	in.retryAfter = rep.RetryAfter
+	if err == nil {
+		in.t.reply(rep.Status)
+	}
+	return rep.Status, err
 }
 
 // layer is one retry layer of a layered client: up to LayerAttempts tries
