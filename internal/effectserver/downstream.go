@@ -90,89 +90,26 @@ func checkDownstream(cfg Config) error {
 	return nil
 }
 
-// downstream runs an admissible request of the downstream mode.
+// downstream runs an admissible request of the downstream mode through
+// its recovery points: claim (keyed only), call, complete (keyed only),
+// then the reply. Each step that replies (or drops the connection) ends it.
 func (s *Server) downstream(w http.ResponseWriter, x *exchange, in store.Intent, body []byte, fault faultheader.Fault) {
-	var claim store.Claim
-	if in.Key != "" {
-		c, err := s.phased.Claim(in, s.cfg.Lease)
-		if status, msg, ok := refusal(err); ok {
-			if status == http.StatusServiceUnavailable {
-				x.err = err
-			}
-			s.reply(w, x, status, msg)
-			return
-		}
-		if err != nil {
-			x.err = err
-			s.reply(w, x, http.StatusInternalServerError, bodyEffectFailed)
-			return
-		}
-		switch c.State {
-		case store.Recorded:
-			s.replyValue(w, x, c.Value, true)
-			return
-		case store.Busy:
-			retryAfter(w, c.LeaseUntil)
-			s.reply(w, x, http.StatusConflict, bodyClaimed)
-			return
-		}
-		claim = c
-		x.takenOver = c.TakenOver
+	r := downstreamRequest{s: s, w: w, x: x, in: in, body: body, fault: fault}
+	if in.Key != "" && !r.claimKey() {
+		return
 	}
 	if s.admitted != nil {
 		s.admitted(in.Key)
 	}
-	if err := s.fireDelay(fault); err != nil || s.cutting() {
-		// The ledger was not called: the claim can go at once.
-		if in.Key != "" {
-			if err := s.phased.Release(in.Key, claim.Token); err != nil {
-				x.err = err
-			}
-		}
-		cutShort(w, x)
+	if !r.beforeCall() {
 		return
 	}
-	if s.fireCrash(x, fault, faultheader.AfterClaim, faultheader.BeforeEffect) {
-		drop(w)
+	value, ok := r.call()
+	if !ok {
 		return
 	}
-	value, err := s.callLedger(in.Key, body, fault)
-	if err != nil {
-		// The ledger may have applied: the claim stays, and only a retry
-		// after the lease drives the call again.
-		x.err = err
-		if in.Key != "" {
-			retryAfter(w, claim.LeaseUntil)
-		}
-		s.reply(w, x, http.StatusBadGateway, "downstream call failed: "+errorWords(err)+"\n")
+	if in.Key != "" && !r.complete(value) {
 		return
-	}
-	if err := s.fireStall(fault); err != nil {
-		// The ledger may have applied: the claim stays until its lease
-		// ends, as after a crash here.
-		cutShort(w, x)
-		return
-	}
-	if s.fireCrash(x, fault, faultheader.AfterDownstream, faultheader.AfterEffect) {
-		drop(w)
-		return
-	}
-	if in.Key != "" {
-		err := s.phased.Complete(in.Key, claim.Token, value)
-		switch {
-		case errors.Is(err, store.ErrClaimLost):
-			s.reply(w, x, http.StatusConflict, bodyClaimLost)
-			return
-		case errors.Is(err, store.ErrUnavailable):
-			x.err = err
-			retryAfter(w, claim.LeaseUntil)
-			s.reply(w, x, http.StatusServiceUnavailable, bodyUnavailable)
-			return
-		case err != nil:
-			x.err = err
-			s.reply(w, x, http.StatusInternalServerError, bodyEffectFailed)
-			return
-		}
 	}
 	if s.fireCrash(x, fault, faultheader.AfterRecord) {
 		drop(w)
@@ -182,6 +119,123 @@ func (s *Server) downstream(w http.ResponseWriter, x *exchange, in store.Intent,
 		return
 	}
 	s.replyValue(w, x, value, false)
+}
+
+// A downstreamRequest is one admissible request of the downstream mode on
+// its way through the recovery points. Each step reports false once it
+// has replied or dropped the connection.
+type downstreamRequest struct {
+	s     *Server
+	w     http.ResponseWriter
+	x     *exchange
+	in    store.Intent
+	body  []byte
+	fault faultheader.Fault
+	claim store.Claim // the claim committed; zero for an unkeyed request
+}
+
+// claimKey commits a claim holding a lease on the request's key. A refusal,
+// a recorded result (replayed) and another owner's live claim (409 with
+// Retry-After) are answered here.
+func (r *downstreamRequest) claimKey() bool {
+	s, w, x := r.s, r.w, r.x
+	c, err := s.phased.Claim(r.in, s.cfg.Lease)
+	if status, msg, ok := refusal(err); ok {
+		if status == http.StatusServiceUnavailable {
+			x.err = err
+		}
+		s.reply(w, x, status, msg)
+		return false
+	}
+	if err != nil {
+		x.err = err
+		s.reply(w, x, http.StatusInternalServerError, bodyEffectFailed)
+		return false
+	}
+	switch c.State {
+	case store.Recorded:
+		s.replyValue(w, x, c.Value, true)
+		return false
+	case store.Busy:
+		retryAfter(w, c.LeaseUntil)
+		s.reply(w, x, http.StatusConflict, bodyClaimed)
+		return false
+	}
+	r.claim = c
+	x.takenOver = c.TakenOver
+	return true
+}
+
+// beforeCall places the faults due before the ledger is called: a delay
+// cut short (or a server cutting its exchanges) and the crash after the
+// claim.
+func (r *downstreamRequest) beforeCall() bool {
+	s, x := r.s, r.x
+	if err := s.fireDelay(r.fault); err != nil || s.cutting() {
+		// The ledger was not called: the claim can go at once.
+		if r.in.Key != "" {
+			if err := s.phased.Release(r.in.Key, r.claim.Token); err != nil {
+				x.err = err
+			}
+		}
+		cutShort(r.w, x)
+		return false
+	}
+	if s.fireCrash(x, r.fault, faultheader.AfterClaim, faultheader.BeforeEffect) {
+		drop(r.w)
+		return false
+	}
+	return true
+}
+
+// call POSTs the ledger and places the faults due once it replied. It
+// returns the ledger's value; a failed call is answered 502.
+func (r *downstreamRequest) call() (int64, bool) {
+	s, w, x := r.s, r.w, r.x
+	value, err := s.callLedger(r.in.Key, r.body, r.fault)
+	if err != nil {
+		// The ledger may have applied: the claim stays, and only a retry
+		// after the lease drives the call again.
+		x.err = err
+		if r.in.Key != "" {
+			retryAfter(w, r.claim.LeaseUntil)
+		}
+		s.reply(w, x, http.StatusBadGateway, "downstream call failed: "+errorWords(err)+"\n")
+		return 0, false
+	}
+	if err := s.fireStall(r.fault); err != nil {
+		// The ledger may have applied: the claim stays until its lease
+		// ends, as after a crash here.
+		cutShort(w, x)
+		return 0, false
+	}
+	if s.fireCrash(x, r.fault, faultheader.AfterDownstream, faultheader.AfterEffect) {
+		drop(w)
+		return 0, false
+	}
+	return value, true
+}
+
+// complete commits the ledger's value as the key's result, if this
+// request's token still holds the claim.
+func (r *downstreamRequest) complete(value int64) bool {
+	s, w, x := r.s, r.w, r.x
+	err := s.phased.Complete(r.in.Key, r.claim.Token, value)
+	switch {
+	case errors.Is(err, store.ErrClaimLost):
+		s.reply(w, x, http.StatusConflict, bodyClaimLost)
+		return false
+	case errors.Is(err, store.ErrUnavailable):
+		x.err = err
+		retryAfter(w, r.claim.LeaseUntil)
+		s.reply(w, x, http.StatusServiceUnavailable, bodyUnavailable)
+		return false
+	case err != nil:
+		x.err = err
+		s.reply(w, x, http.StatusInternalServerError, bodyEffectFailed)
+		return false
+	}
+	return true
 }
 
 // A ledgerError is a downstream call that brought no value back.
