@@ -11,15 +11,15 @@ import (
 	"idemlab/internal/protocol"
 	"idemlab/internal/serverproc"
 	"idemlab/internal/servertest"
+	"idemlab/internal/sink/sinktest"
 )
 
 // serverBin is the effectserver built once for these tests.
 var serverBin string
 
 func TestMain(m *testing.M) {
-	if flaw, ok := os.LookupEnv(tinyEnv); ok { // this binary as a target (target_test.go)
-		tinyMain(flaw)
-		return
+	if sinktest.IsTarget() { // this binary as a target (target_test.go)
+		os.Exit(sinktest.Serve())
 	}
 	os.Exit(servertest.Main(m, &serverBin))
 }

@@ -11,15 +11,15 @@ import (
 	"idemlab/internal/pgcluster/pgclustertest"
 	"idemlab/internal/protocol"
 	"idemlab/internal/servertest"
+	"idemlab/internal/sink/sinktest"
 )
 
 // serverBin is the effectserver built once for the package's tests.
 var serverBin string
 
 func TestMain(m *testing.M) {
-	if flaw, ok := os.LookupEnv(tinyEnv); ok { // this binary as a target (target_test.go)
-		tinyMain(flaw)
-		return
+	if sinktest.IsTarget() { // this binary as a target (target_test.go)
+		os.Exit(sinktest.Serve())
 	}
 	os.Exit(servertest.Main(m, &serverBin))
 }
@@ -63,7 +63,7 @@ func runChecked(t *testing.T, cfg Config) (Result, audit.ChaosVerdict) {
 	if got := v.Counts["clean_stops"]; got != int64(stops) || stops == 0 {
 		t.Errorf("clean stops = %d of %d, want all (every replica running at the end exits 0 on SIGTERM)", got, stops)
 	}
-	checkNoChildren(t)
+	sinktest.CheckNoneLeft(t, "effectserver")
 	if v.Counts["intents"] == 0 || v.Counts["ok"] == 0 {
 		t.Errorf("intents %d, ok attempts %d: the run did nothing", v.Counts["intents"], v.Counts["ok"])
 	}

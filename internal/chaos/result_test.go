@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"idemlab/internal/protocol"
+	"idemlab/internal/sink/sinktest"
 )
 
 // Hand-made histories: intent n has key "chaos-n" and body SHA-256
@@ -169,28 +169,5 @@ func TestRunCancelled(t *testing.T) {
 	if d := time.Since(began); d > 3*time.Second {
 		t.Errorf("Run took %v to return after the cancel at 300ms", d)
 	}
-	checkNoChildren(t)
-}
-
-// checkNoChildren fails t if a process this test binary started is still
-// there (Linux only: it reads /proc).
-func checkNoChildren(t *testing.T) {
-	t.Helper()
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	if len(stats) == 0 {
-		return
-	}
-	me := strconv.Itoa(os.Getpid())
-	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so cut at the last ')'.
-		s := string(b)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(fields) > 1 && fields[1] == me && strings.Contains(s, "(effectserver)") {
-			t.Errorf("an effectserver is still a child of the test: %s", strings.TrimSpace(s[:min(len(s), 80)]))
-		}
-	}
+	sinktest.CheckNoneLeft(t, "effectserver")
 }

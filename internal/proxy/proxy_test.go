@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"idemlab/internal/proxy"
+	"idemlab/internal/serverproc"
 	"idemlab/internal/sink"
 	"idemlab/internal/sink/sinktest"
 )
@@ -595,16 +596,14 @@ func TestHoldAndKill(t *testing.T) {
 	}
 	p, observed := startProxy(t, proxy.Config{Upstream: tg.Addr, Route: routes, Kill: tg.Kill})
 	got := send(t, p.Addr(), "POST /effect HTTP/1.1\r\nHost: p\r\nX-Lab-Fault: crash-after-record\r\nContent-Length: 3\r\n\r\npay")
-	select {
-	case <-tg.Exited():
-	default:
+	if !tg.Exited() {
 		t.Fatal("the client saw the connection end while the target was alive")
 	}
 	if len(got) > 0 {
 		t.Errorf("client received %q, want nothing", got)
 	}
-	if state := tg.State().String(); state != "signal: killed" {
-		t.Errorf("target exited with %q, want signal: killed", state)
+	if code, _ := tg.AwaitExit(bound); code != 137 {
+		t.Errorf("target exited with code %d, want 137 (killed)", code)
 	}
 	if b, err := os.ReadFile(marker); err != nil || string(b) != "ok" {
 		t.Errorf("marker = %q (%v), want the reply the target produced", b, err)
@@ -658,7 +657,7 @@ func TestArmThroughTarget(t *testing.T) {
 			// URL; the race detector cannot see through the sockets that
 			// it is set before any call, so mu.
 			var mu sync.Mutex
-			var tg *sinktest.Target
+			var tg *serverproc.Server
 			s, err := sink.Start(sink.Config{Replicas: 1, Kill: func(int) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -689,9 +688,7 @@ func TestArmThroughTarget(t *testing.T) {
 				t.Errorf("journal has %d entries, want %d", got, tt.applied)
 			}
 			if tt.killed {
-				select {
-				case <-target.Exited():
-				case <-time.After(bound):
+				if _, err := target.AwaitExit(bound); err != nil {
 					t.Fatal("target alive after the sink's kill")
 				}
 				return

@@ -4,76 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"idemlab/internal/protocol"
+	"idemlab/internal/sink/sinktest"
 	"idemlab/internal/target"
 )
-
-// brokenEnv makes this test binary a tiny service the lab has never seen
-// (see brokenMain).
-const brokenEnv = "RUNNER_TEST_BROKEN_TARGET"
-
-// brokenMain serves POST /pay on PORT: a key it has answered replays its
-// value; a key in flight gets 409 — but the in-flight mark is only checked
-// on arrival and set once the effect (a POST of the body to EFFECT_URL)
-// is done, so a retry that arrives while the first attempt is at the sink
-// applies the effect again. It claims a durable store (its table is in a
-// file in STATE) that replicas do not share.
-func brokenMain() {
-	file := filepath.Join(os.Getenv("STATE"), "keys.json")
-	keys := map[string]string{}
-	if b, err := os.ReadFile(file); err == nil {
-		json.Unmarshal(b, &keys)
-	}
-	var mu sync.Mutex
-	http.HandleFunc("/pay", func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		key := r.Header.Get("Idempotency-Key")
-		mu.Lock()
-		v, done := keys[key]
-		mu.Unlock()
-		if done {
-			w.Header().Set("X-Replayed", "yes")
-			io.WriteString(w, v)
-			return
-		}
-		resp, err := http.Post(os.Getenv("EFFECT_URL"), "text/plain", bytes.NewReader(body))
-		if err != nil {
-			w.WriteHeader(http.StatusBadGateway)
-			return
-		}
-		value, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			w.WriteHeader(http.StatusBadGateway)
-			return
-		}
-		mu.Lock()
-		keys[key] = string(value)
-		b, _ := json.Marshal(keys)
-		os.WriteFile(file+".tmp", b, 0o644)
-		os.Rename(file+".tmp", file)
-		mu.Unlock()
-		w.Header().Set("X-Replayed", "no")
-		w.Write(value)
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	fmt.Println("broken ready")
-	http.Serve(ln, nil)
-}
 
 // Ensure runner -experiment chaos -target runs chaos on a target the lab
 // has never seen and catches its in-flight lock that is checked, then set:
@@ -86,27 +25,16 @@ func TestChaosOnTargets(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the lab and runs chaos on a target")
 	}
-	dir := filepath.Join(t.TempDir(), "broken")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	src := fmt.Sprintf(`{
-  "name": "broken",
-  "summary": "a tiny service whose in-flight lock is checked, then set (this test binary)",
-  "start": {"argv": [%q], "env": {"PORT": "{port}", "EFFECT_URL": "{effect_url}", "STATE": "{state}", %q: "1"}, "ready": {"stdout": "^broken ready$"}},
-  "request": {"path": "/pay", "key_header": "Idempotency-Key"},
-  "replay": {"header": "X-Replayed", "value": "yes"},
-  "effects": "sink",
-  "claims": {"durable": true, "shared_store": false, "capacity": null, "max_body": null}
-}`, os.Args[0], brokenEnv)
-	if err := os.WriteFile(filepath.Join(dir, target.FileName), []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// A tiny service whose in-flight lock is checked, then set; it claims a
+	// durable store (its keys are in a file in STATE) that replicas do not
+	// share.
+	dir := sinktest.WriteTarget(t, sinktest.Service{Name: "broken", Keys: sinktest.File, Flaw: sinktest.CheckThenSet})
 	counted := countedTarget(t)
 	out := filepath.Join(t.TempDir(), "evidence")
 	var log bytes.Buffer
 	err := Run(context.Background(), Options{Root: "../..", Out: out, Experiment: Chaos, Targets: []string{dir, counted}, Stores: protocol.Stores,
 		Intents: DefaultIntents, Stdout: &log, Stderr: &log})
+	sinktest.CheckNoneLeft(t)
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, log.String())
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"idemlab/internal/protocol"
+	"idemlab/internal/sink/sinktest"
 )
 
 // The test binary doubles as a runner holding its temp folder until it is
@@ -22,9 +23,8 @@ import (
 const tempChildEnv = "RUNNER_TEST_TEMP_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(brokenEnv) != "" { // this binary as a target (chaos_test.go)
-		brokenMain()
-		return
+	if sinktest.IsTarget() { // this binary as a target (chaos_test.go)
+		os.Exit(sinktest.Serve())
 	}
 	if parent := os.Getenv(tempChildEnv); parent != "" {
 		dir, _, release, err := makeTemp(parent)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"idemlab/internal/serverproc"
 	"idemlab/internal/sink"
 	"idemlab/internal/sink/sinktest"
 )
@@ -377,7 +378,7 @@ func TestEnds(t *testing.T) {
 			var (
 				mu     sync.Mutex
 				s      *sink.Sink
-				tg     *sinktest.Target
+				tg     *serverproc.Server
 				atKill = -1
 				calls  = make(chan sink.Call, 4)
 			)
@@ -394,7 +395,7 @@ func TestEnds(t *testing.T) {
 				},
 				Observe: func(c sink.Call) { calls <- c },
 			})
-			target := sinktest.StartTarget(t, sinktest.Options{EffectURL: started.URL(0)})
+			target := sinktest.StartTarget(t, sinktest.Options{Service: sinktest.Service{ForwardKey: true}, EffectURL: started.URL(0)})
 			mu.Lock()
 			s, tg = started, target
 			mu.Unlock()
@@ -421,20 +422,15 @@ func TestEnds(t *testing.T) {
 			// The client sees EOF when the kernel closes the target's
 			// sockets, which may be before the sink's Kill has reaped it.
 			if tt.killed {
-				select {
-				case <-target.Exited():
-					if got := target.State().String(); got != "signal: killed" {
-						t.Errorf("target exited with %q, want signal: killed", got)
-					}
-				case <-time.After(bound):
+				code, err := target.AwaitExit(bound)
+				if err != nil {
 					t.Fatalf("target alive %v after a kill", bound)
 				}
-			} else {
-				select {
-				case <-target.Exited():
-					t.Fatalf("target exited: %v", target.State())
-				default:
+				if code != 137 {
+					t.Errorf("target exited with code %d, want 137 (killed)", code)
 				}
+			} else if target.Exited() {
+				t.Fatalf("target exited: %q", target.Log())
 			}
 			mu.Lock()
 			if got := atKill; tt.killed && got != tt.atKill {
