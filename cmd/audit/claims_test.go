@@ -12,30 +12,30 @@ import (
 
 // claimForgeries ties every claim the audit's PASS output can list as
 // re-derived or consistency-checked to a golden story whose forgery
-// breaks it: the story's golden holds "--> FAIL 1" and this failure line
+// breaks it: the story holds "--> FAIL 1" and this failure line
 // (TestAuditCommand checks the golden is the audit's real output).
 var claimForgeries = map[string]struct{ story, line string }{
-	"files":          {"forge-evidence-notes.ct", "file NOTES.md: listed in the manifest, but the runner writes no such file"},
-	"sources":        {"source.ct", "source internal/protocol/protocol.go: SHA-256 does not match the checkout"},
-	"commit":         {"forge-manifest-commit.ct", "is not a commit in the checkout's history"},
-	"protocol":       {"forge-manifest-capacity.ct", "manifest.json: protocol.capacity: expected 64 (DefaultCapacity in internal/protocol), observed 65"},
-	"results":        {"forge-results-step.ct", "step: expected 2 (as the case's steps send), observed 1"},
-	"report":         {"forge-report.ct", "REPORT.md: differs from the audit's own rendering of the verified runs"},
-	"jitter":         {"jitter.ct", "jitter.json: strategy full: peak: expected 157, observed 150"},
-	"params":         {"forge-retries-halved.ct", "retries.json: parameters: intents: expected 200 (the design's; manifest.json flags records no intents), observed 100"},
-	"retries_sent":   {"forge-retries-halved.ct", "retries.json: row never-retry/sound: sent: expected 91 (the intents whose one attempt seed 1 does not drop"},
-	"chaos_schedule": {"forge-chaos-seed.ct", "the schedule of seed 2 ("},
-	"chaos_verdict":  {"forge-chaos-count.ct", "counts.lost_acks: expected 0 (re-derived from chaos-durable.jsonl), observed 1"},
-	"chaos_timeline": {"forge-chaos-timeline.ct", "file chaos-durable.svg: differs from the audit's own drawing of chaos-durable.jsonl"},
-	"targets_report": {"forge-targets.ct", "TARGETS.md: differs from the audit's own rendering of targets.json"},
-	"targets":        {"forge-targets.ct", "counter: expected 2 (the effects in the sink's journal), observed 1"},
-	"statement":      {"forge-statement-case.ct", "statement.intoto.json: predicate.configuration[1]: expected"},
-	"rebuild":        {"forge-manifest-sha.ct", "manifest.json: server_sha256: does not match a rebuild"},
-	"signature":      {"sign.ct", "no signature verifies with the key of -verify-key"},
-	"runfile":        {"forge-run-exitcode.ct", "run.json: case crash_after_effect, store volatile: servers' exit codes"},
-	"retries":        {"forge-retries-rae1.ct", "lost+applied_once+duplicated: expected 200 (parameters.intents), observed 151"},
-	"chaos_history":  {"forge-chaos-replayed.ct", "marked replayed, but none of its earlier attempts"},
-	"chaos_promises": {"forge-chaos-hide.ct", "store durable promises no lost_ack"},
+	"files":          {"forge-evidence-notes.txtar", "file NOTES.md: listed in the manifest, but the runner writes no such file"},
+	"sources":        {"source.txtar", "source internal/protocol/protocol.go: SHA-256 does not match the checkout"},
+	"commit":         {"forge-manifest-commit.txtar", "is not a commit in the checkout's history"},
+	"protocol":       {"forge-manifest-capacity.txtar", "manifest.json: protocol.capacity: expected 64 (DefaultCapacity in internal/protocol), observed 65"},
+	"results":        {"forge-results-step.txtar", "step: expected 2 (as the case's steps send), observed 1"},
+	"report":         {"forge-report.txtar", "REPORT.md: differs from the audit's own rendering"},
+	"jitter":         {"jitter.txtar", "jitter.json: strategy full: peak: expected 157, observed 150"},
+	"params":         {"forge-retries-halved.txtar", "retries.json: parameters: intents: expected 200 (the design's; manifest.json flags records no intents), observed 100"},
+	"retries_sent":   {"forge-retries-halved.txtar", "retries.json: row never-retry/sound: sent: expected 91 (the intents whose one attempt seed 1 does not drop"},
+	"chaos_schedule": {"forge-chaos-seed.txtar", "the schedule of seed 2 ("},
+	"chaos_verdict":  {"forge-chaos-verdicts.txtar", "verdicts.json: differs from the audit's own rendering"},
+	"chaos_timeline": {"forge-chaos-timeline.txtar", "chaos-durable.svg: differs from the audit's own rendering"},
+	"targets_report": {"forge-targets.txtar", "TARGETS.md: differs from the audit's own rendering"},
+	"targets":        {"forge-targets.txtar", "counter: expected 2 (the effects in the sink's journal), observed 1"},
+	"statement":      {"forge-statement.txtar", "statement.intoto.json: differs from the audit's own rendering"},
+	"rebuild":        {"forge-manifest-sha.txtar", "manifest.json: server_sha256: does not match a rebuild"},
+	"signature":      {"sign.txtar", "no signature verifies with the key of -verify-key"},
+	"runfile":        {"forge-run-exitcode.txtar", "run.json: case crash_after_effect, store volatile: servers' exit codes"},
+	"retries":        {"forge-retries-rae1.txtar", "lost+applied_once+duplicated: expected 200 (parameters.intents), observed 151"},
+	"chaos_history":  {"forge-chaos-replayed.txtar", "marked replayed, but none of its earlier attempts"},
+	"chaos_promises": {"forge-chaos-hide.txtar", "store durable promises no lost_ack"},
 }
 
 // Ensure every claim the PASS output can list as re-derived or
@@ -74,19 +74,26 @@ func TestClaimsHaveChecks(t *testing.T) {
 	// The honest folders, pinned so that -rebuild reproduces the server.
 	dir := t.TempDir()
 	made := map[string][]string{}
-	for _, name := range []string{"evidence", "chaos", "volatile"} {
+	for _, name := range []string{"evidence", "retries", "jitter", "chaos", "signed"} {
 		ev := filepath.Join(dir, name)
 		if err := os.CopyFS(ev, os.DirFS(filepath.Join(snapshot, name))); err != nil {
 			t.Fatal(err)
 		}
 		opts := audit.Options{Root: snapshot, Evidence: ev}
-		if name == "volatile" {
-			// Signed: checked before pin rewrites the manifest (and
-			// drops the envelope it can no longer match).
+		if name == "signed" {
+			// Signed: checked before pin rewrites the manifest (the
+			// statement is then derived again, signed with the same key).
 			opts.VerifyKey = filepath.Join(snapshot, "keys", "test_ed25519.pub")
 			made[name] = append(made[name], claimsOf(t, opts)...)
 		}
 		if err := pin(snapshot, ev); err != nil {
+			t.Fatal(err)
+		}
+		write := audit.Options{Root: snapshot, Evidence: ev, Write: true}
+		if name == "signed" {
+			write.SignKey = signKey
+		}
+		if _, err := audit.Audit(write); err != nil {
 			t.Fatal(err)
 		}
 		opts.Rebuild, opts.VerifyKey = true, ""
@@ -102,8 +109,8 @@ func TestClaimsHaveChecks(t *testing.T) {
 		}
 	}
 	for folder, none := range map[string][]string{
-		"chaos":    {"results", "report", "runfile", "jitter", "retries", "retries_sent"},
-		"volatile": {"jitter", "retries", "retries_sent", "params", "chaos_schedule", "chaos_verdict", "chaos_timeline", "chaos_history", "chaos_promises"},
+		"chaos":  {"results", "report", "runfile", "jitter", "retries", "retries_sent", "targets", "targets_report"},
+		"signed": {"jitter", "retries", "retries_sent", "params", "chaos_schedule", "chaos_verdict", "chaos_timeline", "chaos_history", "chaos_promises"},
 	} {
 		for _, id := range none {
 			if slices.Contains(made[folder], id) {
@@ -112,6 +119,10 @@ func TestClaimsHaveChecks(t *testing.T) {
 		}
 	}
 }
+
+// signKey is the throwaway key the fixture's signed/ folder is signed
+// with (cmd/auditfixture).
+const signKey = "../../internal/audit/dsse/testdata/keys/test_ed25519"
 
 // claimsOf audits opts, which must pass, and returns the ids of the claims
 // it listed as re-derived or consistency-checked.

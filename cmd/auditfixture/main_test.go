@@ -134,17 +134,16 @@ func TestRunHelp(t *testing.T) {
 	}
 }
 
-// Ensure the fixture's targets are the checkout's folders less what their
-// setup made, at any depth.
-func TestCopyTargets(t *testing.T) {
-	from, to := t.TempDir(), filepath.Join(t.TempDir(), "targets")
-	for name, data := range map[string]string{"a/target.json": "{}\n", "a/app.js": "x\n", "a/node_modules/m/index.js": "y\n",
-		"a/.idemlab-setup": "d\n", "a/.idemlab-setup.lock": "", "b/sub/node_modules/z": "z\n", "README.md": "r\n"} {
+// Ensure a target's stand-in holds its target.json and lock file, byte
+// for byte, and a README, never its program.
+func TestWriteTarget(t *testing.T) {
+	from, to := t.TempDir(), filepath.Join(t.TempDir(), "t")
+	for name, data := range map[string]string{"target.json": "{}\n", "package-lock.json": "{\"lock\": 1}\n", "app.js": "x\n", "node_modules/m/index.js": "y\n"} {
 		if err := writeFile(filepath.Join(from, filepath.FromSlash(name)), []byte(data)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := copyTargets(from, to); err != nil {
+	if err := writeTarget(from, to); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -155,7 +154,30 @@ func TestCopyTargets(t *testing.T) {
 		}
 		return err
 	})
-	if want := "README.md a/app.js a/target.json"; strings.Join(got, " ") != want {
-		t.Errorf("copied %v, want %s", got, want)
+	if want := "README.md package-lock.json target.json"; strings.Join(got, " ") != want {
+		t.Errorf("wrote %v, want %s", got, want)
+	}
+	for _, name := range []string{"target.json", "package-lock.json"} {
+		a, _ := os.ReadFile(filepath.Join(from, name))
+		b, _ := os.ReadFile(filepath.Join(to, name))
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s: %q, want the target's %q", name, b, a)
+		}
+	}
+}
+
+// Ensure a cut is gapless only when its intents are 0..n-1.
+func TestGapless(t *testing.T) {
+	for _, c := range []struct {
+		history string
+		want    bool
+	}{
+		{`{"kind":"run"}` + "\n" + `{"kind":"attempt","intent":0}` + "\n" + `{"kind":"attempt","intent":1}` + "\n", true},
+		{`{"kind":"attempt","intent":0}` + "\n" + `{"kind":"attempt","intent":2}` + "\n", false},
+		{`{"kind":"run"}` + "\n", false},
+	} {
+		if got := gapless([]byte(c.history)); got != c.want {
+			t.Errorf("gapless(%q) = %v, want %v", c.history, got, c.want)
+		}
 	}
 }

@@ -140,7 +140,7 @@ func newFlags(o *runner.Options) *flag.FlagSet {
 		o.Targets = append(o.Targets, s)
 		return nil
 	}}, "target", "run the cases on the target `NAME` (a folder of targets/) or in a folder holding target.json, and on no store unless -store is given too; repeat it for several targets (see docs/targets.md)")
-	fs.StringVar(&o.Case, "case", "", "run only this case (a case file's `NAME`), no experiment")
+	fs.StringVar(&o.Case, "case", "", "run only this case (a case file's `NAME`), or several as NAME,NAME,..., no experiment")
 	fs.Var(&value{set: func(s string) (err error) {
 		o.Experiment, err = runner.ParseExperiment(s)
 		return err

@@ -81,6 +81,7 @@ type chaosIntent struct {
 	next           int32             // the number its next attempt must carry
 	chaosN, quietN uint16            // its attempts in each phase (saturating)
 	lastPhase      int8              // its last attempt's phase: 0 none, 1 chaos, 2 quiet
+	firstStart     int64             // when its first attempt began (µs)
 	apply          [maxPlaced]uint16 // per replica, attempts that may have applied it (no reply, or a 200 not replayed)
 	effectsAt      [maxPlaced]uint16 // per place, its effects in the journal
 }
@@ -123,12 +124,14 @@ type chaosPlace struct {
 }
 
 // chaosApplied is one effect of an intent: its place and value, and when
-// it was applied (µs; -1 where the journal does not say).
+// it was applied and by which replica's call (µs, replica; -1 where the
+// journal does not say: a store's).
 type chaosApplied struct {
-	value  int64
-	at     int64
-	intent int32 // index in intents
-	place  int16
+	value   int64
+	at      int64
+	intent  int32 // index in intents
+	place   int16
+	replica int16
 }
 
 // Line shapes: each kind's members, all required, none other.
@@ -612,9 +615,9 @@ func readChaosHistory(r io.Reader) (*chaosHistory, error) {
 				l.failf("key: want a string or null")
 			}
 			rk, ak := l.get("replica").kind, l.get("at_us").kind
-			at := int64(-1)
+			at, rep := int64(-1), int64(-1)
 			if rk != 'z' {
-				l.int("replica", 0, int64(h.replicas-1))
+				rep = l.int("replica", 0, int64(h.replicas-1))
 			}
 			if ak != 'z' {
 				at = l.int("at_us", 0, maxInt)
@@ -626,7 +629,7 @@ func readChaosHistory(r io.Reader) (*chaosHistory, error) {
 			h.timed = h.timed && at >= 0
 			effectsLeft--
 			if l.err == nil {
-				h.effect(p, value, at, text, sum)
+				h.effect(p, value, at, rep, text, sum)
 			}
 		}
 		if l.err != nil {
@@ -676,7 +679,7 @@ func (h *chaosHistory) event(kind string, rep, code int64) {
 
 // effect reads one effect line, valid, of place p: its position in the
 // place, then whose body it applied (an unknown_effect if none's).
-func (h *chaosHistory) effect(p *chaosPlace, value, at int64, text []byte, sum [32]byte) {
+func (h *chaosHistory) effect(p *chaosPlace, value, at, rep int64, text []byte, sum [32]byte) {
 	p.effects++
 	if p.badAt == 0 && value != p.effects {
 		p.badAt, p.badValue = p.effects, value
@@ -693,7 +696,7 @@ func (h *chaosHistory) effect(p *chaosPlace, value, at int64, text []byte, sum [
 	if p.place < maxPlaced && in.effectsAt[p.place] < 1<<16-1 {
 		in.effectsAt[p.place]++
 	}
-	h.applied.add(chaosApplied{value, at, n, int16(p.place)})
+	h.applied.add(chaosApplied{value, at, n, int16(p.place), int16(rep)})
 }
 
 // attempt reads one attempt line into h.
@@ -787,6 +790,7 @@ func (h *chaosHistory) attempt(l *lineReader, lastTime *int64) {
 			return
 		}
 		i = h.addIntent(n, sum, key)
+		h.intents.at(i).firstStart = start
 		h.firstAttempt(l.no, n, key, sum) // chaos_consistency.go
 	} else if in := h.intents.at(i); !bytes.Equal(h.text.bytes(in.key), key) || in.sha != sum {
 		l.failf("intent %d: key or body_sha256 differs from its first attempt", n)
@@ -1003,7 +1007,7 @@ func (h *chaosHistory) check(crashCode int64) chaosCheck {
 			dups++
 			mark("duplicate", i)
 			found.add("duplicate", in.number, func() (string, string) {
-				return h.text.text(in.key), fmt.Sprintf("applied %d times (%s)", times, eff.whereOf(i))
+				return h.text.text(in.key), fmt.Sprintf("applied %d times (%s)%s", times, eff.whereOf(i), eff.howDuplicated(i))
 			})
 		}
 		switch {
@@ -1290,6 +1294,49 @@ func (e *intentEffects) whereOf(i int32) string {
 		e.where[i] = s
 	}
 	return s
+}
+
+// howDuplicated explains, where the journal says when and by which
+// replica's call each effect was applied (a sink's), how intent i came to
+// be applied again, pair by pair in the order applied: on two replicas;
+// on one replica that started again between the intent's first attempt
+// and the later effect (the process that sent the earlier one may have
+// been killed before the sink applied it: the restarted one did not know
+// the key); or by one process, no start of that replica in between (the
+// target ran the effect twice itself). "" for a store's journal.
+func (e *intentEffects) howDuplicated(i int32) string {
+	ks := slices.Clone(e.journal[e.start[i]:e.start[i+1]])
+	for _, k := range ks {
+		if a := e.h.applied.at(k); a.at < 0 || a.replica < 0 {
+			return ""
+		}
+	}
+	slices.SortFunc(ks, func(x, y int32) int { return cmp.Compare(e.h.applied.at(x).at, e.h.applied.at(y).at) })
+	first := e.h.intents.at(i).firstStart
+	var parts []string
+	for j := 1; j < len(ks) && len(parts) < maxWhereValues; j++ {
+		a, b := e.h.applied.at(ks[j-1]), e.h.applied.at(ks[j])
+		switch start, ok := e.h.startBetween(int64(a.replica), first, b.at); {
+		case a.replica != b.replica:
+			parts = append(parts, fmt.Sprintf("values %d and %d by replicas %d and %d", a.value, b.value, a.replica, b.replica))
+		case ok:
+			parts = append(parts, fmt.Sprintf("values %d and %d by replica %d, which started again at %d µs, after the intent's first attempt and before the later effect", a.value, b.value, a.replica, start))
+		default:
+			parts = append(parts, fmt.Sprintf("values %d and %d by one process of replica %d, no restart between the intent's first attempt and them", a.value, b.value, a.replica))
+		}
+	}
+	return "; " + strings.Join(parts, "; ")
+}
+
+// startBetween returns when replica r started (again) after from and
+// before to, if it did.
+func (h *chaosHistory) startBetween(r, from, to int64) (int64, bool) {
+	for _, ev := range h.serverEvents {
+		if ev.kind == "start" && ev.replica == r && ev.at > from && ev.at < to {
+			return ev.at, true
+		}
+	}
+	return 0, false
 }
 
 // chunked is an append-only list kept in blocks of chunkLen: it grows

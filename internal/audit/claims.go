@@ -46,20 +46,20 @@ var claimDefs = map[string]struct {
 	text string
 }{
 	// Re-derived.
-	"files":          {Rederived, "the evidence files: every listed file has its SHA-256, the folder holds nothing unlisted, and every file is one the runner writes for this selection"},
+	"files":          {Rederived, "the evidence files: every listed file has its SHA-256, the folder holds nothing unlisted but what the audit derives, and every listed file is one the runner writes for this selection"},
 	"sources":        {Rederived, "the sources: every file manifest.sources lists hashes to the checkout's, none is missing or added, and nothing outside them (go.work, vendor/, a local replace) changes the build"},
 	"commit":         {Rederived, "source_commit: a commit of the checkout's history whose tree holds exactly those sources"},
 	"protocol":       {Rederived, "the protocol constants in manifest.json: those of internal/protocol (read from the source), and what the runs observed of them"},
 	"results":        {Rederived, "results.json: exactly the runs the selection implies, each run's counter, exit codes and calls as its case file's steps and expectation and the server's reply texts require"},
-	"report":         {Rederived, "REPORT.md: byte for byte the audit's own rendering of the verified runs"},
-	"jitter":         {Rederived, "jitter.json and jitter.svg: byte for byte the audit's own run and drawing of the jitter model"},
+	"report":         {Rederived, "the verdicts on the runs on stores (verdicts.json, REPORT.md): each run judged against its case's expectation by the audit, and its rendering byte for byte the audit's own"},
+	"jitter":         {Rederived, "jitter.json: byte for byte the audit's own run of the jitter model, and jitter.svg its own drawing of it"},
 	"params":         {Rederived, "the experiments' parameters and seeds: the design's, or the knobs manifest.flags records"},
 	"retries_sent":   {Rederived, "retries.json, never-retry's sent: each intent's one drop decision drawn again from the seed"},
 	"chaos_schedule": {Rederived, "the chaos schedule: every attempt's replica, fault and backoff, and the nemesis's kills, drawn again from the seed and parameters"},
-	"chaos_verdict":  {Rederived, "chaos.json: its counts and verdict, from each history by the audit's own checker, by the claims of its store or target"},
+	"chaos_verdict":  {Rederived, "the chaos verdicts (verdicts.json): each history's counts and findings by the audit's own checker, by the claims of its store or target"},
 	"chaos_timeline": {Rederived, "the chaos timelines: each chaos-NAME.svg byte for byte the audit's own drawing of its history"},
-	"targets_report": {Rederived, "TARGETS.md: byte for byte the audit's own rendering of targets.json, each run's verdict the audit's own judge's"},
-	"statement":      {Rederived, "statement.intoto.json: its subjects the manifest and its files, its tests the audit's own verdicts on the runs"},
+	"targets_report": {Rederived, "the verdicts on the runs on targets (verdicts.json, TARGETS.md): each run judged by the audit, safety apart from conformance, and its rendering byte for byte the audit's own"},
+	"statement":      {Rederived, "statement.intoto.json: its subjects every evidence file with its SHA-256, its tests the audit's own verdicts on the runs, byte for byte the audit's own"},
 	"rebuild":        {Rederived, "server_sha256: cmd/effectserver, rebuilt from the checkout with the recorded recipe, hashes to it"},
 	"signature":      {Rederived, "the signature: statement.intoto.json is signed (DSSE, ed25519) by the key %s"},
 
@@ -67,7 +67,7 @@ var claimDefs = map[string]struct {
 	"runfile":        {Consistent, "run.json: the same runs, calls and exit codes as results.json; its times, launch order and addresses consistent"},
 	"retries":        {Consistent, "retries.json: each row's counts add up to the intents and stay within what its parameters allow, and the design's claims hold (never-retry loses at least the intents the seed drops, retry-same-key on the sound registry loses and duplicates none, on record-after-effect duplicates some, ...)"},
 	"chaos_history":  {Consistent, "the chaos histories: each intent's key, body and attempts in order; every effect an intent's body, no more of them than attempts that may have applied it, and a reply marked replayed after an earlier attempt and effect at its place (on a store); every planned kill named by its kill, followed by the replica's exit and a restart, or its skip with a reason; a shared store in one place, a target's journal its sink's"},
-	"targets":        {Consistent, "targets.json: on each target, one run per selected case that may run there, its calls, processes and sink journal as its case's steps require, its verdict the audit's own judge's; what the target did is the lab's observation of code it did not write, not reproducible run to run"},
+	"targets":        {Consistent, "targets.json: on each target, one run per selected case that may run there, its calls, processes and sink journal as its case's steps require; what the target did is the lab's observation of code it did not write, not reproducible run to run"},
 	"chaos_promises": {Consistent, "the chaos runs: no rule a store promises is broken in its history (no duplicate on durable and postgres, no lost acknowledgement, nothing stuck, acknowledged values in order)"},
 
 	// Not checked here.

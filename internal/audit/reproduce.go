@@ -207,17 +207,26 @@ func reproducePlan(root, evidence string) (full []string, extra [][]string, err 
 		}
 		return nil, cannot("stores %s: the runner runs one store or all of %s", strings.Join(ss, ", "), strings.Join(StoreOrder, ", "))
 	}
-	// chaosArgs are a chaos-only invocation's: every store (and with it
-	// every shipped target), one store, or the targets alone.
+	// chaosArgs are a chaos-only invocation's: every store and every
+	// shipped target (no flag), some stores, some targets, or both.
 	chaosArgs := func() ([]string, error) {
-		if len(chaosStores) == 0 && len(chaosTargets) > 0 {
-			var a []string
-			for _, t := range chaosTargets {
-				a = append(a, "-target", t)
+		var a []string
+		switch {
+		case len(chaosStores) == 0:
+		case slices.Equal(chaosStores, StoreOrder) && slices.Equal(chaosTargets, shippedTargets(root)):
+			return nil, nil
+		case slices.Equal(chaosStores, StoreOrder) && len(chaosTargets) > 0:
+			a = []string{"-store", "all"}
+		default:
+			var err error
+			if a, err = storeArg(chaosStores); err != nil {
+				return nil, err
 			}
-			return a, nil
 		}
-		return storeArg(chaosStores)
+		for _, t := range chaosTargets {
+			a = append(a, "-target", t)
+		}
+		return a, nil
 	}
 	if u, ok := str(m, "unsafe_registry"); ok {
 		full = append(full, "-unsafe-registry", u)
@@ -237,10 +246,8 @@ func reproducePlan(root, evidence string) (full []string, extra [][]string, err 
 	case len(cases) == 0:
 		return nil, nil, cannot("no case and experiments %v", exps)
 	case slices.Equal(cases, allNames):
-	case len(cases) == 1:
-		full = append(full, "-case", cases[0])
 	default:
-		return nil, nil, cannot("%d of the %d cases", len(cases), len(allNames))
+		full = append(full, "-case", strings.Join(cases, ","))
 	}
 	if !experimentOnly {
 		switch {
@@ -289,6 +296,19 @@ func reproducePlan(root, evidence string) (full []string, extra [][]string, err 
 		extra = append(extra, append(args, fl...))
 	}
 	return full, extra, nil
+}
+
+// shippedTargets are the names of the checkout's folders of targets/ that
+// hold a target.json, in name order: the targets a plain run runs.
+func shippedTargets(root string) []string {
+	entries, _ := os.ReadDir(filepath.Join(root, "targets"))
+	var out []string
+	for _, e := range entries {
+		if _, err := os.Stat(filepath.Join(root, "targets", e.Name(), "target.json")); e.IsDir() && err == nil {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
 
 // invocation names a runner invocation by its arguments.

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -130,7 +131,7 @@ func leaves(s *jsonschema.Schema, v any, loc string) []string {
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
-			line := at(e.InstanceLocation) + ": " + e.Message
+			line := at(e.InstanceLocation) + ": " + sortedNames(e.Message)
 			if !seen[line] {
 				seen[line] = true
 				lines = append(lines, line)
@@ -143,6 +144,21 @@ func leaves(s *jsonschema.Schema, v any, loc string) []string {
 	}
 	walk(ve)
 	return lines
+}
+
+// quotedList matches the list of quoted names a schema message holds
+// ("additionalProperties 'a', 'b' not allowed", "missing properties: 'a',
+// 'b'"), which the validator builds in map order.
+var quotedList = regexp.MustCompile(`'[^']*'(, '[^']*')+`)
+
+// sortedNames sorts the names of every quoted list in msg, so that one
+// document gives one message.
+func sortedNames(msg string) string {
+	return quotedList.ReplaceAllStringFunc(msg, func(list string) string {
+		names := strings.Split(list, ", ")
+		sort.Strings(names)
+		return strings.Join(names, ", ")
+	})
 }
 
 // schemaLines gathers the leaf lines of a document's parts: no two parts

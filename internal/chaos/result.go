@@ -11,7 +11,7 @@ import (
 )
 
 // SchemaVersion is the version of chaos.json's shape.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // Parameters are a run's settings as chaos.json records them (after
 // defaults), in milliseconds where they are durations.

@@ -38,7 +38,7 @@ func TestRunTargetCheckThenSet(t *testing.T) {
 		t.Fatalf("check-then-set: duplicates %d, findings %+v; want duplicates, a violation", v.Counts["duplicates"], v.Findings)
 	}
 	f := v.Findings[0]
-	if f.Rule != "duplicate" || f.Key != fmt.Sprintf("chaos-%d", f.Intent) || !strings.Contains(f.Detail, "by one process of replica 0, no restart between them") {
+	if f.Rule != "duplicate" || f.Key != fmt.Sprintf("chaos-%d", f.Intent) || !strings.Contains(f.Detail, "by one process of replica 0, no restart between") {
 		t.Errorf("first finding %+v, want the duplicate, naming its intent and key, applied twice by one process", f)
 	}
 	if p := broken.Parameters.Replicas; p != 1 || broken.ReplicasNote == "" {

@@ -87,7 +87,7 @@ func TestChaosOnTargets(t *testing.T) {
 	}
 	caught := false
 	for _, f := range broken.Findings {
-		caught = caught || f.Rule == "duplicate" && strings.HasPrefix(f.Key, "chaos-") && strings.Contains(f.Detail, "by one process of replica 0, no restart between them")
+		caught = caught || f.Rule == "duplicate" && strings.HasPrefix(f.Key, "chaos-") && strings.Contains(f.Detail, "by one process of replica 0, no restart between")
 	}
 	if !caught {
 		t.Errorf("no finding names a duplicate one process applied twice: %+v", broken.Findings)

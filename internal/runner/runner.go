@@ -575,18 +575,26 @@ func mutable(cases []casefile.Case, out io.Writer) []casefile.Case {
 	return run
 }
 
-func selectCase(cases []casefile.Case, name string) ([]casefile.Case, error) {
-	if name == "" {
+// selectCase narrows cases to -case's: one case file's name, or several
+// separated by commas, run in case-file order; each named once.
+func selectCase(cases []casefile.Case, list string) ([]casefile.Case, error) {
+	if list == "" {
 		return cases, nil
 	}
 	var names []string
 	for _, c := range cases {
-		if c.Name == name {
-			return []casefile.Case{c}, nil
-		}
 		names = append(names, c.Name)
 	}
-	return nil, fmt.Errorf("-case %q: no such case; cases are: %s", name, strings.Join(names, ", "))
+	wanted := strings.Split(list, ",")
+	for i, w := range wanted {
+		switch {
+		case !slices.Contains(names, w):
+			return nil, fmt.Errorf("-case %q: no such case; cases are: %s", w, strings.Join(names, ", "))
+		case slices.Contains(wanted[:i], w):
+			return nil, fmt.Errorf("-case %q: named twice", w)
+		}
+	}
+	return slices.DeleteFunc(slices.Clone(cases), func(c casefile.Case) bool { return !slices.Contains(wanted, c.Name) }), nil
 }
 
 // runAll runs every pair, at most a few at a time, each into its own cell
@@ -687,12 +695,6 @@ func audit(ctx context.Context, o Options, bin string, dirty bool) error {
 	}
 	if o.Unsafe != protocol.Sound {
 		args = append(args, "-allow-mutation")
-	}
-	if o.Case != "" {
-		args = append(args, "-case", o.Case)
-	}
-	if len(o.Stores) == 1 {
-		args = append(args, "-store", string(o.Stores[0]))
 	}
 	args = append(args, o.Out)
 	cmd := exec.CommandContext(ctx, bin, args...)
