@@ -46,6 +46,7 @@ const maxTries = 10
 
 // help is the -h text; %s is where the flags go (flaghelp.Flags).
 const help = `usage: go run ./cmd/auditfixture [-out DIR] [-tries N]
+       go run ./cmd/auditfixture -derive [-out DIR]
 
 Auditfixture regenerates cmd/audit's golden fixture from the runner: it runs
 the lab five times (a few cases on every store and two targets; each
@@ -59,6 +60,10 @@ and a stand-in server), and has the audit derive its files again there
 from the root of the idemlab checkout, on a machine with PostgreSQL's
 server programs and the targets' programs (node, npm, redis-server), then
 run go test ./cmd/audit -update and review the goldens' diff.
+
+-derive runs no lab: after a change of the audit's rules or renderings, it
+has the audit write every folder's derived files again (audit -write, the
+signed folder signed again), so that the stories' forgeries still apply.
 
 Flags:
 %s
@@ -77,6 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard) // errors are reported below, help by -h
 	out := fs.String("out", DefaultOut, "write the fixture into the folder `DIR` (its README.md is kept)")
 	tries := fs.Int("tries", 3, "runs of each runner invocation before giving up when its own audit fails")
+	deriveOnly := fs.Bool("derive", false, "run no lab: write the fixture's derived files again with the audit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stdout, help, flaghelp.Flags(fs, nil, func(f *flag.Flag) string {
@@ -101,6 +107,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := checkCheckout("."); err != nil {
 		fmt.Fprintf(stderr, "auditfixture: %v\n", err)
 		return 2
+	}
+	if *deriveOnly {
+		if err := deriveAll(*out, SignKey); err != nil {
+			fmt.Fprintf(stderr, "auditfixture: %v\n", err)
+			return 3
+		}
+		fmt.Fprintf(stdout, "wrote the derived files of %s: now run go test ./cmd/audit -update and review the goldens' diff\n", *out)
+		return 0
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -293,6 +307,36 @@ func gapless(history []byte) bool {
 		}
 	}
 	return len(seen) > 0
+}
+
+// deriveAll writes the derived files of every folder of the fixture in
+// out again, in a copy of it made a git repository as cmd/audit's tests
+// make it (the audit ties source_commit to git history).
+func deriveAll(out, key string) error {
+	tmp, err := os.MkdirTemp("", "auditfixture-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	root := filepath.Join(tmp, "root")
+	if err := os.CopyFS(root, os.DirFS(out)); err != nil {
+		return err
+	}
+	if _, err := Commit(root); err != nil {
+		return err
+	}
+	for _, f := range folders {
+		if err := derive(root, filepath.Join(root, f.name), f.name == "signed", key); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+		if err := os.RemoveAll(filepath.Join(out, f.name)); err != nil {
+			return err
+		}
+		if err := os.CopyFS(filepath.Join(out, f.name), os.DirFS(filepath.Join(root, f.name))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // derive has the audit write its derived files into dir for the root, as

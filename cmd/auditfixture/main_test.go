@@ -126,7 +126,7 @@ func TestRunHelp(t *testing.T) {
 	if code := run([]string{"-h"}, &out, &errOut); code != 0 || errOut.Len() != 0 {
 		t.Fatalf("run(-h) = %d, stderr %q; want 0 and nothing", code, errOut.String())
 	}
-	for _, want := range []string{"usage: go run ./cmd/auditfixture [-out DIR] [-tries N]\n", "\nFlags:\n  -out DIR ",
+	for _, want := range []string{"usage: go run ./cmd/auditfixture [-out DIR] [-tries N]\n", "\nFlags:\n  -derive ", "\n  -out DIR ",
 		"(default " + DefaultOut + ")", "  -tries N ", "(1..10; default 3)", "\nExit status:\n  0  the fixture was written\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("-h lacks %q:\n%s", want, out.String())
