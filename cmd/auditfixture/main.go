@@ -26,13 +26,13 @@ import (
 	"time"
 
 	"idemlab/internal/audit"
+	"idemlab/internal/audit/strict"
 	"idemlab/internal/evidence"
 	"idemlab/internal/flaghelp"
 	"idemlab/internal/labbuild"
 	"idemlab/internal/protocol"
 	"idemlab/internal/retries"
 	"idemlab/internal/runner"
-	"idemlab/internal/schemacheck"
 	"idemlab/internal/target"
 )
 
@@ -228,7 +228,7 @@ func makeRoot(ctx context.Context, checkout, root, tmp string) (fixup, error) {
 		return fixup{}, err
 	}
 	fix := fixup{digests: map[string]string{}}
-	schemas, err := schemacheck.Load(filepath.Join(root, "schema"))
+	schemas, err := strict.LoadSchemas(filepath.Join(root, "schema"))
 	if err != nil {
 		return fixup{}, err
 	}

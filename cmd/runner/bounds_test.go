@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"idemlab/internal/audit/strict"
 	"idemlab/internal/casefile"
 	"idemlab/internal/runner"
-	"idemlab/internal/schemacheck"
 )
 
 // boundsDoc is the one place the bounds are listed for people.
@@ -92,7 +92,7 @@ func flagRows(t *testing.T) string {
 // caseRows is the table of casefile's own bounds, each error produced by
 // loading a case file just past it.
 func caseRows(t *testing.T) string {
-	schemas, err := schemacheck.Load("../../schema")
+	schemas, err := strict.LoadSchemas("../../schema")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func caseRows(t *testing.T) string {
 	rows := []struct{ what, bound, err string }{
 		{"case files", fmt.Sprintf("at most %d in cases/", casefile.MaxFiles), manyErr},
 		{"a case file", fmt.Sprintf("a regular file of at most %d bytes (1 MiB)", casefile.MaxFileBytes), fileErr},
-		{"its JSON", fmt.Sprintf("valid UTF-8, no member named twice, nested at most %d levels, nothing after the value (the audit's own reader's rules)", casefile.MaxDepth),
+		{"its JSON", fmt.Sprintf("valid UTF-8, no member named twice, nested at most %d levels, nothing after the value (the audit's own reader's rules)", strict.MaxDepth),
 			parse(head + `{"call":{},"call":{}}` + tail)},
 		{"calls per case", fmt.Sprintf("at most %d, repeats and concurrent clients counted", casefile.MaxCalls),
 			parse(head + `{"concurrent":{"clients":11,"call":{"repeat":1000}}}` + tail)},
@@ -192,7 +192,7 @@ func schemaRows(t *testing.T) string {
 	}
 	walk(doc, "")
 	slices.Sort(rows)
-	schemas, err := schemacheck.Load("../../schema")
+	schemas, err := strict.LoadSchemas("../../schema")
 	if err != nil {
 		t.Fatal(err)
 	}

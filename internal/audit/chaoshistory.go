@@ -9,13 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"idemlab/internal/audit/strict"
 	"io"
 	"math/bits"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // A chaosHistory is what the audit keeps of one history while streaming
@@ -172,8 +172,8 @@ type lineReader struct {
 
 // read reads line number no; an error is decodeJSON's.
 func (l *lineReader) read(no int, line []byte) error {
-	*l = lineReader{no: no, flat: flatLine{members: l.flat.members[:0]}}
-	if !l.flat.read(line) {
+	*l = lineReader{no: no, flat: flatLine{Members: l.flat.Members[:0]}}
+	if !l.flat.Read(line) {
 		v, err := decodeJSON(line, capLineJSON)
 		obj, _ := v.(map[string]any)
 		if err != nil || obj == nil {
@@ -215,7 +215,8 @@ type lineValue struct {
 // get returns the value of member name.
 func (l *lineReader) get(name string) lineValue {
 	if l.obj == nil {
-		return l.flat.get(name)
+		kind, text := l.flat.Get(name)
+		return lineValue{kind: kind, text: text}
 	}
 	v, ok := l.obj[name]
 	switch v := v.(type) {
@@ -240,8 +241,8 @@ func (l *lineReader) get(name string) lineValue {
 // names calls f with each member's name.
 func (l *lineReader) names(f func(name []byte) bool) {
 	if l.obj == nil {
-		for _, m := range l.flat.members {
-			if !f(m.name) {
+		for _, m := range l.flat.Members {
+			if !f(m.Name) {
 				return
 			}
 		}
@@ -313,110 +314,10 @@ func (l *lineReader) sha(name string) (text []byte, sum [32]byte) {
 	return s, sum
 }
 
-// A flatLine is a history line read in place: one JSON object whose
-// members' values are numbers, literals or strings without escapes, no
-// name twice. Anything else (an escape, a nested value, a name twice, a
-// syntax error, invalid UTF-8) it leaves to decodeJSON, so it reads a
-// line only where decodeJSON would read the same members.
-type flatLine struct {
-	members []flatMember
-}
-
-type flatMember struct {
-	name []byte
-	lineValue
-}
-
-// maxFlatMembers bounds the members a flat line holds (an attempt line
-// has 16).
-const maxFlatMembers = 32
-
-// read reads line, reporting whether it could.
-func (f *flatLine) read(line []byte) bool {
-	if !utf8.Valid(line) {
-		return false
-	}
-	p := jsonParser{data: line}
-	p.space()
-	if p.off >= len(line) || line[p.off] != '{' {
-		return false
-	}
-	p.off++
-	p.space()
-	if p.off < len(line) && line[p.off] == '}' {
-		p.off++
-	} else {
-		for {
-			if p.off >= len(line) || line[p.off] != '"' || len(f.members) == maxFlatMembers {
-				return false
-			}
-			raw, escaped, err := p.strSpan()
-			if err != nil || escaped {
-				return false
-			}
-			m := flatMember{name: raw[1 : len(raw)-1]}
-			if slices.ContainsFunc(f.members, func(o flatMember) bool { return bytes.Equal(o.name, m.name) }) {
-				return false // a name twice: decodeJSON says where
-			}
-			p.space()
-			if p.off >= len(line) || line[p.off] != ':' {
-				return false
-			}
-			p.off++
-			p.space()
-			if p.off >= len(line) {
-				return false
-			}
-			switch c := line[p.off]; {
-			case c == '"':
-				raw, escaped, err := p.strSpan()
-				if err != nil || escaped {
-					return false
-				}
-				m.kind, m.text = 's', raw[1:len(raw)-1]
-			case c == '-' || c >= '0' && c <= '9':
-				text, err := p.numberSpan()
-				if err != nil {
-					return false
-				}
-				m.kind, m.text = 'n', text
-			case c == 't' || c == 'f' || c == 'n':
-				word, kind := "true", byte('t')
-				if c == 'f' {
-					word, kind = "false", 'f'
-				} else if c == 'n' {
-					word, kind = "null", 'z'
-				}
-				if _, err := p.literal(word, nil); err != nil {
-					return false
-				}
-				m.kind = kind
-			default:
-				return false
-			}
-			f.members = append(f.members, m)
-			closed, err := p.commaOrClose('}', "")
-			if err != nil {
-				return false
-			}
-			if closed {
-				break
-			}
-		}
-	}
-	p.space()
-	return p.off == len(line)
-}
-
-// get returns the value of member name (kind 0 if none).
-func (f *flatLine) get(name string) lineValue {
-	for _, m := range f.members {
-		if string(m.name) == name {
-			return m.lineValue
-		}
-	}
-	return lineValue{}
-}
+// A flatLine is a history line read in place (strict.Flat): one JSON
+// object whose members' values are numbers, literals or strings without
+// escapes, no name twice; anything else goes to decodeJSON.
+type flatLine = strict.Flat
 
 const maxInt = 1<<63 - 1
 

@@ -24,7 +24,7 @@ func TestFlatLine(t *testing.T) {
 	for _, line := range lines {
 		var l lineReader
 		data := []byte(line + "\n")
-		if !l.flat.read(data) && !strings.Contains(line, `\"`) {
+		if !l.flat.Read(data) && !strings.Contains(line, `\"`) {
 			t.Errorf("not read in place: %s", line)
 		}
 		allocs := testing.AllocsPerRun(100, func() {
@@ -44,7 +44,7 @@ func TestFlatLine(t *testing.T) {
 func sameMembers(t *testing.T, data []byte) {
 	t.Helper()
 	var f flatLine
-	if !f.read(data) {
+	if !f.Read(data) {
 		return
 	}
 	v, err := decodeJSON(data, capLineJSON)
@@ -53,12 +53,12 @@ func sameMembers(t *testing.T, data []byte) {
 		t.Fatalf("flatLine read %q, decodeJSON refuses it: %v", data, err)
 	}
 	l := lineReader{obj: obj}
-	if len(f.members) != len(obj) {
-		t.Fatalf("flatLine read %d members of %q, decodeJSON %d", len(f.members), data, len(obj))
+	if len(f.Members) != len(obj) {
+		t.Fatalf("flatLine read %d members of %q, decodeJSON %d", len(f.Members), data, len(obj))
 	}
-	for _, m := range f.members {
-		if got, want := m.lineValue, l.get(string(m.name)); got.kind != want.kind || !bytes.Equal(got.text, want.text) {
-			t.Fatalf("%q: member %q: flatLine reads %c %q, decodeJSON %c %q", data, m.name, got.kind, got.text, want.kind, want.text)
+	for _, m := range f.Members {
+		if want := l.get(string(m.Name)); m.Kind != want.kind || !bytes.Equal(m.Text, want.text) {
+			t.Fatalf("%q: member %q: flatLine reads %c %q, decodeJSON %c %q", data, m.Name, m.Kind, m.Text, want.kind, want.text)
 		}
 	}
 }

@@ -162,140 +162,166 @@ func Reproduce(ctx context.Context, o ReproduceOptions) (*Reproduction, error) {
 // knobs) and of each later run (one per non-deterministic experiment
 // selected), or an error when the selection is not one runner invocation.
 func reproducePlan(root, evidence string) (full []string, extra [][]string, err error) {
-	m, err := readJSONFile(evidence, "manifest.json", CapManifest)
+	p, err := readPlanner(root, evidence)
 	if err != nil {
 		return nil, nil, err
 	}
+	if full, err = p.fullRun(); err != nil {
+		return nil, nil, err
+	}
+	if extra, err = p.laterRuns(); err != nil {
+		return nil, nil, err
+	}
+	return full, extra, nil
+}
+
+// A planner turns a recorded selection back into runner arguments,
+// knowing the runner's defaults: a plain run runs every case of the
+// checkout on every store and every shipped target, and every experiment.
+type planner struct {
+	cases, stores, targets, exps []string // manifest.json's selection
+	allCases, shipped            []string // the checkout's cases and shipped targets
+	chaosStores, chaosTargets    []string // where chaos.json says chaos ran
+	unsafe                       string   // -unsafe-registry, if recorded
+	flags                        []string // the recorded knobs, as -name=value
+}
+
+// readPlanner reads the selection, the knobs and where chaos ran from the
+// evidence folder, and the cases and targets a plain run runs from root.
+func readPlanner(root, evidence string) (*planner, error) {
+	m, err := readJSONFile(evidence, "manifest.json", CapManifest)
+	if err != nil {
+		return nil, err
+	}
 	sel := mapOf(m, "selection")
-	cases, stores, targets, exps := stringList(sel, "cases"), stringList(sel, "stores"), stringList(sel, "targets"), stringList(sel, "experiments")
+	p := &planner{cases: stringList(sel, "cases"), stores: stringList(sel, "stores"), targets: stringList(sel, "targets"),
+		exps: stringList(sel, "experiments"), shipped: shippedTargets(root)}
+	p.unsafe, _ = str(m, "unsafe_registry")
+	flags := mapOf(m, "flags")
+	for _, k := range sortedKeys(flags) {
+		v, _ := flags[k].(string)
+		p.flags = append(p.flags, "-"+k+"="+v)
+	}
 	schemas, err := LoadSchemas(root)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	all, err := LoadCases(root, schemas)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	var allNames []string
 	for _, c := range all {
-		allNames = append(allNames, c.Name)
+		p.allCases = append(p.allCases, c.Name)
 	}
-	cannot := func(format string, args ...any) error {
-		return fmt.Errorf("%w: manifest.json selection: %s: not one runner invocation", ErrCannotReproduce, fmt.Sprintf(format, args...))
+	if !slices.Contains(p.exps, "chaos") {
+		return p, nil
 	}
-	var chaosStores, chaosTargets []string
-	if slices.Contains(exps, "chaos") {
-		doc, err := readJSONFile(evidence, ChaosFile, CapManifest)
-		if err != nil {
-			return nil, nil, err
-		}
-		runs, _ := doc["runs"].([]any)
-		for _, x := range runs {
-			if t, _ := str(x.(map[string]any), "target"); t != "" {
-				chaosTargets = append(chaosTargets, t)
-			} else if s, _ := str(x.(map[string]any), "store"); s != "" {
-				chaosStores = append(chaosStores, s)
-			}
+	doc, err := readJSONFile(evidence, ChaosFile, CapManifest)
+	if err != nil {
+		return nil, err
+	}
+	runs, _ := doc["runs"].([]any)
+	for _, x := range runs {
+		if t, _ := str(x.(map[string]any), "target"); t != "" {
+			p.chaosTargets = append(p.chaosTargets, t)
+		} else if s, _ := str(x.(map[string]any), "store"); s != "" {
+			p.chaosStores = append(p.chaosStores, s)
 		}
 	}
-	storeArg := func(ss []string) ([]string, error) {
-		switch {
-		case slices.Equal(ss, StoreOrder):
-			return nil, nil
-		case len(ss) == 1:
-			return []string{"-store", ss[0]}, nil
-		}
-		return nil, cannot("stores %s: the runner runs one store or all of %s", strings.Join(ss, ", "), strings.Join(StoreOrder, ", "))
+	return p, nil
+}
+
+// cannot says why the selection is not one runner invocation.
+func (p *planner) cannot(format string, args ...any) error {
+	return fmt.Errorf("%w: manifest.json selection: %s: not one runner invocation", ErrCannotReproduce, fmt.Sprintf(format, args...))
+}
+
+// whereArgs are the -store and -target flags that run on exactly these
+// stores and targets: none for every store and every shipped target,
+// -store all to add only some targets (or none), one store, or targets
+// alone.
+func (p *planner) whereArgs(stores, targets []string) ([]string, error) {
+	var a []string
+	switch {
+	case len(stores) == 0:
+	case slices.Equal(stores, StoreOrder) && slices.Equal(targets, p.shipped):
+		return nil, nil
+	case slices.Equal(stores, StoreOrder):
+		a = []string{"-store", "all"}
+	case len(stores) == 1:
+		a = []string{"-store", stores[0]}
+	default:
+		return nil, p.cannot("stores %s: the runner runs one store or all of %s", strings.Join(stores, ", "), strings.Join(StoreOrder, ", "))
 	}
-	// chaosArgs are a chaos-only invocation's: every store and every
-	// shipped target (no flag), some stores, some targets, or both.
-	chaosArgs := func() ([]string, error) {
-		var a []string
-		switch {
-		case len(chaosStores) == 0:
-		case slices.Equal(chaosStores, StoreOrder) && slices.Equal(chaosTargets, shippedTargets(root)):
-			return nil, nil
-		case slices.Equal(chaosStores, StoreOrder) && len(chaosTargets) > 0:
-			a = []string{"-store", "all"}
-		default:
-			var err error
-			if a, err = storeArg(chaosStores); err != nil {
+	for _, t := range targets {
+		a = append(a, "-target", t)
+	}
+	return a, nil
+}
+
+// fullRun is run 1: one experiment alone, or the cases where they ran,
+// with every experiment or none.
+func (p *planner) fullRun() ([]string, error) {
+	var full []string
+	if p.unsafe != "" {
+		full = append(full, "-unsafe-registry", p.unsafe)
+	}
+	switch {
+	case len(p.cases) == 0 && len(p.exps) == 1:
+		full = append(full, "-experiment", p.exps[0])
+		if p.exps[0] == "chaos" {
+			where, err := p.whereArgs(p.chaosStores, p.chaosTargets)
+			if err != nil {
 				return nil, err
 			}
+			full = append(full, where...)
 		}
-		for _, t := range chaosTargets {
-			a = append(a, "-target", t)
-		}
-		return a, nil
+		return append(full, p.flags...), nil
+	case len(p.cases) == 0:
+		return nil, p.cannot("no case and experiments %v", p.exps)
+	case len(p.stores) == 0 && len(p.targets) == 0:
+		return nil, p.cannot("cases on no store and no target")
 	}
-	if u, ok := str(m, "unsafe_registry"); ok {
-		full = append(full, "-unsafe-registry", u)
+	caseFlag := !slices.Equal(p.cases, p.allCases)
+	if caseFlag {
+		full = append(full, "-case", strings.Join(p.cases, ","))
 	}
-	var experimentOnly bool
+	where, err := p.whereArgs(p.stores, p.targets)
+	if err != nil {
+		return nil, err
+	}
+	full = append(full, where...)
+	// The runner adds every experiment to a run of the cases unless
+	// -case, -unsafe-registry or -target narrows it.
+	withExperiments := !caseFlag && p.unsafe == "" && !slices.Contains(where, "-target")
 	switch {
-	case len(cases) == 0 && len(exps) == 1:
-		experimentOnly = true
-		full = append(full, "-experiment", exps[0])
-		if exps[0] == "chaos" {
-			a, err := chaosArgs()
-			if err != nil {
-				return nil, nil, err
-			}
-			full = append(full, a...)
-		}
-	case len(cases) == 0:
-		return nil, nil, cannot("no case and experiments %v", exps)
-	case slices.Equal(cases, allNames):
-	default:
-		full = append(full, "-case", strings.Join(cases, ","))
+	case len(p.exps) == 0 && withExperiments:
+		full = append(full, "-experiment", "none")
+	case len(p.exps) > 0 && (!withExperiments || !slices.Equal(p.exps, []string{"retries", "jitter", "chaos"})):
+		return nil, p.cannot("cases with experiments %v", p.exps)
 	}
-	if !experimentOnly {
-		switch {
-		case len(stores) == 0 && len(targets) > 0:
-			for _, t := range targets {
-				full = append(full, "-target", t)
-			}
-		default:
-			a, err := storeArg(stores)
-			if err != nil {
-				return nil, nil, err
-			}
-			if a == nil && len(targets) == 0 {
-				a = []string{"-store", "all"} // every store, and (unlike a plain run) no target
-			}
-			full = append(full, a...)
-		}
-		if len(exps) == 0 && len(cases) > 1 {
-			full = append(full, "-experiment", "none")
-		} else if len(exps) > 0 && !slices.Equal(exps, []string{"retries", "jitter", "chaos"}) {
-			return nil, nil, cannot("cases with experiments %v", exps)
-		}
-	}
-	flags := mapOf(m, "flags")
-	var fl []string
-	for _, k := range sortedKeys(flags) {
-		v, _ := flags[k].(string)
-		fl = append(fl, "-"+k+"="+v)
-	}
-	full = append(full, fl...)
+	return append(full, p.flags...), nil
+}
+
+// laterRuns re-run each non-deterministic experiment selected (retries,
+// chaos) where it ran, with the recorded knobs.
+func (p *planner) laterRuns() ([][]string, error) {
+	var extra [][]string
 	for _, e := range []string{"retries", "chaos"} {
-		if !slices.Contains(exps, e) {
+		if !slices.Contains(p.exps, e) {
 			continue
 		}
 		args := []string{"-experiment", e}
 		if e == "chaos" {
-			a, err := chaosArgs()
-			if !experimentOnly {
-				a, err = storeArg(stores)
-			}
+			where, err := p.whereArgs(p.chaosStores, p.chaosTargets)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
-			args = append(args, a...)
+			args = append(args, where...)
 		}
-		extra = append(extra, append(args, fl...))
+		extra = append(extra, append(args, p.flags...))
 	}
-	return full, extra, nil
+	return extra, nil
 }
 
 // shippedTargets are the names of the checkout's folders of targets/ that

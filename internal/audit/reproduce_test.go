@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -44,9 +45,12 @@ func TestReproducePlan(t *testing.T) {
 		full   string
 		extra  []string
 	}{
-		{"evidence", "-duration=1s", []string{"-experiment retries -duration=1s", "-experiment chaos -duration=1s"}},
-		{"chaos", "-experiment chaos -duration=1s", []string{"-experiment chaos -duration=1s"}},
-		{"volatile", "-store volatile -experiment none", nil},
+		{"evidence", "-store all -target effectserver-volatile -target express-idempotency", nil},
+		{"retries", "-experiment retries", []string{"-experiment retries"}},
+		{"jitter", "-experiment jitter", nil},
+		{"chaos", "-experiment chaos -store all -target effectserver-durable -target express-idempotency -clients=2 -duration=1s",
+			[]string{"-experiment chaos -store all -target effectserver-durable -target express-idempotency -clients=2 -duration=1s"}},
+		{"signed", "-case keyed_lost_reply -store volatile", nil},
 	} {
 		full, extra, err := reproducePlan(fixture, fixture+"/"+tt.folder)
 		if err != nil {
@@ -58,6 +62,47 @@ func TestReproducePlan(t *testing.T) {
 		}
 		if g := strings.Join(full, " "); g != tt.full || !slices.Equal(got, tt.extra) {
 			t.Errorf("%s: plan = %q, %q; want %q, %q", tt.folder, g, got, tt.full, tt.extra)
+		}
+	}
+}
+
+// Ensure the planner maps each selection to the runner's flags, knowing
+// its defaults, and refuses one no invocation makes.
+func TestPlannerSelections(t *testing.T) {
+	all3 := []string{"retries", "jitter", "chaos"}
+	base := planner{allCases: []string{"a", "b"}, shipped: []string{"t1", "t2"}}
+	for _, tt := range []struct {
+		name string
+		edit func(*planner)
+		want string // run 1, or the error's text
+	}{
+		{"plain", func(p *planner) {
+			p.cases, p.stores, p.targets, p.exps = p.allCases, StoreOrder, p.shipped, all3
+			p.chaosStores, p.chaosTargets = StoreOrder, p.shipped
+		}, ""},
+		{"every store, no target, no experiment", func(p *planner) { p.cases, p.stores = p.allCases, StoreOrder }, "-store all -experiment none"},
+		{"one case list", func(p *planner) { p.cases, p.stores = []string{"b"}, []string{"durable"} }, "-case b -store durable"},
+		{"targets only", func(p *planner) { p.cases, p.targets = p.allCases, []string{"t2"} }, "-target t2"},
+		{"a store and a target", func(p *planner) { p.cases, p.stores, p.targets = p.allCases, []string{"postgres"}, []string{"t1"} }, "-store postgres -target t1"},
+		{"unsafe", func(p *planner) { p.unsafe, p.cases, p.stores = "no-lock", p.allCases, []string{"volatile"} }, "-unsafe-registry no-lock -store volatile"},
+		{"knobs", func(p *planner) { p.exps, p.flags = []string{"jitter"}, []string{"-duration=1s"} }, "-experiment jitter -duration=1s"},
+		{"two stores", func(p *planner) { p.cases, p.stores = p.allCases, []string{"volatile", "durable"} }, "not one runner invocation"},
+		{"no case, two experiments", func(p *planner) { p.exps = []string{"retries", "chaos"} }, "not one runner invocation"},
+		{"a case list with experiments", func(p *planner) { p.cases, p.stores, p.exps = []string{"a"}, StoreOrder, all3 }, "cases with experiments"},
+		{"cases nowhere", func(p *planner) { p.cases = p.allCases }, "cases on no store and no target"},
+	} {
+		p := base
+		tt.edit(&p)
+		full, err := p.fullRun()
+		got := strings.Join(full, " ")
+		if err != nil {
+			got = err.Error()
+			if !errors.Is(err, ErrCannotReproduce) {
+				t.Errorf("%s: error %v is not ErrCannotReproduce", tt.name, err)
+			}
+		}
+		if !strings.Contains(got, tt.want) || (err == nil && got != tt.want) {
+			t.Errorf("%s: run 1 = %q, want %q", tt.name, got, tt.want)
 		}
 	}
 }

@@ -68,7 +68,8 @@ func jsonFilled(size int64, limit int, prefix string, prefixUnits int, elem stri
 		n, units := fixed, prefixUnits
 		bw.WriteString(prefix)
 		for units+elemUnits+fill.units <= limit && n+int64(len(elem))+1 <= size {
-			bw.WriteString(elem + ",")
+			bw.WriteString(elem)
+			bw.WriteByte(',')
 			n += int64(len(elem)) + 1
 			units += elemUnits
 		}
@@ -79,14 +80,19 @@ func jsonFilled(size int64, limit int, prefix string, prefixUnits int, elem stri
 }
 
 // plainBytes writes size bytes of one repeated line (a REPORT.md or an
-// SVG the audit compares byte for byte with its own).
+// SVG the audit compares byte for byte with its own), cut where size
+// ends; a chunk of whole lines at a time.
 func plainBytes(size int64, line string) func(w io.Writer) error {
 	return func(w io.Writer) error {
-		bw := bufio.NewWriterSize(w, 1<<20)
-		for n := int64(0); n < size; n += int64(len(line)) {
-			bw.WriteString(line[:min(int64(len(line)), size-n)])
+		chunk := []byte(strings.Repeat(line, max(1, (1<<20)/len(line))))
+		for n := int64(0); n < size; {
+			k := min(int64(len(chunk)), size-n)
+			if _, err := w.Write(chunk[:k]); err != nil {
+				return err
+			}
+			n += k
 		}
-		return bw.Flush()
+		return nil
 	}
 }
 
@@ -251,12 +257,12 @@ func worstCases() []worstCase {
 	// nested is {"x":[...]} of chains of objects, as many as the cap of
 	// objects allows (a value each but the array and the string).
 	nested := func(size int64, caps jsonCap) func(io.Writer) error {
-		return jsonAtCaps(size, caps.objects, `{"x":[`, 1, chain, depth, "]}")
+		return jsonAtCaps(size, caps.Objects, `{"x":[`, 1, chain, depth, "]}")
 	}
 	// invalid is an array of numbers where the schema wants objects: one
 	// cause per element.
 	invalid := func(size int64, caps jsonCap, prefix string, prefixValues int) func(io.Writer) error {
-		return jsonAtCaps(size, caps.values, prefix, prefixValues, "0", 1, "]}")
+		return jsonAtCaps(size, caps.Values, prefix, prefixValues, "0", 1, "]}")
 	}
 	hist := func(shape string) func(io.Writer) error {
 		s := historyShapes[shape]
@@ -266,11 +272,11 @@ func worstCases() []worstCase {
 	runPrefix, resultsPrefix := `{"schema_version":1,"started_utc":"x","wall_ms":0,"parallel":1,"runs":[`, `{"schema_version":1,"runs":[`
 	// Valid documents at their caps: one run of as many calls as the caps
 	// allow (results: 8 values a call; run: 4 a call and a log line).
-	validResults := jsonFilled(CapResults, capResultsJSON.values,
+	validResults := jsonFilled(CapResults, capResultsJSON.Values,
 		resultsPrefix+`{"case":"x","store":"volatile","counter":0,"exit_codes":[],"calls":[`, 9,
 		`{"step":0,"key":"k","fault":null,"outcome":"reply","status":200,"body":"1","replayed":false}`, 8,
 		filler{`{"step":0,"key":"k","fault":null,"outcome":"reply","status":200,"body":`, `,"replayed":false}`, 8}, `]}]}`)
-	validRun := jsonAtCaps(CapRun, capRunJSON.values,
+	validRun := jsonAtCaps(CapRun, capRunJSON.Values,
 		runPrefix+`{"case":"x","store":"volatile","wall_ms":0,"servers":[],"calls":[],"server_log":[`, 15,
 		`"server 0 (replica 0): time=2026-11-30T01:49:02.944Z level=INFO msg=request method=POST path=/effect key=k fault= status=200 replayed=false outcome=reply duration=1ms"`, 1, `]}]}`)
 	cases := []worstCase{
@@ -278,51 +284,71 @@ func worstCases() []worstCase {
 		// All but 100 of the schema's failures counted in one line: the
 		// values but the prefix's 6 are elements, each a failure.
 		{"run-invalid", map[string]func(io.Writer) error{"run.json": invalid(CapRun, capRunJSON, runPrefix, 6)},
-			fmt.Sprintf("run.json: %d more schema failures", capRunJSON.values-6-maxSchemaLines)},
+			fmt.Sprintf("run.json: %d more schema failures", capRunJSON.Values-6-maxSchemaLines)},
 		{"run-valid", map[string]func(io.Writer) error{"run.json": validRun}, "run.json: runs: expected the runs of results.json in its order"},
 		{"results-nested", map[string]func(io.Writer) error{"results.json": nested(CapResults, capResultsJSON)}, "results.json" + extra},
 		{"results-invalid", map[string]func(io.Writer) error{"results.json": invalid(CapResults, capResultsJSON, resultsPrefix, 3)},
-			fmt.Sprintf("results.json: %d more schema failures", capResultsJSON.values-3-maxSchemaLines)},
+			fmt.Sprintf("results.json: %d more schema failures", capResultsJSON.Values-3-maxSchemaLines)},
 		{"results-valid", map[string]func(io.Writer) error{"results.json": validResults}, "case x, store volatile: unexpected run (not in manifest.selection)"},
 		{"manifest-nested", map[string]func(io.Writer) error{"manifest.json": nested(CapManifest, capManifestJSON)}, "manifest.json" + extra},
-		{"statement-nested", map[string]func(io.Writer) error{StatementFile: nested(CapStatement, capStatementJSON)}, StatementFile + extra},
 		{"chaos-nested", map[string]func(io.Writer) error{ChaosFile: nested(capOf(ChaosFile), capChaosJSON)}, ChaosFile + extra},
 		{"jitter-nested", map[string]func(io.Writer) error{JitterFile: nested(CapJitter, capJitterJSON)}, JitterFile + extra},
 		{"retries-nested", map[string]func(io.Writer) error{RetriesFile: nested(CapRetries, capRetriesJSON)}, RetriesFile + extra},
+		// The files the audit derives (derived.go) are inputs only as bytes
+		// it compares with its own rendering, as a stream of at most that
+		// rendering's length and one byte more: it never parses them, so
+		// no JSON shape costs it more than another (no nested, values or
+		// objects case for the statement or verdicts.json), only their
+		// size at the cap (here) and over it (bytes-NAME, below).
 		{"report-big", map[string]func(io.Writer) error{"REPORT.md": plainBytes(CapReport, "| a | b |\n")},
-			`REPORT.md: differs from the audit's own rendering of the verified runs: line 1: expected "# idemlab report", observed "| a | b |"`},
+			`REPORT.md: differs from the audit's own rendering: line 1: expected "# idemlab report", observed "| a | b |`},
 		{"svg-big", map[string]func(io.Writer) error{JitterSVGFile: plainBytes(CapSVG, "<g></g>\n")},
-			`jitter.svg: differs from the audit's own drawing of the jitter model: line 1: expected "<svg`},
+			`jitter.svg: differs from the audit's own rendering: line 1: expected "<svg`},
+		{"statement-big", map[string]func(io.Writer) error{StatementFile: plainBytes(CapStatement, "{}\n")},
+			`statement.intoto.json: differs from the audit's own rendering: line 1: expected "{", observed "}\n{}`},
+		{"verdicts-big", map[string]func(io.Writer) error{VerdictsFile: plainBytes(CapVerdicts, "{}\n")},
+			`verdicts.json: differs from the audit's own rendering: line 1: expected "{", observed "}\n{}`},
 	}
 	// The issue's probe: documents filling their byte caps with nested
 	// objects or with numbers where objects belong, far over their caps:
 	// refused at the first object, or value, over.
 	over := func(name, what string) string {
-		limit := map[string]int{"values": jsonCaps[name].values, "objects": jsonCaps[name].objects}[what]
+		limit := map[string]int{"values": jsonCaps[name].Values, "objects": jsonCaps[name].Objects}[what]
 		return fmt.Sprintf("%s: over the cap of %d JSON %s", name, limit, what)
 	}
-	unbounded := jsonCap{math.MaxInt, math.MaxInt}
+	unbounded := jsonCap{Values: math.MaxInt, Objects: math.MaxInt}
 	cases = append(cases,
 		worstCase{"run-probe-nested", map[string]func(io.Writer) error{"run.json": nested(CapRun, unbounded)}, over("run.json", "objects")},
 		worstCase{"run-probe-invalid", map[string]func(io.Writer) error{"run.json": invalid(CapRun, unbounded, runPrefix, 6)}, over("run.json", "values")},
 		worstCase{"results-probe-nested", map[string]func(io.Writer) error{"results.json": nested(CapResults, unbounded)}, over("results.json", "objects")},
 		worstCase{"results-probe-invalid", map[string]func(io.Writer) error{"results.json": invalid(CapResults, unbounded, resultsPrefix, 3)}, over("results.json", "values")},
 	)
-	// One value, or one object, over each document's caps: refused there.
+	// One value, or one object, over each document's caps: refused there
+	// (the statement, derived, is never parsed: see above).
 	for _, name := range sortedKeys(jsonCaps) {
+		if derivedName(name) {
+			continue
+		}
 		caps := jsonCaps[name]
 		cases = append(cases,
-			worstCase{"values-" + name, map[string]func(io.Writer) error{name: jsonAtCaps(min(capOf(name), 4*int64(caps.values)), caps.values+1, `{"x":[`, 2, "0", 1, "]}")},
+			worstCase{"values-" + name, map[string]func(io.Writer) error{name: jsonAtCaps(min(capOf(name), 4*int64(caps.Values)), caps.Values+1, `{"x":[`, 2, "0", 1, "]}")},
 				over(name, "values")},
-			worstCase{"objects-" + name, map[string]func(io.Writer) error{name: plainBytes(3*int64(caps.objects+1)+1, "["+strings.Repeat("{},", caps.objects)+"{}]")},
+			worstCase{"objects-" + name, map[string]func(io.Writer) error{name: plainBytes(3*int64(caps.Objects+1)+1, "["+strings.Repeat("{},", caps.Objects)+"{}]")},
 				over(name, "objects")})
 	}
-	// The bytes over each cap: refused unread.
+	// The bytes over each cap: refused unread. TARGETS.md is no file the
+	// audit derives for the fixture's selection (no target): it is refused
+	// unopened.
 	for _, name := range sortedKeys(fileCaps) {
-		if limit := fileCaps[name]; name != "manifest.json" {
-			cases = append(cases, worstCase{"bytes-" + name, map[string]func(io.Writer) error{name: plainBytes(limit+1, " ")},
-				fmt.Sprintf("file %s: %d bytes, over the cap of %d bytes", name, limit+1, limit)})
+		limit := fileCaps[name]
+		want := fmt.Sprintf("file %s: %d bytes, over the cap of %d bytes", name, limit+1, limit)
+		switch name {
+		case "manifest.json":
+			continue
+		case TargetsReportFile:
+			want = "file TARGETS.md: not listed in the manifest, and not a file the audit derives for this selection"
 		}
+		cases = append(cases, worstCase{"bytes-" + name, map[string]func(io.Writer) error{name: plainBytes(limit+1, " ")}, want})
 	}
 	for _, shape := range []string{"acked", "stuck", "events", "unknown-effects", "mismatch"} {
 		cases = append(cases, worstCase{name: "history-" + shape, files: map[string]func(io.Writer) error{"chaos-durable.jsonl": hist(shape)}})
@@ -331,13 +357,14 @@ func worstCases() []worstCase {
 	for i := range extraFiles {
 		others[fmt.Sprintf("other-%03d.bin", i)] = plainBytes(CapOther, "x")
 	}
-	cases = append(cases, worstCase{"other-files", others, "statement.intoto.json: subject other-000.bin: missing (every evidence file and manifest.json is a subject)"})
+	cases = append(cases, worstCase{"other-files", others, "file other-000.bin: listed in the manifest, but the runner writes no such file"})
 	// Every file at its caps at once, the costliest way: results.json
 	// valid (kept through the checks), run.json of nested objects.
 	all := map[string]func(io.Writer) error{
 		"run.json": nested(CapRun, capRunJSON), "results.json": validResults,
-		StatementFile: nested(CapStatement, capStatementJSON), JitterFile: nested(CapJitter, capJitterJSON), RetriesFile: nested(CapRetries, capRetriesJSON),
+		JitterFile: nested(CapJitter, capJitterJSON), RetriesFile: nested(CapRetries, capRetriesJSON),
 		"REPORT.md": plainBytes(CapReport, "| a | b |\n"), JitterSVGFile: plainBytes(CapSVG, "<g></g>\n"),
+		StatementFile: plainBytes(CapStatement, "{}\n"), VerdictsFile: plainBytes(CapVerdicts, "{}\n"),
 		"chaos-durable.jsonl": hist("acked"),
 	}
 	for name, w := range others {
@@ -352,7 +379,8 @@ func worstCases() []worstCase {
 const extraFiles = 100
 
 // writeWorstCase writes into dir a copy of the evidence folder base with
-// c's files written over (or beside) its own and manifest.files updated.
+// c's files written over (or beside) its own and manifest.files updated
+// (the files the audit derives are never listed).
 func writeWorstCase(dir, base string, c worstCase) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -405,7 +433,7 @@ func writeWorstCase(dir, base string, c worstCase) error {
 	}
 	files, _ := m["files"].(map[string]any)
 	for name, sum := range sums {
-		if name != StatementFile {
+		if !derivedName(name) {
 			files[name] = sum
 		}
 	}
@@ -433,13 +461,14 @@ func writeWorstCase(dir, base string, c worstCase) error {
 // histories and "all" too) is also written at full size for
 // testdata/worstcase.sh, each a copy of -worstcase.base.
 func TestWorstCases(t *testing.T) {
-	f := newFixture(t)
-	addExperiments(t, f)
+	t.Parallel()
+	f := newExperimentsFixture(t)
 	for _, c := range worstCases() {
 		if c.want == "" {
 			continue // measured only: histories are judged by TestChaosHistoryShapes
 		}
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each case writes and audits its own folder
 			dir := filepath.Join(t.TempDir(), "evidence")
 			if err := writeWorstCase(dir, f.evidence, c); err != nil {
 				t.Fatal(err)
@@ -461,9 +490,9 @@ func TestWorstCases(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data := "[" + strings.Repeat("0,", capCaseJSON.values-1) + "0]" // the array and as many numbers as the cap
+		data := "[" + strings.Repeat("0,", capCaseJSON.Values-1) + "0]" // the array and as many numbers as the cap
 		_, err = schemas.LoadCase("cases/99-big.json", []byte(data))
-		if want := fmt.Sprintf("cases/99-big.json: (root): over the cap of %d JSON values", capCaseJSON.values); err == nil || err.Error() != want {
+		if want := fmt.Sprintf("cases/99-big.json: (root): over the cap of %d JSON values", capCaseJSON.Values); err == nil || err.Error() != want {
 			t.Errorf("LoadCase error = %v, want %s", err, want)
 		}
 	})

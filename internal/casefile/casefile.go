@@ -20,9 +20,9 @@ import (
 	"strconv"
 	"strings"
 
+	"idemlab/internal/audit/strict"
 	"idemlab/internal/protocol"
 	"idemlab/internal/safefile"
-	"idemlab/internal/schemacheck"
 )
 
 // SchemaName is the schema every case file must satisfy.
@@ -263,7 +263,7 @@ type Error struct {
 func (e *Error) Error() string { return e.File + ": " + e.Problem }
 
 // LoadDir loads every *.json file of dir, in file-name order.
-func LoadDir(dir string, schemas *schemacheck.Set) ([]Case, error) {
+func LoadDir(dir string, schemas *strict.Schemas) ([]Case, error) {
 	if fi, err := os.Lstat(dir); err != nil {
 		return nil, fmt.Errorf("read cases: %w", err)
 	} else if !fi.IsDir() {
@@ -308,18 +308,16 @@ func LoadDir(dir string, schemas *schemacheck.Set) ([]Case, error) {
 }
 
 // Parse checks one case file's bytes, read from path, and decodes it.
-func Parse(path string, b []byte, schemas *schemacheck.Set) (Case, error) {
+func Parse(path string, b []byte, schemas *strict.Schemas) (Case, error) {
 	m := fileName.FindStringSubmatch(filepath.Base(path))
 	if m == nil {
 		return Case{}, &Error{File: path, Problem: "file name: want NN-name.json (two digits, a dash, a lower-case name)"}
 	}
-	if err := checkStrict(b); err != nil {
-		return Case{}, &Error{File: path, Problem: err.Error()}
-	}
-	if err := schemas.Validate(SchemaName, b); err != nil {
-		var se *schemacheck.Error
-		if errors.As(err, &se) {
-			return Case{}, &Error{File: path, Problem: strings.Join(se.Problems, "; ")}
+	// The audit's reading (strict JSON, then the schema), so that the
+	// runner never runs a case whose evidence the audit would refuse.
+	if _, err := schemas.Check(SchemaName, b, strict.Caps{Values: MaxFileBytes, Objects: MaxFileBytes}); err != nil {
+		if _, ok := errors.AsType[*strict.Error](err); ok {
+			return Case{}, &Error{File: path, Problem: strict.Problem(b, err)}
 		}
 		return Case{}, fmt.Errorf("%s: %w", path, err)
 	}

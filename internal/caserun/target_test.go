@@ -9,15 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"idemlab/internal/audit/strict"
 	"idemlab/internal/casefile"
 	"idemlab/internal/protocol"
-	"idemlab/internal/schemacheck"
 	"idemlab/internal/sink/sinktest"
 )
 
 func loadCase(t *testing.T, name string) casefile.Case {
 	t.Helper()
-	set, err := schemacheck.Load(filepath.Join("..", "..", "schema"))
+	set, err := strict.LoadSchemas(filepath.Join("..", "..", "schema"))
 	if err != nil {
 		t.Fatal(err)
 	}

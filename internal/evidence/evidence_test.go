@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"idemlab/internal/schemacheck"
+	"idemlab/internal/audit/strict"
 )
 
 // Ensure the source rule keeps what can change a result and drops tests and
@@ -88,7 +88,7 @@ func TestCheckTarget(t *testing.T) {
 // Ensure Write refuses evidence that breaks its schema before writing
 // anything, and otherwise writes exactly the listed files plus the manifest.
 func TestWrite(t *testing.T) {
-	set, err := schemacheck.Load("../../schema")
+	set, err := strict.LoadSchemas("../../schema")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,11 +8,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"idemlab/internal/audit/strict"
 	"idemlab/internal/casefile"
 	"idemlab/internal/pgcluster"
 	"idemlab/internal/pgcluster/pgclustertest"
 	"idemlab/internal/protocol"
-	"idemlab/internal/schemacheck"
 )
 
 // Ensure the whole case suite runs on every store through real subprocesses
@@ -71,9 +71,9 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
-func mustSchemas(t testing.TB) *schemacheck.Set {
+func mustSchemas(t testing.TB) *strict.Schemas {
 	t.Helper()
-	s, err := schemacheck.Load("../../schema")
+	s, err := strict.LoadSchemas("../../schema")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"idemlab/internal/schemacheck"
+	"idemlab/internal/audit/strict"
 	"idemlab/internal/target"
 )
 
@@ -38,7 +38,7 @@ func setupTarget(t *testing.T, name, script string) *target.Target {
 	if err := os.WriteFile(filepath.Join(dir, target.FileName), []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	schemas, err := schemacheck.Load(filepath.Join("..", "..", "schema"))
+	schemas, err := strict.LoadSchemas(filepath.Join("..", "..", "schema"))
 	if err != nil {
 		t.Fatal(err)
 	}

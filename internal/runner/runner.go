@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"idemlab/internal/audit/dsse"
+	"idemlab/internal/audit/strict"
 	"idemlab/internal/casefile"
 	"idemlab/internal/caserun"
 	"idemlab/internal/evidence"
@@ -33,7 +34,6 @@ import (
 	"idemlab/internal/protocol"
 	"idemlab/internal/retries"
 	"idemlab/internal/safefile"
-	"idemlab/internal/schemacheck"
 	"idemlab/internal/target"
 )
 
@@ -255,7 +255,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}()
 	runSuite, runExperiments := o.plan()
-	schemas, err := schemacheck.Load(filepath.Join(o.Root, "schema"))
+	schemas, err := strict.LoadSchemas(filepath.Join(o.Root, "schema"))
 	if err != nil {
 		return &UsageError{fmt.Errorf("%w (run the runner from the idemlab checkout)", err)}
 	}

@@ -13,10 +13,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"idemlab/internal/audit/strict"
 	"idemlab/internal/casefile"
 	"idemlab/internal/caserun"
 	"idemlab/internal/evidence"
-	"idemlab/internal/schemacheck"
 	"idemlab/internal/sideservice"
 	"idemlab/internal/target"
 )
@@ -73,7 +73,7 @@ func shippedNames(root string) []string {
 
 // loadTargets loads every target folder, refusing a bad target.json (a
 // usage error: the message names the file) and two targets of one name.
-func loadTargets(dirs []string, schemas *schemacheck.Set) ([]*target.Target, error) {
+func loadTargets(dirs []string, schemas *strict.Schemas) ([]*target.Target, error) {
 	var out []*target.Target
 	seen := map[string]string{}
 	for _, d := range dirs {

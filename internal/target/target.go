@@ -23,8 +23,8 @@ import (
 	"strings"
 	"time"
 
+	"idemlab/internal/audit/strict"
 	"idemlab/internal/safefile"
-	"idemlab/internal/schemacheck"
 )
 
 // SchemaName is the schema every target.json must satisfy.
@@ -168,7 +168,7 @@ type file struct {
 // Load reads and checks DIR/target.json against the schema and the rules
 // a schema cannot state (the folder's name, the ready rule, placeholders,
 // the fault names). Errors name the file and what was wrong.
-func Load(dir string, schemas *schemacheck.Set) (*Target, error) {
+func Load(dir string, schemas *strict.Schemas) (*Target, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", dir, err)
@@ -190,9 +190,9 @@ func Load(dir string, schemas *schemacheck.Set) (*Target, error) {
 }
 
 // Parse checks the bytes of a target.json read from path.
-func Parse(path string, b []byte, schemas *schemacheck.Set) (*Target, error) {
-	if err := schemas.Validate(SchemaName, b); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+func Parse(path string, b []byte, schemas *strict.Schemas) (*Target, error) {
+	if _, err := schemas.Check(SchemaName, b, strict.Caps{Values: MaxFileBytes, Objects: MaxFileBytes}); err != nil {
+		return nil, fmt.Errorf("%s: %s", path, strict.Problem(b, err))
 	}
 	var f file
 	d := json.NewDecoder(bytes.NewReader(b))
@@ -394,7 +394,7 @@ func (t *Target) Missing() (missing []string, hint string) {
 // LoadDir loads every target folder under dir (a folder holding
 // target.json), sorted by name. A folder without target.json is an error:
 // targets/ holds targets only, plus README.md.
-func LoadDir(dir string, schemas *schemacheck.Set) ([]*Target, error) {
+func LoadDir(dir string, schemas *strict.Schemas) ([]*Target, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("targets: %w", err)

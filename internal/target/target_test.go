@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"idemlab/internal/schemacheck"
+	"idemlab/internal/audit/strict"
 )
 
-func schemas(t *testing.T) *schemacheck.Set {
+func schemas(t *testing.T) *strict.Schemas {
 	t.Helper()
-	s, err := schemacheck.Load(filepath.Join("..", "..", "schema"))
+	s, err := strict.LoadSchemas(filepath.Join("..", "..", "schema"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"regexp"
 	"testing"
 
-	"idemlab/internal/schemacheck"
+	"idemlab/internal/audit/strict"
 	"idemlab/internal/serverproc"
 	"idemlab/internal/target"
 )
@@ -73,7 +73,7 @@ func LoadTarget(t testing.TB, svc Service) *target.Target {
 			t.Fatalf("no go.mod at or above %s", wd)
 		}
 	}
-	set, err := schemacheck.Load(filepath.Join(root, "schema"))
+	set, err := strict.LoadSchemas(filepath.Join(root, "schema"))
 	if err != nil {
 		t.Fatal(err)
 	}

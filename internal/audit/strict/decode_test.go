@@ -1,7 +1,8 @@
-package audit
+package strict
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -26,17 +27,17 @@ func TestDecodeJSON(t *testing.T) {
 		{"trailing garbage", `{}x`, "unexpected data after the JSON value"},
 		{"truncated", `{"a": [1,`, "unexpected EOF"},
 		{"empty", ``, "EOF"},
-		{"too deep", strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1), "nested deeper than"},
-		{"deep enough", strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth), ""},
+		{"too deep", strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1), "nested deeper than"},
+		{"deep enough", strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v, err := decodeJSON([]byte(tt.in), capResultsJSON)
+			v, err := Decode([]byte(tt.in), Caps{400_000, 100_000})
 			switch {
 			case tt.err == "" && err != nil:
-				t.Fatalf("decodeJSON(%q) error = %v, want nil", tt.in, err)
+				t.Fatalf("Decode(%q) error = %v, want nil", tt.in, err)
 			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
-				t.Fatalf("decodeJSON(%q) = %v, %v, want an error containing %q", tt.in, v, err, tt.err)
+				t.Fatalf("Decode(%q) = %v, %v, want an error containing %q", tt.in, v, err, tt.err)
 			}
 		})
 	}
@@ -47,24 +48,24 @@ func TestDecodeJSON(t *testing.T) {
 func TestDecodeJSONCaps(t *testing.T) {
 	for _, tt := range []struct {
 		in   string
-		caps jsonCap
+		caps Caps
 		err  string // "" for success
 	}{
-		{`{"a": [1, "x", {"b": null}], "c": true}`, jsonCap{7, 2}, ""},
-		{`{"a": [1, "x", {"b": null}], "c": true}`, jsonCap{6, 2}, "over the cap of 6 JSON values"},
-		{`{"a": [1, "x", {"b": null}], "c": true}`, jsonCap{7, 1}, "over the cap of 1 JSON objects"},
-		{`[1, 2, 3, x]`, jsonCap{3, 1}, "over the cap of 3 JSON values"},
-		{`[1, 2, 3, x]`, jsonCap{5, 1}, "invalid character 'x'"},
-		{`[[], {}, ""]`, jsonCap{4, 1}, ""},
-		{`[[], {}, ""]`, jsonCap{3, 1}, "over the cap of 3 JSON values"},
-		{`[{}, {}, x]`, jsonCap{9, 1}, "over the cap of 1 JSON objects"},
+		{`{"a": [1, "x", {"b": null}], "c": true}`, Caps{7, 2}, ""},
+		{`{"a": [1, "x", {"b": null}], "c": true}`, Caps{6, 2}, "over the cap of 6 JSON values"},
+		{`{"a": [1, "x", {"b": null}], "c": true}`, Caps{7, 1}, "over the cap of 1 JSON objects"},
+		{`[1, 2, 3, x]`, Caps{3, 1}, "over the cap of 3 JSON values"},
+		{`[1, 2, 3, x]`, Caps{5, 1}, "invalid character 'x'"},
+		{`[[], {}, ""]`, Caps{4, 1}, ""},
+		{`[[], {}, ""]`, Caps{3, 1}, "over the cap of 3 JSON values"},
+		{`[{}, {}, x]`, Caps{9, 1}, "over the cap of 1 JSON objects"},
 	} {
-		v, err := decodeJSON([]byte(tt.in), tt.caps)
+		v, err := Decode([]byte(tt.in), tt.caps)
 		switch {
 		case tt.err == "" && err != nil:
-			t.Errorf("decodeJSON(%q, %v) error = %v, want nil", tt.in, tt.caps, err)
+			t.Errorf("Decode(%q, %v) error = %v, want nil", tt.in, tt.caps, err)
 		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
-			t.Errorf("decodeJSON(%q, %v) = %v, %v, want an error containing %q", tt.in, tt.caps, v, err, tt.err)
+			t.Errorf("Decode(%q, %v) = %v, %v, want an error containing %q", tt.in, tt.caps, v, err, tt.err)
 		}
 	}
 }
@@ -72,15 +73,15 @@ func TestDecodeJSONCaps(t *testing.T) {
 // Ensure the strict reader never panics, that whatever it accepts
 // encoding/json reads to the same value, and that it refuses a document
 // encoding/json reads only for a duplicate name or too deep a nesting.
-func FuzzDecodeJSON(f *testing.F) {
+func FuzzDecode(f *testing.F) {
 	for _, s := range []string{`{"a":1}`, `[1,"x",null,true,{"b":[]}]`, `{"a":1,"a":2}`, "\"\xff\"", `{} {}`, `1e400`, `"\ud800"`, `-0.5e+3`, `"a\\\"b"`, `01`, `[1,]`, `tru`, "\"\t\""} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		v, err := decodeJSON(data, jsonCap{len(data), len(data)}) // a value takes a byte at least: never over the caps
+		v, err := Decode(data, Caps{len(data), len(data)}) // a value takes a byte at least: never over the caps
 		if err != nil {
 			if json.Valid(data) && utf8.Valid(data) && !strings.Contains(err.Error(), "duplicate member name") && !strings.Contains(err.Error(), "nested deeper") {
-				t.Fatalf("decodeJSON(%q) error = %v, but encoding/json reads it", data, err)
+				t.Fatalf("Decode(%q) error = %v, but encoding/json reads it", data, err)
 			}
 			return
 		}
@@ -91,7 +92,16 @@ func FuzzDecodeJSON(f *testing.F) {
 			t.Fatalf("decodeJSON accepted %q, encoding/json refuses it: %v", data, err)
 		}
 		if render(v) != render(w) {
-			t.Fatalf("decodeJSON(%q) = %s, encoding/json reads %s", data, render(v), render(w))
+			t.Fatalf("Decode(%q) = %s, encoding/json reads %s", data, render(v), render(w))
 		}
 	})
+}
+
+// render is v as canonical JSON (sorted members), for comparisons.
+func render(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	return string(b)
 }
