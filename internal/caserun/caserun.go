@@ -27,7 +27,6 @@ import (
 	"idemlab/internal/casefile"
 	"idemlab/internal/client"
 	"idemlab/internal/protocol"
-	"idemlab/internal/results"
 	"idemlab/internal/serverproc"
 	"idemlab/internal/store"
 )
@@ -103,7 +102,7 @@ type CallDetail struct {
 // Run runs case c on store. An error means the lab itself broke (a server
 // never became ready, a state folder or database could not be made);
 // anything the server does wrong is an observation, not an error.
-func Run(ctx context.Context, cfg Config, c casefile.Case, kind protocol.Store) (results.Run, Detail, error) {
+func Run(ctx context.Context, cfg Config, c casefile.Case, kind protocol.Store) (Observed, Detail, error) {
 	obs, det, err := runCase(ctx, cfg, c, kind)
 	if err != nil {
 		return obs, det, fmt.Errorf("case %s on %s: %w", c.Name, kind, err)
@@ -111,9 +110,9 @@ func Run(ctx context.Context, cfg Config, c casefile.Case, kind protocol.Store) 
 	return obs, det, nil
 }
 
-func runCase(ctx context.Context, cfg Config, c casefile.Case, kind protocol.Store) (results.Run, Detail, error) {
+func runCase(ctx context.Context, cfg Config, c casefile.Case, kind protocol.Store) (Observed, Detail, error) {
 	began := time.Now()
-	obs := results.Run{Case: c.Name, Store: kind, ExitCodes: []int{}, Calls: []results.Call{}}
+	obs := Observed{Case: c.Name, Store: kind, ExitCodes: []int{}, Calls: []Call{}}
 	var det Detail
 	root, err := os.MkdirTemp(cfg.StateRoot, c.Name+"-"+string(kind)+"-")
 	if err != nil {
@@ -262,7 +261,7 @@ type replicas interface {
 // run is the state of one case execution.
 type run struct {
 	reps   replicas
-	obs    *results.Run
+	obs    *Observed
 	det    *Detail
 	client *client.Client
 	c      casefile.Case
@@ -270,7 +269,7 @@ type run struct {
 	// of its reply is recorded beyond the status and the body; nil for
 	// the lab's own server.
 	shape   *client.Shape
-	observe func(client.Reply, *results.Call)
+	observe func(client.Reply, *Call)
 }
 
 // execute starts every replica, runs the steps, then stops every replica
@@ -513,12 +512,12 @@ func (r *run) concurrent(ctx context.Context, step int, g casefile.Concurrent) {
 			return // interrupted: Run reports it, sends nothing more
 		}
 		req := r.request(g.Call, i)
-		obs := make([]results.Call, g.Clients)
+		obs := make([]Call, g.Clients)
 		dets := make([]CallDetail, g.Clients)
 		r.together(g.Clients, 0, func(client int) {
 			obs[client], dets[client] = r.call(ctx, replicaOf(client), req)
 		})
-		perm := results.SortCanonical(obs)
+		perm := SortCanonical(obs)
 		for j, o := range obs {
 			o.Step = step
 			if !g.AcrossReplicas {
@@ -534,7 +533,7 @@ func (r *run) concurrent(ctx context.Context, step int, g casefile.Concurrent) {
 // parallel starts different calls together, the i-th after i staggers, and
 // records them in list order.
 func (r *run) parallel(ctx context.Context, step int, p casefile.Parallel) {
-	obs := make([]results.Call, len(p.Calls))
+	obs := make([]Call, len(p.Calls))
 	dets := make([]CallDetail, len(p.Calls))
 	r.together(len(p.Calls), time.Duration(p.StaggerMS)*time.Millisecond, func(i int) {
 		c := p.Calls[i]
@@ -567,8 +566,8 @@ func (r *run) together(n int, stagger time.Duration, f func(i int)) {
 
 // call makes one call to a replica and records what came back in the
 // stable shape of results.json, and what varies in the detail.
-func (r *run) call(ctx context.Context, replica int, req client.Request) (results.Call, CallDetail) {
-	o := results.Call{Key: req.Key}
+func (r *run) call(ctx context.Context, replica int, req client.Request) (Call, CallDetail) {
+	o := Call{Key: req.Key}
 	if req.Fault != "" {
 		f := req.Fault
 		o.Fault = &f
@@ -599,7 +598,7 @@ func (r *run) call(ctx context.Context, replica int, req client.Request) (result
 	return o, d
 }
 
-func (r *run) record(o results.Call, d CallDetail) {
+func (r *run) record(o Call, d CallDetail) {
 	r.obs.Calls = append(r.obs.Calls, o)
 	r.det.Calls = append(r.det.Calls, d)
 }

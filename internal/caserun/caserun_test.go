@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"idemlab/internal/casefile"
+	"idemlab/internal/effectserver/servertest"
 	"idemlab/internal/protocol"
 	"idemlab/internal/serverproc"
-	"idemlab/internal/servertest"
 	"idemlab/internal/sink/sinktest"
 )
 

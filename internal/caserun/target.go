@@ -23,9 +23,7 @@ import (
 	"idemlab/internal/client"
 	"idemlab/internal/protocol"
 	"idemlab/internal/proxy"
-	"idemlab/internal/results"
 	"idemlab/internal/serverproc"
-	"idemlab/internal/sideservice"
 	"idemlab/internal/sink"
 	"idemlab/internal/store"
 	"idemlab/internal/target"
@@ -68,7 +66,7 @@ const countWithin = 30 * time.Second
 // count command failed); anything the target does wrong is an
 // observation. Every process, the proxies, the sink and the side services
 // are stopped on every path.
-func RunTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (results.Run, TargetDetail, error) {
+func RunTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (Observed, TargetDetail, error) {
 	obs, det, err := runTarget(ctx, cfg, c)
 	if err != nil {
 		return obs, det, fmt.Errorf("case %s on target %s: %w", c.Name, cfg.Target.Name, err)
@@ -76,10 +74,10 @@ func RunTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (results.
 	return obs, det, nil
 }
 
-func runTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (results.Run, TargetDetail, error) {
+func runTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (Observed, TargetDetail, error) {
 	began := time.Now()
 	t := cfg.Target
-	obs := results.Run{Case: c.Name, ExitCodes: []int{}, Calls: []results.Call{}}
+	obs := Observed{Case: c.Name, ExitCodes: []int{}, Calls: []Call{}}
 	var det TargetDetail
 	root, err := os.MkdirTemp(cfg.StateRoot, c.Name+"-"+t.Name+"-")
 	if err != nil {
@@ -121,8 +119,8 @@ func runTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (results.
 
 // observer records what of a target's reply the verdict needs: the replay
 // marker the target declares (nil where it declares none) and Retry-After.
-func observer(t *target.Target) func(client.Reply, *results.Call) {
-	return func(rep client.Reply, o *results.Call) {
+func observer(t *target.Target) func(client.Reply, *Call) {
+	return func(rep client.Reply, o *Call) {
 		o.Replayed = nil
 		if t.Replay != nil {
 			if vs := rep.Header.Values(t.Replay.Header); len(vs) > 0 {
@@ -161,7 +159,7 @@ type TargetReplicas struct {
 	proxies []*proxy.Proxy       // per replica, kept across restarts
 	ex      []proxy.Exchange
 
-	redis  *sideservice.Redis
+	redis  *target.RedisServer
 	dropDB func()
 }
 
@@ -251,7 +249,7 @@ func (tr *TargetReplicas) startServices(ctx context.Context, root string) error 
 	for _, s := range tr.t.Services {
 		switch s {
 		case target.Redis:
-			r, err := sideservice.StartRedis(ctx, root)
+			r, err := target.StartRedis(ctx, root)
 			if err != nil {
 				return err
 			}

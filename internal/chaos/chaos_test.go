@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"idemlab/internal/audit"
+	"idemlab/internal/effectserver/servertest"
 	"idemlab/internal/pgcluster/pgclustertest"
 	"idemlab/internal/protocol"
-	"idemlab/internal/servertest"
 	"idemlab/internal/sink/sinktest"
 )
 

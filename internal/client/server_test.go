@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"idemlab/internal/client"
+	"idemlab/internal/effectserver/servertest"
 	"idemlab/internal/protocol"
 	"idemlab/internal/serverproc"
-	"idemlab/internal/servertest"
 )
 
 var serverBin string

@@ -4,7 +4,6 @@ import (
 	"idemlab/internal/casefile"
 	"idemlab/internal/caserun"
 	"idemlab/internal/protocol"
-	"idemlab/internal/results"
 )
 
 // A Run is one finished (case, store) run: what it observed, and what
@@ -12,7 +11,7 @@ import (
 type Run struct {
 	Case   casefile.Case
 	Store  protocol.Store
-	Obs    results.Run
+	Obs    caserun.Observed
 	Detail caserun.Detail
 }
 

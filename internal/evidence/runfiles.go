@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"time"
 
+	"idemlab/internal/caserun"
 	"idemlab/internal/protocol"
-	"idemlab/internal/results"
 )
 
 // resultsDoc is results.json: observations only, byte-identical run to run.
 type resultsDoc struct {
-	SchemaVersion int           `json:"schema_version"`
-	Runs          []results.Run `json:"runs"`
+	SchemaVersion int                `json:"schema_version"`
+	Runs          []caserun.Observed `json:"runs"`
 }
 
 // runDoc is run.json: everything that varies between runs.
@@ -55,7 +55,7 @@ type Timing struct {
 // RunFiles renders the grid's runs as results.json (what was observed) and
 // run.json (what varies), each with the schema it must satisfy.
 func RunFiles(g *Grid, t Timing) ([]File, error) {
-	res := resultsDoc{SchemaVersion: 1, Runs: []results.Run{}}
+	res := resultsDoc{SchemaVersion: 1, Runs: []caserun.Observed{}}
 	rd := runDoc{SchemaVersion: 1, StartedUTC: t.Began.UTC().Format(time.RFC3339Nano), WallMS: ms(t.Wall), Parallel: t.Parallel, Runs: []runDetail{}}
 	for _, r := range g.Runs() {
 		res.Runs = append(res.Runs, r.Obs)

@@ -5,7 +5,6 @@ import (
 
 	"idemlab/internal/casefile"
 	"idemlab/internal/caserun"
-	"idemlab/internal/results"
 	"idemlab/internal/sink"
 	"idemlab/internal/target"
 )
@@ -37,7 +36,7 @@ type TargetResult struct {
 type TargetRun struct {
 	Case   casefile.Case
 	NotRun string // why the case cannot run on the target; "" when it ran
-	Obs    results.Run
+	Obs    caserun.Observed
 	Detail caserun.TargetDetail
 }
 
@@ -62,7 +61,7 @@ type targetRunDoc struct {
 	NotRun    string           `json:"not_run"`
 	Counter   *int64           `json:"counter"`
 	ExitCodes []int            `json:"exit_codes"`
-	Calls     []results.Call   `json:"calls"`
+	Calls     []caserun.Call   `json:"calls"`
 	Detail    *targetDetailDoc `json:"detail"`
 }
 
@@ -107,7 +106,7 @@ func TargetFiles(ts []TargetResult) ([]File, error) {
 }
 
 func runDocOf(r TargetRun) targetRunDoc {
-	d := targetRunDoc{Case: r.Case.Name, NotRun: r.NotRun, ExitCodes: []int{}, Calls: []results.Call{}}
+	d := targetRunDoc{Case: r.Case.Name, NotRun: r.NotRun, ExitCodes: []int{}, Calls: []caserun.Call{}}
 	if r.NotRun != "" {
 		return d
 	}

@@ -19,8 +19,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
+	"idemlab/internal/effectserver/servertest"
 	"idemlab/internal/protocol"
-	"idemlab/internal/servertest"
 )
 
 // serverBin is the effectserver built once for the package's tests.

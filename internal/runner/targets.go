@@ -17,7 +17,6 @@ import (
 	"idemlab/internal/casefile"
 	"idemlab/internal/caserun"
 	"idemlab/internal/evidence"
-	"idemlab/internal/sideservice"
 	"idemlab/internal/target"
 )
 
@@ -271,8 +270,8 @@ func missing(t *target.Target, havePostgres bool) string {
 	for _, s := range t.Services {
 		switch s {
 		case target.Redis:
-			if _, err := exec.LookPath(sideservice.RedisProgram); err != nil {
-				parts = append(parts, fmt.Sprintf("%s not found (%s)", sideservice.RedisProgram, sideservice.RedisHint))
+			if _, err := exec.LookPath(target.RedisProgram); err != nil {
+				parts = append(parts, fmt.Sprintf("%s not found (%s)", target.RedisProgram, target.RedisHint))
 			}
 		case target.Postgres:
 			if !havePostgres {

@@ -1,8 +1,4 @@
-// Package sideservice starts the side services a target needs for one run
-// and stops them on every path: Debian's redis-server on a loopback port in
-// a temporary folder, without persistence (a PostgreSQL database comes
-// from the lab's throwaway cluster, package pgcluster).
-package sideservice
+package target
 
 import (
 	"context"
@@ -33,8 +29,9 @@ const (
 	redisStopWithin  = 5 * time.Second
 )
 
-// Redis is one running redis-server.
-type Redis struct {
+// A RedisServer is one running redis-server, a side service a target
+// needs: on a loopback port in a temporary folder, without persistence.
+type RedisServer struct {
 	URL  string // redis://127.0.0.1:PORT/0
 	Addr string
 	dir  string
@@ -45,7 +42,7 @@ type Redis struct {
 // listening on a free loopback port only, with no snapshot and no
 // append-only file: its keys live as long as the process. It dies with the
 // runner (the parent-death signal), as every lab server does.
-func StartRedis(ctx context.Context, parent string) (*Redis, error) {
+func StartRedis(ctx context.Context, parent string) (*RedisServer, error) {
 	path, err := exec.LookPath(RedisProgram)
 	if err != nil {
 		return nil, fmt.Errorf("start redis: %w (%s)", ErrRedisNotInstalled, RedisHint)
@@ -68,12 +65,12 @@ func StartRedis(ctx context.Context, parent string) (*Redis, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start redis: %w", err)
 	}
-	return &Redis{URL: "redis://" + addr + "/0", Addr: addr, dir: dir, srv: srv}, nil
+	return &RedisServer{URL: "redis://" + addr + "/0", Addr: addr, dir: dir, srv: srv}, nil
 }
 
 // Stop stops redis (SIGTERM, then SIGKILL past the bound) and removes its
 // folder. It is safe to call twice.
-func (r *Redis) Stop() error {
+func (r *RedisServer) Stop() error {
 	if r.srv == nil {
 		return nil
 	}
@@ -89,4 +86,4 @@ func (r *Redis) Stop() error {
 }
 
 // PID is the redis-server's process id (for tests).
-func (r *Redis) PID() int { return r.srv.PID }
+func (r *RedisServer) PID() int { return r.srv.PID }

@@ -1,4 +1,4 @@
-package sideservice
+package target
 
 import (
 	"bufio"

@@ -1,7 +1,4 @@
-// Package results holds what the lab observed in one run of a case on a
-// store, in the exact shape results.json records: only facts that are the same
-// on every machine (no times, ports or PIDs).
-package results
+package caserun
 
 import (
 	"cmp"
@@ -10,8 +7,10 @@ import (
 	"idemlab/internal/protocol"
 )
 
-// Run is one case on one store.
-type Run struct {
+// Observed is what the lab observed in one run of a case on a store, in
+// the exact shape results.json records: only facts that are the same on
+// every machine (no times, ports or PIDs).
+type Observed struct {
 	Case      string         `json:"case"`
 	Store     protocol.Store `json:"store"`
 	Counter   int64          `json:"counter"`
