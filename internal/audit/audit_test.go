@@ -21,6 +21,7 @@ func messages(r *Report) []string {
 // Ensure every rule, broken on its own, fails with a line naming what
 // failed, and that intact evidence passes.
 func TestAudit(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		mutate func(t *testing.T, f *fixture)
@@ -122,6 +123,7 @@ func TestAudit(t *testing.T) {
 			name: "manifest/mutation run fails without -allow-mutation",
 			mutate: func(t *testing.T, f *fixture) {
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { m["unsafe_registry"] = "no-fingerprint" })
+				f.derive(t)
 			},
 			want: []string{`manifest.json: unsafe_registry: "no-fingerprint": mutation run, not reference evidence (pass -allow-mutation to audit it as one)`},
 		},
@@ -129,6 +131,7 @@ func TestAudit(t *testing.T) {
 			name: "pass/mutation run with -allow-mutation",
 			mutate: func(t *testing.T, f *fixture) {
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { m["unsafe_registry"] = "no-fingerprint" })
+				f.derive(t)
 			},
 			opts: func(o *Options) { o.AllowMutation = true },
 			note: `mutation run: every server ran the deliberately broken registry "no-fingerprint" (accepted with -allow-mutation)`,
@@ -140,6 +143,7 @@ func TestAudit(t *testing.T) {
 					p := m["protocol"].(map[string]any)
 					p["capacity"], p["crash_exit_code"], p["max_body"], p["wait_ms"] = 65, 99, 1, 5001
 				})
+				f.derive(t)
 			},
 			want: []string{
 				"manifest.json: protocol.capacity: expected 64 (DefaultCapacity in internal/protocol), observed 65",
@@ -157,6 +161,7 @@ func TestAudit(t *testing.T) {
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
 					m["go_version"], m["os_arch"], m["generated_utc"] = "go1.26 evil", "linux/amd65", "2025-13-01T00:00:00Z"
 				})
+				f.derive(t)
 			},
 			want: []string{
 				`manifest.json: generated_utc: "2025-13-01T00:00:00Z" is not a UTC time (YYYY-MM-DDTHH:MM:SSZ)`,
@@ -201,6 +206,7 @@ func TestAudit(t *testing.T) {
 			name: "schema/manifest misses a field",
 			mutate: func(t *testing.T, f *fixture) {
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { delete(m, "go_version") })
+				f.derive(t)
 			},
 			want: []string{"manifest.json: (root): missing properties: 'go_version'"},
 		},
@@ -224,14 +230,11 @@ func TestAudit(t *testing.T) {
 		{
 			name: "file/flipped byte",
 			mutate: func(t *testing.T, f *fixture) {
-				data, _ := os.ReadFile(f.path("evidence/REPORT.md"))
-				data[0] ^= 1
-				os.WriteFile(f.path("evidence/REPORT.md"), data, 0o644)
+				data, _ := os.ReadFile(f.path("evidence/run.json"))
+				data[bytes.Index(data, []byte(": start"))+2] ^= 1 // "start" becomes "rtart": a log line the audit does not read
+				os.WriteFile(f.path("evidence/run.json"), data, 0o644)
 			},
-			want: []string{
-				"file REPORT.md: SHA-256 does not match the manifest",
-				`REPORT.md: differs from the audit's own rendering of the verified runs: line 1: expected "# idemlab report", observed "\" idemlab report"`,
-			},
+			want: []string{"file run.json: SHA-256 does not match the manifest"},
 		},
 		{
 			name: "file/unlisted, also in a subfolder",
@@ -247,6 +250,7 @@ func TestAudit(t *testing.T) {
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
 					delete(m["files"].(map[string]any), "results.json")
 				})
+				f.derive(t)
 			},
 			want: []string{"file results.json: not listed in the manifest"},
 		},
@@ -256,6 +260,7 @@ func TestAudit(t *testing.T) {
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
 					m["files"].(map[string]any)["../go.mod"] = strings.Repeat("a", 64)
 				})
+				f.derive(t)
 			},
 			want: []string{"file ../go.mod: not a clean relative path"},
 		},
@@ -387,6 +392,7 @@ func TestAudit(t *testing.T) {
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
 					m["selection"].(map[string]any)["stores"] = []any{"volatile", "durable"}
 				})
+				f.derive(t)
 			},
 			want: []string{
 				"case unkeyed_lost_reply, store durable: cases/10-unkeyed_lost_reply.json has no expectation for this store",
@@ -461,16 +467,72 @@ func TestAudit(t *testing.T) {
 			},
 			more: true,
 		},
+
+		// 10. Derived files: what the audit writes itself (audit -write),
+		// compared byte for byte, never listed.
+		{
+			name: "derived/a flipped byte in REPORT.md",
+			mutate: func(t *testing.T, f *fixture) {
+				data := mustRead(t, f.path("evidence/REPORT.md"))
+				data[0] ^= 1
+				f.write(t, "evidence/REPORT.md", string(data))
+			},
+			want: []string{`REPORT.md: differs from the audit's own rendering: line 1: expected "# idemlab report", observed "\" idemlab report\n\n7 runs (7 cases × 1 stores): 7 match thei" from byte 0`},
+		},
+		{
+			name:   "derived/REPORT.md missing",
+			mutate: func(t *testing.T, f *fixture) { os.Remove(f.path("evidence/REPORT.md")) },
+			want:   []string{"REPORT.md: missing: the audit derives it from the observations (audit -write writes it)"},
+		},
+		{
+			name: "derived/verdicts.json says a forged run matches",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/results.json", func(d map[string]any) { runOf(d, "unkeyed_lost_reply")["counter"] = 3 })
+				f.rehash(t)
+				data := string(mustRead(t, f.path("evidence/"+VerdictsFile)))
+				forged := strings.Replace(data, `"matches": false,
+      "mismatches": [
+        "counter: expected 2, observed 3"
+      ]`, `"matches": true,
+      "mismatches": []`, 1)
+				if forged == data {
+					t.Fatalf("verdicts.json holds no mismatch of unkeyed_lost_reply to forge:\n%s", data)
+				}
+				f.write(t, "evidence/"+VerdictsFile, forged)
+			},
+			want: []string{
+				"case unkeyed_lost_reply, store volatile: counter: expected 2, observed 3",
+				`verdicts.json: differs from the audit's own rendering: line 7: expected "      \"matches\": false,", observed "true,\n      \"mismatches\": []\n    },\n    {\n      \"case\": \"key" from byte 125`,
+			},
+		},
+		{
+			name: "derived/a derived file listed in the manifest",
+			mutate: func(t *testing.T, f *fixture) {
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
+					m["files"].(map[string]any)["REPORT.md"] = sha256Hex(mustRead(t, f.path("evidence/REPORT.md")))
+				})
+				f.derive(t)
+			},
+			want: []string{"file REPORT.md: listed in the manifest, but the audit derives it from the observations: the runner lists what it observed"},
+		},
+		{
+			name:   "derived/a rendering the selection does not derive",
+			mutate: func(t *testing.T, f *fixture) { f.write(t, "evidence/TARGETS.md", "# idemlab targets\n") },
+			want:   []string{"file TARGETS.md: not listed in the manifest, and not a file the audit derives for this selection"},
+		},
 		{
 			name: "every failure, in check order",
 			mutate: func(t *testing.T, f *fixture) {
 				f.editJSON(t, "evidence/results.json", func(d map[string]any) { runOf(d, "keyed_lost_reply")["counter"] = 2 })
 				f.write(t, "internal/fake/fake.go", "package fake\n")
+				f.derive(t)
+				os.Remove(f.path("evidence/" + VerdictsFile))
 			},
 			want: []string{
 				"file results.json: SHA-256 does not match the manifest",
 				"source internal/fake/fake.go: SHA-256 does not match the checkout",
 				"case keyed_lost_reply, store volatile: counter: expected 1, observed 2",
+				"verdicts.json: missing: the audit derives it from the observations (audit -write writes it)",
 			},
 		},
 	}
@@ -511,6 +573,20 @@ func checkReport(t *testing.T, r *Report, got, want []string, note string) {
 	}
 }
 
+// auditText audits the fixture and returns the report and its text.
+func auditText(t *testing.T, f *fixture) (*Report, *bytes.Buffer) {
+	t.Helper()
+	r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	return r, &b
+}
+
 // withoutNotes drops the "note: " lines of a text report.
 func withoutNotes(s string) string {
 	var b strings.Builder
@@ -527,17 +603,10 @@ func withoutNotes(s string) string {
 // and left unchecked.
 func TestReportText(t *testing.T) {
 	f := newFixture(t)
-	r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := r.WriteText(&b); err != nil {
-		t.Fatal(err)
-	}
+	r, b := auditText(t, f)
 	// A fixed text: only the counts that grow with every check written and
 	// every source file added are scrubbed, as the goldens scrub them.
-	want := "PASS: 7 runs (7 cases × 1 store), 90 calls, N checks; 3 files and N sources verified; partial: experiments: none\n" +
+	want := "PASS: 7 runs (7 cases × 1 store), 90 calls, N checks; 2 files and N sources verified; partial: experiments: none\n" +
 		"re-derived (recomputed from the checkout and the audit's own code, and compared):\n" +
 		"  - " + claimDefs["files"].text + "\n" +
 		"  - " + claimDefs["sources"].text + "\n" +
@@ -560,11 +629,7 @@ func TestReportText(t *testing.T) {
 	f.editJSON(t, "evidence/results.json", func(d map[string]any) { run(d, 1)["counter"] = 9 })
 	f.rehash(t)
 	f.write(t, "internal/fake/fake.go", "package fake // edited\n")
-	if r, err = Audit(Options{Root: f.root, Evidence: f.evidence}); err != nil {
-		t.Fatal(err)
-	}
-	b.Reset()
-	r.WriteText(&b)
+	r, b = auditText(t, f)
 	want = "FAIL: 2 checks\n" +
 		"source internal/fake/fake.go: SHA-256 does not match the checkout\n" +
 		"case keyed_lost_reply, store volatile: counter: expected 1, observed 9\n"
@@ -573,7 +638,7 @@ func TestReportText(t *testing.T) {
 	}
 
 	b.Reset()
-	r.WriteJSON(&b)
+	r.WriteJSON(b)
 	var j struct {
 		Pass     bool
 		Checks   int

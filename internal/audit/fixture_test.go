@@ -10,19 +10,71 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
 // fixture is a mini checkout (the repo's real schema/, the seven volatile
 // cases pinned in testdata/cases so the tests do not move with cases/, a
 // few fake sources) with an evidence folder whose results satisfy every
-// expectation of those cases, and a manifest with computed hashes.
+// expectation of those cases, a manifest with computed hashes, and the
+// files the audit derives of them.
 type fixture struct {
 	root     string
 	evidence string
 }
 
+// newFixture returns a fresh copy of the store fixture (buildFixture).
 func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	return fromTemplate(t, "store", buildFixture)
+}
+
+// templates are the fixtures built so far, by name: each folder is built
+// once per test binary and copied for every test, far cheaper than
+// building it again (a build has the audit derive its files). TestMain
+// removes them.
+var (
+	templateMu sync.Mutex
+	templates  = map[string]string{}
+)
+
+// fromTemplate returns a copy, in t's temporary folder, of the fixture
+// build makes (built on first use).
+func fromTemplate(t *testing.T, name string, build func(t *testing.T) *fixture) *fixture {
+	t.Helper()
+	templateMu.Lock()
+	defer templateMu.Unlock()
+	dir, ok := templates[name]
+	if !ok {
+		built := build(t)
+		var err error
+		if dir, err = os.MkdirTemp("", "audit-fixture-"+name+"-"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.CopyFS(dir, os.DirFS(built.root)); err != nil {
+			os.RemoveAll(dir)
+			t.Fatal(err)
+		}
+		templates[name] = dir
+	}
+	root := t.TempDir()
+	if err := os.CopyFS(root, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{root: root, evidence: filepath.Join(root, "evidence")}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, dir := range templates {
+		os.RemoveAll(dir)
+	}
+	os.Exit(code)
+}
+
+// buildFixture builds the store fixture.
+func buildFixture(t *testing.T) *fixture {
 	t.Helper()
 	root := t.TempDir()
 	f := &fixture{root: root, evidence: filepath.Join(root, "evidence")}
@@ -68,20 +120,26 @@ func newFixture(t *testing.T) *fixture {
 		"go_version":     "go1.26",
 		"os_arch":        "linux/amd64",
 		"server_sha256":  strings.Repeat("0", 64),
-		"protocol": map[string]any{
-			"key_header": "Idempotency-Key", "replayed_header": "Idempotency-Replayed",
-			"fault_header": "X-Lab-Fault", "key_pattern": "[A-Za-z0-9_-]{1,64}",
-			"default_body": "add-one", "capacity": 64, "max_body": 4096, "wait_ms": 5000,
-			"slow_ms": 120, "crash_exit_code": 23, "client_timeout_ms": 5000,
-		},
-		"selection": map[string]any{"cases": f.caseNames(t), "stores": []string{"volatile"}, "targets": []string{}, "experiments": []string{}},
-		"flags":     map[string]string{},
-		"targets":   []any{},
-		"sources":   map[string]string{},
-		"files":     map[string]string{},
+		"protocol":       protocolDoc(),
+		"selection":      map[string]any{"cases": f.caseNames(t), "stores": []string{"volatile"}, "targets": []string{}, "experiments": []string{}},
+		"flags":          map[string]string{},
+		"targets":        []any{},
+		"sources":        map[string]string{},
+		"files":          map[string]string{},
 	})
 	f.rehash(t)
 	return f
+}
+
+// protocolDoc is manifest.json's protocol: the lab's constants, as
+// testdata/protocol pins them.
+func protocolDoc() map[string]any {
+	return map[string]any{
+		"key_header": "Idempotency-Key", "replayed_header": "Idempotency-Replayed",
+		"fault_header": "X-Lab-Fault", "key_pattern": "[A-Za-z0-9_-]{1,64}",
+		"default_body": "add-one", "capacity": 64, "max_body": 4096, "wait_ms": 5000,
+		"slow_ms": 120, "crash_exit_code": 23, "client_timeout_ms": 5000,
+	}
 }
 
 func (f *fixture) path(rel string) string { return filepath.Join(f.root, filepath.FromSlash(rel)) }
@@ -94,9 +152,6 @@ func (f *fixture) write(t *testing.T, rel, content string) {
 	}
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
-	}
-	if rel == "evidence/manifest.json" || rel == "evidence/results.json" { // what the derived files depend on
-		f.derive(t)
 	}
 }
 
@@ -158,7 +213,7 @@ func (f *fixture) rehash(t *testing.T) {
 			return err
 		}
 		rel, _ := filepath.Rel(f.evidence, p)
-		if rel == "manifest.json" || isDerived(filepath.ToSlash(rel)) {
+		if rel == "manifest.json" || derivedName(filepath.ToSlash(rel)) {
 			return nil
 		}
 		data, _ := os.ReadFile(p)
@@ -197,10 +252,46 @@ func (f *fixture) rehash(t *testing.T) {
 // derive has the audit write its derived files (REPORT.md, verdicts.json,
 // the statement, ...) for the evidence as it now is: a careful forger's
 // last step, so that each test breaks one rule at a time. An audit that
-// cannot read the folder (a test of that) derives nothing.
+// cannot read the folder (a test of that) derives nothing. It is a whole
+// audit: call it once a test has made its edits (rehash does).
 func (f *fixture) derive(t *testing.T) {
 	t.Helper()
 	Audit(Options{Root: f.root, Evidence: f.evidence, AllowDirty: true, AllowMutation: true, Write: true})
+}
+
+// derivedName reports whether rel is a file the audit derives, never the
+// runner: the fixture's own list, not the code under test's.
+func derivedName(rel string) bool {
+	switch rel {
+	case "REPORT.md", "TARGETS.md", "verdicts.json", "jitter.svg", "statement.intoto.json", "statement.intoto.dsse.json":
+		return true
+	}
+	return strings.HasPrefix(rel, "chaos-") && strings.HasSuffix(rel, ".svg")
+}
+
+// keeping runs forge, then puts the evidence files names back as they
+// were before it: a forger who changed the observations (and rehashed,
+// and derived the rest again) but kept the audit's earlier renderings.
+func (f *fixture) keeping(t *testing.T, names []string, forge func()) {
+	t.Helper()
+	kept := map[string][]byte{}
+	for _, n := range names {
+		kept[n] = mustRead(t, f.path("evidence/"+n))
+	}
+	forge()
+	for _, n := range names {
+		f.write(t, "evidence/"+n, string(kept[n]))
+	}
+}
+
+// readVerdicts reads the folder's verdicts.json.
+func (f *fixture) readVerdicts(t *testing.T) verdictsDoc {
+	t.Helper()
+	var v verdictsDoc
+	if err := json.Unmarshal(mustRead(t, f.path("evidence/"+VerdictsFile)), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 type caseDoc struct {

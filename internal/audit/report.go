@@ -103,7 +103,12 @@ func experimentsText(names []string) string {
 // case shows): "matches" says the run showed what its case file expects,
 // not that the server did right. It needs every selected run: without,
 // the run-set check has failed and there is nothing whole to render.
+// A selection that runs no case on a store has no REPORT.md, whatever
+// -case or -store narrow the checks to.
 func (a *auditor) deriveReport(results map[string]any) {
+	if len(a.selCases) == 0 || len(a.selStores) == 0 {
+		return
+	}
 	runs := map[runKey]map[string]any{}
 	arr, _ := results["runs"].([]any)
 	for _, r := range arr {

@@ -27,6 +27,7 @@ func lessonCounts(t *testing.T, f *fixture) {
 
 // Ensure each new row's claim, forged, fails naming the row.
 func TestRetriesClaimsForged(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		client, field string
 		value         int
@@ -48,8 +49,7 @@ func TestRetriesClaimsForged(t *testing.T) {
 		{"restart-key-in-file", "duplicated", 1, "row restart-key-in-file/sound: duplicated: expected 0"},
 	} {
 		t.Run(tt.client+" "+tt.field, func(t *testing.T) {
-			f := newFixture(t)
-			addExperiments(t, f)
+			f := newExperimentsFixture(t)
 			f.editJSON(t, "evidence/retries.json", func(doc map[string]any) {
 				for _, r := range doc["rows"].([]any) {
 					if row := r.(map[string]any); row["client"] == tt.client {
@@ -88,8 +88,7 @@ func TestRetriesParamsFlags(t *testing.T) {
 		{"seed", 1, map[string]string{"seed": "7"}, "retries.json: seed: expected 7 (manifest.json flags.seed), observed 1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t)
-			addExperiments(t, f)
+			f := newExperimentsFixture(t)
 			f.editJSON(t, "evidence/retries.json", func(doc map[string]any) {
 				if tt.name == "seed" {
 					doc["seed"] = tt.value
@@ -115,8 +114,7 @@ func TestRetriesParamsFlags(t *testing.T) {
 // Ensure recorded knobs within their ranges pass, the parameters holding
 // their values.
 func TestRetriesParamsFlagsPass(t *testing.T) {
-	f := newFixture(t)
-	addExperiments(t, f)
+	f := newExperimentsFixture(t)
 	f.editJSON(t, "evidence/retries.json", func(doc map[string]any) {
 		doc["parameters"].(map[string]any)["client_timeout_ms"] = 200
 		doc["parameters"].(map[string]any)["workers"] = 3
@@ -161,8 +159,7 @@ func TestNeverRetryDerived(t *testing.T) {
 		}, map[string]string{"intents": "100"}, "retries.json: row never-retry/sound: sent: expected 91 (the intents whose one attempt seed 1 does not drop: 9 of 100 dropped), observed 89"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t)
-			addExperiments(t, f)
+			f := newExperimentsFixture(t)
 			f.editJSON(t, "evidence/retries.json", tt.edit)
 			if tt.flags != nil {
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { m["flags"] = tt.flags })
@@ -183,8 +180,7 @@ func TestNeverRetryDerived(t *testing.T) {
 // and named in a note, when a recorded knob moves one it depends on; and
 // that with no failure possible nothing may be lost or duplicated.
 func TestRetriesClaimsFollowParameters(t *testing.T) {
-	f := newFixture(t)
-	addExperiments(t, f)
+	f := newExperimentsFixture(t)
 	f.editJSON(t, "evidence/retries.json", func(d map[string]any) {
 		p := d["parameters"].(map[string]any)
 		p["drop_percent"], p["client_timeout_ms"] = 0, 5000

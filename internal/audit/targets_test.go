@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -17,9 +17,15 @@ import (
 // newTargetFixture is a mini checkout holding the repo's real schema/ and,
 // pinned in testdata/targets (see its README.md), the case files and the
 // three target folders of a real plain run, with a targets-only evidence
-// folder (what runner -target writes) holding that run's targets.json and
-// TARGETS.md, and a manifest and statement with computed hashes.
+// folder (what runner -target writes) holding that run's targets.json, a
+// manifest with computed hashes, and what the audit derives of them.
 func newTargetFixture(t *testing.T) *fixture {
+	t.Helper()
+	return fromTemplate(t, "targets", buildTargetFixture)
+}
+
+// buildTargetFixture builds the target fixture.
+func buildTargetFixture(t *testing.T) *fixture {
 	t.Helper()
 	root := t.TempDir()
 	f := &fixture{root: root, evidence: filepath.Join(root, "evidence")}
@@ -69,17 +75,12 @@ func newTargetFixture(t *testing.T) *fixture {
 		"go_version":     "go1.26.8",
 		"os_arch":        "linux/amd64",
 		"server_sha256":  strings.Repeat("0", 64),
-		"protocol": map[string]any{
-			"key_header": "Idempotency-Key", "replayed_header": "Idempotency-Replayed",
-			"fault_header": "X-Lab-Fault", "key_pattern": "[A-Za-z0-9_-]{1,64}",
-			"default_body": "add-one", "capacity": 64, "max_body": 4096, "wait_ms": 5000,
-			"slow_ms": 120, "crash_exit_code": 23, "client_timeout_ms": 5000,
-		},
-		"selection": map[string]any{"cases": cases, "stores": []string{}, "targets": names, "experiments": []string{}},
-		"flags":     map[string]string{},
-		"targets":   entries,
-		"sources":   map[string]string{},
-		"files":     map[string]string{},
+		"protocol":       protocolDoc(),
+		"selection":      map[string]any{"cases": cases, "stores": []string{}, "targets": names, "experiments": []string{}},
+		"flags":          map[string]string{},
+		"targets":        entries,
+		"sources":        map[string]string{},
+		"files":          map[string]string{},
 	})
 	f.rehashTargets(t)
 	return f
@@ -87,7 +88,7 @@ func newTargetFixture(t *testing.T) *fixture {
 
 // rehashTargets recomputes the manifest's files and sources of a target
 // fixture (every source folder walked, written independently of the code
-// under test) and its statement.
+// under test), then has the audit derive its files again.
 func (f *fixture) rehashTargets(t *testing.T) {
 	t.Helper()
 	files := map[string]string{}
@@ -108,7 +109,7 @@ func (f *fixture) rehashTargets(t *testing.T) {
 		}
 		switch top, _, _ := strings.Cut(rel, "/"); {
 		case top == "evidence":
-			if n := strings.TrimPrefix(rel, "evidence/"); n != "manifest.json" && !isDerived(n) {
+			if n := strings.TrimPrefix(rel, "evidence/"); n != "manifest.json" && !derivedName(n) {
 				files[n] = sum(data)
 			}
 		case strings.HasSuffix(rel, "_test.go") || strings.Contains(rel, "/testdata/"):
@@ -147,95 +148,31 @@ func targetRun(doc map[string]any, tname, cname string) map[string]any {
 	panic("no run " + cname + " on " + tname)
 }
 
-// forge edits targets.json, then, as a careful forger would, re-renders
-// TARGETS.md from it and rehashes, so that each test breaks one rule.
+// forge edits targets.json, then, as a careful forger would, rehashes
+// and has the audit derive its files again (TARGETS.md, verdicts.json, the
+// statement), so that each test breaks one rule.
 func (f *fixture) forge(t *testing.T, edit func(doc map[string]any)) {
 	t.Helper()
 	f.editJSON(t, "evidence/targets.json", edit)
-	f.renderTargets(t)
 	f.rehashTargets(t)
 }
 
-// renderTargets rewrites TARGETS.md from targets.json as recorded (the
-// audit's renderer over the recorded verdicts, not the audit's own).
-func (f *fixture) renderTargets(t *testing.T) {
+// editText rewrites an evidence file, replacing old with new once (hashes
+// untouched); the test fails if old is not there.
+func (f *fixture) editText(t *testing.T, rel, old, new string) {
 	t.Helper()
-	schemas, err := LoadSchemas(f.root)
-	if err != nil {
-		t.Fatal(err)
+	data := string(mustRead(t, f.path(rel)))
+	if !strings.Contains(data, old) {
+		t.Fatalf("%s holds no %q", rel, old)
 	}
-	doc := f.readJSON(t, "evidence/targets.json")
-	var views []*targetView
-	for _, x := range doc["targets"].([]any) {
-		tm := x.(map[string]any)
-		spec, err := schemas.readTargetSpec([]byte(tm["target_json"].(string)))
-		if err != nil {
-			return // a forged target.json: TARGETS.md left as it was
-		}
-		v := &targetView{name: tm["name"].(string), summary: spec.summary, spec: spec, runtime: tm["runtime"].(string), skipped: tm["skipped"].(string)}
-		v.libraries, _ = tm["libraries"].([]any)
-		for _, r := range tm["runs"].([]any) {
-			v.runs = append(v.runs, recordedRun(r.(map[string]any)))
-		}
-		views = append(views, v)
-	}
-	f.write(t, "evidence/"+TargetsReportFile, string(targetsReport(views)))
+	f.write(t, rel, strings.Replace(data, old, new, 1))
 }
 
-// rejudge sets the verdict of case cname on target tname to what the
-// audit's own judge gives (a forger who changed an observation and made
-// the verdict fit it).
-func (f *fixture) rejudge(t *testing.T, doc map[string]any, tname, cname string) {
-	t.Helper()
-	schemas, err := LoadSchemas(f.root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases, err := LoadCases(f.root, schemas)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, err := schemas.readTargetSpec([]byte(targetOf(doc, tname)["target_json"].(string)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rm := targetRun(doc, tname, cname)
-	var calls []obsCall
-	for _, c := range rm["calls"].([]any) {
-		calls = append(calls, readObsCall(c))
-	}
-	i := slices.IndexFunc(cases, func(c *Case) bool { return c.Name == cname })
-	v, err := judgeTarget(cases[i], spec, number(rm["counter"]), calls)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rm["verdict"] = verdictDoc(v)
-}
-
-// verdictDoc is a verdict as targets.json records it.
-func verdictDoc(v tVerdict) map[string]any {
-	list := func(fs []tFinding) []any {
-		out := []any{}
-		for _, f := range fs {
-			m := map[string]any{"rule": f.rule, "call": nil, "detail": f.detail}
-			if f.call >= 0 {
-				m["call"] = jsonNum(callField(f.call))
-			}
-			if f.limitation != "" {
-				m["limitation"] = f.limitation
-			}
-			out = append(out, m)
-		}
-		return out
-	}
-	return map[string]any{"safety": v.safety, "effects": jsonNum(strconv.FormatInt(v.effects, 10)),
-		"sound_effects": jsonNum(strconv.FormatInt(v.soundEffects, 10)), "findings": list(v.findings), "deviations": list(v.deviations)}
-}
-
-// Ensure the real runs on targets pass, and that every claim of the target
-// evidence, forged on its own (TARGETS.md rendered again where the forgery
-// is in targets.json), fails with a line naming what was forged.
+// Ensure the real runs on targets pass, and that every rule of the target
+// evidence, broken on its own (the audit's files derived again where the
+// forgery is in an observation), fails with a line naming what was forged.
 func TestAuditTargets(t *testing.T) {
+	t.Parallel()
 	const (
 		express = "express-idempotency"
 		redis   = "node-idempotency-redis"
@@ -244,45 +181,18 @@ func TestAuditTargets(t *testing.T) {
 		name   string
 		mutate func(t *testing.T, f *fixture)
 		want   []string // exact failure lines, in order; nil: pass
+		note   string   // a note that must be printed
 	}{
 		{name: "pass", mutate: func(t *testing.T, f *fixture) {}},
 		{
-			name: "a flipped safety verdict",
+			name: "a verdict recorded in targets.json",
 			mutate: func(t *testing.T, f *fixture) {
 				f.forge(t, func(d map[string]any) {
-					targetRun(d, redis, "restart_after_reply")["verdict"].(map[string]any)["safety"] = "pass"
+					targetRun(d, redis, "restart_after_reply")["verdict"] = map[string]any{"safety": "pass", "effects": 1, "sound_effects": 1, "findings": []any{}, "deviations": []any{}}
 				})
 			},
-			want: []string{
-				`targets.json: target node-idempotency-redis, case restart_after_reply: verdict.safety: expected "violation" (the audit's own judge), observed "pass"`,
-				`TARGETS.md: differs from the audit's own rendering of targets.json: line 249: expected "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ...", observed "| restart_after_reply | 1 (1) | pass | — | stuck_key: the last call with key \"same\" got 409: the key was left in pr..."`,
-			},
-		},
-		{
-			name: "a removed finding",
-			mutate: func(t *testing.T, f *fixture) {
-				f.forge(t, func(d map[string]any) {
-					v := targetRun(d, redis, "crash_before_effect")["verdict"].(map[string]any)
-					v["findings"] = v["findings"].([]any)[:1]
-				})
-			},
-			want: []string{
-				`targets.json: target node-idempotency-redis, case crash_before_effect: verdict.findings: expected 2 (the audit's own judge); not observed: stuck_key (call 1), observed 1`,
-				`TARGETS.md: differs from the audit's own rendering of targets.json: line 250: expected "| crash_before_effect | 0 (1) | violation | — | lost_effect: 0 effects applied; a sound implementation applies 1; s...", observed "| crash_before_effect | 0 (1) | violation | — | lost_effect: 0 effects applied; a sound implementation applies 1 |"`,
-			},
-		},
-		{
-			name: "an edited detail",
-			mutate: func(t *testing.T, f *fixture) {
-				f.forge(t, func(d map[string]any) {
-					v := targetRun(d, express, "restart_after_reply")["verdict"].(map[string]any)
-					v["findings"].([]any)[0].(map[string]any)["detail"] = "1 effect applied; a sound implementation applies 1"
-				})
-			},
-			want: []string{
-				`targets.json: target express-idempotency, case restart_after_reply: verdict.findings[0].detail: expected "2 effects applied; a sound implementation applies 1" (the audit's own judge), observed "1 effect applied; a sound implementation applies 1"`,
-				`TARGETS.md: differs from the audit's own rendering of targets.json: line 26: expected "| restart_after_reply | 2 (1) | limitation | replay_marker | duplicate_effect: 2 effects applied; a sound implementat...", observed "| restart_after_reply | 2 (1) | limitation | replay_marker | duplicate_effect: 1 effect applied; a sound implementati..."`,
-			},
+			want: []string{`targets.json: /targets/2/runs/4: additionalProperties 'verdict' not allowed`},
+			note: "targets.json is missing or invalid: the runs on targets were not checked",
 		},
 		{
 			name: "a not_run added to hide a violating run",
@@ -290,7 +200,7 @@ func TestAuditTargets(t *testing.T) {
 				f.forge(t, func(d map[string]any) {
 					r := targetRun(d, redis, "crash_after_effect")
 					r["not_run"] = "the case runs 1 replicas; the target claims no shared store"
-					for k, v := range map[string]any{"counter": nil, "exit_codes": []any{}, "calls": []any{}, "verdict": nil, "mirror": nil, "detail": nil} {
+					for k, v := range map[string]any{"counter": nil, "exit_codes": []any{}, "calls": []any{}, "detail": nil} {
 						r[k] = v
 					}
 				})
@@ -302,10 +212,7 @@ func TestAuditTargets(t *testing.T) {
 		{
 			name: "a counter that disagrees with the journal",
 			mutate: func(t *testing.T, f *fixture) {
-				f.forge(t, func(d map[string]any) {
-					targetRun(d, express, "crash_after_effect")["counter"] = jsonNum("1")
-					f.rejudge(t, d, express, "crash_after_effect")
-				})
+				f.forge(t, func(d map[string]any) { targetRun(d, express, "crash_after_effect")["counter"] = jsonNum("1") })
 			},
 			want: []string{
 				`targets.json: target express-idempotency, case crash_after_effect: counter: expected 2 (the effects in the sink's journal), observed 1`,
@@ -327,21 +234,21 @@ func TestAuditTargets(t *testing.T) {
 		{
 			name: "an edited digest",
 			mutate: func(t *testing.T, f *fixture) {
-				f.forge(t, func(d map[string]any) { targetOf(d, express)["digest"] = strings.Repeat("1", 64) })
+				f.editJSON(t, "evidence/targets.json", func(d map[string]any) { targetOf(d, express)["digest"] = strings.Repeat("1", 64) })
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
 					m["targets"].([]any)[0].(map[string]any)["digest"] = strings.Repeat("1", 64)
 				})
 				f.rehashTargets(t)
 			},
 			want: []string{
-				`targets.json: target express-idempotency: digest: expected cf4f9759dd55a4c162c60276cd0468edee9b0caccf689fd5c0c84f54f1c98942 (the audit's own digest of targets/express-idempotency in the checkout), observed 1111111111111111111111111111111111111111111111111111111111111111`,
+				`targets.json: target express-idempotency: digest: expected ` + expressDigest + ` (the audit's own digest of targets/express-idempotency in the checkout), observed 1111111111111111111111111111111111111111111111111111111111111111`,
 			},
 		},
 		{
 			name: "an edited library version",
 			mutate: func(t *testing.T, f *fixture) {
 				edit := func(tm map[string]any) { tm["libraries"].([]any)[0].(map[string]any)["version"] = "1.0.7" }
-				f.forge(t, func(d map[string]any) { edit(targetOf(d, express)) })
+				f.editJSON(t, "evidence/targets.json", func(d map[string]any) { edit(targetOf(d, express)) })
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { edit(m["targets"].([]any)[0].(map[string]any)) })
 				f.rehashTargets(t)
 			},
@@ -350,14 +257,11 @@ func TestAuditTargets(t *testing.T) {
 			},
 		},
 		{
-			name: "target_json claims a durable store, the verdicts judged again",
+			name: "target_json claims a durable store",
 			mutate: func(t *testing.T, f *fixture) {
 				f.forge(t, func(d map[string]any) {
 					tm := targetOf(d, express)
 					tm["target_json"] = strings.Replace(tm["target_json"].(string), `"durable": false`, `"durable": true`, 1)
-					for _, c := range []string{"restart_after_reply", "crash_after_effect", "crash_after_record"} {
-						f.rejudge(t, d, express, c)
-					}
 				})
 			},
 			want: []string{
@@ -367,16 +271,33 @@ func TestAuditTargets(t *testing.T) {
 		{
 			name: "TARGETS.md edited",
 			mutate: func(t *testing.T, f *fixture) {
-				data, err := os.ReadFile(f.path("evidence/TARGETS.md"))
+				f.forgeRow(t)
+			},
+			want: []string{forgedRowFailure},
+		},
+		{
+			name: "a finding removed from verdicts.json",
+			mutate: func(t *testing.T, f *fixture) {
+				v := f.readVerdicts(t)
+				r := &v.Targets[2].Runs[5]
+				if r.Case != "crash_before_effect" || len(r.Findings) != 2 {
+					t.Fatalf("verdicts.json: %s on %s: %d findings, want crash_before_effect's 2", r.Case, v.Targets[2].Target, len(r.Findings))
+				}
+				r.Findings = r.Findings[:1]
+				data, err := marshalEvidence(v)
 				if err != nil {
 					t.Fatal(err)
 				}
-				f.write(t, "evidence/TARGETS.md", strings.Replace(string(data), "| restart_after_reply | 1 (1) | violation |", "| restart_after_reply | 1 (1) | pass |", 1))
-				f.rehashTargets(t)
+				f.write(t, "evidence/"+VerdictsFile, string(data))
 			},
 			want: []string{
-				`TARGETS.md: differs from the audit's own rendering of targets.json: line 249: expected "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ...", observed "| restart_after_reply | 1 (1) | pass | — | stuck_key: the last call with key \"same\" got 409: the key was left in pr..."`,
+				`verdicts.json: differs from the audit's own rendering: line 617: expected "            },", observed "\n          ],\n          \"deviations\": [],\n          \"mirror\"" from byte 18194`,
 			},
+		},
+		{
+			name:   "TARGETS.md missing",
+			mutate: func(t *testing.T, f *fixture) { os.Remove(f.path("evidence/TARGETS.md")) },
+			want:   []string{"TARGETS.md: missing: the audit derives it from the observations (audit -write writes it)"},
 		},
 		{
 			name: "a manifest.targets entry edited",
@@ -412,28 +333,165 @@ func TestAuditTargets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := messages(r); !slices.Equal(got, tt.want) {
-				t.Errorf("failures:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
-			}
+			checkReport(t, r, messages(r), tt.want, tt.note)
 		})
 	}
+}
+
+// forgeRow edits TARGETS.md to say node-idempotency-redis passed
+// restart_after_reply (it left its key stuck: a violation), and
+// forgedRowFailure is the audit's line on it.
+func (f *fixture) forgeRow(t *testing.T) {
+	t.Helper()
+	f.editText(t, "evidence/TARGETS.md", "| restart_after_reply | 1 (1) | violation |", "| restart_after_reply | 1 (1) | pass |")
+}
+
+const forgedRowFailure = `TARGETS.md: differs from the audit's own rendering: line 249: expected "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ...", observed "pass | — | stuck_key: the last call with key \"same\" got 40" from byte 15786`
+
+// expressDigest is the folder digest of the fixture's
+// targets/express-idempotency (testdata/targets/targets).
+const expressDigest = "25b48a4099d254ae11d46a176b6fb01dedb0e52f733db405d38902eacba185ae"
+
+// Ensure the audit derives, from a real run's observations alone, the
+// TARGETS.md and verdicts the lab itself wrote of it (testdata/targets).
+func TestTargetsGolden(t *testing.T) {
+	f := newTargetFixture(t)
+	for _, name := range []string{TargetsReportFile, VerdictsFile} {
+		got, want := mustRead(t, f.path("evidence/"+name)), mustRead(t, filepath.Join("testdata", "targets", name))
+		if !bytes.Equal(got, want) {
+			t.Errorf("derived %s differs from testdata/targets/%s at %s", name, name, lineDiff(got, want))
+		}
+	}
+	validVerdicts(t, f)
+}
+
+// lineDiff says where got first differs from want, by line.
+func lineDiff(got, want []byte) string {
+	g, w := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+	for i := range max(len(g), len(w)) {
+		if i >= len(g) || i >= len(w) || g[i] != w[i] {
+			return fmt.Sprintf("line %d: %q, want %q", i+1, strings.Join(g[i:min(i+1, len(g))], ""), strings.Join(w[i:min(i+1, len(w))], ""))
+		}
+	}
+	return "the same lines"
+}
+
+// validVerdicts checks the fixture's verdicts.json against
+// schema/verdicts.schema.json.
+func validVerdicts(t *testing.T, f *fixture) {
+	t.Helper()
+	schema, err := loadSchema(f.root, "verdicts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := decodeJSON(mustRead(t, f.path("evidence/"+VerdictsFile)), jsonCap{Values: 1 << 20, Objects: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := validate(schema, v); len(lines) > 0 {
+		t.Errorf("verdicts.json against its schema:\n%s\nwant no failure", strings.Join(lines, "\n"))
+	}
+}
+
+// Ensure a target's verdicts follow its observations: a forged observation
+// that hangs together passes, TARGETS.md and verdicts.json derived again
+// saying what it shows (observations are not checked here), and fails
+// beside the honest renderings kept.
+func TestAuditTargetObservations(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name          string
+		target, cname string
+		forge         func(r map[string]any)
+		row           string   // the case's row in TARGETS.md, derived from the forgery
+		safety        string   // its verdict in verdicts.json
+		kept          []string // the failures with the honest TARGETS.md and verdicts.json kept
+	}{
+		{
+			name:   "a stuck key's 409 made a replay",
+			target: "node-idempotency-redis", cname: "restart_after_reply",
+			forge: func(r map[string]any) {
+				c := r["calls"].([]any)[1].(map[string]any)
+				c["status"], c["body"], c["replayed"] = jsonNum("200"), "1", true
+				delete(c, "retry_after")
+			},
+			row:    "| restart_after_reply | 1 (1) | pass | — | — |",
+			safety: "pass",
+			kept: []string{
+				`TARGETS.md: differs from the audit's own rendering: line 249: expected "| restart_after_reply | 1 (1) | pass | — | — |", observed "violation | — | stuck_key: the last call with key \"same\" g" from byte 15786`,
+				`verdicts.json: differs from the audit's own rendering: line 593: expected "          \"safety\": \"pass\",", observed "violation\",\n          \"effects\": 1,\n          \"sound_effects" from byte 17451`,
+			},
+		},
+		{
+			name:   "a duplicate effect left out of the journal",
+			target: "express-idempotency", cname: "crash_after_effect",
+			forge: func(r map[string]any) {
+				r["counter"] = jsonNum("1")
+				r["calls"].([]any)[1].(map[string]any)["body"] = "1"
+				det := r["detail"].(map[string]any)
+				det["journal"] = det["journal"].([]any)[:1]
+			},
+			row:    "| crash_after_effect | 1 (1) | pass | — | — |",
+			safety: "pass",
+			kept: []string{
+				`TARGETS.md: differs from the audit's own rendering: line 28: expected "| crash_after_effect | 1 (1) | pass | — | — |", observed "2 (1) | limitation | — | duplicate_effect: 2 effects appli" from byte 1476`,
+				`verdicts.json: differs from the audit's own rendering: line 128: expected "          \"safety\": \"pass\",", observed "limitation\",\n          \"effects\": 2,\n          \"sound_effect" from byte 3521`,
+			},
+		},
+	}
+	for _, tt := range tests {
+		forge := func(t *testing.T, f *fixture) {
+			f.forge(t, func(d map[string]any) { tt.forge(targetRun(d, tt.target, tt.cname)) })
+		}
+		t.Run(tt.name+"/derived again", func(t *testing.T) {
+			f := newTargetFixture(t)
+			forge(t, f)
+			r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkReport(t, r, messages(r), nil, "")
+			if got := string(mustRead(t, f.path("evidence/TARGETS.md"))); !strings.Contains(got, "\n"+tt.row+"\n") {
+				t.Errorf("TARGETS.md has no row %q", tt.row)
+			}
+			if got := safetyOf(t, f, tt.target, tt.cname); got != tt.safety {
+				t.Errorf("verdicts.json: %s on %s: safety %q, want %q", tt.cname, tt.target, got, tt.safety)
+			}
+		})
+		t.Run(tt.name+"/renderings kept", func(t *testing.T) {
+			f := newTargetFixture(t)
+			f.keeping(t, []string{TargetsReportFile, VerdictsFile}, func() { forge(t, f) })
+			r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkReport(t, r, messages(r), tt.kept, "")
+		})
+	}
+}
+
+// safetyOf is the safety verdict of case cname on target tname in the
+// fixture's verdicts.json.
+func safetyOf(t *testing.T, f *fixture, tname, cname string) string {
+	t.Helper()
+	for _, tv := range f.readVerdicts(t).Targets {
+		for _, r := range tv.Runs {
+			if tv.Target == tname && r.Case == cname {
+				return r.Safety
+			}
+		}
+	}
+	t.Fatalf("verdicts.json has no run of %s on %s", cname, tname)
+	return ""
 }
 
 // Ensure the PASS line of a targets-only folder counts the runs on targets
 // and says no store ran, and a note says what is not re-derived: a
 // target's observations.
 func TestTargetsPassLine(t *testing.T) {
-	f := newTargetFixture(t)
-	r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := r.WriteText(&b); err != nil {
-		t.Fatal(err)
-	}
+	r, b := auditText(t, newTargetFixture(t))
 	pass, _, _ := strings.Cut(b.String(), "\n")
-	want := regexp.MustCompile(`^PASS: 29 target runs on 3 targets \(express-idempotency, node-idempotency-memory, node-idempotency-redis; 34 not run\), 100 calls, [0-9]+ checks; 2 files and [0-9]+ sources verified; partial: stores: none \(runs on targets only\); experiments: none$`)
+	want := regexp.MustCompile(`^PASS: 29 target runs on 3 targets \(express-idempotency, node-idempotency-memory, node-idempotency-redis; 34 not run\), 100 calls, [0-9]+ checks; 1 file and [0-9]+ sources verified; partial: stores: none \(runs on targets only\); experiments: none$`)
 	if !want.MatchString(pass) {
 		t.Errorf("PASS line %q, want it to match %s", pass, want)
 	}
@@ -451,6 +509,7 @@ func TestTargetsPassLine(t *testing.T) {
 // symlink in a folder is refused, and the selection decides which target
 // files must be there.
 func TestAuditTargetFolders(t *testing.T) {
+	t.Parallel()
 	const express = "express-idempotency"
 	manifestTarget := func(m map[string]any, i int) map[string]any { return m["targets"].([]any)[i].(map[string]any) }
 	tests := []struct {
@@ -462,7 +521,7 @@ func TestAuditTargetFolders(t *testing.T) {
 		{
 			name: "pass/a folder outside the checkout is not re-read",
 			mutate: func(t *testing.T, f *fixture) {
-				f.forge(t, func(d map[string]any) {
+				f.editJSON(t, "evidence/targets.json", func(d map[string]any) {
 					tm := targetOf(d, express)
 					tm["dir"] = ""
 					tm["target_json"] = strings.Replace(tm["target_json"].(string), "README shows", "README says", 1)
@@ -476,7 +535,7 @@ func TestAuditTargetFolders(t *testing.T) {
 			name: "pass/a skipped target",
 			mutate: func(t *testing.T, f *fixture) {
 				const why = "redis-server not found (Debian's redis-server package)"
-				f.forge(t, func(d map[string]any) {
+				f.editJSON(t, "evidence/targets.json", func(d map[string]any) {
 					tm := targetOf(d, "node-idempotency-redis")
 					tm["skipped"], tm["runs"], tm["libraries"], tm["runtime"] = why, []any{}, []any{}, ""
 				})
@@ -492,7 +551,7 @@ func TestAuditTargetFolders(t *testing.T) {
 			name: "a skipped target with runs",
 			mutate: func(t *testing.T, f *fixture) {
 				const why = "node not found (Debian's nodejs package)"
-				f.forge(t, func(d map[string]any) {
+				f.editJSON(t, "evidence/targets.json", func(d map[string]any) {
 					tm := targetOf(d, express)
 					tm["skipped"], tm["libraries"], tm["runtime"] = why, []any{}, ""
 				})
@@ -510,7 +569,7 @@ func TestAuditTargetFolders(t *testing.T) {
 			name: "pass/node_modules and the setup marker are no part of the digest",
 			mutate: func(t *testing.T, f *fixture) {
 				f.write(t, "targets/express-idempotency/node_modules/express/index.js", "module.exports = 1\n")
-				f.write(t, "targets/express-idempotency/.idemlab-setup", "cf4f\n")
+				f.write(t, "targets/express-idempotency/.idemlab-setup", expressDigest+"\n")
 				f.write(t, "targets/express-idempotency/.idemlab-setup.lock", "")
 			},
 		},
@@ -521,7 +580,7 @@ func TestAuditTargetFolders(t *testing.T) {
 				f.rehashTargets(t)
 			},
 			want: []string{
-				`targets.json: target express-idempotency: digest: expected 8e04db90eb41680b4e23825d9dc423cc2f3f61d550a996dc4133420ca87fd930 (the audit's own digest of targets/express-idempotency in the checkout), observed cf4f9759dd55a4c162c60276cd0468edee9b0caccf689fd5c0c84f54f1c98942`,
+				`targets.json: target express-idempotency: digest: expected 669ae60a4483c9769da2bd67c6eb4cf1ac1732bb4b20a59d412dff0d5ad5ae8d (the audit's own digest of targets/express-idempotency in the checkout), observed ` + expressDigest,
 			},
 		},
 		{
@@ -539,7 +598,7 @@ func TestAuditTargetFolders(t *testing.T) {
 		{
 			name: "a dir that leaves the checkout",
 			mutate: func(t *testing.T, f *fixture) {
-				f.forge(t, func(d map[string]any) { targetOf(d, express)["dir"] = "../express-idempotency" })
+				f.editJSON(t, "evidence/targets.json", func(d map[string]any) { targetOf(d, express)["dir"] = "../express-idempotency" })
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { manifestTarget(m, 0)["dir"] = "../express-idempotency" })
 				f.rehashTargets(t)
 			},
@@ -555,6 +614,7 @@ func TestAuditTargetFolders(t *testing.T) {
 			},
 			note: "targets.json is missing or invalid: the runs on targets were not checked",
 			want: []string{
+				`manifest.json: /files: minimum 1 properties allowed, but found 0 properties`, // targets.json was its one file
 				`file targets.json: required by manifest.selection but missing`,
 			},
 		},
@@ -570,7 +630,6 @@ func TestAuditTargetFolders(t *testing.T) {
 			want: []string{
 				`manifest.json: selection: cases, but no store and no target to run them on`,
 				`manifest.json: selection.targets: empty, but manifest.files lists targets.json`,
-				`manifest.json: selection.targets: empty, but manifest.files lists TARGETS.md`,
 			},
 		},
 		{
@@ -596,12 +655,7 @@ func TestAuditTargetFolders(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := messages(r); !slices.Equal(got, tt.want) {
-				t.Errorf("failures:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
-			}
-			if tt.note != "" && !slices.Contains(r.Notes, tt.note) {
-				t.Errorf("notes %q, want %q", r.Notes, tt.note)
-			}
+			checkReport(t, r, messages(r), tt.want, tt.note)
 		})
 	}
 }
@@ -625,19 +679,21 @@ const mirrorTarget = `{
 // newMirrorFixture is the store fixture (seven cases on volatile, each
 // given a target section) with the lab's own server as a target beside it,
 // mirroring the volatile store: each target run observes exactly the native
-// run, with the verdict the audit's judge gives it (a careful forger's).
+// run, and the audit derives its verdicts.
 func newMirrorFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := newFixture(t)
-	for _, c := range f.caseDocs(t) {
-		entries, _ := os.ReadDir(f.path("cases"))
-		for _, e := range entries {
-			if strings.HasSuffix(e.Name(), "-"+c.name+".json") {
-				f.editJSON(t, "cases/"+e.Name(), func(d map[string]any) {
-					d["target"] = map[string]any{"sound": "volatile", "tests": []any{"duplicate_effect"}}
-				})
-			}
-		}
+	return fromTemplate(t, "mirror", buildMirrorFixture)
+}
+
+// buildMirrorFixture builds the mirror fixture.
+func buildMirrorFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := buildFixture(t) // not newFixture: fromTemplate holds its lock
+	entries, _ := os.ReadDir(f.path("cases"))
+	for _, e := range entries {
+		f.editJSON(t, "cases/"+e.Name(), func(d map[string]any) {
+			d["target"] = map[string]any{"sound": "volatile", "tests": []any{"duplicate_effect"}}
+		})
 	}
 	f.write(t, "targets/effectserver/target.json", mirrorTarget)
 	sum := sha256.Sum256([]byte(mirrorTarget))
@@ -656,116 +712,112 @@ func newMirrorFixture(t *testing.T) *fixture {
 			calls = append(calls, map[string]any{"latency_ms": 1, "error": "", "client": 0})
 		}
 		runs = append(runs, map[string]any{"case": rm["case"], "not_run": "", "counter": rm["counter"], "exit_codes": rm["exit_codes"],
-			"calls": rm["calls"], "verdict": nil, "mirror": nil,
-			"detail": map[string]any{"wall_ms": 1, "processes": procs, "calls": calls, "log": []any{}, "journal": []any{}, "exchanges": []any{}}})
+			"calls": rm["calls"], "detail": map[string]any{"wall_ms": 1, "processes": procs, "calls": calls, "log": []any{}, "journal": []any{}, "exchanges": []any{}}})
 	}
-	doc := map[string]any{"schema_version": 1, "targets": []any{map[string]any{
+	f.writeJSON(t, "evidence/targets.json", map[string]any{"schema_version": 1, "targets": []any{map[string]any{
 		"name": "effectserver", "dir": "targets/effectserver", "target_json": mirrorTarget, "digest": tm["digest"],
-		"libraries": []any{}, "runtime": "", "skipped": "", "runs": runs}}}
-	for _, r := range runs {
-		f.rejudge(t, doc, "effectserver", r.(map[string]any)["case"].(string))
-	}
-	f.writeJSON(t, "evidence/targets.json", doc)
+		"libraries": []any{}, "runtime": "", "skipped": "", "runs": runs}}})
 	f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
 		m["selection"].(map[string]any)["targets"] = []any{"effectserver"}
 		m["targets"] = []any{tm}
 	})
-	f.renderTargets(t)
 	f.rehashTargets(t)
 	return f
 }
 
 // Ensure a target that mirrors a store passes where it observed what the
-// native runs did, and that a difference it hides in its mirror list, or
-// words otherwise, is caught; and that a plain run's two halves, stores
-// and targets, are audited together.
+// native runs did, that the audit itself finds where it did not (its
+// TARGETS.md and verdicts.json say so), that a difference hidden or made
+// up in them is caught, and that a plain run's two halves, stores and
+// targets, are audited together.
 func TestAuditMirror(t *testing.T) {
+	t.Parallel()
 	const diff = `call 1: 200 "1" replayed=true natively, 200 "2" replayed=true as a target`
+	// observed forges the target's second call of keyed_lost_reply, so that
+	// it differs from the native run.
+	observed := func(t *testing.T, f *fixture) {
+		f.forge(t, func(d map[string]any) {
+			targetRun(d, "effectserver", "keyed_lost_reply")["calls"].([]any)[1].(map[string]any)["body"] = "2"
+		})
+	}
 	tests := []struct {
-		name string
-		edit func(t *testing.T, f *fixture, d map[string]any)
-		want []string
+		name   string
+		mutate func(t *testing.T, f *fixture)
+		want   []string // exact failure lines; nil: pass
+		mirror string   // with a pass: TARGETS.md's line on the mirror
+		diffs  []string // with a pass: keyed_lost_reply's differences in verdicts.json
 	}{
-		{name: "pass", edit: func(t *testing.T, f *fixture, d map[string]any) {}},
-		{
-			name: "pass/a difference recorded",
-			edit: func(t *testing.T, f *fixture, d map[string]any) {
-				r := targetRun(d, "effectserver", "keyed_lost_reply")
-				r["calls"].([]any)[1].(map[string]any)["body"] = "2"
-				r["mirror"] = []any{diff}
-				f.rejudge(t, d, "effectserver", "keyed_lost_reply")
-			},
-		},
+		{name: "pass", mutate: func(t *testing.T, f *fixture) {}, mirror: "all 7 runs identical", diffs: []string{}},
+		{name: "pass/a difference observed", mutate: observed, mirror: "1 of 7 runs DIFFER", diffs: []string{diff}},
 		{
 			name: "a difference hidden",
-			edit: func(t *testing.T, f *fixture, d map[string]any) {
-				r := targetRun(d, "effectserver", "keyed_lost_reply")
-				r["calls"].([]any)[1].(map[string]any)["body"] = "2"
-				f.rejudge(t, d, "effectserver", "keyed_lost_reply")
+			mutate: func(t *testing.T, f *fixture) {
+				f.keeping(t, []string{TargetsReportFile, VerdictsFile}, func() { observed(t, f) })
 			},
 			want: []string{
-				`targets.json: target effectserver, case keyed_lost_reply: mirror: expected ["call 1: 200 \"1\" replayed=true natively, 200 \"2\" replayed=true as a target"] (the audit's own comparison with the native volatile run), observed null`,
-				`TARGETS.md: differs from the audit's own rendering of targets.json: line 19: expected "- mirrors the native volatile store: 1 of 7 runs DIFFER", observed "- mirrors the native volatile store: all 7 runs identical"`,
+				`TARGETS.md: differs from the audit's own rendering: line 19: expected "- mirrors the native volatile store: 1 of 7 runs DIFFER", observed "all 7 runs identical\n\n| case | effects (sound) | safety | co" from byte 888`,
+				`verdicts.json: differs from the audit's own rendering: line 65: expected "          \"safety\": \"violation\",", observed "pass\",\n          \"effects\": 1,\n          \"sound_effects\": 1," from byte 1322`,
 			},
 		},
 		{
 			name: "a difference made up",
-			edit: func(t *testing.T, f *fixture, d map[string]any) {
-				targetRun(d, "effectserver", "body_conflict")["mirror"] = []any{"effects: 1 natively, 2 as a target"}
+			mutate: func(t *testing.T, f *fixture) {
+				f.editText(t, "evidence/TARGETS.md", "all 7 runs identical", "1 of 7 runs DIFFER")
 			},
 			want: []string{
-				`targets.json: target effectserver, case body_conflict: mirror: expected null (no differences), observed ["effects: 1 natively, 2 as a target"]`,
-				`TARGETS.md: differs from the audit's own rendering of targets.json: line 19: expected "- mirrors the native volatile store: all 7 runs identical", observed "- mirrors the native volatile store: 1 of 7 runs DIFFER"`,
+				`TARGETS.md: differs from the audit's own rendering: line 19: expected "- mirrors the native volatile store: all 7 runs identical", observed "1 of 7 runs DIFFER\n\n| case | effects (sound) | safety | conf" from byte 888`,
 			},
+		},
+		{
+			name: "a difference recorded in targets.json",
+			mutate: func(t *testing.T, f *fixture) {
+				f.forge(t, func(d map[string]any) {
+					targetRun(d, "effectserver", "body_conflict")["mirror"] = []any{"effects: 1 natively, 2 as a target"}
+				})
+			},
+			want: []string{`targets.json: /targets/0/runs/3: additionalProperties 'mirror' not allowed`},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newMirrorFixture(t)
-			f.forge(t, func(d map[string]any) { tt.edit(t, f, d) })
+			tt.mutate(t, f)
 			r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := messages(r); !slices.Equal(got, tt.want) {
-				t.Errorf("failures:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			checkReport(t, r, messages(r), tt.want, "")
+			if tt.want != nil {
+				return
 			}
-			if tt.want == nil && (r.Runs != 7 || r.TargetRuns != 7) {
+			if r.Runs != 7 || r.TargetRuns != 7 {
 				t.Errorf("%d store runs and %d target runs checked, want 7 and 7", r.Runs, r.TargetRuns)
 			}
+			if line := "\n- mirrors the native volatile store: " + tt.mirror + "\n"; !strings.Contains(string(mustRead(t, f.path("evidence/TARGETS.md"))), line) {
+				t.Errorf("TARGETS.md has no line %q", line)
+			}
+			v := f.readVerdicts(t)
+			if got := v.Targets[0].Runs[1].Mirror; v.Targets[0].Runs[1].Case != "keyed_lost_reply" || !slices.Equal(got, tt.diffs) {
+				t.Errorf("verdicts.json: %s on effectserver: mirror %q, want keyed_lost_reply's %q", v.Targets[0].Runs[1].Case, got, tt.diffs)
+			}
+			validVerdicts(t, f)
 		})
 	}
 }
 
-// Ensure -case narrows the runs on targets judged again to that case's,
-// and the narrowed case is still judged.
+// Ensure -case does not narrow what the audit derives: every run on a
+// target is judged, and a forged TARGETS.md row of another case fails.
 func TestAuditTargetsNarrowed(t *testing.T) {
 	f := newTargetFixture(t)
-	f.forge(t, func(d map[string]any) {
-		targetRun(d, "node-idempotency-redis", "restart_after_reply")["verdict"].(map[string]any)["safety"] = "pass"
-	})
-	for _, tt := range []struct {
-		only string
-		want []string
-		runs int
-	}{
-		{"keyed_lost_reply", nil, 3},
-		{"restart_after_reply", []string{`targets.json: target node-idempotency-redis, case restart_after_reply: verdict.safety: expected "violation" (the audit's own judge), observed "pass"`,
-			`TARGETS.md: differs from the audit's own rendering of targets.json: line 249: expected "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ...", observed "| restart_after_reply | 1 (1) | pass | — | stuck_key: the last call with key \"same\" got 409: the key was left in pr..."`}, 3},
-	} {
-		r, err := Audit(Options{Root: f.root, Evidence: f.evidence, Case: tt.only})
+	f.forgeRow(t)
+	want := []string{forgedRowFailure}
+	for _, only := range []string{"keyed_lost_reply", "restart_after_reply"} {
+		r, err := Audit(Options{Root: f.root, Evidence: f.evidence, Case: only})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := messages(r); !slices.Equal(got, tt.want) || r.TargetRuns != tt.runs {
-			t.Errorf("-case %s: %d target runs, failures:\n%s\nwant %d, failures:\n%s", tt.only, r.TargetRuns, strings.Join(got, "\n"), tt.runs, strings.Join(tt.want, "\n"))
+		if got := messages(r); !slices.Equal(got, want) || r.TargetRuns != 29 {
+			t.Errorf("-case %s: %d target runs, failures:\n%s\nwant 29, failures:\n%s", only, r.TargetRuns, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	}
-}
-
-func callField(call int) string {
-	if call < 0 {
-		return "null"
-	}
-	return strconv.Itoa(call)
 }
