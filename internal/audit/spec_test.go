@@ -92,7 +92,7 @@ func specFindings(h *chaosHistory) map[string]any {
 }
 
 // Ensure the audit's own checker gives every corpus history exactly the
-// findings file beside it, the file the lab's checker must give too.
+// findings file beside it, worked out by hand.
 func TestSpecHistories(t *testing.T) {
 	dir := filepath.Join(specRoot, "chaos")
 	paths, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
@@ -411,7 +411,7 @@ func replaySpec(t *testing.T, name string) (*chaosHistory, *timeline) {
 }
 
 // Ensure the audit's own timeline of every corpus history drawn beside it
-// (NAME.svg, the lab's drawing) is that file byte for byte.
+// (NAME.svg, reviewed by hand) is that file byte for byte.
 func TestSpecTimelines(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join(specRoot, "chaos", "*.svg"))
 	if err != nil {
