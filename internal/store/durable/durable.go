@@ -28,7 +28,7 @@
 // Open refuses any state.db it cannot trust instead of starting from zero:
 // empty, foreign, another layout, or a counter that disagrees with its
 // journal. Durable servers share a folder; a volatile one is kept out of it
-// by a lock on the folder (see lockFolder), and a folder holding the
+// by a lock on the folder (package folderlock), and a folder holding the
 // volatile store's files is refused.
 //
 // Apply hands an intent to one committer goroutine (package groupcommit,
@@ -77,6 +77,7 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
 	"idemlab/internal/store"
+	"idemlab/internal/store/internal/folderlock"
 	"idemlab/internal/store/internal/groupcommit"
 )
 
@@ -208,27 +209,18 @@ const tempPrefix = ".state.db-new-"
 
 // Open opens the database in the state folder dir for a store holding at
 // most capacity keys, creating it first if there is none (see create), and
-// holds a shared lock on the folder until Close (see lockFolder). It never
+// holds a shared lock on the folder until Close (package folderlock:
+// durable stores share a folder, a volatile one needs it to itself). It never
 // starts from zero beside state it cannot use: a file that is not a whole
 // database of this layout, fails SQLite's integrity check, holds a counter
 // that disagrees with its journal or more keys than capacity, or the
 // volatile store's files, is an error naming the file. Other files in the
 // folder are not the store's and are left alone.
 func Open(dir string, capacity int) (*Store, error) {
-	fi, err := os.Stat(dir)
+	s, lock, err := folderlock.Hold(dir, folderlock.Shared, "a volatile server holds it", func() (*Store, error) {
+		return openLocked(dir, capacity)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("state folder: %w", err)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("state folder %s: not a directory", dir)
-	}
-	lock, err := lockFolder(dir)
-	if err != nil {
-		return nil, err
-	}
-	s, err := openLocked(dir, capacity)
-	if err != nil {
-		lock.Close()
 		return nil, err
 	}
 	s.lock = lock

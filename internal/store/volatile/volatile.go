@@ -21,8 +21,8 @@
 // holds, in the order they were applied. A counter or journal that is not a
 // regular file (a FIFO, a device, a symlink) is refused at once.
 //
-// One process at a time: Open locks the state folder until Close (see
-// lockFolder), and refuses a folder that holds the durable store's
+// One process at a time: Open locks the state folder exclusively until
+// Close (package folderlock), and refuses a folder that holds the durable store's
 // database. Other files in the folder are not the store's and are left
 // alone.
 package volatile
@@ -39,6 +39,7 @@ import (
 
 	"idemlab/internal/safefile"
 	"idemlab/internal/store"
+	"idemlab/internal/store/internal/folderlock"
 )
 
 // FileName is the counter file's name inside the state folder.
@@ -75,20 +76,10 @@ var (
 // beyond the counter, and fails on a malformed counter file or journal, or
 // on the durable store's database, naming the file.
 func Open(dir string) (*Counter, error) {
-	fi, err := os.Stat(dir)
+	c, lock, err := folderlock.Hold(dir, folderlock.Exclusive, "another server holds it (a volatile server needs its folder to itself)", func() (*Counter, error) {
+		return load(dir)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("state folder: %w", err)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("state folder %s: not a directory", dir)
-	}
-	lock, err := lockFolder(dir)
-	if err != nil {
-		return nil, err
-	}
-	c, err := load(dir)
-	if err != nil {
-		lock.Close()
 		return nil, err
 	}
 	c.lock = lock

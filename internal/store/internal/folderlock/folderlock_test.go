@@ -48,3 +48,21 @@ func TestLock(t *testing.T) {
 		t.Errorf("Lock(missing folder) error = %v, want one naming %s", err, missing)
 	}
 }
+
+// Ensure Hold refuses a folder locked against it, saying who holds it,
+// and releases its lock when the store's open fails.
+func TestHold(t *testing.T) {
+	dir := t.TempDir()
+	failed := errors.New("open failed")
+	if _, _, err := Hold(dir, Exclusive, "", func() (int, error) { return 0, failed }); !errors.Is(err, failed) {
+		t.Fatalf("Hold with a failing open = %v, want %v", err, failed)
+	}
+	v, lock, err := Hold(dir, Exclusive, "", func() (int, error) { return 7, nil })
+	if err != nil || v != 7 {
+		t.Fatalf("Hold after a failed open = %d, %v; want 7 (the lock released)", v, err)
+	}
+	defer lock.Close()
+	if _, _, err := Hold(dir, Shared, "someone holds it", func() (int, error) { return 0, nil }); err == nil || !strings.Contains(err.Error(), dir+": someone holds it") {
+		t.Fatalf("Hold on a held folder = %v, want one naming %s and who holds it", err, dir)
+	}
+}
