@@ -11,9 +11,13 @@ import (
 	"idemlab/internal/store"
 )
 
-// A Subject is a fresh, empty store.Phased of the given capacity and key
-// TTL, whose clock reads *now.
-type Subject func(t *testing.T, capacity int, ttl time.Duration, now *time.Time) store.Phased
+// A Keeper is a store.Phased whose key TTL and clock a test sets: the
+// in-memory registry.Claims and the persistent stores.
+type Keeper interface {
+	store.Phased
+	SetKeyTTL(d time.Duration)
+	SetClockForTest(now func() time.Time)
+}
 
 // Lease is the lease every Claim of the contract asks for.
 const Lease = time.Second
@@ -33,10 +37,11 @@ type step struct {
 	err     error
 }
 
-// Run runs the contract on fresh subjects.
-func Run(t *testing.T, subject Subject) {
+// Run runs the contract on fresh stores: open returns an empty one of the
+// given capacity.
+func Run[S Keeper](t *testing.T, open func(t *testing.T, capacity int) S) {
 	t.Run("claim-complete-takeover", func(t *testing.T) {
-		run(t, subject, 2, 0, []step{
+		run(t, open, 2, 0, []step{
 			{name: "a new key is owned", op: "claim", key: "a", body: "x", want: store.Owned},
 			{name: "a duplicate within the lease is busy", op: "claim", key: "a", body: "x", want: store.Busy},
 			{name: "another body is a conflict", op: "claim", key: "a", body: "y", err: store.ErrConflict},
@@ -57,7 +62,7 @@ func Run(t *testing.T, subject Subject) {
 	})
 	t.Run("ttl", func(t *testing.T) {
 		ttl := 5 * Lease
-		run(t, subject, 2, ttl, []step{
+		run(t, open, 2, ttl, []step{
 			{name: "a is owned", op: "claim", key: "a", body: "x", want: store.Owned},
 			{name: "a completes", op: "complete", key: "a", token: 1, value: 1},
 			{name: "b is owned", op: "claim", key: "b", body: "x", want: store.Owned},
@@ -74,9 +79,11 @@ func Run(t *testing.T, subject Subject) {
 	})
 }
 
-func run(t *testing.T, subject Subject, capacity int, ttl time.Duration, steps []step) {
+func run[S Keeper](t *testing.T, open func(t *testing.T, capacity int) S, capacity int, ttl time.Duration, steps []step) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := subject(t, capacity, ttl, &now)
+	p := open(t, capacity)
+	p.SetKeyTTL(ttl)
+	p.SetClockForTest(func() time.Time { return now })
 	var tokens []string
 	for i, s := range steps {
 		now = now.Add(s.advance)
@@ -127,24 +134,24 @@ func run(t *testing.T, subject Subject, capacity int, ttl time.Duration, steps [
 	}
 }
 
-// An Applier is a persistent store's one-transaction path (Apply) with its
-// live keys listed, beside its store.Phased.
+// An Applier is a persistent store: a Keeper with its one-transaction path
+// (Apply) and its live keys listed.
 type Applier interface {
+	Keeper
 	Apply(in store.Intent, afterEffect func() error) (store.Result, error)
 	RecordedWithTimes() ([]store.TimedRecord, error)
 }
 
-// An ApplierSubject is a fresh, empty Applier of the given capacity and key
-// TTL, whose clock reads *now.
-type ApplierSubject func(t *testing.T, capacity int, ttl time.Duration, now *time.Time) Applier
-
 // ApplyTTL checks that the key TTL applies to Apply's keys: a replay
 // within it, a new effect after it, and an expired key's place taken by a
-// new key in a full store; RecordedWithTimes leaves expired keys out.
-func ApplyTTL(t *testing.T, subject ApplierSubject) {
+// new key in a full store; RecordedWithTimes leaves expired keys out. open
+// returns an empty store of the given capacity.
+func ApplyTTL[S Applier](t *testing.T, open func(t *testing.T, capacity int) S) {
 	const ttl = 10 * time.Second
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := subject(t, 2, ttl, &now)
+	s := open(t, 2)
+	s.SetKeyTTL(ttl)
+	s.SetClockForTest(func() time.Time { return now })
 	steps := []struct {
 		name     string
 		advance  time.Duration
@@ -177,4 +184,42 @@ func ApplyTTL(t *testing.T, subject ApplierSubject) {
 			t.Fatalf("%s: RecordedWithTimes() holds %d keys, want %d", st.name, got, want)
 		}
 	}
+}
+
+// Takeover checks that a claim outlives its owner where another store sees
+// it: a claims in; next returns the store b that meets the claim (another
+// replica, or the state reopened once a is closed), which finds it busy
+// until the lease ends and then takes it over; the first owner's token then
+// completes nothing, b's records 2, and in replays 2. Both stores read
+// the clock Takeover moves. It returns the first owner's token.
+func Takeover[S Keeper](t *testing.T, in store.Intent, a S, next func() S) (first string) {
+	t.Helper()
+	now := time.Now()
+	clock := func() time.Time { return now }
+	a.SetClockForTest(clock)
+	c, err := a.Claim(in, Lease)
+	if err != nil || c.State != store.Owned {
+		t.Fatalf("Claim = %+v, %v; want Owned", c, err)
+	}
+	first = c.Token
+	b := next()
+	b.SetClockForTest(clock)
+	if c, err := b.Claim(in, Lease); err != nil || c.State != store.Busy {
+		t.Fatalf("Claim on the other store within the lease = %+v, %v; want Busy", c, err)
+	}
+	now = now.Add(Lease)
+	second, err := b.Claim(in, Lease)
+	if err != nil || second.State != store.Owned || !second.TakenOver {
+		t.Fatalf("Claim after the lease = %+v, %v; want Owned, taken over", second, err)
+	}
+	if err := b.Complete(in.Key, first, 1); !errors.Is(err, store.ErrClaimLost) {
+		t.Fatalf("Complete(first owner) = %v, want ErrClaimLost", err)
+	}
+	if err := b.Complete(in.Key, second.Token, 2); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := b.Claim(in, Lease); err != nil || c.State != store.Recorded || c.Value != 2 {
+		t.Fatalf("Claim after Complete = %+v, %v; want Recorded 2", c, err)
+	}
+	return first
 }
