@@ -73,21 +73,16 @@ func TestBatchAnswersEachIntentAsAlone(t *testing.T) {
 		return func() error { hooked[name] = true; return err }
 	}
 	steps := []struct {
-		name    string
-		in      store.Intent
-		hookErr error
-		want    store.Result
-		wantErr error
-		hooked  bool
-		alone   bool
+		applyStep
+		alone bool // run alone after the batch
 	}{
-		{"new key", intent("a", "x"), nil, store.Result{Value: 3}, nil, true, false},
-		{"replay", intent("r", "x"), nil, store.Result{Value: 1, Replayed: true}, nil, false, false},
-		{"conflict", intent("c", "y"), nil, store.Result{}, store.ErrConflict, false, false},
-		{"unkeyed", intent("", "x"), nil, store.Result{Value: 4}, nil, true, false},
-		{"callback fails", intent("f", "x"), errHook, store.Result{}, errHook, true, false},
-		{"refused, then the failed one's place", intent("b", "x"), nil, store.Result{Value: 5}, nil, true, true},
-		{"full", intent("g", "x"), nil, store.Result{}, store.ErrFull, false, true},
+		{applyStep{"new key", intent("a", "x"), nil, store.Result{Value: 3}, nil, true}, false},
+		{applyStep{"replay", intent("r", "x"), nil, store.Result{Value: 1, Replayed: true}, nil, false}, false},
+		{applyStep{"conflict", intent("c", "y"), nil, store.Result{}, store.ErrConflict, false}, false},
+		{applyStep{"unkeyed", intent("", "x"), nil, store.Result{Value: 4}, nil, true}, false},
+		{applyStep{"callback fails", intent("f", "x"), errHook, store.Result{}, errHook, true}, false},
+		{applyStep{"refused, then the failed one's place", intent("b", "x"), nil, store.Result{Value: 5}, nil, true}, true},
+		{applyStep{"full", intent("g", "x"), nil, store.Result{}, store.ErrFull, false}, true},
 	}
 	calls := make([]call, len(steps))
 	for i, st := range steps {
@@ -95,12 +90,9 @@ func TestBatchAnswersEachIntentAsAlone(t *testing.T) {
 	}
 	got := runCalls(s, calls...)
 	for i, st := range steps {
-		g := got[i]
-		if !errors.Is(g.err, st.wantErr) || (st.wantErr == nil && g.err != nil) || g.res != st.want {
-			t.Errorf("%s: answer = %+v, %v; want %+v, %v", st.name, g.res, g.err, st.want, st.wantErr)
-		}
-		if hooked[st.name] != st.hooked || g.alone != st.alone {
-			t.Errorf("%s: afterEffect called = %v, alone = %v; want %v, %v", st.name, hooked[st.name], g.alone, st.hooked, st.alone)
+		st.check(t, got[i].res, got[i].err, hooked[st.name])
+		if got[i].alone != st.alone {
+			t.Errorf("%s: alone = %v, want %v", st.name, got[i].alone, st.alone)
 		}
 	}
 	if st := state(t, dsn); st.Counter != 5 || len(st.Effects) != 5 {
@@ -142,9 +134,7 @@ func TestBatchCallbackErrorAfterStall(t *testing.T) {
 		done <- runCalls(s, call{intent("a", "x"), nil}, call{intent("cut", "x"), stall}, call{intent("", "x"), nil})
 	}()
 	<-stalled
-	if st := state(t, dsn); st.Counter != 0 {
-		t.Fatalf("counter seen while a callback stalls = %d, want 0 (nothing committed)", st.Counter)
-	}
+	wantCounter(t, dsn, 0, " seen while a callback stalls (nothing committed)")
 	close(release)
 	got := <-done
 	if got[0].err != nil || got[0].res != (store.Result{Value: 1}) || got[2].err != nil || got[2].res != (store.Result{Value: 2}) {
@@ -153,14 +143,8 @@ func TestBatchCallbackErrorAfterStall(t *testing.T) {
 	if !errors.Is(got[1].err, errCut) {
 		t.Fatalf("the cut intent = %+v, %v; want %v", got[1].res, got[1].err, errCut)
 	}
-	if st := state(t, dsn); st.Counter != 2 {
-		t.Fatalf("counter = %d, want 2", st.Counter)
-	}
-	for _, want := range []store.Result{{Value: 3}, {Value: 3, Replayed: true}} {
-		if got, err := s.Apply(intent("cut", "x"), noHook); err != nil || got != want {
-			t.Fatalf("retry of the cut intent = %+v, %v; want %+v", got, err, want)
-		}
-	}
+	wantCounter(t, dsn, 2, "")
+	applyOnce(t, s, "cut", 3)
 }
 
 // Ensure a connection lost inside a batch (as when the process dies, or
@@ -181,16 +165,9 @@ func TestBatchLostConnectionTakesTheBatch(t *testing.T) {
 			t.Fatalf("intent %d = %+v, %v; want ErrUnavailable", i, g.res, g.err)
 		}
 	}
-	if st := state(t, dsn); st.Counter != 0 {
-		t.Fatalf("counter after the lost connection = %d, want 0", st.Counter)
-	}
-	for i, k := range []string{"a", "b"} {
-		for _, want := range []store.Result{{Value: int64(i) + 1}, {Value: int64(i) + 1, Replayed: true}} {
-			if got, err := s.Apply(intent(k, "x"), noHook); err != nil || got != want {
-				t.Fatalf("retry of %s = %+v, %v; want %+v", k, got, err, want)
-			}
-		}
-	}
+	wantCounter(t, dsn, 0, " after the lost connection")
+	applyOnce(t, s, "a", 1)
+	applyOnce(t, s, "b", 2)
 }
 
 // Ensure intents that wait while the committer is busy share its next
@@ -198,9 +175,7 @@ func TestBatchLostConnectionTakesTheBatch(t *testing.T) {
 func TestCommitterSharesOneCommit(t *testing.T) {
 	dsn := newDB(t)
 	s := open(t, dsn, 100, time.Second)
-	release := make(chan struct{})
-	first := startOwner(s, "first", release, nil)
-	<-first.inHook
+	first := startOwner(s, "first", nil)
 	const waiting = 8
 	results := make([]store.Result, waiting)
 	errs := make([]error, waiting)
@@ -213,8 +188,7 @@ func TestCommitterSharesOneCommit(t *testing.T) {
 			t.Fatalf("%d intents queued within 30s, want %d", s.committer.Queued(), waiting)
 		}
 	}
-	close(release)
-	<-first.done
+	first.finish()
 	wg.Wait()
 	if err := errors.Join(append(errs, first.err)...); err != nil {
 		t.Fatal(err)
@@ -288,9 +262,7 @@ func TestReplicasHotKeysNoDeadlock(t *testing.T) {
 			t.Errorf("key %s applied %d times, want 1", k, applied[k])
 		}
 	}
-	if st := state(t, dsn); st.Counter != rounds*keysPerRound {
-		t.Fatalf("counter = %d, want %d: one effect per key", st.Counter, rounds*keysPerRound)
-	}
+	wantCounter(t, dsn, rounds*keysPerRound, " (one effect per key)")
 	for i, s := range replicas {
 		if st := s.Stats(); st.Deadlocks != 0 || st.Retries != 0 {
 			t.Errorf("replica %d: Stats = %+v, want no deadlock and no retry", i, st)
@@ -372,9 +344,7 @@ func TestDeadlockVictimIsRetried(t *testing.T) {
 	if got := s.Stats(); got.Deadlocks < 1 || got.Retries != got.Deadlocks {
 		t.Fatalf("Stats = %+v, want a deadlock or more, each retried", got)
 	}
-	if st := state(t, dsn); st.Counter != 1 {
-		t.Fatalf("counter = %d, want 1", st.Counter)
-	}
+	wantCounter(t, dsn, 1, "")
 }
 
 // Ensure a batch keeps the first intent of each key and leaves the later
@@ -419,9 +389,7 @@ func TestAfterEffectPanicReachesTheCaller(t *testing.T) {
 	if panicked != "boom" {
 		t.Fatalf("Apply with a panicking afterEffect panicked with %v, want boom", panicked)
 	}
-	if st := state(t, dsn); st.Counter != 0 {
-		t.Fatalf("counter after the panic = %d, want 0", st.Counter)
-	}
+	wantCounter(t, dsn, 0, " after the panic")
 	if got, err := s.Apply(intent("p", "x"), noHook); err != nil || got != (store.Result{Value: 1}) {
 		t.Fatalf("retry after the panic = %+v, %v; want value 1", got, err)
 	}
@@ -443,7 +411,5 @@ func TestBatchRefusedKeyFailsAlone(t *testing.T) {
 	if pgErr, ok := errors.AsType[*pgconn.PgError](got[1].err); !ok || pgErr.Code != "22021" {
 		t.Fatalf("the refused key's error = %v, want SQLSTATE 22021 (invalid byte sequence)", got[1].err)
 	}
-	if st := state(t, dsn); st.Counter != 2 {
-		t.Fatalf("counter = %d, want 2", st.Counter)
-	}
+	wantCounter(t, dsn, 2, "")
 }

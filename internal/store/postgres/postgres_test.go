@@ -67,19 +67,53 @@ func state(t *testing.T, dsn string) store.State {
 
 var errHook = errors.New("hook refused")
 
+// wantCounter fails t unless dsn's counter is want; when says at what point.
+func wantCounter(t *testing.T, dsn string, want int64, when string) {
+	t.Helper()
+	if got := state(t, dsn).Counter; got != want {
+		t.Fatalf("counter%s = %d, want %d", when, got, want)
+	}
+}
+
+// applyOnce fails t unless a retry of key on s applies it, to value, and a
+// second one replays it.
+func applyOnce(t *testing.T, s *Store, key string, value int64) {
+	t.Helper()
+	for _, want := range []store.Result{{Value: value}, {Value: value, Replayed: true}} {
+		if got, err := s.Apply(intent(key, "x"), noHook); err != nil || got != want {
+			t.Fatalf("retry of %q = %+v, %v; want %+v", key, got, err, want)
+		}
+	}
+}
+
+// applyStep is an intent, what its afterEffect returns, and the answer it
+// should get.
+type applyStep struct {
+	name    string
+	in      store.Intent
+	hookErr error
+	want    store.Result
+	wantErr error
+	hooked  bool // afterEffect called
+}
+
+// check fails t unless an answer is the step's.
+func (st applyStep) check(t *testing.T, got store.Result, err error, hooked bool) {
+	t.Helper()
+	if !errors.Is(err, st.wantErr) || got != st.want {
+		t.Fatalf("%s: Apply = %+v, %v; want %+v, %v", st.name, got, err, st.want, st.wantErr)
+	}
+	if hooked != st.hooked {
+		t.Fatalf("%s: afterEffect called = %v, want %v", st.name, hooked, st.hooked)
+	}
+}
+
 // Ensure each intent gets the contract's answer, in order, on one store
 // holding at most two keys.
 func TestApplyContract(t *testing.T) {
 	dsn := newDB(t)
 	s := open(t, dsn, 2, time.Second)
-	steps := []struct {
-		name    string
-		in      store.Intent
-		hookErr error
-		want    store.Result
-		wantErr error
-		hooked  bool // afterEffect called
-	}{
+	steps := []applyStep{
 		{"new key", intent("a", "x"), nil, store.Result{Value: 1}, nil, true},
 		{"replay", intent("a", "x"), nil, store.Result{Value: 1, Replayed: true}, nil, false},
 		{"conflict", intent("a", "y"), nil, store.Result{}, store.ErrConflict, false},
@@ -90,18 +124,10 @@ func TestApplyContract(t *testing.T) {
 		{"hook error rolls back", intent("", "z"), errHook, store.Result{}, errHook, true},
 		{"unkeyed after rollback", intent("", "x"), nil, store.Result{Value: 4}, nil, true},
 	}
-	for i, step := range steps {
+	for _, step := range steps {
 		hooked := false
 		got, err := s.Apply(step.in, func() error { hooked = true; return step.hookErr })
-		if !errors.Is(err, step.wantErr) || (step.wantErr == nil && err != nil) {
-			t.Fatalf("step %d (%s): Apply error = %v, want %v", i, step.name, err, step.wantErr)
-		}
-		if got != step.want {
-			t.Fatalf("step %d (%s): Apply = %+v, want %+v", i, step.name, got, step.want)
-		}
-		if hooked != step.hooked {
-			t.Fatalf("step %d (%s): afterEffect called = %v, want %v", i, step.name, hooked, step.hooked)
-		}
+		step.check(t, got, err, hooked)
 	}
 	st := state(t, dsn)
 	if got, want := st.Counter, int64(4); got != want {
@@ -137,11 +163,7 @@ func TestAfterEffectErrorRollsBackEverything(t *testing.T) {
 	if recs, err := s.Recorded(); err != nil || len(recs) != 0 {
 		t.Fatalf("Recorded after a failed hook = %v, %v; want none", recs, err)
 	}
-	for _, want := range []store.Result{{Value: 1}, {Value: 1, Replayed: true}} {
-		if got, err := s.Apply(intent("k", "x"), noHook); err != nil || got != want {
-			t.Fatalf("retry = %+v, %v; want %+v", got, err, want)
-		}
-	}
+	applyOnce(t, s, "k", 1)
 }
 
 // Ensure two replicas (two stores on one database) racing one key from many
@@ -177,9 +199,7 @@ func TestReplicasRaceOneKey(t *testing.T) {
 	if applied != 1 {
 		t.Fatalf("%d intents applied the effect, want exactly 1", applied)
 	}
-	if st := state(t, dsn); st.Counter != 1 {
-		t.Fatalf("counter = %d, want 1", st.Counter)
-	}
+	wantCounter(t, dsn, 1, "")
 }
 
 // Ensure two replicas applying distinct keys concurrently keep the journal
@@ -198,77 +218,39 @@ func TestReplicasDistinctKeys(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	if st := state(t, dsn); st.Counter != 40 {
-		t.Fatalf("counter = %d, want 40", st.Counter)
-	}
+	wantCounter(t, dsn, 40, "")
 }
 
 // owner runs Apply on s for key with an afterEffect that reports it was
 // reached and then blocks until release is closed, returning hookErr.
 type owner struct {
-	inHook chan struct{}
-	done   chan struct{}
-	res    store.Result
-	err    error
+	release chan struct{}
+	done    chan struct{}
+	res     store.Result
+	err     error
 }
 
-func startOwner(s *Store, key string, release <-chan struct{}, hookErr error) *owner {
-	o := &owner{inHook: make(chan struct{}), done: make(chan struct{})}
+// startOwner starts an owner of key on s and returns once it is inside
+// its afterEffect.
+func startOwner(s *Store, key string, hookErr error) *owner {
+	inHook := make(chan struct{})
+	o := &owner{release: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(o.done)
 		o.res, o.err = s.Apply(intent(key, "x"), func() error {
-			close(o.inHook)
-			<-release
+			close(inHook)
+			<-o.release
 			return hookErr
 		})
 	}()
+	<-inHook
 	return o
 }
 
-// Ensure a duplicate on another replica waits for the owner held inside
-// afterEffect, gives ErrInProgress after its wait, and leaves the owner to
-// finish; afterwards it replays.
-func TestWaiterTimesOut(t *testing.T) {
-	dsn := newDB(t)
-	a, b := open(t, dsn, 10, time.Second), open(t, dsn, 10, 200*time.Millisecond)
-	release := make(chan struct{})
-	o := startOwner(a, "k", release, nil)
-	<-o.inHook
-	began := time.Now()
-	if _, err := b.Apply(intent("k", "x"), noHook); !errors.Is(err, store.ErrInProgress) {
-		t.Fatalf("duplicate while the owner is in flight = %v, want ErrInProgress", err)
-	}
-	if waited := time.Since(began); waited < 150*time.Millisecond {
-		t.Fatalf("duplicate gave up after %v, want about its wait of 200ms", waited)
-	}
-	close(release)
+// finish lets the owner's afterEffect return and waits for its Apply.
+func (o *owner) finish() {
+	close(o.release)
 	<-o.done
-	if o.err != nil || o.res != (store.Result{Value: 1}) {
-		t.Fatalf("owner = %+v, %v; want value 1", o.res, o.err)
-	}
-	if got, err := b.Apply(intent("k", "x"), noHook); err != nil || got != (store.Result{Value: 1, Replayed: true}) {
-		t.Fatalf("duplicate after the owner = %+v, %v; want a replay of 1", got, err)
-	}
-}
-
-// Ensure a duplicate that waits long enough shares the owner's result.
-func TestWaiterReplaysOwnersResult(t *testing.T) {
-	dsn := newDB(t)
-	a, b := open(t, dsn, 10, time.Second), open(t, dsn, 10, 30*time.Second)
-	release := make(chan struct{})
-	o := startOwner(a, "k", release, nil)
-	<-o.inHook
-	w := startWaiter(b, "k")
-	awaitLockWait(t, dsn)
-	close(release)
-	<-o.done
-	<-w.done
-	if o.err != nil || o.res != (store.Result{Value: 1}) {
-		t.Fatalf("owner = %+v, %v; want value 1", o.res, o.err)
-	}
-	if w.err != nil || w.res != (store.Result{Value: 1, Replayed: true}) {
-		t.Fatalf("waiter = %+v, %v; want a replay of 1", w.res, w.err)
-	}
 }
 
 // startWaiter runs Apply on s for key in the background.
@@ -279,6 +261,69 @@ func startWaiter(s *Store, key string) *owner {
 		w.res, w.err = s.Apply(intent(key, "x"), noHook)
 	}()
 	return w
+}
+
+// waitBehind starts, on a fresh database, an owner of key k on one replica
+// held inside its afterEffect (which then returns hookErr), and a waiter
+// for k on another replica, and returns once the waiter waits for the
+// owner's lock, with the PIDs of the backends blocking it.
+func waitBehind(t *testing.T, hookErr error) (dsn string, o, w *owner, blockers []int32) {
+	dsn = newDB(t)
+	a, b := open(t, dsn, 10, time.Second), open(t, dsn, 10, 30*time.Second)
+	o = startOwner(a, "k", hookErr)
+	w = startWaiter(b, "k")
+	return dsn, o, w, awaitLockWait(t, dsn)
+}
+
+// Ensure a duplicate on another replica waits for the owner held inside
+// afterEffect, gives ErrInProgress after its wait, and leaves the owner to
+// finish; afterwards it replays.
+func TestWaiterTimesOut(t *testing.T) {
+	dsn := newDB(t)
+	a, b := open(t, dsn, 10, time.Second), open(t, dsn, 10, 200*time.Millisecond)
+	o := startOwner(a, "k", nil)
+	began := time.Now()
+	if _, err := b.Apply(intent("k", "x"), noHook); !errors.Is(err, store.ErrInProgress) {
+		t.Fatalf("duplicate while the owner is in flight = %v, want ErrInProgress", err)
+	}
+	if waited := time.Since(began); waited < 150*time.Millisecond {
+		t.Fatalf("duplicate gave up after %v, want about its wait of 200ms", waited)
+	}
+	o.finish()
+	if o.err != nil || o.res != (store.Result{Value: 1}) {
+		t.Fatalf("owner = %+v, %v; want value 1", o.res, o.err)
+	}
+	if got, err := b.Apply(intent("k", "x"), noHook); err != nil || got != (store.Result{Value: 1, Replayed: true}) {
+		t.Fatalf("duplicate after the owner = %+v, %v; want a replay of 1", got, err)
+	}
+}
+
+// Ensure a duplicate that waits long enough for the owner shares its
+// result, and that an owner whose afterEffect fails (its transaction
+// aborts) hands the key to the waiting duplicate, which applies the effect
+// once.
+func TestWaiterAfterOwner(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		hookErr       error
+		owner, waiter store.Result
+	}{
+		{"owner commits: the waiter replays its result", nil, store.Result{Value: 1}, store.Result{Value: 1, Replayed: true}},
+		{"owner aborts: the waiter applies", errHook, store.Result{}, store.Result{Value: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dsn, o, w, _ := waitBehind(t, tc.hookErr)
+			o.finish()
+			<-w.done
+			if !errors.Is(o.err, tc.hookErr) || o.res != tc.owner {
+				t.Fatalf("owner = %+v, %v; want %+v, %v", o.res, o.err, tc.owner, tc.hookErr)
+			}
+			if w.err != nil || w.res != tc.waiter {
+				t.Fatalf("waiter = %+v, %v; want %+v", w.res, w.err, tc.waiter)
+			}
+			wantCounter(t, dsn, 1, "")
+		})
+	}
 }
 
 // awaitLockWait waits until a session of dsn's database waits for a lock,
@@ -308,55 +353,22 @@ func awaitLockWait(t *testing.T, dsn string) []int32 {
 	}
 }
 
-// Ensure an owner whose afterEffect fails (its transaction aborts) hands
-// the key to the waiting duplicate, which applies the effect once.
-func TestWaiterTakesOverAbortedOwner(t *testing.T) {
-	dsn := newDB(t)
-	a, b := open(t, dsn, 10, time.Second), open(t, dsn, 10, 30*time.Second)
-	release := make(chan struct{})
-	o := startOwner(a, "k", release, errHook)
-	<-o.inHook
-	w := startWaiter(b, "k")
-	awaitLockWait(t, dsn)
-	close(release)
-	<-o.done
-	<-w.done
-	if !errors.Is(o.err, errHook) {
-		t.Fatalf("owner = %+v, %v; want %v", o.res, o.err, errHook)
-	}
-	if w.err != nil || w.res != (store.Result{Value: 1}) {
-		t.Fatalf("waiter = %+v, %v; want it to apply: value 1", w.res, w.err)
-	}
-	if st := state(t, dsn); st.Counter != 1 {
-		t.Fatalf("counter = %d, want 1", st.Counter)
-	}
-}
-
 // Ensure an owner whose connection dies inside afterEffect (as when its
 // process crashes: pg_terminate_backend from a third session) hands the key
 // to the waiting duplicate, which applies once; the owner gets
 // ErrUnavailable.
 func TestWaiterTakesOverTerminatedOwner(t *testing.T) {
-	dsn := newDB(t)
-	a, b := open(t, dsn, 10, time.Second), open(t, dsn, 10, 30*time.Second)
-	release := make(chan struct{})
-	o := startOwner(a, "k", release, nil)
-	<-o.inHook
-	w := startWaiter(b, "k")
-	blockers := awaitLockWait(t, dsn)
+	dsn, o, w, blockers := waitBehind(t, nil)
 	exec(t, dsn, `SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid`, blockers)
 	<-w.done
 	if w.err != nil || w.res != (store.Result{Value: 1}) {
 		t.Fatalf("waiter = %+v, %v; want it to apply: value 1", w.res, w.err)
 	}
-	close(release)
-	<-o.done
+	o.finish()
 	if !errors.Is(o.err, store.ErrUnavailable) {
 		t.Fatalf("owner whose connection died = %+v, %v; want ErrUnavailable", o.res, o.err)
 	}
-	if st := state(t, dsn); st.Counter != 1 {
-		t.Fatalf("counter = %d, want 1", st.Counter)
-	}
+	wantCounter(t, dsn, 1, "")
 }
 
 // Ensure a connection lost during Apply is ErrUnavailable, records
@@ -364,24 +376,15 @@ func TestWaiterTakesOverTerminatedOwner(t *testing.T) {
 func TestConnectionLostIsUnavailable(t *testing.T) {
 	dsn := newDB(t)
 	s := open(t, dsn, 10, time.Second)
-	release := make(chan struct{})
-	o := startOwner(s, "k", release, nil)
-	<-o.inHook
+	o := startOwner(s, "k", nil)
 	exec(t, dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 		WHERE datname = current_database() AND state = 'idle in transaction'`)
-	close(release)
-	<-o.done
+	o.finish()
 	if !errors.Is(o.err, store.ErrUnavailable) {
 		t.Fatalf("Apply whose connection died = %+v, %v; want ErrUnavailable", o.res, o.err)
 	}
-	if st := state(t, dsn); st.Counter != 0 {
-		t.Fatalf("counter after the lost connection = %d, want 0", st.Counter)
-	}
-	for _, want := range []store.Result{{Value: 1}, {Value: 1, Replayed: true}} {
-		if got, err := s.Apply(intent("k", "x"), noHook); err != nil || got != want {
-			t.Fatalf("retry = %+v, %v; want %+v", got, err, want)
-		}
-	}
+	wantCounter(t, dsn, 0, " after the lost connection")
+	applyOnce(t, s, "k", 1)
 }
 
 // Ensure a store whose server is gone answers ErrUnavailable.
