@@ -16,11 +16,8 @@ import (
 // effects.
 func TestOpenLocksFolder(t *testing.T) {
 	dir := t.TempDir()
-	c, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = Open(dir)
+	c := open(t, dir)
+	err := openErr(dir)
 	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "another server") {
 		t.Fatalf("second Open error = %v, want one naming %s and another server", err, dir)
 	}
@@ -30,11 +27,7 @@ func TestOpenLocksFolder(t *testing.T) {
 	if _, err := c.Increment(fp); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Increment after Close: %v, want ErrClosed", err)
 	}
-	c2, err := Open(dir)
-	if err != nil {
-		t.Fatalf("Open after Close: %v", err)
-	}
-	c2.Close()
+	open(t, dir) // after Close
 }
 
 // Ensure a folder holding a durable store's database is refused, naming

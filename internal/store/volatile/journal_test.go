@@ -30,10 +30,7 @@ func TestJournalRecordsEachEffect(t *testing.T) {
 	if st, err := ReadState(dir); err != nil || st.Counter != 0 || st.Effects != nil {
 		t.Fatalf("ReadState(empty) = %+v, %v, want zero", st, err)
 	}
-	c, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := open(t, dir)
 	bodies := []string{"add-one", "other", "add-one"}
 	var want []store.Effect
 	for i, b := range bodies {
@@ -76,10 +73,7 @@ func TestJournalCrashLeftovers(t *testing.T) {
 			if st, err := ReadState(dir); err != nil || st.Counter != 1 || !reflect.DeepEqual(st.Effects, want) {
 				t.Fatalf("ReadState = %+v, %v, want 1, %v, nil", st, err, want)
 			}
-			c, err := Open(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := open(t, dir)
 			if got, err := c.Increment(fpOf("x")); err != nil || got != 2 {
 				t.Fatalf("Increment = %d, %v, want 2, nil", got, err)
 			}
@@ -129,14 +123,8 @@ func TestJournalMalformed(t *testing.T) {
 
 // Ensure a failed increment leaves no journal line behind, and the next one follows the counter.
 func TestJournalFailedIncrement(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := removableDir(t)
+	c := open(t, dir)
 	if _, err := c.Increment(fp); err != nil {
 		t.Fatal(err)
 	}

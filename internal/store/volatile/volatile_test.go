@@ -10,13 +10,33 @@ import (
 	"time"
 )
 
-// Ensure a missing file reads as 0 and increments persist as "N\n".
-func TestIncrementPersists(t *testing.T) {
-	dir := t.TempDir()
+// open opens dir's counter, failing t on an error; it is closed when t
+// ends.
+func open(t *testing.T, dir string) *Counter {
+	t.Helper()
 	c, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// removableDir returns a state folder that a test may remove and make
+// again.
+func removableDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Ensure a missing file reads as 0 and increments persist as "N\n".
+func TestIncrementPersists(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir)
 	if got, want := c.Value(), int64(0); got != want {
 		t.Fatalf("Value() = %d, want %d", got, want)
 	}
@@ -39,11 +59,7 @@ func TestIncrementPersists(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	c2, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := c2.Value(), int64(3); got != want {
+	if got, want := open(t, dir).Value(), int64(3); got != want {
 		t.Fatalf("reopened Value() = %d, want %d", got, want)
 	}
 	if got, err := Read(dir); err != nil || got != 3 {
@@ -86,9 +102,7 @@ func TestOpenStateFolder(t *testing.T) {
 	if err := os.WriteFile(leftover, []byte("7"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(dir); err != nil {
-		t.Fatal(err)
-	}
+	open(t, dir)
 	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
 		t.Errorf("leftover %s still there after Open: %v", leftover, err)
 	}
@@ -97,10 +111,7 @@ func TestOpenStateFolder(t *testing.T) {
 // Ensure a reader never sees a torn, empty or unparseable file while a writer increments.
 func TestReaderNeverSeesTornFile(t *testing.T) {
 	dir := t.TempDir()
-	c, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := open(t, dir)
 	if _, err := c.Increment(fp); err != nil {
 		t.Fatal(err)
 	}
@@ -146,10 +157,7 @@ func TestReaderNeverSeesTornFile(t *testing.T) {
 // Ensure concurrent increments are serialized: none is lost.
 func TestConcurrentIncrements(t *testing.T) {
 	dir := t.TempDir()
-	c, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := open(t, dir)
 	const n = 64
 	var wg sync.WaitGroup
 	seen := make([]bool, n+1)
@@ -179,14 +187,8 @@ func TestConcurrentIncrements(t *testing.T) {
 
 // Ensure a failed write leaves the value unchanged and a later write works.
 func TestFailedWriteKeepsValue(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := removableDir(t)
+	c := open(t, dir)
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
