@@ -2,9 +2,11 @@ package store
 
 import "time"
 
-// KeyClock is a persistent store's key TTL and clock, the same for every
-// store that keeps recorded_at times: embedded in the store's type, it
-// gives it SetKeyTTL (Expiring) and SetClockForTest.
+// KeyClock is a key table's key TTL and clock, the same for every store
+// that keeps recorded_at times and for the server's in-memory tables
+// (registry.Registry, registry.Claims): embedded in the table's type, it
+// gives it SetKeyTTL (Expiring) and SetClockForTest. Both are set before
+// the table is used.
 type KeyClock struct {
 	ttl time.Duration    // 0: keys never expire
 	now func() time.Time // nil: time.Now
@@ -23,6 +25,11 @@ func (k *KeyClock) Now() time.Time {
 		return k.now()
 	}
 	return time.Now()
+}
+
+// Expired reports whether a key recorded at at is past the key TTL at t.
+func (k *KeyClock) Expired(at, t time.Time) bool {
+	return k.ttl > 0 && !t.Before(at.Add(k.ttl))
 }
 
 // ExpiredBefore returns the recording time (Unix ms) at or before which a

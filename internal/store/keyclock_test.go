@@ -6,7 +6,7 @@ import (
 )
 
 // Ensure a KeyClock reads the test's clock once one is set, and names the
-// expiry cut-off only when a TTL is set.
+// expiry cut-off, and expires a key recorded TTL ago, only when a TTL is set.
 func TestKeyClock(t *testing.T) {
 	at := time.Date(2030, 1, 1, 0, 0, 10, 0, time.UTC)
 	tests := []struct {
@@ -29,6 +29,12 @@ func TestKeyClock(t *testing.T) {
 			ms, ok := k.ExpiredBefore(k.Now())
 			if ms != tt.wantMS || ok != tt.wantOK {
 				t.Fatalf("ExpiredBefore() = %d, %v; want %d, %v", ms, ok, tt.wantMS, tt.wantOK)
+			}
+			if got := k.Expired(at.Add(-tt.ttl), at); got != tt.wantOK {
+				t.Fatalf("Expired(recorded TTL ago) = %v, want %v", got, tt.wantOK)
+			}
+			if k.Expired(at.Add(-tt.ttl+time.Nanosecond), at) {
+				t.Fatal("Expired(recorded less than TTL ago) = true, want false")
 			}
 		})
 	}

@@ -15,9 +15,9 @@ import (
 type Claims struct {
 	capacity int
 
+	store.KeyClock // the key TTL and the clock
+
 	mu     sync.Mutex
-	ttl    time.Duration
-	now    func() time.Time
 	claims map[string]*claim
 }
 
@@ -35,32 +35,18 @@ var _ store.Phased = (*Claims)(nil)
 
 // NewClaims returns an empty table of at most capacity live keys.
 func NewClaims(capacity int) *Claims {
-	return &Claims{capacity: capacity, now: time.Now, claims: make(map[string]*claim)}
-}
-
-// SetKeyTTL makes a recorded key expire d after it was recorded (0: never).
-func (c *Claims) SetKeyTTL(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.ttl = d
-}
-
-// SetClockForTest makes c read the time from now.
-func (c *Claims) SetClockForTest(now func() time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = now
+	return &Claims{capacity: capacity, claims: make(map[string]*claim)}
 }
 
 func (c *Claims) expired(cl *claim, t time.Time) bool {
-	return cl.recorded && c.ttl > 0 && !t.Before(cl.at.Add(c.ttl))
+	return cl.recorded && c.Expired(cl.at, t)
 }
 
 // Len returns the number of live keys, claimed or recorded.
 func (c *Claims) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := c.now()
+	t := c.Now()
 	n := 0
 	for _, cl := range c.claims {
 		if !c.expired(cl, t) {
@@ -74,7 +60,7 @@ func (c *Claims) Len() int {
 func (c *Claims) Claim(in store.Intent, lease time.Duration) (store.Claim, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := c.now()
+	t := c.Now()
 	cl, ok := c.claims[in.Key]
 	if ok && c.expired(cl, t) {
 		delete(c.claims, in.Key)
@@ -114,7 +100,7 @@ func (c *Claims) Complete(key, token string, value int64) error {
 	if !ok || cl.recorded || cl.token != token {
 		return store.ErrClaimLost
 	}
-	cl.recorded, cl.value, cl.at = true, value, c.now()
+	cl.recorded, cl.value, cl.at = true, value, c.Now()
 	return nil
 }
 

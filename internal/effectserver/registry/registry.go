@@ -61,10 +61,10 @@ type Ticket interface {
 type Registry struct {
 	capacity int
 
+	store.KeyClock // the key TTL (none: recorded keys never expire) and the clock
+
 	mu      sync.Mutex
 	records map[string]*record
-	ttl     time.Duration    // 0: recorded keys never expire; guarded by mu
-	now     func() time.Time // the clock; tests replace it
 
 	// onWait, when set by a test, is called (outside the lock) each time a
 	// request starts waiting for an owner. Guarded by mu.
@@ -84,32 +84,18 @@ type record struct {
 // New returns an empty Registry holding at most capacity keys, which never
 // expire until SetKeyTTL says otherwise.
 func New(capacity int) *Registry {
-	return &Registry{capacity: capacity, records: make(map[string]*record), now: time.Now}
-}
-
-// SetKeyTTL makes a recorded key expire d after it was recorded (0: never).
-func (r *Registry) SetKeyTTL(d time.Duration) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.ttl = d
-}
-
-// SetClockForTest makes r read the time from now.
-func (r *Registry) SetClockForTest(now func() time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.now = now
+	return &Registry{capacity: capacity, records: make(map[string]*record)}
 }
 
 // expired reports whether rec is a recorded result past the key TTL at t.
 // Called with mu held.
 func (r *Registry) expired(rec *record, t time.Time) bool {
-	return rec.final && r.ttl > 0 && !t.Before(rec.at.Add(r.ttl))
+	return rec.final && r.Expired(rec.at, t)
 }
 
 // purge removes every expired key. Called with mu held.
 func (r *Registry) purge(t time.Time) {
-	if r.ttl <= 0 {
+	if _, ok := r.ExpiredBefore(t); !ok { // no TTL: nothing expires
 		return
 	}
 	for k, rec := range r.records {
@@ -123,21 +109,14 @@ func (r *Registry) purge(t time.Time) {
 func (r *Registry) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.purge(r.now())
+	r.purge(r.Now())
 	return len(r.records)
 }
 
 // Restore records value as the final result of key, recorded now, as a
 // durable store does at start for the results it kept (see RestoreAt).
 func (r *Registry) Restore(key string, fp store.Fingerprint, value int64) error {
-	return r.RestoreAt(key, fp, value, r.clock())
-}
-
-// clock returns the registry's current time.
-func (r *Registry) clock() time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.now()
+	return r.RestoreAt(key, fp, value, r.Now())
 }
 
 // RestoreAt records value as the final result of key, recorded at at. It
@@ -146,7 +125,7 @@ func (r *Registry) clock() time.Time {
 func (r *Registry) RestoreAt(key string, fp store.Fingerprint, value int64, at time.Time) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t := r.now()
+	t := r.Now()
 	rec := &record{fp: fp, done: make(chan struct{}), final: true, value: value, at: at}
 	close(rec.done)
 	if r.expired(rec, t) {
@@ -195,7 +174,7 @@ func (r *Registry) Acquire(ctx context.Context, key string, fp store.Fingerprint
 	var timeout <-chan time.Time
 	for {
 		r.mu.Lock()
-		now := r.now()
+		now := r.Now()
 		rec, ok := r.records[key]
 		if ok && r.expired(rec, now) {
 			delete(r.records, key) // expired: absent, a new effect
@@ -266,7 +245,7 @@ func (t *ticket) Complete(value int64) {
 	t.settled = true
 	t.rec.value = value
 	t.rec.final = true
-	t.rec.at = t.r.now()
+	t.rec.at = t.r.Now()
 	close(t.rec.done)
 }
 
