@@ -59,17 +59,17 @@ func (m recordAfterEffect) Acquire(ctx context.Context, key string, fp store.Fin
 	return recordLater{m.Registry, key, fp}, 0, nil
 }
 
-// recordLater is an owner whose record is written only on Complete.
+// recordLater is an owner with no record in the registry (record after
+// effect) or one whose record another owner holds too (check-then-act):
+// its result is recorded only on Complete, and only if the key has no
+// record by then (a duplicate that completed first keeps its record).
 type recordLater struct {
 	r   *registry.Registry
 	key string
 	fp  store.Fingerprint
 }
 
-func (t recordLater) Key() string { return t.key }
-
-// Complete records the result now, after the effect; a duplicate that
-// completed first keeps its record.
+func (t recordLater) Key() string          { return t.key }
 func (t recordLater) Complete(value int64) { _ = t.r.Restore(t.key, t.fp, value) }
 func (t recordLater) Release()             {}
 func (t recordLater) ReplyLost()           {}
@@ -269,18 +269,5 @@ func (m *checkThenAct) Acquire(ctx context.Context, key string, fp store.Fingerp
 	}
 	// Another request inserted the key in the gap (in flight, recorded,
 	// or with another body): the blind insert takes it over.
-	return blindOwner{m.Registry, key, fp}, 0, nil
+	return recordLater{m.Registry, key, fp}, 0, nil
 }
-
-// blindOwner owns a key another owner also holds; its result is kept
-// only if the key has no record by the time it completes.
-type blindOwner struct {
-	r   *registry.Registry
-	key string
-	fp  store.Fingerprint
-}
-
-func (t blindOwner) Key() string          { return t.key }
-func (t blindOwner) Complete(value int64) { _ = t.r.Restore(t.key, t.fp, value) }
-func (t blindOwner) Release()             {}
-func (t blindOwner) ReplyLost()           {}
