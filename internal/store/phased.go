@@ -93,6 +93,18 @@ type TimedRecord struct {
 	RecordedAt time.Time
 }
 
+// Records returns the records of ts, without their times.
+func Records(ts []TimedRecord) []Record {
+	if ts == nil {
+		return nil
+	}
+	recs := make([]Record, len(ts))
+	for i, t := range ts {
+		recs[i] = t.Record
+	}
+	return recs
+}
+
 // NewToken returns a fresh claim token: 128 random bits in hex.
 func NewToken() string {
 	b := make([]byte, 16)

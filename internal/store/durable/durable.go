@@ -73,6 +73,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
@@ -423,22 +424,39 @@ func (s *Store) Path() string { return s.path }
 
 // Recorded returns every recorded key and its result, in the order recorded.
 func (s *Store) Recorded() ([]store.Record, error) {
-	rows, err := s.db.Query(`SELECT key, fingerprint, value FROM keys ORDER BY rowid`)
+	keys, err := s.readKeys(false)
+	return store.Records(keys), err
+}
+
+// RecordedWithTimes returns the live keys of Apply, as Recorded, with the
+// time each was recorded, for a registry that expires them (RestoreAt).
+func (s *Store) RecordedWithTimes() ([]store.TimedRecord, error) { return s.readKeys(true) }
+
+// readKeys reads the keys of Apply, in the order recorded; if live, only
+// those the key TTL has not expired.
+func (s *Store) readKeys(live bool) ([]store.TimedRecord, error) {
+	rows, err := s.db.Query(`SELECT key, fingerprint, value, recorded_at FROM keys ORDER BY rowid`)
 	if err != nil {
 		return nil, fmt.Errorf("durable store %s: read keys: %w", s.path, err)
 	}
 	defer rows.Close()
-	var keys []store.Record
+	cut, expiring := s.ExpiredBefore(s.Now())
+	var keys []store.TimedRecord
 	for rows.Next() {
-		var k store.Record
+		var k store.TimedRecord
 		var fp []byte
-		if err := rows.Scan(&k.Key, &fp, &k.Value); err != nil {
+		var at int64
+		if err := rows.Scan(&k.Key, &fp, &k.Value, &at); err != nil {
 			return nil, fmt.Errorf("durable store %s: read keys: %w", s.path, err)
 		}
 		if len(fp) != len(k.Fingerprint) {
 			return nil, fmt.Errorf("durable store %s: key %q: fingerprint of %d bytes, want %d", s.path, k.Key, len(fp), len(k.Fingerprint))
 		}
+		if live && expiring && at <= cut {
+			continue
+		}
 		copy(k.Fingerprint[:], fp)
+		k.RecordedAt = time.UnixMilli(at)
 		keys = append(keys, k)
 	}
 	if err := rows.Err(); err != nil {

@@ -172,36 +172,3 @@ func (s *Store) purgeKeys(st *[len(statements)]*sql.Stmt, cut int64) (keys int64
 	}
 	return keys, nil
 }
-
-// RecordedWithTimes returns the live keys of Apply, as Recorded, with the
-// time each was recorded, for a registry that expires them (RestoreAt).
-func (s *Store) RecordedWithTimes() ([]store.TimedRecord, error) {
-	rows, err := s.db.Query(`SELECT key, fingerprint, value, recorded_at FROM keys ORDER BY rowid`)
-	if err != nil {
-		return nil, fmt.Errorf("durable store %s: read keys: %w", s.path, err)
-	}
-	defer rows.Close()
-	cut, expiring := s.ExpiredBefore(s.Now())
-	var keys []store.TimedRecord
-	for rows.Next() {
-		var k store.TimedRecord
-		var fp []byte
-		var at int64
-		if err := rows.Scan(&k.Key, &fp, &k.Value, &at); err != nil {
-			return nil, fmt.Errorf("durable store %s: read keys: %w", s.path, err)
-		}
-		if len(fp) != len(k.Fingerprint) {
-			return nil, fmt.Errorf("durable store %s: key %q: fingerprint of %d bytes, want %d", s.path, k.Key, len(fp), len(k.Fingerprint))
-		}
-		if expiring && at <= cut {
-			continue
-		}
-		copy(k.Fingerprint[:], fp)
-		k.RecordedAt = time.UnixMilli(at)
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("durable store %s: read keys: %w", s.path, err)
-	}
-	return keys, nil
-}

@@ -70,39 +70,6 @@ const purgeKeys = `WITH d AS (
 )
 UPDATE state SET keys = keys - (SELECT count(*) FROM d) WHERE id = 1 RETURNING keys`
 
-// RecordedWithTimes returns the live keys of Apply, as Recorded, with the
-// time each was recorded, for a registry that expires them (RestoreAt).
-func (s *Store) RecordedWithTimes() ([]store.TimedRecord, error) {
-	ctx := context.Background()
-	rows, err := s.pool.Query(ctx, `SELECT key, fingerprint, value, recorded_at FROM keys WHERE value IS NOT NULL ORDER BY value`)
-	if err != nil {
-		return nil, s.fail("read keys", err)
-	}
-	defer rows.Close()
-	var recs []store.TimedRecord
-	for rows.Next() {
-		var r store.TimedRecord
-		var fp []byte
-		var at *int64
-		if err := rows.Scan(&r.Key, &fp, &r.Value, &at); err != nil {
-			return nil, s.fail("read keys", err)
-		}
-		if len(fp) != len(r.Fingerprint) {
-			return nil, fmt.Errorf("postgres store %s: key %q: fingerprint of %d bytes, want %d", s.dsn, r.Key, len(fp), len(r.Fingerprint))
-		}
-		if at == nil || s.expired(at) {
-			continue
-		}
-		copy(r.Fingerprint[:], fp)
-		r.RecordedAt = time.UnixMilli(*at)
-		recs = append(recs, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.fail("read keys", err)
-	}
-	return recs, nil
-}
-
 // Claim claims in's key for lease in one transaction (see store.Phased).
 func (s *Store) Claim(in store.Intent, lease time.Duration) (store.Claim, error) {
 	ctx := context.Background()

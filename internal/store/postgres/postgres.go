@@ -399,18 +399,28 @@ func checkLayout(ctx context.Context, tx pgx.Tx) (empty bool, err error) {
 
 // Recorded returns every recorded key, in the order their effects applied.
 func (s *Store) Recorded() ([]store.Record, error) {
-	ctx := context.Background()
-	rows, err := s.pool.Query(ctx, `SELECT key, fingerprint, value FROM keys ORDER BY value`)
+	recs, err := s.readKeys(false)
+	return store.Records(recs), err
+}
+
+// RecordedWithTimes returns the live keys of Apply, as Recorded, with the
+// time each was recorded, for a registry that expires them (RestoreAt).
+func (s *Store) RecordedWithTimes() ([]store.TimedRecord, error) { return s.readKeys(true) }
+
+// readKeys reads the keys of Apply, in the order their effects applied;
+// if live, only those the key TTL has not expired.
+func (s *Store) readKeys(live bool) ([]store.TimedRecord, error) {
+	rows, err := s.pool.Query(context.Background(), `SELECT key, fingerprint, value, recorded_at FROM keys ORDER BY value`)
 	if err != nil {
 		return nil, s.fail("read keys", err)
 	}
 	defer rows.Close()
-	var recs []store.Record
+	var recs []store.TimedRecord
 	for rows.Next() {
-		var r store.Record
+		var r store.TimedRecord
 		var fp []byte
-		var value *int64
-		if err := rows.Scan(&r.Key, &fp, &value); err != nil {
+		var value, at *int64
+		if err := rows.Scan(&r.Key, &fp, &value, &at); err != nil {
 			return nil, s.fail("read keys", err)
 		}
 		if len(fp) != len(r.Fingerprint) {
@@ -419,8 +429,14 @@ func (s *Store) Recorded() ([]store.Record, error) {
 		if value == nil {
 			return nil, fmt.Errorf("postgres store %s: key %q committed without a value", s.dsn, r.Key)
 		}
+		if live && (at == nil || s.expired(at)) {
+			continue
+		}
 		copy(r.Fingerprint[:], fp)
 		r.Value = *value
+		if at != nil {
+			r.RecordedAt = time.UnixMilli(*at)
+		}
 		recs = append(recs, r)
 	}
 	if err := rows.Err(); err != nil {
