@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"idemlab/internal/audit/chaosplan"
 )
 
 // The chaos experiment's files: one summary; per store and per target a
@@ -90,18 +92,6 @@ func chaosPromised(c chaosClaims, replicas int, rule string) bool {
 
 // promised is chaosPromised for h.
 func (h *chaosHistory) promised(rule string) bool { return chaosPromised(h.claims, h.replicas, rule) }
-
-// chaosFaults are the fault names an attempt may carry (a list joined by
-// commas), in chaos.json's order; delay, stall and give-up take "=NNms".
-// The lab's own server takes all but give-up (the fault proxy in front of
-// a target places it).
-var chaosFaults = []string{"delay", "slow", "crash-before-effect", "stall", "crash-after-effect", "crash-after-record", "drop-reply", "fail-effect", "fail-after-effect", "give-up"}
-
-// serverFaults are the kinds the lab's own server takes.
-var serverFaults = chaosFaults[:9]
-
-// takesArg reports whether fault kind name takes "=NNms".
-func takesArg(name string) bool { return name == "delay" || name == "stall" || name == "give-up" }
 
 // isStreamed reports whether checkFiles must hash the listed file p by
 // streaming it (a chaos history or its timeline, too large to hold whole:
@@ -214,7 +204,7 @@ func (a *auditor) chaosFail(s chaosSubject, field, format string, args ...any) {
 // counts and verdict equal to what the audit derived; no violation of a
 // rule the claims promise; the seeded schedule drawn again from the
 // history's seed and parameters and compared with every attempt and every
-// planned kill (chaosschedule.go); and the timeline drawn again and
+// planned kill (chaosplan); and the timeline drawn again and
 // compared byte for byte (chaossvg.go).
 func (a *auditor) checkChaos() {
 	a.check()
@@ -472,7 +462,7 @@ func (a *auditor) checkChaosClaims(sub chaosSubject, run map[string]any, hist *c
 		a.chaosFail(sub, "claims", "%s: claims: durable %t, shared_store %t; the history's: %t, %t", what, d, sh, hist.claims.durable, hist.claims.shared)
 	}
 	dir, _ := str(run, "target_dir")
-	want, wantFaults, by := hist.claims, serverFaults, ""
+	want, wantFaults, by := hist.claims, chaosplan.StoreFaults, ""
 	switch {
 	case sub.store != "":
 		want, by = storeClaims(sub.store), "the store's"

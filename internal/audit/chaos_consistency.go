@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+
+	"idemlab/internal/audit/chaosplan"
 )
 
 // The chaos history's consistency checks: what a history must say beside
@@ -20,7 +22,7 @@ import (
 // are numbered 0, 1, ... in order, one at a time (each begins after the one
 // before ended), the chaos phase's before the quiet phase's; each chaos
 // attempt goes to the replica with the fault the seeded schedule names
-// (chaos_schedule.go) and begins no sooner than its backoff after the
+// (internal/audit/chaosplan) and begins no sooner than its backoff after the
 // attempt before it; a quiet attempt goes to replica (N + attempt) mod
 // replicas with no fault, 20 ms after the quiet attempt before it.
 //
@@ -80,17 +82,8 @@ type chaosEvent struct {
 	kind          string
 	replica, code int64
 	at, planned   int64 // planned: the kill's number in the plan (kill, kill_skipped), else -1
-	reason        int8  // kill_skipped: its reason's index in killSkipReasons (-1: none of them)
+	reason        int8  // kill_skipped: its reason's index in chaosplan.SkipReasons (-1: none of them)
 	no            int
-}
-
-// killSkipReasons are why a planned kill may not land, the lab's words (a
-// kill_skipped event's error).
-var killSkipReasons = []string{
-	"the replica was down",
-	"the replica was the last one up",
-	"the replica's process ended first (a crash fault)",
-	"the chaos phase ended first",
 }
 
 // sigkillExit is the exit code of a process SIGKILL ended (128+9).
@@ -106,19 +99,13 @@ type chaosLine struct {
 	replayed         int8 // -1 null, 0 false, 1 true
 }
 
-// chaosIntentBody is the body the lab sends for intent n of a run with this
-// seed, as its key is "chaos-N".
-func chaosIntentBody(seed uint64, n int64) string {
-	return fmt.Sprintf("chaos seed %d intent %d", seed, n)
-}
-
 // firstAttempt checks the key and body of intent n's first attempt (line
 // no): the lab's intent n.
 func (h *chaosHistory) firstAttempt(no int, n int64, key []byte, sum [32]byte) {
-	want := sha256.Sum256([]byte(chaosIntentBody(h.seed, n)))
-	if wantKey := "chaos-" + strconv.FormatInt(n, 10); string(key) != wantKey || sum != want {
+	want := sha256.Sum256([]byte(chaosplan.Body(h.seed, n)))
+	if wantKey := chaosplan.Key(n); string(key) != wantKey || sum != want {
 		h.issue("intent", n, "line %d: intent %d sends key %q and a body of SHA-256 %s; the lab's intent %d of seed %d is key %q, body %q (SHA-256 %s)",
-			no, n, key, hex.EncodeToString(sum[:]), n, h.seed, wantKey, chaosIntentBody(h.seed, n), hex.EncodeToString(want[:]))
+			no, n, key, hex.EncodeToString(sum[:]), n, h.seed, wantKey, chaosplan.Body(h.seed, n), hex.EncodeToString(want[:]))
 	}
 }
 
@@ -145,23 +132,23 @@ func (h *chaosHistory) attemptInOrder(no int, n int64, in *chaosIntent, a chaosL
 	}
 	if a.chaos {
 		in.chaosN = min(in.chaosN+1, 1<<16-1)
-		d := h.sched.attempt(n, a.attempt)
-		if a.replica != int64(d.replica) || string(a.fault) != d.fault {
+		d := h.sched.Attempt(int(n), int(a.attempt))
+		if a.replica != int64(d.Replica) || string(a.fault) != d.Fault {
 			h.issue("schedule", n, "line %d: intent %d's attempt %d went to replica %d with fault %q; the schedule of seed %d (%d replicas, fault kinds %s) says replica %d, fault %q",
-				no, n, a.attempt, a.replica, a.fault, h.seed, h.replicas, orNone(h.faultKinds), d.replica, d.fault)
-		} else if inOrder && in.lastPhase == 1 && a.start < in.lastEnd+d.backoffUS {
+				no, n, a.attempt, a.replica, a.fault, h.seed, h.replicas, orNone(h.faultKinds), d.Replica, d.Fault)
+		} else if inOrder && in.lastPhase == 1 && a.start < in.lastEnd+d.Backoff.Microseconds() {
 			h.issue("schedule", n, "line %d: intent %d's attempt %d began %d µs after its attempt before ended; the schedule's backoff before it is %d µs",
-				no, n, a.attempt, a.start-in.lastEnd, d.backoffUS)
+				no, n, a.attempt, a.start-in.lastEnd, d.Backoff.Microseconds())
 		}
 	} else {
 		in.quietN = min(in.quietN+1, 1<<16-1)
-		d := h.sched.quiet(n, a.attempt)
-		if a.replica != int64(d.replica) || len(a.fault) != 0 {
+		d := h.sched.Quiet(int(n), int(a.attempt))
+		if a.replica != int64(d.Replica) || len(a.fault) != 0 {
 			h.issue("schedule", n, "line %d: intent %d's quiet attempt %d went to replica %d with fault %q; the quiet phase sends it to replica %d ((intent + attempt) mod %d) with none",
-				no, n, a.attempt, a.replica, a.fault, d.replica, h.replicas)
-		} else if inOrder && in.lastPhase == 2 && a.start < in.lastEnd+quietBackoffUS {
+				no, n, a.attempt, a.replica, a.fault, d.Replica, h.replicas)
+		} else if inOrder && in.lastPhase == 2 && a.start < in.lastEnd+d.Backoff.Microseconds() {
 			h.issue("schedule", n, "line %d: intent %d's quiet attempt %d began %d µs after its attempt before ended; the quiet phase waits %d µs",
-				no, n, a.attempt, a.start-in.lastEnd, quietBackoffUS)
+				no, n, a.attempt, a.start-in.lastEnd, d.Backoff.Microseconds())
 		}
 	}
 	var earlier uint8
@@ -428,19 +415,19 @@ func (h *chaosHistory) checkEventsAndKills(p chaosRunParams) {
 		}
 		q := plan[next]
 		next++
-		due := h.chaosStartUS + q.atUS
+		due := h.chaosStartUS + q.At.Microseconds()
 		switch {
-		case r != int64(q.replica):
-			h.issue("kills", -1, "line %d: %s of planned kill %d is of replica %d; the plan's is of replica %d", e.no, e.kind, e.planned, r, q.replica)
+		case r != int64(q.Replica):
+			h.issue("kills", -1, "line %d: %s of planned kill %d is of replica %d; the plan's is of replica %d", e.no, e.kind, e.planned, r, q.Replica)
 		case e.kind == "kill" && e.at < due:
 			h.issue("kills", -1, "line %d: planned kill %d came at %d µs, before its time (%d µs)", e.no, e.planned, e.at, due)
 		case e.kind == "kill_skipped" && e.reason < 0:
-			h.issue("kills", -1, "line %d: planned kill %d skipped for a reason that is none of the lab's (%q, ...)", e.no, e.planned, killSkipReasons[0])
-		case e.kind == "kill_skipped" && e.reason != 3 && e.at < due:
+			h.issue("kills", -1, "line %d: planned kill %d skipped for a reason that is none of the lab's (%q, ...)", e.no, e.planned, chaosplan.SkipReasons[0])
+		case e.kind == "kill_skipped" && chaosplan.SkipReasons[e.reason] != chaosplan.SkipPhaseEnd && e.at < due:
 			h.issue("kills", -1, "line %d: planned kill %d skipped at %d µs, before its time (%d µs)", e.no, e.planned, e.at, due)
 		}
 		if e.kind == "kill" {
-			lastKill[r] = &kill{downUS: q.downUS, exitAt: -1}
+			lastKill[r] = &kill{downUS: q.Down.Microseconds(), exitAt: -1}
 		}
 	}
 	for r, st := range state {

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// Ensure the audit's own schedule (chaos_schedule.go) and consistency
+// Ensure the schedule (chaosplan) and the audit's consistency
 // checks agree with the lab on every history the lab wrote into the
 // fixture, the stores' and the targets': each attempt's replica, fault and
 // backoff are the schedule's, each planned kill landed or was skipped as

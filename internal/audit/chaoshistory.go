@@ -9,13 +9,16 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"idemlab/internal/audit/strict"
 	"io"
 	"math/bits"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"idemlab/internal/audit/chaosplan"
+	"idemlab/internal/audit/strict"
 )
 
 // A chaosHistory is what the audit keeps of one history while streaming
@@ -147,11 +150,21 @@ var chaosLineFields = map[string][]string{
 var chaosEventKinds = []string{"start", "start_failed", "kill", "kill_skipped", "fault_kill", "exit", "stop"}
 
 // chaosMaxClients and chaosMaxKills bound a history's clients and the
-// nemesis's plan (the lab's bounds: 64 clients, 10,000 kills).
+// nemesis's plan (the lab's bound: 64 clients).
 const (
 	chaosMaxClients = 64
-	chaosMaxKills   = 10000
+	chaosMaxKills   = chaosplan.MaxKills
 )
+
+// chaosSchedule is the plan a history was run with, in the history's
+// units (milliseconds for the parameters).
+type chaosSchedule struct{ chaosplan.Schedule }
+
+// kills is the nemesis's plan for a chaos phase of durationMS, a kill
+// every everyMS on average.
+func (s chaosSchedule) kills(durationMS, everyMS int64) []chaosplan.Kill {
+	return s.Kills(time.Duration(durationMS)*time.Millisecond, time.Duration(everyMS)*time.Millisecond)
+}
 
 // targetName is what a target's name may be (schema/target.schema.json).
 var targetName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,47}$`)
@@ -436,13 +449,13 @@ func readChaosHistory(r io.Reader) (*chaosHistory, error) {
 			h.faultKinds = []string{}
 			for _, f := range fs {
 				k, _ := f.(string)
-				if !slices.Contains(chaosFaults, k) || slices.Contains(h.faultKinds, k) {
-					l.failf("faults: %s: want fault kinds (%s), each once", render(f), strings.Join(chaosFaults, ", "))
+				if !slices.Contains(chaosplan.FaultKinds, k) || slices.Contains(h.faultKinds, k) {
+					l.failf("faults: %s: want fault kinds (%s), each once", render(f), strings.Join(chaosplan.FaultKinds, ", "))
 					break
 				}
 				h.faultKinds = append(h.faultKinds, k)
 			}
-			h.sched = chaosSchedule{seed: h.seed, replicas: h.replicas, faults: h.faultKinds}
+			h.sched = chaosSchedule{chaosplan.Schedule{Seed: h.seed, Replicas: h.replicas, Faults: h.faultKinds}}
 			hdrAttempts = l.int("attempts", 0, maxInt)
 			hdrEvents = l.int("server_events", 0, maxInt)
 			hdrPl = l.int("places", 0, 1000)
@@ -472,9 +485,9 @@ func readChaosHistory(r io.Reader) (*chaosHistory, error) {
 			h.endUS = max(h.endUS, at)
 			if l.err == nil {
 				h.event(kind, rep, code)
-				reason := int8(-1) // why a planned kill did not land: an index in killSkipReasons
+				reason := int8(-1) // why a planned kill did not land: an index in chaosplan.SkipReasons
 				if kind == "kill_skipped" {
-					reason = int8(slices.Index(killSkipReasons, string(why)))
+					reason = int8(slices.Index(chaosplan.SkipReasons, string(why)))
 				}
 				h.serverEvents = append(h.serverEvents, chaosEvent{kind: kind, replica: rep, code: code, at: at, planned: planned, reason: reason, no: no})
 			}
@@ -667,8 +680,8 @@ func (h *chaosHistory) attempt(l *lineReader, lastTime *int64) {
 	if len(fault) != 0 {
 		for f := range bytes.SplitSeq(fault, []byte(",")) {
 			name, arg, hasArg := bytes.Cut(f, []byte("="))
-			k := slices.IndexFunc(chaosFaults, func(c string) bool { return c == string(name) })
-			ok := k >= 0 && takesArg(string(name)) == hasArg
+			k := slices.IndexFunc(chaosplan.FaultKinds, func(c string) bool { return c == string(name) })
+			ok := k >= 0 && chaosplan.TakesArg(string(name)) == hasArg
 			if hasArg {
 				ms, err := strconv.Atoi(string(bytes.TrimSuffix(arg, []byte("ms"))))
 				ok = ok && bytes.HasSuffix(arg, []byte("ms")) && err == nil && ms >= 0
@@ -677,7 +690,7 @@ func (h *chaosHistory) attempt(l *lineReader, lastTime *int64) {
 				l.failf("fault %q: %q is not a fault", fault, f)
 				break
 			}
-			h.faults[chaosFaults[k]]++
+			h.faults[chaosplan.FaultKinds[k]]++
 		}
 		h.faulted++
 	}
@@ -1022,7 +1035,7 @@ func (h *chaosHistory) check(crashCode int64) chaosCheck {
 	if h.target == "" {
 		n["crash_exits"] = h.exits[crashCode]
 	}
-	for _, f := range chaosFaults {
+	for _, f := range chaosplan.FaultKinds {
 		c.faults[f] = h.faults[f]
 	}
 	return c

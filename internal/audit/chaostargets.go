@@ -3,6 +3,8 @@ package audit
 import (
 	"path"
 	"slices"
+
+	"idemlab/internal/audit/chaosplan"
 )
 
 // This file reads what the chaos checks need of a target in the checkout:
@@ -17,7 +19,7 @@ type chaosTarget struct {
 	// journal: the target counts its effects itself and prints their
 	// journal (effects.journal); chaos judges it by that journal.
 	journal bool
-	faults  []string // the kinds of chaosFaults it takes, in that order
+	faults  []string // the kinds of chaosplan.FaultKinds it takes, in that order
 }
 
 // chaosTargetSpec reads the target.json of target sub in the checkout's
@@ -40,16 +42,16 @@ func (a *auditor) chaosTargetSpec(sub chaosSubject, dir string) *chaosTarget {
 		return nil
 	}
 	t := &chaosTarget{claims: chaosClaims{spec.durable, spec.sharedStore}, sink: spec.sink, journal: spec.journal, faults: []string{}}
-	for _, k := range chaosFaults {
+	for _, k := range chaosplan.FaultKinds {
 		v := k
-		if takesArg(k) {
+		if chaosplan.TakesArg(k) {
 			v += "=1ms"
 		}
 		switch {
 		case spec.native[allFaults]:
 			// Every lab fault goes to the target's own header: it takes
 			// the kinds the lab's server speaks.
-			if slices.Contains(serverFaults, k) {
+			if slices.Contains(chaosplan.StoreFaults, k) {
 				t.faults = append(t.faults, k)
 			}
 		case placeFault(v, spec) == "":

@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"idemlab/internal/audit/chaosplan"
 	"idemlab/internal/caserun"
 	"idemlab/internal/client"
 	"idemlab/internal/protocol"
@@ -192,7 +193,7 @@ func (c Config) ReplicasNote() string {
 // faults are the fault kinds the run's schedule places, in FaultKinds
 // order, and an error naming a kind of c.Faults that cannot be placed.
 func (c Config) faults() ([]string, error) {
-	can := StoreFaults
+	can := chaosplan.StoreFaults
 	var why map[string]string
 	if c.Target != nil {
 		can, why = TargetFaults(c.Target)
@@ -201,15 +202,15 @@ func (c Config) faults() ([]string, error) {
 		return slices.Clone(can), nil
 	}
 	out := []string{}
-	for _, k := range FaultKinds {
+	for _, k := range chaosplan.FaultKinds {
 		if slices.Contains(c.Faults, k) {
 			out = append(out, k)
 		}
 	}
 	for _, k := range c.Faults {
 		switch {
-		case !slices.Contains(FaultKinds, k):
-			return nil, fmt.Errorf("fault kind %q: unknown (known: %s)", k, strings.Join(FaultKinds, ", "))
+		case !slices.Contains(chaosplan.FaultKinds, k):
+			return nil, fmt.Errorf("fault kind %q: unknown (known: %s)", k, strings.Join(chaosplan.FaultKinds, ", "))
 		case !slices.Contains(can, k) && why[k] != "":
 			return nil, fmt.Errorf("fault kind %s: %s", k, why[k])
 		case !slices.Contains(can, k):
@@ -227,13 +228,13 @@ func (c Config) faults() ([]string, error) {
 func TargetFaults(t *target.Target) (kinds []string, why map[string]string) {
 	why = map[string]string{}
 	_, passThrough := t.Native[target.AllFaults]
-	for _, k := range FaultKinds {
-		if passThrough && !slices.Contains(StoreFaults, k) {
+	for _, k := range chaosplan.FaultKinds {
+		if passThrough && !slices.Contains(chaosplan.StoreFaults, k) {
 			why[k] = "the target passes every lab fault to its own header, and " + k + " is not one the lab's server takes"
 			continue
 		}
 		v := k
-		if k == string(protocol.FaultDelay) || k == string(protocol.FaultStall) || k == target.FaultGiveUp {
+		if chaosplan.TakesArg(k) {
 			v += "=1ms"
 		}
 		if _, err := t.Place(v); err != nil {
@@ -295,15 +296,15 @@ type intent struct {
 }
 
 func newIntent(seed uint64, n int) *intent {
-	body := fmt.Appendf(nil, "chaos seed %d intent %d", seed, n)
+	body := []byte(chaosplan.Body(seed, int64(n)))
 	sum := sha256.Sum256(body)
-	return &intent{n: n, key: "chaos-" + strconv.Itoa(n), body: body, sha: hex.EncodeToString(sum[:])}
+	return &intent{n: n, key: chaosplan.Key(int64(n)), body: body, sha: hex.EncodeToString(sum[:])}
 }
 
 // run is one run's moving parts.
 type run struct {
 	cfg    Config
-	sched  Schedule
+	sched  chaosplan.Schedule
 	began  time.Time
 	cl     *cluster
 	client *client.Client
@@ -387,7 +388,7 @@ func runChaos(ctx context.Context, cfg Config) (Result, error) {
 func newRun(cfg Config, began time.Time) *run {
 	n := cfg.replicas()
 	faults, _ := cfg.faults() // checked
-	r := &run{cfg: cfg, sched: Schedule{Seed: cfg.Seed, Replicas: n, Faults: faults}, began: began,
+	r := &run{cfg: cfg, sched: chaosplan.Schedule{Seed: cfg.Seed, Replicas: n, Faults: faults}, began: began,
 		client: client.New(cfg.AttemptTimeout), replay: func(rep client.Reply) *bool { return rep.Replayed }}
 	r.cl = newCluster(nil, began, n)
 	return r
@@ -738,7 +739,7 @@ func (r *run) supervise(ctx context.Context, chaosStart time.Time, chaosOver, st
 type supervision struct {
 	r          *run
 	chaosStart time.Time
-	kills      []Kill
+	kills      []chaosplan.Kill
 	next       int         // the next planned kill
 	restartAt  []time.Time // zero: nothing pending
 	starting   []bool
@@ -749,7 +750,7 @@ type supervision struct {
 // newSupervision plans the run's kills (none when KillEvery is negative)
 // with nothing pending yet.
 func (r *run) newSupervision(chaosStart time.Time) *supervision {
-	kills := []Kill{}
+	kills := []chaosplan.Kill{}
 	if r.cfg.KillEvery > 0 {
 		kills = r.sched.Kills(r.cfg.Duration, r.cfg.KillEvery)
 	}
@@ -762,7 +763,7 @@ func (r *run) newSupervision(chaosStart time.Time) *supervision {
 // phase ended before it.
 func (s *supervision) skipRest() {
 	for ; s.next < len(s.kills); s.next++ {
-		s.r.cl.skip(s.kills[s.next].Replica, s.next, SkipPhaseEnd)
+		s.r.cl.skip(s.kills[s.next].Replica, s.next, chaosplan.SkipPhaseEnd)
 	}
 }
 
@@ -821,7 +822,7 @@ func (s *supervision) killDue(now time.Time) {
 // kill makes planned kill i (k) and sets its replica's restart, or records
 // why it did not land: the replica is down, or it is the last one running
 // of several.
-func (s *supervision) kill(k Kill, i int) {
+func (s *supervision) kill(k chaosplan.Kill, i int) {
 	up := s.r.cl.running()
 	running := 0
 	for _, u := range up {
@@ -831,9 +832,9 @@ func (s *supervision) kill(k Kill, i int) {
 	}
 	switch {
 	case !up[k.Replica]:
-		s.r.cl.skip(k.Replica, i, SkipDown)
+		s.r.cl.skip(k.Replica, i, chaosplan.SkipDown)
 	case running == 1 && s.r.sched.Replicas > 1:
-		s.r.cl.skip(k.Replica, i, SkipLastUp)
+		s.r.cl.skip(k.Replica, i, chaosplan.SkipLastUp)
 	case s.r.cl.kill(k.Replica, i) == "":
 		s.restartAt[k.Replica] = time.Now().Add(k.Down)
 	}
@@ -1015,7 +1016,7 @@ func safeText(s string, n int) string {
 }
 
 // attempt makes one attempt of in by client c and records it.
-func (r *run) attempt(ctx context.Context, c int, in *intent, phase Phase, d Decision) {
+func (r *run) attempt(ctx context.Context, c int, in *intent, phase Phase, d chaosplan.Decision) {
 	a := Attempt{Kind: "attempt", Intent: in.n, Key: in.key, BodySHA256: in.sha, Client: c, Replica: d.Replica,
 		Attempt: in.attempts, Phase: phase, Fault: d.Fault}
 	in.attempts++

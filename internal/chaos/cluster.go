@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"idemlab/internal/audit/chaosplan"
 	"idemlab/internal/casefile"
 	"idemlab/internal/caserun"
 	"idemlab/internal/client"
@@ -145,14 +146,6 @@ func (c *cluster) lastFailure() string {
 // startTries bounds the tries of one start.
 const startTries = 4
 
-// Why a planned kill did not land (a kill_skipped event's error).
-const (
-	SkipDown     = "the replica was down"
-	SkipLastUp   = "the replica was the last one up"
-	SkipCrashed  = "the replica's process ended first (a crash fault)"
-	SkipPhaseEnd = "the chaos phase ended first"
-)
-
 // kill sends SIGKILL to replica r for planned kill k, waits until it is
 // reaped, and records the kill and the exit; "" if it landed, else why not
 // (a kill_skipped event says so too).
@@ -162,9 +155,9 @@ func (c *cluster) kill(r, k int) string {
 	why := ""
 	switch {
 	case !c.up[r]:
-		why = SkipDown
+		why = chaosplan.SkipDown
 	case c.cause[r] != "" || c.be.exited(r):
-		why = SkipCrashed
+		why = chaosplan.SkipCrashed
 	default:
 		c.cause[r] = causeNemesis
 	}
@@ -182,9 +175,9 @@ func (c *cluster) kill(r, k int) string {
 	exit.ExitCode = code
 	if c.be.crashCode(code) { // a crash fault won the race: no kill happened
 		skip := c.event(EventKillSkipped, r, c.since())
-		skip.Planned, skip.Error = k, SkipCrashed
+		skip.Planned, skip.Error = k, chaosplan.SkipCrashed
 		c.events = append(c.events, exit, skip)
-		return SkipCrashed
+		return chaosplan.SkipCrashed
 	}
 	kill := c.event(EventKill, r, at)
 	kill.Planned = k

@@ -26,19 +26,16 @@
 //     names the intent by the body's SHA-256), and send it with the same
 //     key until a 200 reply, at most MaxAttempts times and within
 //     IntentWithin, each attempt with a client timeout of AttemptTimeout.
-//     Each attempt's replica, fault (X-Lab-Fault: drop-reply, delay=NNms,
-//     slow, stall=NNms, crash-before-effect, crash-after-effect,
-//     crash-after-record, fail-effect, fail-after-effect, give-up=NNms,
-//     and the lists "delay=NNms,drop-reply" and
-//     "stall=NNms,crash-after-effect") and the backoff before it come from
-//     Schedule.Attempt(intent, attempt), a pure function of the seed; a
+//     Each attempt's replica, fault (an X-Lab-Fault value) and the backoff
+//     before it come from the seeded plan (internal/audit/chaosplan, which
+//     the audit draws again to check the run kept to it); a
 //     fault of a kind the store or target cannot take (TargetFaults:
 //     target.Place; give-up only a target's proxy places) is not sent. A
 //     retry goes to a replica drawn afresh, so it often lands on another
 //     replica than the attempt it retries. A crash fault makes the lab's
 //     server exit with code 23; on a target the proxy or the sink kills
 //     the replica's process group (a fault_kill event). The nemesis kills
-//     a replica with SIGKILL at the times Schedule.Kills draws (spaced
+//     a replica with SIGKILL at the times the plan draws (spaced
 //     KillEvery on average), never the last one running when there are
 //     several, and restarts it on the same state 20 to 200 ms later; the
 //     supervisor restarts a crashed replica after 10 ms, each restart in
@@ -84,7 +81,7 @@
 //
 // The seed fixes the schedule: for every (intent, attempt) the replica, the
 // fault and the backoff, and the nemesis's kill times, targets and down
-// times (TestSchedulePure). It does not fix how far a run gets through it:
+// times (chaosplan's tests pin them). It does not fix how far a run gets through it:
 // how many intents the clients issue in Duration, how many attempts each
 // needs, which attempts meet a replica that is down (refused) or a crash
 // in flight, whether a kill is skipped because its target is already down,

@@ -98,7 +98,7 @@ type ServerEvent struct {
 	PID      int        `json:"pid"`
 	Addr     string     `json:"addr"`
 	ExitCode int        `json:"exit_code"` // exit and stop only
-	Planned  int        `json:"planned"`   // kill and kill_skipped: the planned kill's number in Schedule.Kills; -1 for the others
+	Planned  int        `json:"planned"`   // kill and kill_skipped: the planned kill's number in chaosplan.Schedule.Kills; -1 for the others
 	Error    string     `json:"error"`     // what went wrong (start_failed, stop), or why a planned kill did not land (kill_skipped)
 }
 
@@ -158,7 +158,7 @@ type History struct {
 	// attempt's replica and fault and the kill plan again.
 	DurationMS  int64    // the chaos phase's planned length
 	KillEveryMS int64    // the nemesis's mean interval; negative: no kills
-	Faults      []string // the fault kinds the schedule could place, in FaultKinds order
+	Faults      []string // the fault kinds the schedule could place, in chaosplan.FaultKinds order
 	// When the phases began, on the run's clock (µs).
 	ChaosStartUS int64
 	QuietStartUS int64
@@ -173,11 +173,6 @@ func (h History) Name() string {
 		return h.Target
 	}
 	return string(h.Store)
-}
-
-// Schedule is the schedule the history was run with.
-func (h History) Schedule() Schedule {
-	return Schedule{Seed: h.Seed, Replicas: h.Replicas, Faults: h.Faults}
 }
 
 // history line shapes, beyond Attempt and ServerEvent.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"idemlab/internal/audit/chaosplan"
 	"idemlab/internal/protocol"
 	"idemlab/internal/sink/sinktest"
 )
@@ -51,12 +52,12 @@ func shared(attempts []Attempt, intents ...int) History {
 func sampleHistory() History {
 	h := shared([]Attempt{ack(0, 0, 0, 10, 1, false), lost(1, 0, 20, 30), ack(1, 1, 40, 50, 2, true)}, 0, 1)
 	h.Seed = 7
-	h.Faults = StoreFaults
+	h.Faults = chaosplan.StoreFaults
 	h.Servers = []ServerEvent{
 		{Kind: EventStart, Replica: 0, AtUS: -5, PID: 100, Addr: "127.0.0.1:1", Planned: -1},
 		{Kind: EventKill, Replica: 0, AtUS: 25, PID: 100, Addr: "127.0.0.1:1", Planned: 0},
 		{Kind: EventExit, Replica: 0, AtUS: 26, PID: 100, Addr: "127.0.0.1:1", ExitCode: 137, Planned: -1},
-		{Kind: EventKillSkipped, Replica: 1, AtUS: 45, PID: 101, Addr: "127.0.0.1:2", Planned: 1, Error: SkipLastUp},
+		{Kind: EventKillSkipped, Replica: 1, AtUS: 45, PID: 101, Addr: "127.0.0.1:2", Planned: 1, Error: chaosplan.SkipLastUp},
 		{Kind: EventStop, Replica: 1, AtUS: 60, PID: 101, Addr: "127.0.0.1:2", Planned: -1},
 	}
 	return h

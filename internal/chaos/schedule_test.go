@@ -1,167 +1,47 @@
 package chaos
 
 import (
-	"fmt"
 	"slices"
 	"testing"
-	"time"
 
+	"idemlab/internal/audit/chaosplan"
 	"idemlab/internal/effectserver/faultheader"
+	"idemlab/internal/target"
 )
 
-// Ensure the schedule is a pure function of (seed, intent, attempt): the
-// same inputs give the same decision, in any order, and another seed gives
-// another schedule.
-func TestSchedulePure(t *testing.T) {
-	s := Schedule{Seed: 42, Replicas: 3}
-	const intents, attempts = 200, 8
-	draw := func(s Schedule, reverse bool) map[[2]int]Decision {
-		out := map[[2]int]Decision{}
-		for k := range intents * attempts {
-			if reverse {
-				k = intents*attempts - 1 - k
-			}
-			out[[2]int{k / attempts, k % attempts}] = s.Attempt(k/attempts, k%attempts)
+// Ensure the plan's fault vocabulary (chaosplan, the audit's) is the lab's:
+// every kind of the store's is a fault the lab's server takes, with an
+// argument where the plan gives one; the one other kind is give-up, which
+// only a target's proxy places; every fault the server takes but the
+// downstream mode's is among them; and every fault value the plan sends on
+// a store is one the server accepts (faultheader.Parse).
+func TestPlanFaultsAreTheLabs(t *testing.T) {
+	for _, k := range chaosplan.StoreFaults {
+		v := k
+		if chaosplan.TakesArg(k) {
+			v += "=1ms"
 		}
-		return out
-	}
-	fwd := draw(s, false)
-	if got := draw(s, true); fmt.Sprint(got) != fmt.Sprint(fwd) {
-		t.Fatal("drawing the schedule in reverse order gives other decisions")
-	}
-	if other := draw(Schedule{Seed: 43, Replicas: 3}, false); fmt.Sprint(other) == fmt.Sprint(fwd) {
-		t.Fatal("seeds 42 and 43 give the same schedule")
-	}
-	kills := func(seed uint64) string {
-		return fmt.Sprint(Schedule{Seed: seed, Replicas: 3}.Kills(time.Minute, 500*time.Millisecond))
-	}
-	if kills(42) != kills(42) {
-		t.Fatal("the same kill plan drawn twice differs")
-	}
-	if kills(42) == kills(43) {
-		t.Fatal("seeds 42 and 43 give the same kill plan")
-	}
-}
-
-// Ensure every fault the schedule sends is one the server accepts
-// (faultheader.Parse), every replica is in range, every kind is drawn (but
-// the downstream mode's, which need a server with -downstream), the
-// share of faulted attempts is near the table's, and backoffs stay under
-// their cap.
-func TestScheduleRanges(t *testing.T) {
-	s := Schedule{Seed: 1, Replicas: 2}
-	const n = 100000
-	kinds := map[string]int{}
-	replicas := map[int]int{}
-	faulted := 0
-	for i := range n {
-		d := s.Attempt(i, i%5)
-		replicas[d.Replica]++
-		if d.Backoff < 0 || d.Backoff >= backoffCap {
-			t.Fatalf("Attempt(%d, %d).Backoff = %v, outside [0, %v)", i, i%5, d.Backoff, backoffCap)
+		if _, err := faultheader.Parse(v); err != nil {
+			t.Errorf("plan fault kind %s: the lab's server refuses %q: %v", k, v, err)
 		}
-		if i%5 == 0 && d.Backoff != 0 {
-			t.Fatalf("Attempt(%d, 0).Backoff = %v, want 0 before the first attempt", i, d.Backoff)
-		}
-		if d.Fault == "" {
-			continue
-		}
-		faulted++
-		if _, err := faultheader.Parse(d.Fault); err != nil {
-			t.Fatalf("Attempt(%d, %d).Fault = %q: %v", i, i%5, d.Fault, err)
-		}
-		for _, k := range faultKinds(d.Fault) {
-			kinds[k]++
-		}
+	}
+	if got, want := chaosplan.FaultKinds, append(slices.Clone(chaosplan.StoreFaults), target.FaultGiveUp); !slices.Equal(got, want) {
+		t.Errorf("chaosplan.FaultKinds = %v, want the store's and %s", got, target.FaultGiveUp)
 	}
 	for _, k := range faultheader.Names() {
-		if f, err := faultheader.Parse(k); err == nil && (f.Downstream() || f.RegistryOnly()) {
-			continue // the downstream mode's faults, and the fail faults the cases show: not this experiment's
+		if f, err := faultheader.Parse(k); err == nil && f.Downstream() {
+			continue // the downstream mode's: not this experiment's
 		}
-		if kinds[k] == 0 {
-			t.Errorf("fault %s never drawn in %d attempts", k, n)
-		}
-	}
-	if len(replicas) != 2 || replicas[0] < n*45/100 || replicas[1] < n*45/100 {
-		t.Errorf("replicas drawn %v, want about half each of 0 and 1", replicas)
-	}
-	want := 0
-	for _, f := range faultMix {
-		if s.allowed(f.kinds) {
-			want += f.per10k
+		if !slices.Contains(chaosplan.StoreFaults, k) {
+			t.Errorf("the lab's server takes fault %s, which the plan never draws", k)
 		}
 	}
-	if got := faulted * 10000 / n; got < want-100 || got > want+100 {
-		t.Errorf("faulted %d per 10,000 attempts, want about %d", got, want)
-	}
-	for i := range 50 {
-		if d := s.Quiet(i, 3); d.Fault != "" || d.Replica != (i+3)%2 {
-			t.Fatalf("Quiet(%d, 3) = %+v, want no fault, replica %d", i, d, (i+3)%2)
-		}
-	}
-}
-
-// Ensure the kill plan stays inside the chaos phase, is spaced as
-// documented, and is bounded.
-func TestKills(t *testing.T) {
-	s := Schedule{Seed: 9, Replicas: 3}
-	every := 200 * time.Millisecond
-	kills := s.Kills(10*time.Second, every)
-	if len(kills) < 30 || len(kills) > 70 {
-		t.Fatalf("%d kills in 10s every %v, want about 50", len(kills), every)
-	}
-	var last time.Duration
-	for _, k := range kills {
-		if gap := k.At - last; gap < every/2 || gap >= every*3/2 {
-			t.Errorf("kill at %v, %v after the last, want [%v, %v)", k.At, gap, every/2, every*3/2)
-		}
-		if k.At >= 10*time.Second || k.Replica < 0 || k.Replica >= 3 || k.Down < 20*time.Millisecond || k.Down >= 200*time.Millisecond {
-			t.Errorf("kill %+v out of range", k)
-		}
-		last = k.At
-	}
-	if got := len(s.Kills(time.Hour, time.Millisecond)); got != maxKills {
-		t.Errorf("len(Kills(1h, 1ms)) = %d, want the cap %d", got, maxKills)
-	}
-	if got := s.Kills(time.Second, 0); len(got) != 0 {
-		t.Errorf("Kills(1s, 0) = %v, want none", got)
-	}
-}
-
-// Ensure the fault set changes only which drawn faults are sent: on every
-// set an attempt has the same replica and backoff, and its fault is the
-// one drawn or none; a store's schedule sends only the lab server's kinds,
-// and with every kind allowed each is drawn.
-func TestScheduleFaultKinds(t *testing.T) {
-	store := Schedule{Seed: 5, Replicas: 2}
-	all := Schedule{Seed: 5, Replicas: 2, Faults: FaultKinds}
-	noCrash := Schedule{Seed: 5, Replicas: 2, Faults: []string{"drop-reply", "give-up"}}
-	seen := map[string]int{}
+	s := chaosplan.Schedule{Seed: 1, Replicas: 2, Faults: chaosplan.StoreFaults}
 	for i := range 20000 {
-		a, b, c := store.Attempt(i, i%3), all.Attempt(i, i%3), noCrash.Attempt(i, i%3)
-		if a.Replica != b.Replica || c.Replica != a.Replica || a.Backoff != b.Backoff || c.Backoff != a.Backoff {
-			t.Fatalf("Attempt(%d): replica or backoff differ between fault sets: %+v %+v %+v", i, a, b, c)
-		}
-		if a.Fault != "" && a.Fault != b.Fault {
-			t.Fatalf("Attempt(%d): the store's fault %q, with every kind %q", i, a.Fault, b.Fault)
-		}
-		for _, k := range faultKinds(a.Fault) {
-			if !slices.Contains(StoreFaults, k) {
-				t.Fatalf("Attempt(%d) on a store carries %s", i, k)
+		if d := s.Attempt(i, i%5); d.Fault != "" {
+			if _, err := faultheader.Parse(d.Fault); err != nil {
+				t.Fatalf("Attempt(%d, %d).Fault = %q: %v", i, i%5, d.Fault, err)
 			}
-		}
-		for _, k := range faultKinds(c.Fault) {
-			if k != "drop-reply" && k != "give-up" {
-				t.Fatalf("Attempt(%d) with faults drop-reply, give-up carries %s", i, k)
-			}
-		}
-		for _, k := range faultKinds(b.Fault) {
-			seen[k]++
-		}
-	}
-	for _, k := range FaultKinds {
-		if seen[k] == 0 {
-			t.Errorf("fault kind %s never drawn with every kind allowed", k)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"idemlab/internal/audit/chaosplan"
 	"idemlab/internal/sink/sinktest"
 )
 
@@ -58,7 +59,7 @@ func TestRunTargetFullChaos(t *testing.T) {
 	cfg.Faults, cfg.KillEvery = nil, 300*time.Millisecond
 	res, v := runChecked(t, cfg)
 	n := v.Counts
-	if got, want := res.Faults, FaultKinds; strings.Join(got, ",") != strings.Join(want, ",") {
+	if got, want := res.Faults, chaosplan.FaultKinds; strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("faults scheduled %v, want every kind %v", got, want)
 	}
 	if n["planned_kills"] == 0 || n["kills"]+n["kills_skipped"] != n["planned_kills"] {
