@@ -74,6 +74,45 @@ type Phased interface {
 	Release(key, token string) error
 }
 
+// A Held is a key's claim as a store found it: held for the body of
+// Fingerprint, by its owner until LeaseUntil, or recorded with Value.
+type Held struct {
+	Fingerprint []byte
+	LeaseUntil  time.Time
+	Recorded    bool
+	Value       int64
+}
+
+// Decide is the decision of every Phased.Claim: its answer for in at t,
+// given the key's claim as the store found it (nil: none, or expired and
+// removed) and full, asked only for a new key, saying whether capacity
+// live keys are held. An Owned answer has a fresh token and a lease until
+// t+lease, for the store to write: a new claim, or (TakenOver) the held
+// claim's new token and lease.
+func Decide(in Intent, held *Held, t time.Time, lease time.Duration, full func() (bool, error)) (Claim, error) {
+	owned := Claim{State: Owned, Token: NewToken(), LeaseUntil: t.Add(lease)}
+	if held == nil {
+		isFull, err := full()
+		if err == nil && isFull {
+			err = ErrFull
+		}
+		if err != nil {
+			return Claim{}, err
+		}
+		return owned, nil
+	}
+	switch {
+	case string(held.Fingerprint) != string(in.Fingerprint[:]):
+		return Claim{}, ErrConflict
+	case held.Recorded:
+		return Claim{State: Recorded, Value: held.Value}, nil
+	case t.Before(held.LeaseUntil):
+		return Claim{State: Busy, LeaseUntil: held.LeaseUntil}, nil
+	}
+	owned.TakenOver = true
+	return owned, nil
+}
+
 // Expiring is implemented by a store that can expire recorded keys: after
 // SetKeyTTL(d) with d > 0, a key recorded d or longer ago is absent to
 // every lookup (a retry is a new effect) and takes no capacity. 0 (the

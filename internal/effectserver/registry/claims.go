@@ -66,30 +66,33 @@ func (c *Claims) Claim(in store.Intent, lease time.Duration) (store.Claim, error
 		delete(c.claims, in.Key)
 		ok = false
 	}
+	var held *store.Held
+	if ok {
+		held = &store.Held{Fingerprint: cl.fp[:], LeaseUntil: cl.leaseUntil, Recorded: cl.recorded, Value: cl.value}
+	}
+	res, err := store.Decide(in, held, t, lease, func() (bool, error) { return c.full(t), nil })
 	switch {
-	case !ok:
-		if len(c.claims) >= c.capacity {
-			for k, old := range c.claims {
-				if c.expired(old, t) {
-					delete(c.claims, k)
-				}
+	case err != nil || res.State != store.Owned:
+		return res, err
+	case res.TakenOver:
+		cl.token, cl.leaseUntil = res.Token, res.LeaseUntil
+	default:
+		c.claims[in.Key] = &claim{fp: in.Fingerprint, token: res.Token, leaseUntil: res.LeaseUntil}
+	}
+	return res, nil
+}
+
+// full reports whether capacity live keys are held at t, after deleting
+// the expired ones if the table is full. Called with mu held.
+func (c *Claims) full(t time.Time) bool {
+	if len(c.claims) >= c.capacity {
+		for k, old := range c.claims {
+			if c.expired(old, t) {
+				delete(c.claims, k)
 			}
 		}
-		if len(c.claims) >= c.capacity {
-			return store.Claim{}, store.ErrFull
-		}
-		cl = &claim{fp: in.Fingerprint, token: store.NewToken(), leaseUntil: t.Add(lease)}
-		c.claims[in.Key] = cl
-		return store.Claim{State: store.Owned, Token: cl.token, LeaseUntil: cl.leaseUntil}, nil
-	case cl.fp != in.Fingerprint:
-		return store.Claim{}, store.ErrConflict
-	case cl.recorded:
-		return store.Claim{State: store.Recorded, Value: cl.value}, nil
-	case t.Before(cl.leaseUntil):
-		return store.Claim{State: store.Busy, LeaseUntil: cl.leaseUntil}, nil
 	}
-	cl.token, cl.leaseUntil = store.NewToken(), t.Add(lease)
-	return store.Claim{State: store.Owned, Token: cl.token, LeaseUntil: cl.leaseUntil, TakenOver: true}, nil
+	return len(c.claims) >= c.capacity
 }
 
 // Complete records value for key if token still holds its claim.

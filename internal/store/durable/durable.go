@@ -168,7 +168,11 @@ type Store struct {
 	store.KeyClock // the key TTL and the clock (phased.go)
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Phased   = (*Store)(nil) // phased.go
+	_ store.Expiring = (*Store)(nil) // phased.go
+)
 
 // Stats counts the transactions the committer committed and the intents
 // they held; their ratio is the mean group-commit batch.

@@ -23,11 +23,6 @@ import (
 //
 // The key TTL (SetKeyTTL) also applies to the keys table of Apply.
 
-var (
-	_ store.Phased   = (*Store)(nil)
-	_ store.Expiring = (*Store)(nil)
-)
-
 // Claim claims in's key for lease in one transaction (see store.Phased).
 func (s *Store) Claim(in store.Intent, lease time.Duration) (store.Claim, error) {
 	var c store.Claim
@@ -49,34 +44,28 @@ func (s *Store) Claim(in store.Intent, lease time.Duration) (store.Claim, error)
 			}
 			found = false
 		}
-		until := t.Add(lease)
-		switch {
-		case !found:
-			full, err := s.claimsFull(tx, t)
-			if err != nil {
-				return false, err
-			}
-			if full {
-				return false, store.ErrFull
-			}
-			c = store.Claim{State: store.Owned, Token: store.NewToken(), LeaseUntil: until}
-			_, err = tx.Exec(`INSERT INTO claims (key, fingerprint, token, lease_until) VALUES (?, ?, ?, ?)`,
-				in.Key, in.Fingerprint[:], c.Token, until.UnixMilli())
-			return true, err
-		case string(fp) != string(in.Fingerprint[:]):
-			return false, store.ErrConflict
-		case value.Valid:
-			c = store.Claim{State: store.Recorded, Value: value.Int64}
-			return true, nil // commits the expired rows it deleted, if any
-		case t.UnixMilli() < leaseUntil:
-			c = store.Claim{State: store.Busy, LeaseUntil: time.UnixMilli(leaseUntil)}
-			return true, nil
+		var held *store.Held
+		if found {
+			held = &store.Held{Fingerprint: fp, LeaseUntil: time.UnixMilli(leaseUntil), Recorded: value.Valid, Value: value.Int64}
 		}
-		c = store.Claim{State: store.Owned, Token: store.NewToken(), LeaseUntil: until, TakenOver: true}
-		_, err = tx.Exec(`UPDATE claims SET token = ?, lease_until = ? WHERE key = ?`, c.Token, until.UnixMilli(), in.Key)
+		c, err = store.Decide(in, held, t, lease, func() (bool, error) { return s.claimsFull(tx, t) })
+		switch {
+		case err != nil:
+			return false, err
+		case c.State != store.Owned:
+			return true, nil // commits the expired rows it deleted, if any
+		case c.TakenOver:
+			_, err = tx.Exec(`UPDATE claims SET token = ?, lease_until = ? WHERE key = ?`, c.Token, c.LeaseUntil.UnixMilli(), in.Key)
+		default:
+			_, err = tx.Exec(`INSERT INTO claims (key, fingerprint, token, lease_until) VALUES (?, ?, ?, ?)`,
+				in.Key, in.Fingerprint[:], c.Token, c.LeaseUntil.UnixMilli())
+		}
 		return true, err
 	})
-	return c, err
+	if err != nil {
+		return store.Claim{}, err
+	}
+	return c, nil
 }
 
 // claimsFull reports whether capacity live keys are held, after deleting

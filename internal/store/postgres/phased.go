@@ -29,11 +29,6 @@ import (
 // durable store. Complete and Release are one conditional statement each.
 // The key TTL (SetKeyTTL) also applies to the keys table of Apply.
 
-var (
-	_ store.Phased   = (*Store)(nil)
-	_ store.Expiring = (*Store)(nil)
-)
-
 // claimsLock is the advisory lock key Claim holds for its transaction.
 const claimsLock = 0x1de71ac
 
@@ -82,7 +77,6 @@ func (s *Store) Claim(in store.Intent, lease time.Duration) (store.Claim, error)
 		return store.Claim{}, s.fail(fmt.Sprintf("claim key %q: lock", in.Key), err)
 	}
 	t := s.Now()
-	until := t.Add(lease)
 	var fp []byte
 	var token string
 	var leaseUntil int64
@@ -99,32 +93,32 @@ func (s *Store) Claim(in store.Intent, lease time.Duration) (store.Claim, error)
 		}
 		found = false
 	}
-	var c store.Claim
-	switch {
-	case !found:
+	var held *store.Held
+	if found {
+		held = &store.Held{Fingerprint: fp, LeaseUntil: time.UnixMilli(leaseUntil), Recorded: value != nil}
+		if value != nil {
+			held.Value = *value
+		}
+	}
+	c, err := store.Decide(in, held, t, lease, func() (bool, error) {
 		full, err := s.claimsFull(ctx, tx)
 		if err != nil {
-			return store.Claim{}, s.fail(fmt.Sprintf("claim key %q: count", in.Key), err)
+			err = s.fail(fmt.Sprintf("claim key %q: count", in.Key), err)
 		}
-		if full {
-			return store.Claim{}, store.ErrFull
+		return full, err
+	})
+	switch {
+	case err != nil:
+		return store.Claim{}, err
+	case c.State == store.Owned && c.TakenOver:
+		if _, err := tx.Exec(ctx, `UPDATE claims SET token = $2, lease_until = $3 WHERE key = $1`, in.Key, c.Token, c.LeaseUntil.UnixMilli()); err != nil {
+			return store.Claim{}, s.fail(fmt.Sprintf("claim key %q: take over", in.Key), err)
 		}
-		c = store.Claim{State: store.Owned, Token: store.NewToken(), LeaseUntil: until}
+	case c.State == store.Owned:
 		_, err = tx.Exec(ctx, `INSERT INTO claims (key, fingerprint, token, lease_until) VALUES ($1, $2, $3, $4)`,
-			in.Key, in.Fingerprint[:], c.Token, until.UnixMilli())
+			in.Key, in.Fingerprint[:], c.Token, c.LeaseUntil.UnixMilli())
 		if err != nil {
 			return store.Claim{}, s.fail(fmt.Sprintf("claim key %q: insert", in.Key), err)
-		}
-	case string(fp) != string(in.Fingerprint[:]):
-		return store.Claim{}, store.ErrConflict
-	case value != nil:
-		c = store.Claim{State: store.Recorded, Value: *value}
-	case t.UnixMilli() < leaseUntil:
-		c = store.Claim{State: store.Busy, LeaseUntil: time.UnixMilli(leaseUntil)}
-	default:
-		c = store.Claim{State: store.Owned, Token: store.NewToken(), LeaseUntil: until, TakenOver: true}
-		if _, err := tx.Exec(ctx, `UPDATE claims SET token = $2, lease_until = $3 WHERE key = $1`, in.Key, c.Token, until.UnixMilli()); err != nil {
-			return store.Claim{}, s.fail(fmt.Sprintf("claim key %q: take over", in.Key), err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -282,7 +282,11 @@ type Store struct {
 	store.KeyClock // the key TTL and the clock (phased.go)
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Phased   = (*Store)(nil) // phased.go
+	_ store.Expiring = (*Store)(nil) // phased.go
+)
 
 // Open connects to the database at dsn (a URL or keyword/value string that
 // pgx accepts) for a store holding at most capacity keys, where a duplicate
