@@ -115,14 +115,7 @@ func TestCommitter(t *testing.T) {
 			}
 			if tc.close {
 				go c.Close()
-				waitFor(t, "Close", func() bool {
-					select {
-					case <-c.stop:
-						return true
-					default:
-						return false
-					}
-				})
+				waitClosing(t, c)
 			}
 			close(release)
 			wg.Wait()
@@ -175,14 +168,7 @@ func TestCloseAnswersOrRefusesQueuedCalls(t *testing.T) {
 		waitFor(t, "2 calls queued", func() bool { return c.Queued() == 2 })
 		closed := make(chan struct{})
 		go func() { c.Close(); close(closed) }()
-		waitFor(t, "Close", func() bool {
-			select {
-			case <-c.stop:
-				return true
-			default:
-				return false
-			}
-		})
+		waitClosing(t, c)
 		close(release)
 		wg.Wait()
 		<-closed
@@ -195,6 +181,19 @@ func TestCloseAnswersOrRefusesQueuedCalls(t *testing.T) {
 			}
 		}
 	}
+}
+
+// waitClosing waits until c's Close has begun: its stop channel is closed.
+func waitClosing(t *testing.T, c *Committer[string, string]) {
+	t.Helper()
+	waitFor(t, "Close", func() bool {
+		select {
+		case <-c.stop:
+			return true
+		default:
+			return false
+		}
+	})
 }
 
 // waitFor waits up to 10 s for cond, polling.
