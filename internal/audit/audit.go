@@ -56,20 +56,6 @@ const (
 // Checks lists every check group in report order.
 var Checks = []Check{CheckSchema, CheckFile, CheckSource, CheckManifest, CheckRunSet, CheckExpectation, CheckCalls, CheckRunFile, CheckTarget, CheckExperiment, CheckChaos, CheckDerived, CheckStatement}
 
-// ParseCheck returns the check group called name, or an error listing the names.
-func ParseCheck(name string) (Check, error) {
-	for _, c := range Checks {
-		if string(c) == name {
-			return c, nil
-		}
-	}
-	names := make([]string, len(Checks))
-	for i, c := range Checks {
-		names[i] = string(c)
-	}
-	return "", fmt.Errorf("unknown check %q (want one of %s)", name, strings.Join(names, ", "))
-}
-
 func (c Check) rank() int { return slices.Index(Checks, c) }
 
 // Failure is one failed check. Message is the full line as printed;

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"go/constant"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -207,7 +208,7 @@ func (a *auditor) checkCalls(runs map[runKey]map[string]any) {
 					}
 				case !fixed || st == 400 || st == 413:
 					fail(&i, "status", "a status the server sends for this request", render(status))
-				case !contains(texts, b) || replayed != nil:
+				case !slices.Contains(texts, b) || replayed != nil:
 					fail(&i, "reply", fmt.Sprintf("%d %s replayed null (the server's text)", st, render(texts[0])),
 						fmt.Sprintf("%d %s replayed %s", st, render(body), render(replayed)))
 				}
@@ -341,15 +342,6 @@ func strPtr(p *string) any {
 		return nil
 	}
 	return *p
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // replicaField is results.json's replica field for a call to replica r:

@@ -78,19 +78,6 @@ var claimDefs = map[string]struct {
 	"observations": {NotChecked, "that the non-deterministic evidence was observed: retries.json's rows, the chaos histories (their attempts and journal alike; an effect left out and the values after it renumbered, say) and the runs on targets, whichever it holds, can be invented to hang together; a signature does not change that; audit -reproduce re-observes them"},
 }
 
-// ClaimIDs lists the id of every claim the audit can make in kind's list,
-// sorted.
-func ClaimIDs(kind ClaimKind) []string {
-	var out []string
-	for id, d := range claimDefs {
-		if d.kind == kind {
-			out = append(out, id)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // claim records that the check behind id ran (its argument, if its words
 // take one); a claim is listed once, in the order first recorded.
 func (a *auditor) claim(id string, arg ...any) {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,10 +103,10 @@ func isSourcePath(p string) bool {
 		return true
 	}
 	parts := strings.Split(p, "/")
-	if len(parts) < 2 || !contains(SourceDirs, parts[0]) || strings.HasSuffix(p, "_test.go") {
+	if len(parts) < 2 || !slices.Contains(SourceDirs, parts[0]) || strings.HasSuffix(p, "_test.go") {
 		return false
 	}
-	return !contains(parts[1:len(parts)-1], "testdata")
+	return !slices.Contains(parts[1:len(parts)-1], "testdata")
 }
 
 // gitCache keeps git's answers for the life of the process, keyed by the

@@ -90,25 +90,24 @@ const maxHistoryLine = 64 << 10
 // results.json then holds about 280,000 values and 35,000 objects, run.json
 // 240,000 and 42,000.
 var (
-	capManifestJSON  = jsonCap{Values: 50_000, Objects: 1_000}    // manifest.json (370, 6): a value per source and evidence file
-	capResultsJSON   = jsonCap{Values: 400_000, Objects: 100_000} // results.json (3,957, 493): ~9 values and an object a call
-	capRunJSON       = jsonCap{Values: 400_000, Objects: 100_000} // run.json (3,472, 598): ~8 values and 1.4 objects a call
-	capRetriesJSON   = jsonCap{Values: 5_000, Objects: 1_000}     // retries.json (125, 15): thirteen rows
-	capJitterJSON    = jsonCap{Values: 50_000, Objects: 1_000}    // jitter.json (5,531, 6): a fixed model's buckets
-	capChaosJSON     = jsonCap{Values: 50_000, Objects: 10_000}   // chaos.json (600, 106): ~200 values a store, its 100 findings listed
-	capStatementJSON = jsonCap{Values: 50_000, Objects: 10_000}   // statement.intoto.json (205, 68): two objects per evidence and case file
-	capCaseJSON      = jsonCap{Values: 600_000, Objects: 350_000} // a case file (~40, ~10): whatever the runner's 1 MiB can hold, 2 bytes a value, 3 an object
-	capLineJSON      = jsonCap{Values: 1 << 16, Objects: 1 << 14} // a chaos history line (17, 1), at most 64 KiB
-	capTargetsJSON   = jsonCap{Values: 800_000, Objects: 200_000} // targets.json (~14,000, ~3,000 for 63 rows): ~250 values a run with its details
-	capTargetJSON    = jsonCap{Values: 5_000, Objects: 1_000}     // a target.json (~60, ~10), within its 64 KiB
-	capLockJSON      = jsonCap{Values: 500_000, Objects: 100_000} // a package-lock.json (~1,500, ~300): a few values a package
-	capEnvelopeJSON  = jsonCap{Values: 100, Objects: 20}          // statement.intoto.dsse.json (9, 2): at most 16 signatures
+	capManifestJSON = jsonCap{Values: 50_000, Objects: 1_000}    // manifest.json (370, 6): a value per source and evidence file
+	capResultsJSON  = jsonCap{Values: 400_000, Objects: 100_000} // results.json (3,957, 493): ~9 values and an object a call
+	capRunJSON      = jsonCap{Values: 400_000, Objects: 100_000} // run.json (3,472, 598): ~8 values and 1.4 objects a call
+	capRetriesJSON  = jsonCap{Values: 5_000, Objects: 1_000}     // retries.json (125, 15): thirteen rows
+	capJitterJSON   = jsonCap{Values: 50_000, Objects: 1_000}    // jitter.json (5,531, 6): a fixed model's buckets
+	capChaosJSON    = jsonCap{Values: 50_000, Objects: 10_000}   // chaos.json (600, 106): ~200 values a store, its 100 findings listed
+	capCaseJSON     = jsonCap{Values: 600_000, Objects: 350_000} // a case file (~40, ~10): whatever the runner's 1 MiB can hold, 2 bytes a value, 3 an object
+	capLineJSON     = jsonCap{Values: 1 << 16, Objects: 1 << 14} // a chaos history line (17, 1), at most 64 KiB
+	capTargetsJSON  = jsonCap{Values: 800_000, Objects: 200_000} // targets.json (~14,000, ~3,000 for 63 rows): ~250 values a run with its details
+	capTargetJSON   = jsonCap{Values: 5_000, Objects: 1_000}     // a target.json (~60, ~10), within its 64 KiB
+	capLockJSON     = jsonCap{Values: 500_000, Objects: 100_000} // a package-lock.json (~1,500, ~300): a few values a package
+	capEnvelopeJSON = jsonCap{Values: 100, Objects: 20}          // statement.intoto.dsse.json (9, 2): at most 16 signatures
 )
 
 // jsonCaps gives each evidence JSON document its caps.
 var jsonCaps = map[string]jsonCap{
 	"manifest.json": capManifestJSON, "results.json": capResultsJSON, "run.json": capRunJSON,
-	RetriesFile: capRetriesJSON, JitterFile: capJitterJSON, ChaosFile: capChaosJSON, StatementFile: capStatementJSON,
+	RetriesFile: capRetriesJSON, JitterFile: capJitterJSON, ChaosFile: capChaosJSON,
 	TargetsFile: capTargetsJSON,
 }
 

@@ -70,7 +70,7 @@ func (a *auditor) checkRunFile(results map[string]any) {
 		dk = append(dk, keyOf(r).String())
 	}
 	if !slices.Equal(rk, dk) {
-		fail(nil, "runs: expected the runs of results.json in its order (%d runs), observed %d runs: %s", len(rk), len(dk), firstListDiff(rk, dk))
+		fail(nil, "runs: expected the runs of results.json in its order (%d runs), observed %d runs: %s", len(rk), len(dk), firstDiffOf("runs", rk, dk))
 	}
 	plans := map[string]*Case{}
 	for _, c := range a.allCases {
@@ -225,9 +225,6 @@ func loopback(addr string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
-
-// firstListDiff names the first position where two lists differ.
-func firstListDiff(want, got []string) string { return firstDiffOf("runs", want, got) }
 
 // firstDiffOf names the first position where two lists called what differ.
 func firstDiffOf(what string, want, got []string) string {

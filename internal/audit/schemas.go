@@ -28,24 +28,24 @@ type Schemas struct {
 func LoadSchemas(root string) (*Schemas, error) {
 	dir := filepath.Join(root, "schema")
 	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("schema: not a folder of the checkout (%v)", err)
+		return nil, fmt.Errorf("schema/case.schema.json: %w", syscall.ENOENT) // not a checkout
 	}
 	set, err := strict.LoadSchemas(dir)
 	if err != nil {
 		return nil, err
 	}
 	s := &Schemas{}
-	for name, p := range map[string]**jsonschema.Schema{"case": &s.Case, "results": &s.Results, "manifest": &s.Manifest, "run": &s.Run,
-		"jitter": &s.Jitter, "retries": &s.Retries, "targets": &s.Targets, "target": &s.Target, "chaos": &s.Chaos} {
-		if *p = set.Schema(name + ".schema.json"); *p == nil {
-			return nil, fmt.Errorf("schema/%s.schema.json: %w", name, syscall.ENOENT)
+	for _, x := range []struct {
+		name string
+		to   **jsonschema.Schema
+	}{{"case", &s.Case}, {"results", &s.Results}, {"manifest", &s.Manifest}, {"run", &s.Run},
+		{"jitter", &s.Jitter}, {"retries", &s.Retries}, {"targets", &s.Targets}, {"target", &s.Target}, {"chaos", &s.Chaos}} {
+		if *x.to = set.Schema(x.name + ".schema.json"); *x.to == nil {
+			return nil, fmt.Errorf("schema/%s.schema.json: %w", x.name, syscall.ENOENT)
 		}
 	}
 	return s, nil
 }
-
-// maxSchemaLines bounds the lines validate returns.
-const maxSchemaLines = strict.MaxSchemaLines
 
 // validate returns one "PATH: MESSAGE" line per leaf cause of validating
 // v against s (strict.Validate).

@@ -9,9 +9,6 @@ import "idemlab/internal/audit/strict"
 // A jsonCap bounds a document's values and objects (strict.Caps).
 type jsonCap = strict.Caps
 
-// maxDepth bounds the nesting of a JSON document.
-const maxDepth = strict.MaxDepth
-
 // decodeJSON decodes exactly one JSON value strictly (strict.Decode).
 func decodeJSON(data []byte, caps jsonCap) (any, error) { return strict.Decode(data, caps) }
 

@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"idemlab/internal/audit/strict"
 )
 
 // The audit's worst cases: each an evidence file at its caps (bytes and
@@ -252,7 +254,7 @@ var historyShapes = map[string]struct {
 // validator report one cause per element, an array of numbers where
 // objects belong.
 func worstCases() []worstCase {
-	const depth = maxDepth - 2 // inside {"x":[...]}, as deep as the parser allows
+	const depth = strict.MaxDepth - 2 // inside {"x":[...]}, as deep as the parser allows
 	chain := nestedChain(depth)
 	// nested is {"x":[...]} of chains of objects, as many as the cap of
 	// objects allows (a value each but the array and the string).
@@ -284,11 +286,11 @@ func worstCases() []worstCase {
 		// All but 100 of the schema's failures counted in one line: the
 		// values but the prefix's 6 are elements, each a failure.
 		{"run-invalid", map[string]func(io.Writer) error{"run.json": invalid(CapRun, capRunJSON, runPrefix, 6)},
-			fmt.Sprintf("run.json: %d more schema failures", capRunJSON.Values-6-maxSchemaLines)},
+			fmt.Sprintf("run.json: %d more schema failures", capRunJSON.Values-6-strict.MaxSchemaLines)},
 		{"run-valid", map[string]func(io.Writer) error{"run.json": validRun}, "run.json: runs: expected the runs of results.json in its order"},
 		{"results-nested", map[string]func(io.Writer) error{"results.json": nested(CapResults, capResultsJSON)}, "results.json" + extra},
 		{"results-invalid", map[string]func(io.Writer) error{"results.json": invalid(CapResults, capResultsJSON, resultsPrefix, 3)},
-			fmt.Sprintf("results.json: %d more schema failures", capResultsJSON.Values-3-maxSchemaLines)},
+			fmt.Sprintf("results.json: %d more schema failures", capResultsJSON.Values-3-strict.MaxSchemaLines)},
 		{"results-valid", map[string]func(io.Writer) error{"results.json": validResults}, "case x, store volatile: unexpected run (not in manifest.selection)"},
 		{"manifest-nested", map[string]func(io.Writer) error{"manifest.json": nested(CapManifest, capManifestJSON)}, "manifest.json" + extra},
 		{"chaos-nested", map[string]func(io.Writer) error{ChaosFile: nested(capOf(ChaosFile), capChaosJSON)}, ChaosFile + extra},
