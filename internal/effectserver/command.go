@@ -80,7 +80,7 @@ func newFlagSet(cfg *Config) *flag.FlagSet {
 		"the PostgreSQL database `URL` of -store postgres (only then)")
 	fs.StringVar(&cfg.Addr, "addr", protocol.DefaultAddr,
 		"listen on `HOST:PORT`, loopback only: 127.0.0.0/8, ::1 or localhost (port 0: any free port)")
-	fs.Var(storeFlag{&cfg.Store}, "store",
+	fs.Var(nameVar(&cfg.Store, protocol.ParseStore), "store",
 		"the store `NAME`. volatile: counter in DIR/counter (fsync, then atomic rename), journal DIR/effects.log, "+
 			"keys in memory only (a restart forgets them). durable: counter, keys and journal in the SQLite "+
 			"database DIR/state.db, each effect committed in one transaction with its key; keys survive restarts, "+
@@ -94,7 +94,7 @@ func newFlagSet(cfg *Config) *flag.FlagSet {
 		"a duplicate waits up to `D` for an in-flight owner, then gets 409")
 	fs.BoolVar(&cfg.Faults, "faults", false,
 		"honour the X-Lab-Fault header (loopback only)")
-	fs.Var(flawFlag{&cfg.UnsafeRegistry}, "unsafe-registry",
+	fs.Var(nameVar(&cfg.UnsafeRegistry, protocol.ParseFlaw), "unsafe-registry",
 		"with -faults only: build the classic bug `NAME` into the key registry, to prove the lab's cases catch it "+
 			"(announced on stderr): record-after-effect (no in-flight record, concurrent duplicates all run), "+
 			"no-fingerprint (another body replays instead of 422), evict-oldest (a full registry forgets its oldest "+
@@ -160,29 +160,26 @@ func ParseArgs(args []string) (Config, error) {
 	return cfg, nil
 }
 
-// storeFlag is -store: a protocol.Store, parsed by name.
-type storeFlag struct{ s *protocol.Store }
-
-func (f storeFlag) String() string {
-	if f.s == nil {
-		return ""
-	}
-	return string(*f.s)
+// nameFlag is a flag holding a typed name (-store a protocol.Store,
+// -unsafe-registry a protocol.Flaw), parsed by its parse function.
+type nameFlag[T ~string] struct {
+	v     *T
+	parse func(string) (T, error)
 }
 
-func (f storeFlag) Set(v string) (err error) { *f.s, err = protocol.ParseStore(v); return err }
-
-// flawFlag is -unsafe-registry: a protocol.Flaw, parsed by name.
-type flawFlag struct{ f *protocol.Flaw }
-
-func (f flawFlag) String() string {
-	if f.f == nil {
-		return ""
-	}
-	return string(*f.f)
+// nameVar returns the flag.Value of the name at v.
+func nameVar[T ~string](v *T, parse func(string) (T, error)) nameFlag[T] {
+	return nameFlag[T]{v, parse}
 }
 
-func (f flawFlag) Set(v string) (err error) { *f.f, err = protocol.ParseFlaw(v); return err }
+func (f nameFlag[T]) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return string(*f.v)
+}
+
+func (f nameFlag[T]) Set(s string) (err error) { *f.v, err = f.parse(s); return err }
 
 // Help returns the -h text: the synopsis, every flag of the FlagSet with
 // its default, the HTTP contract, the bounds and limits, and the exit
