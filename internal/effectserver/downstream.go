@@ -111,14 +111,7 @@ func (s *Server) downstream(w http.ResponseWriter, x *exchange, in store.Intent,
 	if in.Key != "" && !r.complete(value) {
 		return
 	}
-	if s.fireCrash(x, fault, faultheader.AfterRecord) {
-		drop(w)
-		return
-	}
-	if fireDropReply(w, x, fault, nil) {
-		return
-	}
-	s.replyValue(w, x, value, false)
+	s.replyRecorded(w, x, fault, value, nil)
 }
 
 // A downstreamRequest is one admissible request of the downstream mode on

@@ -27,7 +27,7 @@ import (
 //	crash-after-record      fireCrash at AfterRecord: result recorded, no reply sent
 //	crash-after-claim       fireCrash at AfterClaim: claim committed, ledger not called
 //	crash-after-downstream  fireCrash at AfterDownstream: ledger replied, result not recorded
-//	drop-reply              fireDropReply: applied and recorded, connection closed unanswered
+//	drop-reply              replyRecorded: applied and recorded, connection closed unanswered
 //	fail-effect             fireFail at BeforeEffect: nothing applied, 500, the key released
 //	fail-after-effect       fireFail at AfterEffect: effect applied, the handler fails before the
 //	                        result is recorded: 500 (a store with a transaction rolls the effect back)
@@ -100,20 +100,24 @@ func fireFail(f faultheader.Fault, at faultheader.Point) bool {
 	return f.Fail != faultheader.NoCrash && f.Fail == at
 }
 
-// fireDropReply closes the connection without a reply when f says
-// "drop-reply", and reports whether it did. A key's ticket is told the
-// reply was lost: a sound registry keeps the record for the retry, a broken
-// one may not.
-func fireDropReply(w http.ResponseWriter, x *exchange, f faultheader.Fault, ticket registry.Ticket) bool {
-	if !f.DropReply {
-		return false
+// replyRecorded sends value, a new result now recorded, unless f crashes
+// the process after the record, or says "drop-reply": then it closes the
+// connection without a reply, and a key's ticket (if any) is told the reply
+// was lost: a sound registry keeps the record for the retry, a broken one
+// may not.
+func (s *Server) replyRecorded(w http.ResponseWriter, x *exchange, f faultheader.Fault, value int64, ticket registry.Ticket) {
+	switch {
+	case s.fireCrash(x, f, faultheader.AfterRecord):
+		drop(w)
+	case f.DropReply:
+		x.outcome = "dropped"
+		drop(w)
+		if ticket != nil {
+			ticket.ReplyLost()
+		}
+	default:
+		s.replyValue(w, x, value, false)
 	}
-	x.outcome = "dropped"
-	drop(w)
-	if ticket != nil {
-		ticket.ReplyLost()
-	}
-	return true
 }
 
 // crash logs the request and ends the process with protocol.CrashExitCode. The

@@ -273,14 +273,7 @@ func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, faul
 		s.replyValue(w, x, res.Value, true)
 		return
 	}
-	if s.fireCrash(x, fault, faultheader.AfterRecord) {
-		drop(w)
-		return
-	}
-	if fireDropReply(w, x, fault, ticket) {
-		return
-	}
-	s.replyValue(w, x, res.Value, false)
+	s.replyRecorded(w, x, fault, res.Value, ticket)
 }
 
 // replyValue sends a 200 carrying the counter value.
