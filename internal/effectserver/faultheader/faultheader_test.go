@@ -14,66 +14,50 @@ import (
 
 // Ensure every vocabulary word parses to its fault and anything else is refused.
 func TestParse(t *testing.T) {
-	tests := []struct {
+	accepted := []struct {
 		in   string
-		want Fault
-		err  error
+		want Fault // its Name is in
 	}{
-		{in: "drop-reply", want: Fault{Name: "drop-reply", DropReply: true}},
-		{in: "slow", want: Fault{Name: "slow", Delay: 120 * time.Millisecond}},
-		{in: "delay=0ms", want: Fault{Name: "delay=0ms"}},
-		{in: "delay=15ms", want: Fault{Name: "delay=15ms", Delay: 15 * time.Millisecond}},
-		{in: "delay=60000ms", want: Fault{Name: "delay=60000ms", Delay: 60 * time.Second}},
-		{in: "crash-before-effect", want: Fault{Name: "crash-before-effect", Crash: BeforeEffect}},
-		{in: "crash-after-effect", want: Fault{Name: "crash-after-effect", Crash: AfterEffect}},
-		{in: "crash-after-record", want: Fault{Name: "crash-after-record", Crash: AfterRecord}},
-		{in: "crash-after-claim", want: Fault{Name: "crash-after-claim", Crash: AfterClaim}},
-		{in: "crash-after-downstream", want: Fault{Name: "crash-after-downstream", Crash: AfterDownstream}},
-		{in: "drop-downstream-reply", want: Fault{Name: "drop-downstream-reply", DropDownstreamReply: true}},
-		{in: "drop-downstream-reply,drop-reply", want: Fault{Name: "drop-downstream-reply,drop-reply", DropDownstreamReply: true, DropReply: true}},
-		{in: "stall=5ms,crash-after-downstream", want: Fault{Name: "stall=5ms,crash-after-downstream", Stall: 5 * time.Millisecond, Crash: AfterDownstream}},
-		{in: "fail-effect", want: Fault{Name: "fail-effect", Fail: BeforeEffect}},
-		{in: "stall=5ms,fail-after-effect", want: Fault{Name: "stall=5ms,fail-after-effect", Stall: 5 * time.Millisecond, Fail: AfterEffect}},
-		{in: "fail-effect,crash-after-effect", err: ErrClash},
-		{in: "crash-after-claim,crash-after-downstream", err: ErrClash},
-		{in: "drop-downstream-reply,drop-downstream-reply", err: ErrClash},
-		{in: "", err: ErrEmpty},
-		{in: "dorp", err: ErrUnknown},
-		{in: "Slow", err: ErrUnknown},
-		{in: " slow", err: ErrUnknown},
-		{in: "slow,drop-reply", want: Fault{Name: "slow,drop-reply", Delay: 120 * time.Millisecond, DropReply: true}},
-		{in: "stall=800ms", want: Fault{Name: "stall=800ms", Stall: 800 * time.Millisecond}},
-		{in: "stall=800ms,crash-after-effect", want: Fault{Name: "stall=800ms,crash-after-effect", Stall: 800 * time.Millisecond, Crash: AfterEffect}},
-		{in: "delay=5ms,stall=0ms,crash-after-record", want: Fault{Name: "delay=5ms,stall=0ms,crash-after-record", Delay: 5 * time.Millisecond, Crash: AfterRecord}},
-		{in: "slow,delay=5ms", err: ErrClash},
-		{in: "delay=0ms,delay=0ms", err: ErrClash},
-		{in: "crash-before-effect,crash-after-effect", err: ErrClash},
-		{in: "drop-reply,drop-reply", err: ErrClash},
-		{in: "slow,", err: ErrEmpty},
-		{in: ",slow", err: ErrEmpty},
-		{in: "slow, drop-reply", err: ErrUnknown},
-		{in: "stall=1s", err: ErrArgument},
-		{in: "slow=1", err: ErrArgument},
-		{in: "drop-reply=", err: ErrArgument},
-		{in: "delay", err: ErrArgument},
-		{in: "delay=", err: ErrArgument},
-		{in: "delay=ms", err: ErrArgument},
-		{in: "delay=15", err: ErrArgument},
-		{in: "delay=15s", err: ErrArgument},
-		{in: "delay=-1ms", err: ErrArgument},
-		{in: "delay=+1ms", err: ErrArgument},
-		{in: "delay=1.5ms", err: ErrArgument},
-		{in: "delay=60001ms", err: ErrArgument},
-		{in: "delay=999999ms", err: ErrArgument},
+		{"drop-reply", Fault{DropReply: true}},
+		{"slow", Fault{Delay: 120 * time.Millisecond}},
+		{"delay=0ms", Fault{}},
+		{"delay=15ms", Fault{Delay: 15 * time.Millisecond}},
+		{"delay=60000ms", Fault{Delay: 60 * time.Second}},
+		{"crash-before-effect", Fault{Crash: BeforeEffect}},
+		{"crash-after-effect", Fault{Crash: AfterEffect}},
+		{"crash-after-record", Fault{Crash: AfterRecord}},
+		{"crash-after-claim", Fault{Crash: AfterClaim}},
+		{"crash-after-downstream", Fault{Crash: AfterDownstream}},
+		{"drop-downstream-reply", Fault{DropDownstreamReply: true}},
+		{"drop-downstream-reply,drop-reply", Fault{DropDownstreamReply: true, DropReply: true}},
+		{"stall=5ms,crash-after-downstream", Fault{Stall: 5 * time.Millisecond, Crash: AfterDownstream}},
+		{"fail-effect", Fault{Fail: BeforeEffect}},
+		{"stall=5ms,fail-after-effect", Fault{Stall: 5 * time.Millisecond, Fail: AfterEffect}},
+		{"slow,drop-reply", Fault{Delay: 120 * time.Millisecond, DropReply: true}},
+		{"stall=800ms", Fault{Stall: 800 * time.Millisecond}},
+		{"stall=800ms,crash-after-effect", Fault{Stall: 800 * time.Millisecond, Crash: AfterEffect}},
+		{"delay=5ms,stall=0ms,crash-after-record", Fault{Delay: 5 * time.Millisecond, Crash: AfterRecord}},
 	}
-	for _, tt := range tests {
-		got, err := Parse(tt.in)
-		if !errors.Is(err, tt.err) {
-			t.Errorf("Parse(%q) error = %v, want %v", tt.in, err, tt.err)
-			continue
+	for _, tt := range accepted {
+		tt.want.Name = tt.in
+		if got, err := Parse(tt.in); err != nil || got != tt.want {
+			t.Errorf("Parse(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
 		}
-		if got != tt.want {
-			t.Errorf("Parse(%q) = %+v, want %+v", tt.in, got, tt.want)
+	}
+	refused := map[error][]string{
+		ErrClash: {"fail-effect,crash-after-effect", "crash-after-claim,crash-after-downstream",
+			"drop-downstream-reply,drop-downstream-reply", "slow,delay=5ms", "delay=0ms,delay=0ms",
+			"crash-before-effect,crash-after-effect", "drop-reply,drop-reply"},
+		ErrEmpty:   {"", "slow,", ",slow"},
+		ErrUnknown: {"dorp", "Slow", " slow", "slow, drop-reply"},
+		ErrArgument: {"stall=1s", "slow=1", "drop-reply=", "delay", "delay=", "delay=ms", "delay=15", "delay=15s",
+			"delay=-1ms", "delay=+1ms", "delay=1.5ms", "delay=60001ms", "delay=999999ms"},
+	}
+	for want, ins := range refused {
+		for _, in := range ins {
+			if got, err := Parse(in); !errors.Is(err, want) || got != (Fault{}) {
+				t.Errorf("Parse(%q) = %+v, %v; want no fault, %v", in, got, err, want)
+			}
 		}
 	}
 }
