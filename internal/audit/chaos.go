@@ -220,8 +220,30 @@ func (a *auditor) checkChaos() {
 		return
 	}
 	runs, _ := doc["runs"].([]any)
-	var stores, targets []string
-	bySubject := map[chaosSubject]map[string]any{}
+	stores, targets, bySubject := a.chaosRuns(runs)
+	a.checkChaosSelection(len(runs), stores, targets, bySubject)
+	crash := number(mapOf(a.manifest, "protocol")["crash_exit_code"])
+	for _, s := range stores {
+		a.checkChaosRun(chaosSubject{store: s}, bySubject[chaosSubject{store: s}], crash)
+	}
+	for _, t := range targets {
+		sub := chaosSubject{target: t}
+		if why := notRun(bySubject[sub]); why != "" {
+			dir, _ := str(bySubject[sub], "target_dir")
+			a.checkChaosNotRun(t, dir, why)
+			a.chaosVerdicts = append(a.chaosVerdicts, ChaosVerdict{Target: t, NotRun: why, Counts: map[string]int64{}, Faults: map[string]int64{},
+				Rules: []ChaosRuleVerdict{}, Findings: []ChaosFinding{}})
+			continue
+		}
+		a.checkChaosRun(sub, bySubject[sub], crash)
+	}
+}
+
+// chaosRuns reads chaos.json's runs: each on a store or a target, one
+// each, the stores first. It returns the stores and the targets in their
+// order, and each subject's run.
+func (a *auditor) chaosRuns(runs []any) (stores, targets []string, bySubject map[chaosSubject]map[string]any) {
+	bySubject = map[chaosSubject]map[string]any{}
 	for i, r := range runs {
 		run, _ := r.(map[string]any)
 		s, _ := str(run, "store")
@@ -245,6 +267,14 @@ func (a *auditor) checkChaos() {
 		}
 		bySubject[sub] = run
 	}
+	return stores, targets, bySubject
+}
+
+// checkChaosSelection checks the runs against the selection: the stores
+// in store order, each store and target the selection names run (when it
+// names none, as a chaos-only run writes it, the runs chaos.json lists),
+// no store it does not name, and no chaos file without a run.
+func (a *auditor) checkChaosSelection(runs int, stores, targets []string, bySubject map[chaosSubject]map[string]any) {
 	a.check()
 	if !slices.Equal(orderStores(slices.Clone(stores)), stores) {
 		a.chaosFail(chaosSubject{}, "runs", "%s: runs: stores %s not in store order (%s)", ChaosFile, strings.Join(stores, ", "), strings.Join(StoreOrder, ", "))
@@ -252,7 +282,7 @@ func (a *auditor) checkChaos() {
 	wantStores, wantTargets := a.selStores, a.selTargets
 	if len(wantStores) == 0 && len(wantTargets) == 0 {
 		wantStores, wantTargets = stores, targets
-		if len(runs) == 0 {
+		if runs == 0 {
 			a.chaosFail(chaosSubject{}, "runs", "%s: runs: empty: the chaos experiment ran on no store and no target", ChaosFile)
 		} else {
 			a.note(fmt.Sprintf("chaos: manifest.json selects no stores and no targets (a chaos-only run): checked the runs %s lists: stores %s; targets %s",
@@ -279,21 +309,6 @@ func (a *auditor) checkChaos() {
 		if sub, _, ok := subjectOf(p); ok && (bySubject[sub] == nil || notRun(bySubject[sub]) != "") {
 			a.chaosFail(sub, "files", "file %s: a chaos file without a run of %s in %s", p, sub, ChaosFile)
 		}
-	}
-	crash := number(mapOf(a.manifest, "protocol")["crash_exit_code"])
-	for _, s := range stores {
-		a.checkChaosRun(chaosSubject{store: s}, bySubject[chaosSubject{store: s}], crash)
-	}
-	for _, t := range targets {
-		sub := chaosSubject{target: t}
-		if why := notRun(bySubject[sub]); why != "" {
-			dir, _ := str(bySubject[sub], "target_dir")
-			a.checkChaosNotRun(t, dir, why)
-			a.chaosVerdicts = append(a.chaosVerdicts, ChaosVerdict{Target: t, NotRun: why, Counts: map[string]int64{}, Faults: map[string]int64{},
-				Rules: []ChaosRuleVerdict{}, Findings: []ChaosFinding{}})
-			continue
-		}
-		a.checkChaosRun(sub, bySubject[sub], crash)
 	}
 }
 
@@ -337,30 +352,66 @@ func mapOf(m map[string]any, key string) map[string]any {
 	return v
 }
 
-// checkChaosRun re-derives one run from its history and compares.
+// checkChaosRun re-derives one run from its history and compares: what
+// the header says against chaos.json, the claims, the parameters and the
+// seed, the history's consistency with the plan, the rules the claims
+// promise, and (a second pass over the file) the timeline.
 func (a *auditor) checkChaosRun(sub chaosSubject, run map[string]any, crashCode int64) {
 	name := sub.base() + ".jsonl"
+	hist := a.readChaosRun(sub, name)
+	if hist == nil {
+		return
+	}
+	a.checkChaosHeader(sub, run, hist)
+	a.checkChaosClaims(sub, run, hist)
+	c := hist.check(crashCode)
+	a.checkChaosParams(sub, run, hist)
+	a.checkSeed(CheckChaos, sub.store, ChaosFile, sub.String()+": ", run["seed"])
+	params, capped := mapOf(run, "parameters"), mapOf(run, "capped")
+	hist.checkConsistency(chaosRunParams{ // chaos_consistency.go
+		durationMS: number(params["duration_ms"]), killEveryMS: number(params["kill_every_ms"]),
+		maxAttempts: number(params["max_attempts"]), quietAttempts: number(params["quiet_attempts"]),
+		cappedIntents: capped["intents"] == true, cappedAttmpt: capped["history"] == true,
+	})
+	a.reportChaosIssues(sub, name, hist.issues)
+	a.claim("chaos_schedule")
+	a.claim("chaos_history")
+	a.judgeChaosRun(sub, name, hist, c)
+	a.checkChaosReplay(sub, hist, c)
+}
+
+// readChaosRun reads sub's history, listed as name, and checks it is
+// the file manifest.files hashed; nil if it cannot be read.
+func (a *auditor) readChaosRun(sub chaosSubject, name string) *chaosHistory {
 	a.check()
 	if !a.isListed(name) {
 		a.chaosFail(sub, "files", "file %s: the history of %s's chaos run: not listed in manifest.files", name, sub)
-		return
+		return nil
 	}
 	f, err := openInside(a.opts.Evidence, name, CapHistory)
 	if err != nil {
-		return // reported by the file checks
+		return nil // reported by the file checks
 	}
 	h := sha256.New()
 	hist, err := readChaosHistory(io.TeeReader(io.LimitReader(f, CapHistory+1), h))
 	f.Close()
 	if err != nil {
 		a.chaosFail(sub, "history", "%s: %v", name, err)
-		return
+		return nil
 	}
 	if hex.EncodeToString(h.Sum(nil)) != a.listed[name] && !slices.ContainsFunc(a.report.Failures, func(x Failure) bool {
 		return x.Check == CheckFile && strings.HasPrefix(x.Message, "file "+name+":")
 	}) {
 		a.failf(CheckFile, "file %s: changed while being read", name)
 	}
+	return hist
+}
+
+// checkChaosHeader checks what chaos.json says of a run against its
+// history's header: the store or target, the seed, the parameters the
+// schedule depends on, the fault kinds.
+func (a *auditor) checkChaosHeader(sub chaosSubject, run map[string]any, hist *chaosHistory) {
+	name := sub.base() + ".jsonl"
 	a.check()
 	if hist.store != sub.store || hist.target != sub.target {
 		a.chaosFail(sub, "store", "%s: run header: store %q, target %q, expected %s", name, hist.store, hist.target, sub)
@@ -383,24 +434,13 @@ func (a *auditor) checkChaosRun(sub chaosSubject, run map[string]any, crashCode 
 	if got := render(run["faults"]); got != render(toAny(hist.faultKinds)) {
 		a.chaosFail(sub, "faults", "%s: faults: expected %s (the history's), observed %s", what, render(toAny(hist.faultKinds)), got)
 	}
-	a.checkChaosClaims(sub, run, hist)
-	c := hist.check(crashCode)
-	a.checkChaosParams(sub, run, hist)
-	a.checkSeed(CheckChaos, sub.store, ChaosFile, sub.String()+": ", run["seed"])
-	capped := mapOf(run, "capped")
-	hist.checkConsistency(chaosRunParams{ // chaos_consistency.go
-		durationMS: number(params["duration_ms"]), killEveryMS: number(params["kill_every_ms"]),
-		maxAttempts: number(params["max_attempts"]), quietAttempts: number(params["quiet_attempts"]),
-		cappedIntents: capped["intents"] == true, cappedAttmpt: capped["history"] == true,
-	})
-	a.reportChaosIssues(sub, name, hist.issues)
-	a.claim("chaos_schedule")
-	a.claim("chaos_history")
+}
 
-	// Every violation of a promised rule, named by intent: on the lab's
-	// own stores a failure of the evidence; on a target the target's
-	// result (a finding is what the target does, not a broken lab), which
-	// the verdict says.
+// judgeChaosRun reports every violation of a promised rule, named by
+// intent: on the lab's own stores a failure of the evidence; on a target
+// the target's result (a finding is what the target does, not a broken
+// lab), which the verdict says.
+func (a *auditor) judgeChaosRun(sub chaosSubject, name string, hist *chaosHistory, c chaosCheck) {
 	a.claim("chaos_promises")
 	a.claim("chaos_verdict")
 	for _, rule := range chaosRules {
@@ -418,9 +458,6 @@ func (a *auditor) checkChaosRun(sub chaosSubject, run map[string]any, crashCode 
 				sub.target, v.Violations, chaosClaimsText(hist.claims), name))
 		}
 	}
-
-	// The second pass over the file: the schedule and the timeline.
-	a.checkChaosReplay(sub, hist, c)
 }
 
 // failPromised reports the findings of rule, which the store promises
@@ -551,11 +588,4 @@ func (a *auditor) reportChaosIssues(sub chaosSubject, name string, issues []chao
 			a.chaosFail(sub, "history."+rule, "%s: %d more like these (%s)", name, shown-maxIssueLines, rule)
 		}
 	}
-}
-
-func clipS(s string) string {
-	if s == "" {
-		return `""`
-	}
-	return clip([]byte(s))
 }

@@ -89,14 +89,19 @@ type chaosEvent struct {
 // sigkillExit is the exit code of a process SIGKILL ended (128+9).
 const sigkillExit = 137
 
-// chaosLine is what attemptInOrder needs of one attempt line.
+// chaosLine is one attempt line as read (its texts valid until the next
+// line is read).
 type chaosLine struct {
-	replica, attempt int64
-	chaos            bool // the chaos phase, else the quiet one
-	start, end       int64
-	fault            []byte
-	typ              string
-	replayed         int8 // -1 null, 0 false, 1 true
+	intent, replica, attempt int64
+	key                      []byte
+	sum                      [32]byte // its body's SHA-256
+	chaos                    bool     // the chaos phase, else the quiet one
+	start, end               int64
+	fault, outcome           []byte
+	typ                      string
+	status                   int64
+	value, errText           []byte
+	replayed                 int8 // -1 null, 0 false, 1 true
 }
 
 // firstAttempt checks the key and body of intent n's first attempt (line
@@ -342,105 +347,131 @@ func (h *chaosHistory) checkEffectsAndReplays(placeOf map[int64]int64) {
 // and every planned kill of the nemesis's seeded plan against the kill or
 // kill_skipped event that names it.
 func (h *chaosHistory) checkEventsAndKills(p chaosRunParams) {
-	const (
-		down = iota
-		up
-		killed // by the nemesis or a fault: its exit comes next
-		stopped
-	)
-	state := make([]int, h.replicas)
-	started := make([]bool, h.replicas)
-	byKill := make([]bool, h.replicas) // a kill or a fault's kill of its running process
-	plan := h.sched.kills(p.durationMS, p.killEveryMS)
-	end := h.chaosStartUS + p.durationMS*1000 // the chaos phase ends: the supervisor restarts at once from then on
-	next := 0                                 // the planned kill the next kill or kill_skipped must name
-	// The last kill of each replica the nemesis made: its planned down
-	// time, and its exit.
-	type kill struct{ downUS, exitAt int64 }
-	lastKill := make([]*kill, h.replicas)
+	ec := &eventCheck{h: h, p: p, state: make([]int, h.replicas), started: make([]bool, h.replicas), byKill: make([]bool, h.replicas),
+		plan: h.sched.kills(p.durationMS, p.killEveryMS), chaosEnd: h.chaosStartUS + p.durationMS*1000, lastKill: make([]*lastKill, h.replicas)}
 	for _, e := range h.serverEvents {
-		r := e.replica
-		bad := func(format string, args ...any) {
-			h.issue("events", -1, "line %d: replica %d: %s at %d µs: %s", e.no, r, e.kind, e.at, fmt.Sprintf(format, args...))
-		}
-		switch e.kind {
-		case "start":
-			if state[r] != down {
-				bad("it was not down")
-				continue
-			}
-			started[r] = true
-			if k := lastKill[r]; k != nil && k.exitAt >= 0 && e.at < end && e.at < k.exitAt+k.downUS {
-				h.issue("kills", -1, "line %d: replica %d restarted %d µs after its kill's exit; the plan keeps it down %d µs", e.no, r, e.at-k.exitAt, k.downUS)
-			}
-			lastKill[r] = nil
-			state[r], byKill[r] = up, false
-		case "start_failed":
-			if state[r] != down {
-				bad("it was not down")
-			}
-		case "kill", "fault_kill":
-			if state[r] != up {
-				bad("it was not up")
-				continue
-			}
-			state[r], byKill[r] = killed, true
-		case "exit":
-			switch {
-			case state[r] != up && state[r] != killed:
-				bad("it was not running")
-				continue
-			case e.code == sigkillExit && !byKill[r]:
-				bad("SIGKILL ended it (%d), and no kill or fault's kill of it came since it started", e.code)
-			}
-			if k := lastKill[r]; k != nil && k.exitAt < 0 {
-				k.exitAt = e.at
-			}
-			state[r] = down
-		case "stop":
-			if state[r] != up {
-				bad("it was not up (a stop ends the run of a replica that is up)")
-				continue
-			}
-			state[r] = stopped
-		}
-		if e.kind != "kill" && e.kind != "kill_skipped" {
-			continue
-		}
-		if e.planned != int64(next) || next >= len(plan) {
-			h.issue("kills", -1, "line %d: %s of planned kill %d; the nemesis's plan for seed %d (%d planned, every %d ms over %d ms) names planned kill %d next",
-				e.no, e.kind, e.planned, h.seed, len(plan), p.killEveryMS, p.durationMS, next)
-			next = max(next, int(e.planned)+1)
-			continue
-		}
-		q := plan[next]
-		next++
-		due := h.chaosStartUS + q.At.Microseconds()
-		switch {
-		case r != int64(q.Replica):
-			h.issue("kills", -1, "line %d: %s of planned kill %d is of replica %d; the plan's is of replica %d", e.no, e.kind, e.planned, r, q.Replica)
-		case e.kind == "kill" && e.at < due:
-			h.issue("kills", -1, "line %d: planned kill %d came at %d µs, before its time (%d µs)", e.no, e.planned, e.at, due)
-		case e.kind == "kill_skipped" && e.reason < 0:
-			h.issue("kills", -1, "line %d: planned kill %d skipped for a reason that is none of the lab's (%q, ...)", e.no, e.planned, chaosplan.SkipReasons[0])
-		case e.kind == "kill_skipped" && chaosplan.SkipReasons[e.reason] != chaosplan.SkipPhaseEnd && e.at < due:
-			h.issue("kills", -1, "line %d: planned kill %d skipped at %d µs, before its time (%d µs)", e.no, e.planned, e.at, due)
-		}
-		if e.kind == "kill" {
-			lastKill[r] = &kill{downUS: q.Down.Microseconds(), exitAt: -1}
+		if ec.lifecycle(e) && (e.kind == "kill" || e.kind == "kill_skipped") {
+			ec.planned(e)
 		}
 	}
-	for r, st := range state {
+	ec.end()
+}
+
+// A replica's state, as its events tell it.
+const (
+	replicaDown = iota
+	replicaUp
+	replicaKilled // by the nemesis or a fault: its exit comes next
+	replicaStopped
+)
+
+// eventCheck is checkEventsAndKills's state.
+type eventCheck struct {
+	h               *chaosHistory
+	p               chaosRunParams
+	state           []int
+	started, byKill []bool // per replica: a start seen; a kill or a fault's kill of its running process
+	plan            []chaosplan.Kill
+	chaosEnd        int64       // the chaos phase ends: the supervisor restarts at once from then on
+	next            int         // the planned kill the next kill or kill_skipped must name
+	lastKill        []*lastKill // per replica, the last kill the nemesis made of it
+}
+
+// lastKill is a kill the nemesis made: its planned down time, and its
+// exit (-1 until seen).
+type lastKill struct{ downUS, exitAt int64 }
+
+// lifecycle checks event e against its replica's state and moves it on;
+// false when e did not fit the state.
+func (ec *eventCheck) lifecycle(e chaosEvent) bool {
+	r := e.replica
+	bad := func(format string, args ...any) bool {
+		ec.h.issue("events", -1, "line %d: replica %d: %s at %d µs: %s", e.no, r, e.kind, e.at, fmt.Sprintf(format, args...))
+		return false
+	}
+	switch e.kind {
+	case "start":
+		if ec.state[r] != replicaDown {
+			return bad("it was not down")
+		}
+		ec.started[r] = true
+		if k := ec.lastKill[r]; k != nil && k.exitAt >= 0 && e.at < ec.chaosEnd && e.at < k.exitAt+k.downUS {
+			ec.h.issue("kills", -1, "line %d: replica %d restarted %d µs after its kill's exit; the plan keeps it down %d µs", e.no, r, e.at-k.exitAt, k.downUS)
+		}
+		ec.lastKill[r] = nil
+		ec.state[r], ec.byKill[r] = replicaUp, false
+	case "start_failed":
+		if ec.state[r] != replicaDown {
+			bad("it was not down")
+		}
+	case "kill", "fault_kill":
+		if ec.state[r] != replicaUp {
+			return bad("it was not up")
+		}
+		ec.state[r], ec.byKill[r] = replicaKilled, true
+	case "exit":
 		switch {
-		case !started[r]:
+		case ec.state[r] != replicaUp && ec.state[r] != replicaKilled:
+			return bad("it was not running")
+		case e.code == sigkillExit && !ec.byKill[r]:
+			bad("SIGKILL ended it (%d), and no kill or fault's kill of it came since it started", e.code)
+		}
+		if k := ec.lastKill[r]; k != nil && k.exitAt < 0 {
+			k.exitAt = e.at
+		}
+		ec.state[r] = replicaDown
+	case "stop":
+		if ec.state[r] != replicaUp {
+			return bad("it was not up (a stop ends the run of a replica that is up)")
+		}
+		ec.state[r] = replicaStopped
+	}
+	return true
+}
+
+// planned checks a kill or kill_skipped event against the planned kill it
+// must name, the next of the plan.
+func (ec *eventCheck) planned(e chaosEvent) {
+	h, r := ec.h, e.replica
+	if e.planned != int64(ec.next) || ec.next >= len(ec.plan) {
+		h.issue("kills", -1, "line %d: %s of planned kill %d; the nemesis's plan for seed %d (%d planned, every %d ms over %d ms) names planned kill %d next",
+			e.no, e.kind, e.planned, h.seed, len(ec.plan), ec.p.killEveryMS, ec.p.durationMS, ec.next)
+		ec.next = max(ec.next, int(e.planned)+1)
+		return
+	}
+	q := ec.plan[ec.next]
+	ec.next++
+	due := h.chaosStartUS + q.At.Microseconds()
+	switch {
+	case r != int64(q.Replica):
+		h.issue("kills", -1, "line %d: %s of planned kill %d is of replica %d; the plan's is of replica %d", e.no, e.kind, e.planned, r, q.Replica)
+	case e.kind == "kill" && e.at < due:
+		h.issue("kills", -1, "line %d: planned kill %d came at %d µs, before its time (%d µs)", e.no, e.planned, e.at, due)
+	case e.kind == "kill_skipped" && e.reason < 0:
+		h.issue("kills", -1, "line %d: planned kill %d skipped for a reason that is none of the lab's (%q, ...)", e.no, e.planned, chaosplan.SkipReasons[0])
+	case e.kind == "kill_skipped" && chaosplan.SkipReasons[e.reason] != chaosplan.SkipPhaseEnd && e.at < due:
+		h.issue("kills", -1, "line %d: planned kill %d skipped at %d µs, before its time (%d µs)", e.no, e.planned, e.at, due)
+	}
+	if e.kind == "kill" {
+		ec.lastKill[r] = &lastKill{downUS: q.Down.Microseconds(), exitAt: -1}
+	}
+}
+
+// end checks that every replica started, ended stopped, and that every
+// planned kill was named.
+func (ec *eventCheck) end() {
+	h := ec.h
+	for r, st := range ec.state {
+		switch {
+		case !ec.started[r]:
 			h.issue("events", -1, "replica %d never started", r)
-		case st == killed:
+		case st == replicaKilled:
 			h.issue("events", -1, "replica %d: killed, and no exit follows", r)
-		case st != stopped:
+		case st != replicaStopped:
 			h.issue("events", -1, "replica %d: no final stop (every replica is up at the end, and stopped)", r)
 		}
 	}
-	if next < len(plan) {
-		h.issue("kills", -1, "planned kills %d to %d of the %d the nemesis's plan holds: neither a kill nor a kill_skipped event names them", next, len(plan)-1, len(plan))
+	if ec.next < len(ec.plan) {
+		h.issue("kills", -1, "planned kills %d to %d of the %d the nemesis's plan holds: neither a kill nor a kill_skipped event names them", ec.next, len(ec.plan)-1, len(ec.plan))
 	}
 }

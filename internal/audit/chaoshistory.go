@@ -345,219 +345,291 @@ type jsonNumber = json.Number
 // range; the header's counts equal the lines. An error names the line.
 func readChaosHistory(r io.Reader) (*chaosHistory, error) {
 	br := bufio.NewReaderSize(r, maxHistoryLine)
-	h := &chaosHistory{hashSeed: maphash.MakeSeed(), faults: map[string]int64{}, exits: map[int64]int64{}, timed: true}
-	var (
-		l                             lineReader
-		no                            int
-		hdrAttempts, hdrEvents, hdrPl int64
-		seenHeader                    bool
-		lastTime                      int64
-		effectsLeft                   int64
-		size                          int64
-	)
+	hr := &historyReader{h: &chaosHistory{hashSeed: maphash.MakeSeed(), faults: map[string]int64{}, exits: map[int64]int64{}, timed: true}}
 	for {
-		line, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			return nil, fmt.Errorf("line %d: longer than %d bytes", no+1, maxHistoryLine)
-		}
-		if err == io.EOF && len(line) == 0 {
-			break
-		}
-		if err != nil && err != io.EOF {
-			return nil, fmt.Errorf("line %d: %v", no+1, err)
-		}
-		no++
-		if size += int64(len(line)); size > CapHistory {
-			return nil, fmt.Errorf("over the cap of %d bytes", CapHistory)
-		}
-		if err == io.EOF {
-			return nil, fmt.Errorf("line %d: no final newline", no)
-		}
-		if err := l.read(no, line); err != nil {
+		line, err := hr.next(br)
+		if err != nil {
 			return nil, err
 		}
-		kind := l.kind
-		shape := kind
-		if slices.Contains(chaosEventKinds, kind) {
-			shape = "event"
+		if line == nil {
+			return hr.end()
 		}
-		fields, known := chaosLineFields[shape]
-		if !known {
-			return nil, fmt.Errorf("line %d: unknown kind %s", no, l.render("kind"))
-		}
-		var unknown []byte
-		l.names(func(name []byte) bool {
-			if !slices.ContainsFunc(fields, func(f string) bool { return f == string(name) }) {
-				unknown = name
-				return false
-			}
-			return true
-		})
-		if unknown != nil {
-			return nil, fmt.Errorf("line %d (%s): unknown member %q", no, kind, unknown)
-		}
-		for _, k := range fields {
-			if l.get(k).kind == 0 {
-				return nil, fmt.Errorf("line %d (%s): missing member %q", no, kind, k)
-			}
-		}
-		if !seenHeader && kind != "run" {
-			return nil, fmt.Errorf("line %d: want the \"run\" header first, got kind %q", no, kind)
-		}
-		inPlaces := len(h.places) > 0
-		switch shape {
-		case "run":
-			if seenHeader {
-				return nil, fmt.Errorf("line %d: a second \"run\" header", no)
-			}
-			seenHeader = true
-			l.int("history_version", 2, 2)
-			h.store, h.target = l.str("store"), l.str("target")
-			switch {
-			case h.target == "" && !slices.Contains(StoreOrder, h.store):
-				l.failf("store %q: want one of %s, or a target", h.store, strings.Join(StoreOrder, ", "))
-			case h.target != "" && (h.store != "" || !targetName.MatchString(h.target)):
-				l.failf("store %q, target %q: want a store or a target's name, not both", h.store, h.target)
-			}
-			cl, _ := l.get("claims").v.(map[string]any)
-			d, dok := cl["durable"].(bool)
-			sh, sok := cl["shared_store"].(bool)
-			if len(cl) != 2 || !dok || !sok {
-				l.failf("claims: want {\"durable\": bool, \"shared_store\": bool}")
-			}
-			h.claims = chaosClaims{d, sh}
-			if n := l.get("seed"); n.kind == 'n' {
-				s, err := strconv.ParseUint(string(n.text), 10, 64)
-				if err != nil {
-					l.failf("seed: %s: want an unsigned integer", n.text)
-				}
-				h.seed = s
-			} else {
-				l.failf("seed: want an integer")
-			}
-			h.replicas = int(l.int("replicas", 1, 1000))
-			h.started = make([]bool, h.replicas)
-			h.clients = int(l.int("clients", 1, chaosMaxClients))
-			h.durationMS = l.int("duration_ms", 0, maxInt)
-			h.killEveryMS = l.int("kill_every_ms", -maxInt, maxInt)
-			h.chaosStartUS = l.int("chaos_start_us", 0, maxInt)
-			h.quietStartUS = l.int("quiet_start_us", 0, maxInt)
-			fs, ok := l.get("faults").v.([]any)
-			if !ok {
-				l.failf("faults: want an array of fault kinds")
-			}
-			h.faultKinds = []string{}
-			for _, f := range fs {
-				k, _ := f.(string)
-				if !slices.Contains(chaosplan.FaultKinds, k) || slices.Contains(h.faultKinds, k) {
-					l.failf("faults: %s: want fault kinds (%s), each once", render(f), strings.Join(chaosplan.FaultKinds, ", "))
-					break
-				}
-				h.faultKinds = append(h.faultKinds, k)
-			}
-			h.sched = chaosSchedule{chaosplan.Schedule{Seed: h.seed, Replicas: h.replicas, Faults: h.faultKinds}}
-			hdrAttempts = l.int("attempts", 0, maxInt)
-			hdrEvents = l.int("server_events", 0, maxInt)
-			hdrPl = l.int("places", 0, 1000)
-		case "attempt":
-			if inPlaces {
-				return nil, fmt.Errorf("line %d: an attempt after the place lines", no)
-			}
-			h.attempt(&l, &lastTime)
-		case "event":
-			if inPlaces {
-				return nil, fmt.Errorf("line %d: a server event after the place lines", no)
-			}
-			rep := l.int("replica", 0, int64(h.replicas-1))
-			at := l.int("at_us", 0, maxInt)
-			l.int("pid", 0, maxInt)
-			l.bytes("addr")
-			code := l.int("exit_code", -1, 255)
-			planned := l.int("planned", -1, chaosMaxKills-1)
-			why := l.bytes("error")
-			if at < lastTime {
-				l.failf("at_us %d: before the line above (%d µs): lines must be in time order", at, lastTime)
-			}
-			if (kind == "kill" || kind == "kill_skipped") != (planned >= 0) {
-				l.failf("planned %d: a kill or kill_skipped event names its planned kill (0 or more), any other -1", planned)
-			}
-			lastTime = at
-			h.endUS = max(h.endUS, at)
-			if l.err == nil {
-				h.event(kind, rep, code)
-				reason := int8(-1) // why a planned kill did not land: an index in chaosplan.SkipReasons
-				if kind == "kill_skipped" {
-					reason = int8(slices.Index(chaosplan.SkipReasons, string(why)))
-				}
-				h.serverEvents = append(h.serverEvents, chaosEvent{kind: kind, replica: rep, code: code, at: at, planned: planned, reason: reason, no: no})
-			}
-		case "place":
-			if effectsLeft != 0 {
-				return nil, fmt.Errorf("line %d: place line while %d effect lines of the place above are missing", no, effectsLeft)
-			}
-			p := chaosPlace{place: l.int("place", 0, 1000), counter: l.int("counter", 0, maxInt)}
-			effectsLeft = l.int("effects", 0, maxInt)
-			reps, ok := l.get("replicas").v.([]any)
-			if !ok {
-				l.failf("replicas: want an array")
-			}
-			for _, r := range reps {
-				n, _ := r.(jsonNumber)
-				i, err := strconv.ParseInt(string(n), 10, 64)
-				if err != nil || i < 0 || i >= int64(h.replicas) {
-					l.failf("replicas: %s: want a replica 0..%d", render(r), h.replicas-1)
-				}
-				p.replicas = append(p.replicas, i)
-			}
-			for _, q := range h.places {
-				if q.place == p.place {
-					l.failf("place %d: a second place line", p.place)
-				}
-			}
-			h.places = append(h.places, p)
-		case "effect":
-			if !inPlaces || effectsLeft == 0 {
-				return nil, fmt.Errorf("line %d: an effect line its place line does not announce", no)
-			}
-			p := &h.places[len(h.places)-1]
-			if pl := l.int("place", 0, 1000); pl != p.place {
-				l.failf("place %d: an effect of place %d among place %d's lines", pl, pl, p.place)
-			}
-			value := l.int("value", 0, maxInt)
-			text, sum := l.sha("body_sha256")
-			if k := l.get("key").kind; k != 's' && k != 'z' {
-				l.failf("key: want a string or null")
-			}
-			rk, ak := l.get("replica").kind, l.get("at_us").kind
-			at, rep := int64(-1), int64(-1)
-			if rk != 'z' {
-				rep = l.int("replica", 0, int64(h.replicas-1))
-			}
-			if ak != 'z' {
-				at = l.int("at_us", 0, maxInt)
-				h.effectEndUS = max(h.effectEndUS, at)
-			}
-			if (rk == 'z') != (ak == 'z') {
-				l.failf("replica and at_us: both known (a sink's journal) or both null (a store's)")
-			}
-			h.timed = h.timed && at >= 0
-			effectsLeft--
-			if l.err == nil {
-				h.effect(p, value, at, rep, text, sum)
-			}
-		}
-		if l.err != nil {
-			return nil, l.err
+		if err := hr.line(line); err != nil {
+			return nil, err
 		}
 	}
+}
+
+// historyReader is readChaosHistory's state from one line to the next.
+type historyReader struct {
+	h           *chaosHistory
+	l           lineReader
+	no          int   // the line number
+	size        int64 // bytes read
+	seenHeader  bool
+	lastTime    int64 // the time of the last attempt or event line
+	effectsLeft int64 // effect lines the last place line announced and are still to come
+	// What the header announces.
+	hdrAttempts, hdrEvents, hdrPlaces int64
+}
+
+// next returns the next line, nil at the end.
+func (hr *historyReader) next(br *bufio.Reader) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
 	switch {
-	case !seenHeader:
+	case err == bufio.ErrBufferFull:
+		return nil, fmt.Errorf("line %d: longer than %d bytes", hr.no+1, maxHistoryLine)
+	case err == io.EOF && len(line) == 0:
+		return nil, nil
+	case err != nil && err != io.EOF:
+		return nil, fmt.Errorf("line %d: %v", hr.no+1, err)
+	}
+	hr.no++
+	if hr.size += int64(len(line)); hr.size > CapHistory {
+		return nil, fmt.Errorf("over the cap of %d bytes", CapHistory)
+	}
+	if err == io.EOF {
+		return nil, fmt.Errorf("line %d: no final newline", hr.no)
+	}
+	return line, nil
+}
+
+// line reads one line into the history.
+func (hr *historyReader) line(line []byte) error {
+	l := &hr.l
+	if err := l.read(hr.no, line); err != nil {
+		return err
+	}
+	shape, err := hr.shape()
+	if err != nil {
+		return err
+	}
+	inPlaces := len(hr.h.places) > 0
+	switch {
+	case !hr.seenHeader && shape != "run":
+		return fmt.Errorf("line %d: want the \"run\" header first, got kind %q", hr.no, l.kind)
+	case shape == "run" && hr.seenHeader:
+		return fmt.Errorf("line %d: a second \"run\" header", hr.no)
+	case shape == "attempt" && inPlaces:
+		return fmt.Errorf("line %d: an attempt after the place lines", hr.no)
+	case shape == "event" && inPlaces:
+		return fmt.Errorf("line %d: a server event after the place lines", hr.no)
+	case shape == "place" && hr.effectsLeft != 0:
+		return fmt.Errorf("line %d: place line while %d effect lines of the place above are missing", hr.no, hr.effectsLeft)
+	case shape == "effect" && (!inPlaces || hr.effectsLeft == 0):
+		return fmt.Errorf("line %d: an effect line its place line does not announce", hr.no)
+	}
+	switch shape {
+	case "run":
+		hr.header()
+	case "attempt":
+		hr.h.attempt(l, &hr.lastTime)
+	case "event":
+		hr.event()
+	case "place":
+		hr.place()
+	case "effect":
+		hr.effect()
+	}
+	return l.err
+}
+
+// shape is the line's shape (a server event's kind is "event"), once its
+// kind is known and its members are exactly its shape's.
+func (hr *historyReader) shape() (string, error) {
+	l := &hr.l
+	shape := l.kind
+	if slices.Contains(chaosEventKinds, shape) {
+		shape = "event"
+	}
+	fields, known := chaosLineFields[shape]
+	if !known {
+		return "", fmt.Errorf("line %d: unknown kind %s", hr.no, l.render("kind"))
+	}
+	var unknown []byte
+	l.names(func(name []byte) bool {
+		if !slices.ContainsFunc(fields, func(f string) bool { return f == string(name) }) {
+			unknown = name
+			return false
+		}
+		return true
+	})
+	if unknown != nil {
+		return "", fmt.Errorf("line %d (%s): unknown member %q", hr.no, l.kind, unknown)
+	}
+	for _, k := range fields {
+		if l.get(k).kind == 0 {
+			return "", fmt.Errorf("line %d (%s): missing member %q", hr.no, l.kind, k)
+		}
+	}
+	return shape, nil
+}
+
+// header reads the "run" line: what ran, its claims, the seed and the
+// schedule's parameters, and how many lines of each kind follow.
+func (hr *historyReader) header() {
+	l, h := &hr.l, hr.h
+	hr.seenHeader = true
+	l.int("history_version", 2, 2)
+	h.store, h.target = l.str("store"), l.str("target")
+	switch {
+	case h.target == "" && !slices.Contains(StoreOrder, h.store):
+		l.failf("store %q: want one of %s, or a target", h.store, strings.Join(StoreOrder, ", "))
+	case h.target != "" && (h.store != "" || !targetName.MatchString(h.target)):
+		l.failf("store %q, target %q: want a store or a target's name, not both", h.store, h.target)
+	}
+	cl, _ := l.get("claims").v.(map[string]any)
+	d, dok := cl["durable"].(bool)
+	sh, sok := cl["shared_store"].(bool)
+	if len(cl) != 2 || !dok || !sok {
+		l.failf("claims: want {\"durable\": bool, \"shared_store\": bool}")
+	}
+	h.claims = chaosClaims{d, sh}
+	h.seed = l.uint("seed")
+	h.replicas = int(l.int("replicas", 1, 1000))
+	h.started = make([]bool, h.replicas)
+	h.clients = int(l.int("clients", 1, chaosMaxClients))
+	h.durationMS = l.int("duration_ms", 0, maxInt)
+	h.killEveryMS = l.int("kill_every_ms", -maxInt, maxInt)
+	h.chaosStartUS = l.int("chaos_start_us", 0, maxInt)
+	h.quietStartUS = l.int("quiet_start_us", 0, maxInt)
+	h.faultKinds = hr.faultKinds()
+	h.sched = chaosSchedule{chaosplan.Schedule{Seed: h.seed, Replicas: h.replicas, Faults: h.faultKinds}}
+	hr.hdrAttempts = l.int("attempts", 0, maxInt)
+	hr.hdrEvents = l.int("server_events", 0, maxInt)
+	hr.hdrPlaces = l.int("places", 0, 1000)
+}
+
+// uint reads an unsigned integer member.
+func (l *lineReader) uint(name string) uint64 {
+	n := l.get(name)
+	if n.kind != 'n' {
+		l.failf("%s: want an integer", name)
+		return 0
+	}
+	u, err := strconv.ParseUint(string(n.text), 10, 64)
+	if err != nil {
+		l.failf("%s: %s: want an unsigned integer", name, n.text)
+	}
+	return u
+}
+
+// faultKinds reads the header's fault kinds: each a kind the schedule
+// draws, once.
+func (hr *historyReader) faultKinds() []string {
+	l := &hr.l
+	fs, ok := l.get("faults").v.([]any)
+	if !ok {
+		l.failf("faults: want an array of fault kinds")
+	}
+	out := []string{}
+	for _, f := range fs {
+		k, _ := f.(string)
+		if !slices.Contains(chaosplan.FaultKinds, k) || slices.Contains(out, k) {
+			l.failf("faults: %s: want fault kinds (%s), each once", render(f), strings.Join(chaosplan.FaultKinds, ", "))
+			break
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// event reads a server event line.
+func (hr *historyReader) event() {
+	l, h := &hr.l, hr.h
+	rep := l.int("replica", 0, int64(h.replicas-1))
+	at := l.int("at_us", 0, maxInt)
+	l.int("pid", 0, maxInt)
+	l.bytes("addr")
+	code := l.int("exit_code", -1, 255)
+	planned := l.int("planned", -1, chaosMaxKills-1)
+	why := l.bytes("error")
+	if at < hr.lastTime {
+		l.failf("at_us %d: before the line above (%d µs): lines must be in time order", at, hr.lastTime)
+	}
+	if kill := l.kind == "kill" || l.kind == "kill_skipped"; kill != (planned >= 0) {
+		l.failf("planned %d: a kill or kill_skipped event names its planned kill (0 or more), any other -1", planned)
+	}
+	hr.lastTime = at
+	h.endUS = max(h.endUS, at)
+	if l.err != nil {
+		return
+	}
+	h.event(l.kind, rep, code)
+	reason := int8(-1) // why a planned kill did not land: an index in chaosplan.SkipReasons
+	if l.kind == "kill_skipped" {
+		reason = int8(slices.Index(chaosplan.SkipReasons, string(why)))
+	}
+	h.serverEvents = append(h.serverEvents, chaosEvent{kind: l.kind, replica: rep, code: code, at: at, planned: planned, reason: reason, no: hr.no})
+}
+
+// place reads a place line.
+func (hr *historyReader) place() {
+	l, h := &hr.l, hr.h
+	p := chaosPlace{place: l.int("place", 0, 1000), counter: l.int("counter", 0, maxInt)}
+	hr.effectsLeft = l.int("effects", 0, maxInt)
+	reps, ok := l.get("replicas").v.([]any)
+	if !ok {
+		l.failf("replicas: want an array")
+	}
+	for _, r := range reps {
+		n, _ := r.(jsonNumber)
+		i, err := strconv.ParseInt(string(n), 10, 64)
+		if err != nil || i < 0 || i >= int64(h.replicas) {
+			l.failf("replicas: %s: want a replica 0..%d", render(r), h.replicas-1)
+		}
+		p.replicas = append(p.replicas, i)
+	}
+	for _, q := range h.places {
+		if q.place == p.place {
+			l.failf("place %d: a second place line", p.place)
+		}
+	}
+	h.places = append(h.places, p)
+}
+
+// effect reads an effect line of the last place.
+func (hr *historyReader) effect() {
+	l, h := &hr.l, hr.h
+	p := &h.places[len(h.places)-1]
+	if pl := l.int("place", 0, 1000); pl != p.place {
+		l.failf("place %d: an effect of place %d among place %d's lines", pl, pl, p.place)
+	}
+	value := l.int("value", 0, maxInt)
+	text, sum := l.sha("body_sha256")
+	if k := l.get("key").kind; k != 's' && k != 'z' {
+		l.failf("key: want a string or null")
+	}
+	rk, ak := l.get("replica").kind, l.get("at_us").kind
+	at, rep := int64(-1), int64(-1)
+	if rk != 'z' {
+		rep = l.int("replica", 0, int64(h.replicas-1))
+	}
+	if ak != 'z' {
+		at = l.int("at_us", 0, maxInt)
+		h.effectEndUS = max(h.effectEndUS, at)
+	}
+	if (rk == 'z') != (ak == 'z') {
+		l.failf("replica and at_us: both known (a sink's journal) or both null (a store's)")
+	}
+	h.timed = h.timed && at >= 0
+	hr.effectsLeft--
+	if l.err == nil {
+		h.effect(p, value, at, rep, text, sum)
+	}
+}
+
+// end checks the history as a whole once every line is read.
+func (hr *historyReader) end() (*chaosHistory, error) {
+	h := hr.h
+	switch {
+	case !hr.seenHeader:
 		return nil, errors.New("empty: no \"run\" header")
-	case effectsLeft != 0:
-		return nil, fmt.Errorf("place %d: %d announced effect lines missing at the end", h.places[len(h.places)-1].place, effectsLeft)
-	case h.attempts != hdrAttempts || h.events != hdrEvents || int64(len(h.places)) != hdrPl:
+	case hr.effectsLeft != 0:
+		return nil, fmt.Errorf("place %d: %d announced effect lines missing at the end", h.places[len(h.places)-1].place, hr.effectsLeft)
+	case h.attempts != hr.hdrAttempts || h.events != hr.hdrEvents || int64(len(h.places)) != hr.hdrPlaces:
 		return nil, fmt.Errorf("%d attempt lines, %d server events, %d places; the run header announces %d, %d, %d",
-			h.attempts, h.events, len(h.places), hdrAttempts, hdrEvents, hdrPl)
+			h.attempts, h.events, len(h.places), hr.hdrAttempts, hr.hdrEvents, hr.hdrPlaces)
 	}
 	h.timed = h.timed && len(h.places) > 0
 	return h, nil
@@ -613,108 +685,24 @@ func (h *chaosHistory) effect(p *chaosPlace, value, at, rep int64, text []byte, 
 	h.applied.add(chaosApplied{value, at, n, int16(p.place), int16(rep)})
 }
 
-// attempt reads one attempt line into h.
+// attempt reads one attempt line into h: its members, its outcome's type,
+// its faults; then, the line being valid, its intent (checked against the
+// intent's attempts before it, chaos_consistency.go) and the counts.
 func (h *chaosHistory) attempt(l *lineReader, lastTime *int64) {
-	n := l.int("intent", 0, maxInt)
-	key := l.bytes("key")
-	_, sum := l.sha("body_sha256")
-	l.int("client", 0, int64(h.clients-1))
-	rep := l.int("replica", 0, int64(h.replicas-1))
-	att := l.int("attempt", 0, maxInt)
-	phase := l.bytes("phase")
-	start, end := l.int("start_us", 0, maxInt), l.int("end_us", 0, maxInt)
-	fault, typ, outcome := l.bytes("fault"), l.bytes("type"), l.bytes("outcome")
-	status := l.int("status", 0, 599)
-	value, errText := l.bytes("value"), l.bytes("error")
-	replayed := int8(-1)
-	switch l.get("replayed").kind {
-	case 't':
-		replayed = 1
-	case 'f':
-		replayed = 0
-	case 'z':
-	default:
-		l.failf("replayed: want true, false or null")
-	}
-	switch {
-	case string(phase) != "chaos" && string(phase) != "quiet":
-		l.failf("phase %q: want chaos or quiet", phase)
-	case end < start:
-		l.failf("end_us %d before start_us %d", end, start)
-	case start < *lastTime:
-		l.failf("start_us %d: before the line above (%d µs): lines must be in time order", start, *lastTime)
-	}
-	*lastTime = start
-	h.endUS = max(h.endUS, end)
-	// The outcome, in Jepsen's terms: a reply is ok (200), info (unknown)
-	// at 500 or above (a server error may follow an applied effect), else
-	// fail; no reply is fail when refused (nothing listened), else info.
-	wantType := ""
-	switch string(outcome) {
-	case "reply":
-		if status < 100 || len(errText) != 0 {
-			l.failf("outcome reply with status %d and error %q", status, errText)
-		}
-		switch {
-		case status == 200:
-			wantType = "ok"
-		case status >= 500:
-			wantType = "info"
-		default:
-			wantType = "fail"
-		}
-	case "refused", "no_reply", "timeout":
-		if status != 0 || len(value) != 0 || replayed >= 0 {
-			l.failf("outcome %s (no reply) with status %d, value %q or a replay marker", outcome, status, value)
-		}
-		wantType = "info"
-		if string(outcome) == "refused" {
-			wantType = "fail"
-		}
-	default:
-		l.failf("outcome %q: want reply, refused, no_reply or timeout", outcome)
-	}
-	if string(typ) != wantType {
-		l.failf("type %q: outcome %s with status %d is %q", typ, outcome, status, wantType)
-	}
-	if len(fault) != 0 {
-		for f := range bytes.SplitSeq(fault, []byte(",")) {
-			name, arg, hasArg := bytes.Cut(f, []byte("="))
-			k := slices.IndexFunc(chaosplan.FaultKinds, func(c string) bool { return c == string(name) })
-			ok := k >= 0 && chaosplan.TakesArg(string(name)) == hasArg
-			if hasArg {
-				ms, err := strconv.Atoi(string(bytes.TrimSuffix(arg, []byte("ms"))))
-				ok = ok && bytes.HasSuffix(arg, []byte("ms")) && err == nil && ms >= 0
-			}
-			if !ok {
-				l.failf("fault %q: %q is not a fault", fault, f)
-				break
-			}
-			h.faults[chaosplan.FaultKinds[k]]++
-		}
-		h.faulted++
-	}
+	a := h.readAttempt(l, lastTime)
+	checkType(l, a)
+	h.countFaults(l, a.fault)
 	if l.err != nil {
 		return // the line is refused: what it says is not kept
 	}
-	i, seen := h.byNum(n)
-	if !seen {
-		if other, dup := h.bySum(sum); dup {
-			l.failf("intent %d: body_sha256 of intent %d (each intent has its own body)", n, h.intents.at(other).number)
-			return
-		}
-		i = h.addIntent(n, sum, key)
-		h.intents.at(i).firstStart = start
-		h.firstAttempt(l.no, n, key, sum) // chaos_consistency.go
-	} else if in := h.intents.at(i); !bytes.Equal(h.text.bytes(in.key), key) || in.sha != sum {
-		l.failf("intent %d: key or body_sha256 differs from its first attempt", n)
+	i, ok := h.intentOf(l, a)
+	if !ok {
 		return
 	}
 	in := h.intents.at(i)
-	earlier := h.attemptInOrder(l.no, n, in, chaosLine{replica: rep, attempt: att, chaos: string(phase) == "chaos", start: start, end: end,
-		fault: fault, typ: string(typ), replayed: replayed}) // chaos_consistency.go
+	earlier := h.attemptInOrder(l.no, a.intent, in, a) // chaos_consistency.go
 	h.attempts++
-	if string(phase) == "quiet" {
+	if !a.chaos {
 		h.quietAttempts++
 		if !in.quiet {
 			in.quiet = true
@@ -723,10 +711,10 @@ func (h *chaosHistory) attempt(l *lineReader, lastTime *int64) {
 	} else {
 		h.chaosAttempts++
 	}
-	switch string(typ) {
+	switch a.typ {
 	case "ok":
 		h.ok++
-		k := h.acks.add(chaosAck{start: start, end: end, attempt: att, value: h.text.add(value), intent: i, replica: int16(rep), replayed: replayed, earlier: earlier})
+		k := h.acks.add(chaosAck{start: a.start, end: a.end, attempt: a.attempt, value: h.text.add(a.value), intent: i, replica: int16(a.replica), replayed: a.replayed, earlier: earlier})
 		if in.firstAck < 0 {
 			in.firstAck = k
 		}
@@ -735,6 +723,125 @@ func (h *chaosHistory) attempt(l *lineReader, lastTime *int64) {
 	default:
 		h.info++
 	}
+}
+
+// readAttempt reads an attempt line's members, each of its type and range,
+// its phase, and its times in order.
+func (h *chaosHistory) readAttempt(l *lineReader, lastTime *int64) chaosLine {
+	var a chaosLine
+	a.intent = l.int("intent", 0, maxInt)
+	a.key = l.bytes("key")
+	_, a.sum = l.sha("body_sha256")
+	l.int("client", 0, int64(h.clients-1))
+	a.replica = l.int("replica", 0, int64(h.replicas-1))
+	a.attempt = l.int("attempt", 0, maxInt)
+	phase := l.bytes("phase")
+	a.chaos = string(phase) == "chaos"
+	a.start, a.end = l.int("start_us", 0, maxInt), l.int("end_us", 0, maxInt)
+	a.fault, a.typ, a.outcome = l.bytes("fault"), l.str("type"), l.bytes("outcome")
+	a.status = l.int("status", 0, 599)
+	a.value, a.errText = l.bytes("value"), l.bytes("error")
+	a.replayed = -1
+	switch l.get("replayed").kind {
+	case 't':
+		a.replayed = 1
+	case 'f':
+		a.replayed = 0
+	case 'z':
+	default:
+		l.failf("replayed: want true, false or null")
+	}
+	switch {
+	case !a.chaos && string(phase) != "quiet":
+		l.failf("phase %q: want chaos or quiet", phase)
+	case a.end < a.start:
+		l.failf("end_us %d before start_us %d", a.end, a.start)
+	case a.start < *lastTime:
+		l.failf("start_us %d: before the line above (%d µs): lines must be in time order", a.start, *lastTime)
+	}
+	*lastTime = a.start
+	h.endUS = max(h.endUS, a.end)
+	return a
+}
+
+// checkType checks an attempt's type against its outcome, in Jepsen's
+// terms: a reply is ok (200), info (unknown) at 500 or above (a server
+// error may follow an applied effect), else fail; no reply is fail when
+// refused (nothing listened), else info.
+func checkType(l *lineReader, a chaosLine) {
+	wantType := ""
+	switch string(a.outcome) {
+	case "reply":
+		if a.status < 100 || len(a.errText) != 0 {
+			l.failf("outcome reply with status %d and error %q", a.status, a.errText)
+		}
+		switch {
+		case a.status == 200:
+			wantType = "ok"
+		case a.status >= 500:
+			wantType = "info"
+		default:
+			wantType = "fail"
+		}
+	case "refused", "no_reply", "timeout":
+		if a.status != 0 || len(a.value) != 0 || a.replayed >= 0 {
+			l.failf("outcome %s (no reply) with status %d, value %q or a replay marker", a.outcome, a.status, a.value)
+		}
+		wantType = "info"
+		if string(a.outcome) == "refused" {
+			wantType = "fail"
+		}
+	default:
+		l.failf("outcome %q: want reply, refused, no_reply or timeout", a.outcome)
+	}
+	if a.typ != wantType {
+		l.failf("type %q: outcome %s with status %d is %q", a.typ, a.outcome, a.status, wantType)
+	}
+}
+
+// countFaults counts the faults an attempt carried: a list of the plan's
+// kinds, each with "=NNms" where it takes one.
+func (h *chaosHistory) countFaults(l *lineReader, fault []byte) {
+	if len(fault) == 0 {
+		return
+	}
+	for f := range bytes.SplitSeq(fault, []byte(",")) {
+		name, arg, hasArg := bytes.Cut(f, []byte("="))
+		k := slices.IndexFunc(chaosplan.FaultKinds, func(c string) bool { return c == string(name) })
+		ok := k >= 0 && chaosplan.TakesArg(string(name)) == hasArg
+		if hasArg {
+			ms, err := strconv.Atoi(string(bytes.TrimSuffix(arg, []byte("ms"))))
+			ok = ok && bytes.HasSuffix(arg, []byte("ms")) && err == nil && ms >= 0
+		}
+		if !ok {
+			l.failf("fault %q: %q is not a fault", fault, f)
+			break
+		}
+		h.faults[chaosplan.FaultKinds[k]]++
+	}
+	h.faulted++
+}
+
+// intentOf returns the intent an attempt is of, added at its first
+// attempt (checked as the lab's intent, chaos_consistency.go); false when
+// the attempt's key or body is not its intent's.
+func (h *chaosHistory) intentOf(l *lineReader, a chaosLine) (int32, bool) {
+	i, seen := h.byNum(a.intent)
+	if seen {
+		if in := h.intents.at(i); !bytes.Equal(h.text.bytes(in.key), a.key) || in.sha != a.sum {
+			l.failf("intent %d: key or body_sha256 differs from its first attempt", a.intent)
+			return 0, false
+		}
+		return i, true
+	}
+	if other, dup := h.bySum(a.sum); dup {
+		l.failf("intent %d: body_sha256 of intent %d (each intent has its own body)", a.intent, h.intents.at(other).number)
+		return 0, false
+	}
+	i = h.addIntent(a.intent, a.sum, a.key)
+	h.intents.at(i).firstStart = a.start
+	h.firstAttempt(l.no, a.intent, a.key, a.sum) // chaos_consistency.go
+	return i, true
 }
 
 // A chaosFinding is one rule firing (intent -1: about the journal).
@@ -844,21 +951,21 @@ type chaosCheck struct {
 // check judges h against its own journal, by the rules the chaos
 // experiment documents (internal/chaos), written here from those rules:
 //
-//   - per intent (named by its body's SHA-256, which the journal keeps):
-//     applied n times over every place; n ≥ 2 is a duplicate; acknowledged
-//     (a 200) with n = 0 a lost acknowledgement; never acknowledged stuck;
-//     with n ≥ 1, each 200's value must be one of the intent's effects at
-//     the place of the replica that replied (value_mismatch);
-//   - per place, over the non-replayed 200s: no value twice (value_reused),
-//     and a reply that began after another ended carries a larger value
-//     (value_order: one finding per earlier reply whose value is exceeded,
-//     the culprit being the largest value ended before each reply began);
 //   - the journal: each effect's body was sent by an intent
 //     (unknown_effect); each place's effects are 1..counter in order, each
 //     replica at exactly one place (bad_journal);
-//   - where the journal says when each effect was applied (a sink's), a
-//     200's value must be of an effect applied before the reply ended (a
-//     replay carries the value of an effect that happened earlier).
+//   - per intent (named by its body's SHA-256, which the journal keeps):
+//     applied n times over every place; n ≥ 2 is a duplicate; acknowledged
+//     (a 200) with n = 0 a lost acknowledgement; never acknowledged stuck;
+//   - per 200, with n ≥ 1: its value must be one of the intent's effects at
+//     the place of the replica that replied (value_mismatch), and, where
+//     the journal says when each effect was applied (a sink's), of an
+//     effect applied before the reply ended (a replay carries the value of
+//     an effect that happened earlier);
+//   - per place, over the non-replayed 200s: no value twice (value_reused),
+//     and a reply that began after another ended carries a larger value
+//     (value_order: one finding per earlier reply whose value is exceeded,
+//     the culprit being the largest value ended before each reply began).
 //
 // What is a violation is the claims' word (chaosPromised): no duplicate
 // only where the keys are durable (and shared, with several replicas).
@@ -867,82 +974,127 @@ type chaosCheck struct {
 // increments can be linearized in, so these rules are the whole
 // linearizability check: no search over orders is needed.
 func (h *chaosHistory) check(crashCode int64) chaosCheck {
-	c := chaosCheck{counts: map[string]int64{}, faults: map[string]int64{}, fired: map[string]int64{}}
-	found := h.unknown.clone()
-	journal := func(format string, args ...any) {
-		found.add("bad_journal", -1, func() (string, string) { return "", fmt.Sprintf(format, args...) })
-	}
-	// mark notes that rule fired about intent i.
-	mark := func(rule string, i int32) { h.intents.at(i).rules |= 1 << slices.Index(chaosRules, rule) }
-	// about adds a finding about intent i, format and args its detail.
-	about := func(rule string, i int32, format string, args ...any) {
-		in := h.intents.at(i)
-		mark(rule, i)
-		found.add(rule, in.number, func() (string, string) { return h.text.text(in.key), fmt.Sprintf(format, args...) })
-	}
-	placeOf := map[int64]int64{}
-	var effects int64
-	for _, p := range h.places {
-		for _, r := range p.replicas {
-			if old, dup := placeOf[r]; dup {
-				journal("replica %d listed at places %d and %d", r, old, p.place)
-			}
-			placeOf[r] = p.place
-		}
-		if p.effects != p.counter {
-			journal("place %d: counter %d, %d effects journaled", p.place, p.counter, p.effects)
-		}
-		if p.badAt != 0 {
-			journal("place %d: effect %d has value %d", p.place, p.badAt, p.badValue)
-		}
-		effects += p.effects
-	}
-	for r := int64(0); r < int64(h.replicas); r++ {
-		if _, ok := placeOf[r]; !ok {
-			journal("replica %d has no place", r)
-		}
-	}
-	eff := h.effectsByIntent()
-	order := make([]int32, h.intents.n) // by intent number
+	j := &chaosJudge{h: h, found: h.unknown.clone(), eff: h.effectsByIntent()}
+	placeOf, effects := j.journal()
+	order := make([]int32, h.intents.n) // the intents by number
 	for i := range order {
 		order[i] = int32(i)
 	}
 	slices.SortFunc(order, func(x, y int32) int { return cmp.Compare(h.intents.at(x).number, h.intents.at(y).number) })
-	var once, dups, notApplied, acked, lost, stuck int64
+	tally := j.intents(order)
+	values, perPlace := j.acks(placeOf)
+	for _, pl := range sortedInts(perPlace) {
+		j.valueOrder(pl, perPlace[pl], values)
+		delete(perPlace, pl)
+	}
+	c := chaosCheck{counts: h.counts(tally, effects, crashCode, values), faults: map[string]int64{}, fired: map[string]int64{}}
+	c.markCount, c.marks = h.timelineMarks(order, j.eff)
+	c.findings = j.found.sorted()
+	for _, rule := range chaosRules {
+		c.fired[rule] = j.found.fired(rule)
+	}
+	for _, f := range chaosplan.FaultKinds {
+		c.faults[f] = h.faults[f]
+	}
+	return c
+}
+
+// chaosJudge is check's state: the findings so far, and the journal's
+// effects by intent.
+type chaosJudge struct {
+	h     *chaosHistory
+	found chaosFindings
+	eff   *intentEffects
+}
+
+// add adds a finding of rule about intent i, detail writing its detail
+// (only if the finding could be kept), and marks the intent.
+func (j *chaosJudge) add(rule string, i int32, detail func() string) {
+	in := j.h.intents.at(i)
+	in.rules |= 1 << slices.Index(chaosRules, rule)
+	j.found.add(rule, in.number, func() (string, string) { return j.h.text.text(in.key), detail() })
+}
+
+// addf is add with the detail format and args.
+func (j *chaosJudge) addf(rule string, i int32, format string, args ...any) {
+	j.add(rule, i, func() string { return fmt.Sprintf(format, args...) })
+}
+
+// journal checks the journal itself (bad_journal), and returns each
+// replica's place and the effects over every place.
+func (j *chaosJudge) journal() (placeOf map[int64]int64, effects int64) {
+	bad := func(format string, args ...any) {
+		j.found.add("bad_journal", -1, func() (string, string) { return "", fmt.Sprintf(format, args...) })
+	}
+	placeOf = map[int64]int64{}
+	for _, p := range j.h.places {
+		for _, r := range p.replicas {
+			if old, dup := placeOf[r]; dup {
+				bad("replica %d listed at places %d and %d", r, old, p.place)
+			}
+			placeOf[r] = p.place
+		}
+		if p.effects != p.counter {
+			bad("place %d: counter %d, %d effects journaled", p.place, p.counter, p.effects)
+		}
+		if p.badAt != 0 {
+			bad("place %d: effect %d has value %d", p.place, p.badAt, p.badValue)
+		}
+		effects += p.effects
+	}
+	for r := int64(0); r < int64(j.h.replicas); r++ {
+		if _, ok := placeOf[r]; !ok {
+			bad("replica %d has no place", r)
+		}
+	}
+	return placeOf, effects
+}
+
+// chaosTally counts the intents by how often the journal applied them
+// and whether they were acknowledged.
+type chaosTally struct{ once, dups, notApplied, acked, lost, stuck int64 }
+
+// intents judges each intent, in order, by its effects and its first 200:
+// duplicate, lost_ack, stuck.
+func (j *chaosJudge) intents(order []int32) (t chaosTally) {
+	h := j.h
 	for _, i := range order {
 		in := h.intents.at(i)
 		times := in.times
 		switch {
 		case times == 0:
-			notApplied++
+			t.notApplied++
 		case times == 1:
-			once++
+			t.once++
 		default:
-			dups++
-			mark("duplicate", i)
-			found.add("duplicate", in.number, func() (string, string) {
-				return h.text.text(in.key), fmt.Sprintf("applied %d times (%s)%s", times, eff.whereOf(i), eff.howDuplicated(i))
+			t.dups++
+			j.add("duplicate", i, func() string {
+				return fmt.Sprintf("applied %d times (%s)%s", times, j.eff.whereOf(i), j.eff.howDuplicated(i))
 			})
 		}
 		switch {
 		case in.firstAck < 0:
-			stuck++
-			about("stuck", i, "never acknowledged; applied %d times", times)
+			t.stuck++
+			j.addf("stuck", i, "never acknowledged; applied %d times", times)
 		case times == 0:
-			acked++
-			lost++
+			t.acked++
+			t.lost++
 			a := h.acks.at(in.firstAck)
-			mark("lost_ack", i)
-			found.add("lost_ack", in.number, func() (string, string) {
-				return h.text.text(in.key), fmt.Sprintf("attempt %d on replica %d got 200 %q, and the journal holds no effect of it", a.attempt, a.replica, h.text.text(a.value))
+			j.add("lost_ack", i, func() string {
+				return fmt.Sprintf("attempt %d on replica %d got 200 %q, and the journal holds no effect of it", a.attempt, a.replica, h.text.text(a.value))
 			})
 		default:
-			acked++
+			t.acked++
 		}
 	}
+	return t
+}
 
-	// The non-replayed 200s of each place, in start order (the lines'),
-	// each with its value.
+// acks checks each 200's value against its intent's effects
+// (value_mismatch), and returns every 200's value and the non-replayed
+// 200s of each place, in start order (the lines').
+func (j *chaosJudge) acks(placeOf map[int64]int64) ([]int64, map[int64][]int32) {
+	h := j.h
 	values := make([]int64, h.acks.n)
 	perPlace := map[int64][]int32{}
 	for i := range h.acks.n {
@@ -951,19 +1103,17 @@ func (h *chaosHistory) check(crashCode int64) chaosCheck {
 		values[i] = v
 		pl, ok := placeOf[int64(a.replica)]
 		in := h.intents.at(a.intent)
-		at, has := eff.at(a.intent, pl, v)
+		at, has := j.eff.at(a.intent, pl, v)
 		switch {
 		case in.times == 0:
 		case err != nil || !ok || !has:
-			mark("value_mismatch", a.intent)
-			found.add("value_mismatch", in.number, func() (string, string) {
-				return h.text.text(in.key), fmt.Sprintf("attempt %d on replica %d got 200 %q; the intent's effects: %s", a.attempt, a.replica, h.text.text(a.value), eff.whereOf(a.intent))
+			j.add("value_mismatch", a.intent, func() string {
+				return fmt.Sprintf("attempt %d on replica %d got 200 %q; the intent's effects: %s", a.attempt, a.replica, h.text.text(a.value), j.eff.whereOf(a.intent))
 			})
 		case at > a.end:
 			// A reply carries an effect that happened before it ended.
-			mark("value_mismatch", a.intent)
-			found.add("value_mismatch", in.number, func() (string, string) {
-				return h.text.text(in.key), fmt.Sprintf("attempt %d on replica %d got 200 %q ending at %d µs, the value of an effect applied at %d µs", a.attempt, a.replica, h.text.text(a.value), a.end, at)
+			j.add("value_mismatch", a.intent, func() string {
+				return fmt.Sprintf("attempt %d on replica %d got 200 %q ending at %d µs, the value of an effect applied at %d µs", a.attempt, a.replica, h.text.text(a.value), a.end, at)
 			})
 		}
 		if a.replayed != 0 || err != nil || !ok {
@@ -971,57 +1121,59 @@ func (h *chaosHistory) check(crashCode int64) chaosCheck {
 		}
 		perPlace[pl] = append(perPlace[pl], i)
 	}
+	return values, perPlace
+}
+
+// valueOrder checks the non-replayed 200s of place pl (byStart, in start
+// order; values, every 200's value): value_reused, value_order.
+func (j *chaosJudge) valueOrder(pl int64, byStart []int32, values []int64) {
+	h := j.h
 	number := func(i int32) int64 { return h.intents.at(h.acks.at(i).intent).number }
 	ack := h.acks.at
-	for _, pl := range sortedInts(perPlace) {
-		byStart := perPlace[pl]
-		byValue := slices.Clone(byStart)
-		slices.SortFunc(byValue, func(x, y int32) int {
-			return cmp.Or(cmp.Compare(values[x], values[y]), cmp.Compare(number(x), number(y)), cmp.Compare(ack(x).attempt, ack(y).attempt))
-		})
-		for k := 1; k < len(byValue); k++ {
-			if x, y := byValue[k-1], byValue[k]; values[x] == values[y] {
-				about("value_reused", ack(y).intent, "place %d: value %d acknowledged (not replayed) to intent %d attempt %d and intent %d attempt %d", pl, values[y], number(x), ack(x).attempt, number(y), ack(y).attempt)
-			}
+	byValue := slices.Clone(byStart)
+	slices.SortFunc(byValue, func(x, y int32) int {
+		return cmp.Or(cmp.Compare(values[x], values[y]), cmp.Compare(number(x), number(y)), cmp.Compare(ack(x).attempt, ack(y).attempt))
+	})
+	for k := 1; k < len(byValue); k++ {
+		if x, y := byValue[k-1], byValue[k]; values[x] == values[y] {
+			j.addf("value_reused", ack(y).intent, "place %d: value %d acknowledged (not replayed) to intent %d attempt %d and intent %d attempt %d", pl, values[y], number(x), ack(x).attempt, number(y), ack(y).attempt)
 		}
-		byValue = nil
-		byEnd := slices.Clone(byStart)
-		slices.SortStableFunc(byEnd, func(x, y int32) int { return cmp.Compare(ack(x).end, ack(y).end) })
-		smallest := map[int]int32{} // culprit (index in byEnd) -> the reply of smallest value that exceeds it
-		j, best := 0, -1
-		for _, b := range byStart {
-			for ; j < len(byEnd) && ack(byEnd[j]).end < ack(b).start; j++ {
-				if best < 0 || values[byEnd[j]] > values[byEnd[best]] {
-					best = j
-				}
-			}
-			if best >= 0 && values[byEnd[best]] > values[b] {
-				if s, ok := smallest[best]; !ok || values[b] < values[s] {
-					smallest[best] = b
-				}
-			}
-		}
-		for _, k := range sortedInts(smallest) {
-			x, b := byEnd[k], smallest[k]
-			about("value_order", ack(b).intent, "place %d: attempt %d began at %d µs and got value %d, but intent %d was acknowledged value %d at %d µs, before it began",
-				pl, ack(b).attempt, ack(b).start, values[b], number(x), values[x], ack(x).end)
-		}
-		delete(perPlace, pl)
 	}
+	byValue = nil
+	byEnd := slices.Clone(byStart)
+	slices.SortStableFunc(byEnd, func(x, y int32) int { return cmp.Compare(ack(x).end, ack(y).end) })
+	smallest := map[int]int32{} // culprit (index in byEnd) -> the reply of smallest value that exceeds it
+	k, best := 0, -1
+	for _, b := range byStart {
+		for ; k < len(byEnd) && ack(byEnd[k]).end < ack(b).start; k++ {
+			if best < 0 || values[byEnd[k]] > values[byEnd[best]] {
+				best = k
+			}
+		}
+		if best >= 0 && values[byEnd[best]] > values[b] {
+			if s, ok := smallest[best]; !ok || values[b] < values[s] {
+				smallest[best] = b
+			}
+		}
+	}
+	for _, k := range sortedInts(smallest) {
+		x, b := byEnd[k], smallest[k]
+		j.addf("value_order", ack(b).intent, "place %d: attempt %d began at %d µs and got value %d, but intent %d was acknowledged value %d at %d µs, before it began",
+			pl, ack(b).attempt, ack(b).start, values[b], number(x), values[x], ack(x).end)
+	}
+}
+
+// counts are chaos.json's counts of h; values, no longer needed, holds
+// the 200s' latencies in the end.
+func (h *chaosHistory) counts(t chaosTally, effects, crashCode int64, values []int64) map[string]int64 {
 	for i := range h.acks.n {
 		a := h.acks.at(i)
-		values[i] = a.end - a.start // the latencies of the 200s
+		values[i] = a.end - a.start
 	}
 	slices.Sort(values)
-
-	c.markCount, c.marks = h.timelineMarks(order, eff)
-	c.findings = found.sorted()
-	for _, rule := range chaosRules {
-		c.fired[rule] = found.fired(rule)
-	}
-	n := c.counts
+	n := map[string]int64{}
 	n["intents"], n["acked"], n["applied_once"], n["duplicates"], n["not_applied"], n["lost_acks"], n["stuck"] =
-		int64(h.intents.n), acked, once, dups, notApplied, lost, stuck
+		int64(h.intents.n), t.acked, t.once, t.dups, t.notApplied, t.lost, t.stuck
 	n["attempts"], n["chaos_attempts"], n["quiet_attempts"] = h.attempts, h.chaosAttempts, h.quietAttempts
 	n["ok"], n["fail"], n["info"], n["faulted_attempts"] = h.ok, h.fail, h.info, h.faulted
 	n["effects"] = effects
@@ -1035,10 +1187,7 @@ func (h *chaosHistory) check(crashCode int64) chaosCheck {
 	if h.target == "" {
 		n["crash_exits"] = h.exits[crashCode]
 	}
-	for _, f := range chaosplan.FaultKinds {
-		c.faults[f] = h.faults[f]
-	}
-	return c
+	return n
 }
 
 // intentEffects are the journal's effects grouped by intent: each
@@ -1069,12 +1218,6 @@ func (h *chaosHistory) effectsByIntent() *intentEffects {
 		return cmp.Or(cmp.Compare(a.intent, b.intent), cmp.Compare(a.place, b.place), cmp.Compare(a.value, b.value))
 	})
 	return e
-}
-
-// has reports whether intent i has an effect of value v at place pl.
-func (e *intentEffects) has(i int32, pl, v int64) bool {
-	_, found := e.at(i, pl, v)
-	return found
 }
 
 // at returns when intent i's effect of value v at place pl was applied

@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
@@ -177,17 +176,31 @@ func (t *timeline) effect(sum [32]byte, at int64) {
 	}
 }
 
-// svg joins the sections into the document.
+// svg joins the sections into the document: the header and the legend,
+// the lanes, the findings' numbers, the time axis and the findings listed.
 func (t *timeline) svg() []byte {
-	h, c := t.h, t.c
 	var b strings.Builder
 	put(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`, tlWidth, t.height, tlWidth, t.height)
 	put(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`, tlWidth, t.height)
+	t.header(&b)
+	t.legend(&b)
+	t.lanes(&b)
+	t.numbers(&b)
+	t.axis(&b)
+	t.listing(&b)
+	b.WriteString("</svg>\n")
+	return []byte(b.String())
+}
+
+// header writes what ran, its parameters and claims, and the counts and
+// verdict a reader looks for first.
+func (t *timeline) header(b *strings.Builder) {
+	h, c := t.h, t.c
 	what := "store " + h.store
 	if h.target != "" {
 		what = "target " + h.target
 	}
-	put(&b, `<text x="%d" y="22" font-size="17" font-weight="bold">chaos on %s</text>`, tlLeft, xmlText(what))
+	put(b, `<text x="%d" y="22" font-size="17" font-weight="bold">chaos on %s</text>`, tlLeft, xmlText(what))
 	claims := "keys in memory, not shared"
 	switch {
 	case h.claims.durable && h.claims.shared:
@@ -201,7 +214,7 @@ func (t *timeline) svg() []byte {
 	if h.killEveryMS > 0 {
 		kills = fmt.Sprintf("kill -9 every %d ms", h.killEveryMS)
 	}
-	put(&b, `<text x="%d" y="42" fill="#555555">seed %d, %s, %s, chaos phase %d ms, %s; claims: %s</text>`,
+	put(b, `<text x="%d" y="42" fill="#555555">seed %d, %s, %s, chaos phase %d ms, %s; claims: %s</text>`,
 		tlLeft, h.seed, plural(h.replicas, "replica"), plural(h.clients, "client"), h.durationMS, kills, claims)
 	dups := "duplicates (violations)"
 	if !h.promised("duplicate") {
@@ -217,10 +230,13 @@ func (t *timeline) svg() []byte {
 	if violations > 0 {
 		verdict, colour = fmt.Sprintf("FAIL, %s", plural(int(violations), "violation")), tlViolation
 	}
-	put(&b, `<text x="%d" y="62">%d intents, %d attempts: %d %s, %d lost acknowledgements, %d stuck: <tspan fill="%s" font-weight="bold">%s</tspan></text>`,
+	put(b, `<text x="%d" y="62">%d intents, %d attempts: %d %s, %d lost acknowledgements, %d stuck: <tspan fill="%s" font-weight="bold">%s</tspan></text>`,
 		tlLeft, c.counts["intents"], h.attempts, c.counts["duplicates"], dups, c.counts["lost_acks"], c.counts["stuck"], colour, verdict)
+}
 
-	// The legend: a swatch and its words, each item 34 px plus 7 per letter.
+// legend writes a swatch and its words for each mark, each item 34 px
+// plus 7 per letter.
+func (t *timeline) legend(b *strings.Builder) {
 	lx, ly := int64(tlLeft), int64(tlHeader)
 	for _, it := range []struct{ shape, colour, label string }{
 		{"box", tlOK, "200"}, {"box", tlFail, "failed (refused, 4xx)"}, {"box", tlInfo, "unknown (no reply, timeout, 5xx)"},
@@ -229,37 +245,42 @@ func (t *timeline) svg() []byte {
 	} {
 		switch it.shape {
 		case "box":
-			put(&b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/>`, lx, ly+4, it.colour)
+			put(b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/>`, lx, ly+4, it.colour)
 		case "cap":
-			put(&b, `<rect x="%d" y="%d" width="12" height="4" fill="%s"/>`, lx, ly+4, it.colour)
+			put(b, `<rect x="%d" y="%d" width="12" height="4" fill="%s"/>`, lx, ly+4, it.colour)
 		case "bar":
-			put(&b, `<rect x="%d" y="%d" width="4" height="12" fill="%s"/>`, lx+4, ly+4, it.colour)
+			put(b, `<rect x="%d" y="%d" width="4" height="12" fill="%s"/>`, lx+4, ly+4, it.colour)
 		case "outline":
-			put(&b, `<rect x="%d" y="%d" width="12" height="12" fill="none" stroke="%s" stroke-width="2"/>`, lx, ly+4, it.colour)
+			put(b, `<rect x="%d" y="%d" width="12" height="12" fill="none" stroke="%s" stroke-width="2"/>`, lx, ly+4, it.colour)
 		}
-		put(&b, `<text x="%d" y="%d">%s</text>`, lx+16, ly+14, it.label)
+		put(b, `<text x="%d" y="%d">%s</text>`, lx+16, ly+14, it.label)
 		lx += 34 + int64(len(it.label))*7
 	}
+}
 
+// lanes writes the replicas' lanes, the clients', the sink's where the
+// journal is timed, and the two phases' marks.
+func (t *timeline) lanes(b *strings.Builder) {
+	h := t.h
 	b.WriteString("<g id=\"replicas\">\n")
 	for r := range h.replicas {
 		y := t.yReplicas + int64(r)*tlReplica
-		put(&b, `<text x="%d" y="%d" text-anchor="end">replica %d</text>`, tlLeft-8, y+13, r)
+		put(b, `<text x="%d" y="%d" text-anchor="end">replica %d</text>`, tlLeft-8, y+13, r)
 		b.WriteString(t.life[r].String())
 		if f := t.from[r]; f >= 0 {
-			put(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`, t.x(f), y+3, max(t.x(t.end)-t.x(f), 1), tlReplica-6, tlLife)
+			put(b, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`, t.x(f), y+3, max(t.x(t.end)-t.x(f), 1), tlReplica-6, tlLife)
 		}
 		b.WriteString(t.events[r].String())
 	}
 	b.WriteString("</g>\n<g id=\"attempts\">\n")
 	for cl := range h.clients {
-		put(&b, `<text x="%d" y="%d" text-anchor="end" font-size="10">client %d</text>`, tlLeft-8, t.yClients+int64(cl)*tlClient+10, cl)
+		put(b, `<text x="%d" y="%d" text-anchor="end" font-size="10">client %d</text>`, tlLeft-8, t.yClients+int64(cl)*tlClient+10, cl)
 	}
 	b.WriteString(t.attempts.String())
 	b.WriteString("</g>\n")
 	if h.timed {
 		b.WriteString("<g id=\"sink\">\n")
-		put(&b, `<text x="%d" y="%d" text-anchor="end">sink</text>`, tlLeft-8, t.ySink+14)
+		put(b, `<text x="%d" y="%d" text-anchor="end">sink</text>`, tlLeft-8, t.ySink+14)
 		b.WriteString(t.sink.String())
 		b.WriteString("</g>\n")
 	}
@@ -268,14 +289,16 @@ func (t *timeline) svg() []byte {
 		at   int64
 	}{{"chaos", h.chaosStartUS}, {"quiet", h.quietStartUS}} {
 		px := t.x(ph.at)
-		put(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888888" stroke-dasharray="4,3"/>`, px, t.yReplicas, px, t.yAxis)
-		put(&b, `<text x="%d" y="%d" fill="#555555" font-size="10">%s phase</text>`, px+3, t.yReplicas+12, ph.name)
+		put(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888888" stroke-dasharray="4,3"/>`, px, t.yReplicas, px, t.yAxis)
+		put(b, `<text x="%d" y="%d" fill="#555555" font-size="10">%s phase</text>`, px+3, t.yReplicas+12, ph.name)
 	}
+}
 
-	// The numbers: each at its intent's first attempt (a lost
-	// acknowledgement's: its first 200), in the first of three rows where
-	// it keeps 16 px from the number before it, else in the row whose last
-	// number is leftmost, 16 px right of that one.
+// numbers writes the findings' numbers, each at its intent's first
+// attempt (a lost acknowledgement's: its first 200), in the first of
+// three rows where it keeps 16 px from the number before it, else in the
+// row whose last number is leftmost, 16 px right of that one.
+func (t *timeline) numbers(b *strings.Builder) {
 	b.WriteString("<g id=\"findings\">\n")
 	last := []int64{-100, -100, -100}
 	for i, m := range t.listed {
@@ -305,22 +328,29 @@ func (t *timeline) svg() []byte {
 			px = last[row] + tlMarkGap
 		}
 		last[row] = px
-		put(&b, `<text x="%d" y="%d" fill="%s" font-size="10" font-weight="bold">%d</text>`, px, t.yMarks+10+int64(row)*11, colour, i+1)
+		put(b, `<text x="%d" y="%d" fill="%s" font-size="10" font-weight="bold">%d</text>`, px, t.yMarks+10+int64(row)*11, colour, i+1)
 	}
 	b.WriteString("</g>\n")
+}
 
-	put(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000000"/>`, tlLeft, t.yAxis, tlLeft+tlPlotW, t.yAxis)
+// axis writes the time axis, in ms.
+func (t *timeline) axis(b *strings.Builder) {
+	put(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000000"/>`, tlLeft, t.yAxis, tlLeft+tlPlotW, t.yAxis)
 	for ms := int64(0); ms <= t.topMS; ms += t.stepMS {
 		px := tlLeft + ms*tlPlotW/t.topMS
-		put(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000000"/>`, px, t.yAxis, px, t.yAxis+5)
-		put(&b, `<text x="%d" y="%d" text-anchor="middle">%d</text>`, px, t.yAxis+18, ms)
+		put(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000000"/>`, px, t.yAxis, px, t.yAxis+5)
+		put(b, `<text x="%d" y="%d" text-anchor="middle">%d</text>`, px, t.yAxis+18, ms)
 	}
-	put(&b, `<text x="%d" y="%d" text-anchor="middle">time since the run began (ms)</text>`, tlLeft+tlPlotW/2, t.yAxis+36)
+	put(b, `<text x="%d" y="%d" text-anchor="middle">time since the run began (ms)</text>`, tlLeft+tlPlotW/2, t.yAxis+36)
+}
 
+// listing writes the findings numbered above, each with its rule, its
+// intent and what happened, and how many more there are.
+func (t *timeline) listing(b *strings.Builder) {
 	if t.marks == 0 {
-		put(&b, `<text x="%d" y="%d">no finding</text>`, tlLeft, t.yFoot+12)
+		put(b, `<text x="%d" y="%d">no finding</text>`, tlLeft, t.yFoot+12)
 	} else {
-		put(&b, `<text x="%d" y="%d" font-weight="bold">findings (%s; the first %d numbered above):</text>`, tlLeft, t.yFoot+12, plural(int(t.marks), "intent"), len(t.listed))
+		put(b, `<text x="%d" y="%d" font-weight="bold">findings (%s; the first %d numbered above):</text>`, tlLeft, t.yFoot+12, plural(int(t.marks), "intent"), len(t.listed))
 	}
 	for i, m := range t.listed {
 		colour, kind := tlShown, "shown"
@@ -345,14 +375,12 @@ func (t *timeline) svg() []byte {
 		case "stuck":
 			fact = fmt.Sprintf(": never acknowledged, applied %s", plural(len(vs), "time"))
 		}
-		put(&b, `<text x="%d" y="%d"><tspan fill="%s" font-weight="bold">%d</tspan> %s %s: intent %d (key %s)%s</text>`,
+		put(b, `<text x="%d" y="%d"><tspan fill="%s" font-weight="bold">%d</tspan> %s %s: intent %d (key %s)%s</text>`,
 			tlLeft, t.yFoot+12+int64(i+1)*tlFoot, colour, i+1, kind, m.rule, m.intent, xmlText(m.key), fact)
 	}
 	if t.marks > int64(len(t.listed)) {
-		put(&b, `<text x="%d" y="%d">... and %d more (chaos.json lists them)</text>`, tlLeft, t.yFoot+12+int64(len(t.listed)+1)*tlFoot, t.marks-int64(len(t.listed)))
+		put(b, `<text x="%d" y="%d">... and %d more (chaos.json lists them)</text>`, tlLeft, t.yFoot+12+int64(len(t.listed)+1)*tlFoot, t.marks-int64(len(t.listed)))
 	}
-	b.WriteString("</svg>\n")
-	return []byte(b.String())
 }
 
 // tlTicks returns the smallest axis top ≥ max(v, 1) whose step (1, 2 or 5
@@ -372,22 +400,4 @@ func tlTicks(v, ticks int64) (top, step int64) {
 // xmlText escapes s for an SVG text node.
 func xmlText(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
-}
-
-// ChaosTimeline draws the timeline of a chaos history (the bytes of a
-// chaos-NAME.jsonl) with the audit's own renderer, as the lab draws it
-// beside the history: a pure function of the history, so that whoever
-// edits a history can draw its timeline again (the goldens' forgeries do,
-// as a forger covering their tracks would). An error says why the history
-// cannot be read.
-func ChaosTimeline(history []byte) ([]byte, error) {
-	h, err := readChaosHistory(bytes.NewReader(history))
-	if err != nil {
-		return nil, err
-	}
-	tl := newTimeline(h, h.check(0))
-	if err := replayHistory(bytes.NewReader(history), tl); err != nil {
-		return nil, err
-	}
-	return tl.svg(), nil
 }
