@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"idemlab/internal/effectserver/servertest"
 	"idemlab/internal/protocol"
 	"idemlab/internal/store"
 	"idemlab/internal/store/durable"
@@ -16,11 +17,7 @@ import (
 
 func readState(t *testing.T, kind protocol.Store, dir string) store.State {
 	t.Helper()
-	st, err := open.ReadState(kind, open.Place{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return servertest.State(t, kind, open.Place{Dir: dir})
 }
 
 // Ensure two real servers on one -state folder, racing one key from 2×32

@@ -2,12 +2,12 @@ package effectserver
 
 import (
 	"context"
-	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"idemlab/internal/client"
+	"idemlab/internal/effectserver/servertest"
 	"idemlab/internal/protocol"
 	"idemlab/internal/store"
 	"idemlab/internal/store/durable"
@@ -236,7 +236,7 @@ func TestDownstreamCutAtGrace(t *testing.T) {
 				c.Downstream = ledger.http.URL + protocol.EffectPath
 				c.ForwardKey, c.Service, c.Lease = true, DefaultService, time.Minute
 			})
-			c := sendStalled(t, r.addr, "k", tt.fault)
+			c := servertest.InFlight(t, r.addr, within, "k", tt.fault)
 			if tt.ledger > 0 {
 				// The ledger applied: the request is past the call, in its
 				// stall (else, on a slow machine, the grace could end
@@ -246,10 +246,7 @@ func TestDownstreamCutAtGrace(t *testing.T) {
 			if err := r.stop(); err != nil {
 				t.Fatalf("run = %v, want nil", err)
 			}
-			c.SetReadDeadline(time.Now().Add(within))
-			if reply, err := io.ReadAll(c); err != nil || len(reply) != 0 {
-				t.Errorf("cut request got %q, %v, want no reply", reply, err)
-			}
+			servertest.NoReply(t, c, within)
 			if log := r.log.String(); !strings.Contains(log, "outcome=cut") {
 				t.Errorf("log does not say the request was cut:\n%s", log)
 			}

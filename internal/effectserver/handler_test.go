@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"idemlab/internal/effectserver/registry"
+	"idemlab/internal/effectserver/servertest"
 	"idemlab/internal/pgcluster/pgclustertest"
 	"idemlab/internal/protocol"
 	"idemlab/internal/store/durable"
@@ -194,10 +195,7 @@ func (f *fixture) do(r req) resp {
 // transactions are what a reader sees.
 func (f *fixture) counter() int64 {
 	f.t.Helper()
-	st, err := open.ReadState(f.store, f.place)
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	st := servertest.State(f.t, f.store, f.place)
 	if got := int64(len(st.Effects)); got != st.Counter {
 		f.t.Fatalf("state has %d effects for counter %d", got, st.Counter)
 	}

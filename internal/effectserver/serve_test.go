@@ -3,7 +3,6 @@ package effectserver
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"idemlab/internal/effectserver/servertest"
 	"idemlab/internal/protocol"
 	"idemlab/internal/store/open"
 )
@@ -82,35 +82,6 @@ func (r *running) stop() error {
 	}
 }
 
-// stallConn sends a POST /effect's headers promising 100 bytes of body, 5
-// of them, then nothing. With waitContinue it waits for the server's "100
-// Continue", sent when the handler starts reading the body.
-func stallConn(t *testing.T, addr string, waitContinue bool) net.Conn {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, within)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	expect := ""
-	if waitContinue {
-		expect = "Expect: 100-continue\r\n"
-	}
-	if _, err := fmt.Fprintf(c, "POST /effect HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n%s\r\n", expect); err != nil {
-		t.Fatal(err)
-	}
-	if waitContinue {
-		c.SetReadDeadline(time.Now().Add(within))
-		if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
-			t.Fatalf("waiting for 100 Continue: %q, %v", line, err)
-		}
-	}
-	if _, err := io.WriteString(c, "add-o"); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // post sends POST /effect with key and fault; status 0 means no reply.
 func (r *running) post(key, fault string) (status int, body, replayed string) {
 	req, err := http.NewRequest(http.MethodPost, "http://"+r.addr+"/effect", strings.NewReader("add-one"))
@@ -137,7 +108,7 @@ func (r *running) post(key, fault string) (status int, body, replayed string) {
 // 400 and the connection is closed.
 func TestRunCutsStalledBody(t *testing.T) {
 	r := startRun(t, limits{read: 200 * time.Millisecond, conns: 8, grace: within})
-	c := stallConn(t, r.addr, true)
+	c := servertest.Stall(t, r.addr, within, true)
 	c.SetReadDeadline(time.Now().Add(within))
 	reply, err := io.ReadAll(c)
 	if err != nil {
@@ -210,7 +181,7 @@ func TestRunConnectionCap(t *testing.T) {
 	const slots, stallers = 2, 6
 	r := startRun(t, limits{read: 300 * time.Millisecond, conns: slots, grace: within})
 	for range stallers {
-		stallConn(t, r.addr, false)
+		servertest.Stall(t, r.addr, within, false)
 	}
 	if status, body, _ := r.post("", ""); status != 200 || body != "1" {
 		t.Fatalf("POST behind the stallers = %d %q, want 200 1; log:\n%s", status, body, r.log)
@@ -229,7 +200,7 @@ func TestRunConnectionCap(t *testing.T) {
 // closes it and still returns nil (the command exits 0).
 func TestRunShutdownAfterGrace(t *testing.T) {
 	r := startRun(t, limits{read: within, conns: 8, grace: 100 * time.Millisecond})
-	c := stallConn(t, r.addr, true) // in flight, and stays so for the read timeout
+	c := servertest.Stall(t, r.addr, within, true) // in flight, and stays so for the read timeout
 	if err := r.stop(); err != nil {
 		t.Fatalf("run after the grace period = %v, want nil", err)
 	}
@@ -240,29 +211,6 @@ func TestRunShutdownAfterGrace(t *testing.T) {
 	if log := r.log.String(); !strings.Contains(log, "closed the connections still open") || !strings.Contains(log, "msg=stopped") {
 		t.Fatalf("log lacks the forced close and the stop:\n%s", log)
 	}
-}
-
-// sendStalled sends POST /effect with key and fault on a raw connection,
-// asking for 100 Continue and sending the body once it comes: the request
-// is then surely in flight. The connection is closed when the test ends.
-func sendStalled(t *testing.T, addr, key, fault string) net.Conn {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, within)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if _, err := fmt.Fprintf(c, "POST /effect HTTP/1.1\r\nHost: x\r\nIdempotency-Key: %s\r\nX-Lab-Fault: %s\r\nContent-Length: 7\r\nExpect: 100-continue\r\n\r\n", key, fault); err != nil {
-		t.Fatal(err)
-	}
-	c.SetReadDeadline(time.Now().Add(within))
-	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
-		t.Fatalf("waiting for 100 Continue: %q, %v", line, err)
-	}
-	if _, err := io.WriteString(c, protocol.DefaultBody); err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // Ensure the end of the shutdown grace cuts a fault's sleep on every
@@ -293,7 +241,7 @@ func TestRunCutsFaultSleeps(t *testing.T) {
 					c.StateDir = ""
 				}
 			})
-			c := sendStalled(t, r.addr, "k", tt.fault)
+			c := servertest.InFlight(t, r.addr, within, "k", tt.fault)
 			if tt.counter > 0 {
 				// The volatile effect is durable before the stall: once it
 				// shows, the request is in the stall (else, on a slow
@@ -303,19 +251,12 @@ func TestRunCutsFaultSleeps(t *testing.T) {
 			if err := r.stop(); err != nil {
 				t.Fatalf("run = %v, want nil", err)
 			}
-			c.SetReadDeadline(time.Now().Add(within))
-			if reply, err := io.ReadAll(c); err != nil || len(reply) != 0 {
-				t.Errorf("cut request got %q, %v, want no reply", reply, err)
-			}
+			servertest.NoReply(t, c, within)
 			if log := r.log.String(); !strings.Contains(log, "outcome=cut") || strings.Contains(log, "still running after the cut") {
 				t.Errorf("log does not say the request was cut and ended:\n%s", log)
 			}
-			st, err := open.ReadState(tt.store, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Counter != tt.counter {
-				t.Errorf("counter after the cut = %d, want %d", st.Counter, tt.counter)
+			if got := servertest.State(t, tt.store, p).Counter; got != tt.counter {
+				t.Errorf("counter after the cut = %d, want %d", got, tt.counter)
 			}
 			if tt.store == protocol.Volatile {
 				return // its keys live in memory only

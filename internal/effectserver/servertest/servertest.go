@@ -1,6 +1,9 @@
 // Package servertest builds the effectserver once for a package's tests:
 // the integration tests of caserun, retries and chaos start it as a real
-// subprocess, and each of their TestMains is one call to Main.
+// subprocess, and each of their TestMains is one call to Main. It also
+// holds what the server's own tests share: the raw requests they leave in
+// flight (Stall, InFlight) and the checks of what a cut request left
+// (NoReply, State).
 package servertest
 
 import (

@@ -1,0 +1,88 @@
+package servertest
+
+// This file is what the effect server's own tests share: the raw requests
+// they leave in flight, and the checks of what a cut request left.
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"idemlab/internal/protocol"
+	"idemlab/internal/store"
+	"idemlab/internal/store/open"
+)
+
+// Stall opens a raw connection to addr, closed when t ends, and sends a
+// POST /effect whose head promises a 100-byte body, then 5 bytes of it and
+// nothing more. With waitContinue it asks for "100 Continue" and waits for
+// it (at most within), which the server sends when its handler starts
+// reading the body: the request is then surely in flight.
+func Stall(t testing.TB, addr string, within time.Duration, waitContinue bool) net.Conn {
+	t.Helper()
+	return send(t, addr, within, "Content-Length: 100\r\n", waitContinue, "add-o")
+}
+
+// InFlight opens a raw connection to addr, closed when t ends, and sends a
+// POST /effect with key and fault, asking for "100 Continue" and sending
+// the whole body (protocol.DefaultBody) once it comes (at most within):
+// the handler is then reading the body, and its request is surely in
+// flight, held by its fault.
+func InFlight(t testing.TB, addr string, within time.Duration, key, fault string) net.Conn {
+	t.Helper()
+	head := fmt.Sprintf("%s: %s\r\n%s: %s\r\nContent-Length: %d\r\n", protocol.KeyHeader, key, protocol.FaultHeader, fault, len(protocol.DefaultBody))
+	return send(t, addr, within, head, true, protocol.DefaultBody)
+}
+
+// send sends POST /effect with the header lines head, then body, on a raw
+// connection to addr; with waitContinue it asks for and awaits "100
+// Continue" in between.
+func send(t testing.TB, addr string, within time.Duration, head string, waitContinue bool, body string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, within)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if waitContinue {
+		head += "Expect: 100-continue\r\n"
+	}
+	if _, err := fmt.Fprintf(c, "POST /effect HTTP/1.1\r\nHost: %s\r\n%s\r\n", addr, head); err != nil {
+		t.Fatal(err)
+	}
+	if waitContinue {
+		c.SetReadDeadline(time.Now().Add(within))
+		if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+			t.Fatalf("waiting for 100 Continue: %q, %v", line, err)
+		}
+	}
+	if _, err := io.WriteString(c, body); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// NoReply fails t unless the request sent on c gets no reply: c ends
+// (within) without a byte.
+func NoReply(t testing.TB, c net.Conn, within time.Duration) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(within))
+	if reply, err := io.ReadAll(c); err != nil || len(reply) != 0 {
+		t.Errorf("cut request got %q, %v, want no reply", reply, err)
+	}
+}
+
+// State returns the state the store kind left at place, failing t on an
+// error.
+func State(t testing.TB, kind protocol.Store, place open.Place) store.State {
+	t.Helper()
+	st, err := open.ReadState(kind, place)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
