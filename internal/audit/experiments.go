@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
+
+	"idemlab/internal/audit/stormmodel"
 )
 
 // The experiment files. Each is checked only when manifest.files lists it.
@@ -129,7 +130,7 @@ func (a *auditor) checkExperiments() {
 			} else {
 				a.note(JitterFile + " is missing or invalid: its checks were not made")
 			}
-			a.emit(JitterSVGFile, jitterSVG(stormModel()))
+			a.emit(JitterSVGFile, jitterSVG(stormmodel.Default))
 		case "chaos":
 			a.checkChaos() // chaos.go
 		}
@@ -229,60 +230,50 @@ func number(v any) int64 {
 	return i
 }
 
-// The jitter model's constants, from the design. jitter.json must hold
-// exactly these parameters; the audit recomputes the model from them.
-var jitterParams = []struct {
-	name  string
-	value int64
-}{
-	{"seed", 42}, {"clients", 1000}, {"retries", 5}, {"base_ms", 100}, {"cap_ms", 10000}, {"bucket_ms", 10},
-}
-
-// jitterOrder is the order the design runs the strategies in.
-var jitterOrder = []string{"none", "full", "equal", "decorrelated"}
-
-// checkJitter recomputes the jitter model with the audit's own code and
-// compares every strategy's peak, total and buckets with jitter.json.
+// checkJitter runs the jitter model (stormmodel) and compares its
+// parameters and every strategy's peak, total and buckets with jitter.json.
 func (a *auditor) checkJitter(doc map[string]any) {
 	params, _ := doc["parameters"].(map[string]any)
-	for _, p := range jitterParams {
+	d := stormmodel.Default
+	for _, p := range []struct {
+		name  string
+		value int64
+	}{{"seed", int64(d.Seed)}, {"clients", int64(d.Clients)}, {"retries", int64(d.Retries)},
+		{"base_ms", int64(d.BaseMS)}, {"cap_ms", int64(d.CapMS)}, {"bucket_ms", int64(d.BucketMS)}} {
 		a.check()
 		if got := number(params[p.name]); got != p.value {
 			a.experimentFail(JitterFile, "parameters", p.name, fmt.Sprint(p.value), fmt.Sprint(got))
 		}
 	}
-	want := stormModel()
-	if len(want) == 0 {
-		return
-	}
+	want, _ := stormmodel.Run(d)
 	got, _ := doc["strategies"].([]any)
 	for i, w := range want {
 		a.check()
 		if i >= len(got) {
-			a.failf(CheckExperiment, "%s: strategy %s: missing", JitterFile, jitterOrder[i])
+			a.failf(CheckExperiment, "%s: strategy %s: missing", JitterFile, w.Name)
 			continue
 		}
 		s, _ := got[i].(map[string]any)
-		where := "strategy " + jitterOrder[i]
-		if name, _ := str(s, "name"); name != jitterOrder[i] {
-			a.experimentFail(JitterFile, fmt.Sprintf("strategies[%d]", i), "name", fmt.Sprintf("%q", jitterOrder[i]), fmt.Sprintf("%q", name))
+		where := "strategy " + w.Name
+		if name, _ := str(s, "name"); name != w.Name {
+			a.experimentFail(JitterFile, fmt.Sprintf("strategies[%d]", i), "name", fmt.Sprintf("%q", w.Name), fmt.Sprintf("%q", name))
 			continue
 		}
 		a.check()
-		if p := number(s["peak"]); p != int64(w.peak) {
-			a.experimentFail(JitterFile, where, "peak", fmt.Sprint(w.peak), fmt.Sprint(p))
+		if p := number(s["peak"]); p != int64(w.Peak) {
+			a.experimentFail(JitterFile, where, "peak", fmt.Sprint(w.Peak), fmt.Sprint(p))
 		}
 		a.check()
-		if t := number(s["total"]); t != int64(w.total) {
-			a.experimentFail(JitterFile, where, "total", fmt.Sprint(w.total), fmt.Sprint(t))
+		if t := number(s["total"]); t != int64(w.Total) {
+			a.experimentFail(JitterFile, where, "total", fmt.Sprint(w.Total), fmt.Sprint(t))
 		}
 		a.check()
 		buckets, _ := s["buckets"].([]any)
-		if len(buckets) != len(w.buckets) {
-			a.experimentFail(JitterFile, where, "buckets", fmt.Sprintf("%d buckets", len(w.buckets)), fmt.Sprintf("%d", len(buckets)))
+		if len(buckets) != len(w.Buckets) {
+			a.experimentFail(JitterFile, where, "buckets", fmt.Sprintf("%d buckets", len(w.Buckets)), fmt.Sprintf("%d", len(buckets)))
 			continue
 		}
-		for b, c := range w.buckets {
+		for b, c := range w.Buckets {
 			if n := number(buckets[b]); n != int64(c) {
 				a.experimentFail(JitterFile, where, fmt.Sprintf("buckets[%d]", b), fmt.Sprint(c), fmt.Sprint(n))
 				break // one line per strategy: the first bucket that differs
@@ -291,81 +282,6 @@ func (a *auditor) checkJitter(doc map[string]any) {
 	}
 	if len(got) > len(want) {
 		a.failf(CheckExperiment, "%s: strategies: expected %d, observed %d", JitterFile, len(want), len(got))
-	}
-}
-
-// stormResult is one strategy's histogram as the audit computes it.
-type stormResult struct {
-	peak, total int
-	buckets     []int
-}
-
-// stormModel is the audit's own implementation of the design's jitter
-// model, written apart from the lab's: 1000 clients fail at t = 0 and
-// retry 5 times each; before retry n (from 0) a client waits a delay, its
-// clock adds the delay, and the retry lands in bucket floor(clock / 10).
-// Strategies, base 100, cap 10 000: none min(cap, base·2^n); full
-// r·min(cap, base·2^n); equal d/2 + r·d/2 with d = min(cap, base·2^n);
-// decorrelated min(cap, base + r·(prev·3 − base)), prev the previous delay
-// (base at first). One mulberry32 stream, seed 42, is drawn in strategy
-// order, then client order; "none" draws nothing.
-func stormModel() []stormResult {
-	const (
-		clients, retries = 1000, 5
-		base, ceiling    = 100.0, 10000.0
-		width            = 10.0
-	)
-	rng := mulberry(42)
-	out := make([]stormResult, 0, len(jitterOrder))
-	for _, strategy := range jitterOrder {
-		var hist []int
-		for c := 0; c < clients; c++ {
-			clock, prev := 0.0, base
-			for n := 0; n < retries; n++ {
-				step := math.Min(ceiling, base*float64(uint64(1)<<n))
-				var delay float64
-				switch strategy {
-				case "none":
-					delay = step
-				case "full":
-					delay = rng() * step
-				case "equal":
-					delay = step/2 + rng()*step/2
-				case "decorrelated":
-					delay = math.Min(ceiling, base+rng()*(prev*3-base))
-				}
-				prev = delay
-				clock += delay
-				b := int(math.Floor(clock / width))
-				for len(hist) <= b {
-					hist = append(hist, 0)
-				}
-				hist[b]++
-			}
-		}
-		r := stormResult{buckets: hist}
-		for _, n := range hist {
-			r.total += n
-			if n > r.peak {
-				r.peak = n
-			}
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-// mulberry returns the mulberry32 generator seeded with seed: each call
-// gives the next draw in [0, 1). uint32 arithmetic wraps mod 2^32, as
-// JavaScript's Math.imul and |0 do.
-func mulberry(seed uint32) func() float64 {
-	state := seed
-	return func() float64 {
-		state += 0x6D2B79F5
-		z := state
-		z = (z ^ (z >> 15)) * (z | 1)
-		z ^= z + (z^(z>>7))*(z|61)
-		return float64(z^(z>>14)) / 4294967296
 	}
 }
 

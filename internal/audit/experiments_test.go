@@ -385,32 +385,6 @@ func TestExperimentFailureFields(t *testing.T) {
 	}
 }
 
-// Ensure the audit's own jitter model gives the design's numbers. The
-// peaks and bucket counts were computed independently (Python, explicit
-// 32-bit multiplies), not by either Go implementation.
-func TestStormModel(t *testing.T) {
-	got := stormModel()
-	want := []struct{ peak, total, buckets int }{
-		{1000, 5000, 311}, {157, 5000, 287}, {214, 5000, 296}, {73, 5000, 1841},
-	}
-	for i, w := range want {
-		if g := got[i]; g.peak != w.peak || g.total != w.total || len(g.buckets) != w.buckets {
-			t.Errorf("strategy %s: peak %d total %d buckets %d, want %d %d %d",
-				jitterOrder[i], g.peak, g.total, len(g.buckets), w.peak, w.total, w.buckets)
-		}
-	}
-}
-
-// Ensure the audit's mulberry32 matches JavaScript's (values from Python).
-func TestMulberry(t *testing.T) {
-	r := mulberry(42)
-	for i, want := range []float64{0.6011037519201636, 0.44829055899754167, 0.8524657934904099} {
-		if got := r(); got != want {
-			t.Errorf("mulberry(42) draw %d = %v, want %v", i, got, want)
-		}
-	}
-}
-
 // Ensure Compare covers jitter.json: identical, differing (naming the
 // strategies), only in one folder; absent from both is no line.
 func TestCompareJitter(t *testing.T) {

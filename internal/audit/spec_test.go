@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"idemlab/internal/audit/stormmodel"
 )
 
 // The specification corpus (testdata/spec, see its README.md): inputs and
@@ -266,7 +268,7 @@ func TestSpecJitter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := jitterSVG(stormModel()); !bytes.Equal(got, svg) {
+	if got := jitterSVG(stormmodel.Default); !bytes.Equal(got, svg) {
 		t.Errorf("jitterSVG() differs from %s: %s", filepath.Join(dir, JitterSVGFile), firstDiff(svg, got))
 	}
 }

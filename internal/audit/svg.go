@@ -3,22 +3,20 @@ package audit
 import (
 	"fmt"
 	"strings"
+
+	"idemlab/internal/audit/stormmodel"
 )
 
-// jitterSVG is the audit's own drawing of the jitter model, to be compared
-// byte for byte with the lab's jitter.svg: one panel per strategy, top to
-// bottom, each a histogram of retries per bucket with its own axes. It
-// follows the figure's published layout (all integer arithmetic, so no
-// float formatting is involved), written apart from the lab's renderer.
-func jitterSVG(model []stormResult) []byte {
+// jitterSVG draws the jitter model run with p (jitter.svg): one panel per
+// strategy, top to bottom, each a histogram of retries per bucket with its
+// own axes, in the figure's published layout (all integer arithmetic, so
+// no float formatting is involved).
+func jitterSVG(p stormmodel.Parameters) []byte {
 	const (
 		width, header, panelHeight, footer = 960, 56, 230, 10
 		left                               = 80
 	)
-	p := map[string]int64{}
-	for _, q := range jitterParams {
-		p[q.name] = q.value
-	}
+	model, _ := stormmodel.Run(p)
 	height := header + panelHeight*len(model) + footer
 	var b strings.Builder
 	line := func(format string, args ...any) {
@@ -28,18 +26,18 @@ func jitterSVG(model []stormResult) []byte {
 	line(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`, width, height, width, height)
 	line(`<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`, width, height)
 	line(`<text x="%d" y="24" font-size="17" font-weight="bold">Retries per %d ms: %d clients fail at t = 0, each retries %d times</text>`,
-		left, p["bucket_ms"], p["clients"], p["retries"])
+		left, p.BucketMS, p.Clients, p.Retries)
 	line(`<text x="%d" y="44" fill="#555555">base %d ms, cap %d ms, mulberry32 seed %d; each panel has its own scale</text>`,
-		left, p["base_ms"], p["cap_ms"], p["seed"])
+		left, p.BaseMS, p.CapMS, p.Seed)
 	for i, s := range model {
-		drawPanel(line, jitterOrder[i], s, int(p["bucket_ms"]), header+i*panelHeight)
+		drawPanel(line, s, p.BucketMS, header+i*panelHeight)
 	}
 	b.WriteString("</svg>\n")
 	return []byte(b.String())
 }
 
 // drawPanel draws one strategy's histogram with its top edge at y0.
-func drawPanel(line func(string, ...any), name string, s stormResult, bucket, y0 int) {
+func drawPanel(line func(string, ...any), s stormmodel.Strategy, bucket, y0 int) {
 	const (
 		width, left, right = 960, 80, 30
 		plotTop, plotH     = 34, 150
@@ -47,11 +45,11 @@ func drawPanel(line func(string, ...any), name string, s stormResult, bucket, y0
 	)
 	w := width - left - right
 	top, bottom := y0+plotTop, y0+plotTop+plotH
-	line(`<g id="%s">`, name)
+	line(`<g id="%s">`, s.Name)
 	line(`<text x="%d" y="%d" font-size="14" font-weight="bold">%s: peak %d retries in one %d ms bucket (%d retries in all)</text>`,
-		left, y0+20, name, s.peak, bucket, s.total)
-	n := max(len(s.buckets), 1)
-	yTop, yStep := axis(max(s.peak, 1), ticksY)
+		left, y0+20, s.Name, s.Peak, bucket, s.Total)
+	n := max(len(s.Buckets), 1)
+	yTop, yStep := axis(max(s.Peak, 1), ticksY)
 	xTopMS, xStep := axis(n*bucket, ticksX)
 	span := max(xTopMS/bucket, n)
 	for v := 0; v <= yTop; v += yStep {
@@ -62,7 +60,7 @@ func drawPanel(line func(string, ...any), name string, s stormResult, bucket, y0
 	// Each pixel column shows the largest bucket it covers; equal
 	// neighbouring columns merge into one bar.
 	col := make([]int, w)
-	for i, c := range s.buckets {
+	for i, c := range s.Buckets {
 		from := i * w / span
 		to := max((i+1)*w/span, from+1)
 		for x := from; x < to && x < w; x++ {

@@ -1,72 +1,36 @@
-// Package jitter is the lab's deterministic model of a retry storm: many
-// clients fail at the same instant and retry on a schedule; the model counts
-// how many retries land in each 10 ms bucket under four backoff strategies
-// and renders the result as JSON and as one SVG of four histograms.
-//
-// The model, exactly as the design states it:
-//
-//   - Clients clients fail together at t = 0; each then retries Retries
-//     times, and every retry fails.
-//   - Before retry n+1 (n = failed retries so far, from 0) a client waits a
-//     delay d; its clock is the running sum of its delays, and the retry
-//     happens at that clock time.
-//   - The retry's bucket is floor(t / BucketMS), t the float64 clock in ms
-//     (no rounding of delays or of the clock: a retry at 99.999… ms is in
-//     bucket 9, one at exactly 100 ms in bucket 10).
-//   - Strategies, in this order, with base = BaseMS, cap = CapMS and r a
-//     draw in [0, 1):
-//     none          min(cap, base·2^n)
-//     full          r·min(cap, base·2^n)
-//     equal         d/2 + r·d/2, d = min(cap, base·2^n)
-//     decorrelated  min(cap, base + r·(prev·3 − base)), prev = this client's
-//     previous delay, base before its first.
-//   - One generator (mulberry32, seeded Seed) is shared by all strategies in
-//     that order, clients in order (client 0's retries, then client 1's, …).
-//     A strategy draws only when its formula has an r: none draws nothing,
-//     the others draw exactly once per retry.
+// Package jitter is the lab's retry-storm experiment: it runs the design's
+// model (idemlab/internal/audit/stormmodel, the one copy, which the audit
+// runs again to check) and renders the result as jitter.json.
 package jitter
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strconv"
+
+	"idemlab/internal/audit/stormmodel"
 )
 
-// Parameters are the model's constants; Default holds the design's.
-type Parameters struct {
-	Seed     uint32 `json:"seed"`      // mulberry32 seed
-	Clients  int    `json:"clients"`   // clients failing together at t = 0
-	Retries  int    `json:"retries"`   // retries per client, all failing
-	BaseMS   int    `json:"base_ms"`   // base delay
-	CapMS    int    `json:"cap_ms"`    // largest delay
-	BucketMS int    `json:"bucket_ms"` // histogram bucket width
-}
+// The model's names, from stormmodel.
+type (
+	Parameters = stormmodel.Parameters
+	Strategy   = stormmodel.Strategy
+)
 
-// Default is the design's model: 1000 clients, 5 retries each, base 100 ms,
-// cap 10 000 ms, 10 ms buckets, seed 42.
-var Default = Parameters{Seed: 42, Clients: 1000, Retries: 5, BaseMS: 100, CapMS: 10000, BucketMS: 10}
+// Default is the design's model.
+var Default = stormmodel.Default
 
 // Strategy names, in the order the model runs them.
 const (
-	None         = "none"
-	Full         = "full"
-	Equal        = "equal"
-	Decorrelated = "decorrelated"
+	None         = stormmodel.None
+	Full         = stormmodel.Full
+	Equal        = stormmodel.Equal
+	Decorrelated = stormmodel.Decorrelated
 )
 
-// Strategies lists the strategy names in the order the model runs them
-// (the order matters: they share one generator).
-var Strategies = []string{None, Full, Equal, Decorrelated}
-
-// Strategy is one strategy's histogram.
-type Strategy struct {
-	Name    string `json:"name"`
-	Peak    int    `json:"peak"`    // largest bucket count
-	Total   int    `json:"total"`   // retries counted (Clients × Retries)
-	Buckets []int  `json:"buckets"` // retries per bucket, from bucket 0 to the last non-empty one
-}
+// NewMulberry32 returns the model's generator seeded with seed.
+func NewMulberry32(seed uint32) *stormmodel.Mulberry32 { return stormmodel.NewMulberry32(seed) }
 
 // Result is the model's output.
 type Result struct {
@@ -74,75 +38,13 @@ type Result struct {
 	Strategies []Strategy `json:"strategies"`
 }
 
-// Mulberry32 is the mulberry32 generator on uint32 (all arithmetic mod
-// 2^32, the multiplications 32-bit like JavaScript's Math.imul).
-type Mulberry32 struct{ a uint32 }
-
-// NewMulberry32 returns a generator seeded with seed.
-func NewMulberry32(seed uint32) *Mulberry32 { return &Mulberry32{a: seed} }
-
-// Float64 returns the next draw in [0, 1).
-func (g *Mulberry32) Float64() float64 {
-	g.a += 0x6D2B79F5
-	a := g.a
-	t := (a ^ a>>15) * (1 | a)
-	t = (t + (t^t>>7)*(61|t)) ^ t
-	return float64(t^t>>14) / (1 << 32)
-}
-
-// Run computes the model for p. It returns an error for parameters that
-// make no model (non-positive counts or widths, cap below base).
+// Run computes the model for p; an error for parameters that make no model.
 func Run(p Parameters) (Result, error) {
-	switch {
-	case p.Clients < 1, p.Retries < 1:
-		return Result{}, fmt.Errorf("jitter: clients (%d) and retries (%d) must be at least 1", p.Clients, p.Retries)
-	case p.BaseMS < 1, p.BucketMS < 1:
-		return Result{}, fmt.Errorf("jitter: base_ms (%d) and bucket_ms (%d) must be at least 1", p.BaseMS, p.BucketMS)
-	case p.CapMS < p.BaseMS:
-		return Result{}, fmt.Errorf("jitter: cap_ms (%d) is below base_ms (%d)", p.CapMS, p.BaseMS)
+	s, err := stormmodel.Run(p)
+	if err != nil {
+		return Result{}, err
 	}
-	g := NewMulberry32(p.Seed)
-	res := Result{Parameters: p}
-	for _, name := range Strategies {
-		res.Strategies = append(res.Strategies, simulate(name, p, g))
-	}
-	return res, nil
-}
-
-// simulate runs one strategy, drawing from the shared generator g.
-func simulate(name string, p Parameters, g *Mulberry32) Strategy {
-	base, ceil := float64(p.BaseMS), float64(p.CapMS)
-	counts := map[int]int{}
-	last := 0
-	for range p.Clients {
-		clock, prev := 0.0, base
-		for n := range p.Retries {
-			exp := math.Min(ceil, base*math.Pow(2, float64(n)))
-			var d float64
-			switch name {
-			case None:
-				d = exp
-			case Full:
-				d = g.Float64() * exp
-			case Equal:
-				d = exp/2 + g.Float64()*exp/2
-			case Decorrelated:
-				d = math.Min(ceil, base+g.Float64()*(prev*3-base))
-				prev = d
-			}
-			clock += d
-			b := int(math.Floor(clock / float64(p.BucketMS)))
-			counts[b]++
-			last = max(last, b)
-		}
-	}
-	s := Strategy{Name: name, Buckets: make([]int, last+1)}
-	for b, c := range counts {
-		s.Buckets[b] = c
-		s.Total += c
-		s.Peak = max(s.Peak, c)
-	}
-	return s
+	return Result{Parameters: p, Strategies: s}, nil
 }
 
 // JSON encodes r: indented, keys in a fixed order, each strategy's buckets
@@ -172,5 +74,6 @@ func (r Result) JSON() []byte {
 	return b.Bytes()
 }
 
-// MarshalJSON returns r.JSON(), so encoding/json writes the same document.
+// MarshalJSON returns r.JSON(), so encoding/json writes the same document
+// (jitter_test.go relies on it).
 func (r Result) MarshalJSON() ([]byte, error) { return r.JSON(), nil }
