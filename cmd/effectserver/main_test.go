@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/google/go-cmdtest"
 
 	"idemlab/internal/effectserver"
+	"idemlab/internal/effectserver/servertest"
 	"idemlab/internal/pgcluster/pgclustertest"
 	"idemlab/internal/protocol"
 	"idemlab/internal/store/volatile"
@@ -55,31 +54,13 @@ func TestUsage(t *testing.T) {
 // deadline bounds every wait on a subprocess; reaching it is a failure, not a measurement.
 const deadline = 20 * time.Second
 
-// syncBuffer collects a subprocess stream.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // server is one effectserver subprocess.
 type server struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	addr   string
-	stdout *syncBuffer // everything after the READY line
-	stderr *syncBuffer
+	stdout *servertest.Buffer // everything after the READY line
+	stderr *servertest.Buffer
 	exited chan struct{}
 	copied chan struct{}
 	lines  chan string // the first stdout line
@@ -97,7 +78,7 @@ func startServer(t *testing.T, ready bool, args ...string) *server {
 // The process is killed when the test ends, whatever happens.
 func launch(t *testing.T, cmd *exec.Cmd, ready bool) *server {
 	t.Helper()
-	s := &server{t: t, cmd: cmd, stdout: new(syncBuffer), stderr: new(syncBuffer), exited: make(chan struct{}), copied: make(chan struct{}), lines: make(chan string, 1)}
+	s := &server{t: t, cmd: cmd, stdout: new(servertest.Buffer), stderr: new(servertest.Buffer), exited: make(chan struct{}), copied: make(chan struct{}), lines: make(chan string, 1)}
 	// A -race child would otherwise sleep a second at exit.
 	s.cmd.Env = append(os.Environ(), asServer+"=1", "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"))
 	s.cmd.Stderr = s.stderr

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 
 	"idemlab/internal/protocol"
@@ -134,12 +133,7 @@ func TestDurableFailedEffect(t *testing.T) {
 	if _, err := db.Exec(`DELETE FROM effects`); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.do(req{key: "k"}); got.status != 200 || got.body != "1" || got.replayed != "false" {
-		t.Fatalf("retry = %+v, want 200 1 not replayed", got)
-	}
-	if !strings.Contains(f.log.String(), "level=ERROR msg=request") {
-		t.Errorf("log has no error line for the failed effect:\n%s", f.log)
-	}
+	f.wantRetryApplies()
 }
 
 // Ensure ReadState returns the counter and each applied effect's value and

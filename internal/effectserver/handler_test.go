@@ -1,13 +1,13 @@
 package effectserver
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,31 +22,13 @@ import (
 	"idemlab/internal/store/open"
 )
 
-// lockedBuffer is a log sink safe for concurrent handlers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // fixture is a Server over a temp state folder, served on loopback.
 type fixture struct {
 	t     *testing.T
 	dir   string
 	srv   *Server
 	http  *httptest.Server
-	log   *lockedBuffer
+	log   *servertest.Buffer
 	exits chan int
 	store protocol.Store
 	place open.Place
@@ -63,7 +45,7 @@ func newFixture(t *testing.T, edit func(*Config)) *fixture {
 // fixture may share (as two processes would).
 func newFixtureIn(t *testing.T, dir string, edit func(*Config)) *fixture {
 	t.Helper()
-	f := &fixture{t: t, dir: dir, log: new(lockedBuffer), exits: make(chan int, 16)}
+	f := &fixture{t: t, dir: dir, log: new(servertest.Buffer), exits: make(chan int, 16)}
 	cfg := Config{
 		StateDir: f.dir,
 		Addr:     protocol.DefaultAddr,
@@ -204,6 +186,32 @@ func (f *fixture) counter() int64 {
 
 // stores lists both stores, for tests that run on each.
 var stores = protocol.Stores
+
+// eachStore runs test on a fresh fixture of each store, its Config edited
+// by edit (if any).
+func eachStore(t *testing.T, edit func(*Config), test func(t *testing.T, f *fixture)) {
+	for _, kind := range stores {
+		t.Run(string(kind), func(t *testing.T) { test(t, newFixture(t, on(kind, edit))) })
+	}
+}
+
+// isValue reports whether r is a 200 carrying body, replayed or not.
+func (r resp) isValue(body string, replayed bool) bool {
+	return r.status == 200 && r.body == body && r.replayed == strconv.FormatBool(replayed)
+}
+
+// wantRetryApplies checks what follows a failed effect of key k: a retry
+// applies it afresh (200 1, not replayed), and the log has the failure's
+// error line.
+func (f *fixture) wantRetryApplies() {
+	f.t.Helper()
+	if got := f.do(req{key: "k"}); !got.isValue("1", false) {
+		f.t.Fatalf("retry reply = %+v, want 200 1 not replayed", got)
+	}
+	if !strings.Contains(f.log.String(), "level=ERROR msg=request") {
+		f.t.Errorf("log has no error line for the failed effect:\n%s", f.log)
+	}
+}
 
 // on returns a Config edit that selects store, then applies edit (if any).
 func on(kind protocol.Store, edit func(*Config)) func(*Config) {
@@ -353,64 +361,58 @@ func (f *fixture) inBackground(r req) <-chan resp {
 
 // Ensure a duplicate waiting longer than -wait gets 409, and the record survives it.
 func TestWaitTimeout409(t *testing.T) {
-	for _, kind := range stores {
-		t.Run(string(kind), func(t *testing.T) {
-			f := newFixture(t, on(kind, func(c *Config) { c.Wait = time.Millisecond }))
-			admitted, release := blockOwner(f, "k")
-			owner := f.inBackground(req{key: "k"})
-			<-admitted
-			if got, want := f.do(req{key: "k"}), (resp{status: 409, body: "request with this Idempotency-Key is still in progress\n", ctype: "text/plain; charset=utf-8"}); got != want {
-				t.Fatalf("duplicate reply = %+v, want %+v", got, want)
-			}
-			if got, want := f.do(req{key: "k", body: str("other")}).status, 422; got != want {
-				t.Fatalf("other body while in flight: status = %d, want %d", got, want)
-			}
-			release()
-			if got := <-owner; got.status != 200 || got.body != "1" || got.replayed != "false" {
-				t.Fatalf("owner reply = %+v, want 200 1 not replayed", got)
-			}
-			if got := f.do(req{key: "k"}); got.status != 200 || got.body != "1" || got.replayed != "true" {
-				t.Fatalf("retry reply = %+v, want 200 1 replayed", got)
-			}
-			if got := f.counter(); got != 1 {
-				t.Fatalf("counter = %d, want 1", got)
-			}
-		})
-	}
+	eachStore(t, func(c *Config) { c.Wait = time.Millisecond }, func(t *testing.T, f *fixture) {
+		admitted, release := blockOwner(f, "k")
+		owner := f.inBackground(req{key: "k"})
+		<-admitted
+		if got, want := f.do(req{key: "k"}), (resp{status: 409, body: "request with this Idempotency-Key is still in progress\n", ctype: "text/plain; charset=utf-8"}); got != want {
+			t.Fatalf("duplicate reply = %+v, want %+v", got, want)
+		}
+		if got, want := f.do(req{key: "k", body: str("other")}).status, 422; got != want {
+			t.Fatalf("other body while in flight: status = %d, want %d", got, want)
+		}
+		release()
+		if got := <-owner; !got.isValue("1", false) {
+			t.Fatalf("owner reply = %+v, want 200 1 not replayed", got)
+		}
+		if got := f.do(req{key: "k"}); !got.isValue("1", true) {
+			t.Fatalf("retry reply = %+v, want 200 1 replayed", got)
+		}
+		if got := f.counter(); got != 1 {
+			t.Fatalf("counter = %d, want 1", got)
+		}
+	})
 }
 
 // Ensure duplicates arriving while the owner is in flight wait and share its result.
 func TestDuplicatesShareInFlightResult(t *testing.T) {
-	for _, kind := range stores {
-		t.Run(string(kind), func(t *testing.T) {
-			f := newFixture(t, on(kind, nil))
-			admitted, release := blockOwner(f, "k")
-			owner := f.inBackground(req{key: "k"})
-			<-admitted
-			var waiting atomic.Int32
-			all := make(chan struct{})
-			const n = 5
-			f.srv.registry.(*registry.Registry).SetOnWaitForTest(func(string) {
-				if waiting.Add(1) == n {
-					close(all)
-				}
-			})
-			var dups []<-chan resp
-			for range n {
-				dups = append(dups, f.inBackground(req{key: "k"}))
-			}
-			<-all
-			release()
-			if got := <-owner; got.status != 200 || got.body != "1" || got.replayed != "false" {
-				t.Fatalf("owner reply = %+v, want 200 1 not replayed", got)
-			}
-			for i, d := range dups {
-				if got := <-d; got.status != 200 || got.body != "1" || got.replayed != "true" {
-					t.Errorf("duplicate %d reply = %+v, want 200 1 replayed", i, got)
-				}
+	eachStore(t, nil, func(t *testing.T, f *fixture) {
+		admitted, release := blockOwner(f, "k")
+		owner := f.inBackground(req{key: "k"})
+		<-admitted
+		var waiting atomic.Int32
+		all := make(chan struct{})
+		const n = 5
+		f.srv.registry.(*registry.Registry).SetOnWaitForTest(func(string) {
+			if waiting.Add(1) == n {
+				close(all)
 			}
 		})
-	}
+		var dups []<-chan resp
+		for range n {
+			dups = append(dups, f.inBackground(req{key: "k"}))
+		}
+		<-all
+		release()
+		if got := <-owner; !got.isValue("1", false) {
+			t.Fatalf("owner reply = %+v, want 200 1 not replayed", got)
+		}
+		for i, d := range dups {
+			if got := <-d; !got.isValue("1", true) {
+				t.Errorf("duplicate %d reply = %+v, want 200 1 replayed", i, got)
+			}
+		}
+	})
 }
 
 // Ensure a failed effect answers 500, is not recorded, and a retry runs it
@@ -429,36 +431,28 @@ func TestFailedEffectReleasesKey(t *testing.T) {
 	if err := os.Mkdir(f.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.do(req{key: "k"}); got.status != 200 || got.body != "1" || got.replayed != "false" {
-		t.Fatalf("retry reply = %+v, want 200 1 not replayed", got)
-	}
-	if !strings.Contains(f.log.String(), "level=ERROR msg=request") {
-		t.Errorf("log has no error line for the failed effect:\n%s", f.log)
-	}
+	f.wantRetryApplies()
 }
 
 // Ensure drop-reply applies and records, then closes without a reply.
 func TestDropReply(t *testing.T) {
-	for _, kind := range stores {
-		t.Run(string(kind), func(t *testing.T) {
-			f := newFixture(t, on(kind, faults))
-			if got := f.do(req{key: "k", fault: "drop-reply"}); got.status != 0 {
-				t.Fatalf("drop-reply got a reply: %+v", got)
-			}
-			if got := f.counter(); got != 1 {
-				t.Fatalf("counter after drop-reply = %d, want 1", got)
-			}
-			if got := f.do(req{key: "k"}); got.status != 200 || got.body != "1" || got.replayed != "true" {
-				t.Fatalf("retry reply = %+v, want 200 1 replayed", got)
-			}
-			if got := f.do(req{fault: "drop-reply"}); got.status != 0 {
-				t.Fatalf("unkeyed drop-reply got a reply: %+v", got)
-			}
-			if got := f.counter(); got != 2 {
-				t.Fatalf("counter after unkeyed drop-reply = %d, want 2", got)
-			}
-		})
-	}
+	eachStore(t, faults, func(t *testing.T, f *fixture) {
+		if got := f.do(req{key: "k", fault: "drop-reply"}); got.status != 0 {
+			t.Fatalf("drop-reply got a reply: %+v", got)
+		}
+		if got := f.counter(); got != 1 {
+			t.Fatalf("counter after drop-reply = %d, want 1", got)
+		}
+		if got := f.do(req{key: "k"}); !got.isValue("1", true) {
+			t.Fatalf("retry reply = %+v, want 200 1 replayed", got)
+		}
+		if got := f.do(req{fault: "drop-reply"}); got.status != 0 {
+			t.Fatalf("unkeyed drop-reply got a reply: %+v", got)
+		}
+		if got := f.counter(); got != 2 {
+			t.Fatalf("counter after unkeyed drop-reply = %d, want 2", got)
+		}
+	})
 }
 
 // Ensure each crash fault calls exit(23) at its point and sends no reply.
@@ -560,40 +554,37 @@ func TestBodyReadIsBounded(t *testing.T) {
 
 // Ensure hundreds of concurrent requests on one key apply the effect once and share its result.
 func TestConcurrentClaimOneEffect(t *testing.T) {
-	for _, kind := range stores {
-		t.Run(string(kind), func(t *testing.T) {
-			f := newFixture(t, on(kind, nil))
-			const n = 300
-			recs := make([]*httptest.ResponseRecorder, n)
-			var wg sync.WaitGroup
-			for i := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					r := httptest.NewRequest(http.MethodPost, protocol.EffectPath, strings.NewReader("add-one"))
-					r.Header.Set("Idempotency-Key", "parallel")
-					recs[i] = httptest.NewRecorder()
-					f.srv.ServeHTTP(recs[i], r)
-				}()
+	eachStore(t, nil, func(t *testing.T, f *fixture) {
+		const n = 300
+		recs := make([]*httptest.ResponseRecorder, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := httptest.NewRequest(http.MethodPost, protocol.EffectPath, strings.NewReader("add-one"))
+				r.Header.Set("Idempotency-Key", "parallel")
+				recs[i] = httptest.NewRecorder()
+				f.srv.ServeHTTP(recs[i], r)
+			}()
+		}
+		wg.Wait()
+		fresh := 0
+		for i, w := range recs {
+			if w.Code != 200 || w.Body.String() != "1" {
+				t.Errorf("request %d = %d %q, want 200 1", i, w.Code, w.Body)
 			}
-			wg.Wait()
-			fresh := 0
-			for i, w := range recs {
-				if w.Code != 200 || w.Body.String() != "1" {
-					t.Errorf("request %d = %d %q, want 200 1", i, w.Code, w.Body)
-				}
-				if w.Header().Get("Idempotency-Replayed") == "false" {
-					fresh++
-				}
+			if w.Header().Get("Idempotency-Replayed") == "false" {
+				fresh++
 			}
-			if fresh != 1 {
-				t.Errorf("%d replies not replayed, want exactly 1", fresh)
-			}
-			if got := f.counter(); got != 1 {
-				t.Fatalf("counter = %d, want 1", got)
-			}
-		})
-	}
+		}
+		if fresh != 1 {
+			t.Errorf("%d replies not replayed, want exactly 1", fresh)
+		}
+		if got := f.counter(); got != 1 {
+			t.Fatalf("counter = %d, want 1", got)
+		}
+	})
 }
 
 // Ensure New refuses a wrong configuration as a usage error and state it

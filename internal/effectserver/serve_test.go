@@ -24,7 +24,7 @@ const within = 20 * time.Second
 type running struct {
 	t      *testing.T
 	addr   string
-	log    *lockedBuffer
+	log    *servertest.Buffer
 	cancel context.CancelFunc
 	done   chan error // run's result
 }
@@ -52,7 +52,7 @@ func startRunWith(t *testing.T, lim limits, edit func(*Config)) *running {
 		edit(&cfg)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{t: t, log: new(lockedBuffer), cancel: cancel, done: make(chan error, 1)}
+	r := &running{t: t, log: new(servertest.Buffer), cancel: cancel, done: make(chan error, 1)}
 	pr, pw := io.Pipe()
 	go func() {
 		r.done <- run(ctx, cfg, pw, r.log, lim)

@@ -1,14 +1,17 @@
 package servertest
 
 // This file is what the effect server's own tests share: the raw requests
-// they leave in flight, and the checks of what a cut request left.
+// they leave in flight, the checks of what a cut request left, and a
+// buffer for a log written concurrently.
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,4 +88,23 @@ func State(t testing.TB, kind protocol.Store, place open.Place) store.State {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// A Buffer collects a log or a subprocess's stream written by several
+// goroutines at once.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

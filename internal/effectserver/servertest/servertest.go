@@ -2,8 +2,8 @@
 // the integration tests of caserun, retries and chaos start it as a real
 // subprocess, and each of their TestMains is one call to Main. It also
 // holds what the server's own tests share: the raw requests they leave in
-// flight (Stall, InFlight) and the checks of what a cut request left
-// (NoReply, State).
+// flight (Stall, InFlight), the checks of what a cut request left
+// (NoReply, State), and a Buffer for a log written concurrently.
 package servertest
 
 import (
