@@ -404,24 +404,6 @@ func (c Case) Plan() []PlannedCall {
 	return out
 }
 
-// LosesProcess reports whether the case ends a server process between
-// calls: a restart or stop step, or a crash fault.
-func (c Case) LosesProcess() bool {
-	for _, s := range c.Steps {
-		if s.Restart != nil || s.Stop != nil {
-			return true
-		}
-	}
-	for _, p := range c.Plan() {
-		for part := range strings.SplitSeq(p.Fault, ",") {
-			if strings.HasPrefix(part, "crash-") {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // MaxSuiteCalls bounds the calls of one run of the runner, over every
 // (case, store) run: results.json takes about 230 bytes a call, and the
 // audit reads it up to 8 MiB.

@@ -10,7 +10,6 @@ import (
 	"idemlab/internal/casefile"
 	"idemlab/internal/effectserver/servertest"
 	"idemlab/internal/protocol"
-	"idemlab/internal/serverproc"
 	"idemlab/internal/sink/sinktest"
 )
 
@@ -42,9 +41,7 @@ func TestInterruptedRunStopsSending(t *testing.T) {
 	if n := len(obs.Calls); n >= 1000 {
 		t.Fatalf("the interrupted run recorded %d calls, want it to stop sending", n)
 	}
-	if pids, err := serverproc.ProcessesMentioning(cfg.StateRoot); err != nil || len(pids) > 0 {
-		t.Errorf("servers outlived the interrupted run: %v (%v)", pids, err)
-	}
+	sinktest.CheckNoneLeft(t, "effectserver")
 	entries, err := os.ReadDir(cfg.StateRoot)
 	if err != nil || len(entries) != 0 {
 		t.Errorf("state root after the run holds %v (%v), want nothing", entries, err)

@@ -32,8 +32,5 @@ func NewGrid(cases []casefile.Case, stores []protocol.Store) *Grid {
 // concurrently.
 func (g *Grid) Set(i, j int, r Run) { g.runs[i*len(g.Stores)+j] = r }
 
-// At returns the run of case i on store j.
-func (g *Grid) At(i, j int) Run { return g.runs[i*len(g.Stores)+j] }
-
 // Runs returns every run in evidence order.
 func (g *Grid) Runs() []Run { return g.runs }

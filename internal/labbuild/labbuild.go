@@ -157,11 +157,10 @@ type Options struct {
 
 // Binary is a built (or cached) program.
 type Binary struct {
-	Path   string   // the executable, inside the cache
-	SHA256 string   // hex SHA-256 of the file at Path, checked by Build
-	Recipe Recipe   // how it was built
-	GoEnv  []string // the go command's settings in the key, "NAME=value", sorted
-	Built  bool     // this call ran go build (false: a cache hit)
+	Path   string // the executable, inside the cache
+	SHA256 string // hex SHA-256 of the file at Path, checked by Build
+	Recipe Recipe // how it was built
+	Built  bool   // this call ran go build (false: a cache hit)
 }
 
 // keepUnused is how long an entry may go unused before a build removes it.
@@ -213,7 +212,7 @@ func build(ctx context.Context, o Options) (Binary, error) {
 	name += goenv["GOEXE"]
 	dir := filepath.Join(o.CacheDir, hashString(inputs)[:32])
 	bin := filepath.Join(dir, name)
-	b := Binary{Path: bin, Recipe: RecipeFor(o.Package), GoEnv: goEnvList(goenv)}
+	b := Binary{Path: bin, Recipe: RecipeFor(o.Package)}
 
 	if sum, ok := intact(bin); ok {
 		now := time.Now()

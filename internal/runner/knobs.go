@@ -76,12 +76,3 @@ func (o Options) RecordedFlags(run []Experiment) map[string]string {
 	}
 	return out
 }
-
-// KnobFlags names every flag the manifest records when set (manifest.flags).
-func KnobFlags() []string {
-	out := make([]string, len(knobs))
-	for i, k := range knobs {
-		out[i] = k.flag
-	}
-	return out
-}

@@ -44,7 +44,7 @@ type Options struct {
 	Stores     []protocol.Store   // stores to run, in evidence order
 	Case       string             // run only this case, and no experiment
 	Experiment Experiment         // run only this experiment, and no case; None: cases only
-	Seed       uint64             // the retries experiment's seed
+	Seed       uint64             // the retries and chaos experiments' seed
 	Intents    int                // the retries experiment's intents per row (at least 1)
 	Retries    retries.Parameters // the retries experiment's other knobs (zero: retries.Default); Intents overrides its Intents
 	Unsafe     protocol.Flaw      // run the cases on servers with this flaw, and no experiment

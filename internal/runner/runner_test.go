@@ -19,7 +19,7 @@ import (
 	"idemlab/internal/pgcluster"
 	"idemlab/internal/pgcluster/pgclustertest"
 	"idemlab/internal/protocol"
-	"idemlab/internal/serverproc"
+	"idemlab/internal/sink/sinktest"
 )
 
 // Ensure a server that never becomes ready breaks the lab (not the audit)
@@ -112,9 +112,7 @@ func TestPostgresStoppedOnEveryPath(t *testing.T) {
 			if _, err := os.Stat(folder); !os.IsNotExist(err) {
 				t.Errorf("cluster folder %s still there: %v", folder, err)
 			}
-			if pids, err := serverproc.ProcessesMentioning(folder); err != nil || len(pids) > 0 {
-				t.Errorf("processes of the cluster outlived the runner: %v (%v)", pids, err)
-			}
+			sinktest.CheckNoneLeft(t, "postgres")
 		})
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"idemlab/internal/protocol"
-	"idemlab/internal/serverproc"
+	"idemlab/internal/sink/sinktest"
 )
 
 // ownService is a payment service the lab has never seen, written here as
@@ -120,9 +120,7 @@ func TestYourOwnService(t *testing.T) {
 	if err != nil {
 		t.Fatalf("runner -target %s: %v\n%s", dir, err, log.String())
 	}
-	if pids, _ := serverproc.ProcessesMentioning(dir); len(pids) > 0 {
-		t.Errorf("processes of the target outlived the run: %v", pids)
-	}
+	sinktest.CheckNoneLeft(t, "own-service")
 
 	b, err := os.ReadFile(filepath.Join(out, "verdicts.json"))
 	if err != nil {

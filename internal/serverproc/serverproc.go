@@ -7,7 +7,6 @@ package serverproc
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -17,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -327,26 +325,4 @@ func exitCode(cmd *exec.Cmd, err error) int {
 		return -1
 	}
 	return 0
-}
-
-// ProcessesMentioning lists the PIDs of live processes whose command line
-// contains s (read from /proc): how tests prove that nothing the lab
-// started under a folder outlived it.
-func ProcessesMentioning(s string) ([]int, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(b, []byte(s)) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids, nil
 }

@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -389,28 +388,6 @@ func (t *Target) Missing() (missing []string, hint string) {
 		hint = "install " + strings.Join(missing, ", ")
 	}
 	return missing, hint
-}
-
-// LoadDir loads every target folder under dir (a folder holding
-// target.json), sorted by name. A folder without target.json is an error:
-// targets/ holds targets only, plus README.md.
-func LoadDir(dir string, schemas *strict.Schemas) ([]*Target, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("targets: %w", err)
-	}
-	var out []*Target
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		t, err := Load(filepath.Join(dir, e.Name()), schemas)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {
