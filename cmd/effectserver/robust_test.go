@@ -7,7 +7,6 @@ package main
 import (
 	"bufio"
 	"crypto/sha256"
-	"database/sql"
 	"fmt"
 	"io"
 	"net"
@@ -26,6 +25,7 @@ import (
 	"idemlab/internal/store"
 	"idemlab/internal/store/durable"
 	"idemlab/internal/store/open"
+	"idemlab/internal/store/storetest"
 )
 
 // exitsWith checks that s exited with status code and one line on stderr
@@ -95,20 +95,7 @@ func durableFolder(t *testing.T, dir string, keys []string, stmts string) {
 		t.Fatal(err)
 	}
 	if stmts != "" {
-		sqlExec(t, filepath.Join(dir, durable.FileName), stmts)
-	}
-}
-
-// sqlExec runs stmts on the SQLite database at path, creating it if need be.
-func sqlExec(t *testing.T, path, stmts string) {
-	t.Helper()
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(stmts); err != nil {
-		t.Fatal(err)
+		storetest.SQLiteExec(t, filepath.Join(dir, durable.FileName), stmts)
 	}
 }
 
@@ -150,7 +137,7 @@ func TestStateFolderRefused(t *testing.T) {
 		{"durable folder as volatile", func(t *testing.T, dir string) { durableFolder(t, dir, []string{"k"}, "") },
 			[]string{"-store", "volatile"}, db, "belongs to the durable store"},
 		{"foreign database", func(t *testing.T, dir string) {
-			sqlExec(t, filepath.Join(dir, db), `CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER); INSERT INTO accounts VALUES (1, 100)`)
+			storetest.SQLiteExec(t, filepath.Join(dir, db), `CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER); INSERT INTO accounts VALUES (1, 100)`)
 		}, []string{"-store", "durable"}, db, "not an idemlab state database"},
 		{"counter without journal", func(t *testing.T, dir string) { durableFolder(t, dir, nil, `UPDATE state SET counter = 500`) },
 			[]string{"-store", "durable"}, db, "counter holds 500, but 0 effects are journaled"},

@@ -2,7 +2,6 @@ package effectserver
 
 import (
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"path/filepath"
 	"reflect"
@@ -12,6 +11,7 @@ import (
 	"idemlab/internal/store"
 	"idemlab/internal/store/durable"
 	"idemlab/internal/store/open"
+	"idemlab/internal/store/storetest"
 )
 
 func onDurable(edit func(*Config)) func(*Config) { return on(protocol.Durable, edit) }
@@ -109,11 +109,7 @@ func TestDurableFailedEffect(t *testing.T) {
 	f := newFixture(t, onDurable(nil))
 	// A row already holding value 1 makes the effects insert fail inside
 	// the transaction, after the counter update.
-	db, err := sql.Open("sqlite", filepath.Join(f.dir, durable.FileName)+"?_busy_timeout=5000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := storetest.SQLite(t, filepath.Join(f.dir, durable.FileName)+"?_busy_timeout=5000")
 	if _, err := db.Exec(`INSERT INTO effects VALUES (1, 'blocker')`); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"idemlab/internal/store"
 	"idemlab/internal/store/internal/groupcommit"
+	"idemlab/internal/store/storetest"
 )
 
 // childEnv makes the test binary a child that applies one intent and
@@ -77,11 +78,7 @@ type raw struct {
 
 func readRaw(t *testing.T, dir string) raw {
 	t.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(dir, FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := storetest.SQLite(t, filepath.Join(dir, FileName))
 	var r raw
 	if err := db.QueryRow(`SELECT counter, keys, (SELECT count(*) FROM effects) FROM state`).Scan(&r.counter, &r.keys, &r.effects); err != nil {
 		t.Fatal(err)
@@ -195,16 +192,7 @@ func TestFailureRollsBack(t *testing.T) {
 		{"effects row refused", func(t *testing.T, dir string) (func() error, func()) {
 			// A row already holding value 1 makes the effect's insert fail
 			// after the counter update ran.
-			exec := func(q string) {
-				db, err := sql.Open("sqlite", filepath.Join(dir, FileName)+"?_busy_timeout=5000")
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer db.Close()
-				if _, err := db.Exec(q); err != nil {
-					t.Fatal(err)
-				}
-			}
+			exec := func(q string) { storetest.SQLiteExec(t, filepath.Join(dir, FileName)+"?_busy_timeout=5000", q) }
 			exec(`INSERT INTO effects VALUES (1, 'blocker')`)
 			return noHook, func() { exec(`DELETE FROM effects WHERE value = 1`) }
 		}},

@@ -3,7 +3,6 @@ package durable
 import (
 	"bytes"
 	"crypto/sha256"
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,21 +10,9 @@ import (
 	"testing"
 
 	"idemlab/internal/store"
+	"idemlab/internal/store/storetest"
 	"idemlab/internal/store/volatile"
 )
-
-// sqlExec runs stmts on the database at path, around the store.
-func sqlExec(t *testing.T, path, stmts string) {
-	t.Helper()
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(stmts); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // Ensure state folders that would silently start from zero, or hold a
 // database whose counter disagrees with its journal, are refused by Open,
@@ -38,7 +25,7 @@ func TestOpenRefusesState(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.Close()
-			sqlExec(t, filepath.Join(dir, FileName), stmts)
+			storetest.SQLiteExec(t, filepath.Join(dir, FileName), stmts)
 		}
 	}
 	file := func(name, content string) func(t *testing.T, dir string) {
@@ -57,10 +44,10 @@ func TestOpenRefusesState(t *testing.T) {
 	}{
 		{"empty file", file(FileName, ""), FileName, "empty (0 bytes)", true},
 		{"no tables", func(t *testing.T, dir string) {
-			sqlExec(t, filepath.Join(dir, FileName), `CREATE TABLE t (x); DROP TABLE t`)
+			storetest.SQLiteExec(t, filepath.Join(dir, FileName), `CREATE TABLE t (x); DROP TABLE t`)
 		}, FileName, "not an idemlab state database", true},
 		{"foreign tables", func(t *testing.T, dir string) {
-			sqlExec(t, filepath.Join(dir, FileName), `CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER); INSERT INTO accounts VALUES (1, 100)`)
+			storetest.SQLiteExec(t, filepath.Join(dir, FileName), `CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER); INSERT INTO accounts VALUES (1, 100)`)
 		}, FileName, "not an idemlab state database", true},
 		{"counter ahead of journal", made(`UPDATE state SET counter = 500`), FileName, "counter holds 500, but 1 effects are journaled", true},
 		{"journal ahead of counter", made(`INSERT INTO effects VALUES (2, 'x')`), FileName, "counter holds 1, but 2 effects are journaled", true},

@@ -1,7 +1,6 @@
 package durable
 
 import (
-	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,19 +36,11 @@ func TestApplyKeyTTL(t *testing.T) { storetest.ApplyTTL(t, openEmpty) }
 func TestOpenRefusesVersion1(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, FileName)
-	db, err := sql.Open("sqlite", path+"?_journal_mode=WAL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = db.Exec(`CREATE TABLE state (id INTEGER PRIMARY KEY, counter INTEGER NOT NULL, keys INTEGER NOT NULL);
+	storetest.SQLiteExec(t, path+"?_journal_mode=WAL", `CREATE TABLE state (id INTEGER PRIMARY KEY, counter INTEGER NOT NULL, keys INTEGER NOT NULL);
 INSERT INTO state VALUES (1, 0, 0);
 CREATE TABLE keys (key TEXT PRIMARY KEY, fingerprint BLOB NOT NULL, value INTEGER NOT NULL);
 CREATE TABLE effects (value INTEGER PRIMARY KEY, body_sha256 TEXT NOT NULL);
 PRAGMA user_version = 1;`)
-	db.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := Open(dir, 4); err == nil || !strings.Contains(err.Error(), "schema version 1, want 2") {
 		t.Fatalf("Open(version 1) = %v, want a refusal naming version 1", err)
 	}

@@ -1,15 +1,46 @@
 // Package storetest is the contract test every store.Phased passes: the
 // in-memory registry.Claims and the persistent stores (durable,
 // postgres) run the same table of steps against a clock the test moves.
+// It also opens a durable store's SQLite database around the store, for
+// the tests that read or tamper with it (SQLite, SQLiteExec).
 package storetest
 
 import (
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
 
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+
 	"idemlab/internal/store"
 )
+
+// SQLite opens the SQLite database dsn names (its path, then any
+// options), closed when t ends.
+func SQLite(t testing.TB, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// SQLiteExec runs stmts on the SQLite database dsn names, creating it if
+// need be, and closes it.
+func SQLiteExec(t testing.TB, dsn, stmts string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(stmts); err != nil {
+		t.Fatalf("%s: %v", dsn, err)
+	}
+}
 
 // A Keeper is a store.Phased whose key TTL and clock a test sets: the
 // in-memory registry.Claims and the persistent stores.
