@@ -1,11 +1,9 @@
 package pgcluster_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,10 +35,7 @@ func TestAttach(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := e.Database("attached_run")
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatalf("connect to %s: %v", dsn, err)
-	}
+	conn := pgclustertest.Connect(t, dsn)
 	var db string
 	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil || db != name {
 		t.Fatalf("current_database() = %q, %v, want %s", db, err, name)
@@ -83,43 +78,12 @@ func attachMain(dsn string) int {
 	return 0
 }
 
-// startAttached starts the test binary as an attached runner on dsn and
-// returns it and the name of the database it made; the process is killed
-// when the test ends.
-func startAttached(t *testing.T, dsn string) (*exec.Cmd, string) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), attachEnv+"="+dsn)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	db, ok := strings.CutPrefix(strings.TrimSpace(line), "DB ")
-	if err != nil || !ok {
-		t.Fatalf("attached runner printed %q (%v), want DB <name>", line, err)
-	}
-	return cmd, db
-}
-
 // databases lists the server's databases named like a runner's, but for
 // the cluster's template.
 func databases(t *testing.T, c *pgcluster.Cluster) []string {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgclustertest.Connect(t, c.DSN("postgres"))
 	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE (datname LIKE 'idemlab\_%' OR datname LIKE 'run\_%') AND datname <> $1 ORDER BY datname`, pgcluster.TemplateDB)
 	if err != nil {
 		t.Fatal(err)
@@ -137,11 +101,7 @@ func databases(t *testing.T, c *pgcluster.Cluster) []string {
 func awaitLeaseFree(t *testing.T, c *pgcluster.Cluster, db string) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgclustertest.Connect(t, c.DSN("postgres"))
 	owner, err := strconv.ParseUint(strings.Split(db, "_")[1], 16, 32)
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +137,7 @@ func TestAttachSweepsDeadRunners(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd, db := startAttached(t, c.DSN("postgres"))
+	cmd, db := startChild(t, attachEnv+"="+c.DSN("postgres"), "DB") // an attached runner and its database
 	live, err := pgcluster.Attach(ctx, c.DSN("postgres"))
 	if err != nil {
 		t.Fatal(err)

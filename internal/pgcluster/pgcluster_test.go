@@ -15,8 +15,6 @@ import (
 
 	"idemlab/internal/pgcluster"
 	"idemlab/internal/pgcluster/pgclustertest"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // The test binary doubles as a runner that starts a cluster and is then
@@ -133,10 +131,7 @@ func TestStartCreateConnectStop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
+		conn := pgclustertest.Connect(t, dsn)
 		var db, fsync, syncCommit, listen string
 		err = conn.QueryRow(ctx, `SELECT current_database(), current_setting('fsync'), current_setting('synchronous_commit'), current_setting('listen_addresses')`).Scan(&db, &fsync, &syncCommit, &listen)
 		conn.Close(ctx)
@@ -197,14 +192,13 @@ func TestStartWithoutProgramsIsNotInstalled(t *testing.T) {
 	}
 }
 
-// Ensure a runner killed with SIGKILL leaves no postgres running: the
-// kernel's parent-death signal stops the server; the next pgcluster.Start removes the
-// folder the dead runner could not.
-func TestRunnerKilledLeavesNoPostgres(t *testing.T) {
-	requirePostgres(t)
-	parent := tempDir(t)
+// startChild starts the test binary as the child the environment entry
+// env (NAME=value) makes it, which prints one line "prefix <value>"; it
+// returns the child and the value, and kills the child when the test ends.
+func startChild(t *testing.T, env, prefix string) (*exec.Cmd, string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+parent)
+	cmd.Env = append(os.Environ(), env)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -213,14 +207,25 @@ func TestRunnerKilledLeavesNoPostgres(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	dir, ok := strings.CutPrefix(strings.TrimSpace(line), "DIR ")
-	if err != nil || !ok {
+	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
-		t.Fatalf("child printed %q (%v), want DIR <folder>", line, err)
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix+" ")
+	if err != nil || !ok {
+		t.Fatalf("child printed %q (%v), want %s <value>", line, err, prefix)
 	}
+	return cmd, v
+}
+
+// Ensure a runner killed with SIGKILL leaves no postgres running: the
+// kernel's parent-death signal stops the server; the next pgcluster.Start removes the
+// folder the dead runner could not.
+func TestRunnerKilledLeavesNoPostgres(t *testing.T) {
+	requirePostgres(t)
+	parent := tempDir(t)
+	cmd, dir := startChild(t, childEnv+"="+parent, "DIR")
 	if len(processesIn(t, dir)) == 0 {
 		t.Fatalf("no postgres found working in %s before the kill", dir)
 	}

@@ -1,6 +1,7 @@
 // Package pgclustertest gives tests a throwaway PostgreSQL: one cluster for
 // a test alone (ForTest), or one shared by a test binary's tests (Shared,
-// stopped by Main) with a database per test (Database).
+// stopped by Main) with a database per test (Database), and a connection
+// to look inside (Connect).
 //
 // It is a package of its own so that nothing but tests links package
 // testing: the runner links pgcluster, and the effect server links neither.
@@ -15,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"idemlab/internal/pgcluster"
 )
@@ -142,6 +145,18 @@ func DatabaseOn(t testing.TB, c *pgcluster.Cluster) string {
 		}
 	})
 	return dsn
+}
+
+// Connect opens a connection to dsn for t, closed when t ends (or before,
+// by the caller).
+func Connect(t testing.TB, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
 }
 
 // dbName folds a test name into a database name: lowercase letters, digits

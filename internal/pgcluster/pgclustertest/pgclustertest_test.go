@@ -9,8 +9,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"idemlab/internal/pgcluster"
 )
 
@@ -19,13 +17,8 @@ func TestMain(m *testing.M) { os.Exit(Main(m)) }
 // Ensure the shared cluster and per-test databases work together.
 func TestDatabase(t *testing.T) {
 	dsn := Database(t)
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
 	var n int
-	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`).Scan(&n); err != nil {
+	if err := Connect(t, dsn).QueryRow(context.Background(), `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"idemlab/internal/pgcluster/pgclustertest"
 	"idemlab/internal/store"
 	"idemlab/internal/store/internal/groupcommit"
 )
@@ -280,11 +280,7 @@ func TestReplicasHotKeysNoDeadlock(t *testing.T) {
 func serverDeadlocks(t *testing.T, dsn string) int64 {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgclustertest.Connect(t, dsn)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		var others int
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
@@ -316,11 +312,7 @@ func TestDeadlockVictimIsRetried(t *testing.T) {
 	exec(t, dsn, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET deadlock_timeout = %L', current_database(), '2s'); END $$`)
 	s := open(t, dsn, 10, 30*time.Second)
 	ctx := context.Background()
-	x, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close(ctx)
+	x := pgclustertest.Connect(t, dsn)
 	for _, q := range []string{`SET deadlock_timeout = '1min'`, `BEGIN`, `SELECT 1 FROM state WHERE id = 1 FOR UPDATE`} {
 		if _, err := x.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)

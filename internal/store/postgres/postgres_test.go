@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"idemlab/internal/pgcluster/pgclustertest"
 	"idemlab/internal/store"
 	"idemlab/internal/store/postgres/redact"
@@ -39,10 +37,7 @@ func open(t *testing.T, dsn string, capacity int, wait time.Duration) *Store {
 // exec runs one statement on dsn from a connection of its own.
 func exec(t *testing.T, dsn, sql string, args ...any) {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgclustertest.Connect(t, dsn)
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
@@ -330,11 +325,7 @@ func TestWaiterAfterOwner(t *testing.T) {
 // and returns the PIDs of the backends blocking it.
 func awaitLockWait(t *testing.T, dsn string) []int32 {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := pgclustertest.Connect(t, dsn)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var blockers []int32
