@@ -477,7 +477,7 @@ func TestAudit(t *testing.T) {
 				data[0] ^= 1
 				f.write(t, "evidence/REPORT.md", string(data))
 			},
-			want: []string{`REPORT.md: differs from the audit's own rendering: line 1: expected "# idemlab report", observed "\" idemlab report\n\n7 runs (7 cases × 1 stores): 7 match thei" from byte 0`},
+			want: []string{`REPORT.md: differs from the audit's own rendering: line 1: expected "# idemlab report", observed "\" idemlab report"`},
 		},
 		{
 			name:   "derived/REPORT.md missing",
@@ -502,7 +502,7 @@ func TestAudit(t *testing.T) {
 			},
 			want: []string{
 				"case unkeyed_lost_reply, store volatile: counter: expected 2, observed 3",
-				`verdicts.json: differs from the audit's own rendering: line 7: expected "      \"matches\": false,", observed "true,\n      \"mismatches\": []\n    },\n    {\n      \"case\": \"key" from byte 125`,
+				`verdicts.json: differs from the audit's own rendering: line 7: expected "      \"matches\": false,", observed "      \"matches\": true,"`,
 			},
 		},
 		{

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 )
 
 // This file is the audit's output: the files it derives from the
@@ -63,22 +64,32 @@ func (a *auditor) emit(name string, data []byte) {
 		return
 	}
 	defer f.Close()
-	if at, got, same := sameStream(data, io.LimitReader(f, int64(len(data))+1)); !same {
+	if at, _, same := sameStream(data, io.LimitReader(f, int64(len(data))+1)); !same {
 		a.fail(Failure{Check: CheckDerived, Field: name,
-			Message: fmt.Sprintf("%s: differs from the audit's own rendering: %s", name, describeDiff(data, at, got))})
+			Message: fmt.Sprintf("%s: differs from the audit's own rendering: %s", name, describeDiff(data, at, f))})
 	}
 }
 
-// describeDiff says where a file first differs from want: the line and
-// what each side holds there.
-func describeDiff(want []byte, at int64, got string) string {
-	line := bytes.Count(want[:min(int64(len(want)), at)], []byte("\n")) + 1
+// describeDiff names the line of the file f where it first differs from
+// want (at byte at), and that whole line on each side.
+func describeDiff(want []byte, at int64, f io.ReaderAt) string {
 	start := bytes.LastIndexByte(want[:min(int64(len(want)), at)], '\n') + 1
-	end := bytes.IndexByte(want[start:], '\n')
-	if end < 0 {
-		end = len(want) - start
+	got := make([]byte, 121) // enough to tell a line clip shortens
+	n, _ := f.ReadAt(got, int64(start))
+	return fmt.Sprintf("line %d: expected %s, observed %s", bytes.Count(want[:start], []byte("\n"))+1,
+		lineText(want[start:]), lineText(got[:n]))
+}
+
+// lineText quotes the first line of b, clipped; "the end of the file" when
+// b is empty.
+func lineText(b []byte) string {
+	if len(b) == 0 {
+		return "the end of the file"
 	}
-	return fmt.Sprintf("line %d: expected %q, observed %q from byte %d", line, clip(want[start:start+end]), clip([]byte(got)), at)
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		b = b[:i]
+	}
+	return strconv.Quote(clip(b))
 }
 
 // writeAtomic writes a temp file beside path, fsyncs it and renames it

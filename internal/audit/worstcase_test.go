@@ -307,9 +307,9 @@ func worstCases() []worstCase {
 		{"svg-big", map[string]func(io.Writer) error{JitterSVGFile: plainBytes(CapSVG, "<g></g>\n")},
 			`jitter.svg: differs from the audit's own rendering: line 1: expected "<svg`},
 		{"statement-big", map[string]func(io.Writer) error{StatementFile: plainBytes(CapStatement, "{}\n")},
-			`statement.intoto.json: differs from the audit's own rendering: line 1: expected "{", observed "}\n{}`},
+			`statement.intoto.json: differs from the audit's own rendering: line 1: expected "{", observed "{}"`},
 		{"verdicts-big", map[string]func(io.Writer) error{VerdictsFile: plainBytes(CapVerdicts, "{}\n")},
-			`verdicts.json: differs from the audit's own rendering: line 1: expected "{", observed "}\n{}`},
+			`verdicts.json: differs from the audit's own rendering: line 1: expected "{", observed "{}"`},
 	}
 	// The issue's probe: documents filling their byte caps with nested
 	// objects or with numbers where objects belong, far over their caps:
