@@ -16,6 +16,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"os"
 )
 
 // A Fingerprint identifies a request's content: the SHA-256 of its exact body.
@@ -126,4 +128,18 @@ type Store interface {
 // without a word.
 type Repairer interface {
 	Repairs() []string
+}
+
+// Sync makes the file or folder at path durable (fsync): a file written, or
+// a state folder whose entries a store changed.
+func Sync(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	return f.Close()
 }

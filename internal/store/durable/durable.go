@@ -316,26 +316,13 @@ func create(dir, path string) error {
 	if _, err := os.Lstat(tmp + "-wal"); !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s-wal: still there after close (%v)", tmp, err)
 	}
-	if err := syncFile(tmp); err != nil {
+	if err := store.Sync(tmp); err != nil {
 		return err
 	}
 	if err := os.Link(tmp, path); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	return syncFile(dir)
-}
-
-// syncFile makes the file or folder at path durable.
-func syncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	return f.Close()
+	return store.Sync(dir)
 }
 
 // check checks the database's integrity, its layout, that it is in WAL

@@ -195,7 +195,7 @@ func (c *Counter) appendJournal(line string) error {
 	if !c.jcreated {
 		// The journal's folder entry must be durable before the counter
 		// says an effect happened.
-		if err := syncDir(c.dir); err != nil {
+		if err := store.Sync(c.dir); err != nil {
 			return err
 		}
 		c.jcreated = true

@@ -259,23 +259,10 @@ func (c *Counter) write(v int64) (renamed bool, err error) {
 	if err := os.Rename(tmp.Name(), c.path); err != nil {
 		return false, fmt.Errorf("rename counter %s: %w", c.path, err)
 	}
-	if err := syncDir(c.dir); err != nil {
+	if err := store.Sync(c.dir); err != nil {
 		return true, err
 	}
 	return true, nil
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync state folder %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync state folder %s: %w", dir, err)
-	}
-	return nil
 }
 
 // Recorded returns nothing: the volatile store keeps no keys (its server's
