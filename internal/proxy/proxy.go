@@ -145,9 +145,8 @@ type Exchange struct {
 
 // A Proxy is a running fault proxy.
 type Proxy struct {
-	cfg   Config
-	ln    net.Listener
-	slots chan struct{}
+	cfg Config
+	ln  net.Listener // capped at MaxConns connections open at once
 
 	ctx    context.Context // cancelled by Close: ends every exchange
 	cancel context.CancelFunc
@@ -181,7 +180,7 @@ func Start(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: listen: %w", err)
 	}
-	p := &Proxy{cfg: cfg, ln: ln, slots: make(chan struct{}, MaxConns), upstream: cfg.Upstream}
+	p := &Proxy{cfg: cfg, ln: protocol.NewLimitListener(ln, MaxConns), upstream: cfg.Upstream}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.wg.Add(1)
 	go p.accept()
@@ -233,14 +232,8 @@ func (p *Proxy) Close() error {
 func (p *Proxy) accept() {
 	defer p.wg.Done()
 	for {
-		select {
-		case p.slots <- struct{}{}:
-		case <-p.ctx.Done():
-			return
-		}
 		conn, err := p.ln.Accept()
 		if err != nil {
-			<-p.slots
 			if p.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
 			}
@@ -255,7 +248,6 @@ func (p *Proxy) accept() {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			defer func() { <-p.slots }()
 			p.serve(conn)
 		}()
 	}
