@@ -1,6 +1,7 @@
 // Package casefile loads the case files of cases/ for the runner: it checks
-// each against schema/case.schema.json and its file name, and turns its steps
-// and per-store expectations into Go values.
+// each against schema/case.schema.json, its file name and the rules a
+// schema cannot state, and turns its steps into Go values, with what the
+// lab needs of its expectations (the audit judges runs against them).
 //
 // A case file is named NN-name.json; the two digits order the suite, so adding
 // a case is adding a file. No case name appears in Go code.
@@ -145,63 +146,28 @@ const (
 	StopAwaitExit Stop = "await_exit" // the server is exiting on its own (a crash fault): wait
 )
 
-// Expectation is what one store must show at the end of a case.
+// Expectation is what the lab reads of what a store must show: each
+// expected call's status and whether the ledger's counter is given. The
+// audit judges a run against the whole expectation.
 type Expectation struct {
-	Counter   int64          `json:"counter"`
-	ExitCodes []int          `json:"exit_codes"`
-	Calls     []ExpectedCall `json:"calls"`
-	// LedgerCounter is the ledger's counter, required exactly when the
-	// case has a ledger.
-	LedgerCounter *int64 `json:"ledger_counter,omitempty"`
+	Calls []struct {
+		Status int `json:"status"` // 0: not checked
+		Repeat int `json:"repeat"`
+	} `json:"calls"`
+	LedgerCounter *int64 `json:"ledger_counter"`
 }
 
-// ExpectedCall is what one call must observe. Nil fields are not checked.
-type ExpectedCall struct {
-	Outcome  protocol.Outcome
-	Status   *int
-	Body     *string
-	Replayed *Replayed
-	Repeat   int
+// UnmarshalJSON reads the lab's part of an expectation and ignores the
+// rest (the schema checked it).
+func (x *Expectation) UnmarshalJSON(b []byte) error {
+	type lenient Expectation
+	return json.Unmarshal(b, (*lenient)(x))
 }
 
-// Replayed is an expected Idempotency-Replayed header: Absent, or its value.
-type Replayed struct {
-	Absent bool // the header must be missing (JSON null)
-	Value  bool
-}
-
-// UnmarshalJSON keeps apart "replayed": null (header absent) and no
-// "replayed" field at all (not checked).
-func (e *ExpectedCall) UnmarshalJSON(b []byte) error {
-	var raw struct {
-		Outcome  protocol.Outcome `json:"outcome"`
-		Status   *int             `json:"status"`
-		Body     *string          `json:"body"`
-		Replayed json.RawMessage  `json:"replayed"`
-		Repeat   int              `json:"repeat"`
-	}
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&raw); err != nil {
-		return err
-	}
-	*e = ExpectedCall{Outcome: raw.Outcome, Status: raw.Status, Body: raw.Body, Repeat: raw.Repeat}
-	switch string(raw.Replayed) {
-	case "":
-	case "null":
-		e.Replayed = &Replayed{Absent: true}
-	case "true", "false":
-		e.Replayed = &Replayed{Value: string(raw.Replayed) == "true"}
-	default:
-		return fmt.Errorf("replayed: want true, false or null, got %s", raw.Replayed)
-	}
-	return nil
-}
-
-// Repeat templates: in a repeated call's key and body, and in a repeated
-// expected call's body, "{i}" becomes the repetition's index counted from 0
-// and "{n}" its number counted from 1 (so the third of key "k-{i}", body
-// "{n}" is key "k-2" expecting "3"). Both work in every templated field.
+// Repeat templates: in a repeated call's key and body (and, for the audit,
+// a repeated expected call's body), "{i}" becomes the repetition's index
+// counted from 0 and "{n}" its number counted from 1 (so the third of key
+// "k-{i}", body "{n}" is key "k-2" expecting "3").
 const (
 	IndexTemplate  = "{i}" // 0, 1, ..., repeat-1
 	NumberTemplate = "{n}" // 1, 2, ..., repeat
@@ -212,19 +178,13 @@ func expand(s string, i int) string {
 	return strings.NewReplacer(IndexTemplate, strconv.Itoa(i), NumberTemplate, strconv.Itoa(i+1)).Replace(s)
 }
 
-// Expand returns the expected calls one per call, with repeats unrolled and
-// the repeat templates of a body filled in.
-func (x Expectation) Expand() []ExpectedCall {
-	var out []ExpectedCall
+// Statuses lists the expected status of every call the steps make, in
+// order, repeats unrolled; 0 where none is expected.
+func (x Expectation) Statuses() []int {
+	var out []int
 	for _, c := range x.Calls {
-		for i := range max(c.Repeat, 1) {
-			one := c
-			one.Repeat = 0
-			if c.Body != nil && c.Repeat > 0 {
-				b := expand(*c.Body, i)
-				one.Body = &b
-			}
-			out = append(out, one)
+		for range max(c.Repeat, 1) {
+			out = append(out, c.Status)
 		}
 	}
 	return out
@@ -591,7 +551,7 @@ func (c Case) checkCounts() error {
 	}
 	slices.Sort(stores)
 	for _, s := range stores {
-		if got := len(c.Expect[s].Expand()); got != want {
+		if got := len(c.Expect[s].Statuses()); got != want {
 			return fmt.Errorf("expect.%s.calls: %d expected calls, but the steps make %d calls", s, got, want)
 		}
 	}

@@ -26,18 +26,15 @@ func NotRun(c casefile.Case, t *target.Target) string {
 	case c.Replicas > 1 && !t.Claims.SharedStore:
 		return fmt.Sprintf("the case runs %d replicas; the target claims no shared store", c.Replicas)
 	}
-	sound := c.Expect[c.Target.Sound].Expand()
+	sound := c.Expect[c.Target.Sound].Statuses()
 	plan := c.Plan()
 	capacity := c.Server.Capacity
 	if capacity == 0 {
 		capacity = protocol.DefaultCapacity
 	}
 	needsCapacity := c.Server.Capacity > 0
-	for i, e := range sound {
-		if e.Status == nil {
-			continue
-		}
-		switch *e.Status {
+	for i, status := range sound {
+		switch status {
 		case 429:
 			needsCapacity = true
 		case 413:
