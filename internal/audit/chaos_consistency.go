@@ -12,47 +12,18 @@ import (
 )
 
 // The chaos history's consistency checks: what a history must say beside
-// the checker's rules (chaos.go), because the lab's design says it. A
-// history invented to be consistent with all of them still passes (the
-// journal and the attempts are both the forger's): these checks close the
-// cheap forgeries, and audit -reproduce re-observes the rest.
-//
-// Per attempt, as it is read: its key and body are its intent's
-// ("chaos-N", the SHA-256 of "chaos seed S intent N"); an intent's attempts
-// are numbered 0, 1, ... in order, one at a time (each begins after the one
-// before ended), the chaos phase's before the quiet phase's; each chaos
-// attempt goes to the replica with the fault the seeded schedule names
-// (internal/audit/chaosplan) and begins no sooner than its backoff after the
-// attempt before it; a quiet attempt goes to replica (N + attempt) mod
-// replicas with no fault, 20 ms after the quiet attempt before it.
-//
-// Each chaos attempt begins inside the chaos phase (between the header's
-// chaos_start_us and quiet_start_us), each quiet attempt after the quiet
-// phase began.
-//
-// Over the whole history: intents are numbered 0..N-1 (unless a cap
-// stopped the clients); no intent makes more attempts than max_attempts
-// and quiet_attempts allow; the durable and postgres stores have exactly
-// one place, holding every replica, the volatile store one place per
-// replica, a target one place (its sink's journal) holding every replica;
-// on the lab's stores, an intent has no more effects at a place than it
-// made attempts there that may have applied it (no reply, or a 200 not
-// marked replayed), and a reply marked replayed follows an earlier attempt
-// of its intent at the same place that got no reply (the one whose result
-// it replays), its value below that of every reply not replayed at that
-// place that began after it ended (its effect came first) — on a target
-// these are the target's own behaviour, which the checker judges, not the
-// history's consistency; every replica starts, and each start, kill,
-// fault's kill, exit and stop comes in its order (a kill or a fault's
-// kill is followed by the replica's exit, every exit by a restart, the run
-// ends with each replica's stop), and a process ends by SIGKILL (137) only
-// after a kill or a fault's kill of it; every planned kill of the
-// nemesis's seeded plan is named, in order, by one kill or kill_skipped
-// event of its replica: a kill no sooner than planned, a skip with one of
-// the lab's reasons (the replica down, the last one up, its process ended
-// first: no sooner than planned either; or the chaos phase ending); and a
-// killed replica comes back no sooner than its planned down time while the
-// chaos phase lasts.
+// the checker's rules (chaoshistory.go), because the lab's design says it
+// (internal/chaos). A history invented to be consistent with all of them
+// still passes (the journal and the attempts are both the forger's): these
+// checks close the cheap forgeries, and audit -reproduce re-observes the
+// rest. Per attempt, as it is read: it is its intent's (key and body), in
+// order, and where and when the plan (chaosplan) sends it. Over the whole
+// history: the intents' numbering and attempt counts, the places of the
+// store or the target, each intent's effects against its attempts and
+// each replayed reply (on the lab's stores only: on a target they are the
+// target's own behaviour, which the checker judges), each replica's
+// events in order, and the nemesis's plan against its kill and
+// kill_skipped events.
 
 // maxPlaced is how many replicas (and places) the per-intent checks
 // follow: the lab runs at most 4 replicas (chaos.MaxReplicas; the
@@ -115,9 +86,14 @@ func (h *chaosHistory) firstAttempt(no int, n int64, key []byte, sum [32]byte) {
 }
 
 // attemptInOrder checks one attempt (line no) of intent n against the
-// intent's attempts before it and the schedule, and adds it to the
-// intent's state. For a reply marked replayed it returns the replicas
-// (bits) of the intent's earlier attempts that may have applied it.
+// intent's attempts before it and the plan, and adds it to the intent's
+// state: an intent's attempts are numbered 0, 1, ... in order, one at a
+// time, the chaos phase's (inside it) before the quiet phase's (after it
+// began); a chaos attempt goes to the replica with the fault the plan
+// names, no sooner than its backoff after the attempt before; a quiet one
+// to replica (N + attempt) mod replicas with no fault, 20 ms after the one
+// before. For a reply marked replayed it returns the replicas (bits) of
+// the intent's earlier attempts that may have applied it.
 func (h *chaosHistory) attemptInOrder(no int, n int64, in *chaosIntent, a chaosLine) uint8 {
 	switch {
 	case a.attempt != int64(in.next):
@@ -197,6 +173,9 @@ func (h *chaosHistory) checkConsistency(p chaosRunParams) {
 	h.checkEventsAndKills(p)
 }
 
+// checkIntentsAndAttempts checks that intents are numbered 0..N-1 (unless
+// a cap stopped the clients), none making more attempts than max_attempts
+// and quiet_attempts allow.
 func (h *chaosHistory) checkIntentsAndAttempts(p chaosRunParams) {
 	n := int64(h.intents.n)
 	var lo, hi int64 = maxInt, -1
@@ -262,8 +241,12 @@ func placesText(ps []chaosPlace) string {
 	return fmt.Sprint(out)
 }
 
-// checkEffectsAndReplays checks each intent's effects per place against
-// its attempts there, and each reply marked replayed.
+// checkEffectsAndReplays checks that an intent has no more effects at a
+// place than it made attempts there that may have applied it (no reply,
+// or a 200 not marked replayed), and that a reply marked replayed follows
+// an earlier attempt of its intent at the same place that got no reply
+// (the one whose result it replays), its value below that of every reply
+// not replayed at that place that began after it ended.
 func (h *chaosHistory) checkEffectsAndReplays(placeOf map[int64]int64) {
 	for i := range h.intents.n {
 		in := h.intents.at(i)
@@ -381,8 +364,11 @@ type eventCheck struct {
 // exit (-1 until seen).
 type lastKill struct{ downUS, exitAt int64 }
 
-// lifecycle checks event e against its replica's state and moves it on;
-// false when e did not fit the state.
+// lifecycle checks event e against its replica's state and moves it on
+// (a kill or a fault's kill is followed by the replica's exit, every exit
+// by a restart, no sooner than a kill's planned down time while the chaos
+// phase lasts; a process ends by SIGKILL only after a kill or a fault's
+// kill of it); false when e did not fit the state.
 func (ec *eventCheck) lifecycle(e chaosEvent) bool {
 	r := e.replica
 	bad := func(format string, args ...any) bool {
@@ -430,7 +416,9 @@ func (ec *eventCheck) lifecycle(e chaosEvent) bool {
 }
 
 // planned checks a kill or kill_skipped event against the planned kill it
-// must name, the next of the plan.
+// must name, the next of the plan: its replica, a kill no sooner than
+// planned, a skip for one of the lab's reasons (no sooner than planned
+// either, unless the chaos phase ended first).
 func (ec *eventCheck) planned(e chaosEvent) {
 	h, r := ec.h, e.replica
 	if e.planned != int64(ec.next) || ec.next >= len(ec.plan) {

@@ -7,20 +7,12 @@ import (
 )
 
 // This file is the audit's own drawing of a chaos history's timeline
-// (chaos-NAME.svg), compared byte for byte with the lab's: the run's
-// header, a legend, a lane per replica (each process's life from its start
-// to its exit or stop, a bar at each kill and each fault's kill, a dashed
-// tick at each planned kill skipped, a mark at each failed start), a lane
-// per client (each attempt a bar from its start to its end less a pixel,
-// green for a 200, grey for a failure, orange for an unknown outcome, a
-// purple cap where a fault was sent, outlined red for an intent with a
-// violation or magenta for one with a finding its claims do not promise),
-// the sink's lane where the journal times its effects, the two phases,
-// the first findings numbered above the lanes, the time axis, and the
-// findings listed. Integer arithmetic only. It is written from the lab's
-// description (internal/chaos, svg.go), not from its code, and drawn while
-// the history is streamed a second time: the lanes' contents in file
-// order, into one buffer per section, joined at the end.
+// (chaos-NAME.svg, docs/chaos.md): the run's header, a legend, a lane per
+// replica and per client, the sink's lane where the journal times its
+// effects, the two phases, the first findings numbered above the lanes,
+// the time axis, and the findings listed. Integer arithmetic only. It is
+// drawn while the history is streamed a second time: the lanes' contents
+// in file order, into one buffer per section, joined at the end.
 
 // The timeline's geometry and colours (px).
 const (

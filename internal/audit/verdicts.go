@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 )
 
 // VerdictsFile is the audit's verdicts, for machines: every run on a
@@ -184,16 +183,4 @@ func orEmpty[T any](s []T) []T {
 		return []T{}
 	}
 	return s
-}
-
-// JudgeChaosHistory judges one chaos history, as chaos-NAME.jsonl holds
-// it, the way the audit does (crashExitCode is the lab server's crash
-// exit code: manifest.json's protocol.crash_exit_code). The lab's tests
-// use it to see their runs judged; the lab itself never does.
-func JudgeChaosHistory(r io.Reader, crashExitCode int64) (ChaosVerdict, error) {
-	h, err := readChaosHistory(r)
-	if err != nil {
-		return ChaosVerdict{}, err
-	}
-	return chaosVerdictOf(chaosSubject{store: h.store, target: h.target}, h, h.check(crashExitCode)), nil
 }

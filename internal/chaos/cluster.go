@@ -3,17 +3,10 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	"idemlab/internal/audit/chaosplan"
-	"idemlab/internal/casefile"
-	"idemlab/internal/caserun"
-	"idemlab/internal/client"
-	"idemlab/internal/protocol"
-	"idemlab/internal/serverproc"
-	"idemlab/internal/store"
 )
 
 // A cluster owns the replicas' processes through a backend (the lab's own
@@ -47,28 +40,6 @@ const (
 	causeNemesis = "nemesis"
 	causeFault   = "fault"
 )
-
-// A backend runs one kind of replica. start starts replica r, which is
-// down, and returns its process's id and address and the URL clients call
-// (old is the URL it had, "" before its first start; fresh asks for any
-// port). exited reports whether its process exited; kill sends SIGKILL and
-// returns once it exited; collect returns the exit code of a process that
-// exited; stop sends SIGTERM and waits (then SIGKILL); closeAll is the last
-// resort on every path out of a run.
-type backend interface {
-	start(ctx context.Context, r int, old string, fresh bool) (pid int, addr, url string, err error)
-	exited(r int) bool
-	kill(r int)
-	collect(r int) int
-	stop(r int) (int, error)
-	// cleanStop reports whether code is how a process ends on the final
-	// SIGTERM when all is well.
-	cleanStop(code int) bool
-	// crashCode reports whether code is an exit a crash fault caused by
-	// itself (the lab's server exits 23; a target is killed, not exited).
-	crashCode(code int) bool
-	closeAll()
-}
 
 func newCluster(be backend, began time.Time, replicas int) *cluster {
 	return &cluster{be: be, began: began, up: make([]bool, replicas), urls: make([]string, replicas), cause: make([]string, replicas),
@@ -264,155 +235,3 @@ func (c *cluster) stopAll() {
 	}
 	wg.Wait()
 }
-
-// short cuts an error text to a bounded length for the history.
-func short(s string) string {
-	const n = 160
-	if t := safeText(s, n); t != s {
-		return t + "…"
-	}
-	return s
-}
-
-// storeBackend runs effectserver replicas on one store.
-type storeBackend struct {
-	cfg    Config
-	places []store.Place // per replica
-
-	mu      sync.Mutex
-	servers []*serverproc.Server // per replica; nil while down
-}
-
-func newStoreBackend(cfg Config, places []store.Place) *storeBackend {
-	return &storeBackend{cfg: cfg, places: places, servers: make([]*serverproc.Server, len(places))}
-}
-
-func (b *storeBackend) server(r int) *serverproc.Server {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.servers[r]
-}
-
-// args are the server flags of replica r listening on addr.
-func (b *storeBackend) args(r int, addr string) []string {
-	p := b.places[r]
-	args := []string{"-addr", addr, "-store", string(b.cfg.Store)}
-	if b.cfg.Store.InDatabase() {
-		args = append(args, "-dsn", p.DSN)
-	} else {
-		args = append(args, "-state", p.Dir)
-	}
-	return append(args,
-		"-capacity", strconv.Itoa(b.cfg.MaxIntents),
-		"-wait", b.cfg.ServerWait.String(),
-		"-faults")
-}
-
-func (b *storeBackend) start(ctx context.Context, r int, old string, fresh bool) (int, string, string, error) {
-	addr := protocol.DefaultAddr
-	if !fresh {
-		addr = addrOf(old)
-	}
-	s, err := serverproc.Start(ctx, b.cfg.ServerPath, b.args(r, addr), b.cfg.ReadyWithin)
-	if err != nil {
-		return 0, addr, "", err
-	}
-	b.mu.Lock()
-	b.servers[r] = s
-	b.mu.Unlock()
-	return s.PID, s.Addr, client.EffectURL(s.Addr), nil
-}
-
-// addrOf is the host:port of an effect URL.
-func addrOf(url string) string {
-	const pre = "http://"
-	rest := url[len(pre):]
-	return rest[:len(rest)-len(protocol.EffectPath)]
-}
-
-func (b *storeBackend) exited(r int) bool {
-	s := b.server(r)
-	return s != nil && s.Exited()
-}
-
-func (b *storeBackend) kill(r int) {
-	if s := b.server(r); s != nil {
-		s.Kill()
-	}
-}
-
-func (b *storeBackend) collect(r int) int {
-	b.mu.Lock()
-	s := b.servers[r]
-	b.servers[r] = nil
-	b.mu.Unlock()
-	if s == nil {
-		return 0
-	}
-	code, _ := s.AwaitExit(b.cfg.StopWithin)
-	return code
-}
-
-func (b *storeBackend) stop(r int) (int, error) {
-	b.mu.Lock()
-	s := b.servers[r]
-	b.servers[r] = nil
-	b.mu.Unlock()
-	if s == nil {
-		return 0, nil
-	}
-	return s.Stop(b.cfg.StopWithin)
-}
-
-func (b *storeBackend) cleanStop(code int) bool { return code == 0 }
-func (b *storeBackend) crashCode(code int) bool { return code == protocol.CrashExitCode }
-
-func (b *storeBackend) closeAll() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for r, s := range b.servers {
-		if s != nil {
-			s.Kill()
-			b.servers[r] = nil
-		}
-	}
-}
-
-// targetBackend runs a target's replicas through caserun.TargetReplicas,
-// each behind its proxy (the URL clients call), calling the sink.
-type targetBackend struct {
-	tr *caserun.TargetReplicas
-}
-
-func (b *targetBackend) start(ctx context.Context, r int, _ string, _ bool) (int, string, string, error) {
-	if err := b.tr.Start(ctx, r); err != nil {
-		return 0, "", "", err
-	}
-	pid, addr := b.tr.Process(r)
-	return pid, addr, b.tr.ProxyURL(r), nil
-}
-
-func (b *targetBackend) exited(r int) bool { return b.tr.Exited(r) }
-func (b *targetBackend) kill(r int)        { b.tr.Kill(r) }
-
-func (b *targetBackend) collect(r int) int {
-	code, _, _, _ := b.tr.Stop(r, casefile.StopAwaitExit)
-	return code
-}
-
-func (b *targetBackend) stop(r int) (int, error) {
-	code, _, _, err := b.tr.Stop(r, casefile.StopSIGTERM)
-	return code, err
-}
-
-// cleanStop: a target ends on SIGTERM by exiting 0 or by the signal
-// itself (143), as most runtimes do by default.
-func (b *targetBackend) cleanStop(code int) bool { return code == 0 || code == TermExitCode }
-
-// crashCode: a fault kills a target (recorded as fault_kill); no exit
-// code of its own says "crashed".
-func (b *targetBackend) crashCode(int) bool { return false }
-func (b *targetBackend) closeAll()          { b.tr.Close() }
-
-// TermExitCode is the exit status of a process SIGTERM ended (128+15).
-const TermExitCode = 143

@@ -7,7 +7,6 @@ import (
 	"net/http"
 
 	"idemlab/internal/protocol"
-	"idemlab/internal/store"
 )
 
 // HistoryVersion is the version of the history's line format.
@@ -18,22 +17,16 @@ type OpType string
 
 // The attempt results.
 const (
-	// OK: a 200 reply, the intent's effect acknowledged.
-	OK OpType = "ok"
-	// Fail: known not to have taken effect by this attempt: refused
-	// (nothing listened) or a reply below 500 other than 200 (409 in
-	// flight, 422, 429: the service refused the request).
-	Fail OpType = "fail"
-	// Info: outcome unknown, never counted as failed: the connection
-	// closed without a reply (a dropped reply, a crash, a kill), the
-	// client gave up waiting, or a reply of 500 or above (a server error,
-	// which may follow an applied effect: fail-after-effect). The effect
-	// may or may not have happened.
+	OK   OpType = "ok"   // a 200 reply, the intent's effect acknowledged
+	Fail OpType = "fail" // refused (nothing listened), or a reply below 500 other than 200: this attempt took no effect
+	// Info: outcome unknown, never counted as failed: no reply (a dropped
+	// reply, a crash, a kill, a timeout), or a reply of 500 or above (a
+	// server error may follow an applied effect: fail-after-effect).
 	Info OpType = "info"
 )
 
-// ReplyType is the OpType of a reply with status code.
-func ReplyType(status int) OpType {
+// replyType is the OpType of a reply with status code.
+func replyType(status int) OpType {
 	switch {
 	case status == http.StatusOK:
 		return OK
@@ -54,7 +47,7 @@ const (
 
 // An Attempt is one HTTP request of one intent, as the client saw it.
 type Attempt struct {
-	Kind       string           `json:"kind"` // always "attempt"
+	Kind       string           `json:"kind"` // "attempt" in the history
 	Intent     int              `json:"intent"`
 	Key        string           `json:"key"`
 	BodySHA256 string           `json:"body_sha256"` // lowercase hex, as the journal names effects
@@ -87,9 +80,6 @@ const (
 	EventStop        ServerKind = "stop"         // SIGTERM at the end of the run; exit_code says how it ended
 )
 
-// ServerKinds lists every server event kind.
-var ServerKinds = []ServerKind{EventStart, EventStartFailed, EventKill, EventKillSkipped, EventFaultKill, EventExit, EventStop}
-
 // A ServerEvent is one thing that happened to a replica's process.
 type ServerEvent struct {
 	Kind     ServerKind `json:"kind"`
@@ -108,18 +98,18 @@ type ServerEvent struct {
 // (null: none), the replica that applied it and when (µs on the run's
 // clock).
 type Effect struct {
-	Value      int64
-	BodySHA256 string
-	Key        *string
-	Replica    *int
-	AtUS       *int64
+	Value      int64   `json:"value"`
+	BodySHA256 string  `json:"body_sha256"`
+	Key        *string `json:"key"`
+	Replica    *int    `json:"replica"`
+	AtUS       *int64  `json:"at_us"`
 }
 
 // A Place is one place of state after every process exited: the journal
 // of applied effects, the ground truth. On a store it is what
-// open.ReadState gave (every replica of a shared store at one place; one
-// each for the volatile store); on a target it is the sink's journal, one
-// place for every replica.
+// serverproc.ReadState gave (every replica of a shared store at one place;
+// one each for the volatile store); on a target it is the sink's journal,
+// one place for every replica.
 type Place struct {
 	Place    int
 	Replicas []int
@@ -148,23 +138,28 @@ func StoreClaims(s protocol.Store) Claims {
 // the clients saw, what happened to the processes, and the journal at
 // every place.
 type History struct {
-	Store    protocol.Store // the store; "" on a target
-	Target   string         // the target's name; "" on a store
-	Claims   Claims
-	Seed     uint64
-	Replicas int
-	Clients  int
-	// The schedule's parameters: with Seed and Replicas they give every
-	// attempt's replica and fault and the kill plan again.
-	DurationMS  int64    // the chaos phase's planned length
-	KillEveryMS int64    // the nemesis's mean interval; negative: no kills
-	Faults      []string // the fault kinds the schedule could place, in chaosplan.FaultKinds order
-	// When the phases began, on the run's clock (µs).
-	ChaosStartUS int64
-	QuietStartUS int64
-	Attempts     []Attempt     // in start order
-	Servers      []ServerEvent // in time order
-	Places       []Place
+	Header
+	Attempts []Attempt     // in start order
+	Servers  []ServerEvent // in time order
+	Places   []Place
+}
+
+// A Header is what a history's "run" line says of the run: the store or
+// the target, its claims, the seed and the schedule's parameters (with
+// Seed and Replicas they give every attempt's replica and fault and the
+// kill plan again), and when the phases began on the run's clock (µs).
+type Header struct {
+	Store        protocol.Store `json:"store"`  // "" on a target
+	Target       string         `json:"target"` // "" on a store
+	Claims       Claims         `json:"claims"`
+	Seed         uint64         `json:"seed"`
+	Replicas     int            `json:"replicas"`
+	Clients      int            `json:"clients"`
+	DurationMS   int64          `json:"duration_ms"`   // the chaos phase's planned length
+	KillEveryMS  int64          `json:"kill_every_ms"` // the nemesis's mean interval; negative: no kills
+	Faults       []string       `json:"faults"`        // the fault kinds the schedule could place, in chaosplan.FaultKinds order
+	ChaosStartUS int64          `json:"chaos_start_us"`
+	QuietStartUS int64          `json:"quiet_start_us"`
 }
 
 // Name is the store's or the target's name.
@@ -175,113 +170,67 @@ func (h History) Name() string {
 	return string(h.Store)
 }
 
-// history line shapes, beyond Attempt and ServerEvent.
-type (
-	headerLine struct {
-		Kind         string         `json:"kind"` // "run"
-		Version      int            `json:"history_version"`
-		Store        protocol.Store `json:"store"`
-		Target       string         `json:"target"`
-		Claims       Claims         `json:"claims"`
-		Seed         uint64         `json:"seed"`
-		Replicas     int            `json:"replicas"`
-		Clients      int            `json:"clients"`
-		DurationMS   int64          `json:"duration_ms"`
-		KillEveryMS  int64          `json:"kill_every_ms"`
-		Faults       []string       `json:"faults"`
-		ChaosStartUS int64          `json:"chaos_start_us"`
-		QuietStartUS int64          `json:"quiet_start_us"`
-		Attempts     int            `json:"attempts"`
-		Servers      int            `json:"server_events"`
-		Places       int            `json:"places"`
-	}
-	placeLine struct {
-		Kind     string `json:"kind"` // "place"
-		Place    int    `json:"place"`
-		Replicas []int  `json:"replicas"`
-		Counter  int64  `json:"counter"`
-		Effects  int    `json:"effects"`
-	}
-	effectLine struct {
-		Kind       string  `json:"kind"` // "effect"
-		Place      int     `json:"place"`
-		Value      int64   `json:"value"`
-		BodySHA256 string  `json:"body_sha256"`
-		Key        *string `json:"key"`
-		Replica    *int    `json:"replica"`
-		AtUS       *int64  `json:"at_us"`
-	}
-)
-
 // Write writes h as JSON Lines, one object per line, each with a "kind":
-// first a "run" header (the store or the target, its claims, the seed and
-// the schedule's parameters, and how many lines of each kind follow), then
-// the attempts and the server events merged in time order (an attempt at
-// its start_us before an event at the same time), then for each place a
+// first a "run" header (with how many lines of each kind follow), then the
+// attempts and the server events merged in time order (an attempt at its
+// start_us before an event at the same time), then for each place a
 // "place" line followed by its "effect" lines in journal order. Field
 // order is fixed.
 func (h History) Write(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
-	put := func(v any) error { return enc.Encode(v) }
-	faults := h.Faults
-	if faults == nil {
-		faults = []string{}
+	hdr := h.Header
+	if hdr.Faults == nil {
+		hdr.Faults = []string{}
 	}
-	if err := put(headerLine{"run", HistoryVersion, h.Store, h.Target, h.Claims, h.Seed, h.Replicas, h.Clients, h.DurationMS, h.KillEveryMS,
-		faults, h.ChaosStartUS, h.QuietStartUS, len(h.Attempts), len(h.Servers), len(h.Places)}); err != nil {
-		return err
-	}
-	i, j := 0, 0
-	for i < len(h.Attempts) || j < len(h.Servers) {
+	err := enc.Encode(struct {
+		Kind    string `json:"kind"`
+		Version int    `json:"history_version"`
+		Header
+		Attempts int `json:"attempts"`
+		Servers  int `json:"server_events"`
+		Places   int `json:"places"`
+	}{"run", HistoryVersion, hdr, len(h.Attempts), len(h.Servers), len(h.Places)})
+	for i, j := 0, 0; err == nil && (i < len(h.Attempts) || j < len(h.Servers)); {
 		if j >= len(h.Servers) || i < len(h.Attempts) && h.Attempts[i].StartUS <= h.Servers[j].AtUS {
 			a := h.Attempts[i]
 			a.Kind = "attempt"
-			if err := put(a); err != nil {
-				return err
-			}
+			err = enc.Encode(a)
 			i++
-			continue
+		} else {
+			err = enc.Encode(h.Servers[j])
+			j++
 		}
-		if err := put(h.Servers[j]); err != nil {
-			return err
-		}
-		j++
 	}
 	for _, p := range h.Places {
+		if err != nil {
+			return err
+		}
 		replicas := p.Replicas
 		if replicas == nil {
 			replicas = []int{}
 		}
-		if err := put(placeLine{"place", p.Place, replicas, p.Counter, len(p.Effects)}); err != nil {
-			return err
-		}
+		err = enc.Encode(struct {
+			Kind     string `json:"kind"`
+			Place    int    `json:"place"`
+			Replicas []int  `json:"replicas"`
+			Counter  int64  `json:"counter"`
+			Effects  int    `json:"effects"`
+		}{"place", p.Place, replicas, p.Counter, len(p.Effects)})
 		for _, e := range p.Effects {
-			if err := put(effectLine{"effect", p.Place, e.Value, e.BodySHA256, e.Key, e.Replica, e.AtUS}); err != nil {
+			if err != nil {
 				return err
 			}
+			err = enc.Encode(struct {
+				Kind  string `json:"kind"`
+				Place int    `json:"place"`
+				Effect
+			}{"effect", p.Place, e})
 		}
 	}
+	if err != nil {
+		return err
+	}
 	return bw.Flush()
-}
-
-// storeEffects are a store's journal as history effects: no key, replica
-// or time recorded.
-func storeEffects(es []store.Effect) []Effect {
-	out := make([]Effect, len(es))
-	for i, e := range es {
-		out[i] = Effect{Value: e.Value, BodySHA256: e.BodySHA256}
-	}
-	return out
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

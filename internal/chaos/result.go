@@ -42,21 +42,21 @@ type Capped struct {
 	History bool `json:"history"` // MaxHistory chaos-phase attempts were made
 }
 
-// Result is one run: what was run, and the history of what happened,
-// which the audit judges.
+// Result is one run: what was run (one run of chaos.json, as its tags
+// say), and the history of what happened, which the audit judges.
 type Result struct {
-	Store        protocol.Store // "" on a target
-	Target       string         // "" on a store
-	TargetDir    string         // the target's folder relative to the checkout, slash-separated; "" outside it (the caller sets it)
-	TargetDigest string         // the target folder's digest (target.Digest); "" on a store (the caller sets it)
-	Claims       Claims
-	ReplicasNote string // why fewer replicas ran than asked, or ""
-	Seed         uint64
-	Parameters   Parameters
-	Faults       []string // the fault kinds the schedule placed
-	Wall         Wall
-	Capped       Capped
-	History      History
+	Store        protocol.Store `json:"store"`         // "" on a target
+	Target       string         `json:"target"`        // "" on a store
+	TargetDir    string         `json:"target_dir"`    // the target's folder relative to the checkout, slash-separated; "" outside it (the caller sets it)
+	TargetDigest string         `json:"target_digest"` // the target folder's digest (target.Digest); "" on a store (the caller sets it)
+	Claims       Claims         `json:"claims"`
+	ReplicasNote string         `json:"replicas_note"` // why fewer replicas ran than asked, or ""
+	Seed         uint64         `json:"seed"`
+	Parameters   Parameters     `json:"parameters"`
+	Faults       []string       `json:"faults"` // the fault kinds the schedule placed
+	Wall         Wall           `json:"wall"`
+	Capped       Capped         `json:"capped"`
+	History      History        `json:"-"`
 }
 
 // Wall is the wall time of each phase, in milliseconds.
@@ -78,25 +78,14 @@ func newResult(cfg Config, h History, chaosWall, quietWall time.Duration, capped
 // JSON encodes r as one run of chaos.json: indented, fields in a fixed
 // order, a final newline. The history is not in it (see WriteHistory).
 func (r Result) JSON() []byte {
-	doc := struct {
-		SchemaVersion int            `json:"schema_version"`
-		Experiment    string         `json:"experiment"`
-		Store         protocol.Store `json:"store"`
-		Target        string         `json:"target"`
-		TargetDir     string         `json:"target_dir"`
-		TargetDigest  string         `json:"target_digest"`
-		Claims        Claims         `json:"claims"`
-		ReplicasNote  string         `json:"replicas_note"`
-		Seed          uint64         `json:"seed"`
-		Parameters    Parameters     `json:"parameters"`
-		Faults        []string       `json:"faults"`
-		Wall          Wall           `json:"wall"`
-		Capped        Capped         `json:"capped"`
-	}{SchemaVersion, "chaos", r.Store, r.Target, r.TargetDir, r.TargetDigest, r.Claims, r.ReplicasNote, r.Seed, r.Parameters, r.Faults, r.Wall, r.Capped}
-	if doc.Faults == nil {
-		doc.Faults = []string{}
+	if r.Faults == nil {
+		r.Faults = []string{}
 	}
-	return encode(doc)
+	return encode(struct {
+		SchemaVersion int    `json:"schema_version"`
+		Experiment    string `json:"experiment"`
+		Result
+	}{SchemaVersion, "chaos", r})
 }
 
 // NotRunJSON is chaos.json's run of a target the experiment could not run,

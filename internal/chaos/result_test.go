@@ -44,7 +44,7 @@ func journal(place int, replicas []int, intents ...int) Place {
 }
 
 func shared(attempts []Attempt, intents ...int) History {
-	return History{Store: protocol.Durable, Claims: StoreClaims(protocol.Durable), Replicas: 2, Clients: 1, Attempts: attempts,
+	return History{Header: Header{Store: protocol.Durable, Claims: StoreClaims(protocol.Durable), Replicas: 2, Clients: 1}, Attempts: attempts,
 		Places: []Place{journal(0, []int{0, 1}, intents...)}}
 }
 
@@ -102,7 +102,7 @@ func writeString(t *testing.T, h History) string {
 // Ensure chaos.json keeps its field order, ends with a newline, and gives
 // the same bytes twice.
 func TestJSON(t *testing.T) {
-	h := History{Store: protocol.Volatile, Claims: StoreClaims(protocol.Volatile), Replicas: 2, Clients: 1, Seed: 3,
+	h := History{Header: Header{Store: protocol.Volatile, Claims: StoreClaims(protocol.Volatile), Replicas: 2, Clients: 1, Seed: 3},
 		Attempts: []Attempt{ack(0, 0, 0, 10, 1, false), lost(1, 0, 20, 30), ack(1, 1, 40, 50, 1, false), lost(2, 1, 60, 70)},
 		Places:   []Place{journal(0, []int{0}, 0, 1), journal(1, []int{1}, 1)}}
 	cfg := withDefaults(Config{Store: protocol.Volatile, Seed: 3})
