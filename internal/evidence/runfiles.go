@@ -4,9 +4,19 @@ import (
 	"fmt"
 	"time"
 
+	"idemlab/internal/casefile"
 	"idemlab/internal/caserun"
 	"idemlab/internal/protocol"
 )
+
+// A Run is one finished (case, store) run: what it observed, and what
+// varies (its details).
+type Run struct {
+	Case   casefile.Case
+	Store  protocol.Store
+	Obs    caserun.Observed
+	Detail caserun.Detail
+}
 
 // resultsDoc is results.json: observations only, byte-identical run to run.
 type resultsDoc struct {
@@ -52,12 +62,13 @@ type Timing struct {
 	Parallel int // runs at once
 }
 
-// RunFiles renders the grid's runs as results.json (what was observed) and
-// run.json (what varies), each with the schema it must satisfy.
-func RunFiles(g *Grid, t Timing) ([]File, error) {
+// RunFiles renders the runs, cases in suite order and stores in evidence
+// order, as results.json (what was observed) and run.json (what varies),
+// each with the schema it must satisfy.
+func RunFiles(runs []Run, t Timing) ([]File, error) {
 	res := resultsDoc{SchemaVersion: 1, Runs: []caserun.Observed{}}
 	rd := runDoc{SchemaVersion: 1, StartedUTC: t.Began.UTC().Format(time.RFC3339Nano), WallMS: ms(t.Wall), Parallel: t.Parallel, Runs: []runDetail{}}
-	for _, r := range g.Runs() {
+	for _, r := range runs {
 		res.Runs = append(res.Runs, r.Obs)
 		d := runDetail{Case: r.Case.Name, Store: r.Store, WallMS: ms(r.Detail.Wall), Servers: []serverDetail{}, Calls: []callDetail{}, ServerLog: r.Detail.ServerLog}
 		if d.ServerLog == nil {

@@ -30,11 +30,11 @@ func BenchmarkSuite(b *testing.B) {
 	for _, stores := range append(singles(protocol.Stores), protocol.Stores) {
 		b.Run(name(stores), func(b *testing.B) {
 			for b.Loop() {
-				grid, err := runAll(context.Background(), cfg, cases, stores, io.Discard)
+				runs, err := runAll(context.Background(), cfg, cases, stores, io.Discard)
 				if err != nil {
 					b.Fatal(err)
 				}
-				for _, r := range grid.Runs() {
+				for _, r := range runs {
 					if len(r.Obs.Calls) == 0 {
 						b.Fatalf("%s on %s: no call observed", r.Case.Name, r.Store)
 					}

@@ -76,33 +76,33 @@ func (c ChaosOptions) config() chaos.Config {
 
 // runChaos runs the chaos experiment on each selected store, then on each
 // target, in turn, prints what each recorded, and returns chaos.json and
-// per run its history. A target that cannot run (a
-// missing program, or effects it counts itself) is a run in chaos.json
-// saying why, in one line on the way.
-func runChaos(ctx context.Context, env experimentEnv) ([]evidence.File, error) {
+// per run its history. A target that cannot run (a missing program, or
+// effects it counts itself) is a run in chaos.json saying why, in one
+// line on the way.
+func runChaos(ctx context.Context, inv *invocation) ([]evidence.File, error) {
 	var runs []json.RawMessage
 	var files []evidence.File
 	add := func(res chaos.Result) error {
-		fmt.Fprintln(env.out)
-		if err := res.WriteText(env.out); err != nil {
+		fmt.Fprintln(inv.Stdout)
+		if err := res.WriteText(inv.Stdout); err != nil {
 			return err
 		}
 		var h bytes.Buffer
 		if err := res.WriteHistory(&h); err != nil {
 			return fmt.Errorf("experiment chaos on %s: history: %w", res.Name(), err)
 		}
-		base := chaosBase(res.Store, res.Target)
 		runs = append(runs, res.JSON())
-		files = append(files, evidence.File{Name: base + ".jsonl", Data: h.Bytes()})
+		files = append(files, evidence.File{Name: chaosBase(res.Store, res.Target) + ".jsonl", Data: h.Bytes()})
 		return nil
 	}
-	for _, s := range env.chaosStores {
-		if s.InDatabase() && env.databases == nil {
+	for _, s := range inv.Stores {
+		if !inv.onStores() {
+			break
+		}
+		if s.InDatabase() && inv.pg == nil {
 			continue // no PostgreSQL here: said once when the run began
 		}
-		cfg := env.chaos.config()
-		cfg.ServerPath, cfg.Store, cfg.StateRoot, cfg.Databases, cfg.Seed = env.server, s, env.stateRoot, env.databases, env.seed
-		res, err := chaos.Run(ctx, cfg)
+		res, err := chaos.Run(ctx, inv.chaosConfig(s, nil))
 		if err != nil {
 			return nil, fmt.Errorf("experiment chaos on %s: %w", s, err)
 		}
@@ -110,28 +110,24 @@ func runChaos(ctx context.Context, env experimentEnv) ([]evidence.File, error) {
 			return nil, err
 		}
 	}
-	for _, t := range env.chaosTargets {
-		why, err := chaosNotRun(ctx, env, t)
+	for _, t := range inv.loaded {
+		if !inv.chaosOnTargets(inv.experiments) {
+			break
+		}
+		why, digest, err := chaosNotRun(ctx, inv, t)
 		if err != nil {
 			return nil, err
 		}
 		if why != "" {
-			fmt.Fprintf(env.out, "\nchaos on target %s not run: %s\n", t.Name, why)
-			runs = append(runs, chaos.NotRunJSON(t.Name, checkoutDir(env.root, t.Dir), why))
+			fmt.Fprintf(inv.Stdout, "\nchaos on target %s not run: %s\n", t.Name, why)
+			runs = append(runs, chaos.NotRunJSON(t.Name, checkoutDir(inv.Root, t.Dir), why))
 			continue
 		}
-		cfg := env.chaos.config()
-		cfg.Duration = env.chaos.targetDuration()
-		cfg.ServerPath, cfg.Target, cfg.StateRoot, cfg.Databases, cfg.Seed = env.server, t, env.stateRoot, env.databases, env.seed
-		digest, err := t.Digest()
-		if err != nil {
-			return nil, err
-		}
-		res, err := chaos.Run(ctx, cfg)
+		res, err := chaos.Run(ctx, inv.chaosConfig("", t))
 		if err != nil {
 			return nil, fmt.Errorf("experiment chaos on target %s: %w", t.Name, err)
 		}
-		res.TargetDigest, res.TargetDir = digest, checkoutDir(env.root, t.Dir)
+		res.TargetDigest, res.TargetDir = digest, checkoutDir(inv.Root, t.Dir)
 		if err := add(res); err != nil {
 			return nil, err
 		}
@@ -146,25 +142,36 @@ func runChaos(ctx context.Context, env experimentEnv) ([]evidence.File, error) {
 	return append([]evidence.File{{Name: ChaosFile, Data: doc, Schema: "chaos.schema.json"}}, files...), nil
 }
 
+// chaosConfig is the chaos configuration of a run on store s, or on
+// target t (whose chaos phase is targetDuration's).
+func (inv *invocation) chaosConfig(s protocol.Store, t *target.Target) chaos.Config {
+	cfg := inv.Chaos.config()
+	cfg.ServerPath, cfg.Store, cfg.Target, cfg.StateRoot, cfg.Databases, cfg.Seed = inv.server.Path, s, t, inv.tmp, inv.cfg.Databases, inv.Seed
+	if t != nil {
+		cfg.Duration = inv.Chaos.targetDuration()
+	}
+	return cfg
+}
+
 // chaosNotRun says why the chaos experiment does not run on t ("" when it
-// does), having run t's setup: a program it needs is missing (an error
-// under IDEMLAB_REQUIRE_TARGETS=1), or it counts its effects itself.
-func chaosNotRun(ctx context.Context, env experimentEnv, t *target.Target) (string, error) {
-	if why := missing(t, env.databases != nil); why != "" {
+// does, having run t's setup), with t's digest: a program it needs is
+// missing (an error under IDEMLAB_REQUIRE_TARGETS=1), or it counts its
+// effects itself.
+func chaosNotRun(ctx context.Context, inv *invocation, t *target.Target) (why, digest string, err error) {
+	if why := missing(t, inv.pg != nil); why != "" {
 		if os.Getenv(target.RequireEnv) == "1" {
-			return "", fmt.Errorf("chaos on target %s: %s (%s=1 makes a missing program an error)", t.Name, why, target.RequireEnv)
+			return "", "", fmt.Errorf("chaos on target %s: %s (%s=1 makes a missing program an error)", t.Name, why, target.RequireEnv)
 		}
-		return "skipped: " + why, nil
+		return "skipped: " + why, "", nil
 	}
 	if why := chaos.NotRunnable(t); why != "" {
-		return why, nil
+		return why, "", nil
 	}
-	digest, err := t.Digest()
-	if err != nil {
-		return "", err
+	if digest, err = t.Digest(); err != nil {
+		return "", "", err
 	}
-	if err := env.setups.ensure(ctx, t, digest, env.out); err != nil {
-		return "", fmt.Errorf("chaos on target %s: %w", t.Name, err)
+	if err := inv.setups.ensure(ctx, t, digest, inv.Stdout); err != nil {
+		return "", "", fmt.Errorf("chaos on target %s: %w", t.Name, err)
 	}
-	return "", nil
+	return "", digest, nil
 }

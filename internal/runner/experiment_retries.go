@@ -24,14 +24,14 @@ func retriesParameters(p retries.Parameters, intents int) retries.Parameters {
 }
 
 // runRetries runs the retries experiment and prints its table.
-func runRetries(ctx context.Context, env experimentEnv) ([]evidence.File, error) {
-	p := retriesParameters(env.retries, env.intents)
-	res, err := retries.Run(ctx, retries.Config{ServerPath: env.server, StateRoot: env.stateRoot, Seed: env.seed, Parameters: p})
+func runRetries(ctx context.Context, inv *invocation) ([]evidence.File, error) {
+	p := retriesParameters(inv.Retries, inv.Intents)
+	res, err := retries.Run(ctx, retries.Config{ServerPath: inv.server.Path, StateRoot: inv.tmp, Seed: inv.Seed, Parameters: p})
 	if err != nil {
 		return nil, fmt.Errorf("experiment retries: %w", err)
 	}
-	fmt.Fprintln(env.out)
-	if err := res.WriteText(env.out); err != nil {
+	fmt.Fprintln(inv.Stdout)
+	if err := res.WriteText(inv.Stdout); err != nil {
 		return nil, err
 	}
 	return []evidence.File{{Name: "retries.json", Data: res.JSON(), Schema: "retries.schema.json"}}, nil

@@ -3,16 +3,11 @@ package runner
 import (
 	"context"
 	"fmt"
-	"io"
 	"regexp"
 	"slices"
 	"strings"
 
-	"idemlab/internal/caserun"
 	"idemlab/internal/evidence"
-	"idemlab/internal/protocol"
-	"idemlab/internal/retries"
-	"idemlab/internal/target"
 )
 
 // An Experiment names one of the lab's experiments (runner -experiment).
@@ -40,25 +35,9 @@ type experiment struct {
 	// check, when set, refuses the experiment's knobs in o before anything
 	// is built or run; its error names the knob and becomes a usage error.
 	check func(o Options) error
-	run   func(ctx context.Context, env experimentEnv) ([]evidence.File, error)
-}
-
-// experimentEnv is what an experiment runs with.
-type experimentEnv struct {
-	server    string // the effectserver binary
-	stateRoot string // a folder for state folders
-	seed      uint64
-	intents   int
-	retries   retries.Parameters // zero: retries.Default
-	out       io.Writer          // where its table is printed
-	stores    []protocol.Store   // the stores an experiment that runs on every store covers
-	databases caserun.Databases  // the postgres store's databases; nil when it does not run
-	chaos     ChaosOptions
-	root      string // the checkout
-	// chaosStores and chaosTargets are what the chaos experiment runs on.
-	chaosStores  []protocol.Store
-	chaosTargets []*target.Target
-	setups       setups // the targets' setups started in the background; nil: run each here
+	// run runs the experiment in a run whose server is ready, printing
+	// what it observed, and returns its evidence files.
+	run func(ctx context.Context, inv *invocation) ([]evidence.File, error)
 }
 
 // experiments is every registered experiment, in the order a plain run

@@ -236,239 +236,367 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	o.Stdout, o.Stderr = lockOutput(o.Stdout, o.Stderr) // the background's lines and the run's
-	compareWith := ""
-	if o.Out == "" {
-		if err := os.MkdirAll(filepath.Join(o.Root, FreshOut), 0o755); err != nil {
-			return &UsageError{fmt.Errorf("make %s: %w", FreshOut, err)}
-		}
-		o.Out = filepath.Join(o.Root, FreshOut, "run-"+time.Now().UTC().Format("20060102-150405.000"))
-		compareWith = filepath.Join(o.Root, CommittedEvidence)
+	inv := &invocation{Options: o}
+	inv.suite, inv.experiments = o.plan()
+	if err := inv.freshOut(); err != nil {
+		return err
 	}
-	written := false
-	defer func() {
-		switch {
-		case err == nil || errors.Is(err, ErrAuditInterrupted):
-		case ctx.Err() != nil && written:
-			err = fmt.Errorf("%w: %s was written but not audited (run audit on it, or run again)", ErrAuditInterrupted, o.Out)
-		case ctx.Err() != nil:
-			err = ErrInterrupted
+	defer func() { err = inv.sayInterrupted(ctx, err) }()
+	defer inv.close()
+	for _, step := range []func(context.Context) error{
+		inv.load, inv.start, inv.ready, inv.runCases, inv.casesOnTargets, inv.runExperiments, inv.write, inv.judge,
+	} {
+		if err := step(ctx); err != nil {
+			return err
 		}
-	}()
-	runSuite, runExperiments := o.plan()
-	schemas, err := strict.LoadSchemas(filepath.Join(o.Root, "schema"))
+	}
+	return nil
+}
+
+// An invocation is one Run as it goes: Run's steps fill it in, in order.
+type invocation struct {
+	Options
+	suite       bool         // the case suite runs
+	experiments []Experiment // the experiments that run, in run order
+	compareWith string       // the committed evidence a run without -out is compared with
+
+	schemas  *strict.Schemas
+	cases    []casefile.Case
+	loaded   []*target.Target // every target the cases or chaos run on
+	targets  []*target.Target // the targets the cases run on
+	tmp      string           // this runner's temp folder
+	cleanups []func()         // close runs them, last first
+
+	waitServer, waitAudit later[labbuild.Binary]
+	pg                    postgresServer // nil: no PostgreSQL
+	setups                setups
+	server                labbuild.Binary
+	cfg                   caserun.Config
+	git                   evidence.GitCheckout
+
+	in        evidence.ManifestInput
+	files     []evidence.File
+	written   bool // the evidence folder was written
+	selection evidence.Selection
+}
+
+// freshOut picks the folder a run without -out writes, under out/, to be
+// compared with the committed evidence at the end.
+func (inv *invocation) freshOut() error {
+	if inv.Out != "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(inv.Root, FreshOut), 0o755); err != nil {
+		return &UsageError{fmt.Errorf("make %s: %w", FreshOut, err)}
+	}
+	inv.Out = filepath.Join(inv.Root, FreshOut, "run-"+time.Now().UTC().Format("20060102-150405.000"))
+	inv.compareWith = filepath.Join(inv.Root, CommittedEvidence)
+	return nil
+}
+
+// sayInterrupted is the error of a run whose ctx ended: what is true of
+// its evidence folder, written but not audited, or not written at all.
+func (inv *invocation) sayInterrupted(ctx context.Context, err error) error {
+	switch {
+	case err == nil || errors.Is(err, ErrAuditInterrupted) || ctx.Err() == nil:
+		return err
+	case inv.written:
+		return inv.notAudited()
+	default:
+		return ErrInterrupted
+	}
+}
+
+func (inv *invocation) notAudited() error {
+	return fmt.Errorf("%w: %s was written but not audited (run audit on it, or run again)", ErrAuditInterrupted, inv.Out)
+}
+
+// close stops and removes what the run started, last first.
+func (inv *invocation) close() {
+	for _, f := range slices.Backward(inv.cleanups) {
+		f()
+	}
+}
+
+// load reads and checks every input before anything starts: the schemas,
+// the cases, the evidence folder, the -sign key and the targets.
+func (inv *invocation) load(context.Context) error {
+	schemas, err := strict.LoadSchemas(filepath.Join(inv.Root, "schema"))
 	if err != nil {
 		return &UsageError{fmt.Errorf("%w (run the runner from the idemlab checkout)", err)}
 	}
-	var cases []casefile.Case
-	if runSuite {
-		if cases, err = casefile.LoadDir(filepath.Join(o.Root, "cases"), schemas); err != nil {
-			return &UsageError{err}
-		}
-		if cases, err = selectCase(cases, o.Case); err != nil {
-			return &UsageError{err}
-		}
-		if err := casefile.CheckSuite(cases, len(o.Stores)); err != nil {
-			return &UsageError{err}
-		}
-		if o.Unsafe != protocol.Sound {
-			cases = mutable(cases, o.Stdout)
-			if len(cases) == 0 {
-				return &UsageError{fmt.Errorf("-unsafe-registry %s: no selected case runs on the key registry (the downstream mode and key expiry refuse a mutant)", o.Unsafe)}
-			}
+	inv.schemas = schemas
+	if inv.suite {
+		if inv.cases, err = loadCases(inv.Options, schemas); err != nil {
+			return err
 		}
 	}
-	if err := evidence.CheckOutsideSources(o.Root, o.Out); err != nil {
+	if err := evidence.CheckOutsideSources(inv.Root, inv.Out); err != nil {
 		return &UsageError{err}
 	}
-	if o.SignKey != "" {
-		// The audit signs, at the end: a key it cannot read is refused now.
-		data, err := safefile.Read(o.SignKey, dsse.MaxKeyFile)
-		if err != nil {
-			return &UsageError{fmt.Errorf("-sign %s: %w", o.SignKey, err)}
-		}
-		if _, err = dsse.ParsePrivateKey(data); err != nil {
-			return &UsageError{fmt.Errorf("-sign %s: %w", o.SignKey, err)}
-		}
+	if err := checkSignKey(inv.SignKey); err != nil {
+		return err
 	}
-	var targets, loaded []*target.Target
-	if o.onTargets(runSuite) || o.chaosOnTargets(runExperiments) {
-		dirs, err := findTargets(o)
+	if inv.onTargets(inv.suite) || inv.chaosOnTargets(inv.experiments) {
+		dirs, err := findTargets(inv.Options)
 		if err != nil {
 			return err
 		}
-		if loaded, err = loadTargets(dirs, schemas); err != nil {
+		if inv.loaded, err = loadTargets(dirs, schemas); err != nil {
 			return err
 		}
 	}
-	if o.onTargets(runSuite) {
-		targets = loaded
+	if inv.onTargets(inv.suite) {
+		inv.targets = inv.loaded
 	}
 	names, patterns := evidenceNames()
-	if err := evidence.CheckTarget(o.Out, names, patterns...); err != nil {
+	if err := evidence.CheckTarget(inv.Out, names, patterns...); err != nil {
 		return &UsageError{err}
 	}
-	if compareWith != "" {
-		fmt.Fprintf(o.Stdout, "writing %s (git-ignored; -out %s regenerates the committed evidence)\n", o.Out, CommittedEvidence)
+	if inv.compareWith != "" {
+		fmt.Fprintf(inv.Stdout, "writing %s (git-ignored; -out %s regenerates the committed evidence)\n", inv.Out, CommittedEvidence)
 	}
+	return nil
+}
+
+// loadCases loads the case files, narrowed to -case's and, in a mutation
+// run, to those a mutant can run, and refuses a selection of too many
+// calls.
+func loadCases(o Options, schemas *strict.Schemas) ([]casefile.Case, error) {
+	cases, err := casefile.LoadDir(filepath.Join(o.Root, "cases"), schemas)
+	if err == nil {
+		cases, err = selectCase(cases, o.Case)
+	}
+	if err == nil {
+		err = casefile.CheckSuite(cases, len(o.Stores))
+	}
+	if err != nil {
+		return nil, &UsageError{err}
+	}
+	if o.Unsafe != protocol.Sound {
+		if cases = mutable(cases, o.Stdout); len(cases) == 0 {
+			return nil, &UsageError{fmt.Errorf("-unsafe-registry %s: no selected case runs on the key registry (the downstream mode and key expiry refuse a mutant)", o.Unsafe)}
+		}
+	}
+	return cases, nil
+}
+
+// checkSignKey refuses a -sign key the audit could not read now: the
+// audit signs only at the end.
+func checkSignKey(path string) error {
+	if path == "" {
+		return nil
+	}
+	data, err := safefile.Read(path, dsse.MaxKeyFile)
+	if err == nil {
+		_, err = dsse.ParsePrivateKey(data)
+	}
+	if err != nil {
+		return &UsageError{fmt.Errorf("-sign %s: %w", path, err)}
+	}
+	return nil
+}
+
+// start makes this runner's temp folder and starts, beside the run, the
+// lab's builds (the server's first) and the targets' setups, and
+// PostgreSQL where a store or a target needs it: on a cold machine the
+// builds take longer than the cases, and the audit is needed only at the
+// end (docs/commands.md).
+func (inv *invocation) start(ctx context.Context) error {
 	tmp, swept, release, err := makeTemp(os.TempDir())
 	if len(swept) > 0 {
-		fmt.Fprintf(o.Stdout, "removed %d temp folders of runners that are gone: %s\n", len(swept), strings.Join(swept, ", "))
+		fmt.Fprintf(inv.Stdout, "removed %d temp folders of runners that are gone: %s\n", len(swept), strings.Join(swept, ", "))
 	}
 	if err != nil {
 		return err
 	}
-	defer release()
-	// The lab's builds and the targets' setups run beside the rest, the
-	// server's first: on a cold machine they take longer than the cases,
-	// and the audit is needed only at the end (docs/commands.md).
+	inv.tmp = tmp
 	bg := newBackground(ctx)
-	defer bg.stop()
-	var waitServer later[labbuild.Binary]
+	inv.cleanups = append(inv.cleanups, release, bg.stop)
+	if err := inv.startBuilds(ctx, bg); err != nil {
+		return err
+	}
+	if inv.needsPostgres() {
+		pg, err := startPostgres(ctx, &inv.Options)
+		if err != nil {
+			return err
+		}
+		if pg != nil {
+			inv.pg = pg
+			inv.cleanups = append(inv.cleanups, func() { pg.Stop() })
+		}
+	}
+	if len(inv.targets) > 0 || inv.chaosOnTargets(inv.experiments) {
+		inv.setups, err = startSetups(bg, inv.loaded, inv.pg != nil, inv.Stdout)
+	}
+	return err
+}
+
+// startBuilds starts building the server and then the audit; a bad
+// -server is a usage error before anything starts.
+func (inv *invocation) startBuilds(ctx context.Context, bg *background) error {
+	o := inv.Options // the builds' own copy: startPostgres may change Stores
 	if o.ServerPath != "" {
-		// A bad -server is a usage error before anything starts.
 		server, err := serverBinary(ctx, o)
 		if err != nil {
 			return err
 		}
-		waitServer = func(context.Context) (labbuild.Binary, error) { return server, nil }
+		inv.waitServer = func(context.Context) (labbuild.Binary, error) { return server, nil }
 	} else {
-		waitServer = start(bg, func(ctx context.Context) (labbuild.Binary, error) { return serverBinary(ctx, o) })
+		inv.waitServer = start(bg, func(ctx context.Context) (labbuild.Binary, error) { return serverBinary(ctx, o) })
 	}
-	waitAudit := start(bg, func(ctx context.Context) (labbuild.Binary, error) {
+	waitServer := inv.waitServer
+	inv.waitAudit = start(bg, func(ctx context.Context) (labbuild.Binary, error) {
 		if _, err := waitServer(ctx); err != nil {
 			return labbuild.Binary{}, err
 		}
 		return build(ctx, o, "./cmd/audit", "")
 	})
-	var databases caserun.Databases
-	postgresVersion := ""
-	needsPostgres := slices.ContainsFunc(loaded, func(t *target.Target) bool { return slices.Contains(t.Services, target.Postgres) })
-	if slices.Contains(o.Stores, protocol.Postgres) && o.onStores() && (runSuite || slices.Contains(runExperiments, Chaos)) || needsPostgres {
-		pg, err := startPostgres(ctx, &o)
-		if err != nil {
-			return err
-		}
-		if pg != nil {
-			defer pg.Stop()
-			databases = pg
-			postgresVersion = pg.ServerVersion()
-		}
+	return nil
+}
+
+// needsPostgres says whether the run needs PostgreSQL: for the postgres
+// store's cases or chaos, or for a target's postgres service.
+func (inv *invocation) needsPostgres() bool {
+	store := slices.Contains(inv.Stores, protocol.Postgres) && inv.onStores() && (inv.suite || slices.Contains(inv.experiments, Chaos))
+	return store || slices.ContainsFunc(inv.loaded, func(t *target.Target) bool { return slices.Contains(t.Services, target.Postgres) })
+}
+
+// ready waits for the server and the targets' setups (no npm shares the
+// machine with a measured run), and fixes how the cases run and what the
+// manifest says of the run.
+func (inv *invocation) ready(ctx context.Context) error {
+	var err error
+	if inv.server, err = inv.waitServer(ctx); err != nil {
+		return err
 	}
-	var setupOf setups
-	if len(targets) > 0 || o.chaosOnTargets(runExperiments) {
-		if setupOf, err = startSetups(bg, loaded, databases != nil, o.Stdout); err != nil {
-			return err
-		}
+	if err := inv.setups.waitAll(ctx, inv.loaded); err != nil {
+		return err
 	}
-	server, err := waitServer(ctx)
+	inv.cfg = caserun.Config{ServerPath: inv.server.Path, StateRoot: inv.tmp, Protocol: caserun.DefaultProtocol, UnsafeRegistry: inv.Unsafe, Databases: inv.pg}
+	if inv.Protocol != nil {
+		inv.cfg.Protocol = *inv.Protocol
+	}
+	inv.git = evidence.GitState(inv.Root)
+	inv.in = evidence.ManifestInput{Root: inv.Root, Git: inv.git, Protocol: inv.cfg.Protocol, ServerSHA: inv.server.SHA256,
+		ServerBuild: inv.server.Recipe, Unsafe: inv.Unsafe, Flags: inv.RecordedFlags(inv.experiments)}
+	return nil
+}
+
+// runCases runs the case suite on the stores, into results.json and
+// run.json.
+func (inv *invocation) runCases(ctx context.Context) error {
+	if !inv.suite || !inv.onStores() {
+		return nil
+	}
+	began := time.Now()
+	runs, err := runAll(ctx, inv.cfg, inv.cases, inv.Stores, inv.Stdout)
 	if err != nil {
 		return err
 	}
-	if err := setupOf.waitAll(ctx, loaded); err != nil {
+	wall := time.Since(began)
+	fmt.Fprintf(inv.Stdout, "%d runs in %s\n", len(runs), wall.Round(time.Millisecond))
+	files, err := evidence.RunFiles(runs, evidence.Timing{Began: began, Wall: wall, Parallel: parallel})
+	if err != nil {
 		return err
 	}
-	cfg := caserun.Config{ServerPath: server.Path, StateRoot: tmp, Protocol: caserun.DefaultProtocol, UnsafeRegistry: o.Unsafe, Databases: databases}
-	if o.Protocol != nil {
-		cfg.Protocol = *o.Protocol
+	inv.files = append(inv.files, files...)
+	inv.in.Cases, inv.in.Stores = caseNames(inv.cases), inv.Stores
+	// The manifest's PostgreSQL version goes with the postgres column
+	// (not with a target's postgres service).
+	if inv.pg != nil && slices.Contains(inv.Stores, protocol.Postgres) {
+		inv.in.Postgres = inv.pg.ServerVersion()
 	}
-	git := evidence.GitState(o.Root)
-	in := evidence.ManifestInput{Root: o.Root, Git: git, Protocol: cfg.Protocol, ServerSHA: server.SHA256, ServerBuild: server.Recipe, Postgres: postgresVersion, Unsafe: o.Unsafe,
-		Flags: o.RecordedFlags(runExperiments)}
-	var files []evidence.File
-	if runSuite && o.onStores() {
-		began := time.Now()
-		grid, err := runAll(ctx, cfg, cases, o.Stores, o.Stdout)
-		if err != nil {
-			return err
-		}
-		wall := time.Since(began)
-		fmt.Fprintf(o.Stdout, "%d runs in %s\n", len(grid.Runs()), wall.Round(time.Millisecond))
-		if files, err = evidence.RunFiles(grid, evidence.Timing{Began: began, Wall: wall, Parallel: parallel}); err != nil {
-			return err
-		}
-		for _, c := range cases {
-			in.Cases = append(in.Cases, c.Name)
-		}
-		in.Stores = o.Stores
-		if !slices.Contains(o.Stores, protocol.Postgres) {
-			in.Postgres = "" // a target's postgres service ran on it, no store did
-		}
-	} else {
-		// The manifest's PostgreSQL version goes with the postgres column
-		// of the selection; an experiment-only run names no stores.
-		in.Postgres = ""
+	return nil
+}
+
+// casesOnTargets runs the cases on the targets, into targets.json.
+func (inv *invocation) casesOnTargets(ctx context.Context) error {
+	if len(inv.targets) == 0 {
+		return nil
 	}
-	if len(targets) > 0 {
-		fmt.Fprintln(o.Stdout)
-		tenv := targetEnv{root: o.Root, server: server.Path, stateRoot: tmp, databases: cfg.Databases, protocol: cfg.Protocol, out: o.Stdout, setups: setupOf}
-		res, err := runTargets(ctx, tenv, targets, cases)
-		if err != nil {
-			return err
-		}
-		fs, err := evidence.TargetFiles(res)
-		if err != nil {
-			return err
-		}
-		files = append(files, fs...)
-		in.Targets = res
-		if len(in.Cases) == 0 {
-			for _, c := range cases {
-				in.Cases = append(in.Cases, c.Name)
-			}
-		}
+	fmt.Fprintln(inv.Stdout)
+	env := targetEnv{root: inv.Root, server: inv.server.Path, stateRoot: inv.tmp, databases: inv.cfg.Databases, protocol: inv.cfg.Protocol,
+		out: inv.Stdout, setups: inv.setups}
+	res, err := runTargets(ctx, env, inv.targets, inv.cases)
+	if err != nil {
+		return err
 	}
-	env := experimentEnv{server: server.Path, stateRoot: tmp, seed: o.Seed, intents: o.Intents, retries: o.Retries, out: o.Stdout,
-		stores: o.Stores, databases: cfg.Databases, chaos: o.Chaos, root: o.Root, setups: setupOf}
-	if o.onStores() {
-		env.chaosStores = o.Stores
+	files, err := evidence.TargetFiles(res)
+	if err != nil {
+		return err
 	}
-	if o.chaosOnTargets(runExperiments) {
-		env.chaosTargets = loaded
+	inv.files = append(inv.files, files...)
+	inv.in.Targets, inv.in.Cases = res, caseNames(inv.cases)
+	return nil
+}
+
+func caseNames(cases []casefile.Case) []string {
+	var names []string
+	for _, c := range cases {
+		names = append(names, c.Name)
 	}
-	for _, name := range runExperiments {
+	return names
+}
+
+// runExperiments runs the selected experiments, in order.
+func (inv *invocation) runExperiments(ctx context.Context) error {
+	for _, name := range inv.experiments {
 		e, _ := lookupExperiment(name) // checked by plan
-		fs, err := e.run(ctx, env)
+		files, err := e.run(ctx, inv)
 		if err != nil {
 			return err
 		}
-		files = append(files, fs...)
-		in.Experiments = append(in.Experiments, string(name))
+		inv.files = append(inv.files, files...)
+		inv.in.Experiments = append(inv.in.Experiments, string(name))
 	}
-	m, err := evidence.NewManifest(in)
+	return nil
+}
+
+// write writes the evidence folder, the manifest last, unless ctx ended.
+func (inv *invocation) write(ctx context.Context) error {
+	m, err := evidence.NewManifest(inv.in)
 	if err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := evidence.Write(o.Out, schemas, files, m); err != nil {
+	if err := evidence.Write(inv.Out, inv.schemas, inv.files, m); err != nil {
 		return err
 	}
-	written = true
-	fmt.Fprintf(o.Stdout, "\nwrote %s\n\n", o.Out)
-	auditBin, err := waitAudit(ctx)
+	inv.written, inv.selection = true, m.Selection
+	fmt.Fprintf(inv.Stdout, "\nwrote %s\n\n", inv.Out)
+	return nil
+}
+
+// judge has the audit judge the evidence just written and, for a run
+// without -out, compare it with the committed evidence.
+func (inv *invocation) judge(ctx context.Context) error {
+	bin, err := inv.waitAudit(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return err // said by the deferred handler: written, not audited
+			return err // said by sayInterrupted: written, not audited
 		}
-		return fmt.Errorf("%s was written but not audited: %w", o.Out, err)
+		return fmt.Errorf("%s was written but not audited: %w", inv.Out, err)
 	}
-	if err := audit(ctx, o, auditBin.Path, git.Dirty); err != nil {
+	if err := inv.audit(ctx, bin.Path); err != nil {
 		return err
 	}
-	if compareWith == "" {
+	if inv.compareWith == "" {
 		return nil
 	}
-	return compareCommitted(ctx, o, auditBin.Path, compareWith, m.Selection)
+	return inv.compareCommitted(ctx, bin.Path)
 }
 
 // compareCommitted compares a fresh run with the committed evidence, with
 // the audit's -compare, when both made the same selection: the
 // deterministic files must be identical, the others differ as expected.
-func compareCommitted(ctx context.Context, o Options, bin, committed string, sel evidence.Selection) error {
+func (inv *invocation) compareCommitted(ctx context.Context, bin string) error {
+	committed := inv.compareWith
 	b, err := os.ReadFile(filepath.Join(committed, evidence.ManifestName))
 	if err != nil {
-		fmt.Fprintf(o.Stdout, "\nnot compared with %s: %v\n", committed, err)
+		fmt.Fprintf(inv.Stdout, "\nnot compared with %s: %v\n", committed, err)
 		return nil
 	}
 	var m struct {
@@ -477,13 +605,13 @@ func compareCommitted(ctx context.Context, o Options, bin, committed string, sel
 	if err := json.Unmarshal(b, &m); err != nil {
 		return fmt.Errorf("compare with %s: %w", committed, err)
 	}
-	if !sameSelection(m.Selection, sel) {
-		fmt.Fprintf(o.Stdout, "\nnot compared with %s: it selects %s; this run selected %s\n", committed, describeSelection(m.Selection), describeSelection(sel))
+	if !sameSelection(m.Selection, inv.selection) {
+		fmt.Fprintf(inv.Stdout, "\nnot compared with %s: it selects %s; this run selected %s\n", committed, describeSelection(m.Selection), describeSelection(inv.selection))
 		return nil
 	}
-	fmt.Fprintf(o.Stdout, "\ncompared with the committed %s:\n", committed)
-	cmd := exec.CommandContext(ctx, bin, "-root", o.Root, "-compare", committed, o.Out)
-	cmd.Stdout, cmd.Stderr = o.Stdout, o.Stderr
+	fmt.Fprintf(inv.Stdout, "\ncompared with the committed %s:\n", committed)
+	cmd := exec.CommandContext(ctx, bin, "-root", inv.Root, "-compare", committed, inv.Out)
+	cmd.Stdout, cmd.Stderr = inv.Stdout, inv.Stderr
 	err = cmd.Run()
 	var exit *exec.ExitError
 	switch {
@@ -597,15 +725,15 @@ func selectCase(cases []casefile.Case, list string) ([]casefile.Case, error) {
 	return slices.DeleteFunc(slices.Clone(cases), func(c casefile.Case) bool { return !slices.Contains(wanted, c.Name) }), nil
 }
 
-// runAll runs every pair, at most a few at a time, each into its own cell
-// of the grid, so the order of the evidence never depends on which finished
-// first. Progress lines come in grid order too: a finished run is printed
+// runAll runs every (case, store) pair, at most a few at a time, each into
+// its own slot, so the order of the evidence never depends on which finished
+// first. Progress lines come in that order too: a finished run is printed
 // once every run before it has been. Whatever a run shows is an
 // observation in its cell (the audit judges it); only a broken lab is an
 // error, and it cancels the rest.
-func runAll(ctx context.Context, cfg caserun.Config, cases []casefile.Case, stores []protocol.Store, progress io.Writer) (*evidence.Grid, error) {
-	grid := evidence.NewGrid(cases, stores)
-	done := make([]bool, len(grid.Runs()))
+func runAll(ctx context.Context, cfg caserun.Config, cases []casefile.Case, stores []protocol.Store, progress io.Writer) ([]evidence.Run, error) {
+	runs := make([]evidence.Run, len(cases)*len(stores))
+	done := make([]bool, len(runs))
 	next := 0 // the first cell not yet printed
 	var mu sync.Mutex
 	g, ctx := errgroup.WithContext(ctx)
@@ -617,12 +745,12 @@ func runAll(ctx context.Context, cfg caserun.Config, cases []casefile.Case, stor
 				if err != nil {
 					return err
 				}
-				grid.Set(i, j, evidence.Run{Case: c, Store: store, Obs: obs, Detail: det})
+				runs[i*len(stores)+j] = evidence.Run{Case: c, Store: store, Obs: obs, Detail: det}
 				mu.Lock()
 				defer mu.Unlock()
 				done[i*len(stores)+j] = true
 				for ; next < len(done) && done[next]; next++ {
-					fmt.Fprintln(progress, progressLine(grid.Runs()[next]))
+					fmt.Fprintln(progress, progressLine(runs[next]))
 				}
 				return nil
 			})
@@ -631,7 +759,7 @@ func runAll(ctx context.Context, cfg caserun.Config, cases []casefile.Case, stor
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	return grid, nil
+	return runs, nil
 }
 
 // build returns the lab's program pkg, built from the checkout with the
@@ -685,20 +813,20 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // and a mutation run with -allow-mutation: the audit still says so in its
 // notes, and committed evidence (audited without them) must come from a
 // clean tree and the sound registry.
-func audit(ctx context.Context, o Options, bin string, dirty bool) error {
-	args := []string{"-root", o.Root, "-write"}
-	if o.SignKey != "" {
-		args = append(args, "-sign", o.SignKey)
+func (inv *invocation) audit(ctx context.Context, bin string) error {
+	args := []string{"-root", inv.Root, "-write"}
+	if inv.SignKey != "" {
+		args = append(args, "-sign", inv.SignKey)
 	}
-	if dirty {
+	if inv.git.Dirty {
 		args = append(args, "-allow-dirty")
 	}
-	if o.Unsafe != protocol.Sound {
+	if inv.Unsafe != protocol.Sound {
 		args = append(args, "-allow-mutation")
 	}
-	args = append(args, o.Out)
+	args = append(args, inv.Out)
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stdout, cmd.Stderr = o.Stdout, o.Stderr
+	cmd.Stdout, cmd.Stderr = inv.Stdout, inv.Stderr
 	err := cmd.Run()
 	var exit *exec.ExitError
 	switch {
@@ -709,7 +837,7 @@ func audit(ctx context.Context, o Options, bin string, dirty bool) error {
 	case errors.As(err, &exit) && interruptedBy(exit):
 		// A Ctrl-C at the terminal reaches the audit too, maybe before
 		// the runner's own context says so.
-		return fmt.Errorf("%w: %s was written but not audited (run audit on it, or run again)", ErrAuditInterrupted, o.Out)
+		return inv.notAudited()
 	default:
 		return fmt.Errorf("run audit: %w", err)
 	}
