@@ -76,10 +76,12 @@ func (s *supervision) skipRest() {
 }
 
 // restartEnded takes in how a restart ended; a failed one is tried again
-// later (the cluster recorded the failure), unless ctx ended.
+// later (the cluster recorded the failure), unless ctx ended. One that
+// succeeded leaves restartAt alone: the cluster marks a replica up before
+// its start returns, so the nemesis may have killed it, and planned its
+// restart after the kill's down time, before this result arrived.
 func (s *supervision) restartEnded(ctx context.Context, res startResult) error {
 	s.starting[res.replica] = false
-	s.restartAt[res.replica] = time.Time{}
 	if res.err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -162,7 +164,7 @@ func (s *supervision) beginRestarts(ctx context.Context, chaos bool) {
 		if up[rep] || s.starting[rep] || at.IsZero() || (chaos && time.Now().Before(at)) {
 			continue
 		}
-		s.starting[rep] = true
+		s.starting[rep], s.restartAt[rep] = true, time.Time{} // the restart pending is this one
 		s.starts.Go(func() { started <- startResult{rep, cl.start(ctx, rep)} })
 	}
 }
