@@ -114,6 +114,29 @@ type Report struct {
 // an unreadable or unparseable manifest, a bad case file or schema, an
 // unknown -case or -store); failed checks are in the Report.
 func Audit(opts Options) (*Report, error) {
+	a, err := newAuditor(opts)
+	if err != nil {
+		return nil, err
+	}
+	a.readFlags() // params.go
+	a.selectRuns()
+	a.checkFiles()
+	a.checkSources()
+	a.checkManifest()
+	results := a.checkStoreRuns()
+	a.checkTargets(results) // targets.go
+	a.checkExperiments()
+	a.deriveVerdicts()            // verdicts.go
+	a.deriveStatement()           // statement.go
+	a.checkSignature(a.statement) // dsse.go
+	a.checkUnlisted()             // files.go
+	a.unchecked()                 // claims.go
+	return a.finish()
+}
+
+// newAuditor reads what every check needs: the schemas, the case files,
+// the keys and the manifest (checked against its schema).
+func newAuditor(opts Options) (*auditor, error) {
 	schemas, err := LoadSchemas(opts.Root)
 	if err != nil {
 		return nil, err
@@ -128,19 +151,19 @@ func Audit(opts Options) (*Report, error) {
 	if err := checkDir("evidence folder", opts.Evidence); err != nil {
 		return nil, err
 	}
-	var verifyKey ed25519.PublicKey
-	var verifyKeyID string
+	a := &auditor{opts: opts, schemas: schemas, allCases: cases, data: map[string][]byte{}, derived: map[string]string{},
+		report: &Report{Failures: []Failure{}, Notes: []string{}, Experiments: []string{}, Subset: []string{},
+			Rederived: []Claim{}, Consistent: []Claim{}, NotChecked: []Claim{}}}
 	if opts.VerifyKey != "" {
-		if verifyKey, verifyKeyID, err = readPublicKey(opts.VerifyKey); err != nil {
+		if a.verifyKey, a.verifyKeyID, err = readPublicKey(opts.VerifyKey); err != nil {
 			return nil, err
 		}
 	}
-	var sign ed25519.PrivateKey
 	if opts.SignKey != "" {
 		if !opts.Write {
 			return nil, errors.New("-sign writes a signed statement: it goes with -write")
 		}
-		if sign, err = readSigningKey(opts.SignKey); err != nil {
+		if a.signKey, err = readSigningKey(opts.SignKey); err != nil {
 			return nil, err
 		}
 	}
@@ -153,70 +176,61 @@ func Audit(opts Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s", manifestPath, jsonRefusal(err))
 	}
-	manifest, ok := mv.(map[string]any)
-	if !ok {
+	var ok bool
+	if a.manifest, ok = mv.(map[string]any); !ok {
 		return nil, fmt.Errorf("%s: not a JSON object", manifestPath)
 	}
-	a := &auditor{
-		opts:     opts,
-		schemas:  schemas,
-		allCases: cases,
-		manifest: manifest,
-		data:     map[string][]byte{},
-		derived:  map[string]string{},
-		signKey:  sign,
+	a.check()
+	for _, l := range validate(schemas.Manifest, mv) {
+		a.failf(CheckSchema, "manifest.json: %s", l)
+	}
+	return a, nil
+}
 
-		verifyKey: verifyKey, verifyKeyID: verifyKeyID,
-		report: &Report{Failures: []Failure{}, Notes: []string{}, Experiments: []string{}, Subset: []string{},
-			Rederived: []Claim{}, Consistent: []Claim{}, NotChecked: []Claim{}},
-	}
-	a.manifestSchema(mv)
-	a.readFlags() // params.go
-	a.selectRuns()
-	a.checkFiles()
-	a.checkSources()
-	a.checkManifest()
-	var results map[string]any // results.json, when it is valid
+// checkStoreRuns checks the runs on stores (results.json, run.json) and
+// derives REPORT.md; it returns results.json when it is valid.
+func (a *auditor) checkStoreRuns() map[string]any {
 	switch {
-	case len(a.selStores) > 0 || len(a.stores) > 0:
-		results = a.evidenceSchemas()
-		checked := results
-		if checked == nil && !a.isListed("results.json") && len(a.selStores) == 0 {
-			// -case in an experiment-only folder, -store in a targets-only
-			// one: every run is missing.
-			checked = map[string]any{"runs": []any{}}
-		}
-		if checked == nil {
-			a.note("results.json is missing or invalid: the run set, the expectations and the calls were not checked")
-		} else {
-			runs := a.checkRunSet(checked)
-			a.checkExpectations(runs)
-			a.checkCalls(runs)
-			if len(runs) > 0 {
-				a.claim("results")
-			}
-			a.checkObservedProtocol(runs)
-			a.checkRunFile(checked)
-			a.runDoc = nil // checked: not kept through the experiments' checks
-			a.deriveReport(checked)
-		}
-	case len(a.selCases) == 0 && a.isListed("results.json"):
+	case len(a.selStores) == 0 && len(a.stores) == 0 && len(a.selCases) == 0 && a.isListed("results.json"):
 		a.failf(CheckRunSet, "manifest.json: selection.cases: empty, but manifest.files lists results.json")
-	case a.isListed("results.json"):
-		a.failf(CheckRunSet, "manifest.json: selection.stores: empty, but manifest.files lists results.json")
+		return nil
+	case len(a.selStores) == 0 && len(a.stores) == 0:
+		if a.isListed("results.json") {
+			a.failf(CheckRunSet, "manifest.json: selection.stores: empty, but manifest.files lists results.json")
+		}
+		return nil
 	}
-	a.checkTargets(results) // targets.go
-	a.checkExperiments()
-	a.deriveVerdicts()            // verdicts.go
-	a.deriveStatement()           // statement.go
-	a.checkSignature(a.statement) // dsse.go
-	a.checkUnlisted()             // files.go
-	a.unchecked()                 // claims.go
-	if opts.Write {
+	results := a.evidenceSchemas()
+	checked := results
+	if checked == nil && !a.isListed("results.json") && len(a.selStores) == 0 {
+		// -case in an experiment-only folder, -store in a targets-only
+		// one: every run is missing.
+		checked = map[string]any{"runs": []any{}}
+	}
+	if checked == nil {
+		a.note("results.json is missing or invalid: the run set, the expectations and the calls were not checked")
+		return nil
+	}
+	runs := a.checkRunSet(checked)
+	a.checkExpectations(runs)
+	a.checkCalls(runs)
+	if len(runs) > 0 {
+		a.claim("results")
+	}
+	a.checkObservedProtocol(runs)
+	a.checkRunFile(checked)
+	a.runDoc = nil // checked: not kept through the experiments' checks
+	a.deriveReport(checked)
+	return results
+}
+
+// finish completes the report once every check ran.
+func (a *auditor) finish() (*Report, error) {
+	if a.opts.Write {
 		a.report.Summary = a.summaryText()
 	}
 	if a.writeErr != nil {
-		return nil, fmt.Errorf("write the derived files into %s: %w", opts.Evidence, a.writeErr)
+		return nil, fmt.Errorf("write the derived files into %s: %w", a.opts.Evidence, a.writeErr)
 	}
 	if len(a.selCases) == 0 && len(a.cases) == 0 {
 		a.note("an experiment-only folder (manifest.json selects no cases): no case runs were required")

@@ -297,112 +297,23 @@ func expand(s string, i int) string {
 // (its exit code comes next) and a restart or start step begins another;
 // the processes still running end last, in replica order.
 func plan(doc map[string]any) ([]PlannedCall, int) {
-	replicas := max(int(number(doc["replicas"])), 1)
-	next := 0
-	current := make([]int, replicas) // process id per replica, -1 when down
-	for r := range current {
-		current[r] = next
-		next++
-	}
-	var exitOrder []int
-	var calls []PlannedCall
-	groups := 0
-	replicaOf := func(m map[string]any) int { return int(number(m["replica"])) }
-	proc := func(r int) int {
-		if r < 0 || r >= replicas {
-			return -1
-		}
-		return current[r]
-	}
-	one := func(cm map[string]any, step, rep, replica, group int) PlannedCall {
-		p := PlannedCall{Step: step, BodyLen: len(defaultBody), Group: group, Replica: replica, Process: proc(replica), body: callBody{xs: -1}}
-		if k, ok := str(cm, "key"); ok {
-			k = expand(k, rep)
-			p.Key = &k
-		} else if n, ok := cm["key_bytes"]; ok {
-			k := strings.Repeat("k", int(number(n)))
-			p.Key = &k
-		}
-		if f, ok := str(cm, "fault"); ok {
-			p.Fault = &f
-		}
-		if b, ok := str(cm, "body"); ok {
-			p.BodyLen = len(expand(b, rep))
-			p.body = callBody{text: &b, rep: rep, xs: -1}
-		} else if n, ok := cm["body_bytes"]; ok {
-			p.BodyLen = int(number(n))
-			p.body.xs = p.BodyLen
-		}
-		return p
+	p := &planState{replicas: max(int(number(doc["replicas"])), 1)}
+	for range p.replicas {
+		p.current = append(p.current, p.start())
 	}
 	steps, _ := doc["steps"].([]any)
 	for i, st := range steps {
 		sm, _ := st.(map[string]any)
-		switch {
-		case sm["call"] != nil:
-			cm, _ := sm["call"].(map[string]any)
-			for rep := range max(int(number(cm["repeat"])), 1) {
-				calls = append(calls, one(cm, i, rep, replicaOf(cm), -1))
-			}
-		case sm["concurrent"] != nil:
-			gm, _ := sm["concurrent"].(map[string]any)
-			cm, _ := gm["call"].(map[string]any)
-			across, _ := gm["across_replicas"].(bool)
-			for rep := range max(int(number(cm["repeat"])), 1) {
-				for range int(number(gm["clients"])) {
-					p := one(cm, i, rep, replicaOf(cm), groups)
-					p.InFlight = true
-					if across {
-						p.Replica, p.Process = -1, -1
-						for r := range replicas {
-							if current[r] >= 0 {
-								p.Maybe = append(p.Maybe, current[r])
-							}
-						}
-					}
-					calls = append(calls, p)
-				}
-				groups++
-			}
-		case sm["parallel"] != nil:
-			pm, _ := sm["parallel"].(map[string]any)
-			list, _ := pm["calls"].([]any)
-			for _, x := range list {
-				cm, _ := x.(map[string]any)
-				p := one(cm, i, 0, replicaOf(cm), groups)
-				p.Ordered = true
-				calls = append(calls, p)
-			}
-			groups++
-		case sm["restart"] != nil, sm["stop"] != nil:
-			m, _ := sm["restart"].(map[string]any)
-			if m == nil {
-				m, _ = sm["stop"].(map[string]any)
-			}
-			if r := replicaOf(m); r < replicas && current[r] >= 0 {
-				exitOrder = append(exitOrder, current[r])
-				current[r] = -1
-				if sm["restart"] != nil {
-					current[r] = next
-					next++
-				}
-			}
-		case sm["start"] != nil:
-			m, _ := sm["start"].(map[string]any)
-			if r := replicaOf(m); r < replicas && current[r] < 0 {
-				current[r] = next
-				next++
-			}
-		}
+		p.step(i, sm)
 	}
-	for _, id := range current {
+	for _, id := range p.current {
 		if id >= 0 {
-			exitOrder = append(exitOrder, id)
+			p.exitOrder = append(p.exitOrder, id)
 		}
 	}
 	// Number processes by exit-code order.
-	pos := make(map[int]int, len(exitOrder))
-	for i, id := range exitOrder {
+	pos := make(map[int]int, len(p.exitOrder))
+	for i, id := range p.exitOrder {
 		pos[id] = i
 	}
 	at := func(id int) int {
@@ -411,11 +322,107 @@ func plan(doc map[string]any) ([]PlannedCall, int) {
 		}
 		return -1
 	}
-	for i := range calls {
-		calls[i].Process = at(calls[i].Process)
-		for j, id := range calls[i].Maybe {
-			calls[i].Maybe[j] = at(id)
+	for i := range p.calls {
+		p.calls[i].Process = at(p.calls[i].Process)
+		for j, id := range p.calls[i].Maybe {
+			p.calls[i].Maybe[j] = at(id)
 		}
 	}
-	return calls, len(exitOrder)
+	return p.calls, len(p.exitOrder)
+}
+
+// planState is plan's walk through the steps: the calls so far, the
+// process each replica runs (-1 when down, numbered by start), and the
+// order processes exit in.
+type planState struct {
+	replicas, started, groups int
+	current, exitOrder        []int
+	calls                     []PlannedCall
+}
+
+func (p *planState) start() int { p.started++; return p.started - 1 }
+
+// step adds the calls of step i, or ends and starts processes.
+func (p *planState) step(i int, sm map[string]any) {
+	switch {
+	case sm["call"] != nil:
+		cm, _ := sm["call"].(map[string]any)
+		for rep := range max(int(number(cm["repeat"])), 1) {
+			p.calls = append(p.calls, p.call(cm, i, rep, -1))
+		}
+	case sm["concurrent"] != nil:
+		gm, _ := sm["concurrent"].(map[string]any)
+		cm, _ := gm["call"].(map[string]any)
+		across, _ := gm["across_replicas"].(bool)
+		for rep := range max(int(number(cm["repeat"])), 1) {
+			for range int(number(gm["clients"])) {
+				c := p.call(cm, i, rep, p.groups)
+				c.InFlight = true
+				if across {
+					c.Replica, c.Process = -1, -1
+					for _, id := range p.current {
+						if id >= 0 {
+							c.Maybe = append(c.Maybe, id)
+						}
+					}
+				}
+				p.calls = append(p.calls, c)
+			}
+			p.groups++
+		}
+	case sm["parallel"] != nil:
+		pm, _ := sm["parallel"].(map[string]any)
+		list, _ := pm["calls"].([]any)
+		for _, x := range list {
+			cm, _ := x.(map[string]any)
+			c := p.call(cm, i, 0, p.groups)
+			c.Ordered = true
+			p.calls = append(p.calls, c)
+		}
+		p.groups++
+	case sm["restart"] != nil, sm["stop"] != nil:
+		m, _ := sm["restart"].(map[string]any)
+		if m == nil {
+			m, _ = sm["stop"].(map[string]any)
+		}
+		if r := int(number(m["replica"])); r < p.replicas && p.current[r] >= 0 {
+			p.exitOrder = append(p.exitOrder, p.current[r])
+			p.current[r] = -1
+			if sm["restart"] != nil {
+				p.current[r] = p.start()
+			}
+		}
+	case sm["start"] != nil:
+		m, _ := sm["start"].(map[string]any)
+		if r := int(number(m["replica"])); r < p.replicas && p.current[r] < 0 {
+			p.current[r] = p.start()
+		}
+	}
+}
+
+// call is one call of a step's call object cm, for repetition rep.
+func (p *planState) call(cm map[string]any, step, rep, group int) PlannedCall {
+	replica := int(number(cm["replica"]))
+	c := PlannedCall{Step: step, BodyLen: len(defaultBody), Group: group, Replica: replica, Process: -1, body: callBody{xs: -1}}
+	if replica >= 0 && replica < p.replicas {
+		c.Process = p.current[replica]
+	}
+	if k, ok := str(cm, "key"); ok {
+		k = expand(k, rep)
+		c.Key = &k
+	} else if n, ok := cm["key_bytes"]; ok {
+		k := strings.Repeat("k", int(number(n)))
+		c.Key = &k
+	}
+	if f, ok := str(cm, "fault"); ok {
+		c.Fault = &f
+	}
+	if b, ok := str(cm, "body"); ok {
+		c.BodyLen = len(expand(b, rep))
+		c.body = callBody{text: &b, rep: rep, xs: -1}
+	} else if n, ok := cm["body_bytes"]; ok {
+		c.BodyLen = int(number(n))
+		c.body.xs = c.BodyLen
+	}
+	return c
 }

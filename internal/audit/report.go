@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -12,14 +11,9 @@ import (
 // audit re-derived, checked for consistency and did not check (claims.go),
 // or a FAIL line and one line per failure in check order; then any notes.
 func (r *Report) WriteText(w io.Writer) error {
-	var err error
-	p := func(format string, args ...any) {
-		if err == nil {
-			_, err = fmt.Fprintf(w, format, args...)
-		}
-	}
+	p := &printer{w: w}
 	if r.Summary != "" {
-		p("%s\n", r.Summary)
+		p.f("%s\n", r.Summary)
 	}
 	if r.Pass {
 		subset := ""
@@ -33,34 +27,50 @@ func (r *Report) WriteText(w io.Writer) error {
 		if len(r.Targets) > 0 {
 			ran = append(ran, r.targetsText())
 		}
-		p("PASS: %s, %s; %s and %s verified%s%s\n", strings.Join(ran, ", "), plural(r.Checks, "check"),
+		p.f("PASS: %s, %s; %s and %s verified%s%s\n", strings.Join(ran, ", "), plural(r.Checks, "check"),
 			plural(r.Files, "file"), plural(r.Sources, "source"), experimentsText(r.Experiments), subset)
 		for _, h := range claimHeads { // claims.go
 			if list := *r.list(h.kind); len(list) > 0 {
-				p("%s\n", h.head)
+				p.f("%s\n", h.head)
 				for _, c := range list {
-					p("  - %s\n", c.Text)
+					p.f("  - %s\n", c.Text)
 				}
 			}
 		}
 	} else {
-		p("FAIL: %s\n", plural(len(r.Failures), "check"))
+		p.f("FAIL: %s\n", plural(len(r.Failures), "check"))
 		for _, f := range r.Failures {
-			p("%s\n", f.Message)
+			p.f("%s\n", f.Message)
 		}
 	}
 	for _, n := range r.Notes {
-		p("note: %s\n", n)
+		p.f("note: %s\n", n)
+	}
+	return p.err
+}
+
+// WriteJSON prints the report as one indented JSON object.
+func (r *Report) WriteJSON(w io.Writer) error { return writeJSON(w, r) }
+
+// writeJSON writes v as marshalEvidence encodes it.
+func writeJSON(w io.Writer, v any) error {
+	data, err := marshalEvidence(v)
+	if err == nil {
+		_, err = w.Write(data)
 	}
 	return err
 }
 
-// WriteJSON prints the report as one indented JSON object.
-func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(r)
+// printer writes formatted text to w, keeping the first error.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) f(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
 }
 
 func plural(n int, noun string) string {

@@ -3,7 +3,6 @@ package audit
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,27 +15,16 @@ import (
 	"time"
 )
 
-// Reproduction re-observes what bytes cannot prove. No audit can re-derive
+// ReproduceOptions say what Reproduce re-observes. No audit can re-derive
 // the counts of a non-deterministic experiment from its files: Reproduce
-// runs the lab again, as processes, from the checkout, with the recorded
-// selection, seed and knobs, and checks that the evidence's claims hold
-// on fresh observations and that no recorded count is far from what the
-// re-runs show.
-//
-// Run 1 re-runs the whole recorded selection: its deterministic files
-// (DeterministicFiles) must equal the recorded ones byte for byte. Runs 2
-// to N re-run only the non-deterministic experiments the selection holds
-// (retries, chaos), one runner invocation each, so that N observations of
-// their counts cost far less than N whole runs.
-//
-// It runs the lab's own runner, built from the checkout with the pinned
-// recipe (PinnedBuildFlags, PinnedBuildEnv, GOTOOLCHAIN=local and
-// GOENV=off, as -rebuild builds the server) into a temporary folder: one
-// build, N runs, no go.work or vendor/ from outside the hashed sources
-// (the audit's source checks, which must pass first, tie the checkout to
-// the manifest). The runner builds the server itself, with the same
-// recipe, and audits what it writes; the audit here audits each re-run
-// again with its own code.
+// runs the lab again from the checkout, with the recorded selection, seed
+// and knobs, and checks that the evidence's claims hold on the fresh
+// observations and that no recorded count is far from them. Run 1 re-runs
+// the whole selection, whose deterministic files (DeterministicFiles) must
+// equal the recorded ones byte for byte; runs 2 to N only its
+// non-deterministic experiments (retries, chaos), which costs far less.
+// The runner is built once from the checkout with the pinned recipe (as
+// -rebuild builds the server), and each re-run is audited again.
 type ReproduceOptions struct {
 	Root          string // the checkout
 	Evidence      string // the recorded evidence folder
@@ -132,7 +120,15 @@ func Reproduce(ctx context.Context, o ReproduceOptions) (*Reproduction, error) {
 		r.Findings = append(r.Findings, "the recorded evidence fails its audit: nothing to re-observe")
 		return r, nil
 	}
-	full, extra, err := reproducePlan(o.Root, o.Evidence)
+	p, err := readPlanner(o.Root, o.Evidence)
+	if err != nil {
+		return nil, err
+	}
+	full, err := p.fullRun()
+	if err != nil {
+		return nil, err
+	}
+	extra, err := p.laterRuns()
 	if err != nil {
 		return nil, err
 	}
@@ -156,23 +152,6 @@ func Reproduce(ctx context.Context, o ReproduceOptions) (*Reproduction, error) {
 		return nil, errors.New("-from: no folder")
 	}
 	return r, r.judge(o, dirs)
-}
-
-// reproducePlan returns the runner arguments of run 1 (the recorded selection and
-// knobs) and of each later run (one per non-deterministic experiment
-// selected), or an error when the selection is not one runner invocation.
-func reproducePlan(root, evidence string) (full []string, extra [][]string, err error) {
-	p, err := readPlanner(root, evidence)
-	if err != nil {
-		return nil, nil, err
-	}
-	if full, err = p.fullRun(); err != nil {
-		return nil, nil, err
-	}
-	if extra, err = p.laterRuns(); err != nil {
-		return nil, nil, err
-	}
-	return full, extra, nil
 }
 
 // A planner turns a recorded selection back into runner arguments,
@@ -705,12 +684,13 @@ func (r *Reproduction) againChaos(recordedDir string, dirs []string) error {
 			continue // a target's findings are its result, not a promise the lab makes
 		}
 		for _, rule := range chaosRules {
-			if !rulePromised(rec[s], rule) {
+			if m := ruleOf(rec[s], rule); m == nil || m["promised"] != true {
 				continue
 			}
 			held := make([]bool, len(again))
 			for i, runs := range again {
-				held[i] = runs[s] != nil && ruleCount(runs[s], rule) == 0
+				m := ruleOf(runs[s], rule)
+				held[i] = m != nil && number(m["count"]) == 0
 			}
 			r.claimAgain(fmt.Sprintf("chaos %s: no %s", s, rule), held)
 		}
@@ -734,20 +714,6 @@ func (r *Reproduction) againChaos(recordedDir string, dirs []string) error {
 	return nil
 }
 
-// ruleCount is a chaos verdict's count of rule.
-func ruleCount(run map[string]any, rule string) int64 {
-	if m := ruleOf(run, rule); m != nil {
-		return number(m["count"])
-	}
-	return -1
-}
-
-// rulePromised reports whether a chaos verdict's claims promise rule.
-func rulePromised(run map[string]any, rule string) bool {
-	m := ruleOf(run, rule)
-	return m != nil && m["promised"] == true
-}
-
 // ruleOf is a chaos verdict's line of rule, nil without one.
 func ruleOf(run map[string]any, rule string) map[string]any {
 	rules, _ := run["rules"].([]any)
@@ -764,91 +730,82 @@ func ruleOf(run map[string]any, rule string) map[string]any {
 // when it failed; else each runner invocation, the deterministic files,
 // the claims, the counts, the re-runs' own audits, and the verdict.
 func (r *Reproduction) WriteText(w io.Writer) error {
-	var err error
-	p := func(format string, args ...any) {
-		if err == nil {
-			_, err = fmt.Fprintf(w, format, args...)
-		}
-	}
 	if !r.Audit.Pass {
-		if e := r.Audit.WriteText(w); e != nil {
-			return e
+		if err := r.Audit.WriteText(w); err != nil {
+			return err
 		}
-		p("NOT REPRODUCED: the recorded evidence fails its audit: nothing to re-observe\n")
+		_, err := fmt.Fprintln(w, "NOT REPRODUCED: the recorded evidence fails its audit: nothing to re-observe")
 		return err
 	}
+	p := &printer{w: w}
 	for i, inv := range r.Invocation {
-		p("invocation %d: %s\n", i+1, inv)
+		p.f("invocation %d: %s\n", i+1, inv)
 	}
 	if len(r.Files) > 0 {
-		p("deterministic files, run 1 against the recorded evidence:\n")
+		p.f("deterministic files, run 1 against the recorded evidence:\n")
 		for _, f := range r.Files {
 			if f.Identical {
-				p("  identical: %s\n", f.Name)
+				p.f("  identical: %s\n", f.Name)
 			} else {
-				p("  DIFFERS: %s: %s\n", f.Name, f.Detail)
+				p.f("  DIFFERS: %s: %s\n", f.Name, f.Detail)
 			}
 		}
 	}
 	if len(r.Claims) > 0 {
-		p("claims, on each re-observation:\n")
+		p.f("claims, on each re-observation:\n")
 		for _, c := range r.Claims {
-			n := 0
-			for _, h := range c.Held {
-				if h {
-					n++
-				}
-			}
+			n := len(slices.DeleteFunc(slices.Clone(c.Held), func(h bool) bool { return !h }))
 			verdict := "held again"
 			if n < len(c.Held) {
 				verdict = "NOT HELD AGAIN"
 			}
-			p("  %s %d/%d: %s\n", verdict, n, len(c.Held), c.Claim)
+			p.f("  %s %d/%d: %s\n", verdict, n, len(c.Held), c.Claim)
 		}
 	}
-	if len(r.Counts) > 0 {
-		p("counts, recorded | re-observed; FAR: outside [min/%d - %d, %d*max + %d] of the re-runs (counts that depend on timing vary about threefold between runs on a loaded machine); (scale): not flagged, they measure the machine's speed:\n",
-			FarFactor, FarSlack, FarFactor, FarSlack)
-		width := 0
-		for _, c := range r.Counts {
-			width = max(width, len(c.Name))
-		}
-		for _, c := range r.Counts {
-			mark := ""
-			switch {
-			case c.Far:
-				mark = "  FAR"
-			case !c.Flagged:
-				mark = "  (scale)"
-			}
-			p("  %-*s %6d | %s%s\n", width, c.Name, c.Recorded, ints(c.Again), mark)
-		}
-	}
+	r.writeCounts(p)
 	for _, v := range r.ReRuns {
 		if v.Pass {
-			p("re-run %d (%s): its own audit passed\n", v.Run, v.What)
-		} else {
-			p("re-run %d (%s): its own audit FAILED (%s):\n", v.Run, v.What, plural(len(v.Failures), "check"))
-			for _, f := range v.Failures[:min(len(v.Failures), 10)] {
-				p("  %s\n", f)
-			}
+			p.f("re-run %d (%s): its own audit passed\n", v.Run, v.What)
+			continue
+		}
+		p.f("re-run %d (%s): its own audit FAILED (%s):\n", v.Run, v.What, plural(len(v.Failures), "check"))
+		for _, f := range v.Failures[:min(len(v.Failures), 10)] {
+			p.f("  %s\n", f)
 		}
 	}
 	if r.Pass {
-		p("REPRODUCED: the deterministic files are identical, every claim held again on every re-observation, and no recorded count is far from the re-runs\n")
-	} else {
-		p("NOT REPRODUCED: %s\n", plural(len(r.Findings), "finding"))
-		for _, f := range r.Findings {
-			p("  %s\n", f)
-		}
+		p.f("REPRODUCED: the deterministic files are identical, every claim held again on every re-observation, and no recorded count is far from the re-runs\n")
+		return p.err
 	}
-	return err
+	p.f("NOT REPRODUCED: %s\n", plural(len(r.Findings), "finding"))
+	for _, f := range r.Findings {
+		p.f("  %s\n", f)
+	}
+	return p.err
+}
+
+// writeCounts prints each recorded count beside its re-observations.
+func (r *Reproduction) writeCounts(p *printer) {
+	if len(r.Counts) == 0 {
+		return
+	}
+	p.f("counts, recorded | re-observed; FAR: outside [min/%d - %d, %d*max + %d] of the re-runs (counts that depend on timing vary about threefold between runs on a loaded machine); (scale): not flagged, they measure the machine's speed:\n",
+		FarFactor, FarSlack, FarFactor, FarSlack)
+	width := 0
+	for _, c := range r.Counts {
+		width = max(width, len(c.Name))
+	}
+	for _, c := range r.Counts {
+		mark := ""
+		switch {
+		case c.Far:
+			mark = "  FAR"
+		case !c.Flagged:
+			mark = "  (scale)"
+		}
+		p.f("  %-*s %6d | %s%s\n", width, c.Name, c.Recorded, ints(c.Again), mark)
+	}
 }
 
 // WriteJSON prints the reproduction as one indented JSON object.
-func (r *Reproduction) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(r)
-}
+func (r *Reproduction) WriteJSON(w io.Writer) error { return writeJSON(w, r) }

@@ -52,7 +52,15 @@ func TestReproducePlan(t *testing.T) {
 			[]string{"-experiment chaos -store all -target effectserver-durable -target express-idempotency -clients=2 -duration=1s"}},
 		{"signed", "-case keyed_lost_reply -store volatile", nil},
 	} {
-		full, extra, err := reproducePlan(fixture, fixture+"/"+tt.folder)
+		p, err := readPlanner(fixture, fixture+"/"+tt.folder)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.folder, err)
+		}
+		full, err := p.fullRun()
+		if err != nil {
+			t.Fatalf("%s: %v", tt.folder, err)
+		}
+		extra, err := p.laterRuns()
 		if err != nil {
 			t.Fatalf("%s: %v", tt.folder, err)
 		}

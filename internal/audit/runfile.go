@@ -13,32 +13,65 @@ import (
 
 // checkRunFile checks run.json against results.json: the same runs in the
 // same order; per run, one entry per call and one server per exit code,
-// each server's exit code equal to results.json's; in each concurrent
-// group the client launch indexes are a permutation of 0..clients-1, lone
-// calls have client 0, and equal observations keep launch order (the
-// owner, the call not replayed, comes first wherever it was launched);
-// an error text exactly on the calls without a reply; every timestamp
-// RFC 3339, every duration and latency a finite non-negative number, every
-// server address a loopback host:port, every log line naming one of the
-// run's servers.
+// each server's exit code equal to results.json's; client launch indexes
+// consistent with the recorded order (checkClients); an error text exactly
+// on the calls without a reply; every timestamp RFC 3339, every duration
+// and latency a finite non-negative number, every server address a
+// loopback host:port, every log line naming one of the run's servers.
 func (a *auditor) checkRunFile(results map[string]any) {
 	doc := a.runDoc
 	if doc == nil {
 		return // reported by the schema check
 	}
 	a.claim("runfile")
-	fail := func(k *runKey, format string, args ...any) {
-		f := Failure{Check: CheckRunFile, Message: "run.json: " + fmt.Sprintf(format, args...)}
-		if k != nil {
-			f.Case, f.Store = k.Case, k.Store
-			f.Message = fmt.Sprintf("run.json: %s: %s", k, fmt.Sprintf(format, args...))
-		}
-		a.fail(f)
+	a.checkRunTimes(doc)
+	rruns, _ := results["runs"].([]any)
+	druns, _ := doc["runs"].([]any)
+	a.check()
+	var rk, dk []string
+	for _, r := range rruns {
+		rk = append(rk, runKeyOf(r).String())
 	}
+	for _, r := range druns {
+		dk = append(dk, runKeyOf(r).String())
+	}
+	if !slices.Equal(rk, dk) {
+		a.runFileFail(nil, "runs: expected the runs of results.json in its order (%d runs), observed %d runs: %s", len(rk), len(dk), firstDiffOf("runs", rk, dk))
+	}
+	for i := range min(len(rruns), len(druns)) {
+		if k := runKeyOf(rruns[i]); runKeyOf(druns[i]) == k {
+			rr, _ := rruns[i].(map[string]any)
+			dr, _ := druns[i].(map[string]any)
+			a.checkRunEntry(k, rr, dr)
+		}
+	}
+}
+
+// runKeyOf is the case and store of a run object.
+func runKeyOf(v any) runKey {
+	m, _ := v.(map[string]any)
+	c, _ := str(m, "case")
+	s, _ := str(m, "store")
+	return runKey{c, s}
+}
+
+// runFileFail records a failed run.json check, about run k unless nil.
+func (a *auditor) runFileFail(k *runKey, format string, args ...any) {
+	f := Failure{Check: CheckRunFile, Message: "run.json: " + fmt.Sprintf(format, args...)}
+	if k != nil {
+		f.Case, f.Store = k.Case, k.Store
+		f.Message = fmt.Sprintf("run.json: %s: %s", k, fmt.Sprintf(format, args...))
+	}
+	a.fail(f)
+}
+
+// checkRunTimes checks run.json's started_utc (and manifest.json's
+// generated_utc against it) and wall_ms.
+func (a *auditor) checkRunTimes(doc map[string]any) {
 	a.check()
 	started, _ := str(doc, "started_utc")
 	if !validTime(started) {
-		fail(nil, "started_utc: %q is not an RFC 3339 time", started)
+		a.runFileFail(nil, "started_utc: %q is not an RFC 3339 time", started)
 	} else if gen, ok := str(a.manifest, "generated_utc"); ok && validTime(gen) {
 		// The manifest is written after the runs began, and a run that
 		// takes over an hour is not this lab's.
@@ -51,102 +84,78 @@ func (a *auditor) checkRunFile(results map[string]any) {
 	}
 	a.check()
 	if !sane(doc["wall_ms"]) {
-		fail(nil, "wall_ms: %s is not a non-negative number", render(doc["wall_ms"]))
-	}
-	rruns, _ := results["runs"].([]any)
-	druns, _ := doc["runs"].([]any)
-	a.check()
-	keyOf := func(v any) runKey {
-		m, _ := v.(map[string]any)
-		c, _ := str(m, "case")
-		s, _ := str(m, "store")
-		return runKey{c, s}
-	}
-	var rk, dk []string
-	for _, r := range rruns {
-		rk = append(rk, keyOf(r).String())
-	}
-	for _, r := range druns {
-		dk = append(dk, keyOf(r).String())
-	}
-	if !slices.Equal(rk, dk) {
-		fail(nil, "runs: expected the runs of results.json in its order (%d runs), observed %d runs: %s", len(rk), len(dk), firstDiffOf("runs", rk, dk))
-	}
-	plans := map[string]*Case{}
-	for _, c := range a.allCases {
-		plans[c.Name] = c
-	}
-	for i := range min(len(rruns), len(druns)) {
-		k := keyOf(rruns[i])
-		if keyOf(druns[i]) != k {
-			continue
-		}
-		rr, _ := rruns[i].(map[string]any)
-		dr, _ := druns[i].(map[string]any)
-		a.check()
-		if !sane(dr["wall_ms"]) {
-			fail(&k, "wall_ms: %s is not a non-negative number", render(dr["wall_ms"]))
-		}
-		servers, _ := dr["servers"].([]any)
-		codes, _ := rr["exit_codes"].([]any)
-		var got []any
-		for j, sv := range servers {
-			m, _ := sv.(map[string]any)
-			got = append(got, m["exit_code"])
-			a.check()
-			if !sane(m["ready_ms"]) {
-				fail(&k, "servers[%d].ready_ms: %s is not a non-negative number", j, render(m["ready_ms"]))
-			}
-			if number(m["pid"]) <= 0 {
-				fail(&k, "servers[%d].pid: %s is not a process id", j, render(m["pid"]))
-			}
-			if addr, _ := str(m, "addr"); !loopback(addr) {
-				fail(&k, "servers[%d].addr: %q is not a loopback host:port", j, addr)
-			}
-		}
-		a.check()
-		if render(got) != render(codes) && !(len(got) == 0 && len(codes) == 0) {
-			fail(&k, "servers' exit codes: expected %s (results.json exit_codes), observed %s", render(codes), render(got))
-		}
-		a.check()
-		for j, line := range stringList(dr, "server_log") {
-			if strings.HasPrefix(line, "ledger: ") {
-				continue // the downstream ledger's own log
-			}
-			if n, ok := logServer(line); !ok || n >= len(servers) {
-				fail(&k, "server_log[%d]: does not start with \"server N\" for one of the %d servers", j, len(servers))
-				break
-			}
-		}
-		rcalls, _ := rr["calls"].([]any)
-		dcalls, _ := dr["calls"].([]any)
-		a.check()
-		if len(rcalls) != len(dcalls) {
-			fail(&k, "calls: expected %d (as in results.json), observed %d", len(rcalls), len(dcalls))
-			continue
-		}
-		for j := range dcalls {
-			dc, _ := dcalls[j].(map[string]any)
-			rc, _ := rcalls[j].(map[string]any)
-			a.check()
-			if !sane(dc["latency_ms"]) {
-				fail(&k, "calls[%d].latency_ms: %s is not a non-negative number", j, render(dc["latency_ms"]))
-			}
-			outcome, _ := str(rc, "outcome")
-			if e, _ := str(dc, "error"); (e == "") != (outcome == "reply") {
-				fail(&k, "calls[%d].error: %q for outcome %s (an error text exactly when no reply came)", j, e, outcome)
-			}
-		}
-		c := plans[k.Case]
-		if c == nil || len(c.Plan) != len(dcalls) {
-			continue // reported by the call checks
-		}
-		a.checkClients(k, c.Plan, rcalls, dcalls, fail)
+		a.runFileFail(nil, "wall_ms: %s is not a non-negative number", render(doc["wall_ms"]))
 	}
 }
 
-// checkClients checks the client launch indexes of one run's calls.
-func (a *auditor) checkClients(k runKey, plan []PlannedCall, rcalls, dcalls []any, fail func(*runKey, string, ...any)) {
+// checkRunEntry checks run k of run.json (dr) against results.json's (rr).
+func (a *auditor) checkRunEntry(k runKey, rr, dr map[string]any) {
+	a.check()
+	if !sane(dr["wall_ms"]) {
+		a.runFileFail(&k, "wall_ms: %s is not a non-negative number", render(dr["wall_ms"]))
+	}
+	servers, _ := dr["servers"].([]any)
+	codes, _ := rr["exit_codes"].([]any)
+	var got []any
+	for j, sv := range servers {
+		m, _ := sv.(map[string]any)
+		got = append(got, m["exit_code"])
+		a.check()
+		if !sane(m["ready_ms"]) {
+			a.runFileFail(&k, "servers[%d].ready_ms: %s is not a non-negative number", j, render(m["ready_ms"]))
+		}
+		if number(m["pid"]) <= 0 {
+			a.runFileFail(&k, "servers[%d].pid: %s is not a process id", j, render(m["pid"]))
+		}
+		if addr, _ := str(m, "addr"); !loopback(addr) {
+			a.runFileFail(&k, "servers[%d].addr: %q is not a loopback host:port", j, addr)
+		}
+	}
+	a.check()
+	if render(got) != render(codes) && !(len(got) == 0 && len(codes) == 0) {
+		a.runFileFail(&k, "servers' exit codes: expected %s (results.json exit_codes), observed %s", render(codes), render(got))
+	}
+	a.check()
+	for j, line := range stringList(dr, "server_log") {
+		if strings.HasPrefix(line, "ledger: ") {
+			continue // the downstream ledger's own log
+		}
+		if n, ok := logServer(line); !ok || n >= len(servers) {
+			a.runFileFail(&k, "server_log[%d]: does not start with \"server N\" for one of the %d servers", j, len(servers))
+			break
+		}
+	}
+	rcalls, _ := rr["calls"].([]any)
+	dcalls, _ := dr["calls"].([]any)
+	a.check()
+	if len(rcalls) != len(dcalls) {
+		a.runFileFail(&k, "calls: expected %d (as in results.json), observed %d", len(rcalls), len(dcalls))
+		return
+	}
+	for j := range dcalls {
+		dc, _ := dcalls[j].(map[string]any)
+		rc, _ := rcalls[j].(map[string]any)
+		a.check()
+		if !sane(dc["latency_ms"]) {
+			a.runFileFail(&k, "calls[%d].latency_ms: %s is not a non-negative number", j, render(dc["latency_ms"]))
+		}
+		outcome, _ := str(rc, "outcome")
+		if e, _ := str(dc, "error"); (e == "") != (outcome == "reply") {
+			a.runFileFail(&k, "calls[%d].error: %q for outcome %s (an error text exactly when no reply came)", j, e, outcome)
+		}
+	}
+	i := slices.IndexFunc(a.allCases, func(c *Case) bool { return c.Name == k.Case })
+	if i >= 0 && len(a.allCases[i].Plan) == len(dcalls) { // else reported by the call checks
+		a.checkClients(k, a.allCases[i].Plan, rcalls, dcalls)
+	}
+}
+
+// checkClients checks the client launch indexes of one run's calls: in
+// each concurrent group a permutation of 0..clients-1, lone calls client
+// 0, a parallel step's calls in list order, and equal observations in
+// launch order (the owner, the call not replayed, comes first wherever it
+// was launched).
+func (a *auditor) checkClients(k runKey, plan []PlannedCall, rcalls, dcalls []any) {
 	for j := 0; j < len(plan); {
 		end := j + 1
 		for plan[j].Group >= 0 && end < len(plan) && plan[end].Group == plan[j].Group {
@@ -167,18 +176,18 @@ func (a *auditor) checkClients(k runKey, plan []PlannedCall, rcalls, dcalls []an
 		case plan[j].Ordered:
 			for x, c := range clients {
 				if c != int64(x) {
-					fail(&k, "calls[%d].client: expected %d (the call's place in its parallel step), observed %d", j+x, x, c)
+					a.runFileFail(&k, "calls[%d].client: expected %d (the call's place in its parallel step), observed %d", j+x, x, c)
 					break
 				}
 			}
 		case !perm && end-j == 1:
-			fail(&k, "calls[%d].client: expected 0 (a lone call), observed %d", j, clients[0])
+			a.runFileFail(&k, "calls[%d].client: expected 0 (a lone call), observed %d", j, clients[0])
 		case !perm:
-			fail(&k, "calls[%d..%d].client: expected the launch indexes 0..%d once each, observed %s", j, end-1, end-j-1, render(clients))
+			a.runFileFail(&k, "calls[%d..%d].client: expected the launch indexes 0..%d once each, observed %s", j, end-1, end-j-1, render(clients))
 		default:
 			for x := j + 1; x < end; x++ {
 				if render(rcalls[x]) == render(rcalls[x-1]) && clients[x-j] < clients[x-j-1] {
-					fail(&k, "calls[%d].client: %d after %d for an equal observation (equal calls keep launch order; the owner, not replayed, comes first)", x, clients[x-j], clients[x-j-1])
+					a.runFileFail(&k, "calls[%d].client: %d after %d for an equal observation (equal calls keep launch order; the owner, not replayed, comes first)", x, clients[x-j], clients[x-j-1])
 					break
 				}
 			}

@@ -11,56 +11,16 @@ type runKey struct{ Case, Store string }
 func (k runKey) String() string { return fmt.Sprintf("case %s, store %s", k.Case, k.Store) }
 
 // selectRuns reads manifest.selection: the cases (known case files, in
-// case-file order, each once) and stores (known stores, in store order,
-// each once) the evidence claims to cover. Those are the runs that must
-// be present; -case and -store narrow the runs checked in depth, and a
-// -case or -store outside the selection is still required. The PASS line
-// names every way the selection covers less than the whole checkout.
+// case-file order, each once), stores (known stores, in store order, each
+// once) and targets the evidence claims to cover. Those are the runs that
+// must be present; -case and -store narrow the runs checked in depth, and
+// a -case or -store outside the selection is still required. The PASS
+// line names every way the selection covers less than the whole checkout.
 func (a *auditor) selectRuns() {
 	sel, _ := a.manifest["selection"].(map[string]any)
-	byName := map[string]*Case{}
-	for _, c := range a.allCases {
-		byName[c.Name] = c
-	}
 	a.check()
-	last := -1
-	for _, n := range stringList(sel, "cases") {
-		c, ok := byName[n]
-		switch {
-		case !ok:
-			a.failf(CheckRunSet, "manifest.json: selection.cases: %q is not the name of a case file in cases/", n)
-			continue
-		case slices.Contains(a.selCases, c):
-			a.failf(CheckRunSet, "manifest.json: selection.cases: %q listed twice", n)
-			continue
-		case slices.Index(a.allCases, c) < last:
-			a.failf(CheckRunSet, "manifest.json: selection.cases: %q out of case-file order", n)
-		}
-		last = slices.Index(a.allCases, c)
-		a.selCases = append(a.selCases, c)
-	}
-	known := knownStores(a.allCases)
-	for _, s := range stringList(sel, "stores") {
-		switch {
-		case !slices.Contains(known, s):
-			a.failf(CheckRunSet, "manifest.json: selection.stores: %q is not a known store", s)
-			continue
-		case slices.Contains(a.selStores, s):
-			a.failf(CheckRunSet, "manifest.json: selection.stores: %q listed twice", s)
-			continue
-		}
-		a.selStores = append(a.selStores, s)
-	}
-	if !slices.Equal(orderStores(a.selStores), a.selStores) {
-		a.failf(CheckRunSet, "manifest.json: selection.stores: not in store order (%s)", strings.Join(StoreOrder, ", "))
-	}
-	for _, n := range stringList(sel, "targets") {
-		if slices.Contains(a.selTargets, n) {
-			a.failf(CheckRunSet, "manifest.json: selection.targets: %q listed twice", n)
-			continue
-		}
-		a.selTargets = append(a.selTargets, n)
-	}
+	a.selectCases(stringList(sel, "cases"))
+	a.selectStoresAndTargets(stringList(sel, "stores"), stringList(sel, "targets"))
 	switch ran := len(a.selStores) > 0 || len(a.selTargets) > 0; {
 	case len(a.selCases) == 0 && len(a.selStores) > 0:
 		a.failf(CheckRunSet, "manifest.json: selection: cases and stores must both be empty or both be set")
@@ -69,12 +29,65 @@ func (a *auditor) selectRuns() {
 	case len(a.selCases) > 0 && !ran:
 		a.failf(CheckRunSet, "manifest.json: selection: cases, but no store and no target to run them on")
 	}
+	a.narrow()
+	if len(a.selCases) == 0 && len(stringList(sel, "experiments")) == 0 {
+		a.failf(CheckRunSet, "manifest.json: selection: selects no case and no experiment: the evidence claims nothing")
+	}
+	a.report.Cases, a.report.Stores = len(a.cases), len(a.stores)
+	a.noteSubset()
+}
 
-	// What is checked in depth: the selection, narrowed; a narrowing to a
-	// case or store outside the selection still requires its runs.
+// selectCases reads selection.cases into selCases.
+func (a *auditor) selectCases(names []string) {
+	last := -1
+	for _, n := range names {
+		i := slices.IndexFunc(a.allCases, func(c *Case) bool { return c.Name == n })
+		switch {
+		case i < 0:
+			a.failf(CheckRunSet, "manifest.json: selection.cases: %q is not the name of a case file in cases/", n)
+			continue
+		case slices.Contains(a.selCases, a.allCases[i]):
+			a.failf(CheckRunSet, "manifest.json: selection.cases: %q listed twice", n)
+			continue
+		case i < last:
+			a.failf(CheckRunSet, "manifest.json: selection.cases: %q out of case-file order", n)
+		}
+		last = i
+		a.selCases = append(a.selCases, a.allCases[i])
+	}
+}
+
+// selectStoresAndTargets reads selection.stores and selection.targets.
+func (a *auditor) selectStoresAndTargets(stores, targets []string) {
+	known := knownStores(a.allCases)
+	for _, s := range stores {
+		switch {
+		case !slices.Contains(known, s):
+			a.failf(CheckRunSet, "manifest.json: selection.stores: %q is not a known store", s)
+		case slices.Contains(a.selStores, s):
+			a.failf(CheckRunSet, "manifest.json: selection.stores: %q listed twice", s)
+		default:
+			a.selStores = append(a.selStores, s)
+		}
+	}
+	if !slices.Equal(orderStores(a.selStores), a.selStores) {
+		a.failf(CheckRunSet, "manifest.json: selection.stores: not in store order (%s)", strings.Join(StoreOrder, ", "))
+	}
+	for _, n := range targets {
+		if slices.Contains(a.selTargets, n) {
+			a.failf(CheckRunSet, "manifest.json: selection.targets: %q listed twice", n)
+			continue
+		}
+		a.selTargets = append(a.selTargets, n)
+	}
+}
+
+// narrow sets what is checked in depth: the selection, narrowed by -case
+// and -store; a narrowing outside the selection still requires its runs.
+func (a *auditor) narrow() {
 	a.cases, a.stores = a.selCases, a.selStores
 	if n := a.opts.Case; n != "" {
-		a.cases = []*Case{byName[n]}
+		a.cases = []*Case{a.allCases[slices.IndexFunc(a.allCases, func(c *Case) bool { return c.Name == n })]}
 		a.report.Subset = append(a.report.Subset, "checked: -case "+n)
 	}
 	if s := a.opts.Store; s != "" {
@@ -87,11 +100,11 @@ func (a *auditor) selectRuns() {
 	if len(a.cases) == 0 {
 		a.stores = nil // an experiment-only folder: -store has nothing to narrow
 	}
-	if len(a.selCases) == 0 && len(stringList(sel, "experiments")) == 0 {
-		a.failf(CheckRunSet, "manifest.json: selection: selects no case and no experiment: the evidence claims nothing")
-	}
-	a.report.Cases, a.report.Stores = len(a.cases), len(a.stores)
+}
 
+// noteSubset names, for the PASS line, the cases and stores the selection
+// leaves out.
+func (a *auditor) noteSubset() {
 	if len(a.selCases) > 0 && len(a.selCases) < len(a.allCases) {
 		names := make([]string, len(a.selCases))
 		for i, c := range a.selCases {
@@ -102,18 +115,16 @@ func (a *auditor) selectRuns() {
 	if len(a.selStores) == 0 && len(a.selTargets) > 0 {
 		a.report.Subset = append(a.report.Subset, "stores: none (runs on targets only)")
 	}
-	if len(a.selStores) > 0 {
-		var all []string
-		for _, c := range a.selCases {
-			for _, s := range c.Stores() {
-				if !slices.Contains(all, s) {
-					all = append(all, s)
-				}
+	var all []string
+	for _, c := range a.selCases {
+		for _, s := range c.Stores() {
+			if !slices.Contains(all, s) {
+				all = append(all, s)
 			}
 		}
-		if len(a.selStores) < len(all) {
-			a.report.Subset = append(a.report.Subset, "stores: "+strings.Join(a.selStores, ", ")+" only")
-		}
+	}
+	if len(a.selStores) > 0 && len(a.selStores) < len(all) {
+		a.report.Subset = append(a.report.Subset, "stores: "+strings.Join(a.selStores, ", ")+" only")
 	}
 }
 

@@ -61,14 +61,6 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// manifestSchema validates the already-decoded manifest.
-func (a *auditor) manifestSchema(v any) {
-	a.check()
-	for _, l := range validate(a.schemas.Manifest, v) {
-		a.failf(CheckSchema, "manifest.json: %s", l)
-	}
-}
-
 // evidenceSchemas validates results.json and run.json and returns the
 // decoded results when they are valid, nil otherwise.
 func (a *auditor) evidenceSchemas() map[string]any {
