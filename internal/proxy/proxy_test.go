@@ -51,7 +51,11 @@ func startProxy(t *testing.T, cfg proxy.Config) (*proxy.Proxy, <-chan proxy.Exch
 	if err != nil {
 		t.Fatal(err)
 	}
-	sinktest.CloseAtEnd(t, p)
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return p, observed
 }
 
@@ -768,7 +772,16 @@ func TestClose(t *testing.T) {
 	got := make(chan []byte, 1)
 	go func() { got <- send(t, p.Addr(), "POST / HTTP/1.1\r\nHost: p\r\nContent-Length: 3\r\n\r\npay") }()
 	<-arrived
-	sinktest.CloseWithin(t, p, bound)
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(bound):
+		t.Fatalf("Close did not return within %v", bound)
+	}
 	if b := <-got; len(b) > 0 {
 		t.Errorf("client received %q, want nothing", b)
 	}
@@ -806,6 +819,13 @@ func TestStartRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		p, err := proxy.Start(tt.cfg)
-		sinktest.WantRefused(t, tt.cfg, p, err, tt.want)
+		if err == nil {
+			p.Close()
+			t.Errorf("Start(%+v) succeeded, want %q", tt.cfg, tt.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Start = %v, want %q", err, tt.want)
+		}
 	}
 }
