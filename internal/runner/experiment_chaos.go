@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"regexp"
 	"time"
 
@@ -14,11 +13,6 @@ import (
 	"idemlab/internal/protocol"
 	"idemlab/internal/target"
 )
-
-// Chaos is the chaos experiment: clients under seeded faults and kill -9 on
-// every selected store and target, each run's history recorded with the
-// journal (a store's, or the sink's) for the audit to judge.
-const Chaos Experiment = "chaos"
 
 // ChaosFile is the chaos experiment's summary; each store's and target's
 // history goes to chaosBase(name).jsonl (the audit draws its timeline).
@@ -37,13 +31,13 @@ func chaosBase(store protocol.Store, targetName string) string {
 // chaosTargetFile matches the histories of chaos runs on targets.
 var chaosTargetFile = regexp.MustCompile(`^chaos-target-[a-z][a-z0-9-]{0,47}\.jsonl$`)
 
-func init() {
+// chaosFiles are the files chaos may write besides the targets' histories.
+func chaosFiles() []string {
 	files := []string{ChaosFile}
 	for _, s := range protocol.Stores {
 		files = append(files, chaosBase(s, "")+".jsonl")
 	}
-	register(experiment{name: Chaos, order: 30, files: files, patterns: []*regexp.Regexp{chaosTargetFile}, run: runChaos,
-		check: func(o Options) error { return o.Chaos.config().CheckKnobs() }})
+	return files
 }
 
 // ChaosOptions are the chaos experiment's knobs (runner -duration,
@@ -110,10 +104,7 @@ func runChaos(ctx context.Context, inv *invocation) ([]evidence.File, error) {
 			return nil, err
 		}
 	}
-	for _, t := range inv.loaded {
-		if !inv.chaosOnTargets(inv.experiments) {
-			break
-		}
+	for _, t := range inv.loaded { // the targets, when onTargets
 		why, digest, err := chaosNotRun(ctx, inv, t)
 		if err != nil {
 			return nil, err
@@ -158,10 +149,11 @@ func (inv *invocation) chaosConfig(s protocol.Store, t *target.Target) chaos.Con
 // missing (an error under IDEMLAB_REQUIRE_TARGETS=1), or it counts its
 // effects itself.
 func chaosNotRun(ctx context.Context, inv *invocation, t *target.Target) (why, digest string, err error) {
-	if why := missing(t, inv.pg != nil); why != "" {
-		if os.Getenv(target.RequireEnv) == "1" {
-			return "", "", fmt.Errorf("chaos on target %s: %s (%s=1 makes a missing program an error)", t.Name, why, target.RequireEnv)
-		}
+	why, err = skipped(t, inv.pg != nil)
+	if err != nil {
+		return "", "", fmt.Errorf("chaos on %w", err)
+	}
+	if why != "" {
 		return "skipped: " + why, "", nil
 	}
 	if why := chaos.NotRunnable(t); why != "" {

@@ -8,10 +8,6 @@ import (
 	"idemlab/internal/jitter"
 )
 
-func init() {
-	register(experiment{name: Jitter, order: 20, files: []string{"jitter.json"}, run: runJitter})
-}
-
 // runJitter runs the jitter model and prints its peaks.
 func runJitter(_ context.Context, inv *invocation) ([]evidence.File, error) {
 	res, err := jitter.Run(jitter.Default)

@@ -8,11 +8,6 @@ import (
 	"idemlab/internal/retries"
 )
 
-func init() {
-	register(experiment{name: Retries, order: 10, files: []string{"retries.json"}, run: runRetries,
-		check: func(o Options) error { return retriesParameters(o.Retries, o.Intents).Check() }})
-}
-
 // retriesParameters are the knobs the experiment runs with: p, or
 // retries.Default when p is zero, with intents as its Intents.
 func retriesParameters(p retries.Parameters, intents int) retries.Parameters {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 
 	"idemlab/internal/evidence"
@@ -17,17 +16,19 @@ type Experiment string
 const (
 	Retries Experiment = "retries"
 	Jitter  Experiment = "jitter"
+	// Chaos is clients under seeded faults and kill -9 on every selected
+	// store and target, each run's history recorded with the journal (a
+	// store's, or the sink's) for the audit to judge.
+	Chaos Experiment = "chaos"
 	// None as the -experiment value runs the cases and no experiment.
 	None Experiment = "none"
 )
 
-// An experiment is one entry of the experiments table: its name, its place
-// in a plain run, the evidence files it writes, how to check its knobs
-// and how to run it. Each experiment registers itself from its own file
+// An experiment is one entry of the experiments table: its name, the
+// evidence files it writes, how to check its knobs and how to run it
 // (experiment_NAME.go).
 type experiment struct {
 	name  Experiment
-	order int // a plain run runs experiments by ascending order
 	files []string
 	// patterns match the evidence files whose names depend on the run
 	// (a target's), beyond files.
@@ -40,25 +41,13 @@ type experiment struct {
 	run func(ctx context.Context, inv *invocation) ([]evidence.File, error)
 }
 
-// experiments is every registered experiment, in the order a plain run
-// runs them.
-var experiments []experiment
-
-// register adds e to the experiments; a second experiment of one name or
-// one order, or a file two experiments write, is a programmer error.
-func register(e experiment) {
-	for _, known := range experiments {
-		if known.name == e.name || known.order == e.order {
-			panic(fmt.Sprintf("runner: experiment %s registered twice (or at the order of %s)", e.name, known.name))
-		}
-		for _, f := range e.files {
-			if slices.Contains(known.files, f) {
-				panic(fmt.Sprintf("runner: experiments %s and %s both write %s", known.name, e.name, f))
-			}
-		}
-	}
-	experiments = append(experiments, e)
-	slices.SortFunc(experiments, func(a, b experiment) int { return a.order - b.order })
+// experiments is every experiment, in the order a plain run runs them.
+var experiments = []experiment{
+	{name: Retries, files: []string{"retries.json"}, run: runRetries,
+		check: func(o Options) error { return retriesParameters(o.Retries, o.Intents).Check() }},
+	{name: Jitter, files: []string{"jitter.json"}, run: runJitter},
+	{name: Chaos, files: chaosFiles(), patterns: []*regexp.Regexp{chaosTargetFile}, run: runChaos,
+		check: func(o Options) error { return o.Chaos.config().CheckKnobs() }},
 }
 
 // Experiments lists every experiment's name, in run order.

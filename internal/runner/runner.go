@@ -198,23 +198,17 @@ func evidenceNames() ([]string, []*regexp.Regexp) {
 	return names, append(patterns, evidence.DerivedPattern)
 }
 
-// onTargets says whether this invocation runs the cases on targets: with
-// -target, or in a run of the cases on every store; never in a mutation
-// run (the broken registries are the lab server's).
-func (o Options) onTargets(suite bool) bool {
-	return suite && o.Unsafe == protocol.Sound && (len(o.Targets) > 0 || !o.StoresGiven)
+// onTargets says whether the cases and chaos run on targets: on the
+// -target ones, or in a run not narrowed by -store on every shipped
+// target; never in a mutation run (the broken registries are the lab
+// server's).
+func (o Options) onTargets() bool {
+	return o.Unsafe == protocol.Sound && (len(o.Targets) > 0 || !o.StoresGiven)
 }
 
-// onStores says whether the cases (and the chaos experiment) run on the
-// lab's own stores: unless -target alone narrowed the run to targets.
+// onStores says whether the cases and chaos run on the lab's own stores:
+// unless -target alone narrowed the run to targets.
 func (o Options) onStores() bool { return len(o.Targets) == 0 || o.StoresGiven }
-
-// chaosOnTargets says whether the chaos experiment runs on targets: when
-// it runs, on the -target ones, or in a run not narrowed by -store on
-// every shipped target; never in a mutation run.
-func (o Options) chaosOnTargets(run []Experiment) bool {
-	return slices.Contains(run, Chaos) && o.Unsafe == protocol.Sound && (len(o.Targets) > 0 || !o.StoresGiven)
-}
 
 // CommittedEvidence is the checkout's committed evidence folder, and
 // FreshOut the folder under which a run without -out writes its own.
@@ -263,7 +257,7 @@ type invocation struct {
 	schemas  *strict.Schemas
 	cases    []casefile.Case
 	loaded   []*target.Target // every target the cases or chaos run on
-	targets  []*target.Target // the targets the cases run on
+	targets  []*target.Target // the targets the cases run on: loaded, in a suite run
 	tmp      string           // this runner's temp folder
 	cleanups []func()         // close runs them, last first
 
@@ -337,7 +331,7 @@ func (inv *invocation) load(context.Context) error {
 	if err := checkSignKey(inv.SignKey); err != nil {
 		return err
 	}
-	if inv.onTargets(inv.suite) || inv.chaosOnTargets(inv.experiments) {
+	if inv.onTargets() && (inv.suite || slices.Contains(inv.experiments, Chaos)) {
 		dirs, err := findTargets(inv.Options)
 		if err != nil {
 			return err
@@ -346,7 +340,7 @@ func (inv *invocation) load(context.Context) error {
 			return err
 		}
 	}
-	if inv.onTargets(inv.suite) {
+	if inv.suite {
 		inv.targets = inv.loaded
 	}
 	names, patterns := evidenceNames()
@@ -426,9 +420,7 @@ func (inv *invocation) start(ctx context.Context) error {
 			inv.cleanups = append(inv.cleanups, func() { pg.Stop() })
 		}
 	}
-	if len(inv.targets) > 0 || inv.chaosOnTargets(inv.experiments) {
-		inv.setups, err = startSetups(bg, inv.loaded, inv.pg != nil, inv.Stdout)
-	}
+	inv.setups, err = startSetups(bg, inv.loaded, inv.pg != nil, inv.Stdout)
 	return err
 }
 
@@ -687,18 +679,17 @@ func startPostgres(ctx context.Context, o *Options) (postgresServer, error) {
 // mode (whose claims live in the store) or key expiry. It says what it left
 // out.
 func mutable(cases []casefile.Case, out io.Writer) []casefile.Case {
-	var kept, left []string
+	var left []string
 	var run []casefile.Case
 	for _, c := range cases {
 		if c.Ledger != nil || c.Server.KeyTTLMS > 0 {
 			left = append(left, c.Name)
-			continue
+		} else {
+			run = append(run, c)
 		}
-		kept = append(kept, c.Name)
-		run = append(run, c)
 	}
 	if len(left) > 0 {
-		fmt.Fprintf(out, "mutation run: %d cases run on the key registry; left out (downstream mode or key expiry, which refuse a mutant): %s\n", len(kept), strings.Join(left, ", "))
+		fmt.Fprintf(out, "mutation run: %d cases run on the key registry; left out (downstream mode or key expiry, which refuse a mutant): %s\n", len(run), strings.Join(left, ", "))
 	}
 	return run
 }
@@ -709,11 +700,7 @@ func selectCase(cases []casefile.Case, list string) ([]casefile.Case, error) {
 	if list == "" {
 		return cases, nil
 	}
-	var names []string
-	for _, c := range cases {
-		names = append(names, c.Name)
-	}
-	wanted := strings.Split(list, ",")
+	names, wanted := caseNames(cases), strings.Split(list, ",")
 	for i, w := range wanted {
 		switch {
 		case !slices.Contains(names, w):

@@ -184,12 +184,11 @@ func runTarget(ctx context.Context, env targetEnv, t *target.Target, cases []cas
 	if res.Digest, err = t.Digest(); err != nil {
 		return res, err
 	}
-	if why := missing(t, env.databases != nil); why != "" {
-		if os.Getenv(target.RequireEnv) == "1" {
-			return res, fmt.Errorf("target %s: %s (%s=1 makes a missing program an error)", t.Name, why, target.RequireEnv)
-		}
-		fmt.Fprintf(env.out, "target %s skipped: %s\n", t.Name, why)
-		res.Skipped = why
+	if res.Skipped, err = skipped(t, env.databases != nil); err != nil {
+		return res, err
+	}
+	if res.Skipped != "" {
+		fmt.Fprintf(env.out, "target %s skipped: %s\n", t.Name, res.Skipped)
 		return res, nil
 	}
 	if err := env.setups.ensure(ctx, t, res.Digest, env.out); err != nil {
@@ -258,6 +257,16 @@ func checkoutDir(root, dir string) string {
 
 // targetParallel bounds the cases run on one target at once.
 const targetParallel = 4
+
+// skipped says why t does not run here ("" when it does): a program it
+// needs is missing. IDEMLAB_REQUIRE_TARGETS=1 (CI) makes that an error.
+func skipped(t *target.Target, havePostgres bool) (string, error) {
+	why := missing(t, havePostgres)
+	if why != "" && os.Getenv(target.RequireEnv) == "1" {
+		return "", fmt.Errorf("target %s: %s (%s=1 makes a missing program an error)", t.Name, why, target.RequireEnv)
+	}
+	return why, nil
+}
 
 // missing says which program a target needs and this machine lacks, with
 // what to install ("" when nothing is missing).
