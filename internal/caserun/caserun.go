@@ -16,6 +16,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -82,21 +83,29 @@ type Detail struct {
 	ServerLog []string
 }
 
-// ServerDetail is one server process of a run.
+// ServerDetail is one server process of a run, as the evidence records it.
 type ServerDetail struct {
-	Replica  int
-	PID      int
-	Addr     string
-	ReadyIn  time.Duration
-	ExitCode int
+	Replica  int    `json:"-"`
+	PID      int    `json:"pid"`
+	Addr     string `json:"addr"`
+	ReadyIn  MS     `json:"ready_ms"`
+	ExitCode int    `json:"exit_code"`
 }
 
-// CallDetail is the varying part of one call.
+// CallDetail is the varying part of one call, as the evidence records it.
 type CallDetail struct {
-	Latency time.Duration
-	Error   string // the client's raw error text; empty on a reply
-	Client  int    // launch index within its concurrent group
-	Replica int    // the replica the call went to
+	Latency MS     `json:"latency_ms"`
+	Error   string `json:"error"`  // the client's raw error text; empty on a reply
+	Client  int    `json:"client"` // launch index within its concurrent group
+	Replica int    `json:"-"`      // the replica the call went to
+}
+
+// MS is a duration the evidence records in milliseconds, to the microsecond.
+type MS time.Duration
+
+// MarshalJSON writes d as a number of milliseconds.
+func (d MS) MarshalJSON() ([]byte, error) {
+	return json.Marshal(float64(time.Duration(d).Microseconds()) / 1000)
 }
 
 // Run runs case c on store. An error means the lab itself broke (a server
@@ -180,20 +189,11 @@ func placesFor(ctx context.Context, cfg Config, kind protocol.Store, root string
 		if cfg.Databases == nil {
 			return nil, drop, fmt.Errorf("no database server for the %s store", kind)
 		}
-		name, err := databaseName()
+		dsn, dropDB, err := newDatabase(ctx, cfg.Databases)
 		if err != nil {
 			return nil, drop, err
 		}
-		dsn, err := cfg.Databases.CreateDatabase(ctx, name)
-		if err != nil {
-			return nil, drop, err
-		}
-		drop = func() {
-			// A fresh context: the run's may be cancelled, the database must go.
-			dctx, cancel := context.WithTimeout(context.Background(), cfg.Protocol.StopWithin)
-			defer cancel()
-			cfg.Databases.DropDatabase(dctx, name)
-		}
+		drop = dropDB
 		for i := range places {
 			places[i] = store.Place{Dir: root, DSN: dsn}
 		}
@@ -215,15 +215,26 @@ func placesFor(ctx context.Context, cfg Config, kind protocol.Store, root string
 	return places, drop, nil
 }
 
-// databaseName is a fresh database name; the case's name is not in it, so
-// nothing about the run's place reaches results.json.
-func databaseName() (string, error) {
+// newDatabase makes a fresh database for one run, named at random (so
+// nothing about the run's place reaches the evidence), and returns its DSN
+// and how to drop it: with a fresh context, as the run's may be cancelled
+// and the database must go.
+func newDatabase(ctx context.Context, dbs Databases) (dsn string, drop func(), err error) {
 	b := make([]byte, 8)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("name a database: %w", err)
+	rand.Read(b)
+	name := "run_" + hex.EncodeToString(b)
+	if dsn, err = dbs.CreateDatabase(ctx, name); err != nil {
+		return "", nil, err
 	}
-	return "run_" + hex.EncodeToString(b), nil
+	return dsn, func() {
+		dctx, cancel := context.WithTimeout(context.Background(), dropWithin)
+		defer cancel()
+		dbs.DropDatabase(dctx, name)
+	}, nil
 }
+
+// dropWithin bounds dropping a run's database.
+const dropWithin = 10 * time.Second
 
 // readState reads the effects applied at every distinct place, summed.
 func readState(ctx context.Context, server string, kind protocol.Store, places []store.Place) (store.State, error) {
@@ -453,7 +464,7 @@ func (sr *storeReplicas) Stop(replica int, how casefile.Stop) (int, []string, Se
 		code, err = s.Stop(sr.cfg.Protocol.StopWithin)
 		err = errors.Join(fmt.Errorf("unknown stop %q: stopped with SIGTERM", how), err)
 	}
-	return code, s.Log(), ServerDetail{Replica: replica, PID: s.PID, Addr: s.Addr, ReadyIn: s.ReadyIn, ExitCode: code}, err
+	return code, s.Log(), ServerDetail{Replica: replica, PID: s.PID, Addr: s.Addr, ReadyIn: MS(s.ReadyIn), ExitCode: code}, err
 }
 
 // Close is the last resort on every path out of Run.
@@ -581,7 +592,7 @@ func (r *run) call(ctx context.Context, replica int, req client.Request) (Call, 
 	}
 	began := time.Now()
 	rep, err := r.client.Post(ctx, url, req)
-	d.Latency = time.Since(began)
+	d.Latency = MS(time.Since(began))
 	if err != nil {
 		o.Outcome = client.Classify(err)
 		d.Error = err.Error()

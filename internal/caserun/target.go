@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -258,19 +256,11 @@ func (tr *TargetReplicas) startServices(ctx context.Context, root string) error 
 			if tr.cfg.Databases == nil {
 				return errors.New("the postgres service: no PostgreSQL at hand")
 			}
-			b := make([]byte, 8)
-			rand.Read(b)
-			name := "run_" + hex.EncodeToString(b)
-			dsn, err := tr.cfg.Databases.CreateDatabase(ctx, name)
+			dsn, drop, err := newDatabase(ctx, tr.cfg.Databases)
 			if err != nil {
 				return fmt.Errorf("the postgres service: %w", err)
 			}
-			tr.vars.PostgresDSN = dsn
-			tr.dropDB = func() {
-				dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				tr.cfg.Databases.DropDatabase(dctx, name)
-			}
+			tr.vars.PostgresDSN, tr.dropDB = dsn, drop
 		default:
 			return fmt.Errorf("unknown side service %q", s)
 		}
@@ -413,7 +403,7 @@ func (tr *TargetReplicas) Stop(i int, how casefile.Stop) (int, []string, ServerD
 	default:
 		code, err = s.Stop(tr.t.Start.StopGrace)
 	}
-	return code, s.Log(), ServerDetail{Replica: i, PID: s.PID, Addr: s.Addr, ReadyIn: s.ReadyIn, ExitCode: code}, err
+	return code, s.Log(), ServerDetail{Replica: i, PID: s.PID, Addr: s.Addr, ReadyIn: MS(s.ReadyIn), ExitCode: code}, err
 }
 
 // Journal closes the sink (no effect is applied after it) and returns its

@@ -1,13 +1,13 @@
 package evidence
 
 import (
+	"maps"
 	"runtime"
 	"time"
 
 	"idemlab/internal/caserun"
 	"idemlab/internal/labbuild"
 	"idemlab/internal/protocol"
-	"idemlab/internal/target"
 )
 
 // Names of the case suite's evidence files.
@@ -50,11 +50,7 @@ func NewManifest(in ManifestInput) (Manifest, error) {
 	targets := []ManifestTarget{}
 	for _, t := range in.Targets {
 		sel.Targets = append(sel.Targets, t.Target.Name)
-		libs := t.Libraries
-		if libs == nil {
-			libs = []target.Library{}
-		}
-		targets = append(targets, ManifestTarget{Name: t.Target.Name, Dir: t.Dir, Digest: t.Digest, Libraries: libs, Runtime: t.Runtime, Skipped: t.Skipped})
+		targets = append(targets, ManifestTarget{Name: t.Target.Name, Dir: t.Dir, Digest: t.Digest, Libraries: orEmpty(t.Libraries), Runtime: t.Runtime, Skipped: t.Skipped})
 	}
 	sel.Cases = append(sel.Cases, in.Cases...)
 	sel.Experiments = append(sel.Experiments, in.Experiments...)
@@ -62,9 +58,9 @@ func NewManifest(in ManifestInput) (Manifest, error) {
 		sel.Stores = append(sel.Stores, string(s))
 	}
 	p := in.Protocol
-	flags := map[string]string{}
-	for k, v := range in.Flags {
-		flags[k] = v
+	flags := maps.Clone(in.Flags)
+	if flags == nil {
+		flags = map[string]string{}
 	}
 	return Manifest{
 		SchemaVersion: 1,

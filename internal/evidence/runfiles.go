@@ -34,25 +34,12 @@ type runDoc struct {
 }
 
 type runDetail struct {
-	Case      string         `json:"case"`
-	Store     protocol.Store `json:"store"`
-	WallMS    float64        `json:"wall_ms"`
-	Servers   []serverDetail `json:"servers"`
-	Calls     []callDetail   `json:"calls"`
-	ServerLog []string       `json:"server_log"`
-}
-
-type serverDetail struct {
-	PID      int     `json:"pid"`
-	Addr     string  `json:"addr"`
-	ReadyMS  float64 `json:"ready_ms"`
-	ExitCode int     `json:"exit_code"`
-}
-
-type callDetail struct {
-	LatencyMS float64 `json:"latency_ms"`
-	Error     string  `json:"error"`
-	Client    int     `json:"client"`
+	Case      string                 `json:"case"`
+	Store     protocol.Store         `json:"store"`
+	WallMS    float64                `json:"wall_ms"`
+	Servers   []caserun.ServerDetail `json:"servers"`
+	Calls     []caserun.CallDetail   `json:"calls"`
+	ServerLog []string               `json:"server_log"`
 }
 
 // A Timing is when and how the case suite ran, for run.json.
@@ -70,17 +57,8 @@ func RunFiles(runs []Run, t Timing) ([]File, error) {
 	rd := runDoc{SchemaVersion: 1, StartedUTC: t.Began.UTC().Format(time.RFC3339Nano), WallMS: ms(t.Wall), Parallel: t.Parallel, Runs: []runDetail{}}
 	for _, r := range runs {
 		res.Runs = append(res.Runs, r.Obs)
-		d := runDetail{Case: r.Case.Name, Store: r.Store, WallMS: ms(r.Detail.Wall), Servers: []serverDetail{}, Calls: []callDetail{}, ServerLog: r.Detail.ServerLog}
-		if d.ServerLog == nil {
-			d.ServerLog = []string{}
-		}
-		for _, s := range r.Detail.Servers {
-			d.Servers = append(d.Servers, serverDetail{PID: s.PID, Addr: s.Addr, ReadyMS: ms(s.ReadyIn), ExitCode: s.ExitCode})
-		}
-		for _, c := range r.Detail.Calls {
-			d.Calls = append(d.Calls, callDetail{LatencyMS: ms(c.Latency), Error: c.Error, Client: c.Client})
-		}
-		rd.Runs = append(rd.Runs, d)
+		rd.Runs = append(rd.Runs, runDetail{Case: r.Case.Name, Store: r.Store, WallMS: ms(r.Detail.Wall),
+			Servers: orEmpty(r.Detail.Servers), Calls: orEmpty(r.Detail.Calls), ServerLog: orEmpty(r.Detail.ServerLog)})
 	}
 	resultsJSON, err := Marshal(res)
 	if err != nil {
@@ -98,3 +76,11 @@ func RunFiles(runs []Run, t Timing) ([]File, error) {
 
 // ms is d in milliseconds, to the microsecond.
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// orEmpty is s, or an empty slice for nil: the evidence writes [] for none.
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

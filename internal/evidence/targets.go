@@ -67,11 +67,11 @@ type targetRunDoc struct {
 
 type targetDetailDoc struct {
 	WallMS    float64         `json:"wall_ms"`
-	Processes []serverDetail  `json:"processes"`
-	Calls     []callDetail    `json:"calls"`
-	Log       []string        `json:"log"`
-	Journal   []sink.Entry    `json:"journal"`
-	Exchanges []exchangeEntry `json:"exchanges"`
+	Processes []caserun.ServerDetail `json:"processes"`
+	Calls     []caserun.CallDetail   `json:"calls"`
+	Log       []string               `json:"log"`
+	Journal   []sink.Entry           `json:"journal"`
+	Exchanges []exchangeEntry        `json:"exchanges"`
 }
 
 type exchangeEntry struct {
@@ -89,10 +89,7 @@ func TargetFiles(ts []TargetResult) ([]File, error) {
 	doc := targetsDoc{SchemaVersion: 1, Targets: []targetDoc{}}
 	for _, t := range ts {
 		d := targetDoc{Name: t.Target.Name, Dir: t.Dir, TargetJSON: string(t.TargetJSON), Digest: t.Digest,
-			Libraries: t.Libraries, Runtime: t.Runtime, Skipped: t.Skipped, Runs: []targetRunDoc{}}
-		if d.Libraries == nil {
-			d.Libraries = []target.Library{}
-		}
+			Libraries: orEmpty(t.Libraries), Runtime: t.Runtime, Skipped: t.Skipped, Runs: []targetRunDoc{}}
 		for _, r := range t.Runs {
 			d.Runs = append(d.Runs, runDocOf(r))
 		}
@@ -112,20 +109,8 @@ func runDocOf(r TargetRun) targetRunDoc {
 	}
 	counter := r.Obs.Counter
 	d.Counter, d.ExitCodes, d.Calls = &counter, r.Obs.ExitCodes, r.Obs.Calls
-	det := &targetDetailDoc{WallMS: ms(r.Detail.Wall), Processes: []serverDetail{}, Calls: []callDetail{},
-		Log: r.Detail.ServerLog, Journal: r.Detail.Journal, Exchanges: []exchangeEntry{}}
-	if det.Log == nil {
-		det.Log = []string{}
-	}
-	if det.Journal == nil {
-		det.Journal = []sink.Entry{}
-	}
-	for _, s := range r.Detail.Servers {
-		det.Processes = append(det.Processes, serverDetail{PID: s.PID, Addr: s.Addr, ReadyMS: ms(s.ReadyIn), ExitCode: s.ExitCode})
-	}
-	for _, c := range r.Detail.Calls {
-		det.Calls = append(det.Calls, callDetail{LatencyMS: ms(c.Latency), Error: c.Error, Client: c.Client})
-	}
+	det := &targetDetailDoc{WallMS: ms(r.Detail.Wall), Processes: orEmpty(r.Detail.Servers), Calls: orEmpty(r.Detail.Calls),
+		Log: orEmpty(r.Detail.ServerLog), Journal: orEmpty(r.Detail.Journal), Exchanges: []exchangeEntry{}}
 	for _, x := range r.Detail.Exchanges {
 		det.Exchanges = append(det.Exchanges, exchangeEntry{Fault: x.Fault, Status: x.Status, Dropped: x.Dropped, Killed: x.Killed,
 			GaveUp: x.GaveUp, Err: x.Err, MS: ms(x.End.Sub(x.Start))})
