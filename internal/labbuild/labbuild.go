@@ -1,63 +1,40 @@
 // Package labbuild builds the lab's own programs (the effect server and the
 // audit) from the checkout with one pinned recipe, and keeps each binary in a
 // cache keyed by everything that can change it, so that a second run with
-// unchanged sources runs no build and links nothing.
+// unchanged sources runs no build.
 //
 // # Why the recipe is pinned
 //
 // The manifest records the server's SHA-256, and the audit can rebuild the
-// server and compare. That hash must depend only on the sources and the
-// toolchain, never on the machine or the user's Go settings, so the build
-// fixes every setting through which the environment could reach the binary:
-//
-//   - -trimpath leaves the checkout's file-system path out of the binary;
-//   - -buildvcs=false leaves the git state (commit, time, dirty flag) out;
-//   - CGO_ENABLED=0 makes a static binary that no C toolchain touched;
-//   - GOWORK=off ignores any go.work, which could swap a dependency;
-//   - GOFLAGS=-mod=readonly replaces the user's GOFLAGS entirely.
-//
-// GOFLAGS cannot simply be empty: the go command treats an empty variable
-// as unset and then reads GOFLAGS from the go env file, so after
-// `go env -w GOFLAGS=-tags=foo` a build with GOFLAGS= still gets the tag
-// (tried with go1.26.8). Any non-empty value wins over the file.
-// -mod=readonly is what the go command does anyway when the module has no
-// vendor folder; it also keeps a vendor folder out of the build and refuses
-// to edit go.mod. The pinned variables are appended after the caller's
-// environment, and exec.Cmd uses the last value of a duplicated key.
-//
-// Settings that the go env file may still supply (GOPROXY, GOMODCACHE,
-// GOCACHE and the like) choose where modules and compiled packages come
-// from, not what is built: go.sum pins the modules' content.
+// server and compare, so the binary must depend only on the sources and the
+// toolchain: -trimpath leaves the checkout's path out, -buildvcs=false the
+// git state, CGO_ENABLED=0 any C toolchain, GOWORK=off any go.work, and
+// GOFLAGS=-mod=readonly replaces the user's GOFLAGS. GOFLAGS cannot simply
+// be empty: the go command then reads it from the go env file (tried with
+// go1.26.8). The pinned variables come after the caller's environment, and
+// exec.Cmd uses the last value of a duplicated key. What the go env file
+// may still set (GOPROXY, GOMODCACHE, GOCACHE) chooses where modules come
+// from, not what is built: go.sum pins them.
 //
 // # The cache
 //
-// A binary lives at CacheDir/KEY/NAME, with NAME.sha256 beside it. KEY is a
-// hash of: the go command's version, GOOS, GOARCH and the other go env
-// settings that change code generation (GOAMD64, GOEXPERIMENT, GOFIPS140 …),
-// the package, the flags and the pinned environment, go.mod and go.sum, and
-// every file the go command could compile into the target from this module:
-// the non-test .go, .s, .h and .syso files of the target's package and of
-// every package of the module it imports, directly or not (found by parsing
-// import clauses, without running the go command), and every file below a
-// package that uses //go:embed. A replace directive that points at a local
-// folder adds every such file of that folder. Editing the runner therefore
-// does not rebuild the server, and editing a test file rebuilds nothing.
-// KEY/inputs.txt lists what went into the key, to answer "why did it
-// rebuild?" with a diff.
+// A binary lives at CacheDir/KEY/NAME, with NAME.sha256 beside it. KEY hashes
+// the go command's version and code-generation settings (GOOS, GOARCH,
+// GOAMD64, GOEXPERIMENT ...), the package, the recipe, go.mod, go.sum, and
+// every file go build could compile into the target from this module: the
+// non-test .go, .s, .h and .syso files of its package and of every module
+// package it imports (found by parsing import clauses, without running the
+// go command), every file below a package that uses //go:embed, and those
+// of a replace directive's local folder. Editing the runner does not
+// rebuild the server; editing a test file rebuilds nothing. KEY/inputs.txt
+// lists the key's inputs, to answer "why did it rebuild?" with a diff.
 //
-// A hit checks the stored SHA-256 against the binary and rebuilds on a
-// mismatch, so a damaged or tampered entry is replaced rather than run.
-// Builds write into a temporary folder beside the entry and rename the
-// binary into place, so a concurrent runner sees either no binary or a whole
-// one. Entries unused for more than five days are removed after a build.
-//
-// # Talking
-//
-// Before a real build, Build writes one line to Options.Log saying what it
-// builds, with Options.FirstNote when the cache has never held this program
-// (the first build of the effect server compiles SQLite and takes about a
-// minute); after it, one line with the time taken. A cache hit prints
-// nothing: it takes milliseconds and the caller's own output follows.
+// A hit checks the stored SHA-256 and rebuilds on a mismatch. A build writes
+// into a temporary folder and renames the binary into place, so a
+// concurrent runner sees no binary or a whole one. Entries unused for five
+// days are removed after a build. Build says what it builds before a real
+// build (with Options.FirstNote when the cache never held the program), and
+// every ProgressEvery that it still does; a hit prints nothing.
 package labbuild
 
 import (
