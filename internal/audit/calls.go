@@ -156,16 +156,7 @@ func (a *auditor) checkCalls(runs map[runKey]map[string]any) {
 				continue
 			}
 			calls, _ := run["calls"].([]any)
-			where := fmt.Sprintf("case %s, store %s", c.Name, s)
-			fail := func(call *int, field, expected, observed string) {
-				expected, observed = clipValue(expected), clipValue(observed)
-				at := where
-				if call != nil {
-					at = fmt.Sprintf("%s, call %d", where, *call)
-				}
-				a.fail(Failure{Check: CheckCalls, Case: c.Name, Store: s, Call: call, Field: field, Expected: expected, Observed: observed,
-					Message: fmt.Sprintf("%s: %s: expected %s, observed %s", at, field, expected, observed)})
-			}
+			fail := a.callFailer(Failure{Check: CheckCalls, Case: c.Name, Store: s}, fmt.Sprintf("case %s, store %s", c.Name, s))
 			a.check()
 			if len(calls) != len(c.Plan) {
 				fail(nil, "calls", fmt.Sprintf("%d (as %s's steps send)", len(c.Plan), c.File), fmt.Sprint(len(calls)))
@@ -174,14 +165,7 @@ func (a *auditor) checkCalls(runs map[runKey]map[string]any) {
 				call, _ := calls[i].(map[string]any)
 				p := c.Plan[i]
 				a.check()
-				for _, f := range []struct {
-					name string
-					want any
-				}{{"step", jsonNum(fmt.Sprint(p.Step))}, {"key", strPtr(p.Key)}, {"fault", strPtr(p.Fault)}, {"replica", replicaField(p.Replica)}} {
-					if w, g := render(f.want), render(call[f.name]); w != g {
-						fail(&i, f.name, w+" (as the case's steps send)", g)
-					}
-				}
+				checkSent(i, call, p, fail)
 				outcome, _ := str(call, "outcome")
 				status, body, replayed := call["status"], call["body"], call["replayed"]
 				if outcome != "reply" {
@@ -217,6 +201,38 @@ func (a *auditor) checkCalls(runs map[runKey]map[string]any) {
 	}
 }
 
+// checkSent checks call i of a run against its planned call p: the step,
+// key, fault and replica the case's steps send.
+func checkSent(i int, call map[string]any, p PlannedCall, fail callFail) {
+	for _, f := range []struct {
+		name string
+		want any
+	}{{"step", jsonNum(fmt.Sprint(p.Step))}, {"key", strPtr(p.Key)}, {"fault", strPtr(p.Fault)}, {"replica", replicaField(p.Replica)}} {
+		if w, g := render(f.want), render(call[f.name]); w != g {
+			fail(&i, f.name, w+" (as the case's steps send)", g)
+		}
+	}
+}
+
+// callFail records a failed check of a run's calls (call nil: about the
+// whole run).
+type callFail func(call *int, field, expected, observed string)
+
+// callFailer returns the callFail of one run: base holds the check and
+// the run's names, where names the run in the message.
+func (a *auditor) callFailer(base Failure, where string) callFail {
+	return func(call *int, field, expected, observed string) {
+		f := base
+		f.Call, f.Field, f.Expected, f.Observed = call, field, clipValue(expected), clipValue(observed)
+		at := where
+		if call != nil {
+			at = fmt.Sprintf("%s, call %d", where, *call)
+		}
+		f.Message = fmt.Sprintf("%s: %s: expected %s, observed %s", at, field, f.Expected, f.Observed)
+		a.fail(f)
+	}
+}
+
 // maxBody is the server's body limit the calls are checked against: the
 // checkout's DefaultMaxBody, or manifest.protocol.max_body when that
 // cannot be read (checkProtocol compares the two, checkObservedProtocol
@@ -240,93 +256,109 @@ func (a *auditor) maxBody() int64 {
 // max_body got 413 and no other call did (the first contradiction is
 // reported). A constant no run exercises is named in a note.
 func (a *auditor) checkObservedProtocol(runs map[runKey]map[string]any) {
-	capacity, crash, maxBody := a.protoInt("capacity"), a.protoInt("crash_exit_code"), a.protoInt("max_body")
-	sawFull, sawCrash, sawBig := false, false, false
-	bodyWrong := ""
+	var o protocolSeen
 	for _, c := range a.cases {
 		for _, s := range a.stores {
-			run, ok := runs[runKey{c.Name, s}]
-			if !ok {
-				continue
-			}
-			k := runKey{c.Name, s}
-			calls, _ := run["calls"].([]any)
-			accepted, full := map[string]bool{}, false
-			for i := range min(len(calls), len(c.Plan)) {
-				call, _ := calls[i].(map[string]any)
-				st := number(call["status"])
-				big := int64(c.Plan[i].BodyLen) > maxBody
-				sawBig = sawBig || big
-				if reply, _ := str(call, "outcome"); reply == "reply" && big != (st == 413) && bodyWrong == "" {
-					bodyWrong = fmt.Sprintf("%s, call %d sent %d bytes and got %d", k, i, c.Plan[i].BodyLen, st)
-				}
-				if key, _ := str(call, "key"); st == 200 && call["key"] != nil && !full {
-					accepted[key] = true
-				}
-				if st == 429 && !full && c.KeyTTL == 0 {
-					sawFull, full = true, true
-					want := capacity
-					if c.Capacity > 0 {
-						want = int64(c.Capacity) // the case's -capacity
-					}
-					a.check()
-					if n := int64(len(accepted)); n != want {
-						a.fail(Failure{Check: CheckManifest, Case: c.Name, Store: s, Field: "protocol.capacity",
-							Expected: fmt.Sprint(n), Observed: fmt.Sprint(want),
-							Message: fmt.Sprintf("manifest.json: protocol.capacity: %d, but %s accepted %d distinct keys before its first 429", want, k, n)})
-					}
-				}
-			}
-			codes, _ := run["exit_codes"].([]any)
-			a.check()
-			if len(codes) != c.Lifetimes {
-				a.fail(Failure{Check: CheckCalls, Case: c.Name, Store: s, Field: "exit_codes",
-					Message: fmt.Sprintf("%s: exit_codes: expected %d (one per server process the steps start), observed %d", k, c.Lifetimes, len(codes))})
-				continue
-			}
-			// A process that exited with the crash code was sent a crash
-			// fault; one that was sent a crash fault and gave no reply
-			// (the fault fired: a replay fires none) exited with it.
-			may, must := map[int]bool{}, map[int]bool{}
-			for i, p := range c.Plan {
-				if !crashes(p.Fault) {
-					continue
-				}
-				sawCrash = true
-				may[p.Process] = true
-				for _, m := range p.Maybe {
-					may[m] = true
-				}
-				if i < len(calls) && p.Process >= 0 {
-					if call, _ := calls[i].(map[string]any); call["outcome"] == "no_reply" {
-						must[p.Process] = true
-					}
-				}
-			}
-			for l, code := range codes {
-				got := number(code)
-				switch {
-				case got == crash && !may[l]:
-					a.fail(Failure{Check: CheckManifest, Case: c.Name, Store: s, Field: fmt.Sprintf("exit_codes[%d]", l),
-						Message: fmt.Sprintf("%s: exit_codes[%d]: %d, protocol.crash_exit_code, but no crash fault was sent to that server", k, l, got)})
-				case got != crash && must[l]:
-					a.fail(Failure{Check: CheckManifest, Case: c.Name, Store: s, Field: fmt.Sprintf("exit_codes[%d]", l),
-						Message: fmt.Sprintf("%s: exit_codes[%d]: expected %d, protocol.crash_exit_code (a crash fault fired in that server), observed %d", k, l, crash, got)})
-				}
+			if run, ok := runs[runKey{c.Name, s}]; ok {
+				calls, _ := run["calls"].([]any)
+				a.observeReplies(c, runKey{c.Name, s}, calls, &o)
+				a.observeCrashes(c, runKey{c.Name, s}, run, calls, &o)
 			}
 		}
 	}
 	a.check()
-	if bodyWrong != "" {
+	if o.bodyWrong != "" {
 		a.fail(Failure{Check: CheckManifest, Field: "protocol.max_body",
-			Message: fmt.Sprintf("manifest.json: protocol.max_body: %d, but %s", maxBody, bodyWrong)})
+			Message: fmt.Sprintf("manifest.json: protocol.max_body: %d, but %s", a.protoInt("max_body"), o.bodyWrong)})
 	}
 	for _, x := range []struct {
 		saw  bool
 		what string
-	}{{sawFull, "capacity (no run got a 429)"}, {sawCrash, "crash_exit_code (no run sent a crash fault)"}, {sawBig, "max_body (no call sent a larger body)"}} {
+	}{{o.full, "capacity (no run got a 429)"}, {o.crash, "crash_exit_code (no run sent a crash fault)"}, {o.big, "max_body (no call sent a larger body)"}} {
 		if !x.saw {
 			a.note("manifest.json: protocol." + x.what + ": not observed in the runs checked")
+		}
+	}
+}
+
+// protocolSeen is what the runs exercised of the protocol constants, and
+// the first call whose reply contradicts max_body.
+type protocolSeen struct {
+	full, crash, big bool
+	bodyWrong        string
+}
+
+// observeReplies checks one run's replies against protocol.capacity and
+// protocol.max_body.
+func (a *auditor) observeReplies(c *Case, k runKey, calls []any, o *protocolSeen) {
+	capacity, maxBody := a.protoInt("capacity"), a.protoInt("max_body")
+	accepted, full := map[string]bool{}, false
+	for i := range min(len(calls), len(c.Plan)) {
+		call, _ := calls[i].(map[string]any)
+		st := number(call["status"])
+		big := int64(c.Plan[i].BodyLen) > maxBody
+		o.big = o.big || big
+		if reply, _ := str(call, "outcome"); reply == "reply" && big != (st == 413) && o.bodyWrong == "" {
+			o.bodyWrong = fmt.Sprintf("%s, call %d sent %d bytes and got %d", k, i, c.Plan[i].BodyLen, st)
+		}
+		if key, _ := str(call, "key"); st == 200 && call["key"] != nil && !full {
+			accepted[key] = true
+		}
+		if st != 429 || full || c.KeyTTL != 0 {
+			continue
+		}
+		o.full, full = true, true
+		want := capacity
+		if c.Capacity > 0 {
+			want = int64(c.Capacity) // the case's -capacity
+		}
+		a.check()
+		if n := int64(len(accepted)); n != want {
+			a.fail(Failure{Check: CheckManifest, Case: c.Name, Store: k.Store, Field: "protocol.capacity",
+				Expected: fmt.Sprint(n), Observed: fmt.Sprint(want),
+				Message: fmt.Sprintf("manifest.json: protocol.capacity: %d, but %s accepted %d distinct keys before its first 429", want, k, n)})
+		}
+	}
+}
+
+// observeCrashes checks one run's exit codes: one per server process the
+// steps start; a process that exited with the crash code was sent a crash
+// fault, and one that was sent a crash fault and gave no reply (the fault
+// fired: a replay fires none) exited with it.
+func (a *auditor) observeCrashes(c *Case, k runKey, run map[string]any, calls []any, o *protocolSeen) {
+	crash := a.protoInt("crash_exit_code")
+	codes, _ := run["exit_codes"].([]any)
+	a.check()
+	if len(codes) != c.Lifetimes {
+		a.fail(Failure{Check: CheckCalls, Case: c.Name, Store: k.Store, Field: "exit_codes",
+			Message: fmt.Sprintf("%s: exit_codes: expected %d (one per server process the steps start), observed %d", k, c.Lifetimes, len(codes))})
+		return
+	}
+	may, must := map[int]bool{}, map[int]bool{}
+	for i, p := range c.Plan {
+		if !crashes(p.Fault) {
+			continue
+		}
+		o.crash = true
+		may[p.Process] = true
+		for _, m := range p.Maybe {
+			may[m] = true
+		}
+		if i < len(calls) && p.Process >= 0 {
+			if call, _ := calls[i].(map[string]any); call["outcome"] == "no_reply" {
+				must[p.Process] = true
+			}
+		}
+	}
+	for l, code := range codes {
+		got := number(code)
+		switch {
+		case got == crash && !may[l]:
+			a.fail(Failure{Check: CheckManifest, Case: c.Name, Store: k.Store, Field: fmt.Sprintf("exit_codes[%d]", l),
+				Message: fmt.Sprintf("%s: exit_codes[%d]: %d, protocol.crash_exit_code, but no crash fault was sent to that server", k, l, got)})
+		case got != crash && must[l]:
+			a.fail(Failure{Check: CheckManifest, Case: c.Name, Store: k.Store, Field: fmt.Sprintf("exit_codes[%d]", l),
+				Message: fmt.Sprintf("%s: exit_codes[%d]: expected %d, protocol.crash_exit_code (a crash fault fired in that server), observed %d", k, l, crash, got)})
 		}
 	}
 }

@@ -251,14 +251,8 @@ func reportText(cases []*Case, stores []string, runs map[runKey]map[string]any, 
 			if len(verdicts[k]) > 0 {
 				b.WriteString("\n")
 			}
-			b.WriteString("| call | step | key | fault | outcome | status | body | replayed |\n|---|---|---|---|---|---|---|---|\n")
 			calls, _ := run["calls"].([]any)
-			for i, call := range calls {
-				m, _ := call.(map[string]any)
-				outcome, _ := str(m, "outcome")
-				fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", i, render(m["step"]), mdCell(m["key"]), mdCell(m["fault"]),
-					outcome, mdCell(m["status"]), mdCell(m["body"]), mdCell(m["replayed"]))
-			}
+			callTable(&b, calls)
 		}
 	}
 	return []byte(b.String())

@@ -48,86 +48,115 @@ func (a *auditor) checkRetriesParams(doc, params map[string]any) {
 // A claim that holds at the design's parameters only is checked while no
 // recorded flag moves a knob it depends on (retriesClaimApplies).
 func (a *auditor) checkRetriesClaims(rows []any, params map[string]any) {
-	row := map[string]map[string]any{}
-	for _, r := range rows {
-		m, _ := r.(map[string]any)
+	r := soundRows{a: a, params: params, row: map[string]map[string]any{}}
+	for _, x := range rows {
+		m, _ := x.(map[string]any)
 		c, _ := str(m, "client")
-		g, _ := str(m, "registry")
-		if g == "sound" {
-			row[c] = m
+		if g, _ := str(m, "registry"); g == "sound" {
+			r.row[c] = m
 		}
 	}
-	p := func(name string) int64 { return number(params[name]) }
-	n := func(client, field string) int64 { return number(row[client][field]) }
-	has := func(clients ...string) bool {
-		return !slices.ContainsFunc(clients, func(c string) bool { return row[c] == nil })
+	r.checkCollisions()
+	r.checkLayers()
+	if r.has("restart-key-in-file") && a.retriesClaimApplies("restart-key-in-file lost 0", retryKnobs) {
+		r.claim("restart-key-in-file", "lost", "0 (the key survives the restart)", r.n("restart-key-in-file", "lost") == 0)
 	}
-	claim := func(client, field, expected string, ok bool, observed int64) {
-		a.check()
-		if !ok {
-			a.experimentFail(RetriesFile, "row "+client+"/sound", field, expected, fmt.Sprint(observed))
-		}
+	if r.has("never-retry") {
+		a.checkNeverRetry(r.row["never-retry"], params)
 	}
-	collisions := p("intents") / max(p("collide_every"), 1)
-	for _, c := range []string{"retry-4xx", "retry-retryable"} {
-		if has(c) {
-			claim(c, "lost", fmt.Sprintf(">= intents / collide_every = %d (the collisions)", collisions), n(c, "lost") >= collisions, n(c, "lost"))
-		}
-	}
-	if has("retry-retryable") {
-		claim("retry-retryable", "refused", fmt.Sprintf("<= intents / collide_every = %d (a 4xx is not retried)", collisions),
-			n("retry-retryable", "refused") <= collisions, n("retry-retryable", "refused"))
-	}
-	if has("retry-4xx", "retry-retryable") && a.retriesClaimApplies("retry-4xx refused > retry-retryable's", []string{"attempts"}) {
-		claim("retry-4xx", "refused", fmt.Sprintf("> retry-retryable's refused (%d): it retries every 4xx", n("retry-retryable", "refused")),
-			n("retry-4xx", "refused") > n("retry-retryable", "refused"), n("retry-4xx", "refused"))
-	}
-	if has("honour-retry-after", "ignore-retry-after") && a.retriesClaimApplies("honour-retry-after refused < ignore-retry-after's", []string{"workers", "intents", "attempts", "timeout-ms", "drop-percent", "deadline-ms"}) {
-		claim("honour-retry-after", "refused", fmt.Sprintf("< ignore-retry-after's refused (%d)", n("ignore-retry-after", "refused")),
-			n("honour-retry-after", "refused") < n("ignore-retry-after", "refused"), n("honour-retry-after", "refused"))
-	}
-	if has("retry-3-layers") {
-		bound := p("intents")
-		for range p("layers") {
-			bound *= p("layer_attempts")
-		}
-		claim("retry-3-layers", "sent", fmt.Sprintf("<= intents × layer_attempts^layers = %d", bound), n("retry-3-layers", "sent") <= bound, n("retry-3-layers", "sent"))
-	}
-	if has("retry-1-layer") {
-		bound := p("intents") * p("layer_attempts")
-		claim("retry-1-layer", "sent", fmt.Sprintf("<= intents × layer_attempts = %d", bound), n("retry-1-layer", "sent") <= bound, n("retry-1-layer", "sent"))
-	}
-	if has("retry-3-layers", "retry-1-layer") && a.retriesClaimApplies("retry-3-layers sent > retry-1-layer's", failureKnobs) {
-		claim("retry-3-layers", "sent", fmt.Sprintf("> retry-1-layer's sent (%d): retries multiply across layers", n("retry-1-layer", "sent")),
-			n("retry-3-layers", "sent") > n("retry-1-layer", "sent"), n("retry-3-layers", "sent"))
-	}
-	if has("restart-key-in-file") && a.retriesClaimApplies("restart-key-in-file lost 0", retryKnobs) {
-		claim("restart-key-in-file", "lost", "0 (the key survives the restart)", n("restart-key-in-file", "lost") == 0, n("restart-key-in-file", "lost"))
-	}
-	if has("never-retry") {
-		a.checkNeverRetry(row["never-retry"], params)
-	}
-	if p("drop_percent") == 0 && p("total_deadline_ms") == 0 && p("client_timeout_ms") > p("max_server_delay_ms")+noFailureMarginMS {
-		for _, r := range rows {
-			m, _ := r.(map[string]any)
-			c, _ := str(m, "client")
-			g, _ := str(m, "registry")
-			a.check()
-			if d := number(m["duplicated"]); d != 0 {
-				a.experimentFail(RetriesFile, "row "+c+"/"+g, "duplicated", "0 (no drop, no deadline, a timeout well above the delay: no attempt fails, none is retried)", fmt.Sprint(d))
-			}
-			if slices.Contains([]string{"retry-4xx", "retry-retryable", "ignore-retry-after", "honour-retry-after"}, c) {
-				continue // they lose by design: collisions, load shedding
-			}
-			a.check()
-			if l := number(m["lost"]); l != 0 {
-				a.experimentFail(RetriesFile, "row "+c+"/"+g, "lost", "0 (no drop, no deadline, a timeout well above the delay: nothing can be lost)", fmt.Sprint(l))
-			}
-		}
+	if r.p("drop_percent") == 0 && r.p("total_deadline_ms") == 0 && r.p("client_timeout_ms") > r.p("max_server_delay_ms")+noFailureMarginMS {
+		a.checkNoFailure(rows)
 	}
 	if len(a.skippedClaims) > 0 {
 		a.note(fmt.Sprintf("retries.json: %d of the design's claims hold at its parameters only, and manifest.flags moves a knob they depend on: not checked (%s)",
 			len(a.skippedClaims), strings.Join(a.skippedClaims, "; ")))
+	}
+}
+
+// soundRows are retries.json's rows on the sound registry, by client, and
+// its parameters, for the claims that compare them.
+type soundRows struct {
+	a      *auditor
+	row    map[string]map[string]any
+	params map[string]any
+}
+
+func (r soundRows) p(name string) int64          { return number(r.params[name]) }
+func (r soundRows) n(client, field string) int64 { return number(r.row[client][field]) }
+
+func (r soundRows) has(clients ...string) bool {
+	return !slices.ContainsFunc(clients, func(c string) bool { return r.row[c] == nil })
+}
+
+// claim checks that ok holds of client's field.
+func (r soundRows) claim(client, field, expected string, ok bool) {
+	r.a.check()
+	if !ok {
+		r.a.experimentFail(RetriesFile, "row "+client+"/sound", field, expected, fmt.Sprint(r.n(client, field)))
+	}
+}
+
+// checkCollisions checks the claims about collisions (a key reused with
+// another body: 422) and load shedding (429).
+func (r soundRows) checkCollisions() {
+	collisions := r.p("intents") / max(r.p("collide_every"), 1)
+	for _, c := range []string{"retry-4xx", "retry-retryable"} {
+		if r.has(c) {
+			r.claim(c, "lost", fmt.Sprintf(">= intents / collide_every = %d (the collisions)", collisions), r.n(c, "lost") >= collisions)
+		}
+	}
+	if r.has("retry-retryable") {
+		r.claim("retry-retryable", "refused", fmt.Sprintf("<= intents / collide_every = %d (a 4xx is not retried)", collisions),
+			r.n("retry-retryable", "refused") <= collisions)
+	}
+	if r.has("retry-4xx", "retry-retryable") && r.a.retriesClaimApplies("retry-4xx refused > retry-retryable's", []string{"attempts"}) {
+		r.claim("retry-4xx", "refused", fmt.Sprintf("> retry-retryable's refused (%d): it retries every 4xx", r.n("retry-retryable", "refused")),
+			r.n("retry-4xx", "refused") > r.n("retry-retryable", "refused"))
+	}
+	if r.has("honour-retry-after", "ignore-retry-after") && r.a.retriesClaimApplies("honour-retry-after refused < ignore-retry-after's", []string{"workers", "intents", "attempts", "timeout-ms", "drop-percent", "deadline-ms"}) {
+		r.claim("honour-retry-after", "refused", fmt.Sprintf("< ignore-retry-after's refused (%d)", r.n("ignore-retry-after", "refused")),
+			r.n("honour-retry-after", "refused") < r.n("ignore-retry-after", "refused"))
+	}
+}
+
+// checkLayers checks the claims about retries in layers.
+func (r soundRows) checkLayers() {
+	if r.has("retry-3-layers") {
+		bound := r.p("intents")
+		for range r.p("layers") {
+			bound *= r.p("layer_attempts")
+		}
+		r.claim("retry-3-layers", "sent", fmt.Sprintf("<= intents × layer_attempts^layers = %d", bound), r.n("retry-3-layers", "sent") <= bound)
+	}
+	if r.has("retry-1-layer") {
+		bound := r.p("intents") * r.p("layer_attempts")
+		r.claim("retry-1-layer", "sent", fmt.Sprintf("<= intents × layer_attempts = %d", bound), r.n("retry-1-layer", "sent") <= bound)
+	}
+	if r.has("retry-3-layers", "retry-1-layer") && r.a.retriesClaimApplies("retry-3-layers sent > retry-1-layer's", failureKnobs) {
+		r.claim("retry-3-layers", "sent", fmt.Sprintf("> retry-1-layer's sent (%d): retries multiply across layers", r.n("retry-1-layer", "sent")),
+			r.n("retry-3-layers", "sent") > r.n("retry-1-layer", "sent"))
+	}
+}
+
+// checkNoFailure checks, where no attempt can fail (no drop, no deadline,
+// a timeout well above the delay), that no row duplicates and none loses
+// but those that lose by design (the collisions, load shedding).
+func (a *auditor) checkNoFailure(rows []any) {
+	for _, r := range rows {
+		m, _ := r.(map[string]any)
+		c, _ := str(m, "client")
+		g, _ := str(m, "registry")
+		a.check()
+		if d := number(m["duplicated"]); d != 0 {
+			a.experimentFail(RetriesFile, "row "+c+"/"+g, "duplicated", "0 (no drop, no deadline, a timeout well above the delay: no attempt fails, none is retried)", fmt.Sprint(d))
+		}
+		if slices.Contains([]string{"retry-4xx", "retry-retryable", "ignore-retry-after", "honour-retry-after"}, c) {
+			continue // they lose by design: collisions, load shedding
+		}
+		a.check()
+		if l := number(m["lost"]); l != 0 {
+			a.experimentFail(RetriesFile, "row "+c+"/"+g, "lost", "0 (no drop, no deadline, a timeout well above the delay: nothing can be lost)", fmt.Sprint(l))
+		}
 	}
 }
 

@@ -327,24 +327,24 @@ func TestSpecTargets(t *testing.T) {
 		for _, r := range tm["runs"].([]any) {
 			rm := r.(map[string]any)
 			run := recordedRun(rm)
-			i := slices.IndexFunc(cases, func(c *Case) bool { return c.Name == run.caseName })
+			i := slices.IndexFunc(cases, func(c *Case) bool { return c.Name == run.Case })
 			if i < 0 {
-				t.Fatalf("target %s: run of case %q: no such case file", v.name, run.caseName)
+				t.Fatalf("target %s: run of case %q: no such case file", v.name, run.Case)
 			}
 			c := cases[i]
-			run.notRun = targetNotRun(c, spec, specCapacity)
-			if run.notRun == "" {
+			run.NotRun = targetNotRun(c, spec, specCapacity)
+			if run.NotRun == "" {
 				judged++
 				var calls []obsCall
 				for _, c := range run.calls {
 					calls = append(calls, readObsCall(c))
 				}
-				if run.verdict, err = judgeTarget(c, spec, number(rm["counter"]), calls); err != nil {
+				if run.targetRunVerdict, err = judgeTarget(c, spec, number(rm["counter"]), calls); err != nil {
 					t.Fatalf("target %s, case %s: %v", v.name, c.Name, err)
 				}
 				codes, _ := rm["exit_codes"].([]any)
 				if n := nativeRun(native, c.Name, spec.mirrors); n != nil {
-					run.mirror = mirrorDiffs(n, number(rm["counter"]), codes, calls)
+					run.Mirror = mirrorDiffs(n, number(rm["counter"]), codes, calls)
 				}
 			} else {
 				notRun++

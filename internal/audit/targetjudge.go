@@ -6,15 +6,12 @@ import (
 	"strconv"
 )
 
-// This file is the audit's own judge of a run of a case on a target
-// (docs/targets.md, "Verdicts"): safety (effects applied against the
-// sound implementation's, another body replayed, a failure stored, a key
-// left in progress, a retry unanswered, a wrong value) apart from
-// conformance to the IETF Idempotency-Key draft (422, 409 with
-// Retry-After, 400, 413, 429, the replay marker). It judges by property
-// from the observations and the case file, never from the lab's verdict,
-// and words each finding as the lab's evidence records it, so that the two
-// compare field by field.
+// This file judges a run of a case on a target (docs/targets.md,
+// "Verdicts"): safety (effects applied against the sound implementation's,
+// another body replayed, a failure stored, a key left in progress, a retry
+// unanswered, a wrong value) apart from conformance to the IETF
+// Idempotency-Key draft (422, 409 with Retry-After, 400, 413, 429, the
+// replay marker), by property, from the observations and the case file.
 
 // The verdict rules, safety first.
 const (
@@ -45,19 +42,6 @@ const (
 // notDurableLimitation explains a finding of a case that loses a process
 // on a target that keeps its keys in memory.
 const notDurableLimitation = "the target claims no durable store: a restart or a crash forgets its keys"
-
-// tFinding is one rule a run broke; call -1 is about the whole run.
-type tFinding struct {
-	rule, detail, limitation string
-	call                     int
-}
-
-// tVerdict is the judgement of one run on a target.
-type tVerdict struct {
-	safety                string
-	effects, soundEffects int64
-	findings, deviations  []tFinding
-}
 
 // obsCall is one observed call of a run on a target, from targets.json.
 type obsCall struct {
@@ -95,114 +79,145 @@ func (o obsCall) answered(status int64) bool { return o.outcome == "reply" && o.
 // judgeTarget judges a run of c on t that applied counter effects and
 // observed calls. An error means the calls do not line up with c's steps
 // (the run cannot be judged).
-func judgeTarget(c *Case, t *targetSpec, counter int64, calls []obsCall) (tVerdict, error) {
+func judgeTarget(c *Case, t *targetSpec, counter int64, calls []obsCall) (targetRunVerdict, error) {
 	sound := soundCalls(c)
 	if sound == nil {
-		return tVerdict{}, fmt.Errorf("%s has no target section with an expectation of its sound store", c.File)
+		return targetRunVerdict{}, fmt.Errorf("%s has no target section with an expectation of its sound store", c.File)
 	}
 	if len(calls) != len(c.Plan) || len(sound) != len(c.Plan) {
-		return tVerdict{}, fmt.Errorf("%d calls observed, %s's steps send %d", len(calls), c.File, len(c.Plan))
+		return targetRunVerdict{}, fmt.Errorf("%d calls observed, %s's steps send %d", len(calls), c.File, len(c.Plan))
 	}
-	v := tVerdict{effects: counter, soundEffects: number(c.Expect[c.Target.Sound].Counter)}
-	limitation := ""
+	j := &targetJudge{c: c, sound: sound, calls: calls,
+		v: targetRunVerdict{Case: c.Name, Effects: counter, SoundEffects: number(c.Expect[c.Target.Sound].Counter)}}
 	if c.LosesProcess && !t.durable {
-		limitation = notDurableLimitation
+		j.limitation = notDurableLimitation
 	}
-	deviate := func(rule string, call int, detail string) {
-		v.deviations = append(v.deviations, tFinding{rule: rule, call: call, detail: detail})
+	adjusted := j.refusalsTaken()
+	if v := &j.v; v.Effects != v.SoundEffects {
+		rule := ruleDuplicateEffect
+		if v.Effects < v.SoundEffects {
+			rule = ruleLostEffect
+		}
+		j.find(rule, -1, fmt.Sprintf("%d effects applied; a sound implementation applies %d", v.Effects, v.SoundEffects))
 	}
-	find := func(rule string, call int, detail string) {
-		v.findings = append(v.findings, tFinding{rule: rule, call: call, detail: detail, limitation: limitation})
+	j.statuses()
+	j.v.Deviations = append(j.v.Deviations, markerDeviations(t, sound, calls)...)
+	j.fates(j.v.Effects == j.v.SoundEffects && !adjusted)
+	j.v.Safety = safetyPass
+	for _, f := range j.v.Findings {
+		if f.Limitation == "" {
+			j.v.Safety = safetyViolation
+			break
+		}
+		j.v.Safety = safetyLimitation
 	}
+	return j.v, nil
+}
 
-	// A request the sound implementation refuses, taken with a 200: a
-	// deviation, and one more effect a sound count allows; every value
-	// after it is then shifted, so values are not judged.
+// targetJudge is judgeTarget's state: the case, the calls a sound
+// implementation answers, the observed calls, and the verdict so far.
+type targetJudge struct {
+	c          *Case
+	sound      []soundCall
+	calls      []obsCall
+	limitation string // every finding's, when the case loses a process the target does not keep
+	v          targetRunVerdict
+}
+
+func (j *targetJudge) deviate(rule string, call int, detail string) {
+	j.v.Deviations = append(j.v.Deviations, finding{Rule: rule, Call: callRef(call), Detail: detail})
+}
+
+func (j *targetJudge) find(rule string, call int, detail string) {
+	j.v.Findings = append(j.v.Findings, finding{Rule: rule, Call: callRef(call), Detail: detail, Limitation: j.limitation})
+}
+
+// refusalsTaken finds the requests a sound implementation refuses that
+// the target took with a 200: each a deviation, and one more effect a
+// sound count allows. It reports whether there was one: every value after
+// it is then shifted, so values are not judged.
+func (j *targetJudge) refusalsTaken() bool {
 	adjusted := false
-	for i, o := range calls {
+	for i, o := range j.calls {
 		if !o.answered(200) {
 			continue
 		}
 		var detail, rule string
-		switch sound[i].status {
+		switch j.sound[i].status {
 		case 400:
-			rule, detail = ruleMalformedKey, fmt.Sprintf("key %s was accepted; the draft asks for 400", keyText(c.Plan[i].Key))
+			rule, detail = ruleMalformedKey, fmt.Sprintf("key %s was accepted; the draft asks for 400", keyText(j.c.Plan[i].Key))
 		case 413:
-			rule, detail = ruleBodyLimit, fmt.Sprintf("a %d-byte body was accepted; a sound implementation refuses it with 413", c.Plan[i].BodyLen)
+			rule, detail = ruleBodyLimit, fmt.Sprintf("a %d-byte body was accepted; a sound implementation refuses it with 413", j.c.Plan[i].BodyLen)
 		case 429:
 			rule, detail = ruleCapacityStatus, "a new key beyond the claimed capacity was accepted; 429 was due"
 		default:
 			continue
 		}
-		v.soundEffects++
+		j.v.SoundEffects++
 		adjusted = true
-		deviate(rule, i, detail)
+		j.deviate(rule, i, detail)
 	}
+	return adjusted
+}
 
-	if v.effects != v.soundEffects {
-		rule := ruleDuplicateEffect
-		if v.effects < v.soundEffects {
-			rule = ruleLostEffect
-		}
-		find(rule, -1, fmt.Sprintf("%d effects applied; a sound implementation applies %d", v.effects, v.soundEffects))
-	}
-
-	for i, o := range calls {
-		e, key := sound[i], keyText(c.Plan[i].Key)
+// statuses judges each call's status where a sound implementation answers
+// 422 or a duplicate in flight, and every 409's Retry-After.
+func (j *targetJudge) statuses() {
+	for i, o := range j.calls {
+		e, key := j.sound[i], keyText(j.c.Plan[i].Key)
 		switch {
 		case e.status == 422 && o.outcome == "reply" && o.status >= 200 && o.status < 300:
-			find(ruleOtherBodyReplayed, i, fmt.Sprintf("another body with key %s was answered %d %s: it got the first request's result (a sound implementation answers 422)", key, o.status, bodyText(o.body)))
+			j.find(ruleOtherBodyReplayed, i, fmt.Sprintf("another body with key %s was answered %d %s: it got the first request's result (a sound implementation answers 422)", key, o.status, bodyText(o.body)))
 		case e.status == 422 && o.outcome == "reply" && o.status != 422:
-			deviate(ruleConflictStatus, i, fmt.Sprintf("another body with key %s was answered %d; the draft asks for 422", key, o.status))
+			j.deviate(ruleConflictStatus, i, fmt.Sprintf("another body with key %s was answered %d; the draft asks for 422", key, o.status))
 		case e.status == 422:
-		case c.Plan[i].InFlight && e.status == 200 && o.outcome == "reply" && o.status != 200 && o.status != 409:
-			deviate(ruleInFlightStatus, i, fmt.Sprintf("a duplicate in flight was answered %d; the draft asks for 409 (the lab's server waits and replays)", o.status))
+		case j.c.Plan[i].InFlight && e.status == 200 && o.outcome == "reply" && o.status != 200 && o.status != 409:
+			j.deviate(ruleInFlightStatus, i, fmt.Sprintf("a duplicate in flight was answered %d; the draft asks for 409 (the lab's server waits and replays)", o.status))
 		}
 		if o.answered(409) && !o.retryAfter {
-			deviate(ruleRetryAfter, i, "409 without Retry-After")
+			j.deviate(ruleRetryAfter, i, "409 without Retry-After")
 		}
 	}
-	v.deviations = append(v.deviations, markerDeviations(t, sound, calls)...)
+}
 
-	// Where a sound implementation answers an intent (the last call of its
-	// key outside a concurrent group), the target's answer is its fate.
-	counted := v.effects == v.soundEffects && !adjusted
-	for _, i := range lastOfKeys(c.Plan) {
-		o, e := calls[i], sound[i]
+// fates judges each intent a sound implementation answers 200 (the last
+// call of its key outside a concurrent group) by the target's answer;
+// counted says whether the values can be judged.
+func (j *targetJudge) fates(counted bool) {
+	for _, i := range lastOfKeys(j.c.Plan) {
+		o, e := j.calls[i], j.sound[i]
 		if e.outcome != "reply" || e.status != 200 {
 			continue
 		}
-		key := keyText(c.Plan[i].Key)
+		key := keyText(j.c.Plan[i].Key)
 		switch {
 		case o.outcome != "reply":
-			find(ruleRetryFailed, i, fmt.Sprintf("the last call with key %s got no reply (%s); a sound implementation answers 200", key, o.outcome))
+			j.find(ruleRetryFailed, i, fmt.Sprintf("the last call with key %s got no reply (%s); a sound implementation answers 200", key, o.outcome))
 		case o.status == 409:
-			find(ruleStuckKey, i, fmt.Sprintf("the last call with key %s got 409: the key was left in progress (a sound implementation answers 200)", key))
-		case o.status >= 500 && sameAsEarlier(c.Plan, calls, i):
-			find(ruleStoredFailure, i, fmt.Sprintf("the last call with key %s got the earlier %d %s back: a failure was stored as the key's result", key, o.status, bodyText(o.body)))
+			j.find(ruleStuckKey, i, fmt.Sprintf("the last call with key %s got 409: the key was left in progress (a sound implementation answers 200)", key))
+		case o.status >= 500 && sameAsEarlier(j.c.Plan, j.calls, i):
+			j.find(ruleStoredFailure, i, fmt.Sprintf("the last call with key %s got the earlier %d %s back: a failure was stored as the key's result", key, o.status, bodyText(o.body)))
 		case o.status != 200:
-			find(ruleRetryFailed, i, fmt.Sprintf("the last call with key %s got %d; a sound implementation answers 200", key, o.status))
+			j.find(ruleRetryFailed, i, fmt.Sprintf("the last call with key %s got %d; a sound implementation answers 200", key, o.status))
 		case counted && e.body != nil && (o.body == nil || *o.body != *e.body):
-			find(ruleWrongValue, i, fmt.Sprintf("the last call with key %s answered %s; a sound implementation answers %s", key, bodyText(o.body), strconv.Quote(*e.body)))
+			j.find(ruleWrongValue, i, fmt.Sprintf("the last call with key %s answered %s; a sound implementation answers %s", key, bodyText(o.body), strconv.Quote(*e.body)))
 		}
 	}
+}
 
-	v.safety = safetyPass
-	for _, f := range v.findings {
-		if f.limitation == "" {
-			v.safety = safetyViolation
-			break
-		}
-		v.safety = safetyLimitation
+// callRef is a finding's call: nil (the whole run) for -1.
+func callRef(i int) *int {
+	if i < 0 {
+		return nil
 	}
-	return v, nil
+	return &i
 }
 
 // markerDeviations are the replay-marker deviations, over the 200 replies
 // a sound implementation marks as replays: one per kind that occurs (no
 // marker declared; a replay unmarked; a replay marked fresh while carrying
 // the replayed value), at its first call, with how many replays it covers.
-func markerDeviations(t *targetSpec, sound []soundCall, calls []obsCall) []tFinding {
+func markerDeviations(t *targetSpec, sound []soundCall, calls []obsCall) []finding {
 	kinds := []struct {
 		what string
 		is   func(o obsCall, e soundCall) bool
@@ -217,7 +232,7 @@ func markerDeviations(t *targetSpec, sound []soundCall, calls []obsCall) []tFind
 			return t.replay != nil && o.replayed != nil && !*o.replayed && e.body != nil && got == *e.body
 		}},
 	}
-	var out []tFinding
+	var out []finding
 	for _, k := range kinds {
 		first, n := -1, 0
 		for i, o := range calls {
@@ -230,8 +245,8 @@ func markerDeviations(t *targetSpec, sound []soundCall, calls []obsCall) []tFind
 			n++
 		}
 		if n > 0 {
-			out = append(out, tFinding{rule: ruleReplayMarker, call: first,
-				detail: fmt.Sprintf("%s (%d of the replays a sound implementation marks)", k.what, n)})
+			out = append(out, finding{Rule: ruleReplayMarker, Call: callRef(first),
+				Detail: fmt.Sprintf("%s (%d of the replays a sound implementation marks)", k.what, n)})
 		}
 	}
 	return out
@@ -299,7 +314,7 @@ func bodyText(b *string) string {
 // native run of the store it mirrors (results.json): the effects, the exit
 // codes and every call (step, replica, key, fault, outcome, status, body,
 // replayed; not Retry-After, which the native path does not record), one
-// line per difference, worded as targets.json's mirror records them.
+// line per difference.
 func mirrorDiffs(native map[string]any, counter int64, codes []any, calls []obsCall) []string {
 	var out []string
 	if n := number(native["counter"]); n != counter {

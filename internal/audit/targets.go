@@ -36,12 +36,9 @@ type targetView struct {
 	runs          []runView
 }
 
-// runView is one run of a targetView.
+// runView is one run of a targetView: its verdict and its calls.
 type runView struct {
-	caseName string
-	notRun   string
-	verdict  tVerdict
-	mirror   []string
+	targetRunVerdict
 	calls    []any // targets.json's calls, as recorded
 	unjudged bool  // its observations could not be judged (the failures say why)
 }
@@ -203,8 +200,8 @@ func (a *auditor) checkTarget(tm map[string]any, results map[string]any) *target
 // observed, before the audit judges it.
 func recordedRun(rm map[string]any) runView {
 	r := runView{}
-	r.caseName, _ = str(rm, "case")
-	r.notRun, _ = str(rm, "not_run")
+	r.Case, _ = str(rm, "case")
+	r.NotRun, _ = str(rm, "not_run")
 	r.calls, _ = rm["calls"].([]any)
 	return r
 }
@@ -215,44 +212,13 @@ func recordedRun(rm map[string]any) runView {
 // lab's own server as a target its differences from the native run). It
 // returns the run as TARGETS.md shows it.
 func (a *auditor) checkTargetRun(tname string, spec *targetSpec, c *Case, rm map[string]any, results map[string]any) runView {
-	where := fmt.Sprintf("targets.json: target %s, case %s", tname, c.Name)
-	fail := func(call *int, field, expected, observed string) {
-		expected, observed = clipValue(expected), clipValue(observed)
-		at := where
-		if call != nil {
-			at = fmt.Sprintf("%s, call %d", where, *call)
-		}
-		a.fail(Failure{Check: CheckTarget, Case: c.Name, Target: tname, Call: call, Field: field, Expected: expected, Observed: observed,
-			Message: fmt.Sprintf("%s: %s: expected %s, observed %s", at, field, expected, observed)})
-	}
+	fail := a.callFailer(Failure{Check: CheckTarget, Case: c.Name, Target: tname}, fmt.Sprintf("targets.json: target %s, case %s", tname, c.Name))
 	view := recordedRun(rm)
-	want := targetNotRun(c, spec, a.protoInt("capacity"))
-	a.check()
-	if view.notRun != want {
-		what := "the case runs on this target"
-		if want != "" {
-			what = "the case cannot run on this target"
-		}
-		fail(nil, "not_run", fmt.Sprintf("%s (%s, by the audit's own reading of %s and target.json)", strconv.Quote(want), what, c.File), strconv.Quote(view.notRun))
-	}
-	if want != "" || view.notRun != "" {
-		a.report.TargetsNotRun++
-		if want != "" {
-			view.notRun = want
-			a.check()
-			for _, f := range []struct{ field, empty string }{
-				{"counter", "null"}, {"exit_codes", "[]"}, {"calls", "[]"}, {"detail", "null"},
-			} {
-				if g := render(rm[f.field]); g != f.empty {
-					fail(nil, f.field, f.empty+" (a case that does not run has no observations)", g)
-				}
-			}
-		}
+	if a.checkNotRun(c, spec, rm, &view, fail) {
 		return view
 	}
 	a.report.TargetRuns++
 	a.report.TargetCalls += len(view.calls)
-
 	a.check()
 	if rm["counter"] == nil || rm["detail"] == nil {
 		fail(nil, "counter, detail", "a counter and details (the case ran)",
@@ -266,66 +232,83 @@ func (a *auditor) checkTargetRun(tname string, spec *targetSpec, c *Case, rm map
 	for i, x := range view.calls {
 		calls[i] = readObsCall(x)
 	}
-
-	// The calls against the case's steps, as results.json's rules say.
 	a.check()
 	if len(calls) != len(c.Plan) {
 		fail(nil, "calls", fmt.Sprintf("%d (as %s's steps send)", len(c.Plan), c.File), strconv.Itoa(len(calls)))
 	}
 	for i := range min(len(view.calls), len(c.Plan)) {
 		call, _ := view.calls[i].(map[string]any)
-		p := c.Plan[i]
 		a.check()
-		for _, f := range []struct {
-			name string
-			want any
-		}{{"step", jsonNum(strconv.Itoa(p.Step))}, {"key", strPtr(p.Key)}, {"fault", strPtr(p.Fault)}, {"replica", replicaField(p.Replica)}} {
-			if w, g := render(f.want), render(call[f.name]); w != g {
-				fail(&i, f.name, w+" (as the case's steps send)", g)
-			}
-		}
+		checkSent(i, call, c.Plan[i], fail)
 	}
-
-	// The processes: one per process the steps start, each exit code as
-	// recorded.
 	det, _ := rm["detail"].(map[string]any)
-	a.check()
-	if len(codes) != c.Lifetimes {
-		fail(nil, "exit_codes", fmt.Sprintf("%d codes (one per process %s's steps start)", c.Lifetimes, c.File), strconv.Itoa(len(codes)))
-	}
-	procs, _ := det["processes"].([]any)
-	var procCodes []any
-	for _, p := range procs {
-		pm, _ := p.(map[string]any)
-		procCodes = append(procCodes, pm["exit_code"])
-	}
-	if procCodes == nil {
-		procCodes = []any{}
-	}
-	if render(procCodes) != render(codes) {
-		fail(nil, "detail.processes", render(codes)+" (exit_codes)", render(procCodes)+" (their exit codes)")
-	}
-	if dc, _ := det["calls"].([]any); len(dc) != len(calls) {
-		fail(nil, "detail.calls", fmt.Sprintf("%d (one per call)", len(calls)), strconv.Itoa(len(dc)))
-	}
+	a.checkProcesses(c, codes, det, len(calls), fail)
 	a.checkJournal(spec, c, counter, det, fail)
-
-	// The verdict.
 	own, err := judgeTarget(c, spec, counter, calls)
 	if err != nil {
 		fail(nil, "calls", "calls that line up with "+c.File+"'s steps, to be judged", err.Error())
 		view.unjudged = true
 		return view
 	}
-	view.verdict = own
-
-	// The lab's own server as a target: its differences from the native run.
+	view.targetRunVerdict = own
 	if native := nativeRun(results, c.Name, spec.mirrors); native != nil {
-		view.mirror = mirrorDiffs(native, counter, codes, calls)
+		view.Mirror = mirrorDiffs(native, counter, codes, calls)
 	} else if spec.mirrors != "" {
 		a.noteOnce(fmt.Sprintf("target %s mirrors the %s store, whose native runs are not in this folder: its runs were not compared with them", tname, spec.mirrors))
 	}
 	return view
+}
+
+// checkNotRun checks that run rm ran exactly when c can run on spec, and
+// that a run that should not have run recorded nothing. It reports whether
+// the run did not run (or should not have): view.NotRun then says why.
+func (a *auditor) checkNotRun(c *Case, spec *targetSpec, rm map[string]any, view *runView, fail callFail) bool {
+	want := targetNotRun(c, spec, a.protoInt("capacity"))
+	a.check()
+	if view.NotRun != want {
+		what := "the case runs on this target"
+		if want != "" {
+			what = "the case cannot run on this target"
+		}
+		fail(nil, "not_run", fmt.Sprintf("%s (%s, by the audit's own reading of %s and target.json)", strconv.Quote(want), what, c.File), strconv.Quote(view.NotRun))
+	}
+	if want == "" && view.NotRun == "" {
+		return false
+	}
+	a.report.TargetsNotRun++
+	if want != "" {
+		view.NotRun = want
+		a.check()
+		for _, f := range []struct{ field, empty string }{
+			{"counter", "null"}, {"exit_codes", "[]"}, {"calls", "[]"}, {"detail", "null"},
+		} {
+			if g := render(rm[f.field]); g != f.empty {
+				fail(nil, f.field, f.empty+" (a case that does not run has no observations)", g)
+			}
+		}
+	}
+	return true
+}
+
+// checkProcesses checks a run's processes: one per process the steps
+// start, each exit code as recorded, and a detail per call.
+func (a *auditor) checkProcesses(c *Case, codes []any, det map[string]any, calls int, fail callFail) {
+	a.check()
+	if len(codes) != c.Lifetimes {
+		fail(nil, "exit_codes", fmt.Sprintf("%d codes (one per process %s's steps start)", c.Lifetimes, c.File), strconv.Itoa(len(codes)))
+	}
+	procs, _ := det["processes"].([]any)
+	procCodes := []any{}
+	for _, p := range procs {
+		pm, _ := p.(map[string]any)
+		procCodes = append(procCodes, pm["exit_code"])
+	}
+	if render(procCodes) != render(codes) {
+		fail(nil, "detail.processes", render(codes)+" (exit_codes)", render(procCodes)+" (their exit codes)")
+	}
+	if dc, _ := det["calls"].([]any); len(dc) != calls {
+		fail(nil, "detail.calls", fmt.Sprintf("%d (one per call)", calls), strconv.Itoa(len(dc)))
+	}
 }
 
 // nativeRun returns results.json's run of case on store, nil when there is
@@ -350,7 +333,7 @@ func nativeRun(results map[string]any, cname, store string) map[string]any {
 // the sink counts, as many entries as the counter, numbered 1..n, each
 // from a replica the case runs and with the SHA-256 of a body one of the
 // run's calls sent; for a target that counts its own, none.
-func (a *auditor) checkJournal(spec *targetSpec, c *Case, counter int64, det map[string]any, fail func(*int, string, string, string)) {
+func (a *auditor) checkJournal(spec *targetSpec, c *Case, counter int64, det map[string]any, fail callFail) {
 	journal, _ := det["journal"].([]any)
 	a.check()
 	if !spec.sink {

@@ -42,50 +42,59 @@ func targetsReport(views []*targetView) []byte {
 		}
 		b.WriteString("\n| case | effects (sound) | safety | conformance | findings |\n|---|---|---|---|---|\n")
 		for _, r := range t.runs {
-			if r.notRun != "" {
-				fmt.Fprintf(&b, "| %s | — | not run | — | %s |\n", r.caseName, mdText(r.notRun))
+			if r.NotRun != "" {
+				fmt.Fprintf(&b, "| %s | — | not run | — | %s |\n", r.Case, mdText(r.NotRun))
 				continue
 			}
-			v := r.verdict
-			fmt.Fprintf(&b, "| %s | %d (%d) | %s | %s | %s |\n", r.caseName, v.effects, v.soundEffects, v.safety,
-				distinctRules(v.deviations), mdText(findingsLine(v.findings)))
+			fmt.Fprintf(&b, "| %s | %d (%d) | %s | %s | %s |\n", r.Case, r.Effects, r.SoundEffects, r.Safety,
+				distinctRules(r.Deviations), mdText(findingsLine(r.Findings)))
 		}
 		for _, r := range t.runs {
-			if r.notRun != "" {
-				continue
-			}
-			v := r.verdict
-			applied := fmt.Sprintf("%d effects applied", v.effects)
-			if v.effects == 1 {
-				applied = "1 effect applied"
-			}
-			fmt.Fprintf(&b, "\n### %s on %s: %s, %s\n\n", r.caseName, t.name, applied, v.safety)
-			for _, f := range v.findings {
-				fmt.Fprintf(&b, "- safety %s%s: %s", f.rule, callAt(f.call), mdText(f.detail))
-				if f.limitation != "" {
-					b.WriteString(" — a limitation: " + f.limitation)
-				}
-				b.WriteString("\n")
-			}
-			for _, f := range v.deviations {
-				fmt.Fprintf(&b, "- conformance %s%s: %s\n", f.rule, callAt(f.call), mdText(f.detail))
-			}
-			for _, m := range r.mirror {
-				fmt.Fprintf(&b, "- differs from the native run: %s\n", mdText(m))
-			}
-			if len(v.findings)+len(v.deviations)+len(r.mirror) > 0 {
-				b.WriteString("\n")
-			}
-			b.WriteString("| call | step | key | fault | outcome | status | body | replayed |\n|---|---|---|---|---|---|---|---|\n")
-			for k, call := range r.calls {
-				m, _ := call.(map[string]any)
-				outcome, _ := str(m, "outcome")
-				fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", k, render(m["step"]), mdCell(m["key"]), mdCell(m["fault"]),
-					outcome, mdCell(m["status"]), mdCell(m["body"]), mdCell(m["replayed"]))
+			if r.NotRun == "" {
+				runSection(&b, t.name, r)
 			}
 		}
 	}
 	return []byte(b.String())
+}
+
+// runSection renders a run's findings, deviations, differences from the
+// native run and calls.
+func runSection(b *strings.Builder, target string, r runView) {
+	applied := fmt.Sprintf("%d effects applied", r.Effects)
+	if r.Effects == 1 {
+		applied = "1 effect applied"
+	}
+	fmt.Fprintf(b, "\n### %s on %s: %s, %s\n\n", r.Case, target, applied, r.Safety)
+	for _, f := range r.Findings {
+		fmt.Fprintf(b, "- safety %s%s: %s", f.Rule, callAt(f.Call), mdText(f.Detail))
+		if f.Limitation != "" {
+			b.WriteString(" — a limitation: " + f.Limitation)
+		}
+		b.WriteString("\n")
+	}
+	for _, f := range r.Deviations {
+		fmt.Fprintf(b, "- conformance %s%s: %s\n", f.Rule, callAt(f.Call), mdText(f.Detail))
+	}
+	for _, m := range r.Mirror {
+		fmt.Fprintf(b, "- differs from the native run: %s\n", mdText(m))
+	}
+	if len(r.Findings)+len(r.Deviations)+len(r.Mirror) > 0 {
+		b.WriteString("\n")
+	}
+	callTable(b, r.calls)
+}
+
+// callTable renders calls, as results.json or targets.json records them,
+// as a Markdown table.
+func callTable(b *strings.Builder, calls []any) {
+	b.WriteString("| call | step | key | fault | outcome | status | body | replayed |\n|---|---|---|---|---|---|---|---|\n")
+	for i, call := range calls {
+		m, _ := call.(map[string]any)
+		outcome, _ := str(m, "outcome")
+		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", i, render(m["step"]), mdCell(m["key"]), mdCell(m["fault"]),
+			outcome, mdCell(m["status"]), mdCell(m["body"]), mdCell(m["replayed"]))
+	}
 }
 
 // codeUnderTest names the libraries and the runtime, "(not recorded)"
@@ -130,9 +139,9 @@ func claimsText(s *targetSpec) string {
 func mirrorSummary(runs []runView) string {
 	ran, differ := 0, 0
 	for _, r := range runs {
-		if r.notRun == "" {
+		if r.NotRun == "" {
 			ran++
-			if len(r.mirror) > 0 {
+			if len(r.Mirror) > 0 {
 				differ++
 			}
 		}
@@ -145,11 +154,11 @@ func mirrorSummary(runs []runView) string {
 
 // distinctRules lists each rule of fs once, in order of first appearance;
 // a dash for none.
-func distinctRules(fs []tFinding) string {
+func distinctRules(fs []finding) string {
 	var rules []string
 	for _, f := range fs {
-		if !slices.Contains(rules, f.rule) {
-			rules = append(rules, f.rule)
+		if !slices.Contains(rules, f.Rule) {
+			rules = append(rules, f.Rule)
 		}
 	}
 	if len(rules) == 0 {
@@ -159,11 +168,11 @@ func distinctRules(fs []tFinding) string {
 }
 
 // findingsLine is a run's safety findings on one line; a dash for none.
-func findingsLine(fs []tFinding) string {
+func findingsLine(fs []finding) string {
 	var parts []string
 	for _, f := range fs {
-		s := f.rule + ": " + f.detail
-		if f.limitation != "" {
+		s := f.Rule + ": " + f.Detail
+		if f.Limitation != "" {
 			s += " (limitation)"
 		}
 		parts = append(parts, s)
@@ -174,9 +183,9 @@ func findingsLine(fs []tFinding) string {
 	return strings.Join(parts, "; ")
 }
 
-func callAt(call int) string {
-	if call < 0 {
+func callAt(call *int) string {
+	if call == nil {
 		return ""
 	}
-	return fmt.Sprintf(" (call %d)", call)
+	return fmt.Sprintf(" (call %d)", *call)
 }

@@ -47,17 +47,19 @@ type targetVerdict struct {
 // safety findings, its conformance deviations and, for the lab's own
 // server as a target, its differences from the native run.
 type targetRunVerdict struct {
-	Case         string        `json:"case"`
-	NotRun       string        `json:"not_run"`
-	Safety       string        `json:"safety"`
-	Effects      int64         `json:"effects"`
-	SoundEffects int64         `json:"sound_effects"`
-	Findings     []findingJSON `json:"findings"`
-	Deviations   []findingJSON `json:"deviations"`
-	Mirror       []string      `json:"mirror"`
+	Case         string    `json:"case"`
+	NotRun       string    `json:"not_run"`
+	Safety       string    `json:"safety"`
+	Effects      int64     `json:"effects"`
+	SoundEffects int64     `json:"sound_effects"`
+	Findings     []finding `json:"findings"`
+	Deviations   []finding `json:"deviations"`
+	Mirror       []string  `json:"mirror"`
 }
 
-type findingJSON struct {
+// A finding is one rule a run on a target broke; Call is nil for one
+// about the whole run.
+type finding struct {
 	Rule       string `json:"rule"`
 	Call       *int   `json:"call"`
 	Detail     string `json:"detail"`
@@ -105,26 +107,9 @@ const maxChaosListed = 100
 func targetVerdictOf(v *targetView) targetVerdict {
 	out := targetVerdict{Target: v.name, Skipped: v.skipped, Runs: []targetRunVerdict{}}
 	for _, r := range v.runs {
-		rv := targetRunVerdict{Case: r.caseName, NotRun: r.notRun, Findings: []findingJSON{}, Deviations: []findingJSON{}, Mirror: []string{}}
-		if r.notRun == "" {
-			rv.Safety, rv.Effects, rv.SoundEffects = r.verdict.safety, r.verdict.effects, r.verdict.soundEffects
-			rv.Findings, rv.Deviations = findingsJSON(r.verdict.findings), findingsJSON(r.verdict.deviations)
-			rv.Mirror = append(rv.Mirror, r.mirror...)
-		}
+		rv := r.targetRunVerdict
+		rv.Findings, rv.Deviations, rv.Mirror = orEmpty(rv.Findings), orEmpty(rv.Deviations), orEmpty(rv.Mirror)
 		out.Runs = append(out.Runs, rv)
-	}
-	return out
-}
-
-func findingsJSON(fs []tFinding) []findingJSON {
-	out := []findingJSON{}
-	for _, f := range fs {
-		j := findingJSON{Rule: f.rule, Detail: f.detail, Limitation: f.limitation}
-		if f.call >= 0 {
-			call := f.call
-			j.Call = &call
-		}
-		out = append(out, j)
 	}
 	return out
 }
