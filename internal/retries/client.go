@@ -52,13 +52,6 @@ type tally struct {
 
 func (t *tally) add(o tally) { t.sent += o.sent; t.refused += o.refused }
 
-// reply counts one reply that arrived.
-func (t *tally) reply(status int) {
-	if status >= 400 {
-		t.refused++
-	}
-}
-
 // rowClient is one row's client: its design, its connections and where it
 // keeps what must survive a restart.
 type rowClient struct {
@@ -78,18 +71,15 @@ type rowClient struct {
 func drive(ctx context.Context, p Parameters, seed uint64, r Row, stream int, url, keys string) (tally, error) {
 	// The lab's client: no keep-alives, so Go's transport adds no retries
 	// the client design did not make (see client.Client).
-	timeout := time.Duration(p.ClientTimeoutMS) * time.Millisecond
 	c := &rowClient{p: p, seed: seed, r: r, stream: stream, url: url, keys: keys,
-		hc: client.New(timeout)}
+		hc: client.New(time.Duration(p.ClientTimeoutMS) * time.Millisecond)}
 	defer c.hc.Close()
 	next := make(chan int)
 	errs := make([]error, p.Workers)
 	tallies := make([]tally, p.Workers)
 	var wg sync.WaitGroup
 	for w := range p.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range next {
 				t, err := c.intent(ctx, i)
 				tallies[w].add(t)
@@ -97,7 +87,7 @@ func drive(ctx context.Context, p Parameters, seed uint64, r Row, stream int, ur
 					errs[w] = err
 				}
 			}
-		}()
+		})
 	}
 	for i := range p.Intents {
 		next <- i
@@ -161,7 +151,8 @@ func (in *intentRun) layered() {
 		layers = in.c.p.Layers
 	}
 	k := key(in.c.stream, in.i) // once per user action, at the top
-	in.c.layer(in.ctx, in.d, &in.t, layers, &k, in.body)
+	in.key = &k
+	in.layer(layers)
 }
 
 // retry runs a single-loop design: up to its attempts, each after a
@@ -274,8 +265,8 @@ func (in *intentRun) send(delayMS int) (status int, err error) {
 	fault := fmt.Sprintf("%s=%dms", protocol.FaultDelay, delayMS)
 	rep, err := in.c.hc.Post(in.ctx, in.c.url, client.Request{Key: in.key, Fault: fault, Body: in.body})
 	in.retryAfter = rep.RetryAfter
-	if err == nil {
-		in.t.reply(rep.Status)
+	if err == nil && rep.Status >= 400 {
+		in.t.refused++
 	}
 	return rep.Status, err
 }
@@ -283,31 +274,27 @@ func (in *intentRun) send(delayMS int) (status int, err error) {
 // layer is one retry layer of a layered client: up to LayerAttempts tries
 // of the layer below it (the wire, below the last), each retried on any
 // failure. It reports whether a try succeeded.
-func (c *rowClient) layer(ctx context.Context, d decisions, t *tally, depth int, k *string, b []byte) bool {
-	for a := range c.p.LayerAttempts {
-		if a > 0 && !sleep(ctx, d.backoff(a, c.p.BackoffBaseMS, c.p.BackoffCapMS)) {
+func (in *intentRun) layer(depth int) bool {
+	p := in.c.p
+	for a := range p.LayerAttempts {
+		if a > 0 && !sleep(in.ctx, in.d.backoff(a, p.BackoffBaseMS, p.BackoffCapMS)) {
 			return false
 		}
 		if depth > 1 {
-			if c.layer(ctx, d, t, depth-1, k, b) {
+			if in.layer(depth - 1) {
 				return true
 			}
 			continue
 		}
-		dropped := d.drop(c.p.DropPercent)
-		delay := d.delayMS(c.p.MaxServerDelayMS)
+		dropped := in.d.drop(p.DropPercent)
+		delay := in.d.delayMS(p.MaxServerDelayMS)
 		if dropped {
 			continue
 		}
-		t.sent++
-		rep, err := c.hc.Post(ctx, c.url, client.Request{Key: k, Fault: fmt.Sprintf("%s=%dms", protocol.FaultDelay, delay), Body: b})
-		if err == nil {
-			t.reply(rep.Status)
-			if rep.Status == http.StatusOK {
-				return true
-			}
+		if status, err := in.send(delay); err == nil && status == http.StatusOK {
+			return true
 		}
-		if ctx.Err() != nil {
+		if in.ctx.Err() != nil {
 			return false
 		}
 	}

@@ -36,22 +36,17 @@ func (r Result) WriteText(w io.Writer) error {
 	if p.TotalDeadlineMS > 0 {
 		deadline = fmt.Sprintf("total deadline %d ms", p.TotalDeadlineMS)
 	}
-	if _, err := fmt.Fprintf(w, "retries: %d intents per row, seed %d; %d workers, %d%% dropped before sending, timeout %d ms, server delay 0-%d ms, up to %d attempts, %s\n",
-		p.Intents, r.Seed, p.Workers, p.DropPercent, p.ClientTimeoutMS, p.MaxServerDelayMS, p.MaxAttempts, deadline); err != nil {
-		return err
-	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "retries: %d intents per row, seed %d; %d workers, %d%% dropped before sending, timeout %d ms, server delay 0-%d ms, up to %d attempts, %s\n",
+		p.Intents, r.Seed, p.Workers, p.DropPercent, p.ClientTimeoutMS, p.MaxServerDelayMS, p.MaxAttempts, deadline)
 	cw, rw := len("client"), len("registry")
 	for _, row := range r.Rows {
 		cw, rw = max(cw, len(row.Client)), max(rw, len(row.Registry))
 	}
-	lines := []string{fmt.Sprintf("%-*s  %-*s  %4s  %12s  %10s  %5s  %7s", cw, "client", rw, "registry", "lost", "applied once", "duplicated", "sent", "refused")}
+	fmt.Fprintf(&b, "%-*s  %-*s  %4s  %12s  %10s  %5s  %7s\n", cw, "client", rw, "registry", "lost", "applied once", "duplicated", "sent", "refused")
 	for _, row := range r.Rows {
-		lines = append(lines, fmt.Sprintf("%-*s  %-*s  %4d  %12d  %10d  %5d  %7d", cw, row.Client, rw, row.Registry, row.Lost, row.AppliedOnce, row.Duplicated, row.Sent, row.Refused))
+		fmt.Fprintf(&b, "%-*s  %-*s  %4d  %12d  %10d  %5d  %7d\n", cw, row.Client, rw, row.Registry, row.Lost, row.AppliedOnce, row.Duplicated, row.Sent, row.Refused)
 	}
-	for _, l := range lines {
-		if _, err := fmt.Fprintln(w, l); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := w.Write(b.Bytes())
+	return err
 }

@@ -1,23 +1,17 @@
-// Package retries is the lab's retries experiment: it sends a set of
-// intents through client designs (never retry, retry without a key, retry
-// with one key per intent, and the client-side lessons: what to retry,
-// Retry-After, retry layers, where the key is made and kept) against a
-// real effectserver under drops and timeouts, and counts, from the
-// server's own journal of applied effects, how many intents were lost,
-// applied once, or duplicated. The client also counts the attempts it sent
-// and the 4xx/5xx replies it got: the calls a design wastes.
-//
-// Each row (a client against a registry) gets a fresh server process on a
-// fresh state folder. Every intent has a unique body, so after the server
-// has exited the journal (open.Read) tells how many times each
-// intent took effect: 0 lost, 1 applied once, more duplicated. Client
-// replies are never counted.
+// Package retries is the lab's retries experiment: it sends intents through
+// client designs (never retry, retry without a key, with one key per intent,
+// and the client-side lessons: what to retry, Retry-After, retry layers,
+// where the key is made and kept) against a real effectserver under drops
+// and timeouts. Each row (a client against a registry) gets a fresh server;
+// every intent has a unique body, so once the server exited its journal of
+// applied effects says how many intents were lost, applied once, or
+// duplicated (client replies are never counted). The client counts the
+// attempts it sent and the 4xx/5xx replies it got: the calls a design wastes.
 //
 // Every random decision (drop before sending, the server-side delay, the
-// backoff) comes from a generator derived from (seed, row, intent), so the
-// decisions do not depend on goroutine scheduling. The counts still depend
-// on real timing (a 30 ms timeout against a 0–60 ms handler): runs with one
-// seed make the same decisions, not necessarily the same counts.
+// backoff) comes from a generator derived from (seed, row, intent), not from
+// goroutine scheduling; the counts still depend on real timing (a 30 ms
+// timeout against a 0-60 ms handler).
 package retries
 
 import (
@@ -27,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -189,15 +184,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if len(rows) == 0 {
 		rows = Rows
 	}
-	streams := make([]int, len(rows))
+	streams := make([]int, len(rows)) // a row's index in Rows
 	for i, r := range rows {
-		streams[i] = -1
-		for j, known := range Rows {
-			if r == known {
-				streams[i] = j
-			}
-		}
-		if streams[i] < 0 {
+		if streams[i] = slices.Index(Rows, r); streams[i] < 0 {
 			return Result{}, fmt.Errorf("retries: row %s: not an experiment row", r)
 		}
 	}
@@ -212,14 +201,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	errs := make([]error, len(rows))
 	var wg sync.WaitGroup
 	for i, r := range rows {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			results[i], errs[i] = runRow(ctx, cfg, p, r, streams[i])
 			if errs[i] != nil {
 				errs[i] = fmt.Errorf("retries: row %s: %w", r, errs[i])
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	res := Result{Seed: cfg.Seed, Parameters: p, Rows: []RowResult{}}
@@ -292,12 +279,6 @@ func runRow(ctx context.Context, cfg Config, p Parameters, r Row, stream int) (R
 		return RowResult{}, fmt.Errorf("start server (%s): %w", strings.Join(args, " "), err)
 	}
 	defer srv.Kill()
-
-	bodies := make(map[string]int, p.Intents) // SHA-256 of body -> intent
-	for i := range p.Intents {
-		sum := sha256.Sum256(body(stream, i))
-		bodies[hex.EncodeToString(sum[:])] = i
-	}
 	url := client.EffectURL(srv.Addr)
 	if r.Client == IgnoreRetryAfter || r.Client == HonourRetryAfter {
 		g, err := startGateway(url, p.ShedInflight, p.RetryAfterS)
@@ -327,32 +308,46 @@ func runRow(ctx context.Context, cfg Config, p Parameters, r Row, stream int) (R
 	if err != nil {
 		return RowResult{}, fmt.Errorf("read server state: %w", err)
 	}
-	if got := int64(len(st.Effects)); got != st.Counter {
-		return RowResult{}, fmt.Errorf("server state in %s: %d effects journaled, counter %d", dir, got, st.Counter)
-	}
-	applied := make([]int, p.Intents)
-	for n, e := range st.Effects {
-		i, ok := bodies[e.BodySHA256]
-		if !ok {
-			return RowResult{}, fmt.Errorf("server state in %s: effect %d has body SHA-256 %s, which no intent sent", dir, n+1, e.BodySHA256)
-		}
-		applied[i]++
-	}
 	res := RowResult{Client: r.Client, Registry: r.RegistryName(), Sent: t.sent, Refused: t.refused}
-	for _, n := range applied {
-		switch {
-		case n == 0:
-			res.Lost++
-		case n == 1:
-			res.AppliedOnce++
-		default:
-			res.Duplicated++
-		}
+	if err := countEffects(&res, st, p.Intents, stream); err != nil {
+		return RowResult{}, fmt.Errorf("server state in %s: %w", dir, err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return RowResult{}, fmt.Errorf("remove state folder: %w", err)
 	}
 	return res, nil
+}
+
+// countEffects counts from the journal st the row's intents applied never,
+// once and more than once; every effect must be one of its intents'.
+func countEffects(res *RowResult, st store.State, intents, stream int) error {
+	if got := int64(len(st.Effects)); got != st.Counter {
+		return fmt.Errorf("%d effects journaled, counter %d", got, st.Counter)
+	}
+	intentOf := make(map[string]int, intents) // by the SHA-256 of its body
+	for i := range intents {
+		sum := sha256.Sum256(body(stream, i))
+		intentOf[hex.EncodeToString(sum[:])] = i
+	}
+	applied := make([]int, intents)
+	for n, e := range st.Effects {
+		i, ok := intentOf[e.BodySHA256]
+		if !ok {
+			return fmt.Errorf("effect %d has body SHA-256 %s, which no intent sent", n+1, e.BodySHA256)
+		}
+		applied[i]++
+	}
+	for _, n := range applied {
+		switch n {
+		case 0:
+			res.Lost++
+		case 1:
+			res.AppliedOnce++
+		default:
+			res.Duplicated++
+		}
+	}
+	return nil
 }
 
 // body is intent i's request body in the row with stream index stream:
