@@ -327,7 +327,7 @@ func (tr *TargetReplicas) route(i int) func(fault string) (proxy.Route, error) {
 			if tr.sink == nil {
 				return proxy.Route{}, fmt.Errorf("fault %q acts at the sink, and the target has none", fault)
 			}
-			a := sinkAction(*p.Sink)
+			a := *p.Sink
 			if err := a.Validate(); err != nil {
 				return proxy.Route{}, fmt.Errorf("fault %q: %w", fault, err)
 			}
@@ -335,18 +335,6 @@ func (tr *TargetReplicas) route(i int) func(fault string) (proxy.Route, error) {
 		}
 		return rt, nil
 	}
-}
-
-// sinkAction is a placed fault's action in the sink's terms.
-func sinkAction(a target.SinkAction) sink.Action {
-	end := sink.Answer
-	switch a.End {
-	case target.Fail:
-		end = sink.Fail
-	case target.Kill:
-		end = sink.Kill
-	}
-	return sink.Action{Before: a.Before, Apply: a.Apply, After: a.After, End: end}
 }
 
 func (tr *TargetReplicas) observe(x proxy.Exchange) {

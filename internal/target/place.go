@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"idemlab/internal/protocol"
+	"idemlab/internal/sink"
 )
 
 // This file places each lab fault on a target (docs/targets.md has the
@@ -26,30 +27,11 @@ const (
 // A Placement is where one X-Lab-Fault value acts on a target.
 type Placement struct {
 	Header      http.Header   // the target's own fault header(s); nil for none
-	Sink        *SinkAction   // what the sink does with the intent's effect call; nil: the normal effect
+	Sink        *sink.Action  // what the sink does with the intent's effect call; nil: the normal effect
 	DropReply   bool          // the proxy reads the target's reply and drops it
 	HoldAndKill bool          // the proxy holds the target's reply, kills the target, drops the reply
 	GiveUp      time.Duration // the proxy closes the client's connection unanswered after this long, the target's exchange going on; 0: never
 }
-
-// A SinkAction is what the sink does with one effect call: wait Before,
-// apply (or not), wait After, then End.
-type SinkAction struct {
-	Before time.Duration
-	Apply  bool
-	After  time.Duration
-	End    SinkEnd
-}
-
-// A SinkEnd is how the sink ends an effect call.
-type SinkEnd int
-
-// The ends of an effect call.
-const (
-	Answer SinkEnd = iota // 200 with the effect's value
-	Fail                  // 500
-	Kill                  // kill the calling replica, close unanswered
-)
 
 // ErrNotPlaceable means a fault cannot act on this target; the error says why.
 var ErrNotPlaceable = errors.New("fault cannot be placed on this target")
@@ -58,7 +40,7 @@ var ErrNotPlaceable = errors.New("fault cannot be placed on this target")
 // on the proxy or on the sink, changing the sink's action.
 type placement struct {
 	proxy func(*Placement, time.Duration)
-	sink  func(*SinkAction, time.Duration)
+	sink  func(*sink.Action, time.Duration)
 	why   string // not placeable: why
 }
 
@@ -66,15 +48,15 @@ var placements = map[string]placement{
 	string(protocol.FaultDropReply):        {proxy: func(p *Placement, _ time.Duration) { p.DropReply = true }},
 	string(protocol.FaultCrashAfterRecord): {proxy: func(p *Placement, _ time.Duration) { p.HoldAndKill = true }},
 	FaultGiveUp:                            {proxy: func(p *Placement, d time.Duration) { p.GiveUp = max(d, time.Millisecond) }},
-	string(protocol.FaultSlow): {sink: func(a *SinkAction, _ time.Duration) {
+	string(protocol.FaultSlow): {sink: func(a *sink.Action, _ time.Duration) {
 		a.Before += protocol.SlowDelay
 	}},
-	string(protocol.FaultDelay):                {sink: func(a *SinkAction, d time.Duration) { a.Before += d }},
-	string(protocol.FaultStall):                {sink: func(a *SinkAction, d time.Duration) { a.After += d }},
-	string(protocol.FaultCrashBeforeEffect):    {sink: func(a *SinkAction, _ time.Duration) { a.Apply, a.End = false, Kill }},
-	string(protocol.FaultCrashAfterEffect):     {sink: func(a *SinkAction, _ time.Duration) { a.End = Kill }},
-	string(protocol.FaultFailEffect):           {sink: func(a *SinkAction, _ time.Duration) { a.Apply, a.End = false, Fail }},
-	string(protocol.FaultFailAfterEffect):      {sink: func(a *SinkAction, _ time.Duration) { a.End = Fail }},
+	string(protocol.FaultDelay):                {sink: func(a *sink.Action, d time.Duration) { a.Before += d }},
+	string(protocol.FaultStall):                {sink: func(a *sink.Action, d time.Duration) { a.After += d }},
+	string(protocol.FaultCrashBeforeEffect):    {sink: func(a *sink.Action, _ time.Duration) { a.Apply, a.End = false, sink.Kill }},
+	string(protocol.FaultCrashAfterEffect):     {sink: func(a *sink.Action, _ time.Duration) { a.End = sink.Kill }},
+	string(protocol.FaultFailEffect):           {sink: func(a *sink.Action, _ time.Duration) { a.Apply, a.End = false, sink.Fail }},
+	string(protocol.FaultFailAfterEffect):      {sink: func(a *sink.Action, _ time.Duration) { a.End = sink.Fail }},
 	string(protocol.FaultCrashAfterClaim):      {why: "the lab server's own downstream mode"},
 	string(protocol.FaultCrashAfterDownstream): {why: "the lab server's own downstream mode"},
 	string(protocol.FaultDropDownstreamReply):  {why: "the lab server's own downstream mode"},
@@ -109,7 +91,7 @@ func (t *Target) Place(v string) (Placement, error) {
 		p.Header.Set(nf.Header, strings.ReplaceAll(nf.Value, FaultValue, v))
 		return p, nil
 	}
-	action := SinkAction{Apply: true, End: Answer}
+	action := sink.Normal
 	onSink := false
 	for part := range strings.SplitSeq(v, ",") {
 		name, arg, hasArg := strings.Cut(part, "=")

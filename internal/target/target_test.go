@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"idemlab/internal/audit/strict"
+	"idemlab/internal/sink"
 )
 
 func schemas(t *testing.T) *strict.Schemas {
@@ -131,13 +132,13 @@ func TestPlace(t *testing.T) {
 		{"none", sinkTarget, "", Placement{}, ""},
 		{"drop-reply on the proxy", sinkTarget, "drop-reply", Placement{DropReply: true}, ""},
 		{"crash-after-record holds and kills", sinkTarget, "crash-after-record", Placement{HoldAndKill: true}, ""},
-		{"slow stalls the sink first", sinkTarget, "slow", Placement{Sink: &SinkAction{Before: 120 * time.Millisecond, Apply: true}}, ""},
-		{"stall after applying", sinkTarget, "stall=800ms", Placement{Sink: &SinkAction{Apply: true, After: 800 * time.Millisecond}}, ""},
-		{"crash before the effect", sinkTarget, "crash-before-effect", Placement{Sink: &SinkAction{End: Kill}}, ""},
-		{"the crash gap", sinkTarget, "crash-after-effect", Placement{Sink: &SinkAction{Apply: true, End: Kill}}, ""},
-		{"stall then the crash gap", sinkTarget, "stall=2000ms,crash-after-effect", Placement{Sink: &SinkAction{Apply: true, After: 2 * time.Second, End: Kill}}, ""},
-		{"a failed effect", sinkTarget, "fail-effect", Placement{Sink: &SinkAction{End: Fail}}, ""},
-		{"failed after the effect", sinkTarget, "fail-after-effect", Placement{Sink: &SinkAction{Apply: true, End: Fail}}, ""},
+		{"slow stalls the sink first", sinkTarget, "slow", Placement{Sink: &sink.Action{Before: 120 * time.Millisecond, Apply: true, End: sink.Answer}}, ""},
+		{"stall after applying", sinkTarget, "stall=800ms", Placement{Sink: &sink.Action{Apply: true, After: 800 * time.Millisecond, End: sink.Answer}}, ""},
+		{"crash before the effect", sinkTarget, "crash-before-effect", Placement{Sink: &sink.Action{End: sink.Kill}}, ""},
+		{"the crash gap", sinkTarget, "crash-after-effect", Placement{Sink: &sink.Action{Apply: true, End: sink.Kill}}, ""},
+		{"stall then the crash gap", sinkTarget, "stall=2000ms,crash-after-effect", Placement{Sink: &sink.Action{Apply: true, After: 2 * time.Second, End: sink.Kill}}, ""},
+		{"a failed effect", sinkTarget, "fail-effect", Placement{Sink: &sink.Action{End: sink.Fail}}, ""},
+		{"failed after the effect", sinkTarget, "fail-after-effect", Placement{Sink: &sink.Action{Apply: true, End: sink.Fail}}, ""},
 		{"the proxy gives up in flight", sinkTarget, "give-up=40ms", Placement{GiveUp: 40 * time.Millisecond}, ""},
 		{"give-up takes a time", sinkTarget, "give-up", Placement{}, "want NNms"},
 		{"downstream faults", sinkTarget, "crash-after-claim", Placement{}, "downstream mode"},
@@ -177,7 +178,7 @@ func render(p Placement) string {
 		b.WriteString(k + "=" + strings.Join(p.Header[k], ",") + " ")
 	}
 	if p.Sink != nil {
-		b.WriteString("sink:" + p.Sink.Before.String() + "/" + map[bool]string{true: "apply", false: "no"}[p.Sink.Apply] + "/" + p.Sink.After.String() + "/" + []string{"answer", "fail", "kill"}[p.Sink.End] + " ")
+		b.WriteString("sink:" + p.Sink.Before.String() + "/" + map[bool]string{true: "apply", false: "no"}[p.Sink.Apply] + "/" + p.Sink.After.String() + "/" + p.Sink.End.String() + " ")
 	}
 	if p.DropReply {
 		b.WriteString("drop ")
