@@ -536,15 +536,15 @@ type fixup struct {
 // refuses a manifest that does not come back byte for byte through
 // evidence.Manifest (a format this program no longer knows).
 func (f fixup) rewrite(dir string) error {
-	for _, name := range evidence.DerivedNames {
-		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
 	}
-	svgs, _ := filepath.Glob(filepath.Join(dir, "chaos-*.svg"))
-	for _, p := range svgs {
-		if err := os.Remove(p); err != nil {
-			return err
+	for _, e := range entries {
+		if slices.Contains(evidence.DerivedNames, e.Name()) || evidence.DerivedPattern.MatchString(e.Name()) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
 		}
 	}
 	if err := f.rewriteDigests(dir); err != nil {
@@ -642,16 +642,11 @@ func replaceFixture(root, out string) error {
 			return err
 		}
 		if !fi.IsDir() {
-			data, err := os.ReadFile(from)
-			if err != nil {
-				return err
-			}
-			if err := writeFile(filepath.Join(out, e), data); err != nil {
-				return err
-			}
-			continue
+			err = copyFile(from, filepath.Join(out, e))
+		} else {
+			err = os.CopyFS(filepath.Join(out, e), os.DirFS(from))
 		}
-		if err := os.CopyFS(filepath.Join(out, e), os.DirFS(from)); err != nil {
+		if err != nil {
 			return err
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -307,20 +308,8 @@ func Parse(path string, b []byte, schemas *strict.Schemas) (Case, error) {
 	if ms := c.WaitMS(); ms > MaxWaitMS {
 		return Case{}, &Error{File: path, Problem: fmt.Sprintf("steps: the sleeps and staggers wait %d ms in all, at most %d per case", ms, MaxWaitMS)}
 	}
-	if err := c.checkHeaders(); err != nil {
+	if err := cmp.Or(c.eachCall(c.checkCall), c.checkReplicas(), c.checkExpect()); err != nil {
 		return Case{}, &Error{File: path, Problem: err.Error()}
-	}
-	if err := c.checkReplicas(); err != nil {
-		return Case{}, &Error{File: path, Problem: err.Error()}
-	}
-	if err := c.checkCounts(); err != nil {
-		return Case{}, &Error{File: path, Problem: err.Error()}
-	}
-	if err := c.checkLedger(); err != nil {
-		return Case{}, &Error{File: path, Problem: err.Error()}
-	}
-	if _, ok := c.Expect[c.Target.Sound]; c.Target.Sound != "" && !ok {
-		return Case{}, &Error{File: path, Problem: fmt.Sprintf("target/sound: %q has no expectation in expect", c.Target.Sound)}
 	}
 	return c, nil
 }
@@ -413,36 +402,20 @@ func (c Case) WaitMS() int {
 	return ms
 }
 
-// checkHeaders refuses a key or fault that HTTP cannot carry as written: a
-// control byte (CR and LF above all, which would end the header) or white
-// space at either end (a header value is trimmed). The client would refuse
-// to send such a call, and the run would record it as a reply the server
-// never dropped.
-func (c Case) checkHeaders() error {
-	check := func(field string, call Call) error {
-		if call.Key != nil {
-			if err := headerValue(*call.Key); err != nil {
-				return fmt.Errorf("%s/key: %w", field, err)
-			}
-		}
-		if call.Fault != "" {
-			if err := headerValue(call.Fault); err != nil {
-				return fmt.Errorf("%s/fault: %w", field, err)
-			}
-		}
-		return nil
-	}
+// eachCall calls f with every call of the steps, its field path and
+// whether it is a parallel step's, up to the first error.
+func (c Case) eachCall(f func(field string, call Call, parallel bool) error) error {
 	for i, s := range c.Steps {
 		at := fmt.Sprintf("/steps/%d", i)
 		var err error
 		switch {
 		case s.Call != nil:
-			err = check(at+"/call", *s.Call)
+			err = f(at+"/call", *s.Call, false)
 		case s.Concurrent != nil:
-			err = check(at+"/concurrent/call", s.Concurrent.Call)
+			err = f(at+"/concurrent/call", s.Concurrent.Call, false)
 		case s.Parallel != nil:
 			for j, call := range s.Parallel.Calls {
-				if err = check(fmt.Sprintf("%s/parallel/calls/%d", at, j), call); err != nil {
+				if err = f(fmt.Sprintf("%s/parallel/calls/%d", at, j), call, true); err != nil {
 					break
 				}
 			}
@@ -450,6 +423,44 @@ func (c Case) checkHeaders() error {
 		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkCall refuses a call with two bodies or two keys, to a replica the
+// case does not run, repeated inside a parallel step, or with a key or
+// fault HTTP cannot carry as written: a control byte (CR and LF above all,
+// which would end the header) or white space at either end (a header value
+// is trimmed). The client would refuse to send such a call, and the run
+// would record it as a reply the server never dropped.
+func (c Case) checkCall(field string, call Call, parallel bool) error {
+	switch {
+	case call.Body != nil && call.BodyBytes != nil:
+		return fmt.Errorf("%s: body and body_bytes exclude each other (give one)", field)
+	case call.Key != nil && call.KeyBytes != nil:
+		return fmt.Errorf("%s: key and key_bytes exclude each other (give one)", field)
+	case parallel && call.Repeat > 1:
+		return fmt.Errorf("%s/repeat: a parallel call is made once", field)
+	}
+	if err := c.validReplica(field+"/replica", call.Replica); err != nil {
+		return err
+	}
+	if call.Key != nil {
+		if err := headerValue(*call.Key); err != nil {
+			return fmt.Errorf("%s/key: %w", field, err)
+		}
+	}
+	if call.Fault != "" {
+		if err := headerValue(call.Fault); err != nil {
+			return fmt.Errorf("%s/fault: %w", field, err)
+		}
+	}
+	return nil
+}
+
+func (c Case) validReplica(field string, r int) error {
+	if r < 0 || r >= c.Replicas {
+		return fmt.Errorf("%s: replica %d, but the case runs %d (replicas)", field, r, c.Replicas)
 	}
 	return nil
 }
@@ -467,67 +478,33 @@ func headerValue(v string) error {
 	return nil
 }
 
-// oneBody refuses a call that gives both body and body_bytes, or both key
-// and key_bytes.
-func oneBody(field string, c Call) error {
-	if c.Body != nil && c.BodyBytes != nil {
-		return fmt.Errorf("%s: body and body_bytes exclude each other (give one)", field)
-	}
-	if c.Key != nil && c.KeyBytes != nil {
-		return fmt.Errorf("%s: key and key_bytes exclude each other (give one)", field)
-	}
-	return nil
-}
-
-// checkReplicas catches a call with two bodies, and steps that name a replica the case does not run,
-// stop a replica that is down, start one that is up, or repeat a call
-// inside a parallel step: mistakes named at load time, not as a broken run.
+// checkReplicas catches steps that stop a replica that is down, start one
+// that is up, name one the case does not run, or spread a concurrent step
+// across one replica: mistakes named at load time, not as a broken run.
 func (c Case) checkReplicas() error {
 	up := make([]bool, c.Replicas)
 	for i := range up {
 		up[i] = true
 	}
-	valid := func(field string, r int) error {
-		if r < 0 || r >= c.Replicas {
-			return fmt.Errorf("%s: replica %d, but the case runs %d (replicas)", field, r, c.Replicas)
-		}
-		return nil
-	}
 	for i, s := range c.Steps {
 		at := fmt.Sprintf("/steps/%d", i)
 		var err error
 		switch {
-		case s.Call != nil:
-			err = cmp.Or(oneBody(at+"/call", *s.Call), valid(at+"/call/replica", s.Call.Replica))
-		case s.Concurrent != nil:
-			err = cmp.Or(oneBody(at+"/concurrent/call", s.Concurrent.Call), valid(at+"/concurrent/call/replica", s.Concurrent.Call.Replica))
-			if err == nil && s.Concurrent.AcrossReplicas && c.Replicas < 2 {
-				err = fmt.Errorf("%s/concurrent/across_replicas: the case runs one replica", at)
-			}
-		case s.Parallel != nil:
-			for j, call := range s.Parallel.Calls {
-				field := fmt.Sprintf("%s/parallel/calls/%d", at, j)
-				if err = cmp.Or(oneBody(field, call), valid(field+"/replica", call.Replica)); err != nil {
-					break
-				}
-				if call.Repeat > 1 {
-					err = fmt.Errorf("%s/parallel/calls/%d/repeat: a parallel call is made once", at, j)
-					break
-				}
-			}
+		case s.Concurrent != nil && s.Concurrent.AcrossReplicas && c.Replicas < 2:
+			err = fmt.Errorf("%s/concurrent/across_replicas: the case runs one replica", at)
 		case s.Restart != nil:
-			if err = valid(at+"/restart/replica", s.Restart.Replica); err == nil && !up[s.Restart.Replica] {
+			if err = c.validReplica(at+"/restart/replica", s.Restart.Replica); err == nil && !up[s.Restart.Replica] {
 				err = fmt.Errorf("%s/restart: replica %d is already stopped (use start)", at, s.Restart.Replica)
 			}
 		case s.Stop != nil:
-			if err = valid(at+"/stop/replica", s.Stop.Replica); err == nil && !up[s.Stop.Replica] {
+			if err = c.validReplica(at+"/stop/replica", s.Stop.Replica); err == nil && !up[s.Stop.Replica] {
 				err = fmt.Errorf("%s/stop: replica %d is already stopped", at, s.Stop.Replica)
 			}
 			if err == nil {
 				up[s.Stop.Replica] = false
 			}
 		case s.Start != nil:
-			if err = valid(at+"/start/replica", s.Start.Replica); err == nil && up[s.Start.Replica] {
+			if err = c.validReplica(at+"/start/replica", s.Start.Replica); err == nil && up[s.Start.Replica] {
 				err = fmt.Errorf("%s/start: replica %d is already running", at, s.Start.Replica)
 			}
 			if err == nil {
@@ -541,19 +518,26 @@ func (c Case) checkReplicas() error {
 	return nil
 }
 
-// checkCounts catches a case whose expectations cannot line up with its steps,
-// so the mistake is named at load time rather than as a failed run.
-func (c Case) checkCounts() error {
-	want := c.CallCount()
-	stores := make([]protocol.Store, 0, len(c.Expect))
-	for s := range c.Expect {
-		stores = append(stores, s)
+// checkExpect catches expectations that cannot line up with the case: as
+// many calls as the steps make, ledger_counter exactly with a ledger, one
+// for target/sound; and a lease without a ledger. The mistake is named at
+// load time rather than as a failed run.
+func (c Case) checkExpect() error {
+	if c.Ledger == nil && c.Server.LeaseMS > 0 {
+		return errors.New("server/lease_ms: only with a ledger (the lease is the downstream mode's)")
 	}
-	slices.Sort(stores)
-	for _, s := range stores {
-		if got := len(c.Expect[s].Statuses()); got != want {
+	for _, s := range slices.Sorted(maps.Keys(c.Expect)) {
+		switch got, want, has := len(c.Expect[s].Statuses()), c.CallCount(), c.Expect[s].LedgerCounter != nil; {
+		case got != want:
 			return fmt.Errorf("expect.%s.calls: %d expected calls, but the steps make %d calls", s, got, want)
+		case c.Ledger != nil && !has:
+			return fmt.Errorf("expect.%s.ledger_counter: required, the case has a ledger", s)
+		case c.Ledger == nil && has:
+			return fmt.Errorf("expect.%s.ledger_counter: the case has no ledger", s)
 		}
+	}
+	if _, ok := c.Expect[c.Target.Sound]; c.Target.Sound != "" && !ok {
+		return fmt.Errorf("target/sound: %q has no expectation in expect", c.Target.Sound)
 	}
 	return nil
 }
@@ -581,26 +565,4 @@ func (c Call) BodyFor(i int) []byte {
 	default:
 		return []byte(protocol.DefaultBody)
 	}
-}
-
-// checkLedger catches a lease without a ledger, and a ledger_counter
-// expected where there is no ledger or missing where there is one.
-func (c Case) checkLedger() error {
-	if c.Ledger == nil && c.Server.LeaseMS > 0 {
-		return errors.New("server/lease_ms: only with a ledger (the lease is the downstream mode's)")
-	}
-	stores := make([]protocol.Store, 0, len(c.Expect))
-	for s := range c.Expect {
-		stores = append(stores, s)
-	}
-	slices.Sort(stores)
-	for _, s := range stores {
-		switch has := c.Expect[s].LedgerCounter != nil; {
-		case c.Ledger != nil && !has:
-			return fmt.Errorf("expect.%s.ledger_counter: required, the case has a ledger", s)
-		case c.Ledger == nil && has:
-			return fmt.Errorf("expect.%s.ledger_counter: the case has no ledger", s)
-		}
-	}
-	return nil
 }
