@@ -2,12 +2,14 @@ package audit
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,18 +31,13 @@ type Case struct {
 	KeyTTL    int                     // the case's server.key_ttl_ms, 0 when keys never expire
 	Replicas  int                     // the servers that run at once (replicas, 1 by default)
 	Ledger    bool                    // the case drives a ledger (the lab server's downstream mode)
-	// Target is the case's target section (how a run on a service the lab
-	// did not write is judged); nil when the file has none.
-	Target *CaseTarget
+	// Sound is the target section's store, whose expectation a sound
+	// implementation shows (how a run on a target is judged); "" when the
+	// file has no target section.
+	Sound string
 	// LosesProcess: a step restarts or stops a server, or a call sends a
 	// crash fault (a target that keeps its keys in memory forgets them).
 	LosesProcess bool
-}
-
-// CaseTarget is a case file's target section.
-type CaseTarget struct {
-	Sound string   // the store whose expectation a sound implementation shows
-	Tests []string // the verdict rules the case is about
 }
 
 // PlannedCall is one call a case's steps send, as the audit expands them:
@@ -95,13 +92,9 @@ type Expectation struct {
 	Ledger    any   // the ledger's counter (ledger_counter), nil when the case has no ledger
 	Counter   any   // a json.Number
 	ExitCodes []any // json.Numbers, exact list
-	Calls     []ExpectedCall
-}
-
-// ExpectedCall is one expected call after expanding repeat; only the
-// fields present in the case file are checked.
-type ExpectedCall struct {
-	Fields []ExpectedField // in the order outcome, status, body, replayed
+	// Calls are the expected calls after expanding repeat, each the fields
+	// the case file gives (in the order of callFields): only they are checked.
+	Calls [][]ExpectedField
 }
 
 // ExpectedField is one checked field of a call and its expected value
@@ -198,10 +191,7 @@ func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
 	server, _ := doc["server"].(map[string]any)
 	c.Capacity, c.KeyTTL = int(number(server["capacity"])), int(number(server["key_ttl_ms"]))
 	c.Replicas, c.Ledger = max(int(number(doc["replicas"])), 1), doc["ledger"] != nil
-	if tm, ok := doc["target"].(map[string]any); ok {
-		sound, _ := str(tm, "sound")
-		c.Target = &CaseTarget{Sound: sound, Tests: stringList(tm, "tests")}
-	}
+	c.Sound, _ = str(mapOf(doc, "target"), "sound")
 	c.LosesProcess = losesProcess(doc, c.Plan)
 	expect, _ := doc["expect"].(map[string]any)
 	for store, e := range expect {
@@ -218,7 +208,7 @@ func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
 				}
 			}
 			for i := 1; i <= repeat; i++ {
-				var ec ExpectedCall
+				var ec []ExpectedField
 				for _, f := range callFields {
 					val, ok := cm[f]
 					if !ok {
@@ -227,7 +217,7 @@ func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
 					if b, isStr := val.(string); isStr && f == "body" {
 						val = expand(b, i-1)
 					}
-					ec.Fields = append(ec.Fields, ExpectedField{Name: f, Value: val})
+					ec = append(ec, ExpectedField{Name: f, Value: val})
 				}
 				exp.Calls = append(exp.Calls, ec)
 			}
@@ -248,37 +238,21 @@ func losesProcess(doc map[string]any, plan []PlannedCall) bool {
 			return true
 		}
 	}
-	for _, p := range plan {
-		if p.Fault == nil {
-			continue
-		}
-		for _, part := range strings.Split(*p.Fault, ",") {
-			if strings.HasPrefix(part, "crash-") {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(plan, func(p PlannedCall) bool {
+		return p.Fault != nil && slices.ContainsFunc(strings.Split(*p.Fault, ","), func(part string) bool { return strings.HasPrefix(part, "crash-") })
+	})
 }
 
 // orderStores sorts stores into StoreOrder, unknown ones last by name.
 func orderStores(stores []string) []string {
 	rank := func(s string) int {
-		for i, o := range StoreOrder {
-			if o == s {
-				return i
-			}
+		if i := slices.Index(StoreOrder, s); i >= 0 {
+			return i
 		}
 		return len(StoreOrder)
 	}
-	out := append([]string(nil), stores...)
-	sort.SliceStable(out, func(i, j int) bool {
-		ri, rj := rank(out[i]), rank(out[j])
-		if ri != rj {
-			return ri < rj
-		}
-		return out[i] < out[j]
-	})
+	out := slices.Clone(stores)
+	slices.SortStableFunc(out, func(x, y string) int { return cmp.Or(rank(x)-rank(y), strings.Compare(x, y)) })
 	return out
 }
 

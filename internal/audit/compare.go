@@ -132,9 +132,7 @@ func otherFiles(a, b string) []string {
 // that differ or exist in only one.
 func explainRuns(a, b []byte, nameA, nameB string) []string {
 	return explainItems(a, b, nameA, nameB, capResultsJSON, "runs", "run differs", func(run map[string]any) string {
-		cname, _ := str(run, "case")
-		store, _ := str(run, "store")
-		return runKey{cname, store}.String()
+		return runKeyOf(run).String()
 	})
 }
 

@@ -2,8 +2,6 @@ package audit
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -44,8 +42,7 @@ func isDerived(name string) bool {
 // evidence folder; without, the folder must hold it byte for byte. Its
 // SHA-256 goes into the statement's subjects either way.
 func (a *auditor) emit(name string, data []byte) {
-	sum := sha256.Sum256(data)
-	a.derived[name] = hex.EncodeToString(sum[:])
+	a.derived[name] = sha256Hex(data)
 	a.check()
 	if a.opts.Write {
 		if err := writeAtomic(filepath.Join(a.opts.Evidence, name), data); err != nil {

@@ -19,9 +19,9 @@
 //
 //	schema, file   read.go, schemas.go, files.go
 //	source         sources.go, git.go
-//	manifest       manifest.go, params.go, rebuild.go
+//	manifest       manifest.go, params.go
 //	runset         runset.go
-//	expectation    expectations.go, report.go
+//	expectation    report.go
 //	calls          cases.go, calls.go
 //	runfile        runfile.go
 //	target         targets.go, targetspec.go, targetjudge.go, targetfolder.go

@@ -33,7 +33,7 @@ const CapEnvelope = 2 * CapStatement
 // key and its OpenSSH fingerprint ("SHA256:...", as ssh-keygen -l prints
 // it).
 func readPublicKey(path string) (ed25519.PublicKey, string, error) {
-	data, err := readRegularFile(path, dsse.MaxKeyFile)
+	data, err := readFile(path, dsse.MaxKeyFile)
 	if err != nil {
 		return nil, "", fmt.Errorf("-verify-key %s: %w", path, unwrapPath(err))
 	}
@@ -130,7 +130,7 @@ func (a *auditor) checkSignature(statement []byte) {
 // readSigningKey reads the -sign key file: an ed25519 private key, as
 // dsse.ParsePrivateKey reads it.
 func readSigningKey(path string) (ed25519.PrivateKey, error) {
-	data, err := readRegularFile(path, dsse.MaxKeyFile)
+	data, err := readFile(path, dsse.MaxKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("-sign %s: %w", path, unwrapPath(err))
 	}

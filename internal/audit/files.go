@@ -1,8 +1,6 @@
 package audit
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -99,7 +97,7 @@ func (a *auditor) checkFiles() {
 			continue
 		}
 		a.data[p] = data
-		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != a.listed[p] {
+		if sha256Hex(data) != a.listed[p] {
 			a.failf(CheckFile, "file %s: SHA-256 does not match the manifest", p)
 			continue
 		}

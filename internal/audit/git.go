@@ -32,7 +32,7 @@ func (a *auditor) checkCommit() {
 	if err == nil {
 		root, err = filepath.EvalSymlinks(root)
 	}
-	top, gerr := git(a.opts.Root, nil, "rev-parse", "--show-toplevel")
+	top, gerr := git(a.opts.Root, "rev-parse", "--show-toplevel")
 	if err != nil || gerr != nil || filepath.Clean(strings.TrimSpace(string(top))) != root {
 		why := "no repository there, or no git"
 		if gerr == nil && err == nil {
@@ -41,7 +41,7 @@ func (a *auditor) checkCommit() {
 		a.note("source_commit not checked: the checkout has no git history at " + a.opts.Root + " (" + why + ")")
 		return
 	}
-	if t, err := git(a.opts.Root, nil, "cat-file", "-t", commit); err != nil || strings.TrimSpace(string(t)) != "commit" {
+	if t, err := git(a.opts.Root, "cat-file", "-t", commit); err != nil || strings.TrimSpace(string(t)) != "commit" {
 		a.failf(CheckManifest, "manifest.json: source_commit: %s is not a commit in the checkout's history", commit)
 		return
 	}
@@ -49,7 +49,7 @@ func (a *auditor) checkCommit() {
 		a.note("source_commit exists in the checkout's history; its tree was not compared with manifest.sources (the evidence came from uncommitted sources)")
 		return
 	}
-	tree, err := git(a.opts.Root, nil, "ls-tree", "-r", "-z", "--full-tree", commit)
+	tree, err := git(a.opts.Root, "ls-tree", "-r", "-z", "--full-tree", commit)
 	if err != nil {
 		a.failf(CheckManifest, "manifest.json: source_commit: git ls-tree %s: %v", commit, err)
 		return
@@ -109,65 +109,53 @@ func isSourcePath(p string) bool {
 	return !slices.Contains(parts[1:len(parts)-1], "testdata")
 }
 
-// gitCache keeps git's answers for the life of the process, keyed by the
-// absolute folder and the question: the audit asks only about objects,
-// which never change (and the byte-flip sweep audits the same checkout
-// thousands of times).
-var gitCache sync.Map
+// memo keeps answers for the life of the process, by key: the audit asks
+// only what never changes for a folder (git objects, a rebuild of the
+// checkout), and the byte-flip sweep audits the same checkout thousands of
+// times.
+var memo sync.Map
 
-type gitAnswer struct {
-	out []byte
+type answer[T any] struct {
+	v   T
 	err error
 }
 
-// git runs git in dir and returns its standard output.
-func git(dir string, stdin io.Reader, args ...string) ([]byte, error) {
+// remember returns f's answer for key, calling f only the first time.
+func remember[T any](key string, f func() (T, error)) (T, error) {
+	if a, ok := memo.Load(key); ok {
+		return a.(answer[T]).v, a.(answer[T]).err
+	}
+	v, err := f()
+	memo.Store(key, answer[T]{v, err})
+	return v, err
+}
+
+// git runs git in dir and returns its standard output (remembered).
+func git(dir string, args ...string) ([]byte, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
 	}
-	key := abs + "\x00" + strings.Join(args, "\x00")
-	if stdin == nil {
-		if v, ok := gitCache.Load(key); ok {
-			a := v.(gitAnswer)
-			return a.out, a.err
+	return remember(abs+"\x00git\x00"+strings.Join(args, "\x00"), func() ([]byte, error) {
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
 		}
-	}
-	out, err := runGit(dir, stdin, args...)
-	if stdin == nil {
-		gitCache.Store(key, gitAnswer{out, err})
-	}
-	return out, err
-}
-
-func runGit(dir string, stdin io.Reader, args ...string) ([]byte, error) {
-	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-	cmd.Stdin = stdin
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
 // blobHashes returns SourceHash of each blob, read with one git cat-file
-// --batch, each blob capped at CapSource (cached like git's answers).
+// --batch, each blob capped at CapSource (remembered).
 func blobHashes(dir string, ids []string) ([]string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
 	}
-	key := abs + "\x00blobs\x00" + strings.Join(ids, " ")
-	if v, ok := gitCache.Load(key); ok {
-		return v.([]string), nil
-	}
-	out, err := readBlobs(dir, ids)
-	if err == nil {
-		gitCache.Store(key, out)
-	}
-	return out, err
+	return remember(abs+"\x00blobs\x00"+strings.Join(ids, " "), func() ([]string, error) { return readBlobs(dir, ids) })
 }
 
 func readBlobs(dir string, ids []string) ([]string, error) {

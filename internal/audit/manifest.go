@@ -7,6 +7,9 @@ import (
 	"go/constant"
 	"go/parser"
 	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -333,4 +336,65 @@ func (a *auditor) checkServerBuild() {
 	default:
 		a.failf(CheckManifest, "manifest.json: server_sha256: does not match a rebuild of %s from the checkout with the recorded flags", ServerPackage)
 	}
+}
+
+// The pinned build of the effect server: what the runner runs (go build
+// FLAGS -o OUT PACKAGE with ENV added to its environment) and records in
+// manifest.server_build, and what -rebuild runs. -trimpath and
+// -buildvcs=false keep the checkout's path and git state out of the
+// binary; CGO_ENABLED=0 keeps the C toolchain out; GOWORK=off keeps a
+// workspace out; GOFLAGS=-mod=readonly replaces the user's GOFLAGS (an
+// empty GOFLAGS would not: the go command then reads it from the go env
+// file). -rebuild also sets GOENV=off, so that nothing from the user's go
+// env file (GOAMD64, GOEXPERIMENT, ...) changes its binary, and
+// GOTOOLCHAIN=local, so that the local Go is the one named.
+var (
+	ServerPackage    = "./cmd/effectserver"
+	PinnedBuildFlags = []string{"-trimpath", "-buildvcs=false"}
+	PinnedBuildEnv   = []string{"CGO_ENABLED=0", "GOFLAGS=-mod=readonly", "GOWORK=off"}
+)
+
+// rebuildServer builds ServerPackage from root with the pinned flags for
+// osArch (GOOS/GOARCH) into a temporary folder and returns the binary's
+// SHA-256 and the local Go version (remembered).
+func rebuildServer(root, osArch string) (sum, goVersion string, err error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return "", "", err
+	}
+	r, err := remember(abs+"\x00rebuild\x00"+osArch, func() ([2]string, error) {
+		sum, goVersion, err := rebuild(abs, osArch)
+		return [2]string{sum, goVersion}, err
+	})
+	return r[0], r[1], err
+}
+
+func rebuild(root, osArch string) (string, string, error) {
+	goos, goarch, ok := strings.Cut(osArch, "/")
+	if !ok {
+		return "", "", fmt.Errorf("os_arch %q: not GOOS/GOARCH", osArch)
+	}
+	env := append(os.Environ(), PinnedBuildEnv...)
+	env = append(env, "GOOS="+goos, "GOARCH="+goarch, "GOTOOLCHAIN=local", "GOENV=off")
+	ver := exec.Command("go", "env", "GOVERSION")
+	ver.Dir, ver.Env = root, env
+	out, err := ver.Output()
+	if err != nil {
+		return "", "", fmt.Errorf("go env GOVERSION: %v", err)
+	}
+	goVersion := strings.TrimSpace(string(out))
+	tmp, err := os.MkdirTemp("", "audit-rebuild")
+	if err != nil {
+		return "", "", err
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "effectserver")
+	args := append(append([]string{"build"}, PinnedBuildFlags...), "-o", bin, ServerPackage)
+	cmd := exec.Command("go", args...)
+	cmd.Dir, cmd.Env = root, env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", goVersion, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	sum, err := hashInside(tmp, "effectserver", 1<<30)
+	return sum, goVersion, err
 }

@@ -7,7 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
+
+	"idemlab/internal/audit/strict"
 )
 
 // The audit's caps, all in one place. Each input has a cap on its bytes
@@ -144,60 +145,25 @@ func (e *tooLargeError) Error() string {
 // readInside reads the regular file at the slash path rel inside dir,
 // refusing a path that leaves dir, any symlink on the way (never followed),
 // anything but a regular file (a FIFO or device could block or never
-// end), and a file over limit bytes. At most limit+1 bytes are read even
-// if the file grows meanwhile.
+// end), and a file over limit bytes (openInside). At most limit+1 bytes
+// are read even if the file grows meanwhile.
 func readInside(dir, rel string, limit int64) ([]byte, error) {
-	if !cleanRel(rel) {
-		return nil, errors.New("not a clean relative path")
-	}
-	parts := strings.Split(rel, "/")
-	p := dir
-	for i, part := range parts {
-		p = filepath.Join(p, part)
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case fi.Mode()&os.ModeSymlink != 0:
-			return nil, errSymlink
-		case i < len(parts)-1 && !fi.IsDir():
-			return nil, errNotRegular
-		case i == len(parts)-1 && !fi.Mode().IsRegular():
-			return nil, errNotRegular
-		case i == len(parts)-1 && fi.Size() > limit:
-			return nil, &tooLargeError{fi.Size(), limit}
-		}
-	}
-	return readRegularFile(p, limit)
-}
-
-// readRegularFile reads the file at name, which must be a regular file
-// (os.Lstat: a symlink is refused) of at most limit bytes.
-func readRegularFile(name string, limit int64) ([]byte, error) {
-	fi, err := os.Lstat(name)
-	if err != nil {
-		return nil, err
-	}
-	if fi.Mode()&os.ModeSymlink != 0 {
-		return nil, errSymlink
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, errNotRegular
-	}
-	if fi.Size() > limit {
-		return nil, &tooLargeError{fi.Size(), limit}
-	}
-	f, err := os.Open(name)
+	f, err := openInside(dir, rel, limit)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	// The file opened must be the one checked (no swap in between).
-	if fi2, err := f.Stat(); err != nil || !os.SameFile(fi, fi2) {
-		return nil, errors.New("changed while being read")
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
 	}
 	return readUpTo(f, min(fi.Size(), limit), limit)
+}
+
+// readFile reads the regular file at path (its last element is not
+// followed if a symlink), as readInside does.
+func readFile(path string, limit int64) ([]byte, error) {
+	return readInside(filepath.Dir(path), filepath.Base(path), limit)
 }
 
 // readUpTo reads r to its end into a buffer sized for the expected
@@ -238,3 +204,16 @@ func checkDir(what, dir string) error {
 	}
 	return nil
 }
+
+// The audit reads every JSON document with package strict (its one strict
+// reader, which the runner checks its inputs and outputs with too): these
+// are the names the audit's checks use for it.
+
+// A jsonCap bounds a document's values and objects (strict.Caps).
+type jsonCap = strict.Caps
+
+// decodeJSON decodes exactly one JSON value strictly (strict.Decode).
+func decodeJSON(data []byte, caps jsonCap) (any, error) { return strict.Decode(data, caps) }
+
+// jsonRefusal words a refusal of decodeJSON for a failure line.
+func jsonRefusal(err error) string { return strict.Refusal(err) }

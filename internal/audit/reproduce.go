@@ -572,31 +572,9 @@ func (r *Reproduction) againRetries(recordedDir string, recorded map[string]any,
 	if !slices.Contains(stringList(mapOf(recorded, "selection"), "experiments"), "retries") {
 		return nil
 	}
-	rec, err := readJSONFile(recordedDir, RetriesFile, capOf(RetriesFile))
+	rec, _, again, err := itemsAgain(recordedDir, dirs, RetriesFile, "rows", rowName)
 	if err != nil {
 		return err
-	}
-	var docs []map[string]any
-	for _, d := range dirs {
-		if doc, err := readJSONFile(d, RetriesFile, capOf(RetriesFile)); err == nil {
-			docs = append(docs, doc)
-		}
-	}
-	rowsOf := func(doc map[string]any) map[string]map[string]any {
-		out := map[string]map[string]any{}
-		rows, _ := doc["rows"].([]any)
-		for _, x := range rows {
-			m, _ := x.(map[string]any)
-			c, _ := str(m, "client")
-			g, _ := str(m, "registry")
-			out[c+"/"+g] = m
-		}
-		return out
-	}
-	recRows := rowsOf(rec)
-	var again []map[string]map[string]any
-	for _, d := range docs {
-		again = append(again, rowsOf(d))
 	}
 	probe := &auditor{manifest: recorded, report: &Report{}}
 	for _, w := range retriesRows {
@@ -619,17 +597,61 @@ func (r *Reproduction) againRetries(recordedDir string, recorded map[string]any,
 	}
 	for _, w := range retriesRows {
 		name := w.client + "/" + w.registry
-		for _, f := range []string{"lost", "applied_once", "duplicated", "sent", "refused"} {
-			var xs []int64
-			for _, rows := range again {
-				if rows[name] != nil {
-					xs = append(xs, number(rows[name][f]))
-				}
-			}
-			r.count("retries.json "+name+" "+f, number(recRows[name][f]), xs, true)
-		}
+		r.countsAgain("retries.json "+name, rec[name], again, name, "", []string{"lost", "applied_once", "duplicated", "sent", "refused"}, true)
 	}
 	return nil
+}
+
+// itemsAgain reads file's array field in the recorded folder and in each
+// re-run folder that has it, each object by its name ("" leaves it out):
+// the recorded objects with their names in order, and the re-runs'.
+func itemsAgain(recordedDir string, dirs []string, file, field string, name func(any) string) (map[string]map[string]any, []string, []map[string]map[string]any, error) {
+	itemsOf := func(dir string) (map[string]map[string]any, []string, error) {
+		doc, err := readJSONFile(dir, file, capOf(file))
+		if err != nil {
+			return nil, nil, err
+		}
+		out, list := map[string]map[string]any{}, []string{}
+		items, _ := doc[field].([]any)
+		for _, x := range items {
+			if n := name(x); n != "" {
+				out[n], _ = x.(map[string]any)
+				list = append(list, n)
+			}
+		}
+		return out, list, nil
+	}
+	rec, order, err := itemsOf(recordedDir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var again []map[string]map[string]any
+	for _, d := range dirs {
+		if items, _, err := itemsOf(d); err == nil {
+			again = append(again, items)
+		}
+	}
+	return rec, order, again, nil
+}
+
+// countsAgain records each of fields of the recorded object rec (of its
+// member sub, if not "") beside those of object name on each re-run.
+func (r *Reproduction) countsAgain(label string, rec map[string]any, again []map[string]map[string]any, name, sub string, fields []string, flagged bool) {
+	counts := func(m map[string]any) map[string]any {
+		if sub == "" {
+			return m
+		}
+		return mapOf(m, sub)
+	}
+	for _, f := range fields {
+		var xs []int64
+		for _, items := range again {
+			if items[name] != nil {
+				xs = append(xs, number(counts(items[name])[f]))
+			}
+		}
+		r.count(label+" "+f, number(counts(rec)[f]), xs, flagged)
+	}
 }
 
 // chaosFlagged are the chaos counts a far recorded value is flagged for:
@@ -644,42 +666,24 @@ var (
 // derived from each history) with every re-run's: on each store each
 // promised rule unbroken, and the counts.
 func (r *Reproduction) againChaos(recordedDir string, dirs []string) error {
-	runsOf := func(dir string) (map[string]map[string]any, []string, error) {
-		doc, err := readJSONFile(dir, VerdictsFile, CapVerdicts)
-		if err != nil {
-			return nil, nil, err
-		}
-		out := map[string]map[string]any{}
-		var order []string
-		runs, _ := doc["chaos"].([]any)
-		for _, x := range runs {
-			m, _ := x.(map[string]any)
-			if notRun(m) != "" {
-				continue // a target that did not run: nothing to re-observe
-			}
-			s, _ := str(m, "store")
-			if t, _ := str(m, "target"); t != "" {
-				s = "target " + t
-			}
-			out[s] = m
-			order = append(order, s)
-		}
-		return out, order, nil
-	}
 	if _, err := os.Lstat(filepath.Join(recordedDir, ChaosFile)); err != nil {
 		return nil // no chaos run recorded
 	}
-	rec, stores, err := runsOf(recordedDir)
+	rec, subjects, again, err := itemsAgain(recordedDir, dirs, VerdictsFile, "chaos", func(x any) string {
+		m, _ := x.(map[string]any)
+		if notRun(m) != "" {
+			return "" // a target that did not run: nothing to re-observe
+		}
+		if t, _ := str(m, "target"); t != "" {
+			return "target " + t
+		}
+		s, _ := str(m, "store")
+		return s
+	})
 	if err != nil {
 		return err
 	}
-	var again []map[string]map[string]any
-	for _, d := range dirs {
-		if runs, _, err := runsOf(d); err == nil {
-			again = append(again, runs)
-		}
-	}
-	for _, s := range stores {
+	for _, s := range subjects {
 		if strings.HasPrefix(s, "target ") {
 			continue // a target's findings are its result, not a promise the lab makes
 		}
@@ -695,21 +699,9 @@ func (r *Reproduction) againChaos(recordedDir string, dirs []string) error {
 			r.claimAgain(fmt.Sprintf("chaos %s: no %s", s, rule), held)
 		}
 	}
-	for _, s := range stores {
-		for _, group := range []struct {
-			names   []string
-			flagged bool
-		}{{chaosFlagged, true}, {chaosScale, false}} {
-			for _, k := range group.names {
-				var xs []int64
-				for _, runs := range again {
-					if runs[s] != nil {
-						xs = append(xs, number(mapOf(runs[s], "counts")[k]))
-					}
-				}
-				r.count("chaos "+s+" "+k, number(mapOf(rec[s], "counts")[k]), xs, group.flagged)
-			}
-		}
+	for _, s := range subjects {
+		r.countsAgain("chaos "+s, rec[s], again, s, "counts", chaosFlagged, true)
+		r.countsAgain("chaos "+s, rec[s], again, s, "counts", chaosScale, false)
 	}
 	return nil
 }

@@ -145,17 +145,16 @@ func (a *auditor) checkNoFailure(rows []any) {
 	for _, r := range rows {
 		m, _ := r.(map[string]any)
 		c, _ := str(m, "client")
-		g, _ := str(m, "registry")
 		a.check()
 		if d := number(m["duplicated"]); d != 0 {
-			a.experimentFail(RetriesFile, "row "+c+"/"+g, "duplicated", "0 (no drop, no deadline, a timeout well above the delay: no attempt fails, none is retried)", fmt.Sprint(d))
+			a.experimentFail(RetriesFile, "row "+rowName(m), "duplicated", "0 (no drop, no deadline, a timeout well above the delay: no attempt fails, none is retried)", fmt.Sprint(d))
 		}
 		if slices.Contains([]string{"retry-4xx", "retry-retryable", "ignore-retry-after", "honour-retry-after"}, c) {
 			continue // they lose by design: collisions, load shedding
 		}
 		a.check()
 		if l := number(m["lost"]); l != 0 {
-			a.experimentFail(RetriesFile, "row "+c+"/"+g, "lost", "0 (no drop, no deadline, a timeout well above the delay: nothing can be lost)", fmt.Sprint(l))
+			a.experimentFail(RetriesFile, "row "+rowName(m), "lost", "0 (no drop, no deadline, a timeout well above the delay: nothing can be lost)", fmt.Sprint(l))
 		}
 	}
 }

@@ -184,9 +184,7 @@ func (a *auditor) checkRunSet(results map[string]any) map[runKey]map[string]any 
 	var order []runKey // distinct runs as they appear
 	for i, r := range arr {
 		run, _ := r.(map[string]any)
-		cname, _ := str(run, "case")
-		store, _ := str(run, "store")
-		k := runKey{cname, store}
+		k := runKeyOf(run)
 		calls, _ := run["calls"].([]any)
 		if _, dup := got[k]; dup {
 			a.fail(Failure{Check: CheckRunSet, Case: k.Case, Store: k.Store,

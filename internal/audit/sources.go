@@ -2,8 +2,6 @@ package audit
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -91,8 +89,7 @@ func SourceFiles(root string) ([]string, error) {
 
 // SourceHash is the SHA-256 (hex) of data with every CRLF folded to LF.
 func SourceHash(data []byte) string {
-	sum := sha256.Sum256(bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")))
-	return hex.EncodeToString(sum[:])
+	return sha256Hex(bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")))
 }
 
 // checkSources verifies manifest.sources against the checkout, and that

@@ -118,7 +118,7 @@ func folderDigest(root, dir string) (string, error) {
 			case len(entries) == CapFolderFiles:
 				return fmt.Errorf("more than %d files", CapFolderFiles)
 			}
-			sum, n, err := hashRegularFile(p, CapFolderBytes-total)
+			sum, err := hashInside(abs, e.Name(), CapFolderBytes-total)
 			if err != nil {
 				var big *tooLargeError
 				if errors.As(err, &big) {
@@ -126,7 +126,9 @@ func folderDigest(root, dir string) (string, error) {
 				}
 				return fmt.Errorf("%s: %w", r, unwrapPath(err))
 			}
-			total += n
+			if fi, err := e.Info(); err == nil {
+				total += fi.Size()
+			}
 			entries = append(entries, entry{r, sum})
 		}
 		return nil
@@ -140,40 +142,6 @@ func folderDigest(root, dir string) (string, error) {
 		io.WriteString(h, e.rel+"\x00"+e.sum+"\n")
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// hashRegularFile returns the hex SHA-256 and the size of the regular file
-// name (a symlink is refused, never followed), refusing one over limit
-// bytes; it streams, holding no more than a buffer.
-func hashRegularFile(name string, limit int64) (string, int64, error) {
-	fi, err := os.Lstat(name)
-	switch {
-	case err != nil:
-		return "", 0, err
-	case fi.Mode()&os.ModeSymlink != 0:
-		return "", 0, errSymlink
-	case !fi.Mode().IsRegular():
-		return "", 0, errNotRegular
-	case fi.Size() > limit:
-		return "", 0, &tooLargeError{fi.Size(), limit}
-	}
-	f, err := os.Open(name)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	if fi2, err := f.Stat(); err != nil || !os.SameFile(fi, fi2) {
-		return "", 0, errors.New("changed while being read")
-	}
-	h := sha256.New()
-	n, err := io.Copy(h, io.LimitReader(f, limit+1))
-	switch {
-	case err != nil:
-		return "", 0, err
-	case n > limit:
-		return "", 0, &tooLargeError{n, limit}
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 // lockLibraries reads the versions of spec's versions.packages from its

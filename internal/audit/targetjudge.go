@@ -88,7 +88,7 @@ func judgeTarget(c *Case, t *targetSpec, counter int64, calls []obsCall) (target
 		return targetRunVerdict{}, fmt.Errorf("%d calls observed, %s's steps send %d", len(calls), c.File, len(c.Plan))
 	}
 	j := &targetJudge{c: c, sound: sound, calls: calls,
-		v: targetRunVerdict{Case: c.Name, Effects: counter, SoundEffects: number(c.Expect[c.Target.Sound].Counter)}}
+		v: targetRunVerdict{Case: c.Name, Effects: counter, SoundEffects: number(c.Expect[c.Sound].Counter)}}
 	if c.LosesProcess && !t.durable {
 		j.limitation = notDurableLimitation
 	}

@@ -1,23 +1,15 @@
 package audit
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
 )
 
 // This file checks the runs on targets, services the lab did not write
-// (docs/targets.md): targets.json against the selection and the manifest,
-// each target's folder in the checkout (target.json byte for byte, the
-// folder's digest, the library versions of its lock file: targetfolder.go),
-// and each run against its case: whether it should run at all, its calls
-// against the case's steps, the sink's journal against its counter and
-// the bodies the calls sent, its verdict against the audit's own judge
-// (targetjudge.go), and, for the lab's own server as a target, its
-// differences from the native run. TARGETS.md is then rendered again
-// (targetsreport.go) and compared byte for byte.
+// (docs/targets.md), against the selection, the manifest, each target's
+// folder (targetfolder.go) and each case, then judges them
+// (targetjudge.go) and renders TARGETS.md (targetsreport.go).
 
 // The targets' evidence files.
 const (
@@ -25,8 +17,7 @@ const (
 	TargetsReportFile = "TARGETS.md"
 )
 
-// targetView is one target as TARGETS.md shows it, from targets.json with
-// what the audit derived itself in place of what it re-derived.
+// targetView is one target as TARGETS.md shows it.
 type targetView struct {
 	name, summary string
 	spec          *targetSpec
@@ -51,10 +42,8 @@ func (a *auditor) checkTargets(results map[string]any) {
 	mtargets, _ := a.manifest["targets"].([]any)
 	a.check()
 	if len(a.selTargets) == 0 {
-		for _, f := range []string{TargetsFile, TargetsReportFile} {
-			if a.isListed(f) {
-				a.failf(CheckRunSet, "manifest.json: selection.targets: empty, but manifest.files lists %s", f)
-			}
+		if a.isListed(TargetsFile) {
+			a.failf(CheckRunSet, "manifest.json: selection.targets: empty, but manifest.files lists %s", TargetsFile)
 		}
 		if len(mtargets) > 0 {
 			a.failf(CheckManifest, "manifest.json: targets: %d entries, but selection.targets is empty", len(mtargets))
@@ -63,7 +52,7 @@ func (a *auditor) checkTargets(results map[string]any) {
 	}
 	a.report.Targets = append([]string{}, a.selTargets...)
 	a.check()
-	if names := targetNames(mtargets); !slices.Equal(names, a.selTargets) {
+	if names := namesOf(mtargets, "name"); !slices.Equal(names, a.selTargets) {
 		a.fail(Failure{Check: CheckManifest, Field: "targets",
 			Message: fmt.Sprintf("manifest.json: targets: expected one entry per selection.targets, in its order (%d), observed %d: %s",
 				len(a.selTargets), len(names), firstDiffOf("targets", a.selTargets, names))})
@@ -74,7 +63,7 @@ func (a *auditor) checkTargets(results map[string]any) {
 		return
 	}
 	list, _ := doc["targets"].([]any)
-	names := targetNames(list)
+	names := namesOf(list, "name")
 	a.check()
 	if !slices.Equal(names, a.selTargets) {
 		a.fail(Failure{Check: CheckTarget, Field: "targets",
@@ -115,12 +104,12 @@ func (a *auditor) checkTargets(results map[string]any) {
 	a.deriveTargetsReport(views, complete)
 }
 
-// targetNames returns the name of every object in list.
-func targetNames(list []any) []string {
+// namesOf returns member key of every object in list.
+func namesOf(list []any, key string) []string {
 	out := []string{}
 	for _, v := range list {
 		m, _ := v.(map[string]any)
-		n, _ := str(m, "name")
+		n, _ := str(m, key)
 		out = append(out, n)
 	}
 	return out
@@ -169,11 +158,7 @@ func (a *auditor) checkTarget(tm map[string]any, results map[string]any) *target
 	for _, c := range a.selCases {
 		want = append(want, c.Name)
 	}
-	got := make([]string, len(runs))
-	for i, r := range runs {
-		rm, _ := r.(map[string]any)
-		got[i], _ = str(rm, "case")
-	}
+	got := namesOf(runs, "case")
 	a.check()
 	if !slices.Equal(want, got) {
 		fail(CheckTarget, "runs", "expected one per case of manifest.json selection.cases, in its order (%d), observed %d: %s",
@@ -181,23 +166,18 @@ func (a *auditor) checkTarget(tm map[string]any, results map[string]any) *target
 	}
 	for i, r := range runs {
 		rm, _ := r.(map[string]any)
-		var c *Case
 		if i < len(a.selCases) && a.selCases[i].Name == got[i] {
-			c = a.selCases[i]
+			v.runs = append(v.runs, a.checkTargetRun(name, spec, a.selCases[i], rm, results))
+			continue
 		}
-		if c != nil {
-			v.runs = append(v.runs, a.checkTargetRun(name, spec, c, rm, results))
-		} else {
-			r := recordedRun(rm)
-			r.unjudged = true
-			v.runs = append(v.runs, r)
-		}
+		run := recordedRun(rm)
+		run.unjudged = true
+		v.runs = append(v.runs, run)
 	}
 	return v
 }
 
-// recordedRun is a run as targets.json records it: what the lab
-// observed, before the audit judges it.
+// recordedRun is a run as targets.json records it, not yet judged.
 func recordedRun(rm map[string]any) runView {
 	r := runView{}
 	r.Case, _ = str(rm, "case")
@@ -319,11 +299,8 @@ func nativeRun(results map[string]any, cname, store string) map[string]any {
 	}
 	runs, _ := results["runs"].([]any)
 	for _, r := range runs {
-		rm, _ := r.(map[string]any)
-		if c, _ := str(rm, "case"); c == cname {
-			if s, _ := str(rm, "store"); s == store {
-				return rm
-			}
+		if runKeyOf(r) == (runKey{cname, store}) {
+			return r.(map[string]any)
 		}
 	}
 	return nil
@@ -347,8 +324,7 @@ func (a *auditor) checkJournal(spec *targetSpec, c *Case, counter int64, det map
 	}
 	sent := map[string]bool{}
 	for _, p := range c.Plan {
-		sum := sha256.Sum256(p.Body())
-		sent[hex.EncodeToString(sum[:])] = true
+		sent[sha256Hex(p.Body())] = true
 	}
 	for j, e := range journal {
 		em, _ := e.(map[string]any)

@@ -158,7 +158,7 @@ func placeFault(v string, t *targetSpec) string {
 // fault that cannot be placed. capacity is the lab's default capacity.
 func targetNotRun(c *Case, t *targetSpec, capacity int64) string {
 	switch {
-	case c.Target == nil:
+	case c.Sound == "":
 		return "the case file has no target section"
 	case c.Ledger:
 		return "the case drives the lab server's own ledger (its downstream mode)"
@@ -220,13 +220,13 @@ const (
 // soundCalls returns the calls of c's sound expectation, one per call
 // (nil when c has no target section or no such expectation).
 func soundCalls(c *Case) []soundCall {
-	if c.Target == nil || c.Expect[c.Target.Sound] == nil {
+	if c.Expect[c.Sound] == nil {
 		return nil
 	}
 	var out []soundCall
-	for _, ec := range c.Expect[c.Target.Sound].Calls {
+	for _, ec := range c.Expect[c.Sound].Calls {
 		var sc soundCall
-		for _, f := range ec.Fields {
+		for _, f := range ec {
 			switch f.Name {
 			case "outcome":
 				sc.outcome, _ = f.Value.(string)
