@@ -38,12 +38,10 @@ func start[T any](b *background, f func(ctx context.Context) (T, error)) later[T
 	done := make(chan struct{})
 	var v T
 	var err error
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
+	b.wg.Go(func() {
 		defer close(done)
 		v, err = f(b.ctx)
-	}()
+	})
 	return func(ctx context.Context) (T, error) {
 		select {
 		case <-done:

@@ -83,37 +83,29 @@ func Start(ctx context.Context, path string, args []string, readyWithin time.Dur
 // On any failure the process (its group, with spec.Group) is killed and
 // reaped before StartSpec returns.
 func StartSpec(ctx context.Context, spec Spec) (*Server, error) {
-	path := spec.Path
-	cmd := exec.CommandContext(ctx, path, spec.Args...)
+	cmd := exec.CommandContext(ctx, spec.Path, spec.Args...)
 	cmd.Dir, cmd.Env = spec.Dir, spec.Env
 	cmd.SysProcAttr = childAttr(spec.Group)
 	s := &Server{cmd: cmd, group: spec.Group, done: make(chan struct{})}
 	cmd.Cancel = func() error { s.signal(syscall.SIGKILL); return nil }
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", path, err)
+		return nil, fmt.Errorf("start %s: %w", spec.Path, err)
 	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", path, err)
+		return nil, fmt.Errorf("start %s: %w", spec.Path, err)
 	}
 	began := time.Now()
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", path, err)
+		return nil, fmt.Errorf("start %s: %w", spec.Path, err)
 	}
 	s.PID = cmd.Process.Pid
 
 	ready := make(chan string, 1)
 	var pipes sync.WaitGroup
-	pipes.Add(2)
-	go func() {
-		defer pipes.Done()
-		s.readStdout(stdout, spec.ReadyLine, ready)
-	}()
-	go func() {
-		defer pipes.Done()
-		s.collect(stderr)
-	}()
+	pipes.Go(func() { s.readStdout(stdout, spec.ReadyLine, ready) })
+	pipes.Go(func() { s.collect(stderr) })
 	go func() {
 		// Wait only after the pipes are drained, as os/exec requires.
 		pipes.Wait()

@@ -3,6 +3,7 @@ package target
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -68,14 +69,7 @@ var placements = map[string]placement{
 const FaultGiveUp = "give-up"
 
 // FaultNames lists the lab faults a target may map natively, sorted.
-func FaultNames() []string {
-	names := make([]string, 0, len(placements))
-	for n := range placements {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func FaultNames() []string { return slices.Sorted(maps.Keys(placements)) }
 
 // Place says where the X-Lab-Fault value v acts on t ("" places nothing).
 // A value joins faults with ","; each is mapped natively if the target

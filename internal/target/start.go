@@ -1,8 +1,10 @@
 package target
 
 import (
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -83,7 +85,7 @@ func (t *Target) Command(v Vars) (argv, env []string) {
 			env = append(env, k+"="+val)
 		}
 	}
-	for _, k := range sortedKeys(t.Start.Env) {
+	for _, k := range slices.Sorted(maps.Keys(t.Start.Env)) {
 		env = append(env, k+"="+t.expand(t.Start.Env[k], v))
 	}
 	return argv, env

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -314,7 +315,7 @@ func (t *Target) checkPlaceholders(portFromLine, probe bool) error {
 			return err
 		}
 	}
-	for _, k := range sortedKeys(t.Start.Env) {
+	for _, k := range slices.Sorted(maps.Keys(t.Start.Env)) {
 		if err := c.check("start.env."+k, t.Start.Env[k]); err != nil {
 			return err
 		}
@@ -388,13 +389,4 @@ func (t *Target) Missing() (missing []string, hint string) {
 		hint = "install " + strings.Join(missing, ", ")
 	}
 	return missing, hint
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -174,7 +176,7 @@ func TestPlace(t *testing.T) {
 
 func render(p Placement) string {
 	var b strings.Builder
-	for _, k := range sortedKeys(p.Header) {
+	for _, k := range slices.Sorted(maps.Keys(p.Header)) {
 		b.WriteString(k + "=" + strings.Join(p.Header[k], ",") + " ")
 	}
 	if p.Sink != nil {
