@@ -2,8 +2,7 @@
 // programs, run every (case, store) pair in parallel, the cases on targets
 // and the experiments, write what they observed (package evidence), and
 // hand the folder to the audit program, a separate process, which judges
-// it, writes its verdicts and renderings beside it, and passes its verdict
-// on.
+// it and writes its verdicts and renderings beside it.
 package runner
 
 import (
@@ -50,28 +49,19 @@ type Options struct {
 	Unsafe     protocol.Flaw      // run the cases on servers with this flaw, and no experiment
 	ServerPath string             // a prebuilt effectserver; empty builds cmd/effectserver
 	Protocol   *caserun.Protocol  // nil runs with caserun.DefaultProtocol
-	// Chaos holds the chaos experiment's knobs.
-	Chaos ChaosOptions
-	// PostgresDSN, when set, runs the postgres store on this existing
-	// server (a database per run, made and dropped there) instead of a
-	// throwaway one.
+	Chaos      ChaosOptions       // the chaos experiment's knobs
+	// PostgresDSN runs the postgres store on this server (a database per
+	// run) instead of a throwaway cluster.
 	PostgresDSN string
-	// PostgresAsked says the caller named the postgres store itself
-	// (-store postgres): without PostgreSQL that is an error, where a
-	// plain run skips the postgres column and says so.
+	// PostgresAsked: the caller named the postgres store (-store postgres),
+	// so a machine without PostgreSQL is an error, not a skipped column.
 	PostgresAsked bool
-	// StoresGiven says -store narrowed the stores (a plain run then runs
-	// no shipped target).
-	StoresGiven bool
-	// Targets are the targets to run the cases on (-target: a shipped
-	// target's name or a folder); empty in a plain run means every shipped
-	// target, and with Targets set the cases run on no store unless
+	StoresGiven   bool // -store narrowed the stores: a plain run then runs no shipped target
+	// Targets are -target's (a shipped target's name or a folder); empty:
+	// every shipped target. With Targets the cases run on no store unless
 	// StoresGiven.
 	Targets []string
-	// SignKey, when set, is an ed25519 private key file (OpenSSH without
-	// a passphrase, or PKCS #8 PEM): the audit then also writes its
-	// statement as a signed DSSE envelope (audit -write -sign).
-	SignKey string
+	SignKey string // an ed25519 private key file: the audit then signs its statement (audit -sign)
 	Stdout  io.Writer
 	Stderr  io.Writer
 }
@@ -146,13 +136,11 @@ func (o Options) checkKnobs() error {
 	return nil
 }
 
-// UsageError is bad input from the caller: flags, case files, the -out folder.
+// UsageError is bad input from the caller: flags, case files, the -out
+// folder. Its text is the underlying error's, which names the bad input.
 type UsageError struct{ Err error }
 
-// Error is the underlying error's text, which names the bad input.
 func (e *UsageError) Error() string { return e.Err.Error() }
-
-// Unwrap returns the underlying error.
 func (e *UsageError) Unwrap() error { return e.Err }
 
 // parallel bounds how many (case, store) runs go at once. Runs spend most of
@@ -160,18 +148,25 @@ func (e *UsageError) Unwrap() error { return e.Err }
 // more than the core count pays off; each run has its own server and state.
 const parallel = 16
 
-// ErrAuditFailed means the evidence was written and the audit rejected it.
-var ErrAuditFailed = errors.New("audit failed")
-
-// ErrInterrupted means the run was cancelled (SIGINT or SIGTERM) before
-// the evidence was written: it stopped sending, every server and database
-// it started is gone, and it wrote no evidence.
-var ErrInterrupted = errors.New("interrupted: stopped sending, stopped every server and database, wrote no evidence")
-
-// ErrAuditInterrupted means the run was cancelled while the audit ran: the
-// evidence folder was written but not audited. It does not wrap
-// ErrInterrupted, whose words (no evidence) would be false.
-var ErrAuditInterrupted = errors.New("interrupted while auditing")
+// What Run returns besides a *UsageError or a broken lab's error.
+var (
+	// ErrAuditFailed: the evidence was written and the audit rejected it.
+	ErrAuditFailed = errors.New("audit failed")
+	// ErrDiffers: the run passed its audit, but a deterministic file differs
+	// from the committed evidence: the sources no longer make the evidence
+	// that is committed, or a result stopped being deterministic.
+	ErrDiffers = errors.New("a deterministic file differs from the committed evidence")
+	// ErrInterrupted: cancelled (SIGINT or SIGTERM) before the evidence was
+	// written; every server and database the run started is gone.
+	ErrInterrupted = errors.New("interrupted: stopped sending, stopped every server and database, wrote no evidence")
+	// ErrAuditInterrupted: cancelled while the audit ran, the evidence
+	// written but not audited. It does not wrap ErrInterrupted, whose
+	// words (no evidence) would be false.
+	ErrAuditInterrupted = errors.New("interrupted while auditing")
+	// ErrNoPostgres: the postgres store was asked for on a machine without
+	// PostgreSQL's server programs.
+	ErrNoPostgres = errors.New("the postgres store needs PostgreSQL's server programs: " + pgcluster.Hint + " (apt-get install -y postgresql), or run -store volatile or -store durable")
+)
 
 // MaxServerBytes bounds the -server binary the runner reads and hashes.
 const MaxServerBytes = 512 << 20
@@ -216,11 +211,6 @@ const (
 	CommittedEvidence = "evidence"
 	FreshOut          = "out"
 )
-
-// ErrDiffers means the run passed its audit, but one of its deterministic
-// files differs from the committed evidence: the sources no longer make
-// the evidence that is committed, or a result stopped being deterministic.
-var ErrDiffers = errors.New("a deterministic file differs from the committed evidence")
 
 // Run runs the suite and returns nil when the audit passed, ErrAuditFailed
 // when it did not, a *UsageError for bad input, ErrInterrupted when ctx
@@ -626,10 +616,6 @@ func describeSelection(s evidence.Selection) string {
 		strings.Join(s.Stores, " "), strings.Join(s.Targets, " "), strings.Join(s.Experiments, " "))
 }
 
-// ErrNoPostgres means the postgres store was asked for on a machine
-// without PostgreSQL's server programs.
-var ErrNoPostgres = errors.New("the postgres store needs PostgreSQL's server programs: " + pgcluster.Hint + " (apt-get install -y postgresql), or run -store volatile or -store durable")
-
 // postgresServer is what the postgres column runs on: a throwaway cluster
 // the runner started, or an existing server (-pg-dsn).
 type postgresServer interface {
@@ -712,41 +698,49 @@ func selectCase(cases []casefile.Case, list string) ([]casefile.Case, error) {
 	return slices.DeleteFunc(slices.Clone(cases), func(c casefile.Case) bool { return !slices.Contains(wanted, c.Name) }), nil
 }
 
-// runAll runs every (case, store) pair, at most a few at a time, each into
-// its own slot, so the order of the evidence never depends on which finished
-// first. Progress lines come in that order too: a finished run is printed
-// once every run before it has been. Whatever a run shows is an
-// observation in its cell (the audit judges it); only a broken lab is an
-// error, and it cancels the rest.
+// runAll runs every (case, store) pair, at most parallel at a time, each
+// into its own slot, so the order of the evidence never depends on which
+// finished first. Whatever a run shows is an observation in its slot (the
+// audit judges it); only a broken lab is an error, and it cancels the rest.
 func runAll(ctx context.Context, cfg caserun.Config, cases []casefile.Case, stores []protocol.Store, progress io.Writer) ([]evidence.Run, error) {
 	runs := make([]evidence.Run, len(cases)*len(stores))
-	done := make([]bool, len(runs))
-	next := 0 // the first cell not yet printed
-	var mu sync.Mutex
-	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(parallel)
-	for i, c := range cases {
-		for j, store := range stores {
-			g.Go(func() error {
-				obs, det, err := caserun.Run(ctx, cfg, c, store)
-				if err != nil {
-					return err
-				}
-				runs[i*len(stores)+j] = evidence.Run{Case: c, Store: store, Obs: obs, Detail: det}
-				mu.Lock()
-				defer mu.Unlock()
-				done[i*len(stores)+j] = true
-				for ; next < len(done) && done[next]; next++ {
-					fmt.Fprintln(progress, progressLine(runs[next]))
-				}
-				return nil
-			})
-		}
-	}
-	if err := g.Wait(); err != nil {
+	err := inOrder(ctx, len(runs), parallel, progress, func(ctx context.Context, k int) (string, error) {
+		c, store := cases[k/len(stores)], stores[k%len(stores)]
+		obs, det, err := caserun.Run(ctx, cfg, c, store)
+		runs[k] = evidence.Run{Case: c, Store: store, Obs: obs, Detail: det}
+		return progressLine(runs[k]), err
+	})
+	if err != nil {
 		return nil, err
 	}
 	return runs, nil
+}
+
+// inOrder runs do(0..n-1), at most limit at once, and prints the line each
+// returns in index order: a finished one once every one before it was
+// printed. An error cancels the rest.
+func inOrder(ctx context.Context, n, limit int, out io.Writer, do func(ctx context.Context, i int) (string, error)) error {
+	lines := make([]*string, n)
+	next := 0 // the first line not yet printed
+	var mu sync.Mutex
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(limit)
+	for i := range n {
+		g.Go(func() error {
+			line, err := do(ctx, i)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			lines[i] = &line
+			for ; next < n && lines[next] != nil; next++ {
+				fmt.Fprintln(out, *lines[next])
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // build returns the lab's program pkg, built from the checkout with the

@@ -173,6 +173,8 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
+// runTarget runs the cases on t, at most targetParallel at once, once its
+// setup is done; a target whose programs are missing is skipped.
 func runTarget(ctx context.Context, env targetEnv, t *target.Target, cases []casefile.Case) (evidence.TargetResult, error) {
 	res := evidence.TargetResult{Target: t}
 	b, err := os.ReadFile(filepath.Join(t.Dir, target.FileName))
@@ -203,35 +205,18 @@ func runTarget(ctx context.Context, env targetEnv, t *target.Target, cases []cas
 
 	cfg := caserun.TargetConfig{Target: t, StateRoot: env.stateRoot, EffectServer: env.server, Databases: env.databases, ClientTimeout: env.protocol.ClientTimeout}
 	res.Runs = make([]evidence.TargetRun, len(cases))
-	var mu sync.Mutex
-	done := make([]bool, len(cases))
-	next := 0
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(targetParallel)
-	for i, c := range cases {
-		g.Go(func() error {
-			r := evidence.TargetRun{Case: c, NotRun: caserun.NotRun(c, t)}
-			if r.NotRun == "" {
-				obs, det, err := caserun.RunTarget(gctx, cfg, c)
-				if err != nil {
-					return err
-				}
-				r.Obs, r.Detail = obs, det
+	err = inOrder(ctx, len(cases), targetParallel, env.out, func(ctx context.Context, i int) (string, error) {
+		r := evidence.TargetRun{Case: cases[i], NotRun: caserun.NotRun(cases[i], t)}
+		if r.NotRun == "" {
+			var err error
+			if r.Obs, r.Detail, err = caserun.RunTarget(ctx, cfg, cases[i]); err != nil {
+				return "", err
 			}
-			res.Runs[i] = r
-			mu.Lock()
-			defer mu.Unlock()
-			done[i] = true
-			for ; next < len(done) && done[next]; next++ {
-				fmt.Fprintln(env.out, targetLine(t, res.Runs[next]))
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return res, err
-	}
-	return res, nil
+		}
+		res.Runs[i] = r
+		return targetLine(t, r), nil
+	})
+	return res, err
 }
 
 // checkoutDir is dir relative to the checkout at root as a slash path, or
