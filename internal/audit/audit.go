@@ -58,9 +58,8 @@ var Checks = []Check{CheckSchema, CheckFile, CheckSource, CheckManifest, CheckRu
 
 func (c Check) rank() int { return slices.Index(Checks, c) }
 
-// Failure is one failed check. Message is the full line as printed;
-// the other fields repeat its parts for machines (empty where they do
-// not apply; Call is nil unless the failure is about one call).
+// Failure is one failed check: Message as printed, the other fields its
+// parts for machines.
 type Failure struct {
 	Check    Check  `json:"check"`
 	Case     string `json:"case"`
@@ -110,9 +109,8 @@ type Report struct {
 }
 
 // Audit checks the evidence folder against the checkout. It returns an
-// error only when it cannot read its inputs (a missing evidence folder,
-// an unreadable or unparseable manifest, a bad case file or schema, an
-// unknown -case or -store); failed checks are in the Report.
+// error only when it cannot read its inputs; failed checks are in the
+// Report.
 func Audit(opts Options) (*Report, error) {
 	a, err := newAuditor(opts)
 	if err != nil {
@@ -134,8 +132,7 @@ func Audit(opts Options) (*Report, error) {
 	return a.finish()
 }
 
-// newAuditor reads what every check needs: the schemas, the case files,
-// the keys and the manifest (checked against its schema).
+// newAuditor reads the schemas, case files, keys and manifest.
 func newAuditor(opts Options) (*auditor, error) {
 	schemas, err := LoadSchemas(opts.Root)
 	if err != nil {

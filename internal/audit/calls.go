@@ -8,10 +8,8 @@ import (
 	"strings"
 )
 
-// The server's fixed reply texts, the audit's own copy: a reply the lab
-// recorded with one of these statuses must carry exactly this body. 200
-// carries the counter in decimal; 400 and 413 depend on the request (see
-// expectedReply).
+// The server's fixed reply texts (the audit's own copy): a reply with one
+// of these statuses carries one of them (400 and 413: expectedReply).
 var fixedReplies = map[int][]string{
 	404: {"not found\n"},
 	405: {"method not allowed\n"},
@@ -24,8 +22,7 @@ var fixedReplies = map[int][]string{
 	503: {"request canceled while waiting\n", "store unavailable; nothing was recorded, retry\n"},
 }
 
-// downstreamFailed is the 502 of a server whose downstream (ledger) call
-// failed: the words name how.
+// downstreamFailed is the 502 of a failed downstream (ledger) call.
 var downstreamFailed = regexp.MustCompile(`^downstream call failed: [a-z_ ]{1,40}\n$`)
 
 // Header names as the server writes them in its 400 replies.
@@ -34,9 +31,8 @@ const (
 	faultHeader = "X-Lab-Fault"
 )
 
-// keyError is the audit's own reading of the key syntax: a token of 1 to
-// 64 bytes from [A-Za-z0-9_-], bare or in double quotes. It returns the
-// server's error text, or "" for a good key.
+// keyError is the audit's own reading of the key syntax (keyPattern, bare
+// or in double quotes): the server's error text, "" for a good key.
 func keyError(v string) string {
 	if strings.HasPrefix(v, `"`) {
 		if len(v) < 2 || !strings.HasSuffix(v, `"`) {
@@ -62,9 +58,9 @@ const keyPattern = "[A-Za-z0-9_-]{1,64}"
 
 var keyToken = regexp.MustCompile(`^` + keyPattern + `$`)
 
-// faultPoints are the lab faults and the point each acts at: a value is
-// one fault or several joined by ",", at most one per point. "delay" and
-// "stall" take "=NNms" (0 to 60000), the others no argument.
+// faultPoints are the lab faults and the point each acts at: a value joins
+// faults with ",", at most one per point; "delay" and "stall" take "=NNms"
+// (0 to 60000), the others no argument.
 var faultPoints = map[string]int{
 	"delay": 0, "slow": 0, "stall": 1,
 	"crash-before-effect": 2, "crash-after-effect": 2, "crash-after-record": 2,
@@ -76,7 +72,7 @@ var faultPoints = map[string]int{
 var msArg = regexp.MustCompile(`^[0-9]{1,5}ms$`)
 
 // faultError is the audit's own reading of an X-Lab-Fault value: the
-// server's error text, or "" for a good fault.
+// server's error text, "" for a good fault.
 func faultError(v string) string {
 	if v == "" {
 		return "empty fault"
@@ -119,9 +115,8 @@ func crashes(v *string) bool {
 	return false
 }
 
-// expectedReply is what the server must answer a call whose request
-// itself is refused: the status and the body; status 0 when the request is
-// acceptable and the reply depends on the store.
+// expectedReply is the status and body the server answers a request it
+// refuses as such; status 0 when the reply depends on the store.
 func expectedReply(p PlannedCall, maxBody int64) (int, string) {
 	if p.Fault != nil {
 		if e := faultError(*p.Fault); e != "" {
@@ -142,11 +137,10 @@ func expectedReply(p PlannedCall, maxBody int64) (int, string) {
 var decimal = regexp.MustCompile(`^(0|[1-9][0-9]*)$`)
 
 // checkCalls checks every call of every run checked in depth against the
-// case's steps (step index, key with {i} expanded, fault, in order) and
-// every reply against the server's texts: a refused request gets its
-// status and error text, any other non-200 status its fixed text, a 200 a
-// decimal counter and a replayed flag, a call without a reply no status,
-// body or flag.
+// case's steps (checkSent) and every reply against the server's texts: a
+// refused request gets its status and error text, any other non-200 its
+// fixed text, a 200 a decimal counter and a replayed flag, a call without
+// a reply nothing.
 func (a *auditor) checkCalls(runs map[runKey]map[string]any) {
 	maxBody := a.maxBody()
 	for _, c := range a.cases {
@@ -218,8 +212,8 @@ func checkSent(i int, call map[string]any, p PlannedCall, fail callFail) {
 // whole run).
 type callFail func(call *int, field, expected, observed string)
 
-// callFailer returns the callFail of one run: base holds the check and
-// the run's names, where names the run in the message.
+// callFailer returns the callFail of one run (base: the check and the
+// run's names; where: the run in the message).
 func (a *auditor) callFailer(base Failure, where string) callFail {
 	return func(call *int, field, expected, observed string) {
 		f := base
@@ -233,10 +227,8 @@ func (a *auditor) callFailer(base Failure, where string) callFail {
 	}
 }
 
-// maxBody is the server's body limit the calls are checked against: the
-// checkout's DefaultMaxBody, or manifest.protocol.max_body when that
-// cannot be read (checkProtocol compares the two, checkObservedProtocol
-// the manifest's with the replies).
+// maxBody is the server's body limit: the checkout's DefaultMaxBody, or
+// manifest.protocol.max_body when that cannot be read.
 func (a *auditor) maxBody() int64 {
 	if consts, err := readConstants(a.opts.Root, ProtocolDir); err == nil {
 		if v, ok := consts["DefaultMaxBody"]; ok {
@@ -248,13 +240,9 @@ func (a *auditor) maxBody() int64 {
 	return a.protoInt("max_body")
 }
 
-// checkObservedProtocol checks manifest.protocol against what the runs
-// show: capacity (or the case's own -capacity) is the number of distinct
-// keys accepted (200) before the first 429 of a run that got one (not in a
-// case whose keys expire); the crash exit code ends exactly the
-// server processes a crash fault was sent to; a call whose body is over
-// max_body got 413 and no other call did (the first contradiction is
-// reported). A constant no run exercises is named in a note.
+// checkObservedProtocol checks manifest.protocol's capacity, crash exit
+// code and max_body against what the runs show; a constant no run
+// exercises is named in a note.
 func (a *auditor) checkObservedProtocol(runs map[runKey]map[string]any) {
 	var o protocolSeen
 	for _, c := range a.cases {
@@ -288,8 +276,9 @@ type protocolSeen struct {
 	bodyWrong        string
 }
 
-// observeReplies checks one run's replies against protocol.capacity and
-// protocol.max_body.
+// observeReplies checks one run's replies: capacity (or the case's own)
+// is the number of distinct keys accepted before the first 429 (unless
+// keys expire); a body over max_body, and no other, got 413.
 func (a *auditor) observeReplies(c *Case, k runKey, calls []any, o *protocolSeen) {
 	capacity, maxBody := a.protoInt("capacity"), a.protoInt("max_body")
 	accepted, full := map[string]bool{}, false

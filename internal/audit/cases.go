@@ -40,12 +40,9 @@ type Case struct {
 	LosesProcess bool
 }
 
-// PlannedCall is one call a case's steps send, as the audit expands them:
-// a call with repeat gives repeat calls with {i} (0..repeat-1) and {n}
-// (1..repeat) replaced in its key and body; a concurrent step gives, per
-// repeat, clients calls (group numbers the groups from 0; -1 for a call
-// that is not in one); a parallel step gives its calls in list order, as
-// one group.
+// PlannedCall is one call a case's steps send: repeat gives repeat calls
+// ({i} and {n} expanded); a concurrent step gives, per repeat, a group of
+// clients calls; a parallel step gives its calls as one group.
 type PlannedCall struct {
 	Step    int     // index of the step in the case file
 	Key     *string // the Idempotency-Key sent; nil: no header
@@ -62,9 +59,8 @@ type PlannedCall struct {
 	body     callBody // what the request body is made of (Body)
 }
 
-// callBody is a planned call's request body, kept unexpanded: a body
-// template and the repetition it is expanded for, or a count of 'x'
-// bytes (body_bytes, from 0), or neither (the default body).
+// callBody is a planned call's request body, kept unexpanded: a template
+// and its repetition, or a count of 'x' bytes, or neither (the default).
 type callBody struct {
 	text *string
 	rep  int
@@ -97,8 +93,7 @@ type Expectation struct {
 	Calls [][]ExpectedField
 }
 
-// ExpectedField is one checked field of a call and its expected value
-// (a decoded JSON value: string, json.Number, bool or nil).
+// ExpectedField is one checked field of a call and its decoded value.
 type ExpectedField struct {
 	Name  string
 	Value any
@@ -109,10 +104,9 @@ var callFields = []string{"outcome", "status", "body", "replayed"}
 
 var caseFileName = regexp.MustCompile(`^[0-9]{2}-(.+)\.json$`)
 
-// LoadCases reads every *.json file in root/cases, sorted by file name,
-// validating each against the case schema. Any bad file makes the whole
-// set unreadable: the error lists every problem, one per line, each as
-// "cases/FILE: PATH: PROBLEM".
+// LoadCases reads every *.json file in root/cases, sorted by name; any bad
+// file makes the set unreadable, the error listing every problem, a line
+// each, as "cases/FILE: PATH: PROBLEM".
 func LoadCases(root string, s *Schemas) ([]*Case, error) {
 	if fi, err := os.Lstat(filepath.Join(root, "cases")); err == nil && !fi.IsDir() {
 		return nil, fmt.Errorf("cases: %w", errNotRegular)
@@ -161,9 +155,8 @@ func LoadCases(root string, s *Schemas) ([]*Case, error) {
 	return cases, nil
 }
 
-// LoadCase parses and validates one case file; file is its slash path
-// (cases/NN-name.json), whose base name must be NN-<name>.json.
-// It never panics, whatever data holds.
+// LoadCase parses and validates case file file (cases/NN-name.json); it
+// never panics, whatever data holds.
 func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
 	v, err := decodeJSON(data, capCaseJSON)
 	if err != nil {
@@ -227,10 +220,8 @@ func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
 	return c, nil
 }
 
-// losesProcess reports whether a schema-valid case ends a server process
-// between calls: a restart or stop step, or a call that sends a crash
-// fault (any part of the value starting "crash-", valid or not: the lab's
-// reading).
+// losesProcess reports whether a case ends a server process between
+// calls: a restart or stop step, or a crash fault (any part "crash-").
 func losesProcess(doc map[string]any, plan []PlannedCall) bool {
 	steps, _ := doc["steps"].([]any)
 	for _, st := range steps {
@@ -266,10 +257,9 @@ func expand(s string, i int) string {
 }
 
 // plan expands a schema-valid case's steps into the calls they send and
-// numbers the server processes: every replica (the case's replicas, 1 by
-// default) starts one; a stop or restart step ends the replica's process
-// (its exit code comes next) and a restart or start step begins another;
-// the processes still running end last, in replica order.
+// numbers the server processes by their exits: a stop or restart step ends
+// its replica's (its exit code next), a restart or start step begins
+// another, and the processes still running end last, in replica order.
 func plan(doc map[string]any) ([]PlannedCall, int) {
 	p := &planState{replicas: max(int(number(doc["replicas"])), 1)}
 	for range p.replicas {
@@ -305,9 +295,7 @@ func plan(doc map[string]any) ([]PlannedCall, int) {
 	return p.calls, len(p.exitOrder)
 }
 
-// planState is plan's walk through the steps: the calls so far, the
-// process each replica runs (-1 when down, numbered by start), and the
-// order processes exit in.
+// planState is plan's walk: each replica's process by start (-1: down).
 type planState struct {
 	replicas, started, groups int
 	current, exitOrder        []int

@@ -5,23 +5,13 @@ import (
 	"slices"
 )
 
-// What a passing audit proved, in three lists a reviewer reads (the PASS
-// output and -json alike):
-//
-//   - re-derived: recomputed from the checkout (case files, schemas,
-//     sources, git history) and the audit's own code, and compared: a
-//     forger cannot change these without the audit seeing it;
-//   - consistency-checked: the evidence hangs together as the design says
-//     it must, but it records what happened on a machine, which no audit
-//     can recompute: counts invented to hang together pass;
-//     audit -reproduce re-observes them;
-//   - not checked here: named, so that nobody reads the PASS line as
-//     saying them.
-//
-// A claim is recorded by the code that makes its check, when that check
-// ran (a.claim), never up front: an audit that skipped a check cannot
-// list its claim. cmd/audit's claims test ties every claim of the first
-// two lists to a golden story whose forgery breaks exactly it.
+// What a passing audit proved, in three lists (the PASS output and -json
+// alike): re-derived from the checkout and the audit's own code, so that
+// no forgery passes; consistency-checked only, since what happened on a
+// machine cannot be recomputed (audit -reproduce re-observes it); and not
+// checked here, named so that nobody reads the PASS line as saying it. A
+// claim is recorded by the check that makes it, when it ran (a.claim):
+// an audit that skipped a check cannot list its claim.
 
 // A ClaimKind is one of the three lists.
 type ClaimKind string
@@ -39,8 +29,8 @@ type Claim struct {
 	Text string `json:"claim"`
 }
 
-// claimDefs are every claim the audit can make, by id: its list and its
-// words (a %s, where present, takes claim's argument).
+// claimDefs are every claim the audit can make, by id (a %s takes
+// claim's argument).
 var claimDefs = map[string]struct {
 	kind ClaimKind
 	text string
@@ -78,8 +68,8 @@ var claimDefs = map[string]struct {
 	"observations": {NotChecked, "that the non-deterministic evidence was observed: retries.json's rows, the chaos histories (their attempts and journal alike; an effect left out and the values after it renumbered, say) and the runs on targets, whichever it holds, can be invented to hang together; a signature does not change that; audit -reproduce re-observes them"},
 }
 
-// claim records that the check behind id ran (its argument, if its words
-// take one); a claim is listed once, in the order first recorded.
+// claim records that the check behind id ran; a claim is listed once, in
+// the order first recorded.
 func (a *auditor) claim(id string, arg ...any) {
 	d, ok := claimDefs[id]
 	if !ok {

@@ -21,11 +21,9 @@ type DeterministicFile struct {
 	Explain func(a, b []byte, nameA, nameB string) []string
 }
 
-// DeterministicFiles are the files Compare checks, in order. The jitter
-// model's files and REPORT.md are optional (a run may not include the
-// experiments, or only them); every file is read as the audit reads
-// evidence (regular files only, no symlinks, within its size cap);
-// retries.json is not here: its counts depend on real timing.
+// DeterministicFiles are the files Compare checks, in order, read as the
+// audit reads evidence; all but results.json are optional. retries.json is
+// not here: its counts depend on real timing.
 var DeterministicFiles = []DeterministicFile{
 	{Name: "results.json", Required: true, Explain: explainRuns},
 	{Name: JitterFile, Explain: explainStrategies},
@@ -50,8 +48,8 @@ func (c *Comparison) WriteText(w io.Writer) error {
 }
 
 // Compare says whether the deterministic files of evidence folders a and
-// b are byte-identical and, where not, what differs. It returns an error
-// when a folder or a required file cannot be read.
+// b are byte-identical and, where not, what differs; an error when a
+// folder or a required file cannot be read.
 func Compare(a, b string) (*Comparison, error) {
 	for _, dir := range []string{a, b} {
 		if err := checkDir("evidence folder", dir); err != nil {
@@ -145,10 +143,9 @@ func explainStrategies(a, b []byte, nameA, nameB string) []string {
 	})
 }
 
-// explainItems compares the array field of two JSON documents item by item,
-// matching items by the name key gives them, and names the items that
-// differ or exist in only one; when every item matches it says what else
-// differs. Each document is read within caps.
+// explainItems names the items (by key) of two JSON documents' array field
+// that differ or exist in only one; when every item matches, it says what
+// else differs.
 func explainItems(a, b []byte, nameA, nameB string, caps jsonCap, field, differs string, key func(map[string]any) string) []string {
 	ia, errA := itemsByKey(a, caps, field, key)
 	ib, errB := itemsByKey(b, caps, field, key)

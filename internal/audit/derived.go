@@ -12,13 +12,8 @@ import (
 )
 
 // This file is the audit's output: the files it derives from the
-// observations (REPORT.md, TARGETS.md, verdicts.json, the chaos
-// timelines, jitter.svg, the in-toto statement). The runner writes only
-// observations; the audit is the one judge and the one renderer. With
-// -write it writes what it derived into the evidence folder (the runner
-// runs it so after every run); without, every derived file must already be
-// there, byte for byte, so a committed rendering or verdict that differs
-// from the audit's own is a failure.
+// observations, written with -write (the runner runs it so after every
+// run), else required in the folder byte for byte.
 
 // derivedFiles are the names of the files the audit writes for some
 // selection (the chaos timelines aside: chaos-NAME.svg, one per history).
@@ -27,9 +22,8 @@ var derivedFiles = []string{ReportFile, TargetsReportFile, VerdictsFile, JitterS
 // ReportFile is REPORT.md, the tables of the runs on stores.
 const ReportFile = "REPORT.md"
 
-// isDerived reports whether name is a file the audit derives (for some
-// selection): it is never listed in manifest.files, which lists the
-// runner's observations.
+// isDerived reports whether name is a file the audit derives for some
+// selection (never listed in manifest.files, the runner's observations).
 func isDerived(name string) bool {
 	if slices.Contains(derivedFiles, name) {
 		return true
@@ -38,9 +32,8 @@ func isDerived(name string) bool {
 	return ok && ext == "svg"
 }
 
-// emit hands over a derived file: with -write it is written into the
-// evidence folder; without, the folder must hold it byte for byte. Its
-// SHA-256 goes into the statement's subjects either way.
+// emit hands over a derived file: written with -write, else compared
+// with the folder's; its SHA-256 goes into the statement either way.
 func (a *auditor) emit(name string, data []byte) {
 	a.derived[name] = sha256Hex(data)
 	a.check()

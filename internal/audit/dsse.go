@@ -12,26 +12,17 @@ import (
 	"strings"
 )
 
-// EnvelopeFile is the DSSE envelope audit -write -sign (runner -sign)
-// writes beside the statement: statement.intoto.json's exact bytes as its payload, and an
-// ed25519 signature over DSSE's pre-authentication encoding of it. The
-// manifest does not list it (it signs the statement, which lists the
-// manifest).
-//
-// A signature that verifies with a reviewer's key says who signed these
-// bytes: that holder of the key ran the lab, or at least vouched for its
-// output. It says nothing about whether the run was honest (a signer can
-// sign invented counts); audit -reproduce is the check of that.
+// EnvelopeFile is the DSSE envelope audit -write -sign writes beside the
+// statement: its exact bytes, signed with ed25519. A signature says who
+// vouched for these bytes, not that the run was honest (a signer can sign
+// invented counts): audit -reproduce is the check of that.
 const EnvelopeFile = "statement.intoto.dsse.json"
 
 // CapEnvelope caps the envelope: the statement in base64 and a signature.
 const CapEnvelope = 2 * CapStatement
 
-// readPublicKey reads an ed25519 public key: an OpenSSH public key line
-// ("ssh-ed25519 BASE64 [comment]", as ssh-keygen writes KEY.pub) or a PEM
-// "PUBLIC KEY" (PKIX, as openssl pkey -pubout writes it). It returns the
-// key and its OpenSSH fingerprint ("SHA256:...", as ssh-keygen -l prints
-// it).
+// readPublicKey reads an ed25519 public key file (dsse.ParsePublicKey)
+// and returns the key and its OpenSSH fingerprint.
 func readPublicKey(path string) (ed25519.PublicKey, string, error) {
 	data, err := readFile(path, dsse.MaxKeyFile)
 	if err != nil {
@@ -45,9 +36,8 @@ func readPublicKey(path string) (ed25519.PublicKey, string, error) {
 }
 
 // checkSignature checks the envelope, when there is one or -verify-key
-// asks for one: strict JSON of exactly payloadType, payload and
-// signatures (each keyid and sig); the in-toto payload type; a payload
-// that is statement.intoto.json byte for byte; and with -verify-key, a
+// asks for one: exactly its members, the in-toto payload type, the
+// statement as its payload byte for byte, and with -verify-key a
 // signature that verifies with that key.
 func (a *auditor) checkSignature(statement []byte) {
 	fail := func(format string, args ...any) {
@@ -127,8 +117,7 @@ func (a *auditor) checkSignature(statement []byte) {
 	}
 }
 
-// readSigningKey reads the -sign key file: an ed25519 private key, as
-// dsse.ParsePrivateKey reads it.
+// readSigningKey reads the -sign key file (dsse.ParsePrivateKey).
 func readSigningKey(path string) (ed25519.PrivateKey, error) {
 	data, err := readFile(path, dsse.MaxKeyFile)
 	if err != nil {

@@ -18,10 +18,8 @@ const (
 )
 
 // retriesRow is one row the retries experiment must hold, with the counts
-// the design promises for it: each zero (must be 0) or positive (must be
-// above 0), with the knobs it depends on (failureKnobs, retryKnobs or
-// none): a claim about the design's parameters is checked while no
-// recorded flag moves one of its knobs (retries_claims.go).
+// the design promises for it: each zero or positive while no recorded flag
+// moves a knob it needs (retriesClaimApplies).
 type retriesRow struct {
 	client, registry string
 	claims           []rowClaim
@@ -49,13 +47,10 @@ func positive(field string, needs ...string) rowClaim {
 }
 
 // retriesRows are the design's rows, in order, and its headline claims:
-// never-retry duplicates none (and loses at least the intents the seed
-// drops, retries_claims.go); retry-no-key loses none and duplicates some;
-// retry-same-key on the sound registry neither loses nor duplicates; on
-// record-after-effect it duplicates again. The client-side lessons
-// follow: every design that keeps one key per intent against the sound
-// registry duplicates nothing; a new key per attempt, or a key lost in a
-// restart, duplicates some.
+// retry-same-key on the sound registry neither loses nor duplicates, on
+// record-after-effect it duplicates; every client that keeps one key per
+// intent duplicates nothing on the sound registry, a new key per attempt
+// or a key lost in a restart duplicates some.
 var retriesRows = []retriesRow{
 	{"never-retry", "sound", []rowClaim{zero("duplicated")}},
 	{"retry-no-key", "sound", []rowClaim{zero("lost", retryKnobs...), positive("duplicated", failureKnobs...)}},
@@ -73,9 +68,7 @@ var retriesRows = []retriesRow{
 }
 
 // retriesParams are the design's parameters of the retries experiment
-// (the audit's own copy): retries.json must hold exactly these, but where
-// manifest.flags records the knob that changed one (params.go); the seed
-// likewise.
+// (the audit's own copy), unless manifest.flags records a knob.
 var retriesParams = []struct {
 	name  string
 	value int64
@@ -85,34 +78,27 @@ var retriesParams = []struct {
 	{"total_deadline_ms", 0}, {"collide_every", 10}, {"shed_inflight", 4}, {"retry_after_s", 1}, {"layers", 3}, {"layer_attempts", 3},
 }
 
-// experiments maps each experiment's name to its files, in the order the
-// runner runs them (and manifest.selection.experiments lists them).
-var experiments = []struct {
-	name  string
-	files []string
-}{{"retries", []string{RetriesFile}}, {"jitter", []string{JitterFile}}, {"chaos", []string{ChaosFile}}}
+// experimentFiles maps each experiment's name to its file, in the order
+// the runner runs them (and manifest.selection.experiments lists them).
+var experimentFiles = [][2]string{{"retries", RetriesFile}, {"jitter", JitterFile}, {"chaos", ChaosFile}}
 
-// checkExperiments checks every experiment manifest.selection names: its
-// files are listed (see checkFiles), valid, and say what the design
-// promises; a listed experiment file whose experiment is not selected
-// fails.
+// checkExperiments checks every experiment manifest.selection names; a
+// listed experiment file whose experiment is not selected fails.
 func (a *auditor) checkExperiments() {
 	sel, _ := a.manifest["selection"].(map[string]any)
 	selected := stringList(sel, "experiments")
 	var names []string
-	for _, e := range experiments {
-		names = append(names, e.name)
-		if !slices.Contains(selected, e.name) {
-			for _, f := range e.files {
-				a.check()
-				if a.isListed(f) {
-					a.fail(Failure{Check: CheckExperiment, Field: "selection.experiments",
-						Message: fmt.Sprintf("manifest.json: selection.experiments: lists no %s, but manifest.files lists %s", e.name, f)})
-				}
+	for _, e := range experimentFiles {
+		names = append(names, e[0])
+		if !slices.Contains(selected, e[0]) {
+			a.check()
+			if a.isListed(e[1]) {
+				a.fail(Failure{Check: CheckExperiment, Field: "selection.experiments",
+					Message: fmt.Sprintf("manifest.json: selection.experiments: lists no %s, but manifest.files lists %s", e[0], e[1])})
 			}
 			continue
 		}
-		switch e.name {
+		switch e[0] {
 		case "retries":
 			doc, _ := a.jsonDoc(RetriesFile, a.schemas.Retries).(map[string]any)
 			a.release(RetriesFile)
@@ -134,7 +120,7 @@ func (a *auditor) checkExperiments() {
 		case "chaos":
 			a.checkChaos() // chaos.go
 		}
-		a.report.Experiments = append(a.report.Experiments, e.name)
+		a.report.Experiments = append(a.report.Experiments, e[0])
 	}
 	a.check()
 	want := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !slices.Contains(selected, n) })
@@ -157,10 +143,8 @@ func (a *auditor) experimentFail(file, where, field, expected, observed string) 
 		Message: fmt.Sprintf("%s: %s: %s: expected %s, observed %s", file, where, field, expected, observed)})
 }
 
-// checkRetries checks a schema-valid retries.json: the design's
-// parameters; exactly the design's rows in order, each row's counts adding
-// up to the intents, and each headline claim about lost and duplicated
-// intents.
+// checkRetries checks a schema-valid retries.json: the parameters, the
+// design's rows in order, each row's counts adding up, and the claims.
 func (a *auditor) checkRetries(doc map[string]any) {
 	params, _ := doc["parameters"].(map[string]any)
 	rowsWant := retriesRows
@@ -227,8 +211,7 @@ func rowName(row any) string {
 	return c + "/" + g
 }
 
-// number returns a decoded JSON integer (json.Number), 0 for anything else;
-// schema validation has already required integers.
+// number returns a decoded JSON integer, 0 for anything else.
 func number(v any) int64 {
 	n, _ := v.(json.Number)
 	i, _ := n.Int64()
@@ -316,10 +299,8 @@ func clip(b []byte) string {
 	return string(b)
 }
 
-// jitterSVG draws the jitter model run with p (jitter.svg): one panel per
-// strategy, top to bottom, each a histogram of retries per bucket with its
-// own axes, in the figure's published layout (all integer arithmetic, so
-// no float formatting is involved).
+// jitterSVG draws the jitter model run with p: a histogram per strategy,
+// each with its own axes, in integer arithmetic (no float formatting).
 func jitterSVG(p stormmodel.Parameters) []byte {
 	const (
 		width, header, panelHeight, footer = 960, 56, 230, 10

@@ -9,10 +9,8 @@ import (
 )
 
 // requiredFiles returns the files the selection makes the runner write:
-// results.json and run.json for cases run on stores, targets.json for
-// cases run on targets (a run with -target alone selects no store, and
-// writes no results.json), each experiment's files for the experiments
-// selected.
+// results.json and run.json for cases on stores, targets.json for cases
+// on targets, each selected experiment's file.
 func (a *auditor) requiredFiles() []string {
 	var out []string
 	if len(a.selCases) > 0 && len(a.selStores) > 0 {
@@ -23,21 +21,18 @@ func (a *auditor) requiredFiles() []string {
 	}
 	sel, _ := a.manifest["selection"].(map[string]any)
 	for _, name := range stringList(sel, "experiments") {
-		for _, e := range experiments {
-			if e.name == name {
-				out = append(out, e.files...)
-			}
+		if i := slices.IndexFunc(experimentFiles, func(e [2]string) bool { return e[0] == name }); i >= 0 {
+			out = append(out, experimentFiles[i][1])
 		}
 	}
 	return out
 }
 
-// writtenFiles are the files the runner writes for the selection (besides
-// the manifest, never listed): the case suite's for case runs on stores,
-// the targets' for runs on targets, each selected experiment's (the chaos
-// experiment's history of any store). A listed file outside them is no
-// evidence the runner made, whatever it says: a NOTES.md claiming "no
-// duplicates" fails, and so does a rendering the audit derives.
+// writtenFiles are the files the runner writes for the selection (the
+// required ones and the chaos experiment's history of any store; the
+// manifest is never listed). A listed file outside them is no evidence
+// the runner made, whatever it says: a NOTES.md claiming "no duplicates"
+// fails, and so does a rendering the audit derives.
 func (a *auditor) writtenFiles() []string {
 	out := a.requiredFiles()
 	sel, _ := a.manifest["selection"].(map[string]any)
@@ -59,13 +54,11 @@ func (a *auditor) writesChaosTarget(p string) bool {
 }
 
 // checkFiles verifies manifest.files against the evidence folder: every
-// listed file is one the runner writes for the selection (writtenFiles),
-// a regular file inside the folder (no symlink, FIFO or device; never
-// followed), within its size cap, with the SHA-256 of its exact bytes;
-// every file the selection implies is listed; and every entry of the
-// folder but manifest.json is a listed regular file. The bytes of the
-// files other checks read (keptFiles) are kept for them, whatever their
-// hash; the others are hashed as a stream.
+// listed file is one the runner writes for the selection, a regular file
+// inside the folder (readInside) within its cap, with its SHA-256; every
+// file the selection implies is listed; every entry of the folder but
+// manifest.json is listed. The bytes of keptFiles are kept for the checks
+// that read them, whatever their hash; the others are hashed as a stream.
 func (a *auditor) checkFiles() {
 	a.listed = stringMap(a.manifest, "files")
 	written := a.writtenFiles()
@@ -145,10 +138,9 @@ func (a *auditor) checkFiles() {
 	a.claim("files")
 }
 
-// checkUnlisted reports the files of the folder, found unlisted by
-// checkFiles, that the audit does not derive for this selection (the
-// envelope aside, which checkSignature reads): with -write it removes them
-// instead, as stale renderings of another selection.
+// checkUnlisted reports the unlisted files of the folder the audit does
+// not derive for this selection (the envelope aside, which checkSignature
+// reads); -write removes them instead, as renderings of another selection.
 func (a *auditor) checkUnlisted() {
 	for _, rel := range a.unlisted {
 		if _, ok := a.derived[rel]; ok || rel == EnvelopeFile {
@@ -167,8 +159,7 @@ func (a *auditor) checkUnlisted() {
 // keptFiles are the evidence files whose bytes other checks read.
 var keptFiles = []string{"results.json", "run.json", RetriesFile, JitterFile, ChaosFile, TargetsFile}
 
-// hashListed checks the listed file p's SHA-256 against the manifest,
-// reading it as a stream of at most limit bytes.
+// hashListed checks the listed file p's SHA-256, read as a stream.
 func (a *auditor) hashListed(p string, limit int64) {
 	sum, err := hashInside(a.opts.Evidence, p, limit)
 	switch {
@@ -183,8 +174,8 @@ func (a *auditor) hashListed(p string, limit int64) {
 	}
 }
 
-// evidenceFile returns the bytes of an evidence file read by checkFiles;
-// ok is false when the manifest does not list it or it could not be read.
+// evidenceFile returns the bytes of a kept file; ok is false when the
+// manifest does not list it or it could not be read.
 func (a *auditor) evidenceFile(name string) ([]byte, bool) {
 	if !slices.Contains(keptFiles, name) {
 		panic("audit: evidenceFile(" + name + "): not one of keptFiles, whose bytes checkFiles keeps")
@@ -193,8 +184,7 @@ func (a *auditor) evidenceFile(name string) ([]byte, bool) {
 	return data, ok
 }
 
-// release drops the bytes of evidence file name, read for the last time:
-// the audit keeps no more than its checks still need.
+// release drops the bytes of kept file name, read for the last time.
 func (a *auditor) release(name string) { delete(a.data, name) }
 
 // isListed reports whether manifest.files lists name.
@@ -204,17 +194,11 @@ func (a *auditor) isListed(name string) bool {
 }
 
 // runnerFile reports whether the runner writes a file called p for some
-// selection. One it writes, but not for this selection, is reported by the
-// check of that selection (runset.go, targets.go, experiments.go, chaos.go)
-// but for REPORT.md and run.json, which checkFiles reports.
+// selection (the check of the selection reports one it did not write for
+// this selection, but for run.json, which checkFiles reports).
 func (a *auditor) runnerFile(p string) bool {
 	if _, ext, chaos := subjectOf(p); chaos && ext == "jsonl" || slices.Contains([]string{"results.json", "run.json", TargetsFile}, p) {
 		return true
 	}
-	return slices.ContainsFunc(experiments, func(e struct {
-		name  string
-		files []string
-	}) bool {
-		return slices.Contains(e.files, p)
-	})
+	return slices.ContainsFunc(experimentFiles, func(e [2]string) bool { return e[1] == p })
 }

@@ -16,11 +16,9 @@ import (
 
 var commitHash = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
-// checkCommit checks manifest.source_commit against the checkout's git
-// history: it must name a commit there, and that commit's source files
-// (the same rule as SourceFiles, CRLF folded) must be exactly
-// manifest.sources, hash for hash. Without git history at the root (no
-// repository, or git missing) it says so in a note: nothing is assumed.
+// checkCommit checks that manifest.source_commit is a commit of the
+// checkout's history whose sources are exactly manifest.sources, hash for
+// hash; without git history at the root a note says so.
 func (a *auditor) checkCommit() {
 	a.check()
 	commit, _ := str(a.manifest, "source_commit")
@@ -109,10 +107,9 @@ func isSourcePath(p string) bool {
 	return !slices.Contains(parts[1:len(parts)-1], "testdata")
 }
 
-// memo keeps answers for the life of the process, by key: the audit asks
-// only what never changes for a folder (git objects, a rebuild of the
-// checkout), and the byte-flip sweep audits the same checkout thousands of
-// times.
+// memo keeps answers that never change for a folder (git objects, a
+// rebuild) for the life of the process: the byte-flip sweep audits the
+// same checkout thousands of times.
 var memo sync.Map
 
 type answer[T any] struct {

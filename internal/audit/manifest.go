@@ -16,14 +16,12 @@ import (
 	"time"
 )
 
-// ProtocolDir is the package of the checkout that defines the protocol
-// constants; its non-test Go files are hashed sources, and the audit reads
-// their constants with go/parser and go/constant (not an import).
+// ProtocolDir is the checkout's package of the protocol constants, which
+// the audit reads with go/parser and go/constant (not an import).
 const ProtocolDir = "internal/protocol"
 
 // protocolFields maps manifest.protocol's fields to the constants of
-// ProtocolDir: the name and, for a time.Duration, the unit it is recorded
-// in (milliseconds).
+// ProtocolDir (ms: a time.Duration, recorded in milliseconds).
 var protocolFields = []struct {
 	field, constant string
 	ms              bool
@@ -42,9 +40,7 @@ var protocolFields = []struct {
 }
 
 // ownProtocol is the audit's own copy of the constants its other checks
-// rely on: the reply texts name these headers, the call plan sends this
-// default body, the key syntax is this pattern, the server serves this
-// path.
+// rely on (the reply texts' headers, the default body, the key syntax).
 var ownProtocol = map[string]string{
 	"key_header": `"` + keyHeader + `"`, "fault_header": `"` + faultHeader + `"`,
 	"replayed_header": `"Idempotency-Replayed"`, "key_pattern": render(keyPattern), "default_body": render(defaultBody),
@@ -62,12 +58,9 @@ var (
 )
 
 // checkManifest checks every manifest field the other checks do not:
-// generated_utc, go_version and os_arch look like what they claim;
-// source_dirty fails unless -allow-dirty; unsafe_registry (a mutation
-// run) fails unless -allow-mutation; protocol equals the constants of
-// ProtocolDir; source_commit names a commit of the checkout whose tree
-// hashes to manifest.sources; server_build records the pinned build and
-// server_sha256 is rebuilt with -rebuild.
+// generated_utc, go_version, os_arch and postgres_version look like what
+// they claim; source_dirty fails unless -allow-dirty, unsafe_registry
+// unless -allow-mutation; then the protocol, the commit and the build.
 func (a *auditor) checkManifest() {
 	m := a.manifest
 	fail := func(field, format string, args ...any) {
@@ -280,8 +273,7 @@ func evalConst(e ast.Expr, env map[string]constant.Value) constant.Value {
 	return nil
 }
 
-// checkServerBuild checks manifest.server_build (absent in evidence from
-// before the runner pinned its build: a note) and, with -rebuild,
+// checkServerBuild checks manifest.server_build and, with -rebuild,
 // server_sha256 against a rebuild from the checkout.
 func (a *auditor) checkServerBuild() {
 	a.check()
@@ -338,16 +330,13 @@ func (a *auditor) checkServerBuild() {
 	}
 }
 
-// The pinned build of the effect server: what the runner runs (go build
-// FLAGS -o OUT PACKAGE with ENV added to its environment) and records in
-// manifest.server_build, and what -rebuild runs. -trimpath and
-// -buildvcs=false keep the checkout's path and git state out of the
-// binary; CGO_ENABLED=0 keeps the C toolchain out; GOWORK=off keeps a
-// workspace out; GOFLAGS=-mod=readonly replaces the user's GOFLAGS (an
-// empty GOFLAGS would not: the go command then reads it from the go env
-// file). -rebuild also sets GOENV=off, so that nothing from the user's go
-// env file (GOAMD64, GOEXPERIMENT, ...) changes its binary, and
-// GOTOOLCHAIN=local, so that the local Go is the one named.
+// The pinned build of the effect server (go build FLAGS -o OUT PACKAGE,
+// ENV added), as the runner records it in manifest.server_build and
+// -rebuild runs it. -trimpath and -buildvcs=false keep the checkout's path
+// and git state out of the binary, CGO_ENABLED=0 the C toolchain, GOWORK=off
+// a workspace; GOFLAGS=-mod=readonly replaces the user's (an empty one
+// would be read from the go env file). -rebuild also sets GOENV=off (no
+// GOAMD64 or GOEXPERIMENT from that file) and GOTOOLCHAIN=local.
 var (
 	ServerPackage    = "./cmd/effectserver"
 	PinnedBuildFlags = []string{"-trimpath", "-buildvcs=false"}

@@ -9,10 +9,9 @@ import (
 )
 
 // A knobFlag is one runner flag that changes an experiment's parameter
-// (the audit's own copy of cmd/runner's knobs and their bounds, see
-// docs/bounds.md): the runner records it in manifest.flags when a run set
-// it away from its default, and every parameter is pinned to its default
-// unless a recorded flag changed it.
+// (the audit's copy of cmd/runner's knobs, docs/bounds.md), recorded in
+// manifest.flags when set: every parameter is pinned to its default unless
+// a recorded flag changed it.
 type knobFlag struct {
 	flag        string   // the runner's flag, without the dash
 	experiments []string // the experiments whose parameter it sets
@@ -38,9 +37,7 @@ var knobFlags = []knobFlag{
 const defaultSeed = 1
 
 // chaosParams are the chaos experiment's parameters as the design sets
-// them (the audit's own copy of internal/chaos's defaults): chaos.json must
-// hold exactly these, but where manifest.flags records the knob (replicas,
-// clients, duration_ms) that changed one.
+// them (the audit's copy), unless manifest.flags records a knob.
 var chaosParams = []struct {
 	name  string
 	value int64
@@ -54,11 +51,9 @@ var chaosParams = []struct {
 // (the audit's copy of the runner's DefaultTargetDuration).
 const targetDurationMS = 1500
 
-// readFlags checks manifest.flags (a schema-valid object of strings): each
-// a knob of an experiment the selection runs, its value as the runner
-// records it (canonical, within the flag's range); it keeps the valid ones
-// by parameter for expected. Evidence without manifest.flags fails the
-// schema; it is read as recording none.
+// readFlags checks manifest.flags: each a knob of a selected experiment,
+// its value as the runner writes it, within range; it keeps the valid ones
+// by parameter for expected.
 func (a *auditor) readFlags() {
 	a.flagValues = map[string]int64{}
 	raw := mapOf(a.manifest, "flags")
@@ -128,9 +123,8 @@ func knobNames() []string {
 	return out
 }
 
-// expected returns the value parameter param of an experiment must hold:
-// what manifest.flags records for its knob, else def; and where that value
-// comes from, for a failure message.
+// expected returns the value parameter param must hold (its recorded
+// knob's, else def) and where it comes from, for a failure message.
 func (a *auditor) expected(param string, def int64) (int64, string) {
 	if v, ok := a.flagValues[param]; ok {
 		for _, k := range knobFlags {

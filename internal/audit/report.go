@@ -108,13 +108,11 @@ func experimentsText(names []string) string {
 }
 
 // deriveReport judges every selected run on a store against its case's
-// expectation (results, the decoded results.json) and writes REPORT.md
-// from the verdicts. A run may be expected to duplicate (the lesson its
-// case shows): "matches" says the run showed what its case file expects,
-// not that the server did right. It needs every selected run: without,
-// the run-set check has failed and there is nothing whole to render.
-// A selection that runs no case on a store has no REPORT.md, whatever
-// -case or -store narrow the checks to.
+// expectation and writes REPORT.md from the verdicts ("matches": the run
+// showed what its case expects, which may be a duplicate, the case's
+// lesson). Without every selected run the run-set check has failed and
+// nothing whole is rendered; a selection with no case on a store has no
+// REPORT.md, whatever -case or -store narrow.
 func (a *auditor) deriveReport(results map[string]any) {
 	if len(a.selCases) == 0 || len(a.selStores) == 0 {
 		return
@@ -179,8 +177,7 @@ which is the lesson it shows, not a pass of the server. "MISMATCH" means the
 run differs from its case file.
 `
 
-// gridCell is a run's number in REPORT.md's grid: the counter, or
-// "ledger N" when the run has a ledger counter.
+// gridCell is a run's number in REPORT.md's grid: the counter or "ledger N".
 func gridCell(counter, ledger any) string {
 	if ledger != nil {
 		return "ledger " + render(ledger)
@@ -188,8 +185,7 @@ func gridCell(counter, ledger any) string {
 	return render(counter)
 }
 
-// effectsText is a run's effects in REPORT.md's rows and headings: the
-// counter, and with a ledger first the ledger's counter.
+// effectsText is a run's effects in REPORT.md's rows and headings.
 func effectsText(counter, ledger any) string {
 	if ledger != nil {
 		return fmt.Sprintf("ledger %s, upstream %s effects applied", render(ledger), render(counter))
@@ -197,11 +193,10 @@ func effectsText(counter, ledger any) string {
 	return render(counter) + " effects applied"
 }
 
-// reportText renders REPORT.md: the grid of effects applied and
-// verdicts, one line per run with expected and observed counter and exit
-// codes, and per case its summary and every call of every run, with the
-// mismatches of a run that does not match. It holds no time, host or
-// commit, so the same observations give the same bytes at any commit.
+// reportText renders REPORT.md: the grid of effects applied and verdicts,
+// a row per run, and per case its summary and every run's mismatches and
+// calls. It holds no time, host or commit: the same observations give the
+// same bytes at any commit.
 func reportText(cases []*Case, stores []string, runs map[runKey]map[string]any, verdicts map[runKey][]mismatch) []byte {
 	var b strings.Builder
 	n, matching := len(cases)*len(stores), 0
@@ -264,9 +259,8 @@ func goList(v []any) string {
 	return "[" + strings.Join(parts, " ") + "]"
 }
 
-// mdText makes text safe inside a Markdown line or table cell: no line
-// break, no bar, no backquote and no angle bracket (no raw HTML) left
-// as such.
+// mdText makes text safe inside a Markdown line or table cell (no line
+// break, bar, backquote or raw HTML).
 func mdText(s string) string {
 	return strings.NewReplacer("\r", " ", "\n", " ", "|", `\|`, "`", "'", "<", "&lt;", ">", "&gt;").Replace(s)
 }
@@ -291,9 +285,8 @@ func mdCell(v any) string {
 	return render(v)
 }
 
-// checkExpectations compares every required run with its case's
-// expectation: counter, exit codes (the exact list), the number of calls
-// and every field the case file gives for each call.
+// checkExpectations compares every run checked in depth with its case's
+// expectation (mismatches).
 func (a *auditor) checkExpectations(runs map[runKey]map[string]any) {
 	for _, c := range a.cases {
 		for _, s := range a.stores {
@@ -302,23 +295,17 @@ func (a *auditor) checkExpectations(runs map[runKey]map[string]any) {
 			if !ok || !ran {
 				continue // reported by the run-set check
 			}
-			a.checkRun(c.Name, s, exp, run)
+			found, compared := mismatches(exp, run)
+			a.report.Checks += compared
+			for _, m := range found {
+				at := fmt.Sprintf("case %s, store %s", c.Name, s)
+				if m.call != nil {
+					at = fmt.Sprintf("%s, call %d", at, *m.call)
+				}
+				a.fail(Failure{Check: CheckExpectation, Case: c.Name, Store: s, Call: m.call,
+					Field: m.field, Expected: m.expected, Observed: m.observed, Message: fmt.Sprintf("%s: %s", at, m)})
+			}
 		}
-	}
-}
-
-func (a *auditor) checkRun(caseName, store string, exp *Expectation, run map[string]any) {
-	where := fmt.Sprintf("case %s, store %s", caseName, store)
-	found, compared := mismatches(exp, run)
-	a.report.Checks += compared
-	for _, m := range found {
-		at := where
-		if m.call != nil {
-			at = fmt.Sprintf("%s, call %d", where, *m.call)
-		}
-		a.fail(Failure{Check: CheckExpectation, Case: caseName, Store: store, Call: m.call,
-			Field: m.field, Expected: m.expected, Observed: m.observed,
-			Message: fmt.Sprintf("%s: %s", at, m)})
 	}
 }
 
@@ -334,9 +321,8 @@ func (m mismatch) String() string {
 }
 
 // mismatches compares run with exp: the counter, the ledger's counter
-// where either has one, the exit codes (the exact list), the number of
-// calls and every field the case file gives for each call, and counts
-// the comparisons. No mismatch means the run matches its case.
+// where either has one, the exit codes, the number of calls and every
+// field the case file gives for each call; it counts the comparisons.
 func mismatches(exp *Expectation, run map[string]any) (out []mismatch, compared int) {
 	cmp := func(call *int, field string, want, got any) {
 		compared++

@@ -8,9 +8,7 @@ import (
 	"strings"
 )
 
-// checkRetriesParams checks retries.json's seed and parameters: each the
-// design's (retriesParams), or what manifest.flags records for its knob
-// (params.go).
+// checkRetriesParams checks retries.json's seed and parameters.
 func (a *auditor) checkRetriesParams(doc, params map[string]any) {
 	a.checkSeed(CheckExperiment, "", RetriesFile, "", doc["seed"])
 	a.claim("params")
@@ -24,29 +22,11 @@ func (a *auditor) checkRetriesParams(doc, params map[string]any) {
 	}
 }
 
-// checkRetriesClaims checks the client-side lessons' claims, which compare
-// a row with its parameters or with another row (the per-row zero and
-// positive counts are in retriesRows):
-//
-//   - retry-4xx and retry-retryable: every collide_every-th intent takes
-//     the key of the one before with its own body, so at least
-//     intents/collide_every are lost (422); retry-retryable does not retry
-//     a 4xx, so it is refused at most once per collision, and retry-4xx,
-//     which retries them, more often;
-//   - honour-retry-after is refused less often than ignore-retry-after;
-//   - retry-3-layers sends more than retry-1-layer, at most
-//     layer_attempts^layers per intent, retry-1-layer at most
-//     layer_attempts per intent;
-//   - restart-key-in-file loses nothing (the key survives the restart);
-//   - never-retry sends exactly the intents whose one attempt the seed
-//     does not drop, and loses at least the dropped ones (re-derived);
-//   - with no drop, no total deadline and a client timeout more than
-//     noFailureMarginMS above the longest server delay, no attempt fails:
-//     no row duplicates, and none loses but those that lose by design
-//     (the collisions' 422s, the load-shedding gateway's 429s).
-//
-// A claim that holds at the design's parameters only is checked while no
-// recorded flag moves a knob it depends on (retriesClaimApplies).
+// checkRetriesClaims checks the claims that compare a row with its
+// parameters or another row: collisions and load shedding, layers, a key
+// kept in a file, never-retry's drops, and the rows where nothing can
+// fail. One that holds at the design's parameters only is checked while
+// no recorded flag moves a knob it needs (retriesClaimApplies).
 func (a *auditor) checkRetriesClaims(rows []any, params map[string]any) {
 	r := soundRows{a: a, params: params, row: map[string]map[string]any{}}
 	for _, x := range rows {
@@ -96,8 +76,9 @@ func (r soundRows) claim(client, field, expected string, ok bool) {
 	}
 }
 
-// checkCollisions checks the claims about collisions (a key reused with
-// another body: 422) and load shedding (429).
+// checkCollisions checks the claims about collisions (every collide_every-th
+// intent reuses the key before it with its own body: at least that many
+// lost to 422, refused once each unless retried) and load shedding.
 func (r soundRows) checkCollisions() {
 	collisions := r.p("intents") / max(r.p("collide_every"), 1)
 	for _, c := range []string{"retry-4xx", "retry-retryable"} {
@@ -119,7 +100,8 @@ func (r soundRows) checkCollisions() {
 	}
 }
 
-// checkLayers checks the claims about retries in layers.
+// checkLayers checks the claims about retries in layers: at most
+// layer_attempts per layer, multiplied across layers.
 func (r soundRows) checkLayers() {
 	if r.has("retry-3-layers") {
 		bound := r.p("intents")
@@ -163,9 +145,8 @@ func (a *auditor) checkNoFailure(rows []any) {
 // timeout must be for the audit to call a timeout impossible.
 const noFailureMarginMS = 1000
 
-// retriesClaimApplies reports whether a claim that holds at the design's
-// values of the knobs needs is to be checked: no recorded flag moves one
-// of them. A claim skipped is named in a note (never silently).
+// retriesClaimApplies reports whether no recorded flag moves a knob the
+// claim needs; a claim skipped is named in a note.
 func (a *auditor) retriesClaimApplies(claim string, needs []string) bool {
 	flags := mapOf(a.manifest, "flags")
 	var moved []string
@@ -181,12 +162,10 @@ func (a *auditor) retriesClaimApplies(claim string, needs []string) bool {
 	return false
 }
 
-// checkNeverRetry re-derives never-retry's sent from the seed: its client
-// makes one attempt per intent, drawn from the intent's own stream (a PCG
-// seeded with the seed and row<<32 | intent, never-retry's row being 0):
-// the first draw, mod 100, below drop_percent drops it before sending.
-// So it sends exactly the others, and loses at least the dropped ones
-// (never sent, never retried).
+// checkNeverRetry re-derives never-retry's sent from the seed: an intent's
+// one attempt is dropped when the first draw of its stream (a PCG seeded
+// with the seed and row<<32 | intent, row 0) mod 100 is below
+// drop_percent; the others are sent, the dropped ones lost.
 func (a *auditor) checkNeverRetry(row map[string]any, params map[string]any) {
 	seed, err := strconv.ParseUint(a.seedText(), 10, 64)
 	intents, drop := number(params["intents"]), number(params["drop_percent"])

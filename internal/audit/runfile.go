@@ -12,12 +12,7 @@ import (
 )
 
 // checkRunFile checks run.json against results.json: the same runs in the
-// same order; per run, one entry per call and one server per exit code,
-// each server's exit code equal to results.json's; client launch indexes
-// consistent with the recorded order (checkClients); an error text exactly
-// on the calls without a reply; every timestamp RFC 3339, every duration
-// and latency a finite non-negative number, every server address a
-// loopback host:port, every log line naming one of the run's servers.
+// same order, then each run's servers, log, calls and clients.
 func (a *auditor) checkRunFile(results map[string]any) {
 	doc := a.runDoc
 	if doc == nil {
@@ -88,7 +83,10 @@ func (a *auditor) checkRunTimes(doc map[string]any) {
 	}
 }
 
-// checkRunEntry checks run k of run.json (dr) against results.json's (rr).
+// checkRunEntry checks run k of run.json (dr) against results.json's (rr):
+// one server per exit code, each equal, on loopback, ready and logging as
+// itself; one call per call, an error text exactly on those without a
+// reply; durations finite and non-negative.
 func (a *auditor) checkRunEntry(k runKey, rr, dr map[string]any) {
 	a.check()
 	if !sane(dr["wall_ms"]) {
@@ -198,8 +196,7 @@ func (a *auditor) checkClients(k runKey, plan []PlannedCall, rcalls, dcalls []an
 
 var logPrefix = regexp.MustCompile(`^server ([0-9]{1,4})[: ]`)
 
-// logServer returns the N of a "server N: ..." or "server N (replica
-// R): ..." log line.
+// logServer returns the N of a "server N: ..." or "server N (...)" line.
 func logServer(line string) (int, bool) {
 	m := logPrefix.FindStringSubmatch(line)
 	if m == nil {

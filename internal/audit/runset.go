@@ -10,12 +10,9 @@ type runKey struct{ Case, Store string }
 
 func (k runKey) String() string { return fmt.Sprintf("case %s, store %s", k.Case, k.Store) }
 
-// selectRuns reads manifest.selection: the cases (known case files, in
-// case-file order, each once), stores (known stores, in store order, each
-// once) and targets the evidence claims to cover. Those are the runs that
-// must be present; -case and -store narrow the runs checked in depth, and
-// a -case or -store outside the selection is still required. The PASS
-// line names every way the selection covers less than the whole checkout.
+// selectRuns reads manifest.selection: the cases (in case-file order),
+// stores (in store order) and targets, each once, whose runs must be
+// present; -case and -store narrow the runs checked in depth.
 func (a *auditor) selectRuns() {
 	sel, _ := a.manifest["selection"].(map[string]any)
 	a.check()
@@ -102,8 +99,7 @@ func (a *auditor) narrow() {
 	}
 }
 
-// noteSubset names, for the PASS line, the cases and stores the selection
-// leaves out.
+// noteSubset names, for the PASS line, what the selection leaves out.
 func (a *auditor) noteSubset() {
 	if len(a.selCases) > 0 && len(a.selCases) < len(a.allCases) {
 		names := make([]string, len(a.selCases))
@@ -129,8 +125,8 @@ func (a *auditor) noteSubset() {
 }
 
 // required returns the runs results.json must hold, in canonical order
-// (the selection, plus any run -case or -store demands), and the subset
-// checked in depth.
+// (the selection and those -case or -store demand), and those checked in
+// depth.
 func (a *auditor) required() (want []runKey, deep map[runKey]bool) {
 	deep = map[runKey]bool{}
 	seen := map[runKey]bool{}

@@ -14,8 +14,7 @@ import (
 // SchemaBase is the absolute base URL of the schemas' $id.
 const SchemaBase = strict.SchemaBase
 
-// Schemas holds the compiled schemas of schema/ the audit reads its inputs
-// with (strict.LoadSchemas compiles every one of them).
+// Schemas holds the compiled schemas of schema/ the audit reads with.
 type Schemas struct {
 	Case, Results, Manifest, Run *jsonschema.Schema
 	Jitter, Retries              *jsonschema.Schema // the experiment files
@@ -47,8 +46,7 @@ func LoadSchemas(root string) (*Schemas, error) {
 	return s, nil
 }
 
-// validate returns one "PATH: MESSAGE" line per leaf cause of validating
-// v against s (strict.Validate).
+// validate returns a "PATH: MESSAGE" line per problem (strict.Validate).
 func validate(s *jsonschema.Schema, v any) []string { return strict.Validate(s, v) }
 
 // unwrapPath drops the path of an *os.PathError, for messages that name
@@ -70,9 +68,8 @@ func (a *auditor) evidenceSchemas() map[string]any {
 	return results
 }
 
-// jsonDoc decodes (strictly) and validates an evidence file read by
-// checkFiles; nil when it is missing, not JSON or invalid (each a schema
-// failure).
+// jsonDoc decodes and validates a kept evidence file; nil when it is
+// missing, not JSON or invalid (each a schema failure).
 func (a *auditor) jsonDoc(name string, s *jsonschema.Schema) any {
 	a.check()
 	data, ok := a.evidenceFile(name)

@@ -10,11 +10,9 @@ import (
 	"strings"
 )
 
-// SourceDirs are the folders whose regular files are source files, besides
-// go.mod and go.sum; names ending in _test.go, anything below a folder
-// named testdata or node_modules (what a target's setup makes, pinned by
-// its lock file) and a target's setup marker (.idemlab-setup*) are not
-// sources.
+// SourceDirs are the folders whose regular files are sources, besides
+// go.mod and go.sum: not _test.go files, nothing below testdata or
+// node_modules (a target's setup makes it), no setup marker.
 var SourceDirs = []string{"cmd", "internal", "cases", "schema", "targets"}
 
 // A RefusedError lists the entries of source folders that are not regular
@@ -26,10 +24,9 @@ func (e *RefusedError) Error() string {
 	return "not regular files (refused): " + strings.Join(e.Paths, ", ")
 }
 
-// SourceFiles lists the source files of the checkout at root, as sorted
-// slash paths relative to root. A source folder, or an entry in one, that
-// is a symlink or other non-regular file is never followed: the list is
-// returned with a *RefusedError naming them.
+// SourceFiles lists the checkout's sources as sorted slash paths; those
+// that are not regular files are never followed but named in a
+// *RefusedError returned with the list.
 func SourceFiles(root string) ([]string, error) {
 	var out, refused []string
 	for _, f := range []string{"go.mod", "go.sum"} {
@@ -92,8 +89,7 @@ func SourceHash(data []byte) string {
 	return sha256Hex(bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")))
 }
 
-// checkSources verifies manifest.sources against the checkout, and that
-// nothing outside the list can change the build (see checkBuildInputs).
+// checkSources verifies manifest.sources against the checkout.
 func (a *auditor) checkSources() {
 	listed := stringMap(a.manifest, "sources")
 	reported := map[string]bool{}
@@ -142,11 +138,8 @@ func (a *auditor) checkSources() {
 }
 
 // checkBuildInputs refuses what would change the build from outside the
-// hashed sources: a go.work or go.work.sum (a workspace can replace any
-// module), a vendor folder (its code is built instead of the module
-// cache's, and it is not hashed), and a replace directive in go.mod that
-// points to a folder (its files are not hashed; a replace by another module
-// version is pinned by go.sum, which is hashed).
+// hashed sources: a go.work or go.work.sum, a vendor folder, and a replace
+// in go.mod by a folder (one by a module version is pinned by go.sum).
 func (a *auditor) checkBuildInputs() {
 	for _, f := range []string{"go.work", "go.work.sum", "vendor"} {
 		a.check()
@@ -164,8 +157,7 @@ func (a *auditor) checkBuildInputs() {
 	}
 }
 
-// localReplaces returns the replace directives of a go.mod whose target is
-// a file system path (./, ../, / or a volume name), one line each.
+// localReplaces returns go.mod's replace directives by a file system path.
 func localReplaces(gomod string) []string {
 	var out []string
 	inBlock := false

@@ -7,13 +7,10 @@ import (
 	"strings"
 )
 
-// StatementFile is the in-toto Statement the audit writes beside
-// manifest.json and its own renderings: every evidence file (the runner's
-// observations, the manifest, and what the audit derived) with its
-// SHA-256, and a test-result predicate naming the runs on stores that
+// StatementFile is the in-toto Statement of the evidence: every file with
+// its SHA-256, and a test-result predicate naming the runs on stores that
 // match their case files and those that do not, configured by the source
-// commit and the case files. Unsigned unless runner -sign (audit -write
-// -sign) wraps it in a DSSE envelope (dsse.go).
+// commit and the case files; audit -write -sign also signs it (dsse.go).
 const StatementFile = "statement.intoto.json"
 
 // In-toto type URIs: the Statement layer and the test-result predicate.

@@ -7,10 +7,7 @@ import (
 )
 
 // summaryText is what audit -write prints before its verdict, for the
-// person who just ran the lab: per case the effects applied on each store
-// and whether the run matches its case's expectation; per target its runs'
-// safety verdicts and the rules they broke; per chaos run its outcome
-// counts. It says in words what verdicts.json holds.
+// person who just ran the lab: verdicts.json in words.
 func (a *auditor) summaryText() string {
 	var b strings.Builder
 	a.storesSummary(&b)
@@ -65,8 +62,7 @@ func (a *auditor) summaryText() string {
 	return b.String()
 }
 
-// storesSummary writes the table of the runs on stores: one row per case,
-// one column per store, the effects applied and the verdict.
+// storesSummary writes the table of the runs on stores.
 func (a *auditor) storesSummary(b *strings.Builder) {
 	if len(a.storeVerdicts) == 0 {
 		return

@@ -20,11 +20,10 @@ import (
 // .idemlab-setup-old is digested.
 var digestSkipped = []string{"node_modules", ".idemlab-setup", ".idemlab-setup.lock", ".git"}
 
-// checkTargetFolder re-reads a target's folder in the checkout (dir,
-// relative to -root): its target.json must be targets.json's target_json
-// byte for byte, its digest the audit's own, and, for a target that ran,
-// the library versions its lock file pins targets.json's libraries. A
-// folder outside the checkout (dir empty) is not read: a note says so.
+// checkTargetFolder re-reads a target's folder in the checkout: its
+// target.json is target_json byte for byte, its digest the audit's own,
+// and for a target that ran, its lock file pins the libraries. A folder
+// outside the checkout (dir empty) is not read: a note says so.
 func (a *auditor) checkTargetFolder(name string, tm map[string]any, spec *targetSpec, targetJSON []byte) {
 	fail := func(field, format string, args ...any) {
 		a.fail(Failure{Check: CheckTarget, Target: name, Field: field,
@@ -68,13 +67,10 @@ func (a *auditor) checkTargetFolder(name string, tm map[string]any, spec *target
 	}
 }
 
-// folderDigest is the SHA-256 over the target folder root/dir, the
-// audit's own derivation of targets.json's digest: one line
-// "PATH\x00SHA256\n" per regular file (PATH a slash path relative to the
-// folder, SHA256 the hex digest of its bytes), in byte order of PATH,
-// digestSkipped left out at any depth. A symlink or other non-regular
-// file, on the way to the folder or in it, is refused, and so is a folder
-// of more than CapFolderFiles files or CapFolderBytes bytes.
+// folderDigest is the SHA-256 over the target folder root/dir: a line
+// "PATH\x00SHA256\n" per regular file, in byte order of its slash path,
+// digestSkipped left out. A symlink or other non-regular file is refused,
+// and so is a folder over CapFolderFiles files or CapFolderBytes bytes.
 func folderDigest(root, dir string) (string, error) {
 	base := root
 	for _, part := range strings.Split(dir, "/") {
@@ -145,9 +141,8 @@ func folderDigest(root, dir string) (string, error) {
 }
 
 // lockLibraries reads the versions of spec's versions.packages from its
-// lock file in root/dir (package-lock.json, lockfileVersion 2 or later:
-// packages["node_modules/NAME"].version), as targets.json's libraries
-// records them: [{"name", "version"}, ...] in versions.packages order.
+// package-lock.json (lockfileVersion 2 or later), as targets.json's
+// libraries records them.
 func lockLibraries(root, dir string, spec *targetSpec) ([]any, error) {
 	out := []any{}
 	if spec.lock == "" {

@@ -76,9 +76,8 @@ func optString(v any) *string {
 
 func (o obsCall) answered(status int64) bool { return o.outcome == "reply" && o.status == status }
 
-// judgeTarget judges a run of c on t that applied counter effects and
-// observed calls. An error means the calls do not line up with c's steps
-// (the run cannot be judged).
+// judgeTarget judges a run of c on t that applied counter effects; an
+// error means the calls do not line up with c's steps.
 func judgeTarget(c *Case, t *targetSpec, counter int64, calls []obsCall) (targetRunVerdict, error) {
 	sound := soundCalls(c)
 	if sound == nil {
@@ -114,8 +113,7 @@ func judgeTarget(c *Case, t *targetSpec, counter int64, calls []obsCall) (target
 	return j.v, nil
 }
 
-// targetJudge is judgeTarget's state: the case, the calls a sound
-// implementation answers, the observed calls, and the verdict so far.
+// targetJudge is judgeTarget's state.
 type targetJudge struct {
 	c          *Case
 	sound      []soundCall
@@ -134,8 +132,8 @@ func (j *targetJudge) find(rule string, call int, detail string) {
 
 // refusalsTaken finds the requests a sound implementation refuses that
 // the target took with a 200: each a deviation, and one more effect a
-// sound count allows. It reports whether there was one: every value after
-// it is then shifted, so values are not judged.
+// sound count allows. It reports whether there was one (the values after
+// it are shifted, so they are not judged).
 func (j *targetJudge) refusalsTaken() bool {
 	adjusted := false
 	for i, o := range j.calls {
@@ -213,10 +211,9 @@ func callRef(i int) *int {
 	return &i
 }
 
-// markerDeviations are the replay-marker deviations, over the 200 replies
-// a sound implementation marks as replays: one per kind that occurs (no
-// marker declared; a replay unmarked; a replay marked fresh while carrying
-// the replayed value), at its first call, with how many replays it covers.
+// markerDeviations are the replay-marker deviations over the replays a
+// sound implementation marks: one per kind (no marker declared, a replay
+// unmarked, one marked fresh), at its first call, with its count.
 func markerDeviations(t *targetSpec, sound []soundCall, calls []obsCall) []finding {
 	kinds := []struct {
 		what string
@@ -287,8 +284,7 @@ func sameAsEarlier(plan []PlannedCall, calls []obsCall, i int) bool {
 	return false
 }
 
-// keyText names a key in a finding: Go-quoted, its first 40 bytes and its
-// length when longer.
+// keyText quotes a key in a finding, its first 40 bytes and length when longer.
 func keyText(k *string) string {
 	switch {
 	case k == nil:
@@ -311,10 +307,8 @@ func bodyText(b *string) string {
 }
 
 // mirrorDiffs compares a run of the lab's own server as a target with the
-// native run of the store it mirrors (results.json): the effects, the exit
-// codes and every call (step, replica, key, fault, outcome, status, body,
-// replayed; not Retry-After, which the native path does not record), one
-// line per difference.
+// native run of the store it mirrors: the effects, the exit codes and
+// every call (not Retry-After, which the native run does not record).
 func mirrorDiffs(native map[string]any, counter int64, codes []any, calls []obsCall) []string {
 	var out []string
 	if n := number(native["counter"]); n != counter {

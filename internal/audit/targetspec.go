@@ -7,12 +7,10 @@ import (
 	"strings"
 )
 
-// This file is the audit's own reading of a target.json (a service the lab
-// did not write, docs/targets.md) and of which cases can run on it: where
-// each lab fault acts on a target (its own header, the fault proxy in front
-// of it, the effect sink behind it), and why a case cannot run there. The
-// lab's rules live in internal/target (place.go) and internal/verdict
-// (NotRun); these are written again from docs/targets.md's table.
+// This file is the audit's own reading of a target.json and of which cases
+// can run on it (docs/targets.md): where each lab fault acts on a target
+// (its own header, the fault proxy, the effect sink) and why a case cannot
+// run there.
 
 // targetSpec is what of a target.json the audit's checks depend on.
 type targetSpec struct {
@@ -30,8 +28,7 @@ type targetSpec struct {
 	mirrors       string   // the store the lab's own server as a target reproduces
 }
 
-// readTargetSpec reads target.json's bytes strictly and against the
-// target schema; an error says what is wrong, one problem per line.
+// readTargetSpec reads target.json strictly and against its schema.
 func (s *Schemas) readTargetSpec(data []byte) (*targetSpec, error) {
 	v, err := decodeJSON(data, capTargetJSON)
 	if err != nil {
@@ -113,10 +110,8 @@ func targetFaultNames() []string { return sortedKeys(targetFaults) }
 const maxDelayMS = 60000
 
 // placeFault says why the X-Lab-Fault value v cannot act on target t ("":
-// it can). A value joins faults with ","; each is the target's own header
-// where t maps it (or maps "*", every fault), else the proxy's or the
-// sink's, and a sink fault needs a target whose effects the sink counts.
-// The reasons are worded as the runner's not_run records them.
+// it can): each fault is the target's own header where t maps it (or "*"),
+// else the proxy's or the sink's, which needs a target the sink counts.
 func placeFault(v string, t *targetSpec) string {
 	if v == "" || t.native[allFaults] {
 		return ""
@@ -149,13 +144,11 @@ func placeFault(v string, t *targetSpec) string {
 	return ""
 }
 
-// targetNotRun says why case c cannot run on target t ("" when it can),
-// the audit's own reading of docs/targets.md: no target section; the lab
-// server's ledger or key expiry; replicas without a shared store; a body
-// the sound implementation refuses that the target's claimed limit
-// admits; a capacity the case needs (its own, or capacity keys when its
-// sound expectation has a 429) that the target does not claim exactly; a
-// fault that cannot be placed. capacity is the lab's default capacity.
+// targetNotRun says why case c cannot run on target t ("" when it can):
+// no target section; the lab server's ledger or key expiry; replicas
+// without a shared store; a refused body the target's limit admits; a
+// capacity (the case's, or the lab's default capacity when the sound run
+// gets a 429) the target does not claim; a fault that cannot be placed.
 func targetNotRun(c *Case, t *targetSpec, capacity int64) string {
 	switch {
 	case c.Sound == "":
@@ -198,10 +191,8 @@ func targetNotRun(c *Case, t *targetSpec, capacity int64) string {
 	return ""
 }
 
-// soundCall is one call as the case's sound implementation shows it (the
-// expectation of target.sound): outcome, status (0: not checked), body
-// (nil: not checked) and replayed (replayedUnchecked, or the header's
-// expected state).
+// soundCall is one call as the case's sound store expects it: status 0
+// and body nil are not checked.
 type soundCall struct {
 	outcome  string
 	status   int64
@@ -217,8 +208,7 @@ const (
 	replayedTrue
 )
 
-// soundCalls returns the calls of c's sound expectation, one per call
-// (nil when c has no target section or no such expectation).
+// soundCalls returns the calls of c's sound expectation (nil without one).
 func soundCalls(c *Case) []soundCall {
 	if c.Expect[c.Sound] == nil {
 		return nil

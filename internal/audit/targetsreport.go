@@ -17,10 +17,8 @@ deviations from the IETF Idempotency-Key draft, which are never safety
 failures. A case the target cannot express is *not run*, with the reason.
 `
 
-// targetsReport is the audit's own rendering of TARGETS.md: per target its
-// summary, what it ran on and claims, a table of its cases (effects against
-// the sound implementation's, safety, the conformance rules deviated from,
-// the safety findings), then per run its findings and calls.
+// targetsReport renders TARGETS.md: per target its summary, code and
+// claims, a table of its cases, then per run its findings and calls.
 func targetsReport(views []*targetView) []byte {
 	var b strings.Builder
 	b.WriteString("# idemlab targets\n\n" + targetsLegend)
@@ -97,8 +95,7 @@ func callTable(b *strings.Builder, calls []any) {
 	}
 }
 
-// codeUnderTest names the libraries and the runtime, "(not recorded)"
-// when targets.json records neither.
+// codeUnderTest names the libraries and the runtime.
 func codeUnderTest(t *targetView) string {
 	var parts []string
 	for _, l := range t.libraries {
@@ -134,8 +131,7 @@ func claimsText(s *targetSpec) string {
 	return strings.Join(parts, ", ")
 }
 
-// mirrorSummary says whether every run of a mirroring target reproduced
-// the native one.
+// mirrorSummary says whether a mirroring target's runs were the native ones.
 func mirrorSummary(runs []runView) string {
 	ran, differ := 0, 0
 	for _, r := range runs {
@@ -152,8 +148,7 @@ func mirrorSummary(runs []runView) string {
 	return fmt.Sprintf("%d of %d runs DIFFER", differ, ran)
 }
 
-// distinctRules lists each rule of fs once, in order of first appearance;
-// a dash for none.
+// distinctRules lists each rule of fs once, in order; a dash for none.
 func distinctRules(fs []finding) string {
 	var rules []string
 	for _, f := range fs {

@@ -7,15 +7,11 @@ import (
 )
 
 // VerdictsFile is the audit's verdicts, for machines: every run on a
-// store against its case's expectation, every run on a target (safety,
-// conformance, and a mirror's differences), every chaos run's counts and
-// findings. The audit derives it from the observations and writes it
-// (-write) or compares it byte for byte, like the renderings a person
-// reads, which say the same in words.
+// store, every run on a target and every chaos run, judged. The renderings
+// a person reads say the same in words.
 const VerdictsFile = "verdicts.json"
 
-// verdictsVersion is the version of verdicts.json's shape
-// (schema/verdicts.schema.json).
+// verdictsVersion is the version of schema/verdicts.schema.json.
 const verdictsVersion = 1
 
 type verdictsDoc struct {
@@ -42,10 +38,9 @@ type targetVerdict struct {
 	Runs    []targetRunVerdict `json:"runs"`
 }
 
-// targetRunVerdict is one case on a target: not run (why), or its
-// safety verdict with the effects against a sound implementation's, its
-// safety findings, its conformance deviations and, for the lab's own
-// server as a target, its differences from the native run.
+// targetRunVerdict is one case on a target: not run (why), or its safety
+// verdict and effects against a sound implementation's, its findings, its
+// conformance deviations and a mirror's differences from the native run.
 type targetRunVerdict struct {
 	Case         string    `json:"case"`
 	NotRun       string    `json:"not_run"`
@@ -99,8 +94,7 @@ type ChaosFinding struct {
 	Detail string `json:"detail"`
 }
 
-// maxChaosListed bounds the findings a chaos verdict lists, violations
-// first.
+// maxChaosListed bounds the findings a chaos verdict lists.
 const maxChaosListed = 100
 
 // targetVerdictOf is a judged target as verdicts.json records it.
@@ -137,8 +131,7 @@ func chaosVerdictOf(sub chaosSubject, h *chaosHistory, c chaosCheck) ChaosVerdic
 	return v
 }
 
-// deriveVerdicts writes verdicts.json from the verdicts the checks
-// recorded.
+// deriveVerdicts writes verdicts.json from the verdicts recorded.
 func (a *auditor) deriveVerdicts() {
 	doc := verdictsDoc{SchemaVersion: verdictsVersion, Stores: orEmpty(a.storeVerdicts), Targets: orEmpty(a.targetVerdicts), Chaos: orEmpty(a.chaosVerdicts)}
 	data, err := marshalEvidence(doc)
