@@ -111,18 +111,14 @@ func (d MS) MarshalJSON() ([]byte, error) {
 // Run runs case c on store. An error means the lab itself broke (a server
 // never became ready, a state folder or database could not be made);
 // anything the server does wrong is an observation, not an error.
-func Run(ctx context.Context, cfg Config, c casefile.Case, kind protocol.Store) (Observed, Detail, error) {
-	obs, det, err := runCase(ctx, cfg, c, kind)
-	if err != nil {
-		return obs, det, fmt.Errorf("case %s on %s: %w", c.Name, kind, err)
-	}
-	return obs, det, nil
-}
-
-func runCase(ctx context.Context, cfg Config, c casefile.Case, kind protocol.Store) (Observed, Detail, error) {
+func Run(ctx context.Context, cfg Config, c casefile.Case, kind protocol.Store) (obs Observed, det Detail, err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("case %s on %s: %w", c.Name, kind, err)
+		}
+	}()
 	began := time.Now()
-	obs := Observed{Case: c.Name, Store: kind, ExitCodes: []int{}, Calls: []Call{}}
-	var det Detail
+	obs = Observed{Case: c.Name, Store: kind, ExitCodes: []int{}, Calls: []Call{}}
 	root, err := os.MkdirTemp(cfg.StateRoot, c.Name+"-"+string(kind)+"-")
 	if err != nil {
 		return obs, det, fmt.Errorf("make state folder: %w", err)

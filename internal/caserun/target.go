@@ -64,19 +64,15 @@ const countWithin = 30 * time.Second
 // count command failed); anything the target does wrong is an
 // observation. Every process, the proxies, the sink and the side services
 // are stopped on every path.
-func RunTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (Observed, TargetDetail, error) {
-	obs, det, err := runTarget(ctx, cfg, c)
-	if err != nil {
-		return obs, det, fmt.Errorf("case %s on target %s: %w", c.Name, cfg.Target.Name, err)
-	}
-	return obs, det, nil
-}
-
-func runTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (Observed, TargetDetail, error) {
-	began := time.Now()
+func RunTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (obs Observed, det TargetDetail, err error) {
 	t := cfg.Target
-	obs := Observed{Case: c.Name, ExitCodes: []int{}, Calls: []Call{}}
-	var det TargetDetail
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("case %s on target %s: %w", c.Name, t.Name, err)
+		}
+	}()
+	began := time.Now()
+	obs = Observed{Case: c.Name, ExitCodes: []int{}, Calls: []Call{}}
 	root, err := os.MkdirTemp(cfg.StateRoot, c.Name+"-"+t.Name+"-")
 	if err != nil {
 		return obs, det, fmt.Errorf("make state folder: %w", err)

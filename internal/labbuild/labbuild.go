@@ -47,6 +47,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -98,7 +99,7 @@ type Recipe struct {
 
 // RecipeFor returns the recipe Build uses for pkg.
 func RecipeFor(pkg string) Recipe {
-	return Recipe{Package: pkg, Flags: clone(Flags), Env: clone(Env)}
+	return Recipe{Package: pkg, Flags: slices.Clone(Flags), Env: slices.Clone(Env)}
 }
 
 // Prebuilt returns the recipe of a binary supplied by the user in place of
@@ -147,15 +148,12 @@ const keepUnused = 5 * 24 * time.Hour
 // recipe, from the cache when an entry with the same key is intact, else by
 // running go build. Errors start with "build PKG: "; a failed build's error
 // includes the go command's output.
-func Build(ctx context.Context, o Options) (Binary, error) {
-	b, err := build(ctx, o)
-	if err != nil {
-		return Binary{}, fmt.Errorf("build %s: %w", o.Package, err)
-	}
-	return b, nil
-}
-
-func build(ctx context.Context, o Options) (Binary, error) {
+func Build(ctx context.Context, o Options) (b Binary, err error) {
+	defer func() {
+		if err != nil {
+			b, err = Binary{}, fmt.Errorf("build %s: %w", o.Package, err)
+		}
+	}()
 	if o.Go == "" {
 		o.Go = "go"
 	}
@@ -172,7 +170,7 @@ func build(ctx context.Context, o Options) (Binary, error) {
 		}
 		o.CacheDir = filepath.Join(dir, "idemlab", "bin")
 	}
-	env := append(clone(o.Env), Env...)
+	env := append(slices.Clone(o.Env), Env...)
 
 	goenv, err := goEnv(ctx, o.Go, o.Root, env)
 	if err != nil {
@@ -189,7 +187,7 @@ func build(ctx context.Context, o Options) (Binary, error) {
 	name += goenv["GOEXE"]
 	dir := filepath.Join(o.CacheDir, hashString(inputs)[:32])
 	bin := filepath.Join(dir, name)
-	b := Binary{Path: bin, Recipe: RecipeFor(o.Package)}
+	b = Binary{Path: bin, Recipe: RecipeFor(o.Package)}
 
 	if sum, ok := intact(bin); ok {
 		now := time.Now()
@@ -393,5 +391,3 @@ func inModule(importPath, modPath string) (string, bool) {
 	}
 	return "", false
 }
-
-func clone(s []string) []string { return append([]string(nil), s...) }

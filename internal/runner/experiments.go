@@ -83,15 +83,3 @@ func lookupExperiment(name Experiment) (experiment, bool) {
 	}
 	return experiment{}, false
 }
-
-// experimentFiles lists every file any experiment writes, and the
-// patterns of those whose names depend on the run.
-func experimentFiles() ([]string, []*regexp.Regexp) {
-	var names []string
-	var patterns []*regexp.Regexp
-	for _, e := range experiments {
-		names = append(names, e.files...)
-		patterns = append(patterns, e.patterns...)
-	}
-	return names, patterns
-}

@@ -85,8 +85,9 @@ func (o Options) plan() (suite bool, run []Experiment) {
 	}
 }
 
-// check refuses an unknown experiment, a bad count and flags that exclude
-// each other, before anything is built or run.
+// check refuses an unknown experiment, a bad count, the knobs of an
+// experiment this invocation runs and flags that exclude each other,
+// before anything is built or run.
 func (o Options) check() error {
 	if o.Experiment != "" {
 		if _, err := ParseExperiment(string(o.Experiment)); err != nil {
@@ -103,8 +104,13 @@ func (o Options) check() error {
 	if oneExperiment && o.Case != "" {
 		return &UsageError{errors.New("-case and -experiment exclude each other: a run is either cases or one experiment")}
 	}
-	if err := o.checkKnobs(); err != nil {
-		return err
+	_, run := o.plan()
+	for _, name := range run {
+		if e, _ := lookupExperiment(name); e.check != nil {
+			if err := e.check(o); err != nil {
+				return &UsageError{fmt.Errorf("%s experiment: %w", name, err)}
+			}
+		}
 	}
 	if o.PostgresDSN != "" {
 		if err := pgcluster.CheckDSN(o.PostgresDSN); err != nil {
@@ -119,19 +125,6 @@ func (o Options) check() error {
 	}
 	if oneExperiment {
 		return &UsageError{errors.New("-unsafe-registry and -experiment exclude each other: a mutation run runs the cases")}
-	}
-	return nil
-}
-
-// checkKnobs refuses the knobs of every experiment this invocation runs.
-func (o Options) checkKnobs() error {
-	_, run := o.plan()
-	for _, name := range run {
-		if e, ok := lookupExperiment(name); ok && e.check != nil {
-			if err := e.check(o); err != nil {
-				return &UsageError{fmt.Errorf("%s experiment: %w", name, err)}
-			}
-		}
 	}
 	return nil
 }
@@ -188,9 +181,12 @@ func ParseStores(flag string) ([]protocol.Store, error) {
 // write into the evidence folder, and the patterns of those whose names
 // depend on the run.
 func evidenceNames() ([]string, []*regexp.Regexp) {
-	names, patterns := experimentFiles()
-	names = append(append(names, evidence.ResultsName, evidence.RunName, evidence.ManifestName, evidence.TargetsName), evidence.DerivedNames...)
-	return names, append(patterns, evidence.DerivedPattern)
+	names := append([]string{evidence.ResultsName, evidence.RunName, evidence.ManifestName, evidence.TargetsName}, evidence.DerivedNames...)
+	patterns := []*regexp.Regexp{evidence.DerivedPattern}
+	for _, e := range experiments {
+		names, patterns = append(names, e.files...), append(patterns, e.patterns...)
+	}
+	return names, patterns
 }
 
 // onTargets says whether the cases and chaos run on targets: on the

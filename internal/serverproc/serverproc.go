@@ -104,8 +104,8 @@ func StartSpec(ctx context.Context, spec Spec) (*Server, error) {
 
 	ready := make(chan string, 1)
 	var pipes sync.WaitGroup
-	pipes.Go(func() { s.readStdout(stdout, spec.ReadyLine, ready) })
-	pipes.Go(func() { s.collect(stderr) })
+	pipes.Go(func() { s.readLog(stdout, "stdout: ", spec.ReadyLine, ready) })
+	pipes.Go(func() { s.readLog(stderr, "", nil, nil) })
 	go func() {
 		// Wait only after the pipes are drained, as os/exec requires.
 		pipes.Wait()
@@ -168,39 +168,34 @@ func (s *Server) probe(addr, path string, within time.Duration, ready chan<- str
 	}
 }
 
-// readStdout passes the address of the first line matching ready on (""
-// when the line names none) and keeps every other line as log.
-func (s *Server) readStdout(r io.Reader, ready *regexp.Regexp, found chan<- string) {
+// readLog keeps every line of r as log, after prefix, except the first
+// one matching ready (if set), whose address it passes on found ("" when
+// the line names none).
+func (s *Server) readLog(r io.Reader, prefix string, ready *regexp.Regexp, found chan<- string) {
 	sc := bufio.NewScanner(r)
-	sent := ready == nil
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
 		line := sc.Text()
-		if !sent {
-			if m := ready.FindStringSubmatch(line); m != nil {
-				addr := ""
-				if len(m) > 1 {
-					addr = m[1]
-					if _, err := strconv.Atoi(addr); err == nil {
-						addr = net.JoinHostPort("127.0.0.1", addr) // a bare port
-					}
-				}
-				found <- addr
-				sent = true
-				continue
-			}
+		if ready != nil && ready.MatchString(line) {
+			found <- readyAddr(ready.FindStringSubmatch(line))
+			ready = nil
+			continue
 		}
-		s.addLog("stdout: " + line)
+		s.addLog(prefix + line)
 	}
 	_, _ = io.Copy(io.Discard, r) // a line too long for the scanner: keep draining
 }
 
-func (s *Server) collect(r io.Reader) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		s.addLog(sc.Text())
+// readyAddr is the address a ready line's match names: its first group,
+// host:port or a bare port on 127.0.0.1; "" when it has none.
+func readyAddr(m []string) string {
+	if len(m) < 2 {
+		return ""
 	}
-	_, _ = io.Copy(io.Discard, r)
+	if _, err := strconv.Atoi(m[1]); err == nil {
+		return net.JoinHostPort("127.0.0.1", m[1])
+	}
+	return m[1]
 }
 
 func (s *Server) addLog(line string) {
