@@ -1,18 +1,17 @@
-// Package caserun runs one case on one store: fresh state (a state folder, or
-// a database for a database store), real effectserver subprocesses (one per
-// replica), the case's steps as real loopback HTTP calls, stops, starts and
-// crashes, and at the end the effects applied, read from the store's state
-// after every server has exited. It returns what was observed; it does not
-// judge.
+// Package caserun runs one case on one store, or on a target (target.go):
+// fresh state, real server processes (one per replica), the case's steps as
+// real loopback HTTP calls, stops, starts and crashes, and at the end the
+// effects applied, read once every server exited. It returns what was
+// observed; the audit judges it.
 //
 // A case with a ledger gets one more server, started first and stopped
-// last: the ledger, always on the durable store in a state folder of its
-// own, with its own keys; every replica calls it for its effect
-// (effectserver -downstream), and its counter, read from its state after
-// it exited, is the run's ledger counter.
+// last, on the durable store with its own state and keys: every replica
+// calls it for its effect (effectserver -downstream), and its counter is
+// the run's ledger counter.
 package caserun
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -172,11 +171,10 @@ func Run(ctx context.Context, cfg Config, c casefile.Case, kind protocol.Store) 
 	return obs, det, nil
 }
 
-// placesFor makes where each replica keeps its state: one state folder
-// shared by every replica of the durable store, a folder per replica for
-// the volatile store (its registry and counter are per process, which is
-// what its column shows), one database for a database store. drop removes
-// the database, if any.
+// placesFor makes where each replica keeps its state: one folder the
+// durable store's replicas share, a folder per volatile replica (its
+// registry is per process, as its column shows), one database for a
+// database store, which drop removes.
 func placesFor(ctx context.Context, cfg Config, kind protocol.Store, root string, replicas int) (places []store.Place, drop func(), err error) {
 	drop = func() {}
 	places = make([]store.Place, replicas)
@@ -211,10 +209,9 @@ func placesFor(ctx context.Context, cfg Config, kind protocol.Store, root string
 	return places, drop, nil
 }
 
-// newDatabase makes a fresh database for one run, named at random (so
-// nothing about the run's place reaches the evidence), and returns its DSN
-// and how to drop it: with a fresh context, as the run's may be cancelled
-// and the database must go.
+// newDatabase makes a database for one run, named at random (nothing of the
+// run reaches the evidence), and returns its DSN and how to drop it (with a
+// fresh context: the run's may be cancelled, the database must go).
 func newDatabase(ctx context.Context, dbs Databases) (dsn string, drop func(), err error) {
 	b := make([]byte, 8)
 	rand.Read(b)
@@ -326,11 +323,9 @@ func (r *run) execute(ctx context.Context) error {
 	return nil
 }
 
-// stopServer ends a replica's server the way the case says and records its
-// exit code. A server that has to be killed is recorded with code 137
-// (SIGKILL): an observation the audit will flag, not a broken lab. A
-// replica that is not running has nothing to stop (casefile refuses such a
-// step).
+// stopServer ends a running replica's server the way the case says and
+// records its exit code; one that had to be killed is recorded with 137
+// (SIGKILL), an observation the audit will flag, not a broken lab.
 func (r *run) stopServer(replica int, how casefile.Stop) {
 	if !r.reps.Running(replica) {
 		return
@@ -366,13 +361,8 @@ func (sr *storeReplicas) Running(i int) bool { return sr.servers[i] != nil }
 // startLedger starts the case's ledger: durable, in its own state folder,
 // with faults on (an upstream asks it to drop a reply) and its own key TTL.
 func (sr *storeReplicas) startLedger(ctx context.Context) error {
-	p := sr.cfg.Protocol
-	args := []string{"-addr", protocol.DefaultAddr, "-store", string(protocol.Durable), "-state", sr.ledgerDir,
-		"-capacity", strconv.Itoa(p.Capacity), "-max-body", strconv.Itoa(p.MaxBody), "-wait", p.Wait.String(), "-faults"}
-	if ms := sr.c.Ledger.KeyTTLMS; ms > 0 {
-		args = append(args, "-key-ttl", (time.Duration(ms) * time.Millisecond).String())
-	}
-	s, err := serverproc.Start(ctx, sr.cfg.ServerPath, args, p.ReadyWithin)
+	args := sr.serverArgs(protocol.Durable, store.Place{Dir: sr.ledgerDir}, 0, sr.c.Ledger.KeyTTLMS)
+	s, err := serverproc.Start(ctx, sr.cfg.ServerPath, args, sr.cfg.Protocol.ReadyWithin)
 	if err != nil {
 		return fmt.Errorf("start the ledger: %w", err)
 	}
@@ -401,43 +391,40 @@ func (sr *storeReplicas) stopLedger() error {
 	return nil
 }
 
-// start starts a replica's server on its place.
-func (sr *storeReplicas) Start(ctx context.Context, replica int) error {
-	if sr.servers[replica] != nil {
-		return fmt.Errorf("start replica %d: already running", replica)
-	}
+// serverArgs are the flags of a server of the run on kind at place: the
+// protocol's limits (capacity the case's, if set), faults on, and the key
+// TTL, if any.
+func (sr *storeReplicas) serverArgs(kind protocol.Store, place store.Place, capacity, keyTTLMS int) []string {
 	p := sr.cfg.Protocol
-	place := sr.places[replica]
-	args := []string{"-addr", protocol.DefaultAddr, "-store", string(sr.kind)}
-	if sr.kind.InDatabase() {
+	args := []string{"-addr", protocol.DefaultAddr, "-store", string(kind), "-capacity", strconv.Itoa(cmp.Or(capacity, p.Capacity)),
+		"-max-body", strconv.Itoa(p.MaxBody), "-wait", p.Wait.String(), "-faults"}
+	if kind.InDatabase() {
 		args = append(args, "-dsn", place.DSN)
 	} else {
 		args = append(args, "-state", place.Dir)
 	}
-	capacity := p.Capacity
-	if sr.c.Server.Capacity > 0 {
-		capacity = sr.c.Server.Capacity
+	if keyTTLMS > 0 {
+		args = append(args, "-key-ttl", (time.Duration(keyTTLMS) * time.Millisecond).String())
 	}
-	if ms := sr.c.Server.KeyTTLMS; ms > 0 {
-		args = append(args, "-key-ttl", (time.Duration(ms) * time.Millisecond).String())
+	return args
+}
+
+// Start starts a replica's server on its place.
+func (sr *storeReplicas) Start(ctx context.Context, replica int) error {
+	if sr.servers[replica] != nil {
+		return fmt.Errorf("start replica %d: already running", replica)
 	}
+	args := sr.serverArgs(sr.kind, sr.places[replica], sr.c.Server.Capacity, sr.c.Server.KeyTTLMS)
 	if sr.ledger != nil {
-		args = append(args, "-downstream", client.EffectURL(sr.ledger.Addr),
-			"-forward-key="+strconv.FormatBool(sr.c.Ledger.ForwardKey))
+		args = append(args, "-downstream", client.EffectURL(sr.ledger.Addr), "-forward-key="+strconv.FormatBool(sr.c.Ledger.ForwardKey))
 		if ms := sr.c.Server.LeaseMS; ms > 0 {
 			args = append(args, "-lease", (time.Duration(ms) * time.Millisecond).String())
 		}
 	}
-	args = append(args,
-		"-capacity", strconv.Itoa(capacity),
-		"-max-body", strconv.Itoa(p.MaxBody),
-		"-wait", p.Wait.String(),
-		"-faults",
-	)
 	if sr.cfg.UnsafeRegistry != protocol.Sound {
 		args = append(args, "-unsafe-registry", string(sr.cfg.UnsafeRegistry))
 	}
-	s, err := serverproc.Start(ctx, sr.cfg.ServerPath, args, p.ReadyWithin)
+	s, err := serverproc.Start(ctx, sr.cfg.ServerPath, args, sr.cfg.Protocol.ReadyWithin)
 	if err != nil {
 		return fmt.Errorf("start effectserver (replica %d): %w", replica, err)
 	}
@@ -504,9 +491,8 @@ func (r *run) sequential(ctx context.Context, step int, call casefile.Call) {
 
 // concurrent releases every client of the group at once and records the
 // group in canonical order; the launch index of each goes to run.json.
-// Across replicas, client i goes to replica i mod replicas; which replica a
-// recorded call went to is left out of results.json, because which replica
-// won a race is not the same from run to run.
+// Across replicas, client i goes to replica i mod replicas, left out of
+// results.json: which replica won a race differs from run to run.
 func (r *run) concurrent(ctx context.Context, step int, g casefile.Concurrent) {
 	replicaOf := func(client int) int {
 		if g.AcrossReplicas {

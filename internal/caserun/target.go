@@ -27,13 +27,11 @@ import (
 	"idemlab/internal/target"
 )
 
-// This file runs a case on a target, a service the lab did not write:
-// every replica is the target's own process, started from target.json in a
-// process group of its own, with the lab's fault proxy in front of it and
-// the lab's effect sink behind it (docs/targets.md). The steps are the
-// same as on the lab's own server; the effects applied are the sink's
-// journal, or what the target's count command prints once every process
-// exited.
+// This file runs a case on a target, a service the lab did not write: each
+// replica is the target's own process, in a process group of its own,
+// between the lab's fault proxy and its effect sink (docs/targets.md). The
+// effects applied are the sink's journal, or what the target's count
+// command prints once every process exited.
 
 // TargetConfig says how to run cases on one target.
 type TargetConfig struct {
@@ -47,9 +45,8 @@ type TargetConfig struct {
 	Capacity int
 }
 
-// TargetDetail is what varies between runs of a case on a target: the
-// processes, calls and log lines (as a store run's), the sink's journal
-// and the proxy's exchanges.
+// TargetDetail is what varies between runs of a case on a target: a store
+// run's Detail, the sink's journal and the proxy's exchanges.
 type TargetDetail struct {
 	Detail
 	Journal   []sink.Entry
@@ -60,10 +57,8 @@ type TargetDetail struct {
 const countWithin = 30 * time.Second
 
 // RunTarget runs case c on cfg.Target. An error means the lab could not
-// run it (the target never got ready, a side service did not start, the
-// count command failed); anything the target does wrong is an
-// observation. Every process, the proxies, the sink and the side services
-// are stopped on every path.
+// run it (the target never got ready, a side service or the count command
+// failed); anything the target does wrong is an observation.
 func RunTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (obs Observed, det TargetDetail, err error) {
 	t := cfg.Target
 	defer func() {
@@ -158,12 +153,10 @@ type TargetReplicas struct {
 }
 
 // StartTargetReplicas prepares n replicas of cfg.Target in the run folder
-// root (which the caller made and removes): a state folder shared by the
-// replicas ({state}), the side services target.json names, and the effect
-// sink where the target has one. It starts no replica (Start does).
-// faultKill, if not nil, is told of every kill a fault makes, just before
-// it. On an
-// error the returned TargetReplicas, if not nil, must still be closed.
+// root: a state folder the replicas share ({state}), the side services
+// target.json names, and the effect sink where the target has one; Start
+// starts a replica. faultKill, if set, is told of every kill a fault makes,
+// just before it. A non-nil result must be closed, even with an error.
 func StartTargetReplicas(ctx context.Context, cfg TargetConfig, root string, n int, faultKill func(replica int)) (*TargetReplicas, error) {
 	t := cfg.Target
 	state := filepath.Join(root, "state")
@@ -188,16 +181,14 @@ func StartTargetReplicas(ctx context.Context, cfg TargetConfig, root string, n i
 // Count is the number of replicas.
 func (tr *TargetReplicas) Count() int { return len(tr.procs) }
 
-// Running reports whether replica i was started and its exit not yet
-// collected by Stop.
+// Running reports whether replica i was started and not yet Stopped.
 func (tr *TargetReplicas) Running(i int) bool {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return tr.procs[i] != nil
 }
 
-// Exited reports whether replica i was started and its process has
-// exited (killed, or on its own), its exit not yet collected by Stop.
+// Exited reports whether replica i's process exited, not yet Stopped.
 func (tr *TargetReplicas) Exited(i int) bool {
 	tr.mu.Lock()
 	s := tr.procs[i]
@@ -215,9 +206,8 @@ func (tr *TargetReplicas) URL(i int) string {
 	return "http://" + tr.proxies[i].Addr() + tr.t.Request.Path
 }
 
-// ProxyURL is replica i's call URL through its proxy whether or not the
-// replica runs (a call while it is down is closed unanswered); "" before
-// its first start.
+// ProxyURL is replica i's call URL whether or not it runs (a call while it
+// is down is closed unanswered); "" before its first start.
 func (tr *TargetReplicas) ProxyURL(i int) string {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
@@ -227,8 +217,7 @@ func (tr *TargetReplicas) ProxyURL(i int) string {
 	return "http://" + tr.proxies[i].Addr() + tr.t.Request.Path
 }
 
-// Process is the process id and address of replica i (0 and "" while it
-// is down).
+// Process is replica i's process id and address (0 and "" while down).
 func (tr *TargetReplicas) Process(i int) (pid int, addr string) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
@@ -264,8 +253,7 @@ func (tr *TargetReplicas) startServices(ctx context.Context, root string) error 
 	return nil
 }
 
-// Start starts replica i's process, on the run's state, and points its
-// proxy at it.
+// Start starts replica i's process and points its proxy at it.
 func (tr *TargetReplicas) Start(ctx context.Context, i int) error {
 	if tr.Running(i) {
 		return fmt.Errorf("start replica %d: already running", i)
@@ -346,9 +334,8 @@ func (tr *TargetReplicas) Exchanges() []proxy.Exchange {
 	return append([]proxy.Exchange(nil), tr.ex...)
 }
 
-// Kill kills replica i's process group with SIGKILL and returns once it
-// exited (a replica that is down: nothing). The replica counts as running
-// until Stop collects its exit.
+// Kill kills replica i's process group and returns once it exited; the
+// replica counts as running until Stop.
 func (tr *TargetReplicas) Kill(i int) {
 	tr.mu.Lock()
 	s := tr.procs[i]
@@ -358,8 +345,7 @@ func (tr *TargetReplicas) Kill(i int) {
 	}
 }
 
-// killByFault is the crash the proxy and the sink inject: tell faultKill,
-// then Kill.
+// killByFault is the crash the proxy and the sink inject.
 func (tr *TargetReplicas) killByFault(i int) {
 	if tr.faultKill != nil {
 		tr.faultKill(i)
@@ -367,10 +353,8 @@ func (tr *TargetReplicas) killByFault(i int) {
 	tr.Kill(i)
 }
 
-// Stop ends replica i the way how says (a case's stop step): wait for the
-// exit a kill or a crash fault caused, or SIGTERM with the target's grace
-// before SIGKILL. It returns the exit code, the replica's log lines and
-// what went wrong stopping it; the replica is down afterwards.
+// Stop ends replica i the way how says: wait for the exit a kill or a crash
+// fault caused, or SIGTERM with the target's grace before SIGKILL.
 func (tr *TargetReplicas) Stop(i int, how casefile.Stop) (int, []string, ServerDetail, error) {
 	tr.mu.Lock()
 	s := tr.procs[i]
@@ -390,9 +374,8 @@ func (tr *TargetReplicas) Stop(i int, how casefile.Stop) (int, []string, ServerD
 	return code, s.Log(), ServerDetail{Replica: i, PID: s.PID, Addr: s.Addr, ReadyIn: MS(s.ReadyIn), ExitCode: code}, err
 }
 
-// Journal closes the sink (no effect is applied after it) and returns its
-// journal: the effects applied, in sequence order. Nil for a target that
-// counts its own effects.
+// Journal closes the sink (no effect is applied after it) and returns the
+// effects applied, in order; nil for a target that counts its own.
 func (tr *TargetReplicas) Journal() []sink.Entry {
 	if tr.sink == nil {
 		return nil
@@ -401,9 +384,8 @@ func (tr *TargetReplicas) Journal() []sink.Entry {
 	return tr.sink.Journal()
 }
 
-// Close is the last resort on every path out of a run: every process,
-// every proxy, the sink, the side services. It may be called more than
-// once.
+// Close stops every process, proxy, the sink and the side services: the
+// last resort on every path out of a run, safe to call again.
 func (tr *TargetReplicas) Close() {
 	tr.mu.Lock()
 	procs := append([]*serverproc.Server(nil), tr.procs...)
@@ -430,8 +412,7 @@ func (tr *TargetReplicas) Close() {
 	}
 }
 
-// countEffects runs the target's count command once every process exited and
-// reads the one integer it prints: the effects applied.
+// countEffects reads the effects applied from the target's count command.
 func (tr *TargetReplicas) countEffects(ctx context.Context) (int64, error) {
 	argv := tr.t.CountCommand(tr.vars)
 	out, err := tr.runAfter(ctx, "count effects", argv)
@@ -445,10 +426,8 @@ func (tr *TargetReplicas) countEffects(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// ReadJournal runs the target's journal command once every process exited
-// and reads the journal of applied effects it prints (store.State's JSON:
-// the counter, and each effect's value and body SHA-256, values 1..counter
-// in order). A target without one has none: an error.
+// ReadJournal reads the effects applied from the target's journal command
+// (store.State's JSON); a target without one is an error.
 func (tr *TargetReplicas) ReadJournal(ctx context.Context) (store.State, error) {
 	argv := tr.t.JournalCommand(tr.vars)
 	if len(argv) == 0 {
@@ -489,7 +468,7 @@ func parseJournal(out []byte) (store.State, error) {
 }
 
 // runAfter runs a command of the target's once every process exited, in its
-// folder, with its environment, and returns what it printed.
+// folder and environment, and returns what it printed.
 func (tr *TargetReplicas) runAfter(ctx context.Context, what string, argv []string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, countWithin)
 	defer cancel()
