@@ -41,18 +41,16 @@ func chaosFiles() []string {
 }
 
 // ChaosOptions are the chaos experiment's knobs (runner -duration,
-// -clients, -replicas); zero fields take chaos.Config's defaults (for a
-// caller of Run: the runner's flags refuse a 0, see cmd/runner's bounds).
+// -clients, -replicas); a zero takes chaos.Config's default.
 type ChaosOptions struct {
 	Duration time.Duration // on a store; and on a target when set away from its default
 	Clients  int
 	Replicas int
 }
 
-// DefaultTargetDuration is the chaos phase on each target unless Duration
-// is set away from its default (runner -duration: a soak): short, for the
-// suite's time budget (a target's replicas take longer to restart than
-// the lab's server).
+// DefaultTargetDuration is the chaos phase on a target unless Duration is
+// set away from its default (a soak): short, as a target's replicas take
+// longer to restart than the lab's server.
 const DefaultTargetDuration = 1500 * time.Millisecond
 
 // targetDuration is the chaos phase on a target.
@@ -68,11 +66,9 @@ func (c ChaosOptions) config() chaos.Config {
 	return chaos.Config{Duration: c.Duration, Clients: c.Clients, Replicas: c.Replicas}
 }
 
-// runChaos runs the chaos experiment on each selected store, then on each
-// target, in turn, prints what each recorded, and returns chaos.json and
-// per run its history. A target that cannot run (a missing program, or
-// effects it counts itself) is a run in chaos.json saying why, in one
-// line on the way.
+// runChaos runs chaos on each selected store, then on each target, prints
+// what each recorded, and returns chaos.json and each run's history. A
+// target that cannot run is a run in chaos.json saying why.
 func runChaos(ctx context.Context, inv *invocation) ([]evidence.File, error) {
 	var runs []json.RawMessage
 	var files []evidence.File
@@ -144,10 +140,9 @@ func (inv *invocation) chaosConfig(s protocol.Store, t *target.Target) chaos.Con
 	return cfg
 }
 
-// chaosNotRun says why the chaos experiment does not run on t ("" when it
-// does, having run t's setup), with t's digest: a program it needs is
-// missing (an error under IDEMLAB_REQUIRE_TARGETS=1), or it counts its
-// effects itself.
+// chaosNotRun says why chaos does not run on t: a program it needs is
+// missing, or it counts its effects itself; "" and t's digest once its
+// setup ran.
 func chaosNotRun(ctx context.Context, inv *invocation, t *target.Target) (why, digest string, err error) {
 	why, err = skipped(t, inv.pg != nil)
 	if err != nil {

@@ -8,11 +8,9 @@ import (
 	"idemlab/internal/target"
 )
 
-// background runs a run's preparations beside it: the lab's builds and
-// the targets' setups, which on a cold machine take longer than anything
-// the run does and need nothing from each other. stop cancels what is
-// still running and waits for it, so that no go build or npm outlives Run
-// on any path.
+// background runs a run's preparations beside it: the lab's builds and the
+// targets' setups. stop cancels what still runs and waits for it, so that
+// no go build or npm outlives Run on any path.
 type background struct {
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -76,8 +74,7 @@ func startSetups(b *background, ts []*target.Target, havePostgres bool, log io.W
 }
 
 // waitAll waits for the setup of each of ts started in the background, in
-// order, and returns the first error. The run waits for them before its
-// cases, so that no npm shares the machine with a measured run.
+// order, and returns the first error.
 func (s setups) waitAll(ctx context.Context, ts []*target.Target) error {
 	for _, t := range ts {
 		if wait, ok := s[t]; ok {
@@ -89,8 +86,7 @@ func (s setups) waitAll(ctx context.Context, ts []*target.Target) error {
 	return nil
 }
 
-// ensure waits for t's setup started in the background, or runs it now
-// when none was (a caller of runTarget other than Run; a nil s).
+// ensure waits for t's setup started in the background, or runs it now.
 func (s setups) ensure(ctx context.Context, t *target.Target, digest string, log io.Writer) error {
 	if wait, ok := s[t]; ok {
 		_, err := wait(ctx)
@@ -99,16 +95,14 @@ func (s setups) ensure(ctx context.Context, t *target.Target, digest string, log
 	return t.EnsureSetup(ctx, digest, log)
 }
 
-// lockedWriter serialises writes to w under mu: the background's lines (a
-// build's progress, a setup's) and the run's own come from several
-// goroutines, and a caller may pass one buffer as Stdout and Stderr.
+// lockedWriter serialises writes to w: the background's lines and the run's
+// come from several goroutines, and Stdout and Stderr may be one buffer.
 type lockedWriter struct {
 	mu *sync.Mutex
 	w  io.Writer
 }
 
-// lockOutput returns stdout and stderr behind one lock (a nil one stays
-// nil: no output).
+// lockOutput returns stdout and stderr behind one lock (nil stays nil).
 func lockOutput(stdout, stderr io.Writer) (io.Writer, io.Writer) {
 	mu := new(sync.Mutex)
 	lock := func(w io.Writer) io.Writer {

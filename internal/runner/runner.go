@@ -136,9 +136,8 @@ type UsageError struct{ Err error }
 func (e *UsageError) Error() string { return e.Err.Error() }
 func (e *UsageError) Unwrap() error { return e.Err }
 
-// parallel bounds how many (case, store) runs go at once. Runs spend most of
-// their time waiting on fsync, sleeps and process starts, not on the CPU, so
-// more than the core count pays off; each run has its own server and state.
+// parallel bounds the (case, store) runs at once: they mostly wait on fsync,
+// sleeps and process starts, so more than the core count pays off.
 const parallel = 16
 
 // What Run returns besides a *UsageError or a broken lab's error.
@@ -164,8 +163,7 @@ var (
 // MaxServerBytes bounds the -server binary the runner reads and hashes.
 const MaxServerBytes = 512 << 20
 
-// ParseStores turns the -store flag into the stores to run: one store's
-// name, or "all".
+// ParseStores turns the -store flag (a store's name, or "all") into stores.
 func ParseStores(flag string) ([]protocol.Store, error) {
 	if flag == "all" {
 		return slices.Clone(protocol.Stores), nil
@@ -189,16 +187,15 @@ func evidenceNames() ([]string, []*regexp.Regexp) {
 	return names, patterns
 }
 
-// onTargets says whether the cases and chaos run on targets: on the
-// -target ones, or in a run not narrowed by -store on every shipped
-// target; never in a mutation run (the broken registries are the lab
-// server's).
+// onTargets says whether the cases and chaos run on targets: on -target's,
+// or on every shipped one unless -store narrowed the run; never in a
+// mutation run (the broken registries are the lab server's).
 func (o Options) onTargets() bool {
 	return o.Unsafe == protocol.Sound && (len(o.Targets) > 0 || !o.StoresGiven)
 }
 
 // onStores says whether the cases and chaos run on the lab's own stores:
-// unless -target alone narrowed the run to targets.
+// unless -target alone narrowed the run.
 func (o Options) onStores() bool { return len(o.Targets) == 0 || o.StoresGiven }
 
 // CommittedEvidence is the checkout's committed evidence folder, and
@@ -340,8 +337,7 @@ func (inv *invocation) load(context.Context) error {
 }
 
 // loadCases loads the case files, narrowed to -case's and, in a mutation
-// run, to those a mutant can run, and refuses a selection of too many
-// calls.
+// run, to those a mutant can run; too many calls in all is refused.
 func loadCases(o Options, schemas *strict.Schemas) ([]casefile.Case, error) {
 	cases, err := casefile.LoadDir(filepath.Join(o.Root, "cases"), schemas)
 	if err == nil {
@@ -377,11 +373,10 @@ func checkSignKey(path string) error {
 	return nil
 }
 
-// start makes this runner's temp folder and starts, beside the run, the
-// lab's builds (the server's first) and the targets' setups, and
-// PostgreSQL where a store or a target needs it: on a cold machine the
-// builds take longer than the cases, and the audit is needed only at the
-// end (docs/commands.md).
+// start makes this runner's temp folder, starts the lab's builds (the
+// server's first) and the targets' setups in the background, since on a
+// cold machine they take longer than the cases (docs/commands.md), and
+// PostgreSQL where a store or a target needs it.
 func (inv *invocation) start(ctx context.Context) error {
 	tmp, swept, release, err := makeTemp(os.TempDir())
 	if len(swept) > 0 {
@@ -440,9 +435,8 @@ func (inv *invocation) needsPostgres() bool {
 	return store || slices.ContainsFunc(inv.loaded, func(t *target.Target) bool { return slices.Contains(t.Services, target.Postgres) })
 }
 
-// ready waits for the server and the targets' setups (no npm shares the
-// machine with a measured run), and fixes how the cases run and what the
-// manifest says of the run.
+// ready waits for the server and the setups (no npm shares the machine with
+// a measured run) and fixes how the cases run and what the manifest says.
 func (inv *invocation) ready(ctx context.Context) error {
 	var err error
 	if inv.server, err = inv.waitServer(ctx); err != nil {
@@ -461,8 +455,7 @@ func (inv *invocation) ready(ctx context.Context) error {
 	return nil
 }
 
-// runCases runs the case suite on the stores, into results.json and
-// run.json.
+// runCases runs the case suite on the stores, into results.json and run.json.
 func (inv *invocation) runCases(ctx context.Context) error {
 	if !inv.suite || !inv.onStores() {
 		return nil
@@ -621,10 +614,9 @@ type postgresServer interface {
 }
 
 // startPostgres starts the throwaway PostgreSQL the postgres column runs
-// on, in a temp folder of its own, or attaches to -pg-dsn's server, saying
-// what it does. Without PostgreSQL it drops the postgres store from
-// o.Stores and says so in one line, unless the caller asked for that store
-// (ErrNoPostgres). It returns nil when the column is skipped.
+// on, or attaches to -pg-dsn's server, saying which. Without PostgreSQL it
+// drops the postgres store from o.Stores, says so and returns nil, unless
+// the caller asked for that store (ErrNoPostgres).
 func startPostgres(ctx context.Context, o *Options) (postgresServer, error) {
 	if o.PostgresDSN != "" {
 		e, err := pgcluster.Attach(ctx, o.PostgresDSN)
@@ -656,10 +648,9 @@ func startPostgres(ctx context.Context, o *Options) (postgresServer, error) {
 	return pg, nil
 }
 
-// mutable keeps the cases a mutation run can run: a mutant is built into the
-// key registry, and the server refuses one together with the downstream
-// mode (whose claims live in the store) or key expiry. It says what it left
-// out.
+// mutable keeps the cases a mutation run can run, saying what it left out:
+// the server refuses a mutant of its key registry together with the
+// downstream mode (whose claims live in the store) or key expiry.
 func mutable(cases []casefile.Case, out io.Writer) []casefile.Case {
 	var left []string
 	var run []casefile.Case
@@ -740,8 +731,7 @@ func inOrder(ctx context.Context, n, limit int, out io.Writer, do func(ctx conte
 }
 
 // build returns the lab's program pkg, built from the checkout with the
-// pinned recipe or taken from the build cache when its sources are
-// unchanged (see labbuild), saying what it builds before a real build.
+// pinned recipe or from the build cache (see labbuild).
 func build(ctx context.Context, o Options, pkg, firstNote string) (labbuild.Binary, error) {
 	return labbuild.Build(ctx, labbuild.Options{Root: o.Root, Package: pkg, Log: o.Stdout, FirstNote: firstNote})
 }
@@ -768,8 +758,7 @@ func serverBinary(ctx context.Context, o Options) (labbuild.Binary, error) {
 	return labbuild.Binary{Path: o.ServerPath, SHA256: evidence.SHA256(b), Recipe: labbuild.Prebuilt(pkg)}, nil
 }
 
-// progressLine is the line the runner prints when a run has finished: what
-// it observed. The audit judges it at the end.
+// progressLine is what a finished run observed, as the runner prints it.
 func progressLine(r evidence.Run) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-29s %-8s effects applied=%-3d", r.Case.Name, r.Store, r.Obs.Counter)
@@ -783,13 +772,11 @@ func progressLine(r evidence.Run) string {
 // ms is d in milliseconds, to the microsecond.
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// audit runs the audit program on the evidence just written, as a separate
-// process, with -write: it judges the observations, writes its verdicts
-// and renderings into the folder, and its verdict is passed on. A run
-// from a checkout with uncommitted changes is audited with -allow-dirty,
-// and a mutation run with -allow-mutation: the audit still says so in its
-// notes, and committed evidence (audited without them) must come from a
-// clean tree and the sound registry.
+// audit runs the audit program on the evidence just written, with -write:
+// it judges the observations and writes its verdicts and renderings into
+// the folder. A run from uncommitted sources is audited with -allow-dirty,
+// a mutation run with -allow-mutation (the audit says so in its notes;
+// committed evidence, audited without them, needs neither).
 func (inv *invocation) audit(ctx context.Context, bin string) error {
 	args := []string{"-root", inv.Root, "-write"}
 	if inv.SignKey != "" {

@@ -21,9 +21,8 @@ import (
 )
 
 // This file runs the cases on targets, services the lab did not write
-// (targets/NAME, or a folder a user names with -target): every case the
-// target can express (caserun.NotRun), its observations recorded for the
-// audit to judge; the others recorded as not run, with the reason.
+// (targets/NAME, or a folder -target names): every case the target can
+// express (caserun.NotRun); the others are recorded as not run, and why.
 
 // TargetsDir is the checkout's folder of shipped targets.
 const TargetsDir = "targets"
@@ -70,8 +69,8 @@ func shippedNames(root string) []string {
 	return out
 }
 
-// loadTargets loads every target folder, refusing a bad target.json (a
-// usage error: the message names the file) and two targets of one name.
+// loadTargets loads every target folder, refusing a bad target.json and two
+// targets of one name.
 func loadTargets(dirs []string, schemas *strict.Schemas) ([]*target.Target, error) {
 	var out []*target.Target
 	seen := map[string]string{}
@@ -100,9 +99,7 @@ type targetEnv struct {
 	setups    setups // the targets' setups started in the background; nil: run each here
 }
 
-// runTargets runs every case on every target, each target's cases at most
-// a few at a time. A target whose programs are missing is skipped with one
-// line, unless IDEMLAB_REQUIRE_TARGETS=1 makes that an error.
+// runTargets runs the cases on every target, targetsAtOnce at a time.
 func runTargets(ctx context.Context, env targetEnv, targets []*target.Target, cases []casefile.Case) ([]evidence.TargetResult, error) {
 	out := make([]evidence.TargetResult, len(targets))
 	lines := newOrderedOut(env.out, len(targets))
@@ -124,9 +121,9 @@ func runTargets(ctx context.Context, env targetEnv, targets []*target.Target, ca
 	return out, nil
 }
 
-// targetsAtOnce bounds the targets run at once (each runs at most
-// targetParallel cases at once).
-const targetsAtOnce = 3
+// targetsAtOnce bounds the targets run at once, targetParallel the cases
+// run at once on one target.
+const targetsAtOnce, targetParallel = 3, 4
 
 // orderedOut lets targets that run at once print in target order: the
 // first unfinished target's lines go straight out, the others' wait in a
@@ -219,11 +216,10 @@ func runTarget(ctx context.Context, env targetEnv, t *target.Target, cases []cas
 	return res, err
 }
 
-// checkoutDir is dir relative to the checkout at root as a slash path, or
-// "" for a folder outside it. Both are made absolute first: the runner's
-// root is usually "." and a loaded target's folder absolute, a pair
-// filepath.Rel cannot relate (every shipped target was recorded as outside
-// the checkout). The checkout itself is no target folder of it: "".
+// checkoutDir is dir relative to the checkout at root as a slash path, or ""
+// for the checkout itself or a folder outside it. Both are made absolute
+// first: root is usually "." and a target's folder absolute, a pair
+// filepath.Rel cannot relate.
 func checkoutDir(root, dir string) string {
 	absRoot, err := filepath.Abs(root)
 	if err != nil {
@@ -240,9 +236,6 @@ func checkoutDir(root, dir string) string {
 	return filepath.ToSlash(rel)
 }
 
-// targetParallel bounds the cases run on one target at once.
-const targetParallel = 4
-
 // skipped says why t does not run here ("" when it does): a program it
 // needs is missing. IDEMLAB_REQUIRE_TARGETS=1 (CI) makes that an error.
 func skipped(t *target.Target, havePostgres bool) (string, error) {
@@ -253,8 +246,8 @@ func skipped(t *target.Target, havePostgres bool) (string, error) {
 	return why, nil
 }
 
-// missing says which program a target needs and this machine lacks, with
-// what to install ("" when nothing is missing).
+// missing says which program t needs and this machine lacks, and what to
+// install ("" when none).
 func missing(t *target.Target, havePostgres bool) string {
 	progs, hint := t.Missing()
 	var parts []string
@@ -276,8 +269,7 @@ func missing(t *target.Target, havePostgres bool) string {
 	return strings.Join(parts, "; ")
 }
 
-// targetLine is a run's progress line: what it observed. The audit judges
-// it at the end of the run.
+// targetLine is what a run on a target observed, as the runner prints it.
 func targetLine(t *target.Target, r evidence.TargetRun) string {
 	if r.NotRun != "" {
 		return fmt.Sprintf("target %-28s %-42s not run: %s", t.Name, r.Case.Name, r.NotRun)

@@ -7,20 +7,16 @@ import (
 	"syscall"
 )
 
-// tempPrefix starts the name of every runner's temp folder (state folders
-// of every run, the experiments' folders).
+// tempPrefix starts the name of every runner's temp folder.
 const tempPrefix = "idemlab-runner-"
 
-// lockName is the file in a runner's temp folder on which the runner holds
-// an exclusive flock(2) while it runs. The kernel releases the lock when
-// the runner dies, however it dies (SIGKILL included), so a lock another
-// process can take proves the folder's runner gone.
+// lockName is the file in a runner's temp folder it holds an exclusive
+// flock(2) on while it runs. The kernel releases the lock however the
+// runner dies, so a lock another process can take proves it gone.
 const lockName = "lock"
 
 // makeTemp sweeps parent of the temp folders of runners that are gone,
-// then makes this runner's own, locked before its lock file has its name
-// (so no sweeper ever sees it unlocked). release removes the folder and
-// lets the lock go.
+// then makes this runner's own, locked; release removes it.
 func makeTemp(parent string) (dir string, swept []string, release func(), err error) {
 	swept = sweepTemp(parent)
 	dir, err = os.MkdirTemp(parent, tempPrefix)
@@ -38,8 +34,8 @@ func makeTemp(parent string) (dir string, swept []string, release func(), err er
 	}, nil
 }
 
-// lockFile makes dir's lock file, locked: made and locked under another
-// name, then renamed (the lock stays with the open file).
+// lockFile makes dir's lock file, locked under another name and renamed,
+// so that no sweeper ever sees it unlocked.
 func lockFile(dir string) (*os.File, error) {
 	tmp := filepath.Join(dir, lockName+".new")
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
@@ -61,11 +57,9 @@ func lockFile(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// sweepTemp removes the folders parent/idemlab-runner-* whose lock file
-// this process can lock: their runner is gone. A folder without a lock
-// file (a runner from before the lock, or one being made), one whose lock
-// is held, a symlink, or anything unclear is kept. It returns the folders
-// removed.
+// sweepTemp removes and returns the folders parent/idemlab-runner-* whose
+// runner is gone; one without a lock file (being made), one whose lock is
+// held, a symlink or anything unclear is kept.
 func sweepTemp(parent string) []string {
 	dirs, _ := filepath.Glob(filepath.Join(parent, tempPrefix+"*"))
 	var swept []string
@@ -82,8 +76,8 @@ func sweepTemp(parent string) []string {
 	return swept
 }
 
-// gone reports whether dir's runner is provably gone: its lock file exists
-// and can be locked. The lock is released when the file closes.
+// gone reports whether dir's lock file exists and can be locked (until the
+// file closes): its runner is gone.
 func gone(dir string) bool {
 	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
