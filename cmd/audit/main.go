@@ -98,23 +98,22 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	f := flags{
-		asJSON:        fs.Bool("json", false, "print the verdict as one JSON object"),
-		root:          fs.String("root", ".", "the checkout `DIR` holding cases/, schema/ and the sources"),
-		only:          fs.String("case", "", "check only the runs of case `NAME` in depth"),
-		store:         fs.String("store", "", "check only the runs on store `NAME` in depth"),
-		allowDirty:    fs.Bool("allow-dirty", false, "accept evidence from uncommitted sources (source_dirty)"),
-		allowMutation: fs.Bool("allow-mutation", false, "accept a mutation run (unsafe_registry) as one"),
-		rebuild:       fs.Bool("rebuild", false, "rebuild cmd/effectserver with the recorded, pinned flags and compare its SHA-256 with server_sha256"),
-		compare:       fs.Bool("compare", false, "compare the deterministic files of DIR_A and DIR_B"),
-		verifyKey:     fs.String("verify-key", "", "require the statement signed (runner -sign) by the ed25519 public key in `PUBFILE` (an OpenSSH .pub line or a PEM PUBLIC KEY)"),
-		write:         fs.Bool("write", false, "write what the audit derives (REPORT.md, TARGETS.md, verdicts.json, the timelines, jitter.svg, the statement) into EVIDENCE_DIR instead of comparing it"),
-		sign:          fs.String("sign", "", "with -write, also sign the statement as a DSSE envelope with the ed25519 private key in `KEYFILE` (OpenSSH without a passphrase, or PKCS #8 PEM)"),
-		reproduce:     fs.Bool("reproduce", false, "run the lab again as the evidence records and check that its claims hold on fresh observations"),
-		runs:          fs.Int("runs", 3, fmt.Sprintf("with -reproduce, observations of the non-deterministic experiments, `N` in 1..%d", audit.MaxRuns)),
-		from:          fs.String("from", "", "with -reproduce, judge these re-run folders instead of running the lab: `DIR,...`, the first a whole run of the recorded selection, the others runs of its non-deterministic experiments"),
-		given:         map[string]bool{},
-	}
+	var (
+		asJSON        = fs.Bool("json", false, "print the verdict as one JSON object")
+		root          = fs.String("root", ".", "the checkout `DIR` holding cases/, schema/ and the sources")
+		only          = fs.String("case", "", "check only the runs of case `NAME` in depth")
+		store         = fs.String("store", "", "check only the runs on store `NAME` in depth")
+		allowDirty    = fs.Bool("allow-dirty", false, "accept evidence from uncommitted sources (source_dirty)")
+		allowMutation = fs.Bool("allow-mutation", false, "accept a mutation run (unsafe_registry) as one")
+		rebuild       = fs.Bool("rebuild", false, "rebuild cmd/effectserver with the recorded, pinned flags and compare its SHA-256 with server_sha256")
+		compare       = fs.Bool("compare", false, "compare the deterministic files of DIR_A and DIR_B")
+		verifyKey     = fs.String("verify-key", "", "require the statement signed (runner -sign) by the ed25519 public key in `PUBFILE` (an OpenSSH .pub line or a PEM PUBLIC KEY)")
+		write         = fs.Bool("write", false, "write what the audit derives (REPORT.md, TARGETS.md, verdicts.json, the timelines, jitter.svg, the statement) into EVIDENCE_DIR instead of comparing it")
+		sign          = fs.String("sign", "", "with -write, also sign the statement as a DSSE envelope with the ed25519 private key in `KEYFILE` (OpenSSH without a passphrase, or PKCS #8 PEM)")
+		reproduce     = fs.Bool("reproduce", false, "run the lab again as the evidence records and check that its claims hold on fresh observations")
+		runs          = fs.Int("runs", 3, fmt.Sprintf("with -reproduce, observations of the non-deterministic experiments, `N` in 1..%d", audit.MaxRuns))
+		from          = fs.String("from", "", "with -reproduce, judge these re-run folders instead of running the lab: `DIR,...`, the first a whole run of the recorded selection, the others runs of its non-deterministic experiments")
+	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stdout, help, "Flags:\n"+flaghelp.Flags(fs, nil, nil))
@@ -122,9 +121,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return usageError(stderr, err.Error())
 	}
-	fs.Visit(func(fl *flag.Flag) { f.given[fl.Name] = true })
-	if *f.compare {
-		return runCompare(f, fs.Args(), stdout, stderr)
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if *compare {
+		return runCompare(given, fs.Args(), stdout, stderr)
 	}
 	if fs.NArg() > 1 {
 		return usageError(stderr, "at most one evidence folder")
@@ -134,52 +134,46 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		dir = fs.Arg(0)
 	}
 	switch {
-	case *f.sign != "" && !*f.write:
+	case *sign != "" && !*write:
 		return usageError(stderr, "-sign goes with -write: it signs the statement the audit writes")
-	case *f.write && (*f.reproduce || *f.rebuild || *f.verifyKey != ""):
+	case *write && (*reproduce || *rebuild || *verifyKey != ""):
 		return usageError(stderr, "-write writes what the audit derives: no -reproduce, -rebuild or -verify-key (audit the folder again for those)")
-	case *f.reproduce && (*f.only != "" || *f.store != "" || *f.rebuild):
+	case *reproduce && (*only != "" || *store != "" || *rebuild):
 		return usageError(stderr, "-reproduce re-runs the whole recorded selection: no -case, -store or -rebuild (the re-run builds the server from the checkout itself)")
-	case *f.reproduce && (*f.runs < 1 || *f.runs > audit.MaxRuns):
-		return usageError(stderr, fmt.Sprintf("-runs %d: want 1..%d", *f.runs, audit.MaxRuns))
-	case *f.reproduce:
-		return runReproduce(audit.ReproduceOptions{Root: *f.root, Evidence: dir, Runs: *f.runs, AllowDirty: *f.allowDirty,
-			AllowMutation: *f.allowMutation, VerifyKey: *f.verifyKey, From: splitList(*f.from), Progress: stderr}, *f.asJSON, stdout, stderr)
-	case f.given["runs"] || f.given["from"]:
+	case *reproduce && (*runs < 1 || *runs > audit.MaxRuns):
+		return usageError(stderr, fmt.Sprintf("-runs %d: want 1..%d", *runs, audit.MaxRuns))
+	case *reproduce:
+		return runReproduce(audit.ReproduceOptions{Root: *root, Evidence: dir, Runs: *runs, AllowDirty: *allowDirty,
+			AllowMutation: *allowMutation, VerifyKey: *verifyKey, From: splitList(*from), Progress: stderr}, *asJSON, stdout, stderr)
+	case given["runs"] || given["from"]:
 		return usageError(stderr, "-runs and -from go with -reproduce")
 	}
-	r, err := audit.Audit(audit.Options{Root: *f.root, Evidence: dir, Case: *f.only, Store: *f.store,
-		AllowDirty: *f.allowDirty, AllowMutation: *f.allowMutation, Rebuild: *f.rebuild, VerifyKey: *f.verifyKey, Write: *f.write, SignKey: *f.sign})
+	r, err := audit.Audit(audit.Options{Root: *root, Evidence: dir, Case: *only, Store: *store,
+		AllowDirty: *allowDirty, AllowMutation: *allowMutation, Rebuild: *rebuild, VerifyKey: *verifyKey, Write: *write, SignKey: *sign})
 	if err != nil {
-		return auditError(stderr, *f.root, err)
+		return auditError(stderr, *root, err)
 	}
-	return writeVerdict(r.WriteText, r.WriteJSON, r.Pass, *f.asJSON, stdout, stderr)
-}
-
-// flags are audit's command-line flags, and which were given.
-type flags struct {
-	asJSON, allowDirty, allowMutation, rebuild, compare, write, reproduce *bool
-	root, only, store, verifyKey, sign, from                              *string
-	runs                                                                  *int
-	given                                                                 map[string]bool
+	return writeVerdict(r.WriteText, r.WriteJSON, r.Pass, *asJSON, stdout, stderr)
 }
 
 // runCompare runs audit -compare DIR_A DIR_B and returns its exit status.
-func runCompare(f flags, args []string, stdout, stderr io.Writer) int {
-	if *f.asJSON || *f.only != "" || *f.store != "" || *f.allowDirty || *f.allowMutation || *f.rebuild || *f.reproduce || *f.verifyKey != "" || *f.write || *f.sign != "" || f.given["runs"] || f.given["from"] {
-		return usageError(stderr, "-compare takes no other flag but -root")
+func runCompare(given map[string]bool, args []string, stdout, stderr io.Writer) int {
+	for name := range given {
+		if name != "compare" && name != "root" {
+			return usageError(stderr, "-compare takes no other flag but -root")
+		}
 	}
 	if len(args) != 2 {
 		return usageError(stderr, "-compare needs two evidence folders")
 	}
 	c, err := audit.Compare(args[0], args[1])
-	if err != nil {
-		return cannotRead(stderr, err)
+	if err == nil {
+		err = c.WriteText(stdout)
 	}
-	if err := c.WriteText(stdout); err != nil {
+	switch {
+	case err != nil:
 		return cannotRead(stderr, err)
-	}
-	if !c.Identical {
+	case !c.Identical:
 		return 1
 	}
 	return 0
@@ -202,9 +196,7 @@ func runReproduce(o audit.ReproduceOptions, asJSON bool, stdout, stderr io.Write
 	r, err := audit.Reproduce(ctx, o)
 	switch {
 	case errors.Is(err, audit.ErrCannotReproduce):
-		for _, l := range strings.Split(err.Error(), "\n") {
-			fmt.Fprintf(stderr, "audit: %s\n", l)
-		}
+		cannotRead(stderr, err)
 		return 3
 	case err != nil && ctx.Err() != nil:
 		fmt.Fprintf(stderr, "audit: interrupted: %v\n", err)

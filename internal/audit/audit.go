@@ -97,7 +97,7 @@ type Report struct {
 	ChaosTargets []string `json:"chaos_targets,omitempty"`
 	Subset       []string `json:"subset"` // how the evidence or the audit covers less than everything, e.g. "stores: volatile only"
 	// Summary is, with -write, the verdicts in words for the person who
-	// just ran the lab (summary.go), printed before the verdict.
+	// just ran the lab (report.go), printed before the verdict.
 	Summary string   `json:"summary,omitempty"`
 	Notes   []string `json:"notes"`
 
@@ -125,7 +125,7 @@ func Audit(opts Options) (*Report, error) {
 	a.checkTargets(results) // targets.go
 	a.checkExperiments()
 	a.deriveVerdicts()            // verdicts.go
-	a.deriveStatement()           // statement.go
+	a.deriveStatement()           // derived.go
 	a.checkSignature(a.statement) // dsse.go
 	a.checkUnlisted()             // files.go
 	a.unchecked()                 // claims.go
@@ -197,7 +197,9 @@ func (a *auditor) checkStoreRuns() map[string]any {
 		}
 		return nil
 	}
-	results := a.evidenceSchemas()
+	results, _ := a.jsonDoc("results.json", a.schemas.Results).(map[string]any)
+	a.runDoc, _ = a.jsonDoc("run.json", a.schemas.Run).(map[string]any)
+	a.release("run.json")
 	checked := results
 	if checked == nil && !a.isListed("results.json") && len(a.selStores) == 0 {
 		// -case in an experiment-only folder, -store in a targets-only
@@ -252,16 +254,15 @@ func checkNarrowing(cases []*Case, onlyCase, onlyStore string) error {
 
 // knownStores are StoreOrder and every store a case file names, in order.
 func knownStores(cases []*Case) []string {
-	known := map[string]bool{}
-	for _, s := range StoreOrder {
-		known[s] = true
-	}
+	known := slices.Clone(StoreOrder)
 	for _, c := range cases {
 		for s := range c.Expect {
-			known[s] = true
+			if !slices.Contains(known, s) {
+				known = append(known, s)
+			}
 		}
 	}
-	return orderStores(sortedKeys(known))
+	return orderStores(known)
 }
 
 type auditor struct {

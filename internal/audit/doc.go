@@ -27,7 +27,7 @@
 //	target         targets.go, targetspec.go, targetjudge.go, targetfolder.go
 //	experiment     experiments.go, retries_claims.go
 //	chaos          chaos.go, chaoshistory.go, chaos_consistency.go, chaos_schedule.go
-//	derived        derived.go, verdicts.go, statement.go
+//	derived        derived.go, verdicts.go
 //	statement      dsse.go
 //
 // A passing Report lists what its checks re-derived, what they checked for

@@ -21,8 +21,8 @@ const (
 // the design promises for it: each zero or positive while no recorded flag
 // moves a knob it needs (retriesClaimApplies).
 type retriesRow struct {
-	client, registry string
-	claims           []rowClaim
+	name   string // client/registry
+	claims []rowClaim
 }
 
 type rowClaim struct {
@@ -52,19 +52,19 @@ func positive(field string, needs ...string) rowClaim {
 // intent duplicates nothing on the sound registry, a new key per attempt
 // or a key lost in a restart duplicates some.
 var retriesRows = []retriesRow{
-	{"never-retry", "sound", []rowClaim{zero("duplicated")}},
-	{"retry-no-key", "sound", []rowClaim{zero("lost", retryKnobs...), positive("duplicated", failureKnobs...)}},
-	{"retry-same-key", "sound", []rowClaim{zero("lost", retryKnobs...), zero("duplicated")}},
-	{"retry-same-key", "record-after-effect", []rowClaim{positive("duplicated", failureKnobs...)}},
-	{"retry-4xx", "sound", []rowClaim{zero("duplicated")}},
-	{"retry-retryable", "sound", []rowClaim{zero("duplicated")}},
-	{"ignore-retry-after", "sound", []rowClaim{zero("duplicated")}},
-	{"honour-retry-after", "sound", []rowClaim{zero("duplicated")}},
-	{"retry-3-layers", "sound", []rowClaim{zero("duplicated")}},
-	{"retry-1-layer", "sound", []rowClaim{zero("duplicated")}},
-	{"retry-new-key", "sound", []rowClaim{positive("duplicated", failureKnobs...)}},
-	{"restart-key-in-memory", "sound", []rowClaim{positive("duplicated", failureKnobs...)}},
-	{"restart-key-in-file", "sound", []rowClaim{zero("duplicated")}},
+	{"never-retry/sound", []rowClaim{zero("duplicated")}},
+	{"retry-no-key/sound", []rowClaim{zero("lost", retryKnobs...), positive("duplicated", failureKnobs...)}},
+	{"retry-same-key/sound", []rowClaim{zero("lost", retryKnobs...), zero("duplicated")}},
+	{"retry-same-key/record-after-effect", []rowClaim{positive("duplicated", failureKnobs...)}},
+	{"retry-4xx/sound", []rowClaim{zero("duplicated")}},
+	{"retry-retryable/sound", []rowClaim{zero("duplicated")}},
+	{"ignore-retry-after/sound", []rowClaim{zero("duplicated")}},
+	{"honour-retry-after/sound", []rowClaim{zero("duplicated")}},
+	{"retry-3-layers/sound", []rowClaim{zero("duplicated")}},
+	{"retry-1-layer/sound", []rowClaim{zero("duplicated")}},
+	{"retry-new-key/sound", []rowClaim{positive("duplicated", failureKnobs...)}},
+	{"restart-key-in-memory/sound", []rowClaim{positive("duplicated", failureKnobs...)}},
+	{"restart-key-in-file/sound", []rowClaim{zero("duplicated")}},
 }
 
 // retriesParams are the design's parameters of the retries experiment
@@ -147,7 +147,6 @@ func (a *auditor) experimentFail(file, where, field, expected, observed string) 
 // design's rows in order, each row's counts adding up, and the claims.
 func (a *auditor) checkRetries(doc map[string]any) {
 	params, _ := doc["parameters"].(map[string]any)
-	rowsWant := retriesRows
 	a.checkRetriesParams(doc, params) // retries_claims.go: the design's, or the knobs manifest.flags records
 	intents := number(params["intents"])
 	rows, _ := doc["rows"].([]any)
@@ -156,16 +155,16 @@ func (a *auditor) checkRetries(doc map[string]any) {
 	for _, r := range rows {
 		names = append(names, rowName(r))
 	}
-	for _, w := range rowsWant {
-		want = append(want, w.client+"/"+w.registry)
+	for _, w := range retriesRows {
+		want = append(want, w.name)
 	}
 	if !slices.Equal(names, want) {
 		a.failf(CheckExperiment, "%s: rows: expected the design's %d rows in its order, observed %d: %s",
 			RetriesFile, len(want), len(names), firstDiffOf("rows", want, names))
 	}
-	for i, w := range rowsWant {
-		where := "row " + want[i]
-		j := slices.Index(names, want[i])
+	for _, w := range retriesRows {
+		where := "row " + w.name
+		j := slices.Index(names, w.name)
 		if j < 0 {
 			continue // reported above
 		}
@@ -187,7 +186,7 @@ func (a *auditor) checkRetries(doc map[string]any) {
 			a.experimentFail(RetriesFile, where, "refused", fmt.Sprintf("<= sent (%d)", sent), fmt.Sprint(refused))
 		}
 		for _, c := range w.claims {
-			if !a.retriesClaimApplies(w.client+"/"+w.registry+" "+c.field, c.needs) {
+			if !a.retriesClaimApplies(w.name+" "+c.field, c.needs) {
 				continue
 			}
 			a.check()

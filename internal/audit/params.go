@@ -68,7 +68,11 @@ func (a *auditor) readFlags() {
 		s, _ := raw[name].(string)
 		i := slices.IndexFunc(knobFlags, func(k knobFlag) bool { return k.flag == name })
 		if i < 0 {
-			fail(name, "not a knob the runner records (%s)", strings.Join(knobNames(), ", "))
+			var names []string
+			for _, k := range knobFlags {
+				names = append(names, k.flag)
+			}
+			fail(name, "not a knob the runner records (%s)", strings.Join(names, ", "))
 			continue
 		}
 		k := knobFlags[i]
@@ -102,41 +106,25 @@ func (k knobFlag) parse(s string) (int64, error) {
 		}
 		v = int64(min(u, uint64(maxInt))) // a seed above 2^63 still pins: compared as text in seedText
 	}
-	if v < k.lo || v > k.hi {
-		return 0, fmt.Errorf("%q: outside %s", s, k.rangeText())
+	switch out := v < k.lo || v > k.hi; {
+	case out && k.duration:
+		return 0, fmt.Errorf("%q: outside %s..%s", s, time.Duration(k.lo)*time.Millisecond, time.Duration(k.hi)*time.Millisecond)
+	case out:
+		return 0, fmt.Errorf("%q: outside %d..%d", s, k.lo, k.hi)
 	}
 	return v, nil
-}
-
-func (k knobFlag) rangeText() string {
-	if k.duration {
-		return (time.Duration(k.lo) * time.Millisecond).String() + ".." + (time.Duration(k.hi) * time.Millisecond).String()
-	}
-	return fmt.Sprintf("%d..%d", k.lo, k.hi)
-}
-
-func knobNames() []string {
-	out := make([]string, len(knobFlags))
-	for i, k := range knobFlags {
-		out[i] = k.flag
-	}
-	return out
 }
 
 // expected returns the value parameter param must hold (its recorded
 // knob's, else def) and where it comes from, for a failure message.
 func (a *auditor) expected(param string, def int64) (int64, string) {
-	if v, ok := a.flagValues[param]; ok {
-		for _, k := range knobFlags {
-			if k.param == param {
-				return v, "manifest.json flags." + k.flag
-			}
-		}
-	}
-	for _, k := range knobFlags {
-		if k.param == param {
-			return def, "the design's; manifest.json flags records no " + k.flag
-		}
+	i := slices.IndexFunc(knobFlags, func(k knobFlag) bool { return k.param == param })
+	v, recorded := a.flagValues[param]
+	switch {
+	case i >= 0 && recorded:
+		return v, "manifest.json flags." + knobFlags[i].flag
+	case i >= 0:
+		return def, "the design's; manifest.json flags records no " + knobFlags[i].flag
 	}
 	return def, "the design's"
 }

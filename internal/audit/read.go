@@ -11,37 +11,22 @@ import (
 	"idemlab/internal/audit/strict"
 )
 
-// The audit's caps, all in one place. Each input has a cap on its bytes
-// (a file over it is refused unread) and each JSON document caps on its
-// values and objects (jsonCap: decodeJSON refuses the document at the
-// first value or object over them), so that no evidence folder or
-// checkout, however hostile, can make the audit's memory grow without
-// bound. Each cap is above the most the lab can write (the runner's
-// bounds, docs/bounds.md) and far above what it writes (in parentheses:
-// the committed evidence of 63 runs and 429 calls, and chaos histories of
-// a 3 s run per store).
+// The audit's caps, all in one place: each input's bytes (a file over its
+// cap is refused unread) and each JSON document's values and objects
+// (jsonCap), so that no evidence folder or checkout, however hostile, can
+// make the audit's memory grow without bound. Each cap is above the most
+// the lab can write (docs/bounds.md) and far above what it writes (in
+// parentheses: the committed evidence). A decoded document takes ~330
+// bytes an object and ~30 a number, so the caps of values and objects
+// bound it; the audit keeps only the bytes its checks still read
+// (keptFiles), hashes the others as a stream and reads a chaos history
+// line by line.
 //
-// Memory: a JSON document decodes to at most ~330 bytes an object (of one
-// member) and ~30 a number, so the caps of values and objects, not the
-// byte caps, bound it; its schema validation, which keeps ~530 bytes per
-// failure until it returns, takes the document in parts (validate). The
-// audit keeps the bytes of the files its checks read (results.json,
-// run.json, REPORT.md, the experiments' files) until their last reader is
-// done (the bytes checked are the bytes hashed), and only hashes the
-// others, a stream at a time. A chaos history is read line by line, never
-// whole (chaoshistory.go).
-//
-// Measured at the caps by internal/audit/testdata/worstcase.sh (it
-// writes each worst case of worstCases, worstcase_test.go, into a copy
-// of the checkout's evidence and runs the audit on it under
-// /usr/bin/time -v; 2 shared cores): a peak RSS of 194 MB at most, every
-// file at its caps at once (4.5 s of CPU); alone, a 256 MiB history of
-// one acknowledged intent a line 167 MB (3.7 s), a run.json of 400,000
-// schema failures 166 MB, one of 100,000 nested objects 123 MB; 206 MB
-// at most without MemoryLimit. Before these caps (fb85c4c) the same
-// inputs took up to 2.4 GB (the 32 MiB run.json of nested
-// objects), 6 GB (an 8 MiB results.json of 4 million schema failures),
-// or ran out of memory.
+// Measured at the caps by testdata/worstcase.sh (each worst case of
+// worstcase_test.go under /usr/bin/time -v, 2 shared cores): a peak RSS of
+// 194 MB at most, every file at its caps at once (4.5 s of CPU). Before
+// these caps (fb85c4c) the same inputs took up to 6 GB or ran out of
+// memory.
 const (
 	CapManifest  = 1 << 20   // manifest.json (16 KB): ~90 bytes per source file
 	CapResults   = 8 << 20   // results.json (100 KB): ~230 bytes per call, ~36,000 calls
@@ -69,21 +54,15 @@ const (
 	CapFolderBytes = 64 << 20
 )
 
-// MemoryLimit is the soft limit cmd/audit sets on the Go runtime's memory
-// (debug.SetMemoryLimit), unless GOMEMLIMIT sets one: the caps bound what
-// the audit keeps (150 MB at the worst case measured), the limit the
-// garbage kept beside it, which the collector would otherwise let grow
-// as large again.
+// MemoryLimit is the soft memory limit cmd/audit sets unless GOMEMLIMIT
+// does: the caps bound what the audit keeps, the limit the garbage beside
+// it (206 MB at the worst case without it).
 const MemoryLimit = 192 << 20
 
-// CapHistory: a 10-minute soak (the runner's longest -duration) stops at
-// the chaos experiment's 300,000 attempts (internal/chaos MaxHistory), at
-// ~340 bytes a line about 100 MB; 256 MiB is 2.5 times that. The audit
-// keeps about 140 bytes per intent (40 of them for the consistency
-// checks, chaos_consistency.go) and 50 per acknowledgement
-// (chaoshistory.go), not the lines, each at most maxHistoryLine bytes
-// (the runner shortens errors and reply bodies: a line is a few hundred
-// bytes).
+// CapHistory: a 10-minute soak stops at 300,000 attempts (internal/chaos
+// MaxHistory), ~340 bytes a line, about 100 MB; 256 MiB is 2.5 times that.
+// The audit keeps ~140 bytes per intent and 50 per acknowledgement, not
+// the lines, each at most maxHistoryLine bytes.
 const maxHistoryLine = 64 << 10
 
 // The caps of each JSON document, the lab's own in parentheses (values,

@@ -16,15 +16,11 @@ import (
 )
 
 // ReproduceOptions say what Reproduce re-observes. No audit can re-derive
-// the counts of a non-deterministic experiment from its files: Reproduce
-// runs the lab again from the checkout, with the recorded selection, seed
-// and knobs, and checks that the evidence's claims hold on the fresh
+// a non-deterministic experiment's counts from its files: Reproduce runs
+// the lab again as recorded and checks that the claims hold on the fresh
 // observations and that no recorded count is far from them. Run 1 re-runs
-// the whole selection, whose deterministic files (DeterministicFiles) must
-// equal the recorded ones byte for byte; runs 2 to N only its
-// non-deterministic experiments (retries, chaos), which costs far less.
-// The runner is built once from the checkout with the pinned recipe (as
-// -rebuild builds the server), and each re-run is audited again.
+// the whole selection (its deterministic files must be byte-identical),
+// runs 2 to N only its non-deterministic experiments, which costs far less.
 type ReproduceOptions struct {
 	Root          string // the checkout
 	Evidence      string // the recorded evidence folder
@@ -44,14 +40,12 @@ type ReproduceOptions struct {
 // default 3 s a store, measured on 2 cores), run 1 about 50 s.
 const MaxRuns = 10
 
-// FarFactor and FarSlack decide when a recorded count is "far" from its
-// re-observations: outside [min/FarFactor − FarSlack, FarFactor·max +
-// FarSlack] of the re-runs. Counts that depend on timing vary about
-// threefold between runs on a loaded machine (record-after-effect's
-// duplicates: 50 to 151 over three runs of the design's parameters), so a
-// factor of 4 flags a forged count, not the machine's mood; the slack
-// keeps small counts (a few lost intents) from being flagged for one or
-// two.
+// FarFactor and FarSlack decide when a recorded count is "far": outside
+// [min/FarFactor − FarSlack, FarFactor·max + FarSlack] of the re-runs.
+// Counts that depend on timing vary threefold on a loaded machine
+// (record-after-effect's duplicates: 50 to 151 over three runs), so a
+// factor of 4 flags a forgery, not the machine's mood; the slack spares
+// small counts.
 const (
 	FarFactor = 4
 	FarSlack  = 5
@@ -104,9 +98,8 @@ type ReRunVerdict struct {
 }
 
 // Reproduce audits the recorded evidence, then (unless it failed) runs
-// the lab again as the manifest says and judges the re-runs. It returns
-// an error wrapping ErrCannotReproduce when the lab could not be run as
-// recorded, and any other error when an input cannot be read.
+// the lab again as recorded and judges the re-runs; an error wraps
+// ErrCannotReproduce when the lab could not be run as recorded.
 func Reproduce(ctx context.Context, o ReproduceOptions) (*Reproduction, error) {
 	if o.Runs < 1 || o.Runs > MaxRuns {
 		return nil, fmt.Errorf("-runs %d: want 1..%d", o.Runs, MaxRuns)
@@ -155,8 +148,8 @@ func Reproduce(ctx context.Context, o ReproduceOptions) (*Reproduction, error) {
 }
 
 // A planner turns a recorded selection back into runner arguments,
-// knowing the runner's defaults: a plain run runs every case of the
-// checkout on every store and every shipped target, and every experiment.
+// knowing that a plain run runs every case on every store and shipped
+// target, and every experiment.
 type planner struct {
 	cases, stores, targets, exps []string // manifest.json's selection
 	allCases, shipped            []string // the checkout's cases and shipped targets
@@ -165,8 +158,8 @@ type planner struct {
 	flags                        []string // the recorded knobs, as -name=value
 }
 
-// readPlanner reads the selection, the knobs and where chaos ran from the
-// evidence folder, and the cases and targets a plain run runs from root.
+// readPlanner reads the selection, knobs and chaos runs of the evidence
+// and the cases and targets of the checkout.
 func readPlanner(root, evidence string) (*planner, error) {
 	m, err := readJSONFile(evidence, "manifest.json", CapManifest)
 	if err != nil {
@@ -216,9 +209,7 @@ func (p *planner) cannot(format string, args ...any) error {
 }
 
 // whereArgs are the -store and -target flags that run on exactly these
-// stores and targets: none for every store and every shipped target,
-// -store all to add only some targets (or none), one store, or targets
-// alone.
+// stores and targets.
 func (p *planner) whereArgs(stores, targets []string) ([]string, error) {
 	var a []string
 	switch {
@@ -303,8 +294,7 @@ func (p *planner) laterRuns() ([][]string, error) {
 	return extra, nil
 }
 
-// shippedTargets are the names of the checkout's folders of targets/ that
-// hold a target.json, in name order: the targets a plain run runs.
+// shippedTargets are the checkout's targets/ folders with a target.json.
 func shippedTargets(root string) []string {
 	entries, _ := os.ReadDir(filepath.Join(root, "targets"))
 	var out []string
@@ -342,8 +332,8 @@ func readJSONFile(dir, name string, limit int64) (map[string]any, error) {
 	return m, nil
 }
 
-// runLab builds the runner and runs it: run 1 with full, then o.Runs-1
-// times each of extra. It returns the folders written, run 1's first.
+// runLab builds the runner with the pinned recipe and runs it: run 1 with
+// full, then o.Runs-1 times each of extra. It returns the folders written.
 func (o ReproduceOptions) runLab(ctx context.Context, full []string, extra [][]string) (tmp string, dirs []string, err error) {
 	tmp, err = os.MkdirTemp("", "audit-reproduce-")
 	if err != nil {
@@ -407,8 +397,7 @@ func (o ReproduceOptions) runLab(ctx context.Context, full []string, extra [][]s
 	return tmp, dirs, nil
 }
 
-// judge audits each re-run folder (dirs[0] a whole run of the recorded
-// selection, the others runs of its non-deterministic experiments) and
+// judge audits each re-run folder (dirs[0] the whole selection) and
 // compares it with the recorded evidence.
 func (r *Reproduction) judge(o ReproduceOptions, dirs []string) error {
 	recorded, err := readJSONFile(o.Evidence, "manifest.json", CapManifest)
@@ -454,9 +443,8 @@ func (r *Reproduction) judge(o ReproduceOptions, dirs []string) error {
 	return nil
 }
 
-// sameRecipe refuses a re-run whose manifest does not record the recorded
-// run's selection (a whole run) or one of its experiments, with the same
-// knobs and registry.
+// sameRecipe refuses a re-run of another selection (or experiment),
+// sources, knobs or registry than the recorded.
 func sameRecipe(recorded, m map[string]any, whole bool) error {
 	rs, ms := mapOf(recorded, "selection"), mapOf(m, "selection")
 	if whole {
@@ -495,8 +483,7 @@ func sameRecipe(recorded, m map[string]any, whole bool) error {
 	return nil
 }
 
-// compareFiles compares the deterministic files the recorded manifest
-// lists with run 1's, byte for byte.
+// compareFiles compares the recorded deterministic files with run 1's.
 func (r *Reproduction) compareFiles(recordedDir, run1 string, recorded map[string]any) {
 	listed := stringMap(recorded, "files")
 	for _, f := range DeterministicFiles {
@@ -523,8 +510,7 @@ func (r *Reproduction) compareFiles(recordedDir, run1 string, recorded map[strin
 	}
 }
 
-// far reports whether recorded is far from its re-observations: outside
-// [min/FarFactor − FarSlack, FarFactor·max + FarSlack].
+// far reports whether recorded is far from its re-observations.
 func far(recorded int64, again []int64) bool {
 	if len(again) == 0 {
 		return false
@@ -565,9 +551,8 @@ func ints(xs []int64) string {
 	return strings.Join(s, " ")
 }
 
-// againRetries compares retries.json's rows with every re-run's: each
-// row claim the audit checks (retriesRows, while it applies), and each
-// count.
+// againRetries checks retries.json's row claims on every re-run, and
+// compares each count.
 func (r *Reproduction) againRetries(recordedDir string, recorded map[string]any, dirs []string) error {
 	if !slices.Contains(stringList(mapOf(recorded, "selection"), "experiments"), "retries") {
 		return nil
@@ -578,7 +563,7 @@ func (r *Reproduction) againRetries(recordedDir string, recorded map[string]any,
 	}
 	probe := &auditor{manifest: recorded, report: &Report{}}
 	for _, w := range retriesRows {
-		name := w.client + "/" + w.registry
+		name := w.name
 		for _, c := range w.claims {
 			if !probe.retriesClaimApplies(name+" "+c.field, c.needs) {
 				continue
@@ -596,15 +581,14 @@ func (r *Reproduction) againRetries(recordedDir string, recorded map[string]any,
 		}
 	}
 	for _, w := range retriesRows {
-		name := w.client + "/" + w.registry
+		name := w.name
 		r.countsAgain("retries.json "+name, rec[name], again, name, "", []string{"lost", "applied_once", "duplicated", "sent", "refused"}, true)
 	}
 	return nil
 }
 
-// itemsAgain reads file's array field in the recorded folder and in each
-// re-run folder that has it, each object by its name ("" leaves it out):
-// the recorded objects with their names in order, and the re-runs'.
+// itemsAgain reads file's array field, each object by name ("" leaves it
+// out), in the recorded folder (names in order too) and each re-run's.
 func itemsAgain(recordedDir string, dirs []string, file, field string, name func(any) string) (map[string]map[string]any, []string, []map[string]map[string]any, error) {
 	itemsOf := func(dir string) (map[string]map[string]any, []string, error) {
 		doc, err := readJSONFile(dir, file, capOf(file))
@@ -634,8 +618,8 @@ func itemsAgain(recordedDir string, dirs []string, file, field string, name func
 	return rec, order, again, nil
 }
 
-// countsAgain records each of fields of the recorded object rec (of its
-// member sub, if not "") beside those of object name on each re-run.
+// countsAgain records fields of rec (of its member sub, if any) beside
+// those of object name on each re-run.
 func (r *Reproduction) countsAgain(label string, rec map[string]any, again []map[string]map[string]any, name, sub string, fields []string, flagged bool) {
 	counts := func(m map[string]any) map[string]any {
 		if sub == "" {
@@ -654,17 +638,15 @@ func (r *Reproduction) countsAgain(label string, rec map[string]any, again []map
 	}
 }
 
-// chaosFlagged are the chaos counts a far recorded value is flagged for:
-// the outcomes. chaosScale are shown beside them for scale only: they
-// measure the machine's speed as much as the store.
+// chaosFlagged are the chaos counts flagged when far: the outcomes;
+// chaosScale are shown for scale (they measure the machine's speed).
 var (
 	chaosFlagged = []string{"duplicates", "lost_acks", "stuck", "not_applied"}
 	chaosScale   = []string{"intents", "attempts", "kills", "crash_exits", "restarts"}
 )
 
-// againChaos compares the chaos verdicts (verdicts.json, which the audit
-// derived from each history) with every re-run's: on each store each
-// promised rule unbroken, and the counts.
+// againChaos checks, on every re-run's verdicts.json, that each store's
+// promised rules held, and compares the counts.
 func (r *Reproduction) againChaos(recordedDir string, dirs []string) error {
 	if _, err := os.Lstat(filepath.Join(recordedDir, ChaosFile)); err != nil {
 		return nil // no chaos run recorded
@@ -718,9 +700,8 @@ func ruleOf(run map[string]any, rule string) map[string]any {
 	return nil
 }
 
-// WriteText prints the reproduction: the recorded evidence's own verdict
-// when it failed; else each runner invocation, the deterministic files,
-// the claims, the counts, the re-runs' own audits, and the verdict.
+// WriteText prints the reproduction (or the recorded evidence's failed
+// audit).
 func (r *Reproduction) WriteText(w io.Writer) error {
 	if !r.Audit.Pass {
 		if err := r.Audit.WriteText(w); err != nil {

@@ -59,15 +59,6 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// evidenceSchemas validates results.json and run.json and returns the
-// decoded results when they are valid, nil otherwise.
-func (a *auditor) evidenceSchemas() map[string]any {
-	results, _ := a.jsonDoc("results.json", a.schemas.Results).(map[string]any) // its bytes: read again by the statement checks
-	a.runDoc, _ = a.jsonDoc("run.json", a.schemas.Run).(map[string]any)
-	a.release("run.json")
-	return results
-}
-
 // jsonDoc decodes and validates a kept evidence file; nil when it is
 // missing, not JSON or invalid (each a schema failure).
 func (a *auditor) jsonDoc(name string, s *jsonschema.Schema) any {

@@ -74,6 +74,14 @@ func optString(v any) *string {
 	return nil
 }
 
+// deref is *p, "" for nil.
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
 func (o obsCall) answered(status int64) bool { return o.outcome == "reply" && o.status == status }
 
 // judgeTarget judges a run of c on t that applied counter effects; an
@@ -222,11 +230,7 @@ func markerDeviations(t *targetSpec, sound []soundCall, calls []obsCall) []findi
 		{"the target marks no replay", func(obsCall, soundCall) bool { return t.replay == nil }},
 		{"a replay carried no marker", func(o obsCall, _ soundCall) bool { return t.replay != nil && o.replayed == nil }},
 		{"a replay was marked as a fresh result", func(o obsCall, e soundCall) bool {
-			got := ""
-			if o.body != nil {
-				got = *o.body
-			}
-			return t.replay != nil && o.replayed != nil && !*o.replayed && e.body != nil && got == *e.body
+			return t.replay != nil && o.replayed != nil && !*o.replayed && e.body != nil && deref(o.body) == *e.body
 		}},
 	}
 	var out []finding
@@ -269,15 +273,9 @@ func lastOfKeys(plan []PlannedCall) []int {
 // sameAsEarlier reports whether an earlier call with call i's key got the
 // same status and body (a stored reply handed back).
 func sameAsEarlier(plan []PlannedCall, calls []obsCall, i int) bool {
-	body := func(o obsCall) string {
-		if o.body == nil {
-			return ""
-		}
-		return *o.body
-	}
 	for j := range i {
 		if plan[j].Key != nil && *plan[j].Key == *plan[i].Key && calls[j].outcome == "reply" &&
-			calls[j].status == calls[i].status && body(calls[j]) == body(calls[i]) {
+			calls[j].status == calls[i].status && deref(calls[j].body) == deref(calls[i].body) {
 			return true
 		}
 	}
@@ -322,32 +320,16 @@ func mirrorDiffs(native map[string]any, counter int64, codes []any, calls []obsC
 	if len(nativeCalls) != len(calls) {
 		return append(out, fmt.Sprintf("calls: %d natively, %d as a target", len(nativeCalls), len(calls)))
 	}
-	orEmpty := func(p *string) string {
-		if p == nil {
-			return ""
-		}
-		return *p
-	}
 	for i, nv := range nativeCalls {
 		n, g := readObsCall(nv), calls[i]
-		same := n.outcome == g.outcome && n.status == g.status && orEmpty(n.body) == orEmpty(g.body) &&
-			replayedRank(n.replayed) == replayedRank(g.replayed) && n.step == g.step && n.replica == g.replica &&
-			orEmpty(n.key) == orEmpty(g.key) && orEmpty(n.fault) == orEmpty(g.fault)
+		same := n.outcome == g.outcome && n.status == g.status && deref(n.body) == deref(g.body) &&
+			(n.replayed == nil) == (g.replayed == nil) && (n.replayed == nil || *n.replayed == *g.replayed) &&
+			n.step == g.step && n.replica == g.replica && deref(n.key) == deref(g.key) && deref(n.fault) == deref(g.fault)
 		if !same {
 			out = append(out, fmt.Sprintf("call %d: %s natively, %s as a target", i, callText(n), callText(g)))
 		}
 	}
 	return out
-}
-
-func replayedRank(p *bool) int {
-	switch {
-	case p == nil:
-		return 0
-	case !*p:
-		return 1
-	}
-	return 2
 }
 
 // callText is one observed call in a mirror line.

@@ -62,14 +62,11 @@ func (s *Schemas) readTargetSpec(data []byte) (*targetSpec, error) {
 	claims, _ := doc["claims"].(map[string]any)
 	t.durable, _ = claims["durable"].(bool)
 	t.sharedStore, _ = claims["shared_store"].(bool)
-	for _, c := range []struct {
-		field string
-		to    **int64
-	}{{"capacity", &t.capacity}, {"max_body", &t.maxBody}} {
-		if claims[c.field] != nil {
-			n := number(claims[c.field])
-			*c.to = &n
-		}
+	if claims["capacity"] != nil {
+		t.capacity = new(number(claims["capacity"]))
+	}
+	if claims["max_body"] != nil {
+		t.maxBody = new(number(claims["max_body"]))
 	}
 	versions, _ := doc["versions"].(map[string]any)
 	t.lock, _ = str(versions, "lock")
