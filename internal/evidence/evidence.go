@@ -83,8 +83,7 @@ type Protocol struct {
 	ClientTimeoutMS int64  `json:"client_timeout_ms"`
 }
 
-// Selection is what the run covered: cases × stores, cases × targets, and
-// experiments.
+// Selection is what the run covered: cases × stores and targets, experiments.
 type Selection struct {
 	Cases       []string `json:"cases"`
 	Stores      []string `json:"stores"`
@@ -92,10 +91,9 @@ type Selection struct {
 	Experiments []string `json:"experiments"`
 }
 
-// ManifestTarget is one target as the manifest records it: its name, its
-// folder (relative to the checkout; empty outside it) and that folder's
-// digest, the versions of the code under test its lock file pins, the
-// runtime's version, and why it was skipped, if it was.
+// ManifestTarget is one target as the manifest records it: its folder
+// (relative to the checkout; empty outside it) and digest, the versions of
+// the code under test and the runtime, and why it was skipped, if it was.
 type ManifestTarget struct {
 	Name      string           `json:"name"`
 	Dir       string           `json:"dir"`
@@ -124,11 +122,10 @@ func SHA256(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// CheckTarget makes sure dir can take new evidence without losing
-// anything, before any run starts: it may be missing (its parent must then
-// be a writable folder), or a writable folder, not a symlink, holding only
-// regular files the runner writes (names, or a name one of patterns
-// matches). Anything else is refused, naming the path.
+// CheckTarget makes sure dir can take new evidence without losing anything,
+// before any run starts: a missing folder in a writable one, or a writable
+// folder (not a symlink) of regular files the runner writes (names, or a
+// name one of patterns matches). Anything else is refused, naming it.
 func CheckTarget(dir string, names []string, patterns ...*regexp.Regexp) error {
 	if dir == "" {
 		return errors.New("evidence folder: empty path (give -out a folder)")
@@ -155,8 +152,7 @@ func CheckTarget(dir string, names []string, patterns ...*regexp.Regexp) error {
 	return probeWritable(dir, dir)
 }
 
-// probeWritable checks that a file can be made in folder, the folder that
-// will hold (or is) the evidence folder out, by making and removing one.
+// probeWritable makes and removes a file in folder, which holds (or is) out.
 func probeWritable(folder, out string) error {
 	fi, err := os.Stat(folder)
 	if err != nil {
@@ -176,10 +172,10 @@ func probeWritable(folder, out string) error {
 	return os.Remove(f.Name())
 }
 
-// Write validates every file and the manifest, then writes the files and the
-// manifest (last) into dir. Files from an earlier run that this run does not
-// write are removed (the audit's renderings among them: it writes them
-// again), so the folder lists exactly what the manifest lists.
+// Write validates every file and the manifest, then writes them into dir,
+// the manifest last, and removes what an earlier run wrote and this one
+// does not (the audit writes its renderings again): the folder lists
+// exactly what the manifest lists.
 func Write(dir string, schemas *strict.Schemas, files []File, m Manifest) error {
 	m.Files = map[string]string{}
 	for _, f := range files {
@@ -216,9 +212,8 @@ func Write(dir string, schemas *strict.Schemas, files []File, m Manifest) error 
 	return writeAtomic(filepath.Join(dir, ManifestName), mb)
 }
 
-// anySize are caps no document of data's size can reach (a value takes a
-// byte at least): the lab's own output is checked against its schema, not
-// bounded.
+// anySize are caps no document of data's size reaches: the lab's own
+// output is checked against its schema, not bounded.
 func anySize(data []byte) strict.Caps {
 	return strict.Caps{Values: len(data) + 1, Objects: len(data) + 1}
 }
@@ -246,8 +241,7 @@ func removeUnlisted(dir string, listed map[string]string) error {
 	return nil
 }
 
-// isTemp reports whether name is a temp file writeAtomic left behind when a
-// runner was killed mid-write.
+// isTemp reports whether name is a temp file of a killed writeAtomic.
 func isTemp(name string) bool {
 	return strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-")
 }

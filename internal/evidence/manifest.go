@@ -16,8 +16,7 @@ const (
 	RunName     = "run.json"
 )
 
-// GitCheckout is the checkout's commit and whether its sources were dirty,
-// read once when a run starts.
+// GitCheckout is the checkout's commit and whether its sources were dirty.
 type GitCheckout struct {
 	Commit string
 	Dirty  bool

@@ -9,8 +9,7 @@ import (
 	"idemlab/internal/protocol"
 )
 
-// A Run is one finished (case, store) run: what it observed, and what
-// varies (its details).
+// A Run is one finished (case, store) run: what it observed, what varies.
 type Run struct {
 	Case   casefile.Case
 	Store  protocol.Store
@@ -49,9 +48,8 @@ type Timing struct {
 	Parallel int // runs at once
 }
 
-// RunFiles renders the runs, cases in suite order and stores in evidence
-// order, as results.json (what was observed) and run.json (what varies),
-// each with the schema it must satisfy.
+// RunFiles renders the runs, in evidence order, as results.json (what was
+// observed) and run.json (what varies).
 func RunFiles(runs []Run, t Timing) ([]File, error) {
 	res := resultsDoc{SchemaVersion: 1, Runs: []caserun.Observed{}}
 	rd := runDoc{SchemaVersion: 1, StartedUTC: t.Began.UTC().Format(time.RFC3339Nano), WallMS: ms(t.Wall), Parallel: t.Parallel, Runs: []runDetail{}}

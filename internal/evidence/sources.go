@@ -11,10 +11,8 @@ import (
 	"strings"
 )
 
-// SourceRoots are the checkout's files and folders that can change a result.
-// Below a folder, test files and testdata are not sources, nor what a
-// target's setup makes (node_modules, which its lock file pins) and the
-// setup's own marker.
+// SourceRoots are the checkout's files and folders that can change a
+// result (below a folder, as IsSource says).
 var SourceRoots = []string{"go.mod", "go.sum", "cmd", "internal", "cases", "schema", "targets"}
 
 // IsSource reports whether a slash path relative to the checkout root is a
@@ -92,11 +90,9 @@ func GitState(root string) GitCheckout {
 }
 
 // CheckOutsideSources refuses an evidence folder out that is the checkout
-// root itself or a folder whose files the manifest would hash as sources
-// (inside cases/, schema/, cmd/ or internal/, but not in a testdata
-// folder): evidence written there would be read back as sources by every
-// later run, and the audit would find the sources changed. Both paths are
-// compared after resolving symlinks, as far as they exist.
+// itself or inside its sources (not in a testdata folder): later runs
+// would hash the evidence as sources, and the audit find them changed.
+// Both paths are compared with their symlinks resolved.
 func CheckOutsideSources(root, out string) error {
 	r, err := resolve(root)
 	if err != nil {

@@ -9,10 +9,8 @@ import (
 	"idemlab/internal/target"
 )
 
-// This file writes the runs on targets, services the lab did not write:
-// targets.json, each target as it was run, and per case its observations
-// and the run's details. The audit judges them (verdicts.json) and
-// renders TARGETS.md.
+// This file writes targets.json: each target as it was run, and per case
+// its observations and the run's details, for the audit to judge.
 
 // TargetsName is the targets' evidence file.
 const TargetsName = "targets.json"

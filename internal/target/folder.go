@@ -36,10 +36,9 @@ const (
 // setup makes, the setup's own marker, and version control.
 var skipped = []string{"node_modules", SetupMarker, SetupLock, ".git"}
 
-// Digest returns the SHA-256 over the target's folder: every regular file
-// by path (slash-separated, sorted) and content, node_modules, the setup
-// marker and .git left out. A symlink or other non-regular file is an
-// error: the digest must name every byte the target runs from.
+// Digest returns the SHA-256 over every regular file of the target's folder
+// by path and content, skipped names left out. Any other file is an error:
+// the digest must name every byte the target runs from.
 func (t *Target) Digest() (string, error) {
 	type entry struct{ rel, sum string }
 	var entries []entry
@@ -90,9 +89,9 @@ func (t *Target) Digest() (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// EnsureSetup runs the target's setup command in its folder unless it
-// already succeeded on a folder with this digest, and says so on log.
-// Setups of one folder are serialised by a lock file beside the marker.
+// EnsureSetup runs the target's setup command in its folder, saying so on
+// log, unless it succeeded on a folder with this digest. A lock file
+// serialises setups of one folder.
 func (t *Target) EnsureSetup(ctx context.Context, digest string, log io.Writer) error {
 	if len(t.Setup) == 0 {
 		return nil
@@ -137,8 +136,7 @@ func tail(out []byte, n int) string {
 	return strings.ReplaceAll(string(out), "\n", " | ")
 }
 
-// Library is one package of the code under test, at the version its lock
-// file pins.
+// Library is one package of the code under test, at its pinned version.
 type Library struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`

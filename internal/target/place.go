@@ -14,9 +14,8 @@ import (
 	"idemlab/internal/sink"
 )
 
-// This file places each lab fault on a target (docs/targets.md has the
-// table): as the target's own header where it maps the fault natively,
-// otherwise on the fault proxy in front of it or the effect sink behind it.
+// This file places each lab fault on a target (docs/targets.md): as its own
+// header where it maps the fault, else on the fault proxy or the sink.
 
 // AllFaults, as a faults.native name, maps every lab fault to one header;
 // FaultValue in its value passes the lab's fault value through.
@@ -64,17 +63,15 @@ var placements = map[string]placement{
 }
 
 // FaultGiveUp is the fault only a target takes: give-up=NNms, the proxy
-// closes the client's connection unanswered after NN ms (at least 1 ms),
-// the target's exchange going on (the client gave up mid-flight).
+// closes the client's connection unanswered after NN ms (at least 1), the
+// target's exchange going on.
 const FaultGiveUp = "give-up"
 
 // FaultNames lists the lab faults a target may map natively, sorted.
 func FaultNames() []string { return slices.Sorted(maps.Keys(placements)) }
 
-// Place says where the X-Lab-Fault value v acts on t ("" places nothing).
-// A value joins faults with ","; each is mapped natively if the target
-// maps it, else placed on the proxy or the sink. An error wrapping
-// ErrNotPlaceable says why a fault cannot act here.
+// Place says where each fault of the X-Lab-Fault value v ("a,b") acts on
+// t; an error wrapping ErrNotPlaceable says why one cannot act here.
 func (t *Target) Place(v string) (Placement, error) {
 	var p Placement
 	if v == "" {

@@ -13,8 +13,7 @@ import (
 	"idemlab/internal/serverproc"
 )
 
-// RedisProgram is the redis server the lab starts; RedisHint says how to
-// get it.
+// RedisProgram is the redis server the lab starts; RedisHint how to get it.
 const (
 	RedisProgram = "redis-server"
 	RedisHint    = "install Debian's redis-server package"
@@ -38,10 +37,9 @@ type RedisServer struct {
 	srv  *serverproc.Server
 }
 
-// StartRedis starts a redis-server in a fresh folder under parent,
-// listening on a free loopback port only, with no snapshot and no
-// append-only file: its keys live as long as the process. It dies with the
-// runner (the parent-death signal), as every lab server does.
+// StartRedis starts a redis-server in a fresh folder under parent, on a free
+// loopback port, without persistence: its keys live as long as the process,
+// which dies with the runner.
 func StartRedis(ctx context.Context, parent string) (*RedisServer, error) {
 	path, err := exec.LookPath(RedisProgram)
 	if err != nil {
@@ -68,8 +66,7 @@ func StartRedis(ctx context.Context, parent string) (*RedisServer, error) {
 	return &RedisServer{URL: "redis://" + addr + "/0", Addr: addr, dir: dir, srv: srv}, nil
 }
 
-// Stop stops redis (SIGTERM, then SIGKILL past the bound) and removes its
-// folder. It is safe to call twice.
+// Stop stops redis and removes its folder; it is safe to call twice.
 func (r *RedisServer) Stop() error {
 	if r.srv == nil {
 		return nil

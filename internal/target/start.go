@@ -9,8 +9,7 @@ import (
 	"strings"
 )
 
-// The placeholders the lab fills in start.argv, start.env and
-// effects.count.
+// The placeholders the lab fills in start.argv, start.env and effects.
 const (
 	PortPlaceholder         = "{port}"
 	StatePlaceholder        = "{state}"
@@ -29,8 +28,7 @@ const (
 
 var placeholderRE = regexp.MustCompile(`\{[a-z_]+\}`)
 
-// placeholders are the ones t may use: the service placeholders only with
-// the service.
+// placeholders are the ones t may use (a service's, with the service).
 func (t *Target) placeholders() []string {
 	p := []string{PortPlaceholder, StatePlaceholder, ReplicaPlaceholder, EffectURLPlaceholder, DirPlaceholder, EffectServerPlaceholder, CapacityPlaceholder}
 	for _, s := range t.Services {

@@ -1,13 +1,9 @@
 // Package target holds what the lab knows of a service it did not write: a
-// folder targets/NAME/ with target.json (schema/target.schema.json) and
-// whatever the service needs. It loads and checks target.json, digests the
-// folder, runs the folder's setup once per digest, expands the start
-// command's placeholders, places each lab fault on the proxy, the sink or
-// the target's own header (place.go), and reads the versions of the code
-// under test from its lock file.
-//
-// It starts nothing itself: package caserun runs a target's replicas
-// between the lab's fault proxy and its effect sink.
+// folder targets/NAME/ with target.json (schema/target.schema.json). It
+// loads and checks target.json, digests the folder, runs its setup once per
+// digest, expands the start command's placeholders, places each lab fault
+// (place.go), and reads the versions of the code under test. Package
+// caserun runs a target's replicas.
 package target
 
 import (
@@ -40,8 +36,8 @@ const MaxFileBytes = 64 << 10
 // programs are missing a failure instead of a skip. CI sets it to 1.
 const RequireEnv = "IDEMLAB_REQUIRE_TARGETS"
 
-// Bounds of the start: how long a target may take to get ready, and how
-// long SIGTERM may take before SIGKILL, when target.json does not say.
+// How long a target may take to get ready, and SIGTERM before SIGKILL,
+// unless target.json says.
 const (
 	DefaultReadyWithin = 20 * time.Second
 	DefaultStopGrace   = 5 * time.Second
@@ -165,9 +161,8 @@ type file struct {
 	Mirrors  string    `json:"mirrors"`
 }
 
-// Load reads and checks DIR/target.json against the schema and the rules
-// a schema cannot state (the folder's name, the ready rule, placeholders,
-// the fault names). Errors name the file and what was wrong.
+// Load reads DIR/target.json and checks it against the schema and the rules
+// a schema cannot state. Errors name the file and what was wrong.
 func Load(dir string, schemas *strict.Schemas) (*Target, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -207,9 +202,8 @@ func Parse(path string, b []byte, schemas *strict.Schemas) (*Target, error) {
 	return t, nil
 }
 
-// target turns target.json as written into a Target, with the defaults
-// for what it leaves out, and checks the rules a schema cannot state; the
-// first rule broken is the error.
+// target turns target.json into a Target and checks the rules a schema
+// cannot state (the ready rule, placeholders, the fault names).
 func (f *file) target() (*Target, error) {
 	t := f.newTarget()
 	re, err := f.readyLine()
@@ -303,11 +297,9 @@ func (f *file) effects() (Effects, error) {
 	return Effects{Count: c.Count, Journal: c.Journal}, nil
 }
 
-// checkPlaceholders checks that every placeholder of the start command
-// and the effects commands is one the lab fills, and that {port} is given
-// to the target unless its ready line (portFromLine, which needs no probe)
-// reports the port it chose. The effects commands run once every process
-// exited, where {port} means nothing.
+// checkPlaceholders checks that every placeholder of the commands is one
+// the lab fills, and that {port} is given to the target unless its ready
+// line reports the port it chose (portFromLine, which needs no probe).
 func (t *Target) checkPlaceholders(portFromLine, probe bool) error {
 	c := placeholderCheck{known: t.placeholders()}
 	for i, a := range t.Start.Argv {
@@ -376,8 +368,7 @@ func (t *Target) checkNative() error {
 	return nil
 }
 
-// Missing returns the required programs not found on PATH (or, for an
-// absolute path, not there), with a line saying what to install.
+// Missing returns the required programs not found, and what to install.
 func (t *Target) Missing() (missing []string, hint string) {
 	for _, p := range t.Requires {
 		if _, err := exec.LookPath(p); err != nil {
