@@ -50,9 +50,8 @@ type Case struct {
 	Target TargetJudging
 }
 
-// TargetJudging says what a sound implementation shows in a case (the
-// expectation of the store Sound) and which properties the case tests,
-// for judging a run on a target (package verdict).
+// TargetJudging says which store's expectation a sound implementation
+// shows, and which properties the case tests, for the audit's verdict.
 type TargetJudging struct {
 	Sound protocol.Store `json:"sound"`
 	Tests []string       `json:"tests"`
@@ -192,15 +191,12 @@ func (x Expectation) Statuses() []int {
 }
 
 // Bounds on a case, so that the runner's and the audit's memory and time
-// stay bounded whatever a case file asks: cases/ holds at most MaxFiles
-// case files, a case file is at most MaxFileBytes, and its steps make at most MaxCalls calls (a call and its
-// recorded observation cost a few hundred bytes each, in results.json and
-// run.json) and wait at most MaxWaitMS in all (sleep steps and a parallel
-// step's staggers). MaxBodyBytes is the schema's largest body_bytes, and
-// MaxKeyLength and MaxFaultLength its longest key and fault, in characters
-// (TestSchemaBounds holds the schema to them): so a call's headers stay far
-// below any server's header limit, whose refusal could race the request
-// like an early 413. A body string is bounded by the file itself.
+// stay bounded whatever a case file asks: at most MaxFiles case files of
+// MaxFileBytes, each making at most MaxCalls calls (a few hundred bytes of
+// evidence each) and waiting at most MaxWaitMS in all. MaxBodyBytes,
+// MaxKeyLength and MaxFaultLength are the schema's (TestSchemaBounds): a
+// call's headers stay far below any server's header limit, whose refusal
+// could race the request like an early 413.
 const (
 	MaxFiles       = 100
 	MaxFileBytes   = 1 << 20
@@ -314,9 +310,8 @@ func Parse(path string, b []byte, schemas *strict.Schemas) (Case, error) {
 	return c, nil
 }
 
-// A PlannedCall is one call the steps make, in the order they are
-// recorded: its step, key, fault, body length and, for a call of a
-// concurrent group, the group's step (Group is -1 otherwise).
+// A PlannedCall is one call the steps make, in recorded order; Group is a
+// concurrent group's step, -1 outside one.
 type PlannedCall struct {
 	Step    int
 	Group   int
@@ -353,13 +348,12 @@ func (c Case) Plan() []PlannedCall {
 	return out
 }
 
-// MaxSuiteCalls bounds the calls of one run of the runner, over every
-// (case, store) run: results.json takes about 230 bytes a call, and the
-// audit reads it up to 8 MiB.
+// MaxSuiteCalls bounds the calls of one run of the runner: results.json
+// takes about 230 bytes a call, and the audit reads it up to 8 MiB.
 const MaxSuiteCalls = 30000
 
-// CheckSuite refuses a selection of cases that makes more than
-// MaxSuiteCalls calls in all on stores stores.
+// CheckSuite refuses cases that make more than MaxSuiteCalls calls in all
+// on stores stores.
 func CheckSuite(cases []Case, stores int) error {
 	n := 0
 	for _, c := range cases {
@@ -428,11 +422,9 @@ func (c Case) eachCall(f func(field string, call Call, parallel bool) error) err
 }
 
 // checkCall refuses a call with two bodies or two keys, to a replica the
-// case does not run, repeated inside a parallel step, or with a key or
-// fault HTTP cannot carry as written: a control byte (CR and LF above all,
-// which would end the header) or white space at either end (a header value
-// is trimmed). The client would refuse to send such a call, and the run
-// would record it as a reply the server never dropped.
+// case does not run, repeated in a parallel step, or with a key or fault
+// HTTP cannot carry as written (headerValue): the client would refuse to
+// send it, and the run record a reply the server never dropped.
 func (c Case) checkCall(field string, call Call, parallel bool) error {
 	switch {
 	case call.Body != nil && call.BodyBytes != nil:
@@ -518,10 +510,9 @@ func (c Case) checkReplicas() error {
 	return nil
 }
 
-// checkExpect catches expectations that cannot line up with the case: as
+// checkExpect catches expectations that cannot line up with the case (as
 // many calls as the steps make, ledger_counter exactly with a ledger, one
-// for target/sound; and a lease without a ledger. The mistake is named at
-// load time rather than as a failed run.
+// for target/sound) and a lease without a ledger, at load time.
 func (c Case) checkExpect() error {
 	if c.Ledger == nil && c.Server.LeaseMS > 0 {
 		return errors.New("server/lease_ms: only with a ledger (the lease is the downstream mode's)")

@@ -37,9 +37,8 @@ import (
 func EffectURL(addr string) string { return "http://" + addr + protocol.EffectPath }
 
 // ExpectContinueAbove is the largest body sent without Expect:
-// 100-continue. It is below protocol.DefaultMaxBody, so every body a
-// server with the lab's limit refuses for its size waits for the server's
-// word; smaller bodies go at once, as they always did.
+// 100-continue, below protocol.DefaultMaxBody: every body the lab's limit
+// refuses waits for the server's word.
 const ExpectContinueAbove = 1024
 
 // A Request is one call for one intent: a POST to protocol.EffectPath
@@ -147,12 +146,11 @@ func (c *Client) Post(ctx context.Context, url string, r Request) (Reply, error)
 	return out, nil
 }
 
-// Close closes the client's idle connections (there are none with
-// keep-alives off; Close is for symmetry with a client that owns resources).
+// Close closes the client's idle connections (none, with keep-alives off).
 func (c *Client) Close() { c.http.CloseIdleConnections() }
 
-// Classify maps the error of a failed call to an protocol.Outcome that is the same
-// on every machine: protocol.OutcomeRefused, protocol.OutcomeTimeout or protocol.OutcomeNoReply.
+// Classify maps the error of a failed call to an outcome that is the same
+// on every machine: refused, timeout or no reply.
 func Classify(err error) protocol.Outcome {
 	var ne net.Error
 	switch {
@@ -166,8 +164,7 @@ func Classify(err error) protocol.Outcome {
 }
 
 // ParseRetryAfter reads a Retry-After value (RFC 9110 section 10.2.3): a
-// number of seconds, or an HTTP date, relative to now. Anything else, an
-// empty value included, is 0: no wait asked for.
+// number of seconds, or an HTTP date; anything else is 0, no wait.
 func ParseRetryAfter(v string, now time.Time) time.Duration {
 	if v == "" {
 		return 0

@@ -20,9 +20,8 @@ import (
 	"strings"
 )
 
-// goEnvNames are the go command's settings that go into the key: the
-// toolchain, the target, and everything else that changes the code the
-// compiler and linker produce. GOEXE names the program.
+// goEnvNames are the go command's settings in the key: the toolchain, the
+// target and whatever changes the code it produces; GOEXE names the program.
 var goEnvNames = []string{
 	"GOVERSION", "GOOS", "GOARCH", "GOEXE",
 	"GO386", "GOAMD64", "GOARM", "GOARM64", "GOMIPS", "GOMIPS64",
@@ -30,10 +29,9 @@ var goEnvNames = []string{
 	"GOEXPERIMENT", "GOFIPS140",
 }
 
-// goEnv asks the go command, run as the build will run it, for the settings
-// in goEnvNames. Asking the go command rather than this program's runtime
-// matters: the two may be different toolchains, and GOTOOLCHAIN or go.mod
-// may select yet another one.
+// goEnv asks the go command, run as the build will run it, for goEnvNames:
+// not this program's runtime, which may be another toolchain (GOTOOLCHAIN
+// or go.mod may select yet another).
 func goEnv(ctx context.Context, goCmd, root string, env []string) (map[string]string, error) {
 	cmd := exec.CommandContext(ctx, goCmd, append([]string{"env", "-json"}, goEnvNames...)...)
 	cmd.Dir = root
@@ -112,8 +110,7 @@ func keyInputs(root, pkg string, goenv map[string]string) (string, error) {
 	return b.String(), nil
 }
 
-// A sourceSet collects the files of the key, by slash-separated name, with
-// their SHA-256.
+// A sourceSet collects the key's files, by slash name, with their SHA-256.
 type sourceSet struct {
 	root    string
 	modPath string
@@ -164,9 +161,8 @@ func (s *sourceSet) walkImports(dir string) error {
 }
 
 // pkg adds the source files of the package in dir and returns its imports.
-// A folder that does not exist is recorded as missing: go build will say
-// what is wrong. A file that does not parse is hashed without its imports,
-// for the same reason.
+// A missing folder is recorded as missing, a file that does not parse is
+// hashed without its imports: go build will say what is wrong.
 func (s *sourceSet) pkg(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if os.IsNotExist(err) {
@@ -271,8 +267,7 @@ func exists(file string) bool {
 }
 
 // goMod is what the key needs from go.mod: the module path and the replace
-// directives that point at local folders (relative to the module root or
-// absolute).
+// directives' local folders.
 type goMod struct {
 	path         string
 	localReplace []string
@@ -286,9 +281,8 @@ func readGoMod(root string) (goMod, error) {
 	return parseGoMod(data)
 }
 
-// parseGoMod reads the module line and the replace directives of a go.mod,
-// in either the single-line or the block form. It is deliberately small:
-// the go command validates go.mod when it builds.
+// parseGoMod reads the module line and the replace directives (single-line
+// or block) of a go.mod; the go command validates the rest when it builds.
 func parseGoMod(data []byte) (goMod, error) {
 	var m goMod
 	inReplace := false

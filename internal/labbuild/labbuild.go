@@ -53,29 +53,23 @@ import (
 	"time"
 )
 
-// Flags are the pinned flags of every lab build, placed between "go build"
-// and "-o OUT PKG".
+// Flags are the pinned flags of every lab build.
 var Flags = []string{"-trimpath", "-buildvcs=false"}
 
-// Env is the pinned environment of every lab build, appended after the
-// caller's environment so that it wins. See the package comment for why
-// GOFLAGS is not empty.
+// Env is the pinned environment of every lab build, after the caller's.
 var Env = []string{"CGO_ENABLED=0", "GOFLAGS=-mod=readonly", "GOWORK=off"}
 
 // LikeRecipe reports whether the running program was built with the
-// recipe's settings that decide how each package is compiled: -trimpath
-// and CGO_ENABLED=0 (-buildvcs only stamps the binary; GOFLAGS and GOWORK
-// choose modules, not code). Then a lab build reuses the standard library
-// the go command compiled for this program, and the server's first build
-// compiles only what the program does not use (SQLite); otherwise it
-// compiles the standard library a second time, about 15 s on 2 cores.
+// recipe's settings that change compiled packages (-trimpath and
+// CGO_ENABLED=0): then a lab build reuses the standard library compiled for
+// it, and the server's first build compiles only SQLite; otherwise it
+// compiles the standard library again, about 15 s on 2 cores.
 func LikeRecipe() bool {
 	bi, ok := debug.ReadBuildInfo()
 	return ok && likeRecipe(bi.Settings)
 }
 
-// recipeSettings are the build settings (as debug.BuildInfo records them)
-// of the recipe's flags and environment that change compiled packages.
+// recipeSettings are those settings, as debug.BuildInfo records them.
 var recipeSettings = map[string]string{"-trimpath": "true", "CGO_ENABLED": "0"}
 
 func likeRecipe(settings []debug.BuildSetting) bool {
@@ -88,8 +82,8 @@ func likeRecipe(settings []debug.BuildSetting) bool {
 	return matched == len(recipeSettings)
 }
 
-// Recipe says how a lab binary was made. The runner writes it into the
-// manifest, where the audit can repeat the build.
+// Recipe says how a lab binary was made: the manifest records it, so the
+// audit can repeat the build.
 type Recipe struct {
 	Package  string   `json:"package"`  // as given to go build, e.g. "./cmd/effectserver"
 	Flags    []string `json:"flags"`    // Flags, or empty when prebuilt
@@ -145,9 +139,8 @@ type Binary struct {
 const keepUnused = 5 * 24 * time.Hour
 
 // Build returns the binary of o.Package built from o.Root with the pinned
-// recipe, from the cache when an entry with the same key is intact, else by
-// running go build. Errors start with "build PKG: "; a failed build's error
-// includes the go command's output.
+// recipe, from the cache when an entry of its key is intact. A failed
+// build's error includes the go command's output.
 func Build(ctx context.Context, o Options) (b Binary, err error) {
 	defer func() {
 		if err != nil {
@@ -216,9 +209,8 @@ func Build(ctx context.Context, o Options) (b Binary, err error) {
 	return b, nil
 }
 
-// ProgressEvery is how often a long build says it is still building, so the
-// first run is never silent for 10 s (issue 21's bound), with room for a
-// busy machine's late tick.
+// ProgressEvery is how often a long build says it is still building: the
+// first run is never silent for 10 s, with room for a late tick.
 const ProgressEvery = 8 * time.Second
 
 // progress prints "still building NAME (N s)" every interval until the
@@ -256,8 +248,8 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
-// goBuild runs go build into a temporary folder inside dir and renames the
-// binary, its SHA-256 file and the key's inputs into place. It returns the
+// goBuild runs go build into a temporary folder inside dir, renames the
+// binary, its SHA-256 file and the key's inputs into place, and returns the
 // binary's SHA-256.
 func goBuild(ctx context.Context, o Options, env []string, dir, name, inputs string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -328,9 +320,8 @@ func everBuilt(cacheDir, name string) bool {
 	return len(m) > 0
 }
 
-// trim removes the cache's entries last used before cutoff, except keep.
-// Errors are ignored: trimming is housekeeping, and a binary that another
-// process is running survives its removal on Unix.
+// trim removes the cache's entries last used before cutoff, except keep,
+// ignoring errors: a binary another process runs survives its removal.
 func trim(cacheDir, keep string, cutoff time.Time) {
 	entries, err := os.ReadDir(cacheDir)
 	if err != nil {
@@ -346,8 +337,7 @@ func trim(cacheDir, keep string, cutoff time.Time) {
 	}
 }
 
-// progName is the name go build gives the program in pkg: the last element
-// of its folder.
+// progName is the name go build gives the program in pkg.
 func progName(root, pkg string) (string, error) {
 	dir, err := pkgDir(root, pkg)
 	if err != nil {

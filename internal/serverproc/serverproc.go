@@ -1,8 +1,7 @@
 // Package serverproc owns one server subprocess, the lab's effect server or
-// a target: it starts it, waits until it is ready (the effect server's
-// READY line, a target's own line, or a connection to its port), collects
-// its log lines, stops it with SIGTERM or waits for it to exit on its own,
-// and kills it on every other path so that no server outlives the runner.
+// a target: it starts it, waits until it is ready (a line, or a connection
+// to its port), collects its log, stops it or waits for it to exit, and
+// kills it on every other path so that no server outlives the runner.
 package serverproc
 
 import (
@@ -73,8 +72,7 @@ type Spec struct {
 }
 
 // Start runs the effect server at path with args and waits up to
-// readyWithin for its READY line. On any failure the process is killed and
-// reaped before Start returns.
+// readyWithin for its READY line.
 func Start(ctx context.Context, path string, args []string, readyWithin time.Duration) (*Server, error) {
 	return StartSpec(ctx, Spec{Path: path, Args: args, ReadyLine: readyLine, ReadyWithin: readyWithin})
 }
@@ -144,9 +142,8 @@ func StartSpec(ctx context.Context, spec Spec) (*Server, error) {
 	}
 }
 
-// probe sends the address on ready once a TCP connection to addr succeeds,
-// or with path set once GET path answers below 500; it gives up with the
-// process or after within.
+// probe sends addr on ready once a TCP connection to it succeeds, or GET
+// path answers below 500; it gives up with the process or after within.
 func (s *Server) probe(addr, path string, within time.Duration, ready chan<- string) {
 	deadline := time.Now().Add(within)
 	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
@@ -230,8 +227,8 @@ func (s *Server) tail() string {
 	return strings.Join(lines, " | ")
 }
 
-// Stop sends SIGTERM and waits up to within for the exit; past that the
-// process is killed and Stop reports it. It returns the exit code.
+// Stop sends SIGTERM and returns the exit code; past within the process is
+// killed and Stop says so.
 func (s *Server) Stop(within time.Duration) (int, error) {
 	if err := s.signal(syscall.SIGTERM); err != nil {
 		s.Kill()
@@ -289,8 +286,8 @@ func (s *Server) Exited() bool {
 	}
 }
 
-// Kill kills the process if it still runs and waits until it is reaped. It
-// is safe to call on every path, any number of times.
+// Kill kills the process if it still runs and waits until it is reaped,
+// safely on every path, any number of times.
 func (s *Server) Kill() {
 	if !s.Exited() {
 		_ = s.signal(syscall.SIGKILL) // an error means it is already gone

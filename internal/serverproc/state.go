@@ -16,11 +16,9 @@ import (
 // readStateWithin bounds one read of a store's state.
 const readStateWithin = 30 * time.Second
 
-// ReadState reads what the servers of store kind left at p, once every
-// server on it exited, by running the effect server at path in its
-// -read-state mode: the runner links no store engine (SQLite, pgx) itself,
-// and the server refuses foreign or corrupt state exactly as it does at
-// start.
+// ReadState reads what the servers of store kind left at p, once every one
+// exited, with the effect server's -read-state mode: the runner links no
+// store engine, and the server refuses bad state as it does at start.
 func ReadState(ctx context.Context, path string, kind protocol.Store, p store.Place) (store.State, error) {
 	args := []string{"-read-state", "json", "-store", string(kind)}
 	if p.DSN != "" {
