@@ -142,11 +142,9 @@ func checkCheckout(root string) error {
 }
 
 // The fixture's selection: a few cases that between them show every kind
-// of check (a lost reply, a concurrent group, another body, a restart, a
-// crash, bad input, a ledger), on every store and on two targets (the
-// lab's own server as a target, mirroring the volatile store, and a real
-// library); chaos on every store and two targets, short and with few
-// clients so that a history stays small enough for a story to carry.
+// of check, on every store and two targets (the lab's own server as one,
+// and a real library); chaos on every store and two targets, short and
+// with few clients so that a history stays small enough for a story.
 var (
 	fixtureCases   = []string{"keyed_lost_reply", "concurrent_duplicate", "body_conflict", "restart_after_reply", "crash_after_effect", "oversized_key_and_body", "downstream_crash_after_ledger_forwarded"}
 	fixtureTargets = []string{"effectserver-volatile", "express-idempotency"}
@@ -154,8 +152,7 @@ var (
 	chaosOptions   = runner.ChaosOptions{Duration: time.Second, Clients: 2}
 )
 
-// A folder is one evidence folder of the fixture and the runner
-// invocation that writes it.
+// A folder is one evidence folder of the fixture and its runner invocation.
 type folder struct {
 	name string
 	opts func(o *runner.Options)
@@ -177,9 +174,8 @@ var folders = []folder{
 	}},
 }
 
-// SignKey is the throwaway key the fixture's signed/ folder is signed
-// with (runner -sign), relative to the checkout: the goldens verify the
-// signature with cmd/audit/testdata/fixture/keys/test_ed25519.pub.
+// SignKey signs the fixture's signed/ folder (runner -sign); the goldens
+// verify it with cmd/audit/testdata/fixture/keys/test_ed25519.pub.
 const SignKey = "internal/audit/dsse/testdata/keys/test_ed25519"
 
 // regenerate writes the fixture into out: the runs, then the root they
@@ -251,14 +247,12 @@ func makeRoot(ctx context.Context, checkout, root, tmp string) (fixup, error) {
 	return fix, err
 }
 
-// historyIntents bounds the intents each chaos history of the fixture
-// keeps, so that a story forging one carries a small file.
+// historyIntents bounds the intents of each chaos history of the fixture.
 const historyIntents = 25
 
-// cutHistories cuts every chaos history of dir with testdata/spec/cut to
-// the first intents, at most historyIntents, that leave no intent number
-// out (the audit requires intents numbered 0, 1, ...): a history the
-// checker could have seen, whose server events are the whole run's.
+// cutHistories cuts every chaos history of dir with testdata/spec/cut to its
+// first intents, at most historyIntents, that leave no intent number out
+// (the audit requires 0, 1, ...).
 func cutHistories(checkout, dir string, log io.Writer) error {
 	paths, err := filepath.Glob(filepath.Join(dir, "chaos-*.jsonl"))
 	if err != nil {
@@ -309,9 +303,8 @@ func gapless(history []byte) bool {
 	return len(seen) > 0
 }
 
-// deriveAll writes the derived files of every folder of the fixture in
-// out again, in a copy of it made a git repository as cmd/audit's tests
-// make it (the audit ties source_commit to git history).
+// deriveAll writes the derived files of every folder of the fixture in out
+// again, in a copy made a git repository as cmd/audit's tests make it.
 func deriveAll(out, key string) error {
 	tmp, err := os.MkdirTemp("", "auditfixture-")
 	if err != nil {
@@ -339,9 +332,8 @@ func deriveAll(out, key string) error {
 	return nil
 }
 
-// derive has the audit write its derived files into dir for the root, as
-// the runner had it do, signing the statement for a signed folder; the
-// folder must pass.
+// derive has the audit write its derived files into dir, as the runner had
+// it do (signed, for a signed folder); the folder must pass.
 func derive(root, dir string, signed bool, key string) error {
 	opts := audit.Options{Root: root, Evidence: dir, Write: true}
 	if signed {
@@ -381,10 +373,9 @@ func runRunner(ctx context.Context, checkout, dir string, f folder, tries int, l
 	return nil
 }
 
-// writeRoot writes the fixture's root of data into root: go.mod, go.sum
-// and schema/ from the checkout, the case files of fixtureCases, a
-// stand-in for each target folder the runs used, the protocol constants
-// and the stand-in server.
+// writeRoot writes the fixture's root of data: go.mod, go.sum, schema/, the
+// case files run, stand-ins for the target folders and the server, and the
+// protocol constants.
 func writeRoot(checkout, root string) error {
 	for _, f := range []string{"go.mod", "go.sum"} {
 		if err := copyFile(filepath.Join(checkout, f), filepath.Join(root, f)); err != nil {
@@ -417,9 +408,8 @@ func writeRoot(checkout, root string) error {
 	return writeFile(filepath.Join(root, "cmd", "effectserver", "main.go"), []byte(standInServer))
 }
 
-// writeTarget writes a stand-in for a target folder: its target.json and
-// the lock file it names, which the audit reads, and a README saying what
-// the folder is; never its program, which the audit does not run.
+// writeTarget writes a stand-in for a target folder: what the audit reads
+// (target.json, the lock file) and a README, never the program.
 func writeTarget(from, to string) error {
 	if err := copyFile(filepath.Join(from, "target.json"), filepath.Join(to, "target.json")); err != nil {
 		return err
@@ -453,9 +443,8 @@ package main
 func main() {}
 `
 
-// protocolFile renders the constants of the protocol package that the
-// manifest records (and the audit reads from ROOT/internal/protocol with
-// go/parser), with the lab's values, one declaration each.
+// protocolFile renders the protocol constants the manifest records, which
+// the audit reads from ROOT/internal/protocol with go/parser.
 func protocolFile() []byte {
 	var b bytes.Buffer
 	b.WriteString("// Package protocol holds, for the audit fixture, the constants of the lab's\n" +
@@ -477,23 +466,20 @@ func protocolFile() []byte {
 	return b.Bytes()
 }
 
-// CommitEnv is the identity and date of the fixture root's one commit, so
-// that its hash depends on the root's files alone; cmd/audit's TestMain
-// makes the same commit (and checks it got the manifest's source_commit).
-// No system or global git configuration is read.
+// CommitEnv fixes the identity and date of the fixture root's one commit,
+// and keeps git's configuration out, so that its hash depends on the files
+// alone: cmd/audit's TestMain makes the same commit.
 var CommitEnv = []string{
 	"GIT_AUTHOR_NAME=audit fixture", "GIT_AUTHOR_EMAIL=fixture@idemlab.invalid", "GIT_AUTHOR_DATE=2026-01-01T00:00:00Z",
 	"GIT_COMMITTER_NAME=audit fixture", "GIT_COMMITTER_EMAIL=fixture@idemlab.invalid", "GIT_COMMITTER_DATE=2026-01-01T00:00:00Z",
 	"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
 }
 
-// CommitPaths are what the commit holds: the root's source files (those
-// the root has).
+// CommitPaths are what the commit holds (those the root has).
 var CommitPaths = []string{"go.mod", "go.sum", "cases", "schema", "targets", "internal", "cmd"}
 
-// Commit makes root a git repository whose one commit holds CommitPaths
-// (git init; git add; git commit -m fixture, with CommitEnv) and returns
-// the commit's hash.
+// Commit makes root a git repository of one commit of CommitPaths and
+// returns its hash.
 func Commit(root string) (string, error) {
 	env := append(os.Environ(), CommitEnv...)
 	var paths []string
@@ -519,9 +505,8 @@ func Commit(root string) (string, error) {
 	return strings.TrimSpace(string(head)), nil
 }
 
-// fixup is what the rewrite puts into a folder: the fixture root's sources
-// and commit, the stand-in server's build, and the stand-in target
-// folders' digests.
+// fixup is what the rewrite puts into a folder: the root's sources and
+// commit, the stand-in server's build and the target folders' digests.
 type fixup struct {
 	commit  string
 	sources map[string]string
@@ -529,12 +514,10 @@ type fixup struct {
 	digests map[string]string // by target name
 }
 
-// rewrite rewrites dir's observations to describe the fixture's root: the
-// targets' digests in targets.json and chaos.json, then manifest.json's
-// sources, commit, server build and targets, and the hashes of the files
-// it changed. The audit's derived files go (derive writes them again). It
-// refuses a manifest that does not come back byte for byte through
-// evidence.Manifest (a format this program no longer knows).
+// rewrite makes dir describe the fixture's root: the targets' digests, the
+// manifest's sources, commit, server build and file hashes; the audit's
+// derived files go. It refuses a manifest that does not come back byte for
+// byte through evidence.Manifest (a format this program no longer knows).
 func (f fixup) rewrite(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -584,8 +567,7 @@ func (f fixup) rewrite(dir string) error {
 }
 
 // rewriteDigests sets every target's digest in targets.json and chaos.json
-// to its stand-in folder's, editing the runner's bytes in place (the
-// digest is a fixed-width hex string).
+// to its stand-in's, in place (a digest is fixed-width hex).
 func (f fixup) rewriteDigests(dir string) error {
 	for _, file := range []string{evidence.TargetsName, "chaos.json"} {
 		p := filepath.Join(dir, file)
@@ -621,9 +603,8 @@ func (f fixup) rewriteDigests(dir string) error {
 	return nil
 }
 
-// replaceFixture replaces the root's sources (CommitPaths) and evidence
-// folders in out by those of root, never its .git; anything else in out
-// (README.md) is kept.
+// replaceFixture replaces the sources and evidence folders in out by
+// root's, never its .git; anything else (README.md) is kept.
 func replaceFixture(root, out string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err

@@ -20,9 +20,8 @@ import (
 // echoes an unbounded value (the flag package quotes a bad value whole).
 const maxArgBytes = 4096
 
-// A bound is the range a numeric flag accepts: a value outside it is a
-// usage error (exit 2) before anything is built or run. A duration flag's
-// range is in time.Duration units.
+// A bound is the range a numeric flag accepts (a duration's in
+// time.Duration units): outside it is a usage error before anything runs.
 type bound struct {
 	flag     string
 	min, max int64
@@ -92,8 +91,7 @@ func checkArgs(args []string) error {
 	return nil
 }
 
-// value is a flag.Value whose parsing is a function and whose default
-// shows as def: a flag that is not a plain string, int or duration.
+// value is a flag.Value parsed by a function, shown as s.
 type value struct {
 	s   string
 	set func(string) error
@@ -175,9 +173,8 @@ func flawList() string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-// flagsHelp renders fs's flags under their groups' headings: each flag's
-// argument, text, range (from bounds) and default (from the FlagSet), so
-// the help cannot drift from what the flags do.
+// flagsHelp renders fs's flags under their groups' headings, with their
+// ranges and defaults: the help cannot drift from what the flags do.
 func flagsHelp(fs *flag.FlagSet) string {
 	var b strings.Builder
 	for i, g := range groups {

@@ -9,12 +9,10 @@ import (
 	"idemlab/internal/target"
 )
 
-// NotRun says why case c cannot run on target t ("" when it can): a case
-// without a target section, the lab server's own ledger or key expiry,
-// replicas without a shared store, a capacity or body limit the target does
-// not claim, or a fault that cannot be placed on it. It decides what the
-// lab runs; the audit decides again from the case file and target.json,
-// and judges what ran.
+// NotRun says why case c cannot run on target t ("" when it can): no target
+// section, the lab server's own ledger or key expiry, replicas without a
+// shared store, a capacity or body limit not claimed, or a fault not
+// placeable. The audit decides again, and judges what ran.
 func NotRun(c casefile.Case, t *target.Target) string {
 	switch {
 	case c.Target.Sound == "":

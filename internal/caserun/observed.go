@@ -39,9 +39,9 @@ type Call struct {
 	Replica int `json:"replica,omitempty"`
 }
 
-// Compare orders calls canonically: by outcome, status, body, then replayed
-// (absent < false < true). A concurrent group sorted this way reads the same
-// whatever order its replies arrived in.
+// Compare orders calls canonically: by outcome, status, body, replayed
+// (absent < false < true), so a concurrent group reads the same whatever
+// order its replies arrived in.
 func Compare(a, b Call) int {
 	return cmp.Or(
 		cmp.Compare(a.Outcome, b.Outcome),

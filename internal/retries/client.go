@@ -15,10 +15,9 @@ import (
 	"idemlab/internal/protocol"
 )
 
-// decisions is one intent's random stream: a PCG seeded with the
-// experiment's seed and (row, intent), read in a fixed order per attempt
-// (drop, delay, then the backoff before the next attempt), so what an
-// intent does never depends on which worker runs it or when.
+// decisions is one intent's random stream: a PCG seeded with (seed, row,
+// intent), read in a fixed order per attempt (drop, delay, backoff), so
+// what an intent does never depends on which worker runs it or when.
 type decisions struct {
 	src *rand.PCG
 }
@@ -53,7 +52,7 @@ type tally struct {
 func (t *tally) add(o tally) { t.sent += o.sent; t.refused += o.refused }
 
 // rowClient is one row's client: its design, its connections and where it
-// keeps what must survive a restart.
+// keeps its keys across a restart.
 type rowClient struct {
 	p      Parameters
 	seed   uint64
@@ -65,9 +64,8 @@ type rowClient struct {
 }
 
 // drive sends every intent of one row to url with p.Workers workers and
-// returns what the client counted. It returns an error only when the
-// harness itself broke (or ctx ended); failed attempts are the experiment,
-// not errors.
+// returns what the client counted; an error means the harness broke (or
+// ctx ended): failed attempts are the experiment.
 func drive(ctx context.Context, p Parameters, seed uint64, r Row, stream int, url, keys string) (tally, error) {
 	// The lab's client: no keep-alives, so Go's transport adds no retries
 	// the client design did not make (see client.Client).
@@ -105,8 +103,8 @@ func drive(ctx context.Context, p Parameters, seed uint64, r Row, stream int, ur
 }
 
 // retryable reports whether a failed attempt is worth another: a network
-// error or timeout (err, or an attempt dropped before sending), 429 or a
-// 5xx. Any other 4xx says the request itself is refused as it stands.
+// error or timeout (or a drop before sending), 429 or a 5xx; any other 4xx
+// refuses the request as it stands.
 func retryable(status int, err error) bool {
 	return err != nil || status == http.StatusTooManyRequests || status >= 500
 }
@@ -130,8 +128,7 @@ func (c *rowClient) intent(ctx context.Context, i int) (tally, error) {
 	return in.t, err
 }
 
-// intentRun is one intent's state while its client design makes its
-// attempts.
+// intentRun is one intent's state while its client makes its attempts.
 type intentRun struct {
 	c          *rowClient
 	ctx        context.Context // the intent's: ends at the total deadline, if any
@@ -156,9 +153,8 @@ func (in *intentRun) layered() {
 }
 
 // retry runs a single-loop design: up to its attempts, each after a
-// backoff and each with the key the design sends then, until one gets 200
-// (nil) or the design stops retrying (ctx's error: nil while the run goes
-// on). A key file that fails is the error.
+// backoff with the key the design sends then, until one gets 200 or the
+// design stops; the error is a key file's, or ctx's.
 func (in *intentRun) retry(ctx context.Context) error {
 	c := in.c
 	k, err := in.firstKey()
@@ -198,9 +194,8 @@ func (in *intentRun) retry(ctx context.Context) error {
 }
 
 // firstKey is the key the design makes before the first send: one per
-// intent, one shared by two intents (the client's bug), or one saved to
-// its file first; nil for a design that sends no key, or makes it inside
-// the loop (rekey).
+// intent, one shared by two intents (the client's bug), or one saved to its
+// file first; nil for none, or one made inside the loop (rekey).
 func (in *intentRun) firstKey() (*string, error) {
 	c, i := in.c, in.i
 	switch c.r.Client {
@@ -235,8 +230,7 @@ func (in *intentRun) backoff(n int) time.Duration {
 }
 
 // rekey changes the key before attempt n where the design does: every
-// attempt (RetryNewKey), or after the restart that follows the first
-// failed attempt.
+// attempt, or after the restart that follows the first failed one.
 func (in *intentRun) rekey(n int) error {
 	c := in.c
 	switch {
@@ -271,9 +265,8 @@ func (in *intentRun) send(delayMS int) (status int, err error) {
 	return rep.Status, err
 }
 
-// layer is one retry layer of a layered client: up to LayerAttempts tries
-// of the layer below it (the wire, below the last), each retried on any
-// failure. It reports whether a try succeeded.
+// layer is one retry layer of a layered client: up to LayerAttempts tries of
+// the layer below (the wire, below the last); it reports whether one got 200.
 func (in *intentRun) layer(depth int) bool {
 	p := in.c.p
 	for a := range p.LayerAttempts {
@@ -301,8 +294,7 @@ func (in *intentRun) layer(depth int) bool {
 	return false
 }
 
-// sleep waits d, or less if ctx ends first; it reports whether it waited
-// the whole d.
+// sleep waits d and reports true, or false once ctx ends first.
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -314,8 +306,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// saveKey writes intent i's key to its file and syncs it, before the
-// first send: a restarted client finds it there.
+// saveKey writes and syncs intent i's key to its file, for after a restart.
 func (c *rowClient) saveKey(i int, k string) error {
 	f, err := os.Create(filepath.Join(c.keys, strconv.Itoa(i)))
 	if err != nil {

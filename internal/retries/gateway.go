@@ -14,17 +14,12 @@ import (
 	"idemlab/internal/protocol"
 )
 
-// gateway is the Retry-After rows' load shedder: a real HTTP hop on
-// loopback in front of the effect server, as an API gateway or a load
-// balancer with a concurrency limit is. At most limit requests are in
-// flight through it; one more is refused at once with 429 and
-// Retry-After, without reaching the server. Everything else is passed on
-// as it came (key, fault, body) and the server's reply passed back; a
-// reply the server dropped is dropped here too.
-//
-// The effect server itself answers 429 only when its key registry is full,
-// which waiting does not cure, and sends no Retry-After; until it sheds
-// load itself, this gateway is where the lab's transient 429 comes from.
+// gateway is the Retry-After rows' load shedder: an HTTP hop on loopback in
+// front of the effect server, as a load balancer with a concurrency limit.
+// One request beyond limit in flight is refused with 429 and Retry-After;
+// the others pass as they came, and the reply (or its drop) comes back.
+// The effect server answers 429 only when its registry is full, which
+// waiting does not cure: this is where the lab's transient 429 comes from.
 type gateway struct {
 	url      string // the gateway's own EffectURL
 	upstream string

@@ -71,16 +71,14 @@ const (
 	RestartKeyInFile   Client = "restart-key-in-file"
 )
 
-// Row is one client design against one registry: the server's sound one
-// (protocol.Sound) or a deliberately broken one (effectserver
-// -unsafe-registry).
+// Row is one client design against one registry, sound or deliberately
+// broken (effectserver -unsafe-registry).
 type Row struct {
 	Client   Client
 	Registry protocol.Flaw
 }
 
-// RegistryName is how retries.json names a row's registry: "sound" for the
-// sound registry, else the flaw's name.
+// RegistryName is how retries.json names a row's registry.
 func (r Row) RegistryName() string {
 	if r.Registry == protocol.Sound {
 		return "sound"
@@ -136,8 +134,7 @@ var Default = Parameters{
 	TotalDeadlineMS: 0, CollideEvery: 10, ShedInflight: 4, RetryAfterS: 1, Layers: 3, LayerAttempts: 3,
 }
 
-// Config says what to run. Parameters are used as given (start from
-// Default); Run refuses values outside their ranges.
+// Config says what to run; Parameters are used as given (start from Default).
 type Config struct {
 	ServerPath string // the effectserver binary
 	StateRoot  string // an existing folder; each row gets a fresh state folder inside it
@@ -171,10 +168,8 @@ const (
 )
 
 // Run runs the rows of cfg, each on a fresh server, all at once, and
-// returns their counts in cfg.Rows order. A row whose server cannot start
-// (e.g. a server without -unsafe-registry) or whose journal cannot be read
-// is an error naming the row; the Result then holds the rows that
-// completed, in order.
+// returns their counts in order. A row that cannot run or be counted is an
+// error naming it; the Result then holds the rows that completed.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	p := cfg.Parameters
 	if err := p.Check(); err != nil {
@@ -218,13 +213,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, errors.Join(errs...)
 }
 
-// Bounds on the knobs a caller sets (runner -intents, -workers, -attempts,
-// -drop-percent, -timeout-ms, -deadline-ms), so that no value can exhaust
-// the machine: every row runs at once, each with Workers connections in
-// flight (at the caps the runner had 658 files open, and a peak RSS of
-// 198 MB), and a row's server may hold up to Intents×(MaxAttempts+1) keys
-// (the retry-new-key row makes one per attempt). Check refuses values
-// outside them.
+// Bounds on the knobs a caller sets, so that no value can exhaust the
+// machine: every row runs at once with Workers connections in flight (at
+// the caps: 658 files open, 198 MB peak RSS), and a row's server may hold
+// Intents×(MaxAttempts+1) keys (retry-new-key makes one per attempt).
 const (
 	MaxIntents         = 10000
 	MaxWorkers         = 64
@@ -234,8 +226,8 @@ const (
 	MaxServerDelayMS   = 60000
 )
 
-// Check refuses knobs the experiment cannot run with, naming each knob and
-// its range, so that a caller can refuse them before anything starts.
+// Check refuses knobs the experiment cannot run with, naming each and its
+// range, so that a caller can refuse them before anything starts.
 func (p Parameters) Check() error {
 	rangeErr := func(name string, v, lo, hi int) error {
 		if v < lo || v > hi {
