@@ -45,10 +45,29 @@ type Call struct {
 func Compare(a, b Call) int {
 	return cmp.Or(
 		cmp.Compare(a.Outcome, b.Outcome),
-		cmp.Compare(intOr(a.Status), intOr(b.Status)),
-		cmp.Compare(strOr(a.Body), strOr(b.Body)),
-		cmp.Compare(boolRank(a.Replayed), boolRank(b.Replayed)),
+		cmp.Compare(or(a.Status, -1), or(b.Status, -1)),
+		cmp.Compare(or(a.Body, ""), or(b.Body, "")),
+		cmp.Compare(replayedRank(a.Replayed), replayedRank(b.Replayed)),
 	)
+}
+
+// or is *p, or none for nil.
+func or[T any](p *T, none T) T {
+	if p == nil {
+		return none
+	}
+	return *p
+}
+
+// replayedRank orders a replay marker: absent, false, true.
+func replayedRank(p *bool) int {
+	if p == nil {
+		return 0
+	}
+	if *p {
+		return 2
+	}
+	return 1
 }
 
 // SortCanonical sorts a concurrent group in place by Compare, stably, and
@@ -65,29 +84,4 @@ func SortCanonical(calls []Call) (perm []int) {
 	}
 	copy(calls, sorted)
 	return perm
-}
-
-func intOr(p *int) int {
-	if p == nil {
-		return -1
-	}
-	return *p
-}
-
-func strOr(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
-
-func boolRank(p *bool) int {
-	switch {
-	case p == nil:
-		return 0
-	case !*p:
-		return 1
-	default:
-		return 2
-	}
 }

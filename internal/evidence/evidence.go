@@ -42,30 +42,19 @@ type Manifest struct {
 	GoVersion     string `json:"go_version"`
 	OSArch        string `json:"os_arch"`
 	ServerSHA256  string `json:"server_sha256"`
-	// ServerBuild says how the server binary was made (the pinned recipe),
-	// or that it was prebuilt (runner -server): the audit can rebuild it.
-	ServerBuild *labbuild.Recipe `json:"server_build,omitempty"`
-	Protocol    Protocol         `json:"protocol"`
-	Selection   Selection        `json:"selection"`
-	// Flags are the runner's experiment knobs (and -seed) that this run
-	// set away from their defaults, by flag name (no dash), each as the
-	// flag takes it ("duration": "1s"): the audit pins every experiment
-	// parameter to its default unless a flag here changed it, and audit
-	// -reproduce passes them to the runner again. Empty for a run on the
-	// defaults; never -out, -pg-dsn or any flag that is not a knob.
-	Flags map[string]string `json:"flags"`
-	// PostgresVersion is the version of the PostgreSQL the postgres store
-	// ran on; empty (and absent) when it did not run. It is here, not in
-	// results.json, which holds nothing of the machine.
-	PostgresVersion string `json:"postgres_version,omitempty"`
-	// UnsafeRegistry names the deliberately broken registry of a mutation
-	// run; empty (and absent) for the sound one.
-	UnsafeRegistry string `json:"unsafe_registry,omitempty"`
-	// Targets are the services the lab did not write that the cases ran
-	// on: where each came from, and the code under test.
-	Targets []ManifestTarget  `json:"targets"`
-	Sources map[string]string `json:"sources"`
-	Files   map[string]string `json:"files"`
+	// ServerBuild says how the server binary was made, or that it was
+	// prebuilt (runner -server): the audit can rebuild it.
+	ServerBuild *labbuild.Recipe  `json:"server_build,omitempty"`
+	Protocol    Protocol          `json:"protocol"`
+	Selection   Selection         `json:"selection"`
+	Flags       map[string]string `json:"flags"` // the knobs set away from their defaults (runner.Options.RecordedFlags)
+	// PostgresVersion is the PostgreSQL the postgres store ran on, if it
+	// did: here, as results.json holds nothing of the machine.
+	PostgresVersion string            `json:"postgres_version,omitempty"`
+	UnsafeRegistry  string            `json:"unsafe_registry,omitempty"` // a mutation run's broken registry
+	Targets         []ManifestTarget  `json:"targets"`
+	Sources         map[string]string `json:"sources"`
+	Files           map[string]string `json:"files"`
 }
 
 // Protocol is the constants the lab ran with, as the manifest records them.

@@ -64,7 +64,7 @@ type targetRunDoc struct {
 }
 
 type targetDetailDoc struct {
-	WallMS    float64         `json:"wall_ms"`
+	WallMS    float64                `json:"wall_ms"`
 	Processes []caserun.ServerDetail `json:"processes"`
 	Calls     []caserun.CallDetail   `json:"calls"`
 	Log       []string               `json:"log"`

@@ -354,5 +354,3 @@ func hashBytes(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
-
-func hashString(s string) string { return hashBytes([]byte(s)) }

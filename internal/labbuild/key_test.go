@@ -81,7 +81,7 @@ func key(t *testing.T, root string, goenv map[string]string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return hashString(in)
+	return hashBytes([]byte(in))
 }
 
 // Ensure a missing imported package does not stop the key: go build

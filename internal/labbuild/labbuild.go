@@ -178,7 +178,7 @@ func Build(ctx context.Context, o Options) (b Binary, err error) {
 		return Binary{}, err
 	}
 	name += goenv["GOEXE"]
-	dir := filepath.Join(o.CacheDir, hashString(inputs)[:32])
+	dir := filepath.Join(o.CacheDir, hashBytes([]byte(inputs))[:32])
 	bin := filepath.Join(dir, name)
 	b = Binary{Path: bin, Recipe: RecipeFor(o.Package)}
 
