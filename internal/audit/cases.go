@@ -302,7 +302,10 @@ type planState struct {
 	calls                     []PlannedCall
 }
 
-func (p *planState) start() int { p.started++; return p.started - 1 }
+func (p *planState) start() int {
+	p.started++
+	return p.started - 1
+}
 
 // step adds the calls of step i, or ends and starts processes.
 func (p *planState) step(i int, sm map[string]any) {

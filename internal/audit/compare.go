@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,17 +17,24 @@ import (
 type DeterministicFile struct {
 	Name     string
 	Required bool // a folder without it cannot be compared
-	// Explain, if set, names what differs between the two versions, one
-	// line each (e.g. which runs); nameA and nameB are the folders.
-	Explain func(a, b []byte, nameA, nameB string) []string
+	// field, if set, is the array whose items (named by key, read within
+	// caps) explain names when two versions differ, e.g. which runs.
+	field, differs string
+	caps           jsonCap
+	key            func(map[string]any) string
 }
 
 // DeterministicFiles are the files Compare checks, in order, read as the
 // audit reads evidence; all but results.json are optional. retries.json is
 // not here: its counts depend on real timing.
 var DeterministicFiles = []DeterministicFile{
-	{Name: "results.json", Required: true, Explain: explainRuns},
-	{Name: JitterFile, Explain: explainStrategies},
+	{Name: "results.json", Required: true, field: "runs", differs: "run differs", caps: capResultsJSON,
+		key: func(run map[string]any) string { return runKeyOf(run).String() }},
+	{Name: JitterFile, field: "strategies", differs: "differs", caps: capJitterJSON,
+		key: func(s map[string]any) string {
+			n, _ := str(s, "name")
+			return "strategy " + n
+		}},
 	{Name: JitterSVGFile},
 	{Name: "REPORT.md"},
 }
@@ -82,8 +90,8 @@ func Compare(a, b string) (*Comparison, error) {
 		default:
 			c.Identical = false
 			c.Lines = append(c.Lines, "differs: "+f.Name)
-			if f.Explain != nil {
-				for _, l := range f.Explain(da, db, a, b) {
+			if f.field != "" {
+				for _, l := range f.explain(da, db, a, b) {
 					c.Lines = append(c.Lines, f.Name+": "+l)
 				}
 			}
@@ -126,29 +134,13 @@ func otherFiles(a, b string) []string {
 	return sortedKeys(seen)
 }
 
-// explainRuns names the (case, store) runs of two results.json versions
-// that differ or exist in only one.
-func explainRuns(a, b []byte, nameA, nameB string) []string {
-	return explainItems(a, b, nameA, nameB, capResultsJSON, "runs", "run differs", func(run map[string]any) string {
-		return runKeyOf(run).String()
-	})
-}
-
-// explainStrategies names the strategies of two jitter.json versions that
-// differ or exist in only one.
-func explainStrategies(a, b []byte, nameA, nameB string) []string {
-	return explainItems(a, b, nameA, nameB, capJitterJSON, "strategies", "differs", func(s map[string]any) string {
-		n, _ := str(s, "name")
-		return "strategy " + n
-	})
-}
-
-// explainItems names the items (by key) of two JSON documents' array field
-// that differ or exist in only one; when every item matches, it says what
-// else differs.
-func explainItems(a, b []byte, nameA, nameB string, caps jsonCap, field, differs string, key func(map[string]any) string) []string {
-	ia, errA := itemsByKey(a, caps, field, key)
-	ib, errB := itemsByKey(b, caps, field, key)
+// explain names the items of f.field of two versions a and b (of folders
+// nameA and nameB) that differ or exist in only one; when every item
+// matches, it says what else differs.
+func (f DeterministicFile) explain(a, b []byte, nameA, nameB string) []string {
+	field := f.field
+	ia, errA := itemsByKey(a, f.caps, field, f.key)
+	ib, errB := itemsByKey(b, f.caps, field, f.key)
 	switch {
 	case errA != nil:
 		return []string{fmt.Sprintf("cannot compare %s: %s: %v", field, nameA, errA)}
@@ -162,7 +154,7 @@ func explainItems(a, b []byte, nameA, nameB string, caps jsonCap, field, differs
 		case !ok:
 			lines = append(lines, fmt.Sprintf("%s: only in %s", k, nameA))
 		case vb != ia.items[k]:
-			lines = append(lines, k+": "+differs)
+			lines = append(lines, k+": "+f.differs)
 		}
 	}
 	for _, k := range ib.order {
@@ -207,12 +199,8 @@ func itemsByKey(data []byte, caps jsonCap, field string, key func(map[string]any
 		ki.order = append(ki.order, k)
 		ki.items[k] = render(m)
 	}
-	rest := map[string]any{}
-	for k, v := range doc {
-		if k != field {
-			rest[k] = v
-		}
-	}
+	rest := maps.Clone(doc)
+	delete(rest, field)
 	ki.rest = render(rest)
 	return ki, nil
 }

@@ -14,21 +14,8 @@
 //
 // Every evidence file is either re-derived and compared byte for byte, or
 // checked field by field, and Audit reports every failure, not only the
-// first, each in a group of checks (Checks, in report order). Each group
-// is described where its checks are made:
-//
-//	schema, file   read.go, schemas.go, files.go
-//	source         sources.go, git.go
-//	manifest       manifest.go, params.go
-//	runset         runset.go
-//	expectation    report.go
-//	calls          cases.go, calls.go
-//	runfile        runfile.go
-//	target         targets.go, targetspec.go, targetjudge.go, targetfolder.go
-//	experiment     experiments.go, retries_claims.go
-//	chaos          chaos.go, chaoshistory.go, chaos_consistency.go, chaos_schedule.go
-//	derived        derived.go, verdicts.go
-//	statement      dsse.go
+// first, each in a group of checks (Checks, in report order, each saying
+// what it covers).
 //
 // A passing Report lists what its checks re-derived, what they checked for
 // consistency only (counts no audit can recompute from bytes) and what was

@@ -156,57 +156,47 @@ func (a *auditor) required() (want []runKey, deep map[runKey]bool) {
 // canonical order (case-file order, then store order), each with an
 // expectation in its case file. It returns the runs to check in depth.
 func (a *auditor) checkRunSet(results map[string]any) map[runKey]map[string]any {
+	fail := func(k runKey, format string, args ...any) {
+		a.fail(Failure{Check: CheckRunSet, Case: k.Case, Store: k.Store, Message: fmt.Sprintf("%s: "+format, append([]any{k}, args...)...)})
+	}
 	arr, _ := results["runs"].([]any)
 	want, deep := a.required()
 	rank := map[runKey]int{}
 	for i, k := range want {
 		rank[k] = i
 	}
-	caseOf := map[string]*Case{}
-	for _, c := range a.allCases {
-		caseOf[c.Name] = c
-	}
 	for _, k := range want {
 		a.check()
-		if c := caseOf[k.Case]; c != nil {
-			if _, ok := c.Expect[k.Store]; !ok {
-				a.fail(Failure{Check: CheckRunSet, Case: k.Case, Store: k.Store,
-					Message: fmt.Sprintf("%s: %s has no expectation for this store", k, c.File)})
-			}
+		if i := slices.IndexFunc(a.allCases, func(c *Case) bool { return c.Name == k.Case }); i >= 0 && a.allCases[i].Expect[k.Store] == nil {
+			fail(k, "%s has no expectation for this store", a.allCases[i].File)
 		}
 	}
-
-	got := map[runKey]map[string]any{}
+	got, out := map[runKey]map[string]any{}, map[runKey]map[string]any{}
 	var order []runKey // distinct runs as they appear
 	for i, r := range arr {
 		run, _ := r.(map[string]any)
 		k := runKeyOf(run)
 		calls, _ := run["calls"].([]any)
-		if _, dup := got[k]; dup {
-			a.fail(Failure{Check: CheckRunSet, Case: k.Case, Store: k.Store,
-				Message: fmt.Sprintf("%s: duplicate run (runs[%d])", k, i)})
+		switch _, dup := got[k]; {
+		case dup:
+			fail(k, "duplicate run (runs[%d])", i)
 			continue
+		case !slices.Contains(want, k):
+			fail(k, "unexpected run (not in manifest.selection)")
+		case deep[k]:
+			a.report.Runs++
+			a.report.Calls += len(calls)
+			out[k] = run
 		}
 		got[k] = run
 		order = append(order, k)
-		if _, ok := rank[k]; !ok {
-			a.fail(Failure{Check: CheckRunSet, Case: k.Case, Store: k.Store,
-				Message: fmt.Sprintf("%s: unexpected run (not in manifest.selection)", k)})
-			continue
-		}
-		if deep[k] {
-			a.report.Runs++
-			a.report.Calls += len(calls)
-		}
 	}
 	for _, k := range want {
 		a.check()
 		if _, ok := got[k]; !ok {
-			a.fail(Failure{Check: CheckRunSet, Case: k.Case, Store: k.Store,
-				Message: fmt.Sprintf("%s: missing run", k)})
+			fail(k, "missing run")
 		}
 	}
-
 	// Canonical order: case-file order, then store order.
 	a.check()
 	var prev *runKey
@@ -216,19 +206,10 @@ func (a *auditor) checkRunSet(results map[string]any) map[runKey]map[string]any 
 			continue
 		}
 		if prev != nil && r < rank[*prev] {
-			a.fail(Failure{Check: CheckRunSet, Case: k.Case, Store: k.Store,
-				Message: fmt.Sprintf("%s: out of order (after %s; runs go in case-file order, then store order)", k, *prev)})
+			fail(k, "out of order (after %s; runs go in case-file order, then store order)", *prev)
 			continue
 		}
-		k := k
 		prev = &k
-	}
-
-	out := map[runKey]map[string]any{}
-	for k, run := range got {
-		if deep[k] {
-			out[k] = run
-		}
 	}
 	return out
 }
