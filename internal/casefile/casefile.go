@@ -310,38 +310,34 @@ func Parse(path string, b []byte, schemas *strict.Schemas) (Case, error) {
 	return c, nil
 }
 
-// A PlannedCall is one call the steps make, in recorded order; Group is a
-// concurrent group's step, -1 outside one.
+// A PlannedCall is what the lab needs to know of one call the steps make
+// before it runs a case on a target: its fault and body length.
 type PlannedCall struct {
-	Step    int
-	Group   int
-	Replica int
-	Key     *string
 	Fault   string
 	BodyLen int
 }
 
-// Plan lists the calls the steps make, one per recorded call.
+// Plan lists the calls the steps make, in recorded order.
 func (c Case) Plan() []PlannedCall {
 	var out []PlannedCall
-	one := func(step, group int, call Call, i int) PlannedCall {
-		return PlannedCall{Step: step, Group: group, Replica: call.Replica, Key: call.KeyFor(i), Fault: call.Fault, BodyLen: len(call.BodyFor(i))}
+	add := func(call Call, i, n int) {
+		for range n {
+			out = append(out, PlannedCall{Fault: call.Fault, BodyLen: len(call.BodyFor(i))})
+		}
 	}
-	for step, s := range c.Steps {
+	for _, s := range c.Steps {
 		switch {
 		case s.Call != nil:
 			for i := range max(s.Call.Repeat, 1) {
-				out = append(out, one(step, -1, *s.Call, i))
+				add(*s.Call, i, 1)
 			}
 		case s.Concurrent != nil:
 			for i := range max(s.Concurrent.Call.Repeat, 1) {
-				for range s.Concurrent.Clients {
-					out = append(out, one(step, step, s.Concurrent.Call, i))
-				}
+				add(s.Concurrent.Call, i, s.Concurrent.Clients)
 			}
 		case s.Parallel != nil:
 			for _, call := range s.Parallel.Calls {
-				out = append(out, one(step, -1, call, 0))
+				add(call, 0, 1)
 			}
 		}
 	}

