@@ -135,13 +135,9 @@ func (c *Client) Post(ctx context.Context, url string, r Request) (Reply, error)
 		return Reply{}, err
 	}
 	out := Reply{Status: resp.StatusCode, Body: body, RetryAfter: ParseRetryAfter(resp.Header.Get(protocol.RetryAfterHeader), time.Now()), Header: resp.Header}
-	switch resp.Header.Get(protocol.ReplayedHeader) {
-	case "true":
-		t := true
-		out.Replayed = &t
-	case "false":
-		f := false
-		out.Replayed = &f
+	if v := resp.Header.Get(protocol.ReplayedHeader); v == "true" || v == "false" {
+		replayed := v == "true"
+		out.Replayed = &replayed
 	}
 	return out, nil
 }

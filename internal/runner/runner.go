@@ -481,27 +481,6 @@ func (inv *invocation) runCases(ctx context.Context) error {
 	return nil
 }
 
-// casesOnTargets runs the cases on the targets, into targets.json.
-func (inv *invocation) casesOnTargets(ctx context.Context) error {
-	if len(inv.targets) == 0 {
-		return nil
-	}
-	fmt.Fprintln(inv.Stdout)
-	env := targetEnv{root: inv.Root, server: inv.server.Path, stateRoot: inv.tmp, databases: inv.cfg.Databases, protocol: inv.cfg.Protocol,
-		out: inv.Stdout, setups: inv.setups}
-	res, err := runTargets(ctx, env, inv.targets, inv.cases)
-	if err != nil {
-		return err
-	}
-	files, err := evidence.TargetFiles(res)
-	if err != nil {
-		return err
-	}
-	inv.files = append(inv.files, files...)
-	inv.in.Targets, inv.in.Cases = res, caseNames(inv.cases)
-	return nil
-}
-
 func caseNames(cases []casefile.Case) []string {
 	var names []string
 	for _, c := range cases {

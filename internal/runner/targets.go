@@ -14,7 +14,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"idemlab/internal/audit/strict"
-	"idemlab/internal/casefile"
 	"idemlab/internal/caserun"
 	"idemlab/internal/evidence"
 	"idemlab/internal/target"
@@ -88,37 +87,35 @@ func loadTargets(dirs []string, schemas *strict.Schemas) ([]*target.Target, erro
 	return out, nil
 }
 
-// targetEnv is what the targets run with.
-type targetEnv struct {
-	root      string
-	server    string // the lab's own server, for {effectserver}
-	stateRoot string
-	databases caserun.Databases
-	protocol  caserun.Protocol
-	out       io.Writer
-	setups    setups // the targets' setups started in the background; nil: run each here
-}
-
-// runTargets runs the cases on every target, targetsAtOnce at a time.
-func runTargets(ctx context.Context, env targetEnv, targets []*target.Target, cases []casefile.Case) ([]evidence.TargetResult, error) {
-	out := make([]evidence.TargetResult, len(targets))
-	lines := newOrderedOut(env.out, len(targets))
+// casesOnTargets runs the cases on the targets, targetsAtOnce at a time,
+// into targets.json.
+func (inv *invocation) casesOnTargets(ctx context.Context) error {
+	if len(inv.targets) == 0 {
+		return nil
+	}
+	fmt.Fprintln(inv.Stdout)
+	res := make([]evidence.TargetResult, len(inv.targets))
+	lines := newOrderedOut(inv.Stdout, len(inv.targets))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(targetsAtOnce)
-	for i, t := range targets {
+	for i, t := range inv.targets {
 		g.Go(func() error {
-			e := env
-			e.out = lines.writer(i)
 			defer lines.finish(i)
-			res, err := runTarget(gctx, e, t, cases)
-			out[i] = res
+			var err error
+			res[i], err = inv.runTarget(gctx, t, lines.writer(i))
 			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, err
+		return err
 	}
-	return out, nil
+	files, err := evidence.TargetFiles(res)
+	if err != nil {
+		return err
+	}
+	inv.files = append(inv.files, files...)
+	inv.in.Targets, inv.in.Cases = res, caseNames(inv.cases)
+	return nil
 }
 
 // targetsAtOnce bounds the targets run at once, targetParallel the cases
@@ -172,25 +169,25 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // runTarget runs the cases on t, at most targetParallel at once, once its
 // setup is done; a target whose programs are missing is skipped.
-func runTarget(ctx context.Context, env targetEnv, t *target.Target, cases []casefile.Case) (evidence.TargetResult, error) {
+func (inv *invocation) runTarget(ctx context.Context, t *target.Target, out io.Writer) (evidence.TargetResult, error) {
 	res := evidence.TargetResult{Target: t}
 	b, err := os.ReadFile(filepath.Join(t.Dir, target.FileName))
 	if err != nil {
 		return res, fmt.Errorf("target %s: %w", t.Name, err)
 	}
 	res.TargetJSON = b
-	res.Dir = checkoutDir(env.root, t.Dir)
+	res.Dir = checkoutDir(inv.Root, t.Dir)
 	if res.Digest, err = t.Digest(); err != nil {
 		return res, err
 	}
-	if res.Skipped, err = skipped(t, env.databases != nil); err != nil {
+	if res.Skipped, err = skipped(t, inv.pg != nil); err != nil {
 		return res, err
 	}
 	if res.Skipped != "" {
-		fmt.Fprintf(env.out, "target %s skipped: %s\n", t.Name, res.Skipped)
+		fmt.Fprintf(out, "target %s skipped: %s\n", t.Name, res.Skipped)
 		return res, nil
 	}
-	if err := env.setups.ensure(ctx, t, res.Digest, env.out); err != nil {
+	if err := inv.setups.ensure(ctx, t, res.Digest, out); err != nil {
 		return res, err
 	}
 	if res.Libraries, err = t.Libraries(); err != nil {
@@ -200,13 +197,13 @@ func runTarget(ctx context.Context, env targetEnv, t *target.Target, cases []cas
 		return res, err
 	}
 
-	cfg := caserun.TargetConfig{Target: t, StateRoot: env.stateRoot, EffectServer: env.server, Databases: env.databases, ClientTimeout: env.protocol.ClientTimeout}
-	res.Runs = make([]evidence.TargetRun, len(cases))
-	err = inOrder(ctx, len(cases), targetParallel, env.out, func(ctx context.Context, i int) (string, error) {
-		r := evidence.TargetRun{Case: cases[i], NotRun: caserun.NotRun(cases[i], t)}
+	cfg := caserun.TargetConfig{Target: t, StateRoot: inv.tmp, EffectServer: inv.server.Path, Databases: inv.cfg.Databases, ClientTimeout: inv.cfg.Protocol.ClientTimeout}
+	res.Runs = make([]evidence.TargetRun, len(inv.cases))
+	err = inOrder(ctx, len(inv.cases), targetParallel, out, func(ctx context.Context, i int) (string, error) {
+		r := evidence.TargetRun{Case: inv.cases[i], NotRun: caserun.NotRun(inv.cases[i], t)}
 		if r.NotRun == "" {
 			var err error
-			if r.Obs, r.Detail, err = caserun.RunTarget(ctx, cfg, cases[i]); err != nil {
+			if r.Obs, r.Detail, err = caserun.RunTarget(ctx, cfg, inv.cases[i]); err != nil {
 				return "", err
 			}
 		}

@@ -81,6 +81,3 @@ func (r *RedisServer) Stop() error {
 	}
 	return nil
 }
-
-// PID is the redis-server's process id (for tests).
-func (r *RedisServer) PID() int { return r.srv.PID }

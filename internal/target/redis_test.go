@@ -50,7 +50,7 @@ func TestRedisStartStop(t *testing.T) {
 	if !strings.HasPrefix(r.URL, "redis://127.0.0.1:") {
 		t.Fatalf("URL = %q, want a loopback redis URL", r.URL)
 	}
-	pid, dir := r.PID(), r.dir
+	pid, dir := r.srv.PID, r.dir
 	if err := r.Stop(); err != nil {
 		t.Fatal(err)
 	}
