@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -121,7 +120,6 @@ func LoadCases(root string, s *Schemas) ([]*Case, error) {
 			names = append(names, e.Name())
 		}
 	}
-	sort.Strings(names)
 	if len(names) == 0 {
 		return nil, errors.New("cases: no case files")
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -156,12 +157,8 @@ func (a *auditor) deriveStatement() {
 		return // the audit read it first: it cannot have gone unless removed meanwhile
 	}
 	sums := map[string]string{"manifest.json": sha256Hex(mb)}
-	for p, sum := range a.listed {
-		sums[p] = sum
-	}
-	for p, sum := range a.derived {
-		sums[p] = sum
-	}
+	maps.Copy(sums, a.listed)
+	maps.Copy(sums, a.derived)
 	st := statementDoc{Type: statementType, PredicateType: testResultType}
 	for _, name := range sortedKeys(sums) {
 		st.Subject = append(st.Subject, descriptor{Name: name, Digest: map[string]string{"sha256": sums[name]}})

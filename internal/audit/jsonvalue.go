@@ -2,7 +2,8 @@ package audit
 
 import (
 	"encoding/json"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -40,13 +41,8 @@ func renderTo(b *strings.Builder, v any) {
 		}
 		b.WriteByte(']')
 	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
 		b.WriteByte('{')
-		for i, k := range keys {
+		for i, k := range sortedKeys(v) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
@@ -92,14 +88,7 @@ func stringList(m map[string]any, key string) []string {
 	return out
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // jsonNum makes a json.Number, for comparisons with decoded values.
 func jsonNum(s string) json.Number { return json.Number(s) }

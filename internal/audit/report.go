@@ -21,6 +21,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		if len(r.Subset) > 0 {
 			subset = "; partial: " + strings.Join(r.Subset, "; ")
 		}
+		experiments := ""
+		if len(r.Experiments) > 0 {
+			experiments = "; experiments checked: " + strings.Join(r.Experiments, ", ")
+		}
 		var ran []string
 		if r.Stores > 0 || len(r.Targets) == 0 {
 			ran = append(ran, fmt.Sprintf("%s (%s × %s), %s", plural(r.Runs, "run"), plural(r.Cases, "case"), plural(r.Stores, "store"), plural(r.Calls, "call")))
@@ -29,7 +33,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			ran = append(ran, r.targetsText())
 		}
 		p.f("PASS: %s, %s; %s and %s verified%s%s\n", strings.Join(ran, ", "), plural(r.Checks, "check"),
-			plural(r.Files, "file"), plural(r.Sources, "source"), experimentsText(r.Experiments), subset)
+			plural(r.Files, "file"), plural(r.Sources, "source"), experiments, subset)
 		for _, h := range claimHeads { // claims.go
 			if list := *r.list(h.kind); len(list) > 0 {
 				p.f("%s\n", h.head)
@@ -98,14 +102,6 @@ func (r *Report) targetsText() string {
 	}
 	return fmt.Sprintf("%s on %s (%s%s), %s", plural(r.TargetRuns, "target run"), plural(len(r.Targets), "target"),
 		strings.Join(r.Targets, ", "), more, plural(r.TargetCalls, "call"))
-}
-
-// experimentsText names the experiments checked, for the PASS line.
-func experimentsText(names []string) string {
-	if len(names) == 0 {
-		return ""
-	}
-	return "; experiments checked: " + strings.Join(names, ", ")
 }
 
 // deriveReport judges every selected run on a store against its case's

@@ -3,7 +3,6 @@ package audit
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -160,35 +159,17 @@ func (a *auditor) checkBuildInputs() {
 // localReplaces returns go.mod's replace directives by a file system path.
 func localReplaces(gomod string) []string {
 	var out []string
-	inBlock := false
 	for _, line := range strings.Split(gomod, "\n") {
-		line = strings.TrimSpace(line)
-		if i := strings.Index(line, "//"); i >= 0 {
-			line = strings.TrimSpace(line[:i])
+		line, _, _ = strings.Cut(line, "//")
+		spec := strings.TrimSpace(line) // in a replace block, or after "replace"
+		if rest, ok := strings.CutPrefix(spec, "replace"); ok && strings.TrimLeft(rest, " \t") != rest {
+			spec = strings.TrimSpace(rest)
 		}
-		var spec string
-		switch {
-		case inBlock && line == ")":
-			inBlock = false
-			continue
-		case inBlock:
-			spec = line
-		case strings.HasPrefix(line, "replace") && strings.TrimSpace(strings.TrimPrefix(line, "replace")) == "(":
-			inBlock = true
-			continue
-		case strings.HasPrefix(line, "replace ") || strings.HasPrefix(line, "replace\t"):
-			spec = strings.TrimSpace(line[len("replace"):])
-		default:
-			continue
-		}
-		_, target, ok := strings.Cut(spec, "=>")
-		if !ok {
-			continue
-		}
+		_, target, ok := strings.Cut(spec, "=>") // only a replace has one
 		t := strings.Trim(strings.TrimSpace(target), "\"`")
-		if strings.HasPrefix(t, "./") || strings.HasPrefix(t, "../") || strings.HasPrefix(t, "/") ||
-			t == "." || t == ".." || filepath.VolumeName(t) != "" || strings.HasPrefix(t, `.\`) || strings.HasPrefix(t, `..\`) {
-			out = append(out, fmt.Sprintf("replace %s", spec))
+		if ok && (strings.HasPrefix(t, "./") || strings.HasPrefix(t, "../") || strings.HasPrefix(t, "/") ||
+			t == "." || t == ".." || filepath.VolumeName(t) != "" || strings.HasPrefix(t, `.\`) || strings.HasPrefix(t, `..\`)) {
+			out = append(out, "replace "+spec)
 		}
 	}
 	return out

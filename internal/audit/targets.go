@@ -234,7 +234,9 @@ func (a *auditor) checkTargetRun(tname string, spec *targetSpec, c *Case, rm map
 	if native := nativeRun(results, c.Name, spec.mirrors); native != nil {
 		view.Mirror = mirrorDiffs(native, counter, codes, calls)
 	} else if spec.mirrors != "" {
-		a.noteOnce(fmt.Sprintf("target %s mirrors the %s store, whose native runs are not in this folder: its runs were not compared with them", tname, spec.mirrors))
+		if n := fmt.Sprintf("target %s mirrors the %s store, whose native runs are not in this folder: its runs were not compared with them", tname, spec.mirrors); !slices.Contains(a.report.Notes, n) {
+			a.note(n)
+		}
 	}
 	return view
 }
@@ -338,13 +340,6 @@ func (a *auditor) checkJournal(spec *targetSpec, c *Case, counter int64, det map
 		if r := number(em["replica"]); r >= int64(c.Replicas) {
 			fail(nil, fmt.Sprintf("detail.journal[%d].replica", j), fmt.Sprintf("below %d (the replicas the case runs)", c.Replicas), render(em["replica"]))
 		}
-	}
-}
-
-// noteOnce adds a note unless it is already there.
-func (a *auditor) noteOnce(s string) {
-	if !slices.Contains(a.report.Notes, s) {
-		a.note(s)
 	}
 }
 

@@ -115,13 +115,13 @@ func codeUnderTest(t *targetView) string {
 
 // claimsText is what the target claims, in words.
 func claimsText(s *targetSpec) string {
-	pick := func(yes bool, a, b string) string {
-		if yes {
-			return a
-		}
-		return b
+	parts := []string{"not durable", "no shared store", "no capacity", "no body limit"}
+	if s.durable {
+		parts[0] = "durable"
 	}
-	parts := []string{pick(s.durable, "durable", "not durable"), pick(s.sharedStore, "a shared store", "no shared store"), "no capacity", "no body limit"}
+	if s.sharedStore {
+		parts[1] = "a shared store"
+	}
 	if s.capacity != nil {
 		parts[2] = fmt.Sprintf("capacity %d", *s.capacity)
 	}

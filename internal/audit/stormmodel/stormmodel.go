@@ -3,27 +3,21 @@
 // jitter.json, and the audit runs it again to check that file and to draw
 // jitter.svg.
 //
-// The model, exactly as the design states it:
+// Clients clients fail together at t = 0 and each retries Retries times,
+// every retry failing. Before retry n+1 (n from 0) a client waits a delay;
+// the retry happens at its clock, the running sum of its delays, and lands
+// in bucket floor(clock / BucketMS), the float64 clock unrounded (a retry
+// at 99.999… ms is in bucket 9). The strategies, in this order, with base
+// BaseMS, cap CapMS and r a draw in [0, 1):
 //
-//   - Clients clients fail together at t = 0; each then retries Retries
-//     times, and every retry fails.
-//   - Before retry n+1 (n = failed retries so far, from 0) a client waits a
-//     delay d; its clock is the running sum of its delays, and the retry
-//     happens at that clock time.
-//   - The retry's bucket is floor(t / BucketMS), t the float64 clock in ms
-//     (no rounding of delays or of the clock: a retry at 99.999… ms is in
-//     bucket 9, one at exactly 100 ms in bucket 10).
-//   - Strategies, in this order, with base = BaseMS, cap = CapMS and r a
-//     draw in [0, 1):
-//     none          min(cap, base·2^n)
-//     full          r·min(cap, base·2^n)
-//     equal         d/2 + r·d/2, d = min(cap, base·2^n)
-//     decorrelated  min(cap, base + r·(prev·3 − base)), prev = this client's
-//     previous delay, base before its first.
-//   - One generator (mulberry32, seeded Seed) is shared by all strategies in
-//     that order, clients in order (client 0's retries, then client 1's, …).
-//     A strategy draws only when its formula has an r: none draws nothing,
-//     the others draw exactly once per retry.
+//	none          min(cap, base·2^n)
+//	full          r·min(cap, base·2^n)
+//	equal         d/2 + r·d/2, d = min(cap, base·2^n)
+//	decorrelated  min(cap, base + r·(prev·3 − base)), prev the client's previous delay (base at first)
+//
+// One mulberry32 generator, seeded Seed, is shared by the strategies in
+// that order and the clients in order; a strategy draws only when its
+// formula has an r.
 package stormmodel
 
 import (
