@@ -12,6 +12,7 @@ import (
 	"go/token"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,15 +53,6 @@ func goEnv(ctx context.Context, goCmd, root string, env []string) (map[string]st
 	return m, nil
 }
 
-func goEnvList(m map[string]string) []string {
-	var l []string
-	for _, k := range goEnvNames {
-		l = append(l, k+"="+m[k])
-	}
-	slices.Sort(l)
-	return l
-}
-
 // keyInputs returns the text whose hash is the cache key of pkg: one line
 // per input, sorted, so two keys can be compared with diff.
 func keyInputs(root, pkg string, goenv map[string]string) (string, error) {
@@ -96,16 +88,14 @@ func keyInputs(root, pkg string, goenv map[string]string) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "labbuild key v1\npackage %s\n", pkg)
 	fmt.Fprintf(&b, "flags %s\nenv %s\n", strings.Join(Flags, " "), strings.Join(Env, " "))
-	for _, kv := range goEnvList(goenv) {
-		fmt.Fprintf(&b, "goenv %s\n", kv)
+	var env []string
+	for _, k := range goEnvNames {
+		env = append(env, "goenv "+k+"="+goenv[k]+"\n")
 	}
-	var lines []string
-	for name, sum := range s.files {
-		lines = append(lines, "file "+name+" "+sum)
-	}
-	slices.Sort(lines)
-	for _, l := range lines {
-		b.WriteString(l + "\n")
+	slices.Sort(env)
+	b.WriteString(strings.Join(env, ""))
+	for _, name := range slices.Sorted(maps.Keys(s.files)) {
+		fmt.Fprintf(&b, "file %s %s\n", name, s.files[name])
 	}
 	return b.String(), nil
 }
