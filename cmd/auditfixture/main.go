@@ -108,20 +108,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "auditfixture: %v\n", err)
 		return 2
 	}
-	if *deriveOnly {
-		if err := deriveAll(*out, SignKey); err != nil {
-			fmt.Fprintf(stderr, "auditfixture: %v\n", err)
-			return 3
-		}
-		fmt.Fprintf(stdout, "wrote the derived files of %s: now run go test ./cmd/audit -update and review the goldens' diff\n", *out)
-		return 0
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := regenerate(ctx, ".", *out, *tries, stdout)
+	wrote, err := *out, error(nil)
+	if *deriveOnly {
+		wrote, err = "the derived files of "+*out, deriveAll(*out, SignKey)
+	} else {
+		err = regenerate(ctx, ".", *out, *tries, stdout)
+	}
 	switch {
 	case err == nil:
-		fmt.Fprintf(stdout, "wrote %s: now run go test ./cmd/audit -update and review the goldens' diff\n", *out)
+		fmt.Fprintf(stdout, "wrote %s: now run go test ./cmd/audit -update and review the goldens' diff\n", wrote)
 		return 0
 	case errors.Is(err, runner.ErrAuditFailed):
 		fmt.Fprintf(stderr, "auditfixture: %v\n", err)
