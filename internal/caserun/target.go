@@ -198,12 +198,10 @@ func (tr *TargetReplicas) Exited(i int) bool {
 
 // URL is replica i's call URL, through its proxy; "" while it is down.
 func (tr *TargetReplicas) URL(i int) string {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	if tr.procs[i] == nil {
+	if !tr.Running(i) {
 		return ""
 	}
-	return "http://" + tr.proxies[i].Addr() + tr.t.Request.Path
+	return tr.ProxyURL(i)
 }
 
 // ProxyURL is replica i's call URL whether or not it runs (a call while it

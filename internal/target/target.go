@@ -298,58 +298,43 @@ func (f *file) effects() (Effects, error) {
 }
 
 // checkPlaceholders checks that every placeholder of the commands is one
-// the lab fills, and that {port} is given to the target unless its ready
+// the lab fills, that the effects commands, run once every process exited,
+// take no {port}, and that {port} is given to the target unless its ready
 // line reports the port it chose (portFromLine, which needs no probe).
 func (t *Target) checkPlaceholders(portFromLine, probe bool) error {
-	c := placeholderCheck{known: t.placeholders()}
+	type field struct {
+		where, value string
+		after        bool // an effects command's
+	}
+	var fields []field
 	for i, a := range t.Start.Argv {
-		if err := c.check(fmt.Sprintf("start.argv[%d]", i), a); err != nil {
-			return err
-		}
+		fields = append(fields, field{fmt.Sprintf("start.argv[%d]", i), a, false})
 	}
 	for _, k := range slices.Sorted(maps.Keys(t.Start.Env)) {
-		if err := c.check("start.env."+k, t.Start.Env[k]); err != nil {
-			return err
-		}
+		fields = append(fields, field{"start.env." + k, t.Start.Env[k], false})
 	}
-	countUsesPort := false
-	for _, f := range []struct {
-		field string
-		argv  []string
-	}{{"effects.count", t.Effects.Count}, {"effects.journal", t.Effects.Journal}} {
-		for i, a := range f.argv {
-			if err := c.check(fmt.Sprintf("%s[%d]", f.field, i), a); err != nil {
-				return err
+	for i, a := range t.Effects.Count {
+		fields = append(fields, field{fmt.Sprintf("effects.count[%d]", i), a, true})
+	}
+	for i, a := range t.Effects.Journal {
+		fields = append(fields, field{fmt.Sprintf("effects.journal[%d]", i), a, true})
+	}
+	known, toldPort, portAfter := t.placeholders(), false, false
+	for _, f := range fields {
+		for _, m := range placeholderRE.FindAllString(f.value, -1) {
+			if !slices.Contains(known, m) {
+				return fmt.Errorf("%s: unknown placeholder %s (known: %s)", f.where, m, strings.Join(known, " "))
 			}
-			countUsesPort = countUsesPort || strings.Contains(a, PortPlaceholder)
+			toldPort, portAfter = toldPort || m == PortPlaceholder, portAfter || f.after && m == PortPlaceholder
 		}
 	}
-	if countUsesPort {
+	switch {
+	case portAfter:
 		return errors.New("effects.count and effects.journal: {port} means nothing once every process exited")
-	}
-	if !portFromLine && !c.usesPort {
+	case !portFromLine && !toldPort:
 		return errors.New("start: the target is never told {port} and its ready line reports no port (give {port} in argv or env, or a group in ready.stdout)")
-	}
-	if portFromLine && probe {
+	case portFromLine && probe:
 		return errors.New("start.ready: a port from the ready line needs no probe")
-	}
-	return nil
-}
-
-// placeholderCheck checks strings against the placeholders the lab fills
-// and notes whether any of them used {port}.
-type placeholderCheck struct {
-	known    []string
-	usesPort bool
-}
-
-// check refuses the first unknown placeholder in s, naming where.
-func (c *placeholderCheck) check(where, s string) error {
-	for _, m := range placeholderRE.FindAllString(s, -1) {
-		if !slices.Contains(c.known, m) {
-			return fmt.Errorf("%s: unknown placeholder %s (known: %s)", where, m, strings.Join(c.known, " "))
-		}
-		c.usesPort = c.usesPort || m == PortPlaceholder
 	}
 	return nil
 }
