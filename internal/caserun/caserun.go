@@ -176,33 +176,22 @@ func Run(ctx context.Context, cfg Config, c casefile.Case, kind protocol.Store) 
 // registry is per process, as its column shows), one database for a
 // database store, which drop removes.
 func placesFor(ctx context.Context, cfg Config, kind protocol.Store, root string, replicas int) (places []store.Place, drop func(), err error) {
-	drop = func() {}
-	places = make([]store.Place, replicas)
-	switch {
-	case kind.InDatabase():
+	drop, dsn := func() {}, ""
+	if kind.InDatabase() {
 		if cfg.Databases == nil {
 			return nil, drop, fmt.Errorf("no database server for the %s store", kind)
 		}
-		dsn, dropDB, err := newDatabase(ctx, cfg.Databases)
-		if err != nil {
-			return nil, drop, err
+		if dsn, drop, err = newDatabase(ctx, cfg.Databases); err != nil {
+			return nil, func() {}, err
 		}
-		drop = dropDB
-		for i := range places {
-			places[i] = store.Place{Dir: root, DSN: dsn}
-		}
-	case kind.Shared():
-		for i := range places {
-			places[i] = store.Place{Dir: root}
-		}
-	default:
-		for i := range places {
-			places[i] = store.Place{Dir: root}
-			if replicas > 1 {
-				places[i].Dir = filepath.Join(root, "r"+strconv.Itoa(i))
-				if err := os.Mkdir(places[i].Dir, 0o755); err != nil {
-					return nil, drop, fmt.Errorf("make state folder: %w", err)
-				}
+	}
+	places = make([]store.Place, replicas)
+	for i := range places {
+		places[i] = store.Place{Dir: root, DSN: dsn}
+		if !kind.InDatabase() && !kind.Shared() && replicas > 1 {
+			places[i].Dir = filepath.Join(root, "r"+strconv.Itoa(i))
+			if err := os.Mkdir(places[i].Dir, 0o755); err != nil {
+				return nil, drop, fmt.Errorf("make state folder: %w", err)
 			}
 		}
 	}
