@@ -132,14 +132,12 @@ func Run(ctx context.Context, cfg Config, c casefile.Case, kind protocol.Store) 
 	sr := &storeReplicas{cfg: cfg, kind: kind, places: places, servers: make([]*serverproc.Server, c.Replicas), c: c}
 	r := &run{reps: sr, obs: &obs, det: &det, client: client.New(cfg.Protocol.ClientTimeout), c: c}
 	sr.run = r
+	defer sr.Close()
 	if c.Ledger != nil {
 		sr.ledgerDir = filepath.Join(root, "ledger")
 		if err := os.Mkdir(sr.ledgerDir, 0o755); err != nil {
 			return obs, det, fmt.Errorf("make ledger state folder: %w", err)
 		}
-	}
-	defer sr.Close()
-	if c.Ledger != nil {
 		if err := sr.startLedger(ctx); err != nil {
 			return obs, det, err
 		}
