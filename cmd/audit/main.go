@@ -179,8 +179,7 @@ func runCompare(given map[string]bool, args []string, stdout, stderr io.Writer) 
 	return 0
 }
 
-// auditError prints an error that stopped the audit and returns 2,
-// saying where audit must run when root is no checkout.
+// auditError prints an error that stopped the audit and returns 2.
 func auditError(stderr io.Writer, root string, err error) int {
 	if errors.Is(err, iofs.ErrNotExist) && !isCheckout(root) {
 		fmt.Fprintf(stderr, "audit: %v (run audit from the idemlab checkout, or pass -root DIR)\n", err)
@@ -207,9 +206,7 @@ func runReproduce(o audit.ReproduceOptions, asJSON bool, stdout, stderr io.Write
 	return writeVerdict(r.WriteText, r.WriteJSON, r.Pass, asJSON, stdout, stderr)
 }
 
-// writeVerdict writes an audit's or a reproduction's report, as text or
-// as JSON, and returns the exit status it means: 0 pass, 1 fail, and
-// cannotRead's when the report cannot be written.
+// writeVerdict writes a report, as text or JSON, and returns its exit status.
 func writeVerdict(writeText, writeJSON func(io.Writer) error, pass, asJSON bool, stdout, stderr io.Writer) int {
 	write := writeText
 	if asJSON {

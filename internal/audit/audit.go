@@ -17,20 +17,12 @@ type Options struct {
 	Case     string // only this case ("" for all)
 	Store    string // only this store ("" for every store a case expects)
 
-	AllowDirty    bool // accept evidence from a checkout with uncommitted changes
-	AllowMutation bool // accept a mutation run (manifest.unsafe_registry)
-	Rebuild       bool // rebuild cmd/effectserver and compare its SHA-256 with server_sha256
-	// VerifyKey, when set, is an ed25519 public key file: the statement
-	// must be signed with its private key (dsse.go).
-	VerifyKey string
-	// Write writes the files the audit derives (REPORT.md, TARGETS.md,
-	// verdicts.json, the timelines, jitter.svg, the statement) into the
-	// evidence folder, as the runner has it do after a run; without it
-	// each must already be there, byte for byte (derived.go).
-	Write bool
-	// SignKey, with Write, is an ed25519 private key file: the statement
-	// is then also written as a signed DSSE envelope (dsse.go).
-	SignKey string
+	AllowDirty    bool   // accept evidence from a checkout with uncommitted changes
+	AllowMutation bool   // accept a mutation run (manifest.unsafe_registry)
+	Rebuild       bool   // rebuild cmd/effectserver and compare its SHA-256 with server_sha256
+	VerifyKey     string // an ed25519 public key file whose key must have signed the statement (dsse.go)
+	Write         bool   // write the derived files into the evidence folder, not compare them (derived.go)
+	SignKey       string // with Write, an ed25519 private key file to sign the statement with (dsse.go)
 }
 
 // A Check names a group of checks; every Failure carries one.
@@ -85,24 +77,18 @@ type Report struct {
 	Sources     int       `json:"sources"` // source files whose hash matched
 	SourceDirty bool      `json:"source_dirty"`
 	Experiments []string  `json:"experiments"` // experiment files checked, by experiment name
-	// The runs on targets (targets.json), when the selection names targets:
-	// the targets, the case runs checked in depth and their calls, the
-	// cases that did not run on a target, the targets skipped.
+	// The runs on targets, when the selection names targets.
 	Targets        []string `json:"targets,omitempty"`
 	TargetRuns     int      `json:"target_runs,omitempty"`
 	TargetCalls    int      `json:"target_calls,omitempty"`
 	TargetsNotRun  int      `json:"target_not_run,omitempty"`
 	TargetsSkipped int      `json:"targets_skipped,omitempty"`
-	// ChaosTargets are the targets whose chaos histories were checked.
-	ChaosTargets []string `json:"chaos_targets,omitempty"`
-	Subset       []string `json:"subset"` // how the evidence or the audit covers less than everything, e.g. "stores: volatile only"
-	// Summary is, with -write, the verdicts in words for the person who
-	// just ran the lab (report.go), printed before the verdict.
-	Summary string   `json:"summary,omitempty"`
-	Notes   []string `json:"notes"`
+	ChaosTargets   []string `json:"chaos_targets,omitempty"` // the targets whose chaos histories were checked
+	Subset         []string `json:"subset"`                  // how the evidence or the audit covers less than everything, e.g. "stores: volatile only"
+	Summary        string   `json:"summary,omitempty"`       // with -write, the verdicts in words (report.go)
+	Notes          []string `json:"notes"`
 
-	// What the checks that ran proved (claims.go): re-derived,
-	// consistency-checked, and named as not checked here.
+	// What the checks that ran proved (claims.go).
 	Rederived  []Claim `json:"rederived"`
 	Consistent []Claim `json:"consistency_checked"`
 	NotChecked []Claim `json:"not_checked"`

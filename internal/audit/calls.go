@@ -136,11 +136,8 @@ func expectedReply(p PlannedCall, maxBody int64) (int, string) {
 
 var decimal = regexp.MustCompile(`^(0|[1-9][0-9]*)$`)
 
-// checkCalls checks every call of every run checked in depth against the
-// case's steps (checkSent) and every reply against the server's texts: a
-// refused request gets its status and error text, any other non-200 its
-// fixed text, a 200 a decimal counter and a replayed flag, a call without
-// a reply nothing.
+// checkCalls checks every call of the runs checked in depth against the
+// case's steps (checkSent) and every reply against the server's texts.
 func (a *auditor) checkCalls(runs map[runKey]map[string]any) {
 	maxBody := a.maxBody()
 	for _, c := range a.cases {
@@ -365,8 +362,7 @@ func strPtr(p *string) any {
 	return *p
 }
 
-// replicaField is results.json's replica field for a call to replica r:
-// absent (nil) for replica 0 and for a group spread across replicas.
+// replicaField is results.json's replica field: absent for replica 0 or -1.
 func replicaField(r int) any {
 	if r <= 0 {
 		return nil

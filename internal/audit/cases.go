@@ -14,8 +14,7 @@ import (
 	"strings"
 )
 
-// StoreOrder is the canonical store order of runs. Stores a case file
-// names that are not listed here sort after these, by name.
+// StoreOrder is the order of runs; other stores sort after, by name.
 var StoreOrder = []string{"volatile", "durable", "postgres"}
 
 // Case is one case file: its name and, per store, what must be observed.
@@ -103,9 +102,8 @@ var callFields = []string{"outcome", "status", "body", "replayed"}
 
 var caseFileName = regexp.MustCompile(`^[0-9]{2}-(.+)\.json$`)
 
-// LoadCases reads every *.json file in root/cases, sorted by name; any bad
-// file makes the set unreadable, the error listing every problem, a line
-// each, as "cases/FILE: PATH: PROBLEM".
+// LoadCases reads every *.json file in root/cases; any bad file makes the
+// set unreadable, the error listing every problem, a line each.
 func LoadCases(root string, s *Schemas) ([]*Case, error) {
 	if fi, err := os.Lstat(filepath.Join(root, "cases")); err == nil && !fi.IsDir() {
 		return nil, fmt.Errorf("cases: %w", errNotRegular)
@@ -245,8 +243,7 @@ func orderStores(stores []string) []string {
 	return out
 }
 
-// defaultBody is the body a call that names none sends (the design's
-// default; manifest.protocol.default_body must agree).
+// defaultBody is the body a call that names none sends.
 const defaultBody = "add-one"
 
 // expand replaces {i} by i and {n} by i+1, for repetition i from 0.

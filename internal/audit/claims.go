@@ -29,8 +29,7 @@ type Claim struct {
 	Text string `json:"claim"`
 }
 
-// claimDefs are every claim the audit can make, by id (a %s takes
-// claim's argument).
+// claimDefs are every claim the audit can make, by id.
 var claimDefs = map[string]struct {
 	kind ClaimKind
 	text string

@@ -12,8 +12,7 @@ import (
 	"strings"
 )
 
-// DeterministicFile is an evidence file that must be byte-identical
-// across runs of the same sources.
+// DeterministicFile is an evidence file byte-identical across runs.
 type DeterministicFile struct {
 	Name     string
 	Required bool // a folder without it cannot be compared
@@ -56,8 +55,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 }
 
 // Compare says whether the deterministic files of evidence folders a and
-// b are byte-identical and, where not, what differs; an error when a
-// folder or a required file cannot be read.
+// b are byte-identical and, where not, what differs.
 func Compare(a, b string) (*Comparison, error) {
 	for _, dir := range []string{a, b} {
 		if err := checkDir("evidence folder", dir); err != nil {
@@ -119,8 +117,7 @@ func Compare(a, b string) (*Comparison, error) {
 	return c, nil
 }
 
-// otherFiles lists, sorted, the regular files of either folder that are
-// not deterministic files.
+// otherFiles lists the other regular files of either folder, sorted.
 func otherFiles(a, b string) []string {
 	seen := map[string]bool{}
 	for _, dir := range []string{a, b} {

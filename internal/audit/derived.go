@@ -149,8 +149,8 @@ type testResultPred struct {
 	FailedTests   []string     `json:"failedTests"`
 }
 
-// deriveStatement writes statement.intoto.json, last of the derived files
-// (it lists them), and with -write -sign its signed envelope.
+// deriveStatement writes the statement, last of the derived files (it
+// lists them), and with -sign its signed envelope.
 func (a *auditor) deriveStatement() {
 	mb, err := readInside(a.opts.Evidence, "manifest.json", CapManifest)
 	if err != nil {

@@ -21,8 +21,7 @@ const EnvelopeFile = "statement.intoto.dsse.json"
 // CapEnvelope caps the envelope: the statement in base64 and a signature.
 const CapEnvelope = 2 * CapStatement
 
-// readPublicKey reads an ed25519 public key file (dsse.ParsePublicKey)
-// and returns the key and its OpenSSH fingerprint.
+// readPublicKey reads an ed25519 public key file and its fingerprint.
 func readPublicKey(path string) (ed25519.PublicKey, string, error) {
 	data, err := readFile(path, dsse.MaxKeyFile)
 	if err != nil {

@@ -78,12 +78,10 @@ var retriesParams = []struct {
 	{"total_deadline_ms", 0}, {"collide_every", 10}, {"shed_inflight", 4}, {"retry_after_s", 1}, {"layers", 3}, {"layer_attempts", 3},
 }
 
-// experimentFiles maps each experiment's name to its file, in the order
-// the runner runs them (and manifest.selection.experiments lists them).
+// experimentFiles are each experiment's name and file, in the runner's order.
 var experimentFiles = [][2]string{{"retries", RetriesFile}, {"jitter", JitterFile}, {"chaos", ChaosFile}}
 
-// checkExperiments checks every experiment manifest.selection names; a
-// listed experiment file whose experiment is not selected fails.
+// checkExperiments checks every experiment manifest.selection names.
 func (a *auditor) checkExperiments() {
 	sel, _ := a.manifest["selection"].(map[string]any)
 	selected := stringList(sel, "experiments")
@@ -217,8 +215,7 @@ func number(v any) int64 {
 	return i
 }
 
-// checkJitter runs the jitter model (stormmodel) and compares its
-// parameters and every strategy's peak, total and buckets with jitter.json.
+// checkJitter compares jitter.json with the model (stormmodel).
 func (a *auditor) checkJitter(doc map[string]any) {
 	params, _ := doc["parameters"].(map[string]any)
 	d := stormmodel.Default
@@ -298,8 +295,7 @@ func clip(b []byte) string {
 	return string(b)
 }
 
-// jitterSVG draws the jitter model run with p: a histogram per strategy,
-// each with its own axes, in integer arithmetic (no float formatting).
+// jitterSVG draws the model run with p, in integer arithmetic only.
 func jitterSVG(p stormmodel.Parameters) []byte {
 	const (
 		width, header, panelHeight, footer = 960, 56, 230, 10

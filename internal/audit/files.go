@@ -8,9 +8,7 @@ import (
 	"strings"
 )
 
-// requiredFiles returns the files the selection makes the runner write:
-// results.json and run.json for cases on stores, targets.json for cases
-// on targets, each selected experiment's file.
+// requiredFiles returns the files the selection makes the runner write.
 func (a *auditor) requiredFiles() []string {
 	var out []string
 	if len(a.selCases) > 0 && len(a.selStores) > 0 {
@@ -28,11 +26,9 @@ func (a *auditor) requiredFiles() []string {
 	return out
 }
 
-// writtenFiles are the files the runner writes for the selection (the
-// required ones and the chaos experiment's history of any store; the
-// manifest is never listed). A listed file outside them is no evidence
-// the runner made, whatever it says: a NOTES.md claiming "no duplicates"
-// fails, and so does a rendering the audit derives.
+// writtenFiles are the files the runner writes for the selection. A listed
+// file outside them is no evidence, whatever it says: a NOTES.md claiming
+// "no duplicates" fails, and so does a rendering the audit derives.
 func (a *auditor) writtenFiles() []string {
 	out := a.requiredFiles()
 	sel, _ := a.manifest["selection"].(map[string]any)
@@ -44,9 +40,8 @@ func (a *auditor) writtenFiles() []string {
 	return out
 }
 
-// writesChaosTarget reports whether p is a history the chaos experiment
-// writes of a target (chaos-target-NAME.jsonl), and the selection runs
-// it; checkChaos ties each to its run.
+// writesChaosTarget reports whether p is a chaos history of a target and
+// the selection runs chaos (checkChaos ties each to its run).
 func (a *auditor) writesChaosTarget(p string) bool {
 	sel, _ := a.manifest["selection"].(map[string]any)
 	sub, ext, ok := subjectOf(p)
@@ -54,11 +49,9 @@ func (a *auditor) writesChaosTarget(p string) bool {
 }
 
 // checkFiles verifies manifest.files against the evidence folder: every
-// listed file is one the runner writes for the selection, a regular file
-// inside the folder (readInside) within its cap, with its SHA-256; every
-// file the selection implies is listed; every entry of the folder but
-// manifest.json is listed. The bytes of keptFiles are kept for the checks
-// that read them, whatever their hash; the others are hashed as a stream.
+// listed file is one the runner writes for the selection, with its
+// SHA-256; every file the selection implies is listed; every entry of the
+// folder but manifest.json is listed.
 func (a *auditor) checkFiles() {
 	a.listed = stringMap(a.manifest, "files")
 	written := a.writtenFiles()
@@ -165,8 +158,7 @@ func (a *auditor) hashListed(p string, limit int64) {
 	}
 }
 
-// evidenceFile returns the bytes of a kept file; ok is false when the
-// manifest does not list it or it could not be read.
+// evidenceFile returns the bytes of a kept file, if listed and read.
 func (a *auditor) evidenceFile(name string) ([]byte, bool) {
 	if !slices.Contains(keptFiles, name) {
 		panic("audit: evidenceFile(" + name + "): not one of keptFiles, whose bytes checkFiles keeps")

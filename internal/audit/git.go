@@ -145,8 +145,7 @@ func git(dir string, args ...string) ([]byte, error) {
 	})
 }
 
-// blobHashes returns SourceHash of each blob, read with one git cat-file
-// --batch, each blob capped at CapSource (remembered).
+// blobHashes returns SourceHash of each blob (remembered).
 func blobHashes(dir string, ids []string) ([]string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {

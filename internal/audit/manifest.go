@@ -113,8 +113,7 @@ func (a *auditor) checkManifest() {
 	a.checkServerBuild()
 }
 
-// checkProtocol compares manifest.protocol with the constants of
-// ProtocolDir and with the audit's own copy of the ones its checks use.
+// checkProtocol compares manifest.protocol with ProtocolDir and ownProtocol.
 func (a *auditor) checkProtocol() {
 	proto, _ := a.manifest["protocol"].(map[string]any)
 	consts, err := readConstants(a.opts.Root, ProtocolDir)
@@ -343,9 +342,8 @@ var (
 	PinnedBuildEnv   = []string{"CGO_ENABLED=0", "GOFLAGS=-mod=readonly", "GOWORK=off"}
 )
 
-// rebuildServer builds ServerPackage from root with the pinned flags for
-// osArch (GOOS/GOARCH) into a temporary folder and returns the binary's
-// SHA-256 and the local Go version (remembered).
+// rebuildServer builds ServerPackage from root, pinned, for osArch and
+// returns the binary's SHA-256 and the local Go version (remembered).
 func rebuildServer(root, osArch string) (sum, goVersion string, err error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {

@@ -89,8 +89,7 @@ func (a *auditor) readFlags() {
 	}
 }
 
-// parse reads a recorded flag value: as the runner writes it (strconv, or
-// time.Duration's String), within the flag's range.
+// parse reads a recorded flag value, as the runner writes it, in range.
 func (k knobFlag) parse(s string) (int64, error) {
 	var v int64
 	if k.duration {
@@ -129,8 +128,7 @@ func (a *auditor) expected(param string, def int64) (int64, string) {
 	return def, "the design's"
 }
 
-// seedText is the seed the experiments must have run with, as text:
-// manifest.flags.seed, else the runner's default.
+// seedText is the seed the experiments must have run with, as text.
 func (a *auditor) seedText() string {
 	if s, ok := mapOf(a.manifest, "flags")["seed"].(string); ok {
 		if _, valid := a.flagValues["seed"]; valid {

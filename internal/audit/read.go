@@ -121,11 +121,9 @@ func (e *tooLargeError) Error() string {
 	return fmt.Sprintf("%d bytes, over the cap of %d bytes", e.size, e.limit)
 }
 
-// readInside reads the regular file at the slash path rel inside dir,
-// refusing a path that leaves dir, any symlink on the way (never followed),
-// anything but a regular file (a FIFO or device could block or never
-// end), and a file over limit bytes (openInside). At most limit+1 bytes
-// are read even if the file grows meanwhile.
+// readInside reads the regular file at the slash path rel inside dir, as
+// openInside opens it (no symlink followed, no FIFO or device, nothing over
+// limit bytes), reading at most limit+1 bytes even if it grows meanwhile.
 func readInside(dir, rel string, limit int64) ([]byte, error) {
 	f, err := openInside(dir, rel, limit)
 	if err != nil {
@@ -139,8 +137,7 @@ func readInside(dir, rel string, limit int64) ([]byte, error) {
 	return readUpTo(f, min(fi.Size(), limit), limit)
 }
 
-// readFile reads the regular file at path (its last element is not
-// followed if a symlink), as readInside does.
+// readFile reads the regular file at path as readInside does.
 func readFile(path string, limit int64) ([]byte, error) {
 	return readInside(filepath.Dir(path), filepath.Base(path), limit)
 }
@@ -168,8 +165,7 @@ func readUpTo(r io.Reader, expected, limit int64) ([]byte, error) {
 	}
 }
 
-// checkDir returns an error unless dir is a directory that is not a
-// symlink.
+// checkDir returns an error unless dir is a directory, not a symlink.
 func checkDir(what, dir string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {

@@ -8,9 +8,8 @@ import (
 	"unicode/utf8"
 )
 
-// WriteText prints the verdict: a PASS line with counts and what the
-// audit re-derived, checked for consistency and did not check (claims.go),
-// or a FAIL line and one line per failure in check order; then any notes.
+// WriteText prints the verdict: a PASS line with counts and the claims,
+// or a FAIL line and one line per failure; then any notes.
 func (r *Report) WriteText(w io.Writer) error {
 	p := &printer{w: w}
 	if r.Summary != "" {
@@ -85,9 +84,7 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// targetsText counts the runs on targets for the PASS line: "26 target
-// runs on 3 targets (express-idempotency, ...; 37 not run, 1 skipped), 212
-// calls".
+// targetsText counts the runs on targets for the PASS line.
 func (r *Report) targetsText() string {
 	more := ""
 	if r.TargetsNotRun > 0 {
@@ -190,10 +187,8 @@ func effectsText(counter, ledger any) string {
 	return render(counter) + " effects applied"
 }
 
-// reportText renders REPORT.md: the grid of effects applied and verdicts,
-// a row per run, and per case its summary and every run's mismatches and
-// calls. It holds no time, host or commit: the same observations give the
-// same bytes at any commit.
+// reportText renders REPORT.md. It holds no time, host or commit: the
+// same observations give the same bytes at any commit.
 func reportText(cases []*Case, stores []string, runs map[runKey]map[string]any, verdicts map[runKey][]mismatch) []byte {
 	var b strings.Builder
 	n, matching := len(cases)*len(stores), 0
@@ -262,8 +257,7 @@ func mdText(s string) string {
 	return strings.NewReplacer("\r", " ", "\n", " ", "|", `\|`, "`", "'", "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
-// mdCell prints an optional value for a Markdown table cell: a dash for
-// null, a string in backquotes with newline, bar and backquote escaped.
+// mdCell prints an optional value for a Markdown table cell.
 func mdCell(v any) string {
 	switch v := v.(type) {
 	case nil:
@@ -360,8 +354,8 @@ func clipValue(s string) string {
 	return fmt.Sprintf("%s... (%d bytes)", s[:limit], len(s))
 }
 
-// summaryText is what audit -write prints before its verdict, for the
-// person who just ran the lab: verdicts.json in words.
+// summaryText is what audit -write prints before its verdict: verdicts.json
+// in words.
 func (a *auditor) summaryText() string {
 	var b strings.Builder
 	a.storesSummary(&b)

@@ -51,8 +51,7 @@ const (
 	FarSlack  = 5
 )
 
-// ErrCannotReproduce means the lab could not be run as recorded: the
-// runner did not build, broke, or selected other than the recorded.
+// ErrCannotReproduce means the lab could not be run as recorded.
 var ErrCannotReproduce = errors.New("cannot reproduce")
 
 // Reproduction is what Reproduce found.
@@ -121,10 +120,7 @@ func Reproduce(ctx context.Context, o ReproduceOptions) (*Reproduction, error) {
 	if err != nil {
 		return nil, err
 	}
-	extra, err := p.laterRuns()
-	if err != nil {
-		return nil, err
-	}
+	extra := p.laterRuns()
 	dirs := o.From
 	if dirs == nil {
 		r.Invocation = append(r.Invocation, invocation(full))
@@ -153,7 +149,7 @@ func Reproduce(ctx context.Context, o ReproduceOptions) (*Reproduction, error) {
 type planner struct {
 	cases, stores, targets, exps []string // manifest.json's selection
 	allCases, shipped            []string // the checkout's cases and shipped targets
-	chaosStores, chaosTargets    []string // where chaos.json says chaos ran
+	chaosWhere                   []string // the -store and -target flags of where chaos ran
 	unsafe                       string   // -unsafe-registry, if recorded
 	flags                        []string // the recorded knobs, as -name=value
 }
@@ -190,13 +186,17 @@ func readPlanner(root, evidence string) (*planner, error) {
 	if err != nil {
 		return nil, err
 	}
+	var stores, targets []string
 	runs, _ := doc["runs"].([]any)
 	for _, x := range runs {
 		if t, _ := str(x.(map[string]any), "target"); t != "" {
-			p.chaosTargets = append(p.chaosTargets, t)
+			targets = append(targets, t)
 		} else if s, _ := str(x.(map[string]any), "store"); s != "" {
-			p.chaosStores = append(p.chaosStores, s)
+			stores = append(stores, s)
 		}
+	}
+	if p.chaosWhere, err = p.whereArgs(stores, targets); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -206,8 +206,7 @@ func (p *planner) cannot(format string, args ...any) error {
 	return fmt.Errorf("%w: manifest.json selection: %s: not one runner invocation", ErrCannotReproduce, fmt.Sprintf(format, args...))
 }
 
-// whereArgs are the -store and -target flags that run on exactly these
-// stores and targets.
+// whereArgs are the -store and -target flags of these stores and targets.
 func (p *planner) whereArgs(stores, targets []string) ([]string, error) {
 	var a []string
 	switch {
@@ -238,11 +237,7 @@ func (p *planner) fullRun() ([]string, error) {
 	case len(p.cases) == 0 && len(p.exps) == 1:
 		full = append(full, "-experiment", p.exps[0])
 		if p.exps[0] == "chaos" {
-			where, err := p.whereArgs(p.chaosStores, p.chaosTargets)
-			if err != nil {
-				return nil, err
-			}
-			full = append(full, where...)
+			full = append(full, p.chaosWhere...)
 		}
 		return append(full, p.flags...), nil
 	case len(p.cases) == 0:
@@ -273,23 +268,15 @@ func (p *planner) fullRun() ([]string, error) {
 
 // laterRuns re-run each non-deterministic experiment selected (retries,
 // chaos) where it ran, with the recorded knobs.
-func (p *planner) laterRuns() ([][]string, error) {
+func (p *planner) laterRuns() [][]string {
 	var extra [][]string
-	for _, e := range []string{"retries", "chaos"} {
-		if !slices.Contains(p.exps, e) {
-			continue
-		}
-		args := []string{"-experiment", e}
-		if e == "chaos" {
-			where, err := p.whereArgs(p.chaosStores, p.chaosTargets)
-			if err != nil {
-				return nil, err
-			}
-			args = append(args, where...)
-		}
-		extra = append(extra, append(args, p.flags...))
+	if slices.Contains(p.exps, "retries") {
+		extra = append(extra, slices.Concat([]string{"-experiment", "retries"}, p.flags))
 	}
-	return extra, nil
+	if slices.Contains(p.exps, "chaos") {
+		extra = append(extra, slices.Concat([]string{"-experiment", "chaos"}, p.chaosWhere, p.flags))
+	}
+	return extra
 }
 
 // shippedTargets are the checkout's targets/ folders with a target.json.
@@ -395,8 +382,7 @@ func (o ReproduceOptions) runLab(ctx context.Context, full []string, extra [][]s
 	return tmp, dirs, nil
 }
 
-// judge audits each re-run folder (dirs[0] the whole selection) and
-// compares it with the recorded evidence.
+// judge audits each re-run folder and compares it with the recorded one.
 func (r *Reproduction) judge(o ReproduceOptions, dirs []string) error {
 	recorded, err := readJSONFile(o.Evidence, "manifest.json", CapManifest)
 	if err != nil {
@@ -517,6 +503,9 @@ func far(recorded int64, again []int64) bool {
 	return float64(recorded) < lo || float64(recorded) > hi
 }
 
+// ints prints xs separated by spaces.
+func ints(xs []int64) string { return strings.Trim(fmt.Sprint(xs), "[]") }
+
 // count records one count beside its re-observations.
 func (r *Reproduction) count(name string, recorded int64, again []int64, flagged bool) {
 	c := CountAgain{Name: name, Recorded: recorded, Again: again, Flagged: flagged}
@@ -539,14 +528,6 @@ func (r *Reproduction) claimAgain(claim string, held []bool) {
 	if len(not) > 0 {
 		r.Findings = append(r.Findings, fmt.Sprintf("%s: did not hold again (observation %s of %d)", claim, strings.Join(not, ", "), len(held)))
 	}
-}
-
-func ints(xs []int64) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = strconv.FormatInt(x, 10)
-	}
-	return strings.Join(s, " ")
 }
 
 // againRetries checks retries.json's row claims on every re-run, and
@@ -698,8 +679,7 @@ func ruleOf(run map[string]any, rule string) map[string]any {
 	return nil
 }
 
-// WriteText prints the reproduction (or the recorded evidence's failed
-// audit).
+// WriteText prints the reproduction.
 func (r *Reproduction) WriteText(w io.Writer) error {
 	if !r.Audit.Pass {
 		if err := r.Audit.WriteText(w); err != nil {

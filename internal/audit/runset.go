@@ -124,9 +124,8 @@ func (a *auditor) noteSubset() {
 	}
 }
 
-// required returns the runs results.json must hold, in canonical order
-// (the selection and those -case or -store demand), and those checked in
-// depth.
+// required returns the runs results.json must hold, in canonical order,
+// and those checked in depth.
 func (a *auditor) required() (want []runKey, deep map[runKey]bool) {
 	deep = map[runKey]bool{}
 	seen := map[runKey]bool{}
@@ -152,9 +151,8 @@ func (a *auditor) required() (want []runKey, deep map[runKey]bool) {
 	return want, deep
 }
 
-// checkRunSet checks that results.json holds exactly the required runs in
-// canonical order (case-file order, then store order), each with an
-// expectation in its case file. It returns the runs to check in depth.
+// checkRunSet checks that results.json holds exactly the required runs,
+// in order, each with an expectation; it returns those checked in depth.
 func (a *auditor) checkRunSet(results map[string]any) map[runKey]map[string]any {
 	fail := func(k runKey, format string, args ...any) {
 		a.fail(Failure{Check: CheckRunSet, Case: k.Case, Store: k.Store, Message: fmt.Sprintf("%s: "+format, append([]any{k}, args...)...)})

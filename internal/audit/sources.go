@@ -14,8 +14,7 @@ import (
 // node_modules (a target's setup makes it), no setup marker.
 var SourceDirs = []string{"cmd", "internal", "cases", "schema", "targets"}
 
-// A RefusedError lists the entries of source folders that are not regular
-// files (symlinks, FIFOs, devices): nothing may enter the build unhashed.
+// A RefusedError lists the sources that are not regular files.
 type RefusedError struct{ Paths []string }
 
 // Error names the refused paths.

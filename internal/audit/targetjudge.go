@@ -39,8 +39,7 @@ const (
 	safetyViolation  = "violation"
 )
 
-// notDurableLimitation explains a finding of a case that loses a process
-// on a target that keeps its keys in memory.
+// notDurableLimitation explains a finding when a target forgets its keys.
 const notDurableLimitation = "the target claims no durable store: a restart or a crash forgets its keys"
 
 // obsCall is one observed call of a run on a target, from targets.json.
@@ -253,8 +252,7 @@ func markerDeviations(t *targetSpec, sound []soundCall, calls []obsCall) []findi
 	return out
 }
 
-// lastOfKeys returns, in call order, the index of each key's last call
-// outside a concurrent step.
+// lastOfKeys returns each key's last call outside a concurrent step, in order.
 func lastOfKeys(plan []PlannedCall) []int {
 	last := map[string]int{}
 	for i, p := range plan {
@@ -270,8 +268,7 @@ func lastOfKeys(plan []PlannedCall) []int {
 	return out
 }
 
-// sameAsEarlier reports whether an earlier call with call i's key got the
-// same status and body (a stored reply handed back).
+// sameAsEarlier reports whether an earlier call with i's key got its reply.
 func sameAsEarlier(plan []PlannedCall, calls []obsCall, i int) bool {
 	for j := range i {
 		if plan[j].Key != nil && *plan[j].Key == *plan[i].Key && calls[j].outcome == "reply" &&

@@ -34,10 +34,8 @@ type runView struct {
 	unjudged bool  // its observations could not be judged (the failures say why)
 }
 
-// checkTargets checks targets.json, manifest.targets and TARGETS.md
-// against the selection, the checkout, the case files and results (the
-// decoded results.json, nil where there is none: the native runs a
-// mirroring target is compared with).
+// checkTargets checks targets.json and manifest.targets and derives
+// TARGETS.md; results (nil without) holds the runs a mirror is compared to.
 func (a *auditor) checkTargets(results map[string]any) {
 	mtargets, _ := a.manifest["targets"].([]any)
 	a.check()
@@ -115,10 +113,9 @@ func namesOf(list []any, key string) []string {
 	return out
 }
 
-// checkTarget checks one schema-valid target of targets.json: its
-// target.json, its folder where it is in the checkout, and its runs. It
-// returns the target as TARGETS.md must show it, nil when its target.json
-// cannot be read (nothing of it can be judged).
+// checkTarget checks one target of targets.json: its target.json, its
+// folder and its runs. It returns the target as TARGETS.md shows it, nil
+// when its target.json cannot be read.
 func (a *auditor) checkTarget(tm map[string]any, results map[string]any) *targetView {
 	name, _ := str(tm, "name")
 	fail := func(check Check, field, format string, args ...any) {
@@ -186,11 +183,8 @@ func recordedRun(rm map[string]any) runView {
 	return r
 }
 
-// checkTargetRun checks one run of case c on target tname (spec): that it
-// ran exactly when the case can run there, and for a run its calls,
-// processes and journal; then judges it (safety, conformance, and for the
-// lab's own server as a target its differences from the native run). It
-// returns the run as TARGETS.md shows it.
+// checkTargetRun checks one run of case c on target tname (spec) and
+// judges it; it returns the run as TARGETS.md shows it.
 func (a *auditor) checkTargetRun(tname string, spec *targetSpec, c *Case, rm map[string]any, results map[string]any) runView {
 	fail := a.callFailer(Failure{Check: CheckTarget, Case: c.Name, Target: tname}, fmt.Sprintf("targets.json: target %s, case %s", tname, c.Name))
 	view := recordedRun(rm)
@@ -293,8 +287,7 @@ func (a *auditor) checkProcesses(c *Case, codes []any, det map[string]any, calls
 	}
 }
 
-// nativeRun returns results.json's run of case on store, nil when there is
-// none (or no store).
+// nativeRun returns results.json's run of case on store, nil without one.
 func nativeRun(results map[string]any, cname, store string) map[string]any {
 	if results == nil || store == "" {
 		return nil
@@ -344,9 +337,7 @@ func (a *auditor) checkJournal(spec *targetSpec, c *Case, counter int64, det map
 }
 
 // deriveTargetsReport records every target's verdicts and writes
-// TARGETS.md from them (targetsReport); complete is false when a target
-// or a run could not be read or judged, and then nothing is rendered: the
-// failures say why.
+// TARGETS.md, unless a target or run could not be read or judged.
 func (a *auditor) deriveTargetsReport(views []*targetView, complete bool) {
 	for _, v := range views {
 		complete = complete && v != nil && !slices.ContainsFunc(v.runs, func(r runView) bool { return r.unjudged })

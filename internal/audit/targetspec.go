@@ -78,8 +78,7 @@ func (s *Schemas) readTargetSpec(data []byte) (*targetSpec, error) {
 	return t, nil
 }
 
-// allFaults, as a faults.native name, maps every lab fault to the target's
-// header.
+// allFaults, as a faults.native name, maps every lab fault to the target.
 const allFaults = "*"
 
 // Where a lab fault acts on a target that does not map it natively.
@@ -89,8 +88,7 @@ const (
 	atDownstream        // the lab server's own downstream mode: nowhere on a target
 )
 
-// targetFaults are the lab faults a target knows and where each acts
-// (docs/targets.md's table, the audit's copy).
+// targetFaults are the lab faults a target knows and where each acts.
 var targetFaults = map[string]int{
 	"drop-reply": atProxy, "crash-after-record": atProxy, "give-up": atProxy,
 	"slow": atSink, "delay": atSink, "stall": atSink,
@@ -102,8 +100,7 @@ var targetFaults = map[string]int{
 // targetFaultNames lists targetFaults' names, sorted.
 func targetFaultNames() []string { return sortedKeys(targetFaults) }
 
-// maxDelayMS is the longest delay=NNms or stall=NNms (the audit's copy of
-// protocol.MaxDelay, as faultError reads it).
+// maxDelayMS is the longest delay=NNms or stall=NNms (protocol.MaxDelay).
 const maxDelayMS = 60000
 
 // placeFault says why the X-Lab-Fault value v cannot act on target t ("":
@@ -188,8 +185,7 @@ func targetNotRun(c *Case, t *targetSpec, capacity int64) string {
 	return ""
 }
 
-// soundCall is one call as the case's sound store expects it: status 0
-// and body nil are not checked.
+// soundCall is one call as the sound store expects it (0, nil: unchecked).
 type soundCall struct {
 	outcome  string
 	status   int64

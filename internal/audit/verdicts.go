@@ -21,8 +21,7 @@ type verdictsDoc struct {
 	Chaos         []ChaosVerdict  `json:"chaos"`
 }
 
-// storeVerdict is one run on a store: whether it shows what its case
-// expects of that store (which may be a duplicate: the case's lesson).
+// storeVerdict is one run on a store: whether it shows what its case expects.
 type storeVerdict struct {
 	Case       string   `json:"case"`
 	Store      string   `json:"store"`
@@ -52,8 +51,7 @@ type targetRunVerdict struct {
 	Mirror       []string  `json:"mirror"`
 }
 
-// A finding is one rule a run on a target broke; Call is nil for one
-// about the whole run.
+// A finding is one rule a run on a target broke (Call nil: the whole run).
 type finding struct {
 	Rule       string `json:"rule"`
 	Call       *int   `json:"call"`
@@ -77,8 +75,7 @@ type ChaosVerdict struct {
 	FindingsListed int                `json:"findings_listed"`
 }
 
-// A ChaosRuleVerdict is one rule's line: whether the claims promise it
-// never fires, and its findings.
+// A ChaosRuleVerdict is one rule's line: promised never to fire, and its count.
 type ChaosRuleVerdict struct {
 	Rule     string `json:"rule"`
 	Promised bool   `json:"promised"`
@@ -142,8 +139,7 @@ func (a *auditor) deriveVerdicts() {
 	a.emit(VerdictsFile, data)
 }
 
-// marshalEvidence encodes v the one way the audit writes JSON: two-space
-// indent, no HTML escaping, a final newline.
+// marshalEvidence encodes v as the audit writes JSON (indented, no HTML escaping).
 func marshalEvidence(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
