@@ -32,22 +32,15 @@ const SchemaName = "case.schema.json"
 
 // Case is one case file: what the runner does and what must be observed.
 type Case struct {
-	Name    string // the file's name field
-	File    string // the path it was read from
-	Summary string // one sentence for people
-	// Replicas is how many servers run at once, at least 1.
-	Replicas int
+	Name     string // the file's name field
+	File     string // the path it was read from
+	Summary  string // one sentence for people
+	Replicas int    // servers running at once, at least 1
 	Steps    []Step // in order
 	Expect   map[protocol.Store]Expectation
-	// Ledger, when set, gives the case a ledger server that every replica
-	// calls for its effect (effectserver -downstream).
-	Ledger *Ledger
-	// Server holds the replicas' flags the case sets in place of the
-	// lab's protocol constants.
-	Server Server
-	// Target says how a run of the case on a target is judged; its zero
-	// value (no "target" in the file) keeps the case off targets.
-	Target TargetJudging
+	Ledger   *Ledger       // a server every replica calls for its effect (effectserver -downstream); nil: none
+	Server   Server        // the replicas' flags the case sets in place of the lab's
+	Target   TargetJudging // how a run on a target is judged; zero: the case runs on no target
 }
 
 // TargetJudging says which store's expectation a sound implementation
@@ -89,28 +82,22 @@ type SleepStep struct {
 
 // Call is one POST /effect, or Repeat consecutive ones.
 type Call struct {
-	Key      *string `json:"key,omitempty"`       // Idempotency-Key sent verbatim (templated, see Expand); nil sends none
-	KeyBytes *int    `json:"key_bytes,omitempty"` // a key of that many 'k' bytes instead
-	// ContentType, when set, is sent instead of the lab's (or a target's)
-	// Content-Type; "" sends none.
-	ContentType *string `json:"content_type,omitempty"`
-	// TimeoutMS, when more than 0, is how long the client waits for this
-	// call's reply instead of the lab's client timeout.
-	TimeoutMS int     `json:"timeout_ms,omitempty"`
-	Body      *string `json:"body,omitempty"`       // nil means protocol.DefaultBody
-	BodyBytes *int    `json:"body_bytes,omitempty"` // a body of that many 'x' bytes instead
-	Fault     string  `json:"fault,omitempty"`      // X-Lab-Fault; empty sends none
-	Repeat    int     `json:"repeat,omitempty"`     // 0 or 1: once
-	Replica   int     `json:"replica,omitempty"`    // the replica it goes to
+	Key         *string `json:"key,omitempty"`          // Idempotency-Key sent verbatim (templated); nil sends none
+	KeyBytes    *int    `json:"key_bytes,omitempty"`    // a key of that many 'k' bytes instead
+	ContentType *string `json:"content_type,omitempty"` // sent instead of the lab's (or a target's); "" sends none
+	TimeoutMS   int     `json:"timeout_ms,omitempty"`   // the client's wait for this reply, if more than 0
+	Body        *string `json:"body,omitempty"`         // nil means protocol.DefaultBody
+	BodyBytes   *int    `json:"body_bytes,omitempty"`   // a body of that many 'x' bytes instead
+	Fault       string  `json:"fault,omitempty"`        // X-Lab-Fault; empty sends none
+	Repeat      int     `json:"repeat,omitempty"`       // 0 or 1: once
+	Replica     int     `json:"replica,omitempty"`      // the replica it goes to
 }
 
 // Concurrent is Clients identical calls released together.
 type Concurrent struct {
-	Clients int  `json:"clients"`
-	Call    Call `json:"call"`
-	// AcrossReplicas sends client i to replica i mod Replicas instead of
-	// every client to Call.Replica.
-	AcrossReplicas bool `json:"across_replicas,omitempty"`
+	Clients        int  `json:"clients"`
+	Call           Call `json:"call"`
+	AcrossReplicas bool `json:"across_replicas,omitempty"` // client i to replica i mod Replicas, not all to Call.Replica
 }
 
 // Parallel is different calls started together, the i-th StaggerMS × i

@@ -62,16 +62,11 @@ type Databases interface {
 
 // Config says how to run: which server binary, where state goes.
 type Config struct {
-	ServerPath string   // the effectserver binary
-	StateRoot  string   // parent of each run's fresh state folder
-	Protocol   Protocol // constants
-	// Databases makes each run's database on a database store; nil when
-	// no database server is at hand (such a store cannot run).
-	Databases Databases
-	// UnsafeRegistry, when not protocol.Sound, starts every server with this
-	// deliberately broken registry (effectserver -unsafe-registry): a
-	// mutation run.
-	UnsafeRegistry protocol.Flaw
+	ServerPath     string        // the effectserver binary
+	StateRoot      string        // parent of each run's fresh state folder
+	Protocol       Protocol      // constants
+	Databases      Databases     // a database store's databases; nil: none at hand
+	UnsafeRegistry protocol.Flaw // a mutation run's broken registry (effectserver -unsafe-registry)
 }
 
 // Detail is what varies between runs of the same case: it goes to run.json.

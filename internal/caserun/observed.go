@@ -11,14 +11,12 @@ import (
 // the exact shape results.json records: only facts that are the same on
 // every machine (no times, ports or PIDs).
 type Observed struct {
-	Case      string         `json:"case"`
-	Store     protocol.Store `json:"store"`
-	Counter   int64          `json:"counter"`
-	ExitCodes []int          `json:"exit_codes"`
-	// LedgerCounter is the ledger's counter, read from its state after it
-	// exited; only for a case with a ledger.
-	LedgerCounter *int64 `json:"ledger_counter,omitempty"`
-	Calls         []Call `json:"calls"`
+	Case          string         `json:"case"`
+	Store         protocol.Store `json:"store"`
+	Counter       int64          `json:"counter"`
+	ExitCodes     []int          `json:"exit_codes"`
+	LedgerCounter *int64         `json:"ledger_counter,omitempty"` // the ledger's, in a case with one
+	Calls         []Call         `json:"calls"`
 }
 
 // Call is one HTTP call and what came back.
@@ -30,8 +28,8 @@ type Call struct {
 	Status   *int             `json:"status"`
 	Body     *string          `json:"body"`
 	Replayed *bool            `json:"replayed"`
-	// RetryAfter is the reply's Retry-After header, recorded for a run on
-	// a target only (its verdict asks for it on a 409); left out otherwise.
+	// RetryAfter is the reply's Retry-After, recorded on a target only (its
+	// verdict asks for it on a 409).
 	RetryAfter *string `json:"retry_after,omitempty"`
 	// Replica is the replica the call went to, left out for replica 0
 	// (every call of a one-server case) and for a concurrent group spread

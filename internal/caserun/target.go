@@ -40,9 +40,7 @@ type TargetConfig struct {
 	EffectServer  string        // the lab's own server binary, for {effectserver}
 	Databases     Databases     // the postgres service's database per run; nil where there is none
 	ClientTimeout time.Duration // how long a client waits for a reply
-	// Capacity fills {capacity}: the capacity the lab gives its own server
-	// for the same run (RunTarget sets the case's).
-	Capacity int
+	Capacity      int           // fills {capacity}: what the lab gives its own server (RunTarget: the case's)
 }
 
 // TargetDetail is what varies between runs of a case on a target: a store

@@ -50,9 +50,7 @@ type Request struct {
 	Shape *Shape // nil: the lab's own protocol
 	// ContentType, when set, is sent instead of the shape's ("" sends none).
 	ContentType *string
-	// Timeout, when more than 0, is how long this call may take instead of
-	// the client's timeout: past it the call fails as a timeout.
-	Timeout time.Duration
+	Timeout     time.Duration // if more than 0, this call's timeout instead of the client's
 }
 
 // A Shape is how a target takes a request: its method, the header its key
@@ -68,12 +66,10 @@ var labShape = Shape{Method: http.MethodPost, KeyHeader: protocol.KeyHeader, Con
 
 // A Reply is the HTTP response to a Request.
 type Reply struct {
-	Status   int
-	Body     []byte
-	Replayed *bool // the Idempotency-Replayed header: nil when absent or neither "true" nor "false"
-	// RetryAfter is how long the Retry-After header asks the client to
-	// wait (protocol.RetryAfterHeader); 0 when absent or unreadable.
-	RetryAfter time.Duration
+	Status     int
+	Body       []byte
+	Replayed   *bool         // the Idempotency-Replayed header: nil when absent or neither "true" nor "false"
+	RetryAfter time.Duration // the wait Retry-After asks for; 0 when absent or unreadable
 	// Header holds every reply header (a target marks a replay its own way).
 	Header http.Header
 }

@@ -35,19 +35,17 @@ type File struct {
 
 // Manifest is manifest.json. Files is filled in by Write.
 type Manifest struct {
-	SchemaVersion int    `json:"schema_version"`
-	GeneratedUTC  string `json:"generated_utc"`
-	SourceCommit  string `json:"source_commit"`
-	SourceDirty   bool   `json:"source_dirty"`
-	GoVersion     string `json:"go_version"`
-	OSArch        string `json:"os_arch"`
-	ServerSHA256  string `json:"server_sha256"`
-	// ServerBuild says how the server binary was made, or that it was
-	// prebuilt (runner -server): the audit can rebuild it.
-	ServerBuild *labbuild.Recipe  `json:"server_build,omitempty"`
-	Protocol    Protocol          `json:"protocol"`
-	Selection   Selection         `json:"selection"`
-	Flags       map[string]string `json:"flags"` // the knobs set away from their defaults (runner.Options.RecordedFlags)
+	SchemaVersion int               `json:"schema_version"`
+	GeneratedUTC  string            `json:"generated_utc"`
+	SourceCommit  string            `json:"source_commit"`
+	SourceDirty   bool              `json:"source_dirty"`
+	GoVersion     string            `json:"go_version"`
+	OSArch        string            `json:"os_arch"`
+	ServerSHA256  string            `json:"server_sha256"`
+	ServerBuild   *labbuild.Recipe  `json:"server_build,omitempty"` // how to rebuild the server, or prebuilt
+	Protocol      Protocol          `json:"protocol"`
+	Selection     Selection         `json:"selection"`
+	Flags         map[string]string `json:"flags"` // the knobs set away from their defaults (runner.Options.RecordedFlags)
 	// PostgresVersion is the PostgreSQL the postgres store ran on, if it
 	// did: here, as results.json holds nothing of the machine.
 	PostgresVersion string            `json:"postgres_version,omitempty"`

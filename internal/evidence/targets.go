@@ -20,14 +20,12 @@ type TargetResult struct {
 	Target *target.Target
 	// TargetJSON is the target.json the lab ran it from, byte for byte.
 	TargetJSON []byte
-	// Dir is the target's folder relative to the checkout (slash path),
-	// or "" for a folder outside it.
-	Dir       string
-	Digest    string
-	Libraries []target.Library
-	Runtime   string
-	Skipped   string // why it did not run (a program is missing); "" when it ran
-	Runs      []TargetRun
+	Dir        string // relative to the checkout (slash path); "" outside it
+	Digest     string
+	Libraries  []target.Library
+	Runtime    string
+	Skipped    string // why it did not run (a program is missing); "" when it ran
+	Runs       []TargetRun
 }
 
 // A TargetRun is one case on a target.

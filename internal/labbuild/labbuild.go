@@ -105,25 +105,16 @@ func Prebuilt(pkg string) Recipe {
 // Options say what to build and where.
 type Options struct {
 	// Root is the module's folder (the one holding go.mod).
-	Root string
-	// Package is the package to build: a path relative to Root such as
-	// "./cmd/effectserver", or an import path inside the module.
-	Package string
-	// CacheDir holds the built binaries. Empty means
-	// os.UserCacheDir()/idemlab/bin.
-	CacheDir string
+	Root     string
+	Package  string // relative to Root ("./cmd/effectserver"), or an import path inside the module
+	CacheDir string // holds the binaries; "": os.UserCacheDir()/idemlab/bin
 	// Go is the go command. Empty means "go", looked up in PATH.
-	Go string
-	// Env is the environment the pinned Env is appended to. Nil means
-	// os.Environ().
-	Env []string
+	Go  string
+	Env []string // the environment the pinned Env is appended to; nil: os.Environ()
 	// Log receives the progress lines. Nil discards them.
 	Log io.Writer
-	// FirstNote, if set, is added to the progress line when the cache has
-	// never built this program, e.g. "compiles SQLite, about a minute".
-	// The cache, not the go command's build cache, decides: after other
-	// builds have compiled SQLite, the first build here still says so, and
-	// takes a second.
+	// FirstNote, if set, is added to the progress line when this cache (not
+	// the go command's) never built the program: "compiles SQLite, ...".
 	FirstNote string
 }
 

@@ -16,10 +16,7 @@ type Experiment string
 const (
 	Retries Experiment = "retries"
 	Jitter  Experiment = "jitter"
-	// Chaos is clients under seeded faults and kill -9 on every selected
-	// store and target, each run's history recorded with the journal (a
-	// store's, or the sink's) for the audit to judge.
-	Chaos Experiment = "chaos"
+	Chaos   Experiment = "chaos" // clients under seeded faults and kill -9, each run's history recorded
 	// None as the -experiment value runs the cases and no experiment.
 	None Experiment = "none"
 )
@@ -28,16 +25,13 @@ const (
 // evidence files it writes, how to check its knobs and how to run it
 // (experiment_NAME.go).
 type experiment struct {
-	name  Experiment
-	files []string
-	// patterns match the evidence files whose names depend on the run
-	// (a target's), beyond files.
-	patterns []*regexp.Regexp
-	// check, when set, refuses the experiment's knobs in o before anything
-	// is built or run; its error names the knob and becomes a usage error.
+	name     Experiment
+	files    []string
+	patterns []*regexp.Regexp // the files whose names depend on the run (a target's)
+	// check, when set, refuses the experiment's knobs in o, naming the knob.
 	check func(o Options) error
-	// run runs the experiment in a run whose server is ready, printing
-	// what it observed, and returns its evidence files.
+	// run runs the experiment once the server is ready, printing what it
+	// observed, and returns its evidence files.
 	run func(ctx context.Context, inv *invocation) ([]evidence.File, error)
 }
 

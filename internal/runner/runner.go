@@ -38,21 +38,19 @@ import (
 
 // Options is one invocation of the runner.
 type Options struct {
-	Root       string             // the checkout: cases/, schema/, sources
-	Out        string             // the evidence folder to write; "" writes a fresh one under out/ and compares it with the committed evidence
-	Stores     []protocol.Store   // stores to run, in evidence order
-	Case       string             // run only this case, and no experiment
-	Experiment Experiment         // run only this experiment, and no case; None: cases only
-	Seed       uint64             // the retries and chaos experiments' seed
-	Intents    int                // the retries experiment's intents per row (at least 1)
-	Retries    retries.Parameters // the retries experiment's other knobs (zero: retries.Default); Intents overrides its Intents
-	Unsafe     protocol.Flaw      // run the cases on servers with this flaw, and no experiment
-	ServerPath string             // a prebuilt effectserver; empty builds cmd/effectserver
-	Protocol   *caserun.Protocol  // nil runs with caserun.DefaultProtocol
-	Chaos      ChaosOptions       // the chaos experiment's knobs
-	// PostgresDSN runs the postgres store on this server (a database per
-	// run) instead of a throwaway cluster.
-	PostgresDSN string
+	Root        string             // the checkout: cases/, schema/, sources
+	Out         string             // the evidence folder to write; "" writes a fresh one under out/ and compares it with the committed evidence
+	Stores      []protocol.Store   // stores to run, in evidence order
+	Case        string             // run only this case, and no experiment
+	Experiment  Experiment         // run only this experiment, and no case; None: cases only
+	Seed        uint64             // the retries and chaos experiments' seed
+	Intents     int                // the retries experiment's intents per row (at least 1)
+	Retries     retries.Parameters // the retries experiment's other knobs (zero: retries.Default); Intents overrides its Intents
+	Unsafe      protocol.Flaw      // run the cases on servers with this flaw, and no experiment
+	ServerPath  string             // a prebuilt effectserver; empty builds cmd/effectserver
+	Protocol    *caserun.Protocol  // nil runs with caserun.DefaultProtocol
+	Chaos       ChaosOptions       // the chaos experiment's knobs
+	PostgresDSN string             // run the postgres store on this server, not a throwaway cluster
 	// PostgresAsked: the caller named the postgres store (-store postgres),
 	// so a machine without PostgreSQL is an error, not a skipped column.
 	PostgresAsked bool
@@ -155,8 +153,7 @@ var (
 	// written but not audited. It does not wrap ErrInterrupted, whose
 	// words (no evidence) would be false.
 	ErrAuditInterrupted = errors.New("interrupted while auditing")
-	// ErrNoPostgres: the postgres store was asked for on a machine without
-	// PostgreSQL's server programs.
+	// ErrNoPostgres: -store postgres on a machine without PostgreSQL.
 	ErrNoPostgres = errors.New("the postgres store needs PostgreSQL's server programs: " + pgcluster.Hint + " (apt-get install -y postgresql), or run -store volatile or -store durable")
 )
 
@@ -473,8 +470,7 @@ func (inv *invocation) runCases(ctx context.Context) error {
 	}
 	inv.files = append(inv.files, files...)
 	inv.in.Cases, inv.in.Stores = caseNames(inv.cases), inv.Stores
-	// The manifest's PostgreSQL version goes with the postgres column
-	// (not with a target's postgres service).
+	// The manifest's PostgreSQL version is the postgres column's.
 	if inv.pg != nil && slices.Contains(inv.Stores, protocol.Postgres) {
 		inv.in.Postgres = inv.pg.ServerVersion()
 	}

@@ -89,11 +89,9 @@ type Replay struct {
 // Effects says how the effects applied are counted: by the sink, or by a
 // command run after every process of the run exited.
 type Effects struct {
-	Sink  bool
-	Count []string
-	// Journal, for a target that counts its effects itself, prints the
-	// journal of applied effects (store.State's JSON); chaos needs it.
-	Journal []string
+	Sink    bool
+	Count   []string
+	Journal []string // prints the effects applied (store.State's JSON), for chaos
 }
 
 // NativeFault is a header the target honours in place of a lab fault.
