@@ -2,21 +2,16 @@
 // the runner's cases, the experiments, and the effect server calling its
 // ledger.
 //
-// It opens one connection per call, with keep-alives off on purpose: Go's
-// http.Transport silently resends a request that carries an
-// Idempotency-Key header when a reused keep-alive connection fails before
-// any reply (it treats such requests as replayable), so a dropped reply
-// would turn into an invisible second request, exactly the retry the lab
-// counts. One connection per call also keeps calls independent. The server
-// disables keep-alives on its side too.
+// It opens one connection per call, keep-alives off: Go's http.Transport
+// silently resends a request with an Idempotency-Key header when a reused
+// connection fails before any reply, so a dropped reply would turn into an
+// invisible second request, exactly the retry the lab counts.
 //
-// A body larger than ExpectContinueAbove is sent with Expect: 100-continue:
-// the client sends the headers, and the body only once the server asks for
-// it. A server that refuses the request from its headers (413 for a body
-// over its -max-body) answers at once and closes; without the header the
-// client would still be writing the body, and the server's close resets the
-// connection before the 413 is read, so the same call came back 413 or
-// no_reply by chance (3-19 % no_reply for 64 KiB to 1 MiB bodies).
+// A body larger than ExpectContinueAbove is sent with Expect: 100-continue.
+// A server that refuses a request from its headers (413 over -max-body)
+// answers and closes at once; a client still writing the body would see
+// the connection reset before the 413 (3-19 % no_reply for 64 KiB to
+// 1 MiB bodies).
 package client
 
 import (

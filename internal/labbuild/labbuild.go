@@ -9,32 +9,26 @@
 // server and compare, so the binary must depend only on the sources and the
 // toolchain: -trimpath leaves the checkout's path out, -buildvcs=false the
 // git state, CGO_ENABLED=0 any C toolchain, GOWORK=off any go.work, and
-// GOFLAGS=-mod=readonly replaces the user's GOFLAGS. GOFLAGS cannot simply
-// be empty: the go command then reads it from the go env file (tried with
-// go1.26.8). The pinned variables come after the caller's environment, and
-// exec.Cmd uses the last value of a duplicated key. What the go env file
-// may still set (GOPROXY, GOMODCACHE, GOCACHE) chooses where modules come
-// from, not what is built: go.sum pins them.
+// GOFLAGS=-mod=readonly replaces the user's (an empty GOFLAGS would be read
+// from the go env file). The pinned variables come last in the environment,
+// where exec.Cmd takes them. What the go env file may still set (GOPROXY,
+// GOCACHE ...) chooses where modules come from, not what is built.
 //
 // # The cache
 //
 // A binary lives at CacheDir/KEY/NAME, with NAME.sha256 beside it. KEY hashes
-// the go command's version and code-generation settings (GOOS, GOARCH,
-// GOAMD64, GOEXPERIMENT ...), the package, the recipe, go.mod, go.sum, and
-// every file go build could compile into the target from this module: the
-// non-test .go, .s, .h and .syso files of its package and of every module
-// package it imports (found by parsing import clauses, without running the
-// go command), every file below a package that uses //go:embed, and those
-// of a replace directive's local folder. Editing the runner does not
-// rebuild the server; editing a test file rebuilds nothing. KEY/inputs.txt
-// lists the key's inputs, to answer "why did it rebuild?" with a diff.
+// the go command's version and code-generation settings, the package, the
+// recipe, go.mod, go.sum, and every file go build could compile into the
+// target from this module: the non-test .go, .s, .h and .syso files of its
+// package and of every module package it imports (found by parsing import
+// clauses, without running the go command), every file below a package that
+// uses //go:embed, and a replace directive's local folder. Editing the runner
+// does not rebuild the server. KEY/inputs.txt lists the key's inputs, to
+// answer "why did it rebuild?" with a diff.
 //
-// A hit checks the stored SHA-256 and rebuilds on a mismatch. A build writes
-// into a temporary folder and renames the binary into place, so a
-// concurrent runner sees no binary or a whole one. Entries unused for five
-// days are removed after a build. Build says what it builds before a real
-// build (with Options.FirstNote when the cache never held the program), and
-// every ProgressEvery that it still does; a hit prints nothing.
+// A hit checks the stored SHA-256 and rebuilds on a mismatch; a build renames
+// the binary into place, so a concurrent runner sees none or a whole one.
+// Entries unused for five days are removed after a build.
 package labbuild
 
 import (

@@ -56,19 +56,14 @@ type Spec struct {
 	Dir  string   // working folder; "" keeps the runner's
 	Env  []string // the whole environment; nil inherits the runner's
 	// ReadyLine, when set, is the stdout line that says the server accepts
-	// connections; its first group, if any, is the address (host:port) or
-	// the port on 127.0.0.1. Lines before it are log.
+	// connections; its first group, if any, is its host:port or port.
 	ReadyLine *regexp.Regexp
-	// Addr is the address the server was told to listen on, when the
-	// runner chose it; it is Ready's address unless ReadyLine gives one.
-	Addr string
-	// ReadyHTTP, when set with Addr, is a path whose GET must answer below
+	Addr      string // the address the server was told, if any (ReadyLine's wins)
+	// ReadyHTTP, when set, is a path on Addr whose GET must answer below
 	// 500; otherwise, without ReadyLine, a TCP connection to Addr is ready.
 	ReadyHTTP   string
 	ReadyWithin time.Duration
-	// Group starts the server in a process group of its own: Stop and
-	// Kill signal the whole group (a target's own children die with it).
-	Group bool
+	Group       bool // a process group of its own, which Stop and Kill signal whole
 }
 
 // Start runs the effect server at path with args and waits up to

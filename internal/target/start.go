@@ -20,9 +20,7 @@ const (
 	RedisURLPlaceholder     = "{redis_url}"
 	PostgresDSNPlaceholder  = "{postgres_dsn}"
 	// CapacityPlaceholder is the capacity the lab gives its own server for
-	// the same run: the case's (server.capacity, else the protocol's 64),
-	// or the chaos experiment's intents at most. A target whose capacity is
-	// a flag can take it (the lab's own server run as a target does).
+	// the same run: the case's, or chaos's intents at most.
 	CapacityPlaceholder = "{capacity}"
 )
 
