@@ -556,18 +556,7 @@ func (inv *invocation) compareCommitted(ctx context.Context, bin string) error {
 		return nil
 	}
 	fmt.Fprintf(inv.Stdout, "\ncompared with the committed %s:\n", committed)
-	cmd := exec.CommandContext(ctx, bin, "-root", inv.Root, "-compare", committed, inv.Out)
-	cmd.Stdout, cmd.Stderr = inv.Stdout, inv.Stderr
-	err = cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &exit) && exit.ExitCode() == 1:
-		return ErrDiffers
-	default:
-		return fmt.Errorf("run audit -compare: %w", err)
-	}
+	return inv.runAudit(ctx, bin, ErrDiffers, "-compare", committed, inv.Out)
 }
 
 func sameSelection(a, b evidence.Selection) bool {
@@ -753,7 +742,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // a mutation run with -allow-mutation (the audit says so in its notes;
 // committed evidence, audited without them, needs neither).
 func (inv *invocation) audit(ctx context.Context, bin string) error {
-	args := []string{"-root", inv.Root, "-write"}
+	args := []string{"-write"}
 	if inv.SignKey != "" {
 		args = append(args, "-sign", inv.SignKey)
 	}
@@ -763,22 +752,27 @@ func (inv *invocation) audit(ctx context.Context, bin string) error {
 	if inv.Unsafe != protocol.Sound {
 		args = append(args, "-allow-mutation")
 	}
-	args = append(args, inv.Out)
-	cmd := exec.CommandContext(ctx, bin, args...)
+	return inv.runAudit(ctx, bin, ErrAuditFailed, append(args, inv.Out)...)
+}
+
+// runAudit runs the audit program with args, its output the runner's, and
+// returns failed when what it checked failed (exit status 1).
+func (inv *invocation) runAudit(ctx context.Context, bin string, failed error, args ...string) error {
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-root", inv.Root}, args...)...)
 	cmd.Stdout, cmd.Stderr = inv.Stdout, inv.Stderr
 	err := cmd.Run()
-	var exit *exec.ExitError
+	exit, exited := errors.AsType[*exec.ExitError](err)
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &exit) && exit.ExitCode() == 1:
-		return ErrAuditFailed
-	case errors.As(err, &exit) && interruptedBy(exit):
+	case exited && exit.ExitCode() == 1:
+		return failed
+	case exited && interruptedBy(exit):
 		// A Ctrl-C at the terminal reaches the audit too, maybe before
 		// the runner's own context says so.
 		return inv.notAudited()
 	default:
-		return fmt.Errorf("run audit: %w", err)
+		return fmt.Errorf("run audit %s: %w", args[0], err)
 	}
 }
 
