@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -110,11 +111,8 @@ func CheckOutsideSources(root, out string) error {
 		return fmt.Errorf("evidence folder %s is the checkout itself: choose a folder of its own (the default is evidence)", out)
 	}
 	rel = filepath.ToSlash(rel)
-	top, _, _ := strings.Cut(rel, "/")
-	for _, s := range SourceRoots {
-		if top == s && IsSource(rel+"/"+ManifestName) {
-			return fmt.Errorf("evidence folder %s is inside %s, whose files are the lab's sources: the evidence would be hashed as a source by later runs (choose a folder outside it)", out, s)
-		}
+	if top, _, _ := strings.Cut(rel, "/"); slices.Contains(SourceRoots, top) && IsSource(rel+"/"+ManifestName) {
+		return fmt.Errorf("evidence folder %s is inside %s, whose files are the lab's sources: the evidence would be hashed as a source by later runs (choose a folder outside it)", out, top)
 	}
 	return nil
 }

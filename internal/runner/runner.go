@@ -661,10 +661,7 @@ func runAll(ctx context.Context, cfg caserun.Config, cases []casefile.Case, stor
 		runs[k] = evidence.Run{Case: c, Store: store, Obs: obs, Detail: det}
 		return progressLine(runs[k]), err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return runs, nil
+	return runs, err
 }
 
 // inOrder runs do(0..n-1), at most limit at once, and prints the line each
