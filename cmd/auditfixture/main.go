@@ -279,8 +279,7 @@ func cutHistories(checkout, dir string, log io.Writer) error {
 	return nil
 }
 
-// gapless reports whether a history's attempts are of intents 0..n-1,
-// each at least once.
+// gapless reports whether a history's attempts are of every intent 0..n-1.
 func gapless(history []byte) bool {
 	seen := map[int]bool{}
 	for _, line := range bytes.Split(history, []byte("\n")) {
@@ -428,8 +427,7 @@ func copyFile(from, to string) error {
 	return writeFile(to, data)
 }
 
-// standInServer is the fixture's cmd/effectserver: what audit -rebuild
-// builds from the fixture's root.
+// standInServer is the fixture's cmd/effectserver, which audit -rebuild builds.
 const standInServer = `// Command effectserver is the audit fixture's stand-in for the lab's server
 // (written by go run ./cmd/auditfixture): audit -rebuild builds
 // ./cmd/effectserver from -root with the pinned recipe and compares the
@@ -475,8 +473,7 @@ var CommitEnv = []string{
 // CommitPaths are what the commit holds (those the root has).
 var CommitPaths = []string{"go.mod", "go.sum", "cases", "schema", "targets", "internal", "cmd"}
 
-// Commit makes root a git repository of one commit of CommitPaths and
-// returns its hash.
+// Commit commits CommitPaths as root's one git commit and returns its hash.
 func Commit(root string) (string, error) {
 	env := append(os.Environ(), CommitEnv...)
 	var paths []string

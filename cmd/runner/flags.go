@@ -59,8 +59,7 @@ func boundOf(name string) (bound, bool) {
 	return bound{}, false
 }
 
-// checkBounds refuses a numeric flag outside its range, naming the flag,
-// the value and the range.
+// checkBounds refuses a numeric flag outside its range, naming all three.
 func checkBounds(fs *flag.FlagSet) error {
 	for _, b := range bounds {
 		f := fs.Lookup(b.flag)

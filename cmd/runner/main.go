@@ -56,8 +56,7 @@ Exit status:
      folder was written but not audited (run audit on it, or run again)
 `
 
-// usage is the help: the synopsis, then every flag rendered from fs, then
-// the exit statuses.
+// usage is the help: the synopsis, the flags rendered from fs, the exits.
 func usage(fs *flag.FlagSet) string { return usageHead + flagsHelp(fs) + exitStatus }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }

@@ -144,8 +144,7 @@ type Expectation struct {
 	LedgerCounter *int64 `json:"ledger_counter"`
 }
 
-// UnmarshalJSON reads the lab's part of an expectation and ignores the
-// rest (the schema checked it).
+// UnmarshalJSON reads the lab's part and ignores the rest (the schema's).
 func (x *Expectation) UnmarshalJSON(b []byte) error {
 	type lenient Expectation
 	return json.Unmarshal(b, (*lenient)(x))
@@ -335,8 +334,7 @@ func (c Case) Plan() []PlannedCall {
 // takes about 230 bytes a call, and the audit reads it up to 8 MiB.
 const MaxSuiteCalls = 30000
 
-// CheckSuite refuses cases that make more than MaxSuiteCalls calls in all
-// on stores stores.
+// CheckSuite refuses cases making over MaxSuiteCalls calls on stores stores.
 func CheckSuite(cases []Case, stores int) error {
 	n := 0
 	for _, c := range cases {

@@ -31,8 +31,7 @@ import (
 	"idemlab/internal/store"
 )
 
-// Protocol holds the constants the lab runs every server and client with.
-// They are recorded in the manifest.
+// Protocol holds the constants every server and client runs with.
 type Protocol struct {
 	Capacity      int           // -capacity: keys the registry holds
 	MaxBody       int           // -max-body: bytes
@@ -53,8 +52,7 @@ var DefaultProtocol = Protocol{
 	StopWithin:    10 * time.Second,
 }
 
-// Databases makes and removes the databases of a database store, one per
-// run (pgcluster.Cluster is one).
+// Databases makes and drops a database store's databases, one per run.
 type Databases interface {
 	CreateDatabase(ctx context.Context, name string) (dsn string, err error)
 	DropDatabase(ctx context.Context, name string) error
@@ -258,8 +256,7 @@ type run struct {
 	observe func(client.Reply, *Call)
 }
 
-// execute starts every replica, runs the steps, then stops every replica
-// still running with SIGTERM.
+// execute starts every replica, runs the steps, then stops those still up.
 func (r *run) execute(ctx context.Context) error {
 	for i := range r.reps.Count() {
 		if err := r.reps.Start(ctx, i); err != nil {
@@ -323,8 +320,7 @@ func (r *run) stopServer(replica int, how casefile.Stop) {
 	}
 }
 
-// storeReplicas are the lab's own effect servers on one store, and the
-// case's ledger if it has one.
+// storeReplicas are the lab's servers on one store, and the case's ledger.
 type storeReplicas struct {
 	run     *run
 	cfg     Config
@@ -444,8 +440,7 @@ func (sr *storeReplicas) Close() {
 	}
 }
 
-// URL is the effect URL of a replica, or "" when it is stopped (a call to
-// it is refused, which is an observation).
+// URL is a replica's effect URL; "" while it is stopped (a call is refused).
 func (sr *storeReplicas) URL(replica int) string {
 	if s := sr.servers[replica]; s != nil {
 		return client.EffectURL(s.Addr)
@@ -539,8 +534,7 @@ func (r *run) together(n int, stagger time.Duration, f func(i int)) {
 	wg.Wait()
 }
 
-// call makes one call to a replica and records what came back in the
-// stable shape of results.json, and what varies in the detail.
+// call makes one call to a replica: what came back, and what varied.
 func (r *run) call(ctx context.Context, replica int, req client.Request) (Call, CallDetail) {
 	o := Call{Key: req.Key}
 	if req.Fault != "" {

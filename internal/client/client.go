@@ -74,8 +74,7 @@ type Client struct {
 	http *http.Client
 }
 
-// New returns a client that gives up on a call after timeout
-// (connection to the end of the reply body).
+// New returns a client that gives up on a call (to its last byte) after timeout.
 func New(timeout time.Duration) *Client {
 	return &Client{http: &http.Client{
 		Timeout: timeout,

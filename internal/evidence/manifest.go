@@ -38,8 +38,7 @@ type ManifestInput struct {
 	Flags       map[string]string // the knobs set away from their defaults (Manifest.Flags); nil: none
 }
 
-// NewManifest hashes the sources of in.Root and returns the manifest of a
-// run; Write fills in the files.
+// NewManifest hashes in.Root's sources into a run's manifest; Write adds files.
 func NewManifest(in ManifestInput) (Manifest, error) {
 	sources, err := Sources(in.Root)
 	if err != nil {

@@ -48,8 +48,7 @@ type Timing struct {
 	Parallel int // runs at once
 }
 
-// RunFiles renders the runs, in evidence order, as results.json (what was
-// observed) and run.json (what varies).
+// RunFiles renders the runs as results.json (observed) and run.json (varying).
 func RunFiles(runs []Run, t Timing) ([]File, error) {
 	res := resultsDoc{SchemaVersion: 1, Runs: []caserun.Observed{}}
 	rd := runDoc{SchemaVersion: 1, StartedUTC: t.Began.UTC().Format(time.RFC3339Nano), WallMS: ms(t.Wall), Parallel: t.Parallel, Runs: []runDetail{}}

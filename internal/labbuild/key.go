@@ -126,8 +126,7 @@ func (s *sourceSet) rel(file string) string {
 	return filepath.ToSlash(r)
 }
 
-// walkImports adds the package in dir and, following its import clauses,
-// every package of the module it depends on.
+// walkImports adds the package in dir and every module package it imports.
 func (s *sourceSet) walkImports(dir string) error {
 	queue := []string{filepath.Clean(dir)}
 	for len(queue) > 0 {
@@ -313,8 +312,7 @@ func parseGoMod(data []byte) (goMod, error) {
 	return m, sc.Err()
 }
 
-// isLocalPath is the go command's rule for a replacement that is a folder,
-// not a module path.
+// isLocalPath is the go command's rule for a replacement that is a folder.
 func isLocalPath(p string) bool {
 	return p == "." || p == ".." || strings.HasPrefix(p, "./") || strings.HasPrefix(p, "../") ||
 		strings.HasPrefix(p, `.\`) || strings.HasPrefix(p, `..\`) || filepath.IsAbs(p)

@@ -76,8 +76,7 @@ func likeRecipe(settings []debug.BuildSetting) bool {
 	return matched == len(recipeSettings)
 }
 
-// Recipe says how a lab binary was made: the manifest records it, so the
-// audit can repeat the build.
+// Recipe says how a lab binary was made, for the audit to repeat it.
 type Recipe struct {
 	Package  string   `json:"package"`  // as given to go build, e.g. "./cmd/effectserver"
 	Flags    []string `json:"flags"`    // Flags, or empty when prebuilt
@@ -90,8 +89,7 @@ func RecipeFor(pkg string) Recipe {
 	return Recipe{Package: pkg, Flags: slices.Clone(Flags), Env: slices.Clone(Env)}
 }
 
-// Prebuilt returns the recipe of a binary supplied by the user in place of
-// pkg: how it was built is unknown, so flags and env are empty.
+// Prebuilt is the recipe of a binary supplied in place of pkg: unknown.
 func Prebuilt(pkg string) Recipe {
 	return Recipe{Package: pkg, Flags: []string{}, Env: []string{}, Prebuilt: true}
 }
@@ -298,8 +296,7 @@ func intact(bin string) (string, bool) {
 	return got, true
 }
 
-// everBuilt reports whether any entry of the cache holds a program called
-// name, whatever its key.
+// everBuilt reports whether any entry of the cache holds a program name.
 func everBuilt(cacheDir, name string) bool {
 	m, _ := filepath.Glob(filepath.Join(cacheDir, "*", name))
 	return len(m) > 0
@@ -355,8 +352,7 @@ func pkgDir(root, pkg string) (string, error) {
 	return "", fmt.Errorf("%s is not a package of module %s", pkg, mod.path)
 }
 
-// inModule reports whether importPath belongs to module modPath, and its
-// path inside the module.
+// inModule returns importPath's path inside module modPath, if it is in it.
 func inModule(importPath, modPath string) (string, bool) {
 	if importPath == modPath {
 		return ".", true

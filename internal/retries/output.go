@@ -7,8 +7,7 @@ import (
 	"io"
 )
 
-// JSON encodes r as retries.json: indented, fields in a fixed order, rows
-// in run order, a final newline.
+// JSON encodes r as retries.json, fields in a fixed order, rows in run order.
 func (r Result) JSON() []byte {
 	doc := struct {
 		SchemaVersion int         `json:"schema_version"`

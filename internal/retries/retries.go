@@ -226,8 +226,7 @@ const (
 	MaxServerDelayMS   = 60000
 )
 
-// Check refuses knobs the experiment cannot run with, naming each and its
-// range, so that a caller can refuse them before anything starts.
+// Check refuses knobs the experiment cannot run with, naming each and its range.
 func (p Parameters) Check() error {
 	rangeErr := func(name string, v, lo, hi int) error {
 		if v < lo || v > hi {

@@ -27,8 +27,7 @@ func (b *background) stop() {
 	b.wg.Wait()
 }
 
-// later is a result being made in the background: wait returns it once it
-// is made, or ctx's error first.
+// later is a result made in the background: wait for it, or for ctx to end.
 type later[T any] func(ctx context.Context) (T, error)
 
 // start runs f in the background and returns its result to wait for.
@@ -54,8 +53,7 @@ func start[T any](b *background, f func(ctx context.Context) (T, error)) later[T
 // setups are the targets' setups (npm ci) started when the run began.
 type setups map[*target.Target]later[struct{}]
 
-// startSetups starts the setup of each target in ts that has one and no
-// missing program, in the background.
+// startSetups starts in the background the setup of each of ts that can run.
 func startSetups(b *background, ts []*target.Target, havePostgres bool, log io.Writer) (setups, error) {
 	s := setups{}
 	for _, t := range ts {
@@ -73,8 +71,7 @@ func startSetups(b *background, ts []*target.Target, havePostgres bool, log io.W
 	return s, nil
 }
 
-// waitAll waits for the setup of each of ts started in the background, in
-// order, and returns the first error.
+// waitAll waits for the background setup of each of ts, in order.
 func (s setups) waitAll(ctx context.Context, ts []*target.Target) error {
 	for _, t := range ts {
 		if wait, ok := s[t]; ok {

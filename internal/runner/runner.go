@@ -402,8 +402,7 @@ func (inv *invocation) start(ctx context.Context) error {
 	return err
 }
 
-// startBuilds starts building the server and then the audit; a bad
-// -server is a usage error before anything starts.
+// startBuilds starts building the server, then the audit.
 func (inv *invocation) startBuilds(ctx context.Context, bg *background) error {
 	o := inv.Options // the builds' own copy: startPostgres may change Stores
 	if o.ServerPath != "" {
@@ -516,8 +515,7 @@ func (inv *invocation) write(ctx context.Context) error {
 	return nil
 }
 
-// judge has the audit judge the evidence just written and, for a run
-// without -out, compare it with the committed evidence.
+// judge has the audit judge the evidence and compare a fresh run's.
 func (inv *invocation) judge(ctx context.Context) error {
 	bin, err := inv.waitAudit(ctx)
 	if err != nil {
@@ -691,14 +689,12 @@ func inOrder(ctx context.Context, n, limit int, out io.Writer, do func(ctx conte
 	return g.Wait()
 }
 
-// build returns the lab's program pkg, built from the checkout with the
-// pinned recipe or from the build cache (see labbuild).
+// build returns the lab's program pkg, built or cached (see labbuild).
 func build(ctx context.Context, o Options, pkg, firstNote string) (labbuild.Binary, error) {
 	return labbuild.Build(ctx, labbuild.Options{Root: o.Root, Package: pkg, Log: o.Stdout, FirstNote: firstNote})
 }
 
-// serverBinary is the effect server the cases run: -server's binary as it
-// is, or cmd/effectserver built by build.
+// serverBinary is -server's binary as it is, or cmd/effectserver built.
 func serverBinary(ctx context.Context, o Options) (labbuild.Binary, error) {
 	const pkg = "./cmd/effectserver"
 	if o.ServerPath == "" {

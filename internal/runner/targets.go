@@ -26,8 +26,7 @@ import (
 // TargetsDir is the checkout's folder of shipped targets.
 const TargetsDir = "targets"
 
-// findTargets returns the folders of the targets to run: each -target
-// (a shipped target's name, or a folder), or every shipped target.
+// findTargets returns the folders of -target's targets, or of every shipped one.
 func findTargets(o Options) ([]string, error) {
 	if len(o.Targets) > 0 {
 		var dirs []string
@@ -68,8 +67,7 @@ func shippedNames(root string) []string {
 	return out
 }
 
-// loadTargets loads every target folder, refusing a bad target.json and two
-// targets of one name.
+// loadTargets loads every target folder, refusing two targets of one name.
 func loadTargets(dirs []string, schemas *strict.Schemas) ([]*target.Target, error) {
 	var out []*target.Target
 	seen := map[string]string{}
@@ -87,8 +85,7 @@ func loadTargets(dirs []string, schemas *strict.Schemas) ([]*target.Target, erro
 	return out, nil
 }
 
-// casesOnTargets runs the cases on the targets, targetsAtOnce at a time,
-// into targets.json.
+// casesOnTargets runs the cases on the targets, into targets.json.
 func (inv *invocation) casesOnTargets(ctx context.Context) error {
 	if len(inv.targets) == 0 {
 		return nil
@@ -243,8 +240,7 @@ func skipped(t *target.Target, havePostgres bool) (string, error) {
 	return why, nil
 }
 
-// missing says which program t needs and this machine lacks, and what to
-// install ("" when none).
+// missing says what t needs and this machine lacks, and what to install.
 func missing(t *target.Target, havePostgres bool) string {
 	progs, hint := t.Missing()
 	var parts []string

@@ -23,8 +23,7 @@ import (
 	"time"
 )
 
-// ReadyPrefix starts the one line a server prints on stdout once it accepts
-// connections.
+// ReadyPrefix starts the line a server prints once it accepts connections.
 const ReadyPrefix = "READY "
 
 // maxLogLines bounds the log kept per server; later lines are counted, not kept.
@@ -66,8 +65,7 @@ type Spec struct {
 	Group       bool // a process group of its own, which Stop and Kill signal whole
 }
 
-// Start runs the effect server at path with args and waits up to
-// readyWithin for its READY line.
+// Start runs the effect server at path and waits for its READY line.
 func Start(ctx context.Context, path string, args []string, readyWithin time.Duration) (*Server, error) {
 	return StartSpec(ctx, Spec{Path: path, Args: args, ReadyLine: readyLine, ReadyWithin: readyWithin})
 }
@@ -232,8 +230,7 @@ func (s *Server) Stop(within time.Duration) (int, error) {
 	return s.AwaitExit(within)
 }
 
-// signal sends sig to the process, or to its group; a process already gone
-// is no error.
+// signal sends sig to the process, or its group; one already gone is fine.
 func (s *Server) signal(sig syscall.Signal) error {
 	var err error
 	if s.group {

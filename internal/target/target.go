@@ -32,8 +32,7 @@ const FileName = "target.json"
 // MaxFileBytes bounds target.json.
 const MaxFileBytes = 64 << 10
 
-// RequireEnv names the environment variable that makes a target whose
-// programs are missing a failure instead of a skip. CI sets it to 1.
+// RequireEnv set to 1 (as CI does) fails a target whose programs are missing.
 const RequireEnv = "IDEMLAB_REQUIRE_TARGETS"
 
 // How long a target may take to get ready, and SIGTERM before SIGKILL,
@@ -279,8 +278,7 @@ func (f *file) readyLine() (*regexp.Regexp, error) {
 	return re, nil
 }
 
-// effects reads how the effects are counted: "sink", or a count command
-// and, optionally, a journal command.
+// effects reads "sink", or a count command and optionally a journal command.
 func (f *file) effects() (Effects, error) {
 	if string(bytes.TrimSpace(f.Effects)) == `"sink"` {
 		return Effects{Sink: true}, nil
@@ -337,8 +335,7 @@ func (t *Target) checkPlaceholders(portFromLine, probe bool) error {
 	return nil
 }
 
-// checkNative refuses a native fault that names no lab fault ("*", every
-// fault, aside).
+// checkNative refuses a native fault that names no lab fault (nor "*").
 func (t *Target) checkNative() error {
 	for name := range t.Native {
 		if name == AllFaults {
