@@ -247,8 +247,7 @@ func goBuild(ctx context.Context, o Options, env []string, dir, name, inputs str
 	out := filepath.Join(tmp, name)
 	args := append(append([]string{"build"}, Flags...), "-o", out, o.Package)
 	cmd := exec.CommandContext(ctx, o.Go, args...)
-	cmd.Dir = o.Root
-	cmd.Env = env
+	cmd.Dir, cmd.Env = o.Root, env
 	msg, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("%w\n%s", err, strings.TrimRight(string(msg), "\n"))
@@ -259,12 +258,8 @@ func goBuild(ctx context.Context, o Options, env []string, dir, name, inputs str
 	if err != nil {
 		return "", err
 	}
-	files := []struct{ name, data string }{
-		{name + ".sha256", sum + "\n"},
-		{"inputs.txt", inputs},
-	}
-	for _, f := range files {
-		if err := os.WriteFile(filepath.Join(tmp, f.name), []byte(f.data), 0o644); err != nil {
+	for n, data := range map[string]string{name + ".sha256": sum + "\n", "inputs.txt": inputs} {
+		if err := os.WriteFile(filepath.Join(tmp, n), []byte(data), 0o644); err != nil {
 			return "", err
 		}
 	}

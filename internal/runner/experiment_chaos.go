@@ -72,14 +72,19 @@ func (c ChaosOptions) config() chaos.Config {
 func runChaos(ctx context.Context, inv *invocation) ([]evidence.File, error) {
 	var runs []json.RawMessage
 	var files []evidence.File
-	add := func(res chaos.Result) error {
+	run := func(on string, cfg chaos.Config, digest, dir string) error {
+		res, err := chaos.Run(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("experiment chaos on %s: %w", on, err)
+		}
+		res.TargetDigest, res.TargetDir = digest, dir
 		fmt.Fprintln(inv.Stdout)
 		if err := res.WriteText(inv.Stdout); err != nil {
 			return err
 		}
 		var h bytes.Buffer
 		if err := res.WriteHistory(&h); err != nil {
-			return fmt.Errorf("experiment chaos on %s: history: %w", res.Name(), err)
+			return fmt.Errorf("experiment chaos on %s: history: %w", on, err)
 		}
 		runs = append(runs, res.JSON())
 		files = append(files, evidence.File{Name: chaosBase(res.Store, res.Target) + ".jsonl", Data: h.Bytes()})
@@ -92,11 +97,7 @@ func runChaos(ctx context.Context, inv *invocation) ([]evidence.File, error) {
 		if s.InDatabase() && inv.pg == nil {
 			continue // no PostgreSQL here: said once when the run began
 		}
-		res, err := chaos.Run(ctx, inv.chaosConfig(s, nil))
-		if err != nil {
-			return nil, fmt.Errorf("experiment chaos on %s: %w", s, err)
-		}
-		if err := add(res); err != nil {
+		if err := run(string(s), inv.chaosConfig(s, nil), "", ""); err != nil {
 			return nil, err
 		}
 	}
@@ -110,12 +111,7 @@ func runChaos(ctx context.Context, inv *invocation) ([]evidence.File, error) {
 			runs = append(runs, chaos.NotRunJSON(t.Name, checkoutDir(inv.Root, t.Dir), why))
 			continue
 		}
-		res, err := chaos.Run(ctx, inv.chaosConfig("", t))
-		if err != nil {
-			return nil, fmt.Errorf("experiment chaos on target %s: %w", t.Name, err)
-		}
-		res.TargetDigest, res.TargetDir = digest, checkoutDir(inv.Root, t.Dir)
-		if err := add(res); err != nil {
+		if err := run("target "+t.Name, inv.chaosConfig("", t), digest, checkoutDir(inv.Root, t.Dir)); err != nil {
 			return nil, err
 		}
 	}
