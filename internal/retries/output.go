@@ -9,15 +9,13 @@ import (
 
 // JSON encodes r as retries.json, fields in a fixed order, rows in run order.
 func (r Result) JSON() []byte {
-	doc := struct {
-		SchemaVersion int         `json:"schema_version"`
-		Seed          uint64      `json:"seed"`
-		Parameters    Parameters  `json:"parameters"`
-		Rows          []RowResult `json:"rows"`
-	}{1, r.Seed, r.Parameters, r.Rows}
-	if doc.Rows == nil {
-		doc.Rows = []RowResult{}
+	if r.Rows == nil {
+		r.Rows = []RowResult{}
 	}
+	doc := struct {
+		SchemaVersion int `json:"schema_version"`
+		Result
+	}{1, r}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
