@@ -92,27 +92,20 @@ func (s setups) ensure(ctx context.Context, t *target.Target, digest string, log
 	return t.EnsureSetup(ctx, digest, log)
 }
 
-// lockedWriter serialises writes to w: the background's lines and the run's
-// come from several goroutines, and Stdout and Stderr may be one buffer.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-// lockOutput returns stdout and stderr behind one lock (nil stays nil).
+// lockOutput returns stdout and stderr behind one lock (nil stays nil): the
+// background's lines and the run's come from several goroutines, and
+// Stdout and Stderr may be one buffer.
 func lockOutput(stdout, stderr io.Writer) (io.Writer, io.Writer) {
-	mu := new(sync.Mutex)
+	var mu sync.Mutex
 	lock := func(w io.Writer) io.Writer {
 		if w == nil {
 			return nil
 		}
-		return &lockedWriter{mu: mu, w: w}
+		return writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return w.Write(p)
+		})
 	}
 	return lock(stdout), lock(stderr)
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
