@@ -269,11 +269,7 @@ func (tr *TargetReplicas) Start(ctx context.Context, i int) error {
 		addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	}
 	argv, env := tr.t.Command(v)
-	path := argv[0]
-	if strings.Contains(path, "/") && !filepath.IsAbs(path) {
-		path = filepath.Join(tr.t.Dir, path)
-	}
-	s, err := serverproc.StartSpec(ctx, serverproc.Spec{Path: path, Args: argv[1:], Dir: tr.t.Dir, Env: env,
+	s, err := serverproc.StartSpec(ctx, serverproc.Spec{Path: argv[0], Args: argv[1:], Dir: tr.t.Dir, Env: env,
 		ReadyLine: tr.t.Start.ReadyLine, Addr: addr, ReadyHTTP: tr.t.Start.ReadyHTTP, ReadyWithin: tr.t.Start.ReadyWithin, Group: true})
 	if err != nil {
 		return fmt.Errorf("start target %s replica %d: %w", tr.t.Name, i, err)
@@ -468,11 +464,7 @@ func parseJournal(out []byte) (store.State, error) {
 func (tr *TargetReplicas) runAfter(ctx context.Context, what string, argv []string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, countWithin)
 	defer cancel()
-	path := argv[0]
-	if strings.Contains(path, "/") && !filepath.IsAbs(path) {
-		path = filepath.Join(tr.t.Dir, path)
-	}
-	cmd := exec.CommandContext(ctx, path, argv[1:]...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = tr.t.Dir
 	_, cmd.Env = tr.t.Command(tr.vars)
 	var stderr bytes.Buffer

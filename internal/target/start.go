@@ -3,6 +3,7 @@ package target
 import (
 	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -73,9 +74,7 @@ var inherited = []string{"PATH", "HOME", "TMPDIR", "LANG"}
 // Command returns the argv and the whole environment of one replica's
 // process: start.env expanded, on top of the inherited variables.
 func (t *Target) Command(v Vars) (argv, env []string) {
-	for _, a := range t.Start.Argv {
-		argv = append(argv, t.expand(a, v))
-	}
+	argv = t.expandAll(t.Start.Argv, v)
 	for _, k := range inherited {
 		if val, ok := os.LookupEnv(k); ok && t.Start.Env[k] == "" {
 			env = append(env, k+"="+val)
@@ -93,10 +92,15 @@ func (t *Target) CountCommand(v Vars) []string { return t.expandAll(t.Effects.Co
 // JournalCommand returns effects.journal expanded, or nil where there is none.
 func (t *Target) JournalCommand(v Vars) []string { return t.expandAll(t.Effects.Journal, v) }
 
+// expandAll expands a command: a program given by a relative path is the
+// target folder's.
 func (t *Target) expandAll(args []string, v Vars) []string {
 	var argv []string
 	for _, a := range args {
 		argv = append(argv, t.expand(a, v))
+	}
+	if len(argv) > 0 && strings.Contains(argv[0], "/") && !filepath.IsAbs(argv[0]) {
+		argv[0] = filepath.Join(t.Dir, argv[0])
 	}
 	return argv
 }

@@ -200,7 +200,7 @@ func TestCommand(t *testing.T) {
 	t.Setenv("SECRET_OF_THE_RUNNER", "x")
 	tg := loadMinimal(t, nil)
 	argv, env := tg.Command(Vars{Port: 4242, State: "/s", Replica: 1, EffectURL: "http://127.0.0.1:9/effect/1"})
-	if got, want := strings.Join(argv, " "), "./tiny -port 4242"; got != want {
+	if got, want := strings.Join(argv, " "), filepath.Join(tg.Dir, "tiny")+" -port 4242"; got != want {
 		t.Fatalf("argv = %q, want %q", got, want)
 	}
 	joined := strings.Join(env, "\n")
