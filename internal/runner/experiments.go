@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"idemlab/internal/evidence"
+	"idemlab/internal/jitter"
+	"idemlab/internal/retries"
 )
 
 // An Experiment names one of the lab's experiments (runner -experiment).
@@ -22,8 +24,7 @@ const (
 )
 
 // An experiment is one entry of the experiments table: its name, the
-// evidence files it writes, how to check its knobs and how to run it
-// (experiment_NAME.go).
+// evidence files it writes, how to check its knobs and how to run it.
 type experiment struct {
 	name     Experiment
 	files    []string
@@ -76,4 +77,41 @@ func lookupExperiment(name Experiment) (experiment, bool) {
 		}
 	}
 	return experiment{}, false
+}
+
+// retriesParameters are the knobs the experiment runs with: p, or
+// retries.Default when p is zero, with intents as its Intents.
+func retriesParameters(p retries.Parameters, intents int) retries.Parameters {
+	if p == (retries.Parameters{}) {
+		p = retries.Default
+	}
+	p.Intents = intents
+	return p
+}
+
+// runRetries runs the retries experiment and prints its table.
+func runRetries(ctx context.Context, inv *invocation) ([]evidence.File, error) {
+	p := retriesParameters(inv.Retries, inv.Intents)
+	res, err := retries.Run(ctx, retries.Config{ServerPath: inv.server.Path, StateRoot: inv.tmp, Seed: inv.Seed, Parameters: p})
+	if err != nil {
+		return nil, fmt.Errorf("experiment retries: %w", err)
+	}
+	fmt.Fprintln(inv.Stdout)
+	if err := res.WriteText(inv.Stdout); err != nil {
+		return nil, err
+	}
+	return []evidence.File{{Name: "retries.json", Data: res.JSON(), Schema: "retries.schema.json"}}, nil
+}
+
+// runJitter runs the jitter model and prints its peaks.
+func runJitter(_ context.Context, inv *invocation) ([]evidence.File, error) {
+	res, err := jitter.Run(jitter.Default)
+	if err != nil {
+		return nil, fmt.Errorf("experiment jitter: %w", err)
+	}
+	fmt.Fprintf(inv.Stdout, "\njitter (%d clients × %d retries, seed %d): retries in the busiest %d ms\n", res.Parameters.Clients, res.Parameters.Retries, res.Parameters.Seed, res.Parameters.BucketMS)
+	for _, s := range res.Strategies {
+		fmt.Fprintf(inv.Stdout, "  %-13s peak %4d\n", s.Name, s.Peak)
+	}
+	return []evidence.File{{Name: "jitter.json", Data: res.JSON(), Schema: "jitter.schema.json"}}, nil
 }
