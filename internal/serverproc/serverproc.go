@@ -1,13 +1,16 @@
 // Package serverproc owns one server subprocess, the lab's effect server or
 // a target: it starts it, waits until it is ready (a line, or a connection
 // to its port), collects its log, stops it or waits for it to exit, and
-// kills it on every other path so that no server outlives the runner.
+// kills it on every other path so that no server outlives the runner; and
+// it reads the state effect servers left (ReadState).
 package serverproc
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +24,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"idemlab/internal/protocol"
+	"idemlab/internal/store"
 )
 
 // ReadyPrefix starts the line a server prints once it accepts connections.
@@ -313,4 +319,39 @@ func FreePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// readStateWithin bounds one read of a store's state.
+const readStateWithin = 30 * time.Second
+
+// ReadState reads what the servers of store kind left at p, once every one
+// exited, with the effect server's -read-state mode: the runner links no
+// store engine, and the server refuses bad state as it does at start.
+func ReadState(ctx context.Context, path string, kind protocol.Store, p store.Place) (store.State, error) {
+	args := []string{"-read-state", "json", "-store", string(kind)}
+	if p.DSN != "" {
+		args = append(args, "-dsn", p.DSN)
+	} else {
+		args = append(args, "-state", p.Dir)
+	}
+	ctx, cancel := context.WithTimeout(ctx, readStateWithin)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.SysProcAttr = childAttr(false)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return store.State{}, fmt.Errorf("read %s state: %w: %s", kind, err, strings.TrimSpace(stderr.String()))
+	}
+	var st store.State
+	d := json.NewDecoder(bytes.NewReader(out))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&st); err != nil {
+		return store.State{}, fmt.Errorf("read %s state: %w", kind, err)
+	}
+	if int64(len(st.Effects)) != st.Counter {
+		return store.State{}, fmt.Errorf("read %s state: counter %d, but %d effects journaled", kind, st.Counter, len(st.Effects))
+	}
+	return st, nil
 }
