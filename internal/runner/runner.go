@@ -246,7 +246,6 @@ type invocation struct {
 	setups                setups
 	server                labbuild.Binary
 	cfg                   caserun.Config
-	git                   evidence.GitCheckout
 
 	in        evidence.ManifestInput
 	files     []evidence.File
@@ -445,8 +444,7 @@ func (inv *invocation) ready(ctx context.Context) error {
 	if inv.Protocol != nil {
 		inv.cfg.Protocol = *inv.Protocol
 	}
-	inv.git = evidence.GitState(inv.Root)
-	inv.in = evidence.ManifestInput{Root: inv.Root, Git: inv.git, Protocol: inv.cfg.Protocol, ServerSHA: inv.server.SHA256,
+	inv.in = evidence.ManifestInput{Root: inv.Root, Git: evidence.GitState(inv.Root), Protocol: inv.cfg.Protocol, ServerSHA: inv.server.SHA256,
 		ServerBuild: inv.server.Recipe, Unsafe: inv.Unsafe, Flags: inv.RecordedFlags(inv.experiments)}
 	return nil
 }
@@ -739,7 +737,7 @@ func (inv *invocation) audit(ctx context.Context, bin string) error {
 	if inv.SignKey != "" {
 		args = append(args, "-sign", inv.SignKey)
 	}
-	if inv.git.Dirty {
+	if inv.in.Git.Dirty {
 		args = append(args, "-allow-dirty")
 	}
 	if inv.Unsafe != protocol.Sound {
