@@ -28,24 +28,20 @@ const TargetsDir = "targets"
 
 // findTargets returns the folders of -target's targets, or of every shipped one.
 func findTargets(o Options) ([]string, error) {
-	if len(o.Targets) > 0 {
-		var dirs []string
-		for _, t := range o.Targets {
-			shipped := filepath.Join(o.Root, TargetsDir, t)
-			if !strings.ContainsRune(t, os.PathSeparator) && isDir(shipped) {
-				dirs = append(dirs, shipped)
-				continue
-			}
-			if !isDir(t) {
-				return nil, &UsageError{fmt.Errorf("-target %s: neither a shipped target (%s) nor a folder", t, strings.Join(shippedNames(o.Root), ", "))}
-			}
-			dirs = append(dirs, t)
-		}
-		return dirs, nil
+	names := o.Targets
+	if len(names) == 0 {
+		names = shippedNames(o.Root)
 	}
 	var dirs []string
-	for _, n := range shippedNames(o.Root) {
-		dirs = append(dirs, filepath.Join(o.Root, TargetsDir, n))
+	for _, t := range names {
+		switch shipped := filepath.Join(o.Root, TargetsDir, t); {
+		case !strings.ContainsRune(t, os.PathSeparator) && isDir(shipped):
+			dirs = append(dirs, shipped)
+		case isDir(t):
+			dirs = append(dirs, t)
+		default:
+			return nil, &UsageError{fmt.Errorf("-target %s: neither a shipped target (%s) nor a folder", t, strings.Join(shippedNames(o.Root), ", "))}
+		}
 	}
 	return dirs, nil
 }
