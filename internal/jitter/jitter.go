@@ -21,17 +21,6 @@ type (
 // Default is the design's model.
 var Default = stormmodel.Default
 
-// Strategy names, in the order the model runs them.
-const (
-	None         = stormmodel.None
-	Full         = stormmodel.Full
-	Equal        = stormmodel.Equal
-	Decorrelated = stormmodel.Decorrelated
-)
-
-// NewMulberry32 returns the model's generator seeded with seed.
-func NewMulberry32(seed uint32) *stormmodel.Mulberry32 { return stormmodel.NewMulberry32(seed) }
-
 // Result is the model's output.
 type Result struct {
 	Parameters Parameters `json:"parameters"`
@@ -73,7 +62,3 @@ func (r Result) JSON() []byte {
 	b.WriteString("\n  ]\n}\n")
 	return b.Bytes()
 }
-
-// MarshalJSON returns r.JSON(), so encoding/json writes the same document
-// (jitter_test.go relies on it).
-func (r Result) MarshalJSON() ([]byte, error) { return r.JSON(), nil }
