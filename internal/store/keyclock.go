@@ -2,18 +2,14 @@ package store
 
 import "time"
 
-// KeyClock is a key table's key TTL and clock, the same for every store
-// that keeps recorded_at times and for the server's in-memory tables
-// (registry.Registry, registry.Claims): embedded in the table's type, it
-// gives it SetKeyTTL (Expiring) and SetClockForTest. Both are set before
-// the table is used.
+// KeyClock is a key table's TTL and clock, embedded in every store and
+// in-memory table that keeps recording times. Set both before use.
 type KeyClock struct {
 	ttl time.Duration    // 0: keys never expire
 	now func() time.Time // nil: time.Now
 }
 
-// SetKeyTTL makes a recorded key, of Apply or of Complete, expire d after
-// it was recorded (0: never). Call it before the store is used.
+// SetKeyTTL makes a recorded key expire d after it was recorded (0: never).
 func (k *KeyClock) SetKeyTTL(d time.Duration) { k.ttl = d }
 
 // SetClockForTest makes the store read the time from now.

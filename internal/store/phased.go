@@ -7,22 +7,13 @@ import (
 	"time"
 )
 
-// This file is the contract of a store whose effect lives in another
-// service (effectserver -downstream): no transaction spans the store and
-// that service, so a keyed request passes three recovery points, each its
-// own transaction:
-//
-//	Claim     commit a claim holding a lease (key, fingerprint, token, lease end)
-//	(call)    the effect: a call to the downstream service, outside any transaction
-//	Complete  commit the result, only if the claim's token still holds
-//
-// A claim whose owner died is never stuck: once its lease ends, the next
-// Claim of the key takes it over (a new token) and drives the call again.
-// Whether that call is a duplicate is the downstream service's business:
-// it replays when the key is forwarded to it.
+// The contract of a store whose effect lives in another service
+// (effectserver -downstream): no transaction spans both, so a keyed request
+// commits a leased claim, calls downstream outside any transaction, then
+// commits the result only if its claim still holds. A dead owner's claim
+// is taken over by the next Claim once its lease ends.
 
-// ErrClaimLost is returned by Complete and Release when the claim's token
-// no longer holds: its lease ended and another request took the key over.
+// ErrClaimLost: the claim's lease ended and another request took the key.
 var ErrClaimLost = errors.New("claim taken over by another owner after its lease")
 
 // A ClaimState is what Phased.Claim found for a key.
@@ -30,52 +21,38 @@ type ClaimState int
 
 // The claim states.
 const (
-	// Owned: the caller holds the key's claim (new, or taken over from an
-	// owner whose lease ended) and drives the downstream call.
-	Owned ClaimState = iota + 1
-	// Recorded: a result is recorded for the key and the same body: replay it.
-	Recorded
-	// Busy: another owner's claim holds the key until LeaseUntil.
-	Busy
+	Owned    ClaimState = iota + 1 // the caller holds the claim and drives the call
+	Recorded                       // a result is recorded for the same body: replay it
+	Busy                           // another owner's lease holds the key
 )
 
 // A Claim is Phased.Claim's answer.
 type Claim struct {
-	State ClaimState
-	// Value is the recorded result (Recorded).
-	Value int64
-	// Token names this owner's claim (Owned): Complete and Release take it.
-	Token string
-	// TakenOver says the key held an expired claim of another owner (Owned).
-	TakenOver bool
-	// LeaseUntil is when the claim's lease ends: ours (Owned) or the
-	// other owner's (Busy).
-	LeaseUntil time.Time
+	State      ClaimState
+	Value      int64     // Recorded
+	Token      string    // Owned: Complete and Release take it
+	TakenOver  bool      // Owned: the key held another owner's expired claim
+	LeaseUntil time.Time // Owned: ours; Busy: the other owner's
 }
 
-// Phased is implemented by a store that keeps claims with leases for the
-// downstream mode (durable, postgres; the in-memory registry.Claims for
-// the volatile store). Each method is its own transaction.
+// Phased is implemented by a store that keeps leased claims for the
+// downstream mode. Each method is its own transaction.
 type Phased interface {
-	// Claim claims in's key for lease. It returns a Claim (Owned, Recorded
-	// or Busy), or ErrConflict (the key is claimed or recorded for another
-	// body), ErrFull (a new key and capacity live keys held), or an error
-	// wrapping ErrUnavailable. A recorded key older than the key TTL is
-	// absent: it is deleted and claimed anew.
+	// Claim claims in's key for lease: a Claim, ErrConflict (another
+	// body), ErrFull, or an error wrapping ErrUnavailable. A recorded key
+	// past the key TTL is deleted and claimed anew.
 	Claim(in Intent, lease time.Duration) (Claim, error)
 
-	// Complete records value as the result of key, if token still holds
-	// its claim (else ErrClaimLost), and stamps the time it was recorded
-	// (from which the key TTL runs).
+	// Complete records value for key if token still holds its claim (else
+	// ErrClaimLost); the key TTL runs from then.
 	Complete(key, token string, value int64) error
 
-	// Release deletes key's claim, if token still holds it (else
+	// Release deletes key's claim if token still holds it (else
 	// ErrClaimLost): the downstream call is known not to have applied.
 	Release(key, token string) error
 }
 
-// A Held is a key's claim as a store found it: held for the body of
-// Fingerprint, by its owner until LeaseUntil, or recorded with Value.
+// A Held is a key's claim as a store found it.
 type Held struct {
 	Fingerprint []byte
 	LeaseUntil  time.Time
@@ -83,12 +60,9 @@ type Held struct {
 	Value       int64
 }
 
-// Decide is the decision of every Phased.Claim: its answer for in at t,
-// given the key's claim as the store found it (nil: none, or expired and
-// removed) and full, asked only for a new key, saying whether capacity
-// live keys are held. An Owned answer has a fresh token and a lease until
-// t+lease, for the store to write: a new claim, or (TakenOver) the held
-// claim's new token and lease.
+// Decide is every Phased.Claim's decision for in at t, given the key's
+// claim (nil: none or expired) and full, asked only for a new key. An
+// Owned answer carries the fresh token and lease for the store to write.
 func Decide(in Intent, held *Held, t time.Time, lease time.Duration, full func() (bool, error)) (Claim, error) {
 	owned := Claim{State: Owned, Token: NewToken(), LeaseUntil: t.Add(lease)}
 	if held == nil {
@@ -114,15 +88,13 @@ func Decide(in Intent, held *Held, t time.Time, lease time.Duration, full func()
 }
 
 // Expiring is implemented by a store that can expire recorded keys: after
-// SetKeyTTL(d) with d > 0, a key recorded d or longer ago is absent to
-// every lookup (a retry is a new effect) and takes no capacity. 0 (the
-// default) keeps keys forever. Call it before the store is used.
+// SetKeyTTL(d), d > 0, a key recorded d ago is absent to every lookup and
+// takes no capacity. Call it before the store is used.
 type Expiring interface {
 	SetKeyTTL(d time.Duration)
 
-	// RecordedWithTimes returns what Recorded does, less the expired keys,
-	// each with the time it was recorded, so that a registry loading them
-	// expires them when the store does.
+	// RecordedWithTimes is Recorded less expired keys, with their times,
+	// so a registry loading them expires them when the store does.
 	RecordedWithTimes() ([]TimedRecord, error)
 }
 
@@ -132,7 +104,7 @@ type TimedRecord struct {
 	RecordedAt time.Time
 }
 
-// Records returns the records of ts, without their times.
+// Records returns ts without their times.
 func Records(ts []TimedRecord) []Record {
 	if ts == nil {
 		return nil

@@ -1,67 +1,20 @@
-// Package durable is the durable store's state: the counter, the
-// idempotency keys and the journal of applied effects in one SQLite database
-// (modernc.org/sqlite, pure Go), where an effect and its key's result commit
-// in one transaction.
+// Package durable is the durable store: the counter, the keys and the
+// journal of effects in one SQLite database, DIR/state.db (WAL,
+// synchronous=FULL), where an effect and its key's result commit in one
+// transaction. Several processes may share the folder: SQLite's write lock
+// orders them and the key's primary key decides which one applies it.
 //
-// The database is DIR/state.db, in WAL mode with synchronous=FULL (a commit
-// returns once it is on disk) and a busy timeout, so that several processes
-// can share one state folder: SQLite's write lock serializes their
-// transactions and the key's primary key decides which one applies it.
+// A new database is made whole under a temporary name, then linked to
+// state.db, so Open can refuse any state.db it cannot trust instead of
+// starting from zero. Apply's intents are group-committed: a batch in one
+// BEGIN IMMEDIATE transaction, each of several under its own SAVEPOINT.
 //
-//	state   (id INTEGER PRIMARY KEY CHECK (id = 1), counter INTEGER, keys INTEGER)
-//	        one row: the counter (the side effect) and how many keys are held
-//	keys    (key TEXT PRIMARY KEY, fingerprint BLOB, value INTEGER, recorded_at INTEGER)
-//	        one row per recorded key: the SHA-256 of its request body,
-//	        the counter value its effect produced (the reply body; the
-//	        status of a recorded result is always 200), and when (Unix ms),
-//	        from which the key TTL runs (see SetKeyTTL)
-//	claims  the downstream mode's claims and results (see phased.go)
-//	effects (value INTEGER PRIMARY KEY, body_sha256 TEXT)
-//	        one row per applied effect, keyed or not: the counter value it
-//	        produced and the SHA-256 (hex) of its request body
-//
-// PRAGMA user_version holds the layout's version (SchemaVersion); a
-// database of version 1 (no recorded_at, no claims) is refused, naming its
-// version. A new
-// database is made whole under a temporary name and then linked to
-// state.db (see create), so state.db never names a half-made database, and
-// Open refuses any state.db it cannot trust instead of starting from zero:
-// empty, foreign, another layout, or a counter that disagrees with its
-// journal. Durable servers share a folder; a volatile one is kept out of it
-// by a lock on the folder (package folderlock), and a folder holding the
-// volatile store's files is refused.
-//
-// Apply hands an intent to one committer goroutine (package groupcommit,
-// shared with the postgres store), which applies a batch of pending
-// intents (those waiting at that moment, up to groupcommit.MaxBatch) in one
-// write transaction (BEGIN IMMEDIATE, so the lookup of a key and the writes
-// happen under the write lock), each intent of a batch of several inside
-// its own SAVEPOINT so that a failing one rolls back alone, then commits
-// once:
-// the intents of a batch share one fsync (group commit), and each Apply
-// returns only after the commit holding its effect is durable. Within its
-// savepoint an intent runs, in order: the key lookup (a recorded key with
-// the same fingerprint replays, another fingerprint is a conflict), the
-// capacity check, the counter update and its effects row (the effect), the
-// afterEffect hook, and the key's row. A crash before the commit leaves
-// none of it; a crash after leaves all of it.
-//
-// A limitation follows that no change here can lift without changing what
-// the lab's cases observe: afterEffect runs inside the write transaction,
-// and SQLite has one writer, so a hook that takes long holds every other
-// write for as long. The server's stall=NNms fault is such a hook, and
-// must be: it holds its intent at the crash gap inside the transaction,
-// and case replicas_owner_crash_waiter has a duplicate on another server
-// wait for that transaction, then see the crash roll it back. In this
-// process the committer is busy, so every other intent, of any key, waits
-// in its queue for the whole stall (measured: a request for another key
-// sent 0.3 s into a 3 s stall took 2.72 s, into a 12 s stall 11.72 s; both
-// 200). Another process sharing the folder waits for the write lock up to
-// busyTimeoutMS (10 s), then fails (measured: 500 after 10.06 s into a 12
-// s stall). Moving the stall before the transaction would let that
-// duplicate apply first and the stalled owner replay instead of crashing:
-// the case's exit codes and first reply would change. Reads (Recorded,
-// ReadState) do not wait: WAL readers see the last commit.
+// Limitation: afterEffect runs inside the write transaction and SQLite has
+// one writer, so the stall=NNms fault holds every other write, in this
+// process (the committer) and in others sharing the folder (up to
+// busyTimeoutMS, then 500). It must: case replicas_owner_crash_waiter has
+// a duplicate wait for that transaction and see the crash roll it back;
+// stalling before it would let the duplicate apply first.
 package durable
 
 import (
@@ -88,11 +41,12 @@ const FileName = "state.db"
 // SchemaVersion is the table layout's version, kept in PRAGMA user_version.
 const SchemaVersion = 2
 
-// busyTimeoutMS bounds how long a transaction waits for another process's
-// write lock, in milliseconds.
+// busyTimeoutMS bounds a wait for another process's write lock.
 const busyTimeoutMS = 10000
 
-// schema creates the tables of SchemaVersion in an empty database.
+// schema creates the tables of SchemaVersion in an empty database. keys
+// are Apply's recorded keys, claims the downstream mode's (phased.go),
+// effects the journal; times are Unix ms.
 const schema = `
 CREATE TABLE state (
 	id      INTEGER PRIMARY KEY CHECK (id = 1),
@@ -123,13 +77,10 @@ PRAGMA user_version = 2;
 
 // The statements an intent runs, prepared once.
 var statements = [...]string{
-	// The key count, and the key's fingerprint and value if it is recorded.
-	lookup: `SELECT s.keys, k.fingerprint, k.value, k.recorded_at FROM state AS s LEFT JOIN keys AS k ON k.key = ? WHERE s.id = 1`,
-	// The effect; a keyed intent also takes its place among the keys.
+	lookup:    `SELECT s.keys, k.fingerprint, k.value, k.recorded_at FROM state AS s LEFT JOIN keys AS k ON k.key = ? WHERE s.id = 1`,
 	increment: `UPDATE state SET counter = counter + 1, keys = keys + ? WHERE id = 1 RETURNING counter`,
 	journal:   `INSERT INTO effects (value, body_sha256) VALUES (?, ?)`,
 	record:    `INSERT INTO keys (key, fingerprint, value, recorded_at) VALUES (?, ?, ?, ?)`,
-	// The key TTL: forget the keys recorded at or before $1, and recount.
 	purge:     `DELETE FROM keys WHERE recorded_at <= ?`,
 	recount:   `UPDATE state SET keys = (SELECT count(*) FROM keys) WHERE id = 1 RETURNING keys`,
 	savepoint: `SAVEPOINT intent`,
@@ -153,7 +104,7 @@ const (
 // ErrClosed is returned by Apply after Close.
 var ErrClosed = errors.New("durable store closed")
 
-// A Store is an open database. Its methods are safe for concurrent use.
+// A Store is an open database, safe for concurrent use.
 type Store struct {
 	path     string
 	capacity int64
@@ -174,14 +125,13 @@ var (
 	_ store.Expiring = (*Store)(nil) // phased.go
 )
 
-// Stats counts the transactions the committer committed and the intents
-// they held; their ratio is the mean group-commit batch.
+// Stats counts commits and the intents they held: their ratio is the mean
+// group-commit batch.
 type Stats struct {
 	Commits int64
 	Intents int64
 }
 
-// Stats returns the store's counts so far.
 func (s *Store) Stats() Stats {
 	return Stats{Commits: s.commits.Load(), Intents: s.intents.Load()}
 }
@@ -198,29 +148,22 @@ type outcome struct {
 	err error
 }
 
-// queued is a pending intent as the committer holds it, with its answer.
 type queued = groupcommit.Call[pending, outcome]
 
-// dsn is the data source name of the database at path: every connection
-// waits for a busy lock, syncs every commit, and begins transactions with
-// BEGIN IMMEDIATE (the write lock up front). It sets no journal mode: WAL
-// is a property of the file, set once by create, and Open checks it.
+// dsn opens the database at path with BEGIN IMMEDIATE transactions (the
+// write lock up front). No journal mode: WAL is the file's, set by create.
 func dsn(path string) string {
 	return fmt.Sprintf("%s?_busy_timeout=%d&_synchronous=FULL&_txlock=immediate", path, busyTimeoutMS)
 }
 
-// tempPrefix starts the name of a database being made by create.
+// tempPrefix starts the name of a database create is making.
 const tempPrefix = ".state.db-new-"
 
-// Open opens the database in the state folder dir for a store holding at
-// most capacity keys, creating it first if there is none (see create), and
-// holds a shared lock on the folder until Close (package folderlock:
-// durable stores share a folder, a volatile one needs it to itself). It never
-// starts from zero beside state it cannot use: a file that is not a whole
-// database of this layout, fails SQLite's integrity check, holds a counter
-// that disagrees with its journal or more keys than capacity, or the
-// volatile store's files, is an error naming the file. Other files in the
-// folder are not the store's and are left alone.
+// Open opens (or creates) the database in dir for capacity keys and holds
+// a shared lock on the folder until Close. It never starts from zero
+// beside state it cannot use: a database not whole, not of this layout,
+// corrupt, with a counter disagreeing with its journal or more keys than
+// capacity, or the volatile store's files, is an error naming the file.
 func Open(dir string, capacity int) (*Store, error) {
 	s, lock, err := folderlock.Hold(dir, folderlock.Shared, "a volatile server holds it", func() (*Store, error) {
 		return openLocked(dir, capacity)
@@ -269,21 +212,11 @@ func openLocked(dir string, capacity int) (*Store, error) {
 	return s, nil
 }
 
-// create makes the database at path if there is none, whole: its tables
-// are created and its journal mode set to WAL under a temporary name in
-// dir, then the file is linked to path, which fails if another process
-// linked its own first (that one is then used, and ours removed). So path
-// never names a database without its tables, and no two processes ever
-// race to set it up.
-//
-// Setting it up in place raced: SQLite switches a new file to WAL under
-// a read lock upgraded to an exclusive one, and when two processes hold
-// the read lock at once one of them gets SQLITE_BUSY at once, without
-// waiting out the busy timeout (that wait could deadlock), so one start in
-// about forty failed with "database is locked".
-//
-// A crash while creating leaves a file named tempPrefix+"*" in dir,
-// which no store reads.
+// create makes the database at path if there is none: tables and WAL mode
+// under a temporary name, then a link to path, which loses to another
+// process's link. Setting it up in place raced: SQLite's switch to WAL
+// gives one of two starting processes SQLITE_BUSY without waiting, about
+// one start in forty.
 func create(dir, path string) error {
 	if _, err := os.Lstat(path); err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -308,8 +241,7 @@ func create(dir, path string) error {
 		db.Close()
 		return fmt.Errorf("create tables: %w", err)
 	}
-	// The last connection's close checkpoints the WAL into the file and
-	// removes it: the file holds everything.
+	// The last connection's close checkpoints and removes the WAL.
 	if err := db.Close(); err != nil {
 		return err
 	}
@@ -325,9 +257,8 @@ func create(dir, path string) error {
 	return store.Sync(dir)
 }
 
-// check checks the database's integrity, its layout, that it is in WAL
-// mode, that its counter agrees with its journal and its key count with
-// its keys, and that its keys fit in capacity.
+// check checks the database's integrity, layout and WAL mode, that its
+// counts agree with its rows, and that its keys fit in capacity.
 func check(db *sql.DB, capacity int64) error {
 	var result string
 	if err := db.QueryRow(`PRAGMA quick_check`).Scan(&result); err != nil {
@@ -378,8 +309,7 @@ type querier interface {
 	QueryRow(query string, args ...any) *sql.Row
 }
 
-// layout checks that the database has the tables of SchemaVersion, or none
-// at all (empty).
+// layout checks that the database has SchemaVersion's tables, or none.
 func layout(q querier) (empty bool, err error) {
 	var version, tables int
 	if err := q.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil {
@@ -400,8 +330,7 @@ func layout(q querier) (empty bool, err error) {
 	}
 }
 
-// Keys returns how many keys the database holds recorded (the state row's
-// count, read without a scan).
+// Keys returns the state row's count of recorded keys.
 func (s *Store) Keys() (int64, error) {
 	var n int64
 	if err := s.db.QueryRow(`SELECT keys FROM state WHERE id = 1`).Scan(&n); err != nil {
@@ -410,21 +339,17 @@ func (s *Store) Keys() (int64, error) {
 	return n, nil
 }
 
-// Path returns the database file's path.
-func (s *Store) Path() string { return s.path }
-
 // Recorded returns every recorded key and its result, in the order recorded.
 func (s *Store) Recorded() ([]store.Record, error) {
 	keys, err := s.readKeys(false)
 	return store.Records(keys), err
 }
 
-// RecordedWithTimes returns the live keys of Apply, as Recorded, with the
-// time each was recorded, for a registry that expires them (RestoreAt).
+// RecordedWithTimes returns Apply's live keys with their times.
 func (s *Store) RecordedWithTimes() ([]store.TimedRecord, error) { return s.readKeys(true) }
 
-// readKeys reads the keys of Apply, in the order recorded; if live, only
-// those the key TTL has not expired.
+// readKeys reads Apply's keys in the order recorded; if live, less the
+// expired ones.
 func (s *Store) readKeys(live bool) ([]store.TimedRecord, error) {
 	rows, err := s.db.Query(`SELECT key, fingerprint, value, recorded_at FROM keys ORDER BY rowid`)
 	if err != nil {
@@ -456,21 +381,10 @@ func (s *Store) readKeys(live bool) ([]store.TimedRecord, error) {
 	return keys, nil
 }
 
-// Apply runs one intent in a write transaction and returns once that
-// transaction is committed (durable) or rolled back:
-//
-//   - the key is recorded with the same fingerprint: its value, Replayed,
-//     and nothing written;
-//   - the key is recorded with another fingerprint: store.ErrConflict;
-//   - the key is new and capacity keys are recorded: store.ErrFull;
-//   - otherwise the effect: counter + 1 and its effects row, then
-//     afterEffect (still inside the transaction, before the key's row and
-//     the commit), then the key's row; the new counter value.
-//
-// If afterEffect or a statement fails, the intent's writes are rolled back
-// and Apply returns the error (afterEffect's unwrapped); other intents
-// sharing the transaction are not affected. If the commit fails, every
-// intent of the transaction fails.
+// Apply runs one intent in a group-committed write transaction and returns
+// once it is committed or rolled back. A failing intent (afterEffect's
+// error unwrapped) rolls back alone; a failed commit fails every intent
+// sharing it.
 func (s *Store) Apply(in store.Intent, afterEffect func() error) (store.Result, error) {
 	o, err := s.committer.Do(pending{in: in, afterEffect: afterEffect})
 	if err != nil { // groupcommit.ErrClosed: nothing ran
@@ -494,8 +408,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// runBatch applies batch in one transaction and answers every intent: the
-// committer's run, carrying none over.
+// runBatch is the committer's run: one transaction, nothing carried.
 func (s *Store) runBatch(batch []*queued) (carry []*queued) {
 	out := make([]outcome, len(batch))
 	err := s.transact(batch, out)
@@ -508,11 +421,9 @@ func (s *Store) runBatch(batch []*queued) (carry []*queued) {
 	return nil
 }
 
-// transact runs the batch's intents, writing each one's outcome to out,
-// and commits. An error means the transaction as a whole failed and nothing
-// of it was committed. With more than one intent, each runs under a
-// savepoint, so that a failing one is rolled back alone; a lone intent
-// needs none, its failure rolls back the transaction.
+// transact runs the batch's intents into out and commits; an error means
+// nothing was committed. A lone intent needs no savepoint: its failure
+// rolls back the transaction.
 func (s *Store) transact(batch []*queued, out []outcome) (err error) {
 	tx, err := s.db.BeginTx(context.Background(), nil) // BEGIN IMMEDIATE (see dsn)
 	if err != nil {
@@ -554,9 +465,8 @@ type txError struct{ err error }
 
 func (e *txError) Error() string { return e.err.Error() }
 
-// applyOne runs one intent with the transaction's statements st, under a
-// savepoint if savepoints is set. A *txError means the savepoint failed and
-// the transaction must be abandoned.
+// applyOne runs one intent with the transaction's statements st. A
+// *txError means the transaction must be abandoned.
 func (s *Store) applyOne(st *[len(statements)]*sql.Stmt, p *pending, savepoints bool) (store.Result, error) {
 	in := p.in
 	keyed := in.Key != ""
@@ -605,8 +515,7 @@ func (s *Store) applyOne(st *[len(statements)]*sql.Stmt, p *pending, savepoints 
 	return store.Result{Value: value}, nil
 }
 
-// effect runs the intent's writes: the effect (counter and effects row),
-// the hook, the key's row.
+// effect runs the intent's writes: the effect, the hook, the key's row.
 func (s *Store) effect(st *[len(statements)]*sql.Stmt, p *pending) (int64, error) {
 	keyed := int64(0)
 	if p.in.Key != "" {
@@ -631,11 +540,9 @@ func (s *Store) effect(st *[len(statements)]*sql.Stmt, p *pending) (int64, error
 	return value, nil
 }
 
-// ReadState returns the counter and the applied effects (in the order
-// applied) of the database in dir, for use after every server on it has
-// exited. A missing database means 0 and no effects; a database without
-// this store's tables is an error. It checks that the effects are exactly
-// the counter's: values 1 to counter, in order.
+// ReadState returns the counter and effects of the database in dir, once
+// every server on it has exited (none: zero), checking that the effects
+// are exactly values 1 to counter.
 func ReadState(dir string) (store.State, error) {
 	path := filepath.Join(dir, FileName)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {

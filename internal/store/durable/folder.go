@@ -6,14 +6,12 @@ import (
 	"idemlab/internal/store/internal/folderlock"
 )
 
-// volatileFiles are the volatile store's counter and journal
-// (volatile.FileName and volatile.JournalName), named here because
-// that package is not imported.
+// volatileFiles are volatile.FileName and JournalName (not imported).
 var volatileFiles = []string{"counter", "effects.log"}
 
-// refuseForeign fails, naming the file, when dir holds the volatile
-// store's files, or the database's write-ahead log without the database
-// (SQLite would replay that log into a new database).
+// refuseForeign fails when dir holds the volatile store's files, or the
+// database's WAL without the database (SQLite would replay it into a new
+// one).
 func refuseForeign(dir string) error {
 	path, err := folderlock.Present(dir, volatileFiles...)
 	if err != nil {

@@ -10,18 +10,9 @@ import (
 	"idemlab/internal/store"
 )
 
-// This file is the durable store's store.Phased and store.Expiring: the
-// claims of the downstream mode in the claims table, each phase (Claim,
-// Complete, Release) its own write transaction (BEGIN IMMEDIATE), so that
-// processes sharing the state folder see one order of claims:
-//
-//	claims (key TEXT PRIMARY KEY, fingerprint BLOB, token TEXT,
-//	        lease_until INTEGER, value INTEGER, recorded_at INTEGER)
-//	        one row per live key: claimed (value and recorded_at NULL) by
-//	        the owner named by token until lease_until, or recorded; times
-//	        are Unix milliseconds of the servers' clock (one machine)
-//
-// The key TTL (SetKeyTTL) also applies to the keys table of Apply.
+// The durable store's store.Phased: one row per live key in claims,
+// claimed (value NULL) or recorded, each phase its own BEGIN IMMEDIATE
+// transaction so that processes sharing the folder see one order.
 
 // Claim claims in's key for lease in one transaction (see store.Phased).
 func (s *Store) Claim(in store.Intent, lease time.Duration) (store.Claim, error) {
@@ -68,8 +59,8 @@ func (s *Store) Claim(in store.Intent, lease time.Duration) (store.Claim, error)
 	return c, nil
 }
 
-// claimsFull reports whether capacity live keys are held, after deleting
-// the expired ones if the table is full.
+// claimsFull reports whether capacity live keys are held, deleting expired
+// ones first if the table is full.
 func (s *Store) claimsFull(tx *sql.Tx, t time.Time) (bool, error) {
 	var n int64
 	if err := tx.QueryRow(`SELECT count(*) FROM claims`).Scan(&n); err != nil {
@@ -120,9 +111,8 @@ func lostUnlessOne(res sql.Result, err error) (bool, error) {
 	return true, nil
 }
 
-// phase runs f in one write transaction and commits it when f says so;
-// the store's refusals (store.Err*) come back unwrapped, anything else
-// names what failed.
+// phase runs f in one write transaction, committed when f says so; the
+// store's refusals come back unwrapped.
 func (s *Store) phase(what string, f func(tx *sql.Tx) (commit bool, err error)) error {
 	tx, err := s.db.BeginTx(context.Background(), nil) // BEGIN IMMEDIATE (see dsn)
 	if err != nil {
@@ -150,8 +140,8 @@ func refusal(err error) bool {
 	return errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrFull) || errors.Is(err, store.ErrClaimLost)
 }
 
-// purgeKeys deletes the keys of Apply recorded at or before cut (Unix ms)
-// with the transaction's statements st, and returns how many keys remain.
+// purgeKeys deletes Apply's keys recorded at or before cut (Unix ms) and
+// returns how many remain.
 func (s *Store) purgeKeys(st *[len(statements)]*sql.Stmt, cut int64) (keys int64, err error) {
 	if _, err := st[purge].Exec(cut); err != nil {
 		return 0, fmt.Errorf("durable store %s: expire keys: %w", s.path, err)

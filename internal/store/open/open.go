@@ -1,11 +1,6 @@
-// Package open maps a store name (protocol.Store) to its
-// implementation: it opens the store a server runs on, and reads what
-// servers left there after they exited, the counter and the journal of
-// applied effects that the lab counts from.
-//
-// It is the only package that knows every store: the server opens its store
-// through it, and the runner and the experiments read state through it
-// without importing the server.
+// Package open maps a store name (protocol.Store) to its implementation:
+// it opens a server's store and reads the state servers left there. It is
+// the only package that knows every store.
 package open
 
 import (
@@ -27,9 +22,8 @@ type Place = store.Place
 // connectWithin bounds connecting to a database store.
 const connectWithin = 15 * time.Second
 
-// Store opens the store called kind at p, for a server holding at most
-// capacity keys whose duplicates wait at most wait for an owner on another
-// replica (a database store only; the registry bounds the rest).
+// Store opens the store called kind at p for capacity keys; wait bounds a
+// duplicate's wait for an owner on another replica (postgres only).
 func Store(kind protocol.Store, p Place, capacity int, wait time.Duration) (store.Store, error) {
 	switch kind {
 	case protocol.Volatile:
@@ -48,12 +42,9 @@ func Store(kind protocol.Store, p Place, capacity int, wait time.Duration) (stor
 	return nil, err
 }
 
-// ReadState reads the state servers of store kind left at p; call it after
-// every server on p has exited. A place without state reads as a zero
-// counter and no effects. The effects are exactly the counter's (values 1
-// to Counter, in order): an effect a crash cut off before it became durable
-// is not listed. Volatile state is DIR/counter and DIR/effects.log; durable
-// state is the database DIR/state.db; postgres state is the database p.DSN.
+// ReadState reads the state servers of store kind left at p, once all
+// have exited; no state reads as zero. The effects are exactly values 1
+// to Counter: one a crash cut off before it was durable is not listed.
 func ReadState(kind protocol.Store, p Place) (store.State, error) {
 	var (
 		st  store.State

@@ -15,36 +15,29 @@ import (
 	"idemlab/internal/store/internal/groupcommit"
 )
 
-// This file is Apply's group commit: what the committer (package
-// groupcommit) does with the intents waiting at one moment, which is to run
-// them in one transaction, and the transaction itself, which also runs an
-// intent alone (see the package comment).
+// Apply's group commit: the transaction of a batch, or of an intent alone
+// (see the package comment).
 
-// maxAttempts bounds how many times a transaction PostgreSQL aborted as a
-// deadlock or a serialization failure is run; after the last, its intents
-// are answered store.ErrUnavailable.
+// maxAttempts bounds the runs of a transaction PostgreSQL aborted as a
+// deadlock or serialization failure; then store.ErrUnavailable.
 const maxAttempts = 5
 
-// maxClaims bounds how many times an intent running alone claims its key
-// when, between its claim and its read of the key's row, another
-// transaction removed the row (it had expired).
+// maxClaims bounds the claims of an intent alone whose key's row another
+// transaction removed (expired) between its claim and its read.
 const maxClaims = 4
 
-// The statements of a batch, each one round trip for all its intents, and
-// their one-row forms for a batch of one (PostgreSQL runs those in about
-// 90 µs less per intent, measured on a 2-CPU machine: a lone client would
-// otherwise be slower than when each intent was a transaction).
+// The statements of a batch, one round trip each, and their one-row forms
+// for a batch of one (about 90 µs less per intent: otherwise a lone client
+// would be slower than with a transaction per intent).
 const (
-	// The batch's keys, in one order every transaction shares (byte order,
-	// as slices.Sort): each key's row is claimed in that order.
+	// Keys claimed in byte order (as slices.Sort), which every transaction
+	// shares.
 	claimKeys = `INSERT INTO keys (key, fingerprint)
 SELECT k, f FROM unnest($1::text[], $2::bytea[]) AS c(k, f) ORDER BY k COLLATE "C"
 ON CONFLICT (key) DO NOTHING RETURNING key`
 	readKeys = `SELECT key, fingerprint, value, recorded_at FROM keys WHERE key = ANY($1::text[])`
-	// lockState takes the state row for the rest of the transaction,
-	// outside the effects' savepoint, so that rolling back to it keeps the
-	// row: no other transaction changes the count of keys in between. It
-	// also reads that count.
+	// lockState takes the state row outside the effects' savepoint, so
+	// rolling back to it keeps the lock and the count of keys unchanged.
 	lockState = `SELECT keys FROM state WHERE id = 1 FOR UPDATE`
 	// The effects of $1 intents, $2 of them keyed, in a store of capacity
 	// $3 where $4 expired keys were deleted by this transaction (still
@@ -70,8 +63,7 @@ INSERT INTO effects (value, body_sha256) SELECT counter, $4 FROM s RETURNING val
 	recordKeys = `UPDATE keys SET value = u.v, recorded_at = $3
 FROM unnest($1::text[], $2::bigint[]) AS u(k, v) WHERE keys.key = u.k`
 	recordKey = `UPDATE keys SET value = $2, recorded_at = $3 WHERE key = $1`
-	// dropClaims deletes this transaction's own claims of intents that
-	// end without an effect.
+	// dropClaims deletes this transaction's claims of intents without effect.
 	dropClaims = `DELETE FROM keys WHERE key = ANY($1::text[]) AND value IS NULL`
 )
 
@@ -88,18 +80,13 @@ var errClosed = errors.New("store closed")
 type pending struct {
 	in          store.Intent
 	afterEffect func() error
-	// hooked: afterEffect returned nil in an attempt PostgreSQL then
-	// aborted; it is not called again.
-	hooked bool
+	hooked      bool // afterEffect returned nil once: never called again
 }
 
-// queued is a pending intent as the committer holds it, with its answer.
 type queued = groupcommit.Call[*pending, outcome]
 
-// outcome is an intent's answer; alone means the committer hands the
-// intent back for Apply to run in a transaction of its own, and panicked
-// holds what its afterEffect panicked with, for Apply to panic with in the
-// caller's goroutine (the committer carries on).
+// outcome is an intent's answer; alone hands it back for Apply to run in
+// a transaction of its own, panicked is for Apply to panic with.
 type outcome struct {
 	res      store.Result
 	err      error
@@ -110,8 +97,7 @@ type outcome struct {
 // errPanicked is the answer of an intent whose afterEffect panicked.
 var errPanicked = errors.New("afterEffect panicked")
 
-// callAfterEffect calls p's afterEffect, turning a panic into errPanicked
-// and the value it panicked with.
+// callAfterEffect calls p's afterEffect, recovering a panic.
 func (p *pending) callAfterEffect() (panicked any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -129,13 +115,12 @@ type Stats struct {
 	Deadlocks int64 // transactions PostgreSQL aborted as deadlocks (SQLSTATE 40P01)
 }
 
-// Stats returns the store's counts so far.
 func (s *Store) Stats() Stats {
 	return Stats{Commits: s.commits.Load(), Intents: s.intents.Load(), Retries: s.retries.Load(), Deadlocks: s.deadlocks.Load()}
 }
 
-// splitDuplicates returns the intents of batch whose key no earlier intent
-// of batch has, and the others, each list in order.
+// splitDuplicates splits batch into intents whose key no earlier one has,
+// and the others.
 func splitDuplicates(batch []*queued) (first, later []*queued) {
 	seen := make(map[string]bool, len(batch))
 	first = batch[:0:0]
@@ -160,8 +145,7 @@ func (s *Store) commitBatch(batch []*queued) (carry []*queued) {
 	return carry
 }
 
-// runBatch runs batch, whose keys are distinct, in one transaction and
-// answers every intent.
+// runBatch runs batch, whose keys are distinct, in one transaction.
 func (s *Store) runBatch(batch []*queued) {
 	ms := make([]*member, len(batch))
 	for i, q := range batch {
@@ -192,17 +176,14 @@ type member struct {
 	full   bool  // refused for want of a place this attempt
 }
 
-// answer decides m's answer.
 func (m *member) answer(res store.Result, err error) {
 	m.out, m.done = outcome{res: res, err: err}, true
 }
 
-// keyed reports whether m's intent has a key.
 func (m *member) keyed() bool { return m.p.in.Key != "" }
 
-// run runs the transaction of ms until it commits or fails, again after a
-// deadlock or serialization failure (maxAttempts in all). Every member is
-// answered when it returns.
+// run runs the transaction of ms until it commits or fails, retrying
+// deadlocks and serialization failures; every member is answered.
 func (s *Store) run(ms []*member, alone bool) {
 	for attempt := 1; ; attempt++ {
 		err := s.transact(ms, alone)
@@ -233,11 +214,8 @@ func (s *Store) run(ms []*member, alone bool) {
 	}
 }
 
-// transact runs one attempt of the transaction of ms: it answers the
-// members it can (replays, refusals, failed callbacks, and the owners once
-// committed) and returns an error if the transaction as a whole failed,
-// leaving the rest unanswered. Members answered by an earlier attempt are
-// left out.
+// transact runs one attempt for the members not yet answered, answering
+// those it can; an error means the transaction as a whole failed.
 func (s *Store) transact(ms []*member, alone bool) error {
 	ctx := context.Background()
 	ms = slices.DeleteFunc(slices.Clone(ms), func(m *member) bool { return m.done })
@@ -280,8 +258,7 @@ type txn struct {
 	refused   []*member // keyed owners answered store.ErrFull
 }
 
-// send runs b's statements in one round trip, after a BEGIN if none was
-// sent yet.
+// send runs b's statements in one round trip, BEGIN first if need be.
 func (t *txn) send(b *pgx.Batch) error {
 	if !t.begun {
 		b.QueuedQueries = append([]*pgx.QueuedQuery{{SQL: "BEGIN"}}, b.QueuedQueries...)
@@ -291,7 +268,7 @@ func (t *txn) send(b *pgx.Batch) error {
 }
 
 // rollback ends the transaction unless it committed; a connection that
-// cannot is closed (and then dropped from the pool).
+// cannot is closed, and so dropped from the pool.
 func (t *txn) rollback() {
 	if !t.begun || t.conn.Conn().PgConn().TxStatus() == 'I' {
 		return
@@ -301,14 +278,11 @@ func (t *txn) rollback() {
 	}
 }
 
-// fail wraps err, an error of a statement about what.
 func (t *txn) fail(what string, err error) error { return t.s.failConn(t.conn, what, err) }
 
-// claimBatch claims the keys of the keyed members in one statement, in
-// key order, waiting at most tryTimeout for a key another transaction
-// holds. A member whose key is held (or recorded but expired, or gone
-// since) is answered alone; one whose key is recorded is answered from it.
-// If the statement fails, each key is claimed by itself (claimEach).
+// claimBatch claims the keyed members' keys in one statement, in key
+// order, waiting at most tryTimeout for a held key; if it fails, each key
+// is claimed by itself (claimEach).
 func (t *txn) claimBatch(ms []*member) error {
 	var keyed []*member
 	for _, m := range ms {
@@ -363,10 +337,8 @@ func (t *txn) claimBatch(ms []*member) error {
 	return t.readClaimed(rest)
 }
 
-// claimEach claims each key of keyed (in key order) in a statement and a
-// savepoint of its own, after the batch's statement failed: a key held by
-// another transaction sends its member alone, another error is that
-// member's answer, and the others carry on.
+// claimEach claims each key of keyed in a savepoint of its own: a held key
+// sends its member alone, another error is that member's answer alone.
 func (t *txn) claimEach(keyed []*member) error {
 	if _, err := t.conn.Exec(t.ctx, "ROLLBACK"); err != nil {
 		return t.fail("roll back the batch's claims", err)
@@ -411,9 +383,8 @@ func (t *txn) claimEach(keyed []*member) error {
 	return t.readClaimed(rest)
 }
 
-// readClaimed answers the members whose key another transaction recorded:
-// a replay or store.ErrConflict; a key recorded but expired, or whose row
-// has gone since the claim, sends its member alone.
+// readClaimed answers the members whose key another transaction recorded;
+// an expired or vanished row sends its member alone.
 func (t *txn) readClaimed(ms []*member) error {
 	if len(ms) == 0 {
 		return nil
@@ -465,9 +436,8 @@ func (s *Store) recorded(in store.Intent, fp []byte, value *int64) (store.Result
 	return store.Result{Value: *value, Replayed: true}, nil
 }
 
-// claimAlone claims m's key for m alone, waiting at most the store's wait
-// for another transaction holding it (then store.ErrInProgress). A
-// recorded key answers m; an expired one is deleted and claimed anew.
+// claimAlone claims m's key, waiting at most the store's wait for a holder
+// (then store.ErrInProgress); an expired key is deleted and claimed anew.
 func (t *txn) claimAlone(m *member) error {
 	if !m.keyed() {
 		return nil
@@ -505,9 +475,8 @@ func (t *txn) claimAlone(m *member) error {
 			m.answer(t.s.recorded(in, fp, value))
 			return nil
 		}
-		// Expired: absent. Whoever deletes it claims the key anew; the
-		// state row's count of keys drops with this transaction's effect
-		// (freed), so the state row is still taken after the key's row.
+		// Expired: the count of keys drops with this transaction's
+		// effect (freed), so the state row is still locked after the key's.
 		n, err := t.s.expireKey(t.ctx, t.conn, in.Key)
 		if err != nil {
 			return t.fail(fmt.Sprintf("expire key %q", in.Key), err)
@@ -518,13 +487,9 @@ func (t *txn) claimAlone(m *member) error {
 	return nil
 }
 
-// apply runs the owners' effects in one statement (after the state row),
-// then each owner's afterEffect in order, then records their keys and
-// commits. A keyed owner that does not fit in the store is answered
-// store.ErrFull before any callback; an owner whose callback fails is
-// answered its error, and the effects roll back to the savepoint before
-// them and run again without it (no callback runs twice). A refused or
-// failed owner's claim is deleted.
+// apply runs the owners' effects in one statement, each afterEffect in
+// order, then records and commits. A failed callback rolls the effects
+// back to the savepoint and runs them again without its owner.
 func (t *txn) apply(owners []*member) error {
 	fit, err := t.effects(&pgx.Batch{}, owners)
 	if err != nil {
@@ -565,27 +530,21 @@ func (t *txn) apply(owners []*member) error {
 		if len(failed) > 0 {
 			b.Queue(dropClaims, failed)
 		}
-		if fit, err := t.effects(b, survivors); err != nil || !fit {
-			return errOr(err, fmt.Errorf("postgres store %s: %d effects no longer fit after %d callbacks failed", t.s.dsn, len(survivors), len(owners)-len(survivors)))
+		fit, err := t.effects(b, survivors)
+		if err == nil && !fit {
+			err = fmt.Errorf("postgres store %s: %d effects no longer fit after %d callbacks failed", t.s.dsn, len(survivors), len(owners)-len(survivors))
+		}
+		if err != nil {
+			return err
 		}
 		owners = survivors
 	}
 	return t.commit(owners)
 }
 
-// errOr returns err, or alt if err is nil.
-func errOr(err, alt error) error {
-	if err != nil {
-		return err
-	}
-	return alt
-}
-
-// effects queues, after b's statements, the state row's lock and a
-// savepoint and the effects of owners, and sends them; it sets each
-// owner's value, or reports !fit when the keyed ones do not all fit
-// (nothing applied). A lone owner needs neither lock nor savepoint: if its
-// callback fails, the whole transaction rolls back.
+// effects sends b's statements and the owners' effects, setting each
+// owner's value, or reports !fit (nothing applied). A lone owner needs
+// neither state lock nor savepoint: its failure rolls everything back.
 func (t *txn) effects(b *pgx.Batch, owners []*member) (fit bool, err error) {
 	var keyed, freed int64
 	shas := make([]string, len(owners))
@@ -630,11 +589,9 @@ func (t *txn) effects(b *pgx.Batch, owners []*member) (fit bool, err error) {
 	return true, nil
 }
 
-// refuseFull runs when the keyed owners do not all fit among the store's
-// keys: with a key TTL, expired keys are deleted first; then the keyed
-// owners beyond the free places, in order, are answered store.ErrFull and
-// their claims deleted, and the others' effects applied. It returns the
-// owners left.
+// refuseFull, when the keyed owners do not all fit, purges expired keys,
+// answers the keyed owners beyond the free places store.ErrFull, and
+// applies the others' effects. It returns the owners left.
 func (t *txn) refuseFull(owners []*member) ([]*member, error) {
 	b := &pgx.Batch{}
 	if t.savepoint {
@@ -709,8 +666,7 @@ func (t *txn) commit(owners []*member) error {
 	if err := t.send(b); err != nil {
 		return t.fail(fmt.Sprintf("commit effects %d to %d", owners[0].value, owners[len(owners)-1].value), err)
 	}
-	// The keys' rows are this transaction's own claims, which no other
-	// transaction can remove: every one is recorded.
+	// The keys' rows are this transaction's claims: none can be gone.
 	if recorded != int64(len(keys)) {
 		return fmt.Errorf("postgres store %s: recorded %d keys of %d", t.s.dsn, recorded, len(keys))
 	}

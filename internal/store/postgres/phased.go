@@ -12,28 +12,15 @@ import (
 	"idemlab/internal/store"
 )
 
-// This file is the postgres store's store.Phased and store.Expiring: the
-// claims of the downstream mode in the claims table, each phase (Claim,
-// Complete, Release) its own transaction:
-//
-//	claims (key text PRIMARY KEY, fingerprint bytea, token text,
-//	        lease_until bigint, value bigint, recorded_at bigint)
-//	        one row per live key: claimed (value and recorded_at NULL) by
-//	        the owner named by token until lease_until, or recorded; times
-//	        are Unix milliseconds of the servers' clock (one machine)
-//
-// Claim decides under a transaction-scoped advisory lock (claimsLock), so
-// replicas' claims happen in one order, each reading what the last one
-// committed (READ COMMITTED takes a fresh snapshot per statement): the
-// same decisions, in the same order, as SQLite's write lock gives the
-// durable store. Complete and Release are one conditional statement each.
-// The key TTL (SetKeyTTL) also applies to the keys table of Apply.
+// The postgres store's store.Phased: one row per live key in claims,
+// claimed (value NULL) or recorded. Claim decides under a transaction
+// advisory lock, so replicas' claims happen in one order, each reading the
+// last one's commit: the order SQLite's write lock gives the durable store.
 
 // claimsLock is the advisory lock key Claim holds for its transaction.
 const claimsLock = 0x1de71ac
 
-// cut returns the recording time (Unix ms) at or before which a key is
-// expired now; ok is false without a TTL.
+// cut is KeyClock.ExpiredBefore now.
 func (s *Store) cut() (ms int64, ok bool) { return s.ExpiredBefore(s.Now()) }
 
 // expired reports whether a key recorded at recordedAt (Unix ms; nil: not
@@ -43,21 +30,18 @@ func (s *Store) expired(recordedAt *int64) bool {
 	return ok && recordedAt != nil && *recordedAt <= cut
 }
 
-// expireKey deletes Apply's expired key and returns how many rows went
-// (0 if another transaction removed it first). The count of keys in the
-// state row drops with the transaction's effect, not here: the state row
-// is always taken after every key's row (see the package comment).
+// expireKey deletes Apply's expired key and returns how many rows went.
+// The state row's count drops with the effect, not here: the state row is
+// always locked after every key's row.
 func (s *Store) expireKey(ctx context.Context, conn *pgxpool.Conn, key string) (int64, error) {
 	cut, _ := s.cut()
 	tag, err := conn.Exec(ctx, `DELETE FROM keys WHERE key = $1 AND recorded_at <= $2`, key, cut)
 	return tag.RowsAffected(), err
 }
 
-// purgeKeys deletes Apply's keys recorded at or before $1 (Unix ms), but
-// those another transaction holds (SKIP LOCKED: it is expiring them
-// itself, or recording them anew), gives back their places and returns the
-// count of keys left. The transaction holds the state row already, so it
-// must not wait for a key's row.
+// purgeKeys deletes Apply's keys recorded at or before $1 and returns the
+// count left. It skips locked rows: holding the state row, it must not
+// wait for a key's.
 const purgeKeys = `WITH d AS (
 	DELETE FROM keys WHERE key IN (
 		SELECT key FROM keys WHERE value IS NOT NULL AND recorded_at <= $1 FOR UPDATE SKIP LOCKED)
@@ -127,8 +111,8 @@ func (s *Store) Claim(in store.Intent, lease time.Duration) (store.Claim, error)
 	return c, nil
 }
 
-// claimsFull reports whether capacity live keys are held, after deleting
-// the expired ones if the table is full.
+// claimsFull reports whether capacity live keys are held, deleting expired
+// ones first if the table is full.
 func (s *Store) claimsFull(ctx context.Context, tx pgx.Tx) (bool, error) {
 	var n int64
 	if err := tx.QueryRow(ctx, `SELECT count(*) FROM claims`).Scan(&n); err != nil {
@@ -147,24 +131,21 @@ func (s *Store) claimsFull(ctx context.Context, tx pgx.Tx) (bool, error) {
 
 // Complete records value for key, if token still holds its claim.
 func (s *Store) Complete(key, token string, value int64) error {
-	tag, err := s.pool.Exec(context.Background(),
-		`UPDATE claims SET value = $3, recorded_at = $4 WHERE key = $1 AND token = $2 AND value IS NULL`,
+	return s.holding(fmt.Sprintf("complete key %q", key), `UPDATE claims SET value = $3, recorded_at = $4 WHERE key = $1 AND token = $2 AND value IS NULL`,
 		key, token, value, s.Now().UnixMilli())
-	if err != nil {
-		return s.fail(fmt.Sprintf("complete key %q", key), err)
-	}
-	if tag.RowsAffected() != 1 {
-		return store.ErrClaimLost
-	}
-	return nil
 }
 
 // Release deletes key's claim, if token still holds it.
 func (s *Store) Release(key, token string) error {
-	tag, err := s.pool.Exec(context.Background(),
-		`DELETE FROM claims WHERE key = $1 AND token = $2 AND value IS NULL`, key, token)
+	return s.holding(fmt.Sprintf("release key %q", key), `DELETE FROM claims WHERE key = $1 AND token = $2 AND value IS NULL`, key, token)
+}
+
+// holding runs a statement on one claim: store.ErrClaimLost unless it
+// changed one row.
+func (s *Store) holding(what, sql string, args ...any) error {
+	tag, err := s.pool.Exec(context.Background(), sql, args...)
 	if err != nil {
-		return s.fail(fmt.Sprintf("release key %q", key), err)
+		return s.fail(what, err)
 	}
 	if tag.RowsAffected() != 1 {
 		return store.ErrClaimLost

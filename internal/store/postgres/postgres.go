@@ -1,183 +1,79 @@
-// Package postgres is the postgres store: the counter, the idempotency keys
-// and the journal of applied effects in one PostgreSQL database (pgx v5),
-// where an effect and its key's result commit in one transaction. Several
-// server processes (replicas), each with its own *Store on the same
-// database, share it; the database, not any one process, decides which of
-// them applies a key.
-//
-//	layout  (version integer)          one row: LayoutVersion
-//	state   (id integer PRIMARY KEY CHECK (id = 1), counter bigint, keys bigint)
-//	        one row: the counter (the side effect) and how many keys are held
-//	keys    (key text PRIMARY KEY, fingerprint bytea, value bigint, recorded_at bigint)
-//	        one row per recorded key: the SHA-256 of its request body,
-//	        the counter value its effect produced, and when (Unix ms),
-//	        from which the key TTL runs; value is NULL only inside the
-//	        owner's open transaction
-//	claims  the downstream mode's claims and results (see phased.go)
-//	effects (value bigint PRIMARY KEY, body_sha256 text)
-//	        one row per applied effect, keyed or not: the counter value it
-//	        produced and the SHA-256 (hex) of its request body
-//
-// Open creates the tables in an empty database and refuses one holding
-// other tables or another layout version (version 1 had no recorded_at and
-// no claims).
+// Package postgres is the postgres store: the counter, the keys and the
+// journal of effects in one PostgreSQL database (pgx v5) shared by
+// replicas, where an effect and its key's result commit in one
+// transaction. The database, not any one process, decides which replica
+// applies a key. Open creates the tables in an empty database and refuses
+// one holding other tables or another layout version.
 //
 // # Who applies a key: the key's primary key
 //
-// Every transaction of Apply is READ COMMITTED. A keyed intent first claims
-// its key: INSERT … ON CONFLICT (key) DO NOTHING, a row with the
-// fingerprint and no value yet. The primary key's unique index decides
-// among racing replicas:
+// A keyed intent first claims its key (READ COMMITTED): INSERT … ON
+// CONFLICT (key) DO NOTHING, a row without a value. A committed row is
+// read: the same fingerprint replays, another is store.ErrConflict. A row
+// of a transaction still open (the owner, on another replica) makes the
+// insert wait, at most wait (lock_timeout; then store.ErrInProgress): if
+// the owner commits the waiter replays, if it aborts or its process dies
+// the waiter becomes the owner. One index probe, no retry loop, waiters
+// blocked on the exact row they need; FOR UPDATE needs the row to exist
+// first, and SERIALIZABLE would need a retry loop and could not make a
+// duplicate wait for the owner's result.
 //
-//   - no row: the insert succeeds and this transaction owns the key;
-//   - a committed row: the insert does nothing, and a second statement
-//     reads the row: the same fingerprint replays its value (Replayed, no
-//     effect, afterEffect not called), another is store.ErrConflict;
-//   - a row inserted by a transaction still open (the owner, on another
-//     replica, applying the effect): the insert waits for that transaction
-//     to end. If it commits, the waiter replays its result as above; if it
-//     aborts (afterEffect failed, or its process died and PostgreSQL rolled
-//     it back), the waiter's insert goes through and the waiter becomes the
-//     owner and applies. The wait is bounded by SET LOCAL lock_timeout =
-//     wait; a wait that runs out (SQLSTATE 55P03) is store.ErrInProgress
-//     and leaves the owner alone.
-//
-// This is the design's own words ("the key is claimed before the effect")
-// in the database's primitive for them: one index probe, no retry loop, and
-// waiters block on the exact row they need rather than on a table or on
-// every writer. A row lock (SELECT … FOR UPDATE) needs the row to exist
-// before anyone can lock it, so it would need the insert anyway; SERIALIZABLE
-// would abort the loser with a serialization failure and need a retry loop
-// to turn that into a replay, and could not make a duplicate wait for the
-// owner's result.
-//
-// The owner then runs, in order: the effect (the state row's counter + 1,
-// and keys + 1 for a keyed intent if fewer than capacity keys are held,
-// else store.ErrFull) with its effects row; afterEffect; the key row's
-// value; COMMIT. The state row serializes effects, so the journal holds
-// exactly the values 1..counter. A crash anywhere before the commit (a
-// crash fault in afterEffect ends the process with the transaction open)
-// makes PostgreSQL roll back all of it, the claim included, so a waiting
-// duplicate takes over.
+// The owner then runs the effect (the state row's counter, and its count
+// of keys if under capacity, else store.ErrFull) with its journal row,
+// afterEffect, the key's value, COMMIT. The state row serializes effects,
+// so the journal holds exactly 1..counter; a crash before the commit rolls
+// back all of it, the claim included, and a waiting duplicate takes over.
 //
 // # Group commit
 //
-// Apply hands its intent to the store's committer (one goroutine per
-// Store, package groupcommit, shared with the durable store), which takes
-// every intent waiting at that moment, up to groupcommit.MaxBatch, and
-// runs them in one transaction in four round trips, however many they
-// are (batch.go):
-//
-//  1. the claims: every key in one INSERT … SELECT … ORDER BY key ON
-//     CONFLICT DO NOTHING RETURNING key, then the rows of the keys not
-//     inserted, read in one SELECT (a replay or store.ErrConflict each);
-//  2. the effects: for several owners the state row locked (SELECT … FOR
-//     UPDATE) and a savepoint, then one statement adding the owners' count to the counter and
-//     writing one journal row per owner, values in the batch's order; it
-//     applies only if the keyed owners all fit, else expired keys are
-//     purged and the keyed owners beyond the free places are
-//     store.ErrFull, before any callback;
-//  3. each owner's afterEffect, in order, on the committer;
-//  4. every key's value in one UPDATE, and one COMMIT: one WAL flush for
-//     the batch. Each intent is answered only after that commit returns
-//     (or the transaction rolled back).
-//
-// Intents waiting at the same moment thus share one commit, as in the
-// durable store; Stats counts the commits and the effects they held.
+// Apply hands its intent to the committer (package groupcommit), which
+// runs every intent waiting, up to groupcommit.MaxBatch, in one
+// transaction of four round trips (batch.go): every claim in one INSERT …
+// ORDER BY key plus one SELECT of the rows not inserted; the state row
+// locked and, for several owners, a savepoint, then one statement for
+// every effect (the keyed owners beyond the free places are store.ErrFull,
+// before any callback); each afterEffect in order; every key's value and
+// one COMMIT. Each intent is answered after that commit.
 //
 // # One intent's failure is its own
 //
-// Each intent gets the answer it would have got alone:
+// Each intent gets the answer it would have got alone. An owner whose
+// afterEffect fails is answered its error and the batch retried without
+// it in the same transaction: ROLLBACK TO the savepoint, its claim
+// deleted, the other effects applied again (values contiguous), no
+// callback called twice. One savepoint per batch, not per intent: a
+// backend caches only 64 subtransactions (PGPROC_MAX_CACHED_SUBXIDS), and
+// one per intent costs a round trip each with the batch's locks held. A
+// key another transaction holds (claims wait tryTimeout), one past its
+// TTL, or one whose row vanished sends its intent to run alone on the
+// caller's goroutine, so a batch never waits for a key. A claims statement
+// failing otherwise is rerun a key at a time, each in a savepoint. A
+// second intent of a key waits for the next batch.
 //
-//   - a replay or a conflict writes nothing;
-//   - a keyed intent refused for want of a place (store.ErrFull) has its
-//     claim deleted in the transaction (its own uncommitted row); if a
-//     callback then fails, that place is free again, and the refused
-//     intents are run alone instead;
-//   - an owner whose afterEffect fails (a crash fault's hook in a test, a
-//     stalled request the server cuts at shutdown) is answered its error,
-//     and the batch is retried without it, inside the same transaction:
-//     ROLLBACK TO the savepoint before the effects, its claim deleted, the
-//     other owners' effects applied again in one statement (their values
-//     contiguous, as if the failed one had run alone before them and rolled
-//     back), no callback called twice, COMMIT. Nothing of it is left, and
-//     its key is free for a retry. The state row is locked before the
-//     savepoint, so the rollback keeps it and the count of keys cannot
-//     change in between. A lone owner needs no savepoint: its failure
-//     rolls back the transaction;
-//   - a key another transaction holds (another replica's owner), a key
-//     recorded but past its TTL, or a key whose row vanished since the
-//     claim sends its intent alone: the claims wait at most tryTimeout (1
-//     ms) for a held key, and Apply then runs that intent in a transaction
-//     of its own on the caller's goroutine, as every intent ran before
-//     group commit: the claim waiting up to wait, expiry, effect, callback,
-//     record, commit. So a duplicate waiting for an owner on another
-//     replica never holds up a batch, and a batch never waits for a key;
-//   - a batch's claims statement that fails for another reason (a key the
-//     database refuses) is run again one key at a time, each in a
-//     savepoint, so that the failure is its key's alone;
-//   - a key appears once in a batch: a second intent of it waits for the
-//     next batch, where it finds the first one's outcome committed.
-//
-// Savepoints, then, but one per batch, not one per intent as in the
-// durable store: a savepoint that writes is a subtransaction, and a
-// PostgreSQL backend caches only 64 of them (PGPROC_MAX_CACHED_SUBXIDS)
-// before every snapshot on the server must look them up in pg_subtrans;
-// and a savepoint per intent needs a statement per intent, a round trip
-// each, with the batch's locks held meanwhile. A retry of the whole batch
-// in a new transaction would call every callback again. With one savepoint
-// the rare failure costs one more round trip.
-//
-// A connection lost during Apply (the server gone, the backend terminated,
-// as when the process crashes) or a lock wait beyond busyTimeout fails the
-// transaction as a whole: each intent of it not yet answered gets an error
-// wrapping store.ErrUnavailable. The connection is the batch's, as the
-// process is: a lost one takes every uncommitted intent of its batch with
-// it. The transaction rolled back, or, when the COMMIT's answer was lost,
-// its outcome is unknown; either way a retry with the same key applies it
-// or replays it, never twice. The batch is not rerun on a new connection:
-// its callbacks have run, and after a lost COMMIT an unkeyed intent would
-// apply twice.
+// A lost connection or a lock wait beyond busyTimeout fails every
+// unanswered intent of the transaction with store.ErrUnavailable. The
+// batch is not rerun on a new connection: its callbacks have run, and
+// after a lost COMMIT an unkeyed intent would apply twice.
 //
 // # No deadlocks
 //
-// Every transaction of Apply takes its locks in one order: the key rows
-// first, in byte order (the claims' ORDER BY key COLLATE "C"; an intent
-// alone claims one key, and an expired key's row is deleted before the
-// state row, whose count drops with the effect), then the state row, and
-// then nothing it could wait for: its own claims, journal rows whose
-// values only the state row's holder can write, and the purge of expired
-// keys, which skips rows another transaction holds (FOR UPDATE SKIP
-// LOCKED). A transaction thus only waits for a lock later in that order
-// than every lock it holds, so no cycle of waits can form
-// (TestReplicasHotKeysNoDeadlock runs two replicas on overlapping fresh
-// keys). Should PostgreSQL still
-// abort a transaction as a deadlock (SQLSTATE 40P01, as with a foreign
-// session) or a serialization failure (40001), it is run again, at most
-// maxAttempts times in all, then answered store.ErrUnavailable (503), never
-// a 500; the callbacks that returned nil are not called again. Stats
-// counts the retries and the deadlocks.
+// Every transaction takes its locks in one order: key rows in byte order
+// (COLLATE "C"; an expired key's row is deleted before the state row),
+// then the state row, then nothing it could wait for (the purge of expired
+// keys skips locked rows). So no cycle of waits can form
+// (TestReplicasHotKeysNoDeadlock). A deadlock or serialization failure
+// PostgreSQL reports anyway (a foreign session) is retried, maxAttempts in
+// all, then store.ErrUnavailable (503, never 500); callbacks that returned
+// nil are not called again.
 //
 // # Callbacks and stalls
 //
-// afterEffect runs inside its transaction with the state row held, as it
-// did when each intent was a transaction: a stalled callback holds every
-// effect on every replica (each waits for the state row, at most
-// busyTimeout, then store.ErrUnavailable), and on its own replica its
-// batch and the intents queued behind it, which wait without a bound of
-// their own until the callback returns. Running callbacks concurrently, or
-// several batches at once, would let nothing past the state row sooner, so
-// the committer calls them one after another: the simple design. A
-// callback that panics is recovered, its intent rolled back, and Apply
-// panics with the same value in the caller's goroutine.
-//
-// The gain, measured by BenchmarkPostgres on a shared 2-CPU machine
-// (medians of 6 runs, alternating with the store of one transaction per
-// intent it replaced): one goroutine about 870 req/s (before: about 830),
-// 64 goroutines about 8,500 req/s at 33 intents per commit, about
-// PostgreSQL's own ceiling with 64 connections (before: about 440, 0.04 of
-// it), and two replicas of 32 about 6,400 req/s at 16 per commit each
-// (before: about 380): the replicas' batches take turns on the state row.
+// afterEffect runs with the state row held: a stalled callback holds
+// every effect on every replica (busyTimeout, then ErrUnavailable) and its
+// own batch and queue. Running callbacks concurrently would let nothing
+// past the state row sooner, so the committer calls them in turn. A
+// callback's panic is recovered, its intent rolled back, and Apply panics
+// with it in the caller's goroutine. Throughput is in docs/benchmarks.md.
 package postgres
 
 import (
@@ -236,36 +132,31 @@ CREATE TABLE effects (
 );
 `
 
-// layoutLock is the advisory lock key that serializes Opens creating the
-// tables (two replicas starting at once on an empty database).
+// layoutLock serializes Opens creating the tables.
 const layoutLock = 0x1de71ab
 
-// busyTimeout bounds every lock wait but the claim's (the state row held by
-// another replica's transaction); a wait that runs out is ErrUnavailable.
+// busyTimeout bounds every lock wait but the claim's; running out is
+// ErrUnavailable.
 const busyTimeout = 10 * time.Second
 
 // defaultMaxConns is the pool's size unless the DSN sets pool_max_conns:
 // a duplicate waiting for another replica holds a connection.
 const defaultMaxConns = 16
 
-// tryTimeout bounds, in milliseconds, how long a batch's claims wait for a
-// key that another transaction holds before that key's intent is run alone
-// (see the package comment).
+// tryTimeout bounds (ms) a batch's wait for a held key before its intent
+// runs alone.
 const tryTimeout = 1
 
-// The statements of an intent run alone (pgx prepares and caches each
-// statement per connection).
+// The statements of an intent run alone.
 const (
 	claimKey = `INSERT INTO keys (key, fingerprint) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`
 	readKey  = `SELECT fingerprint, value, recorded_at FROM keys WHERE key = $1`
 )
 
-// SQLSTATE codes the store tells apart.
-const (
-	lockNotAvailable = "55P03"
-)
+// lockNotAvailable is the SQLSTATE of a lock wait run out.
+const lockNotAvailable = "55P03"
 
-// A Store is an open database. Its methods are safe for concurrent use.
+// A Store is an open database, safe for concurrent use.
 type Store struct {
 	dsn      string // redacted, for messages
 	capacity int64
@@ -288,12 +179,9 @@ var (
 	_ store.Expiring = (*Store)(nil) // phased.go
 )
 
-// Open connects to the database at dsn (a URL or keyword/value string that
-// pgx accepts) for a store holding at most capacity keys, where a duplicate
-// waits at most wait for another replica's owner of its key. It creates
-// the tables in an empty database. A database that cannot be reached, or
-// holds other tables or another layout, is an error naming the DSN with its
-// password redacted.
+// Open connects to the database at dsn for capacity keys; a duplicate
+// waits at most wait for another replica's owner. Errors name the DSN
+// with its password redacted.
 func Open(ctx context.Context, dsn string, capacity int, wait time.Duration) (*Store, error) {
 	name := redact.DSN(dsn)
 	cfg, err := pgxpool.ParseConfig(dsn)
@@ -338,8 +226,7 @@ func Open(ctx context.Context, dsn string, capacity int, wait time.Duration) (*S
 }
 
 // initialize checks the database's layout, creating the tables in an empty
-// one. Replicas opening at once serialize on an advisory lock, and the
-// later ones find the first one's tables.
+// one under an advisory lock.
 func initialize(ctx context.Context, pool *pgxpool.Pool) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -362,8 +249,7 @@ func initialize(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// checkLayout checks that the database holds the tables of LayoutVersion,
-// or no tables at all (empty).
+// checkLayout checks that the database holds LayoutVersion's tables, or none.
 func checkLayout(ctx context.Context, tx pgx.Tx) (empty bool, err error) {
 	rows, err := tx.Query(ctx, `SELECT table_schema, table_name FROM information_schema.tables
 		WHERE table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY 1, 2`)
@@ -407,12 +293,11 @@ func (s *Store) Recorded() ([]store.Record, error) {
 	return store.Records(recs), err
 }
 
-// RecordedWithTimes returns the live keys of Apply, as Recorded, with the
-// time each was recorded, for a registry that expires them (RestoreAt).
+// RecordedWithTimes returns Apply's live keys with their times.
 func (s *Store) RecordedWithTimes() ([]store.TimedRecord, error) { return s.readKeys(true) }
 
-// readKeys reads the keys of Apply, in the order their effects applied;
-// if live, only those the key TTL has not expired.
+// readKeys reads Apply's keys in the order applied; if live, less the
+// expired ones.
 func (s *Store) readKeys(live bool) ([]store.TimedRecord, error) {
 	rows, err := s.pool.Query(context.Background(), `SELECT key, fingerprint, value, recorded_at FROM keys ORDER BY value`)
 	if err != nil {
@@ -449,24 +334,11 @@ func (s *Store) readKeys(live bool) ([]store.TimedRecord, error) {
 	return recs, nil
 }
 
-// Apply runs one intent and returns once the transaction holding it is
-// committed (durable) or rolled back:
-//
-//   - the key is recorded with the same fingerprint: its value, Replayed;
-//   - the key is recorded with another fingerprint: store.ErrConflict;
-//   - another replica's transaction holds the key for longer than wait:
-//     store.ErrInProgress;
-//   - the key is new and capacity keys are recorded: store.ErrFull;
-//   - otherwise the effect and its journal row, then afterEffect (inside
-//     the transaction, before the key's value and the commit), then the
-//     key's value; the new counter value.
-//
-// Intents waiting at the same moment share one transaction (see the
-// package comment); each gets the answer it would have got alone. If
-// afterEffect fails, the intent's effect and claim roll back and Apply
-// returns its error unwrapped; the other intents of its transaction are
-// not affected. A lost connection is an error wrapping
-// store.ErrUnavailable, for every intent of the transaction.
+// Apply runs one intent and returns once its transaction is committed or
+// rolled back (see the package comment). Beyond store.Store's answers: a
+// key held by another replica past wait is store.ErrInProgress, a lost
+// connection store.ErrUnavailable; afterEffect's error comes back
+// unwrapped.
 func (s *Store) Apply(in store.Intent, afterEffect func() error) (store.Result, error) {
 	p := &pending{in: in, afterEffect: afterEffect}
 	o, err := s.committer.Do(p)
@@ -490,8 +362,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// failConn wraps an error of a statement on conn: a connection that the
-// error closed (the server gone, the backend terminated) makes it
+// failConn is fail, with a connection the error closed making it
 // store.ErrUnavailable.
 func (s *Store) failConn(conn *pgxpool.Conn, what string, err error) error {
 	if conn.Conn().IsClosed() {
@@ -500,8 +371,7 @@ func (s *Store) failConn(conn *pgxpool.Conn, what string, err error) error {
 	return s.fail(what, err)
 }
 
-// fail wraps an error of the store: one saying that the server could not
-// be reached or dropped the session wraps store.ErrUnavailable.
+// fail wraps an error of the store, unavailable ones with store.ErrUnavailable.
 func (s *Store) fail(what string, err error) error {
 	if unavailable(err) {
 		return fmt.Errorf("postgres store %s: %s: %w: %w", s.dsn, what, store.ErrUnavailable, err)
@@ -510,10 +380,8 @@ func (s *Store) fail(what string, err error) error {
 }
 
 // unavailable reports whether err says the database could not be reached
-// or ended the session: a connection error, a connection exception
-// (SQLSTATE class 08), an operator intervention (57P01 terminated, 57P02
-// crash shutdown, 57P03 cannot connect now), too many connections, or a
-// lock wait beyond busyTimeout.
+// or ended the session (class 08, 57P01-3 operator intervention, 53300 too
+// many connections), or a lock wait ran out.
 func unavailable(err error) bool {
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
 		switch {
@@ -530,10 +398,9 @@ func unavailable(err error) bool {
 	return pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// ReadState returns the counter and the applied effects (in the order
-// applied) of the database at dsn, for use after every server on it has
-// exited. A database without the tables means 0 and no effects. It checks
-// that the effects are exactly the counter's: values 1 to counter.
+// ReadState returns the counter and effects of the database at dsn, once
+// every server on it has exited (no tables: zero), checking that the
+// effects are exactly values 1 to counter.
 func ReadState(ctx context.Context, dsn string) (store.State, error) {
 	name := redact.DSN(dsn)
 	conn, err := pgx.Connect(ctx, dsn)

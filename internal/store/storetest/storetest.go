@@ -1,8 +1,6 @@
-// Package storetest is the contract test every store.Phased passes: the
-// in-memory registry.Claims and the persistent stores (durable,
-// postgres) run the same table of steps against a clock the test moves.
-// It also opens a durable store's SQLite database around the store, for
-// the tests that read or tamper with it (SQLite, SQLiteExec).
+// Package storetest is the contract test every store.Phased passes, run
+// against a clock the test moves, and SQLite helpers for tests that read
+// or tamper with a durable store's database.
 package storetest
 
 import (
@@ -42,8 +40,7 @@ func SQLiteExec(t testing.TB, dsn, stmts string) {
 	}
 }
 
-// A Keeper is a store.Phased whose key TTL and clock a test sets: the
-// in-memory registry.Claims and the persistent stores.
+// A Keeper is a store.Phased whose key TTL and clock a test sets.
 type Keeper interface {
 	store.Phased
 	SetKeyTTL(d time.Duration)
@@ -165,18 +162,16 @@ func run[S Keeper](t *testing.T, open func(t *testing.T, capacity int) S, capaci
 	}
 }
 
-// An Applier is a persistent store: a Keeper with its one-transaction path
-// (Apply) and its live keys listed.
+// An Applier is a persistent store: a Keeper that also applies and lists.
 type Applier interface {
 	Keeper
 	Apply(in store.Intent, afterEffect func() error) (store.Result, error)
 	RecordedWithTimes() ([]store.TimedRecord, error)
 }
 
-// ApplyTTL checks that the key TTL applies to Apply's keys: a replay
-// within it, a new effect after it, and an expired key's place taken by a
-// new key in a full store; RecordedWithTimes leaves expired keys out. open
-// returns an empty store of the given capacity.
+// ApplyTTL checks the key TTL on Apply's keys: a replay within it, a new
+// effect after it, an expired key's place free, and RecordedWithTimes
+// leaving expired keys out.
 func ApplyTTL[S Applier](t *testing.T, open func(t *testing.T, capacity int) S) {
 	const ttl = 10 * time.Second
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -217,12 +212,10 @@ func ApplyTTL[S Applier](t *testing.T, open func(t *testing.T, capacity int) S) 
 	}
 }
 
-// Takeover checks that a claim outlives its owner where another store sees
-// it: a claims in; next returns the store b that meets the claim (another
-// replica, or the state reopened once a is closed), which finds it busy
-// until the lease ends and then takes it over; the first owner's token then
-// completes nothing, b's records 2, and in replays 2. Both stores read
-// the clock Takeover moves. It returns the first owner's token.
+// Takeover checks that a's claim of in outlives its owner in the store
+// next returns (another replica, or a reopened): busy within the lease,
+// then taken over, the first token completing nothing. It returns the
+// first owner's token.
 func Takeover[S Keeper](t *testing.T, in store.Intent, a S, next func() S) (first string) {
 	t.Helper()
 	now := time.Now()

@@ -18,13 +18,10 @@ import (
 // JournalName is the journal's name inside the state folder.
 const JournalName = "effects.log"
 
-// ReadState returns the counter of dir and the effects its journal lists,
-// in the order applied: effect i produced value i+1. It reads without
-// changing anything, for use after the server has exited; missing files
-// mean 0 and no effects. What a crash can leave beyond the counter (one
-// record for the next value, whole or torn) is not an effect and is left
-// out. A journal with fewer effects than the counter, a malformed one, or
-// one whose tail cannot be what a crash left, is an error naming the file.
+// ReadState returns the counter of dir and its journal's effects, changing
+// nothing; what a crash left beyond the counter is left out. A journal
+// short of the counter, malformed, or with a tail no crash leaves is an
+// error.
 func ReadState(dir string) (store.State, error) {
 	v, err := Read(dir)
 	if err != nil {
@@ -51,15 +48,9 @@ type journal struct {
 	torn    []byte         // the tail when it is a torn record (no newline)
 }
 
-// readJournal parses the journal at path against the counter value v,
-// reading it a record at a time. After the counter's effects it accepts
-// what a crash can leave, the journal being written before the counter:
-// one whole record for effect v+1, or the beginning of one without its
-// newline (a torn record, at most MaxRecordLen-1 bytes). Anything else is
-// refused, naming the file and how many bytes follow the last effect, so
-// that Open never cuts more than one record. A journal that is not a
-// regular file (a FIFO, a device, a symlink, a folder) is an error naming
-// it, returned at once.
+// readJournal parses the journal at path against the counter v. After v's
+// effects it accepts only what a crash leaves: one whole record for v+1 or
+// a torn prefix of one, so that Open never cuts more than one record.
 func readJournal(path string, v int64) (journal, error) {
 	f, err := safefile.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -120,9 +111,7 @@ func readJournal(path string, v int64) (journal, error) {
 	return j, nil
 }
 
-// tornRecord reports whether b can be the beginning of the record of
-// effect want, cut short before its newline: want's digits, a space, then
-// lowercase hex digits, as far as b goes.
+// tornRecord reports whether b can be a prefix of effect want's record.
 func tornRecord(b []byte, want int64) bool {
 	head := strconv.FormatInt(want, 10) + " "
 	if len(b) > len(head)+64 {
@@ -169,8 +158,8 @@ func isSHA256Hex(s string) bool {
 	return true
 }
 
-// appendJournal writes line at the end of the effects up to the counter and
-// makes it durable. It overwrites whatever a failed increment left there.
+// appendJournal writes line after the counter's effects, over whatever a
+// failed increment left, and makes it durable.
 func (c *Counter) appendJournal(line string) error {
 	f, err := os.OpenFile(c.journal, os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {

@@ -1,30 +1,13 @@
-// Package volatile keeps the lab's side effect for the volatile store: a
-// counter in a file that is made durable on every increment and that a
-// reader never sees torn, with a journal of the effects applied to it.
+// Package volatile is the volatile store: a durable counter file
+// (DIR/counter, replaced by fsynced temp file and rename) and a journal
+// (DIR/effects.log, one "<value> <sha256hex>" line per effect), with no
+// keys of its own.
 //
-// The file DIR/counter holds the decimal value and "\n"; a missing file
-// means 0. An increment writes a temporary file in DIR, fsyncs it, renames
-// it over counter and fsyncs DIR, so the file always holds either the old or
-// the new value, before and after a crash.
-//
-// The journal DIR/effects.log has one line "<value> <sha256hex>\n" per
-// applied effect: the counter value it produced and the SHA-256 of the
-// request body. Under the counter's mutex, an increment first writes and
-// fsyncs the journal line, then replaces the counter file. So the journal
-// is never behind the counter: a crash between the two leaves one line more
-// than the counter says (an effect that was journaled but never applied),
-// and a crash in the middle of the journal write leaves a torn last line
-// (under MaxRecordLen bytes, without its newline). Open cuts either off and
-// says so (Repairs); ReadState ignores them. Anything else after the
-// counter's effects is refused by both, never cut: it is not what a crash
-// leaves. Either way the journal lists exactly the effects the counter
-// holds, in the order they were applied. A counter or journal that is not a
-// regular file (a FIFO, a device, a symlink) is refused at once.
-//
-// One process at a time: Open locks the state folder exclusively until
-// Close (package folderlock), and refuses a folder that holds the durable store's
-// database. Other files in the folder are not the store's and are left
-// alone.
+// The journal line is fsynced before the counter is replaced, so the
+// journal is never behind: a crash leaves at most one extra record, whole
+// or torn, which Open cuts and reports and ReadState ignores. Anything
+// else after the counter's effects is refused, never cut. One process at
+// a time holds the folder.
 package volatile
 
 import (
@@ -45,12 +28,11 @@ import (
 // FileName is the counter file's name inside the state folder.
 const FileName = "counter"
 
-// tempPrefix starts the name of a temporary file being written; leftovers
-// of a crash are removed by Open.
+// tempPrefix starts a temporary file's name; Open removes crash leftovers.
 const tempPrefix = ".counter-"
 
-// A Counter is the counter file of one state folder. Its methods are safe
-// for concurrent use; increments are serialized.
+// A Counter is the counter file of one state folder; increments are
+// serialized.
 type Counter struct {
 	dir     string
 	path    string
@@ -70,11 +52,9 @@ var (
 	_ store.Repairer = (*Counter)(nil)
 )
 
-// Open loads the counter of dir, which must be a writable folder no other
-// server is using, and holds the folder until Close. It removes temporary
-// files a crash may have left, cuts off the journal lines a crash left
-// beyond the counter, and fails on a malformed counter file or journal, or
-// on the durable store's database, naming the file.
+// Open loads the counter of dir and holds the folder until Close. It
+// repairs what a crash left and fails, naming the file, on a malformed
+// counter or journal or on the durable store's database.
 func Open(dir string) (*Counter, error) {
 	c, lock, err := folderlock.Hold(dir, folderlock.Exclusive, "another server holds it (a volatile server needs its folder to itself)", func() (*Counter, error) {
 		return load(dir)
@@ -142,16 +122,13 @@ func load(dir string) (*Counter, error) {
 	}, nil
 }
 
-// MaxCounterBytes bounds what Read reads of a counter file: far more than
-// the 20 bytes of the largest counter, so that a wrong file shows as
-// malformed, and few enough that no file can exhaust memory.
+// MaxCounterBytes bounds what Read reads of a counter file: enough that a
+// wrong file shows as malformed, few enough that none exhausts memory.
 const MaxCounterBytes = 64
 
-// Read returns the value stored in dir's counter file, 0 when there is none.
-// The runner uses it to read the counter after the server has exited. A
-// counter that is not a regular file (a FIFO, a device, a symlink, a
-// folder) is an error naming it, returned at once: it is never followed,
-// waited on or read without end.
+// Read returns the value in dir's counter file, 0 when there is none. A
+// counter that is not a regular file is an error, never followed or
+// waited on.
 func Read(dir string) (int64, error) {
 	path := filepath.Join(dir, FileName)
 	b, err := safefile.Read(path, MaxCounterBytes)
@@ -189,9 +166,7 @@ func quote(b []byte) string {
 	return strconv.Quote(string(b))
 }
 
-// Repairs says what Open cut off the journal, one line each: at most one
-// record a crash left beyond the counter, whole or torn. It makes *Counter
-// a store.Repairer: the server logs them at start.
+// Repairs says what Open cut off the journal (store.Repairer).
 func (c *Counter) Repairs() []string { return c.repairs }
 
 // Value returns the current value.
@@ -201,16 +176,10 @@ func (c *Counter) Value() int64 {
 	return c.val
 }
 
-// Path returns the counter file's path.
-func (c *Counter) Path() string { return c.path }
-
-// Increment adds one for a request whose body has the fingerprint fp and
-// returns the new value once the journal line
-// and the counter are durable. On error the effect did not happen as far as
-// this Counter knows: its value is unchanged and the next journal line
-// overwrites the failed one, unless the rename already replaced the file,
-// in which case the value follows the file and the error says the folder
-// sync failed.
+// Increment adds one for a body of fingerprint fp and returns the new
+// value once journal and counter are durable. On error the value is
+// unchanged (the next journal line overwrites the failed one) unless the
+// rename already replaced the file: then the value follows the file.
 func (c *Counter) Increment(fp store.Fingerprint) (int64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -265,14 +234,12 @@ func (c *Counter) write(v int64) (renamed bool, err error) {
 	return true, nil
 }
 
-// Recorded returns nothing: the volatile store keeps no keys (its server's
-// registry, in memory, is the only record), which is the design under test.
+// Recorded returns nothing: the volatile store keeps no keys, which is the
+// design under test.
 func (c *Counter) Recorded() ([]store.Record, error) { return nil, nil }
 
-// Apply increments the counter for in (the effect, durable before it
-// returns), then calls afterEffect. It records no key: completing the
-// server's registry ticket afterwards is the record. It makes *Counter a
-// store.Store, the volatile one.
+// Apply increments the counter for in, then calls afterEffect. It records
+// no key: the server's registry ticket is the record.
 func (c *Counter) Apply(in store.Intent, afterEffect func() error) (store.Result, error) {
 	v, err := c.Increment(in.Fingerprint)
 	if err != nil {
@@ -287,8 +254,7 @@ func (c *Counter) Apply(in store.Intent, afterEffect func() error) (store.Result
 // ErrClosed is returned by Increment after Close.
 var ErrClosed = errors.New("volatile store closed")
 
-// Close releases the state folder; every increment is already durable.
-// Later calls do nothing.
+// Close releases the state folder; later calls do nothing.
 func (c *Counter) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -1,9 +1,7 @@
-// Package folderlock locks a store's state folder: flock(2) on the folder
-// itself, so there is no lock file to leave behind, and the kernel drops
-// the lock when the process ends, however it ends. Durable servers share
-// a folder (Shared); the volatile store needs its folder to itself
-// (Exclusive), so neither store starts on a folder the other runs on, nor
-// on the files the other left there (Present finds them).
+// Package folderlock locks a store's state folder with flock(2) on the
+// folder itself: no lock file is left behind and the kernel drops the lock
+// however the process ends. Durable servers share a folder; a volatile
+// server needs it to itself.
 package folderlock
 
 import (
@@ -26,9 +24,8 @@ const (
 // ErrHeld means another open file holds a conflicting lock on the folder.
 var ErrHeld = errors.New("folder locked")
 
-// Lock opens the folder dir and locks it in mode without waiting, and
-// returns the open folder that holds the lock: closing it releases the
-// lock. A conflicting lock is ErrHeld, for the caller to say whose.
+// Lock locks the folder dir in mode without waiting; closing the returned
+// file releases it. A conflicting lock is ErrHeld.
 func Lock(dir string, mode Mode) (*os.File, error) {
 	f, err := os.Open(dir)
 	if err != nil {
@@ -44,11 +41,9 @@ func Lock(dir string, mode Mode) (*os.File, error) {
 	return f, nil
 }
 
-// Hold opens a store on the state folder dir: it checks that dir is a
-// folder, locks it in mode (a conflicting lock is an error naming dir and
-// saying who, as held puts it), and calls open with the folder locked. It
-// returns what open returned and the open folder holding the lock; if open
-// fails, the lock is released.
+// Hold locks the state folder dir in mode (a conflicting lock is an error
+// saying held) and calls open under the lock, which it returns with
+// open's value; if open fails, the lock is released.
 func Hold[T any](dir string, mode Mode, held string, open func() (T, error)) (T, *os.File, error) {
 	var zero T
 	fi, err := os.Stat(dir)
@@ -73,8 +68,8 @@ func Hold[T any](dir string, mode Mode, held string, open func() (T, error)) (T,
 	return v, lock, nil
 }
 
-// Present returns the path of the first of names that exists in dir (as a
-// file of any kind, a link not followed), or "" when none does.
+// Present returns the path of the first of names that exists in dir (links
+// not followed), or "".
 func Present(dir string, names ...string) (string, error) {
 	for _, name := range names {
 		path := filepath.Join(dir, name)

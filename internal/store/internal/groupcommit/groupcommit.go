@@ -1,17 +1,9 @@
-// Package groupcommit is the committer that the durable and postgres
-// stores share: one goroutine per store that takes every call waiting at
-// one moment, up to MaxBatch, and hands them to the store as one batch,
-// which the store runs in one transaction, so that the calls of a batch
-// share one commit (group commit). Each caller waits for its own call's
-// answer, which the store gives once the transaction holding it has
-// committed or rolled back.
-//
-// What a batch does is the store's, written as a function run; the
-// committer knows nothing of transactions. A store that cannot run every
-// call of a batch together (the postgres store runs one intent per key in a
-// batch) returns the others from run as a carry: they open the next batch,
-// ahead of any new call. The committer stops only with no carry left, so
-// every call it takes is answered.
+// Package groupcommit is the group committer the durable and postgres
+// stores share: one goroutine takes every call waiting, up to MaxBatch,
+// and hands them to the store as one batch to run in one transaction.
+// Calls a batch cannot run together come back as a carry that opens the
+// next batch; the committer stops only with no carry, so every call it
+// takes is answered.
 package groupcommit
 
 import (
@@ -22,12 +14,10 @@ import (
 // MaxBatch bounds how many calls share one batch.
 const MaxBatch = 256
 
-// ErrClosed is Do's error when the committer stopped without taking the
-// call: nothing of it ran.
+// ErrClosed: the committer stopped without taking the call; none of it ran.
 var ErrClosed = errors.New("committer closed")
 
-// A Call is an argument handed to the committer and, once its batch has
-// run, its answer.
+// A Call is an argument handed to the committer and, later, its answer.
 type Call[A, R any] struct {
 	Arg  A
 	done chan R // buffered: the committer never waits for the caller
@@ -38,8 +28,7 @@ func NewCall[A, R any](arg A) *Call[A, R] {
 	return &Call[A, R]{Arg: arg, done: make(chan R, 1)}
 }
 
-// Answer gives c its answer. A batch's run calls it once for every call of
-// the batch that it does not carry.
+// Answer gives c its answer, once.
 func (c *Call[A, R]) Answer(r R) { c.done <- r }
 
 // Wait waits for c's answer and returns it.
@@ -55,11 +44,10 @@ type Committer[A, R any] struct {
 	run     func(batch []*Call[A, R]) (carry []*Call[A, R])
 }
 
-// Start starts a committer whose queue holds up to queue calls (0: a call
-// is handed over only when the committer takes it), and which hands each
+// Start starts a committer with a queue of queue calls that hands each
 // batch to run. run must answer every call of batch except those it
-// returns as carry, in the order they are to run, and must not keep batch,
-// whose array the next batch reuses.
+// returns as carry (in run order), and must not keep batch: the next
+// batch reuses its array.
 func Start[A, R any](queue int, run func(batch []*Call[A, R]) (carry []*Call[A, R])) *Committer[A, R] {
 	c := &Committer[A, R]{
 		queue:   make(chan *Call[A, R], queue),
@@ -71,9 +59,8 @@ func Start[A, R any](queue int, run func(batch []*Call[A, R]) (carry []*Call[A, 
 	return c
 }
 
-// loop is the committer: it takes the calls waiting at that moment, after
-// the last batch's carry, up to MaxBatch, and runs them as one batch, until
-// Close finds it with no carry.
+// loop runs batches (the carry, then the calls waiting) until Close finds
+// it with no carry.
 func (c *Committer[A, R]) loop() {
 	defer close(c.stopped)
 	batch := make([]*Call[A, R], 0, MaxBatch)
@@ -115,8 +102,8 @@ func (c *Committer[A, R]) Do(arg A) (R, error) {
 	case r := <-call.done:
 		return r, nil
 	case <-c.stopped:
-		// The committer answers every call it takes before it stops:
-		// without an answer, this one was left in the queue.
+		// Every call taken is answered before stopping: without an
+		// answer, this one was left in the queue.
 		select {
 		case r := <-call.done:
 			return r, nil

@@ -1,13 +1,8 @@
 // Package redact shows a PostgreSQL connection string, and errors about
-// one, without its passwords: the one place the lab hides them.
-//
-// A password can sit in the URL form's userinfo or in a query parameter
-// (password, sslpassword, in any case), or in the keyword/value form's
-// value of such a keyword (quoted or not). A string whose parts cannot be
-// told apart for certain (a URL that does not parse, or that Go's URL
-// parser and pgx's libpq-style one would read differently, a keyword/value
-// string that does not parse) is not shown at all: any part of it may be a
-// password, and so may any part a parser's error quotes.
+// one, without its passwords: the one place the lab hides them. A string
+// whose parts cannot be told apart for certain (one that does not parse,
+// or that Go's URL parser and pgx's would read differently) is not shown
+// at all: any part of it may be a password.
 package redact
 
 import (
@@ -34,11 +29,10 @@ func DSN(dsn string) string {
 	return shown
 }
 
-// Error returns err's text for a message about dsn: dsn shown as DSN shows
-// it, and every password of dsn (as written, and decoded) masked wherever
-// the text quotes it. When dsn does not parse, err's text is dropped (a
-// parser's message may quote any part of its input) for a fixed one. The
-// result wraps nothing, so that no caller can print the original.
+// Error returns err's text with dsn shown as DSN shows it and every
+// password masked wherever quoted; when dsn does not parse, a fixed text
+// (a parser's message may quote any part). The result wraps nothing, so
+// no caller can print the original.
 func Error(dsn string, err error) error {
 	shown, secrets, ok := parse(dsn)
 	if !ok {
@@ -79,9 +73,8 @@ func parse(dsn string) (shown string, secrets []string, ok bool) {
 	return parseKeywords(dsn)
 }
 
-// parseURL reads a URL after its scheme. It is shown only when Go's URL
-// parser accepts it, finds the userinfo pgx's parser finds (the text
-// before the first '@' that comes before any '/'), and no '@' follows.
+// parseURL reads a URL after its scheme, shown only when Go's URL parser
+// accepts it, finds pgx's userinfo, and no '@' follows.
 func parseURL(scheme, rest string) (shown string, secrets []string, ok bool) {
 	hidden := scheme + hiddenURL
 	if strings.IndexByte(rest, 0) >= 0 {
@@ -166,10 +159,8 @@ func decoded(s string) []string {
 	return out
 }
 
-// isPasswordKey reports whether a connection string key names a password:
-// password and sslpassword, in any case (pgx's keys are case-sensitive, so
-// PASSWORD=... goes to the server as a run-time parameter: a secret all
-// the same).
+// isPasswordKey reports whether a key names a password, in any case
+// (PASSWORD=... goes to the server as a parameter: a secret all the same).
 func isPasswordKey(key string) bool {
 	return strings.Contains(strings.ToLower(key), "password")
 }
