@@ -1,9 +1,7 @@
 package effectserver
 
-// This file is the effectserver command's interface: its flags (one
-// FlagSet, the source of the -h text's flag list and defaults), the -h
-// text, and its exit statuses. cmd/effectserver only parses, runs and maps
-// the error Run returns to a status.
+// The effectserver command's flags, -h text and exit statuses;
+// cmd/effectserver only parses, runs and maps Run's error to a status.
 
 import (
 	"errors"
@@ -28,33 +26,21 @@ const (
 )
 
 // A UsageError is a command line the server cannot start with, whatever
-// the state folder or the network hold: a bad or missing flag, a bad
-// combination of flags, a non-loopback address (ExitUsage).
+// the state or the network hold (ExitUsage).
 type UsageError struct{ Err error }
 
-// Error returns the underlying error's text, which names the flag at fault.
 func (e *UsageError) Error() string { return e.Err.Error() }
-
-// Unwrap returns the underlying error.
 func (e *UsageError) Unwrap() error { return e.Err }
 
-// A RefusedError is state or an address the server refuses to start on,
-// though the command line is well formed: a state folder or database that
-// is missing, unreadable, corrupt, foreign, the other store's or held by
-// another server; a database that cannot be reached; a port in use
-// (ExitRefused). A supervisor retrying a RefusedError may succeed once
-// the state or the port is freed or repaired; a UsageError never.
+// A RefusedError is state or an address the server refuses to start on
+// (ExitRefused): unlike a UsageError, a retry may succeed once the state
+// or the port is freed or repaired.
 type RefusedError struct{ Err error }
 
-// Error returns the underlying error's text, which names the file, the
-// database or the address at fault.
 func (e *RefusedError) Error() string { return e.Err.Error() }
-
-// Unwrap returns the underlying error.
 func (e *RefusedError) Unwrap() error { return e.Err }
 
-// ExitStatus maps what Run (or ParseArgs) returned to the command's exit
-// status.
+// ExitStatus maps what Run or ParseArgs returned to the exit status.
 func ExitStatus(err error) int {
 	if _, ok := errors.AsType[*UsageError](err); ok {
 		return ExitUsage
@@ -68,9 +54,8 @@ func ExitStatus(err error) int {
 	return ExitOK
 }
 
-// newFlagSet returns the command's flags, each parsing into cfg, with cfg
-// set to their defaults. Each flag's usage names its argument in
-// backquotes (flag.UnquoteUsage) and reads on after it.
+// newFlagSet returns the command's flags parsing into cfg, set to their
+// defaults; each usage names its argument in backquotes.
 func newFlagSet(cfg *Config) *flag.FlagSet {
 	*cfg = Config{Store: protocol.Volatile, ForwardKey: true}
 	fs := flag.NewFlagSet("effectserver", flag.ContinueOnError)
@@ -160,14 +145,12 @@ func ParseArgs(args []string) (Config, error) {
 	return cfg, nil
 }
 
-// nameFlag is a flag holding a typed name (-store a protocol.Store,
-// -unsafe-registry a protocol.Flaw), parsed by its parse function.
+// nameFlag is a flag holding a typed name, parsed by its parse function.
 type nameFlag[T ~string] struct {
 	v     *T
 	parse func(string) (T, error)
 }
 
-// nameVar returns the flag.Value of the name at v.
 func nameVar[T ~string](v *T, parse func(string) (T, error)) nameFlag[T] {
 	return nameFlag[T]{v, parse}
 }
@@ -181,9 +164,7 @@ func (f nameFlag[T]) String() string {
 
 func (f nameFlag[T]) Set(s string) (err error) { *f.v, err = f.parse(s); return err }
 
-// Help returns the -h text: the synopsis, every flag of the FlagSet with
-// its default, the HTTP contract, the bounds and limits, and the exit
-// statuses.
+// Help returns the -h text.
 func Help() string {
 	var b strings.Builder
 	b.WriteString(helpSynopsis)
@@ -205,9 +186,6 @@ func Help() string {
 	return b.String()
 }
 
-// helpSynopsis is the help's first lines: the synopsis and what the server
-// does. The command's package comment points here (effectserver -h)
-// rather than repeat it.
 const helpSynopsis = `usage: effectserver -state DIR [flags]
        effectserver -store postgres -dsn URL [flags]
        effectserver -read-state json|counter -state DIR [-store NAME]
@@ -248,8 +226,8 @@ Lab clients must disable HTTP keep-alives: Go's http.Transport silently
 resends a request carrying an Idempotency-Key on a reused connection.
 `
 
-// helpLimits is the help's Limits section; limitsConns, its second
-// paragraph, takes maxConns and requestReadTimeout.
+// The help's Limits section; limitsConns takes maxConns and
+// requestReadTimeout.
 const (
 	helpLimits = `
 Limits:
@@ -275,7 +253,6 @@ Limits:
 `
 )
 
-// exitStatuses are the exit statuses the help lists, in order.
 var exitStatuses = []struct {
 	code int
 	text string
@@ -296,16 +273,13 @@ var exitStatuses = []struct {
 	{ExitCrash, "a lab crash fault fired"},
 }
 
-// exitColumn is where the exit statuses' text starts in the help; the
-// flags' and the bounds' start at flaghelp.Column.
+// exitColumn is where the exit statuses' text starts in the help.
 const exitColumn = 6
 
-// A bound is one input bound the help lists: what is bounded, and the
-// bound with what exceeding it gets.
+// A bound is one input bound the help lists, and what exceeding it gets.
 type bound struct{ what, bound string }
 
-// bounds lists every bound the server puts on its inputs, from the
-// constants that set them.
+// bounds lists the server's input bounds from the constants that set them.
 func bounds() []bound {
 	return []bound{
 		{"request headers", fmt.Sprintf("%d bytes, request line and headers together (net/http reads "+

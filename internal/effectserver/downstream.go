@@ -1,24 +1,11 @@
 package effectserver
 
-// This file is the downstream mode (Config.Downstream): the effect is a
-// POST to another effect server, the ledger, and no transaction spans the
-// ledger and this server's store. A keyed request passes three recovery
-// points, each its own transaction of a store.Phased:
-//
-//	claim     commit a claim holding a lease (key, fingerprint, token, lease end)
-//	          a recorded result replays; another body 422; a live claim of
-//	          another owner 409 with Retry-After; an expired one is taken over
-//	call      POST the ledger (forwarded key: ForwardedKey); no reply, or
-//	          not 200: 502 with Retry-After, the claim left in place (the
-//	          ledger may have applied: only a retry after the lease may
-//	          drive it again)
-//	complete  commit the ledger's value as the key's result, if our token
-//	          still holds the claim; reply it
-//
-// Crash points: crash-after-claim (and crash-before-effect) after the
-// claim, crash-after-downstream (and crash-after-effect) after the ledger
-// replied, crash-after-record after the result is committed;
-// drop-downstream-reply makes the ledger apply and drop its reply.
+// The downstream mode: the effect is a POST to the ledger, another effect
+// server, and no transaction spans it and the store. A keyed request
+// commits a leased claim, calls the ledger, then commits its value if the
+// claim still holds (see store.Phased). A failed call leaves the claim in
+// place: the ledger may have applied, so only a retry after the lease may
+// drive it again.
 
 import (
 	"context"
@@ -41,26 +28,21 @@ import (
 // DefaultLease is how long a claim holds its key unless -lease says otherwise.
 const DefaultLease = 5 * time.Second
 
-// DefaultService names the upstream service in a forwarded key unless
-// -service says otherwise.
+// DefaultService scopes a forwarded key unless -service says otherwise.
 const DefaultService = "effectserver"
 
 // Reply bodies of the downstream mode.
 const (
-	bodyClaimed    = "request with this Idempotency-Key is claimed by another request until its lease ends; retry after Retry-After seconds\n"
-	bodyClaimLost  = "request with this Idempotency-Key was taken over by another request after this one's lease ended\n"
-	bodyNeedsLedge = " acts only on a server started with -downstream\n"
-	// bodyNotWithLedger refuses a fail fault in the downstream mode, whose
-	// effect is the ledger's: fail it there.
+	bodyClaimed       = "request with this Idempotency-Key is claimed by another request until its lease ends; retry after Retry-After seconds\n"
+	bodyClaimLost     = "request with this Idempotency-Key was taken over by another request after this one's lease ended\n"
+	bodyNeedsLedge    = " acts only on a server started with -downstream\n"
 	bodyNotWithLedger = " does not act on a server started with -downstream (its effect is the ledger's)\n"
 )
 
 // ForwardedKey is the key the ledger gets for key: "fw-" and the first 40
-// hex digits of SHA-256(service ":" key). It is a valid key (43
-// characters of [a-z0-9-]) whatever the client's key, the same on every
-// replica of one service (so a takeover on another replica replays at the
-// ledger), and scoped by the service's name, so that two services using
-// one ledger cannot collide on a key their clients happen to share.
+// hex digits of SHA-256(service ":" key). It is valid whatever the
+// client's key, the same on every replica (a takeover replays at the
+// ledger), and scoped so two services cannot collide at one ledger.
 func ForwardedKey(service, key string) string {
 	sum := sha256.Sum256([]byte(service + ":" + key))
 	return "fw-" + hex.EncodeToString(sum[:])[:40]
@@ -90,9 +72,8 @@ func checkDownstream(cfg Config) error {
 	return nil
 }
 
-// downstream runs an admissible request of the downstream mode through
-// its recovery points: claim (keyed only), call, complete (keyed only),
-// then the reply. Each step that replies (or drops the connection) ends it.
+// downstream runs a request through claim (keyed only), call, complete
+// (keyed only) and the reply; a step that replies ends it.
 func (s *Server) downstream(w http.ResponseWriter, x *exchange, in store.Intent, body []byte, fault faultheader.Fault) {
 	r := downstreamRequest{s: s, w: w, x: x, in: in, body: body, fault: fault}
 	if in.Key != "" && !r.claimKey() {
@@ -114,9 +95,8 @@ func (s *Server) downstream(w http.ResponseWriter, x *exchange, in store.Intent,
 	s.replyRecorded(w, x, fault, value, nil)
 }
 
-// A downstreamRequest is one admissible request of the downstream mode on
-// its way through the recovery points. Each step reports false once it
-// has replied or dropped the connection.
+// A downstreamRequest is one request of the downstream mode; each step
+// reports false once it has replied or dropped the connection.
 type downstreamRequest struct {
 	s     *Server
 	w     http.ResponseWriter
@@ -127,9 +107,7 @@ type downstreamRequest struct {
 	claim store.Claim // the claim committed; zero for an unkeyed request
 }
 
-// claimKey commits a claim holding a lease on the request's key. A refusal,
-// a recorded result (replayed) and another owner's live claim (409 with
-// Retry-After) are answered here.
+// claimKey commits a leased claim on the request's key, or answers.
 func (r *downstreamRequest) claimKey() bool {
 	s, w, x := r.s, r.w, r.x
 	c, err := s.phased.Claim(r.in, s.cfg.Lease)
@@ -159,14 +137,11 @@ func (r *downstreamRequest) claimKey() bool {
 	return true
 }
 
-// beforeCall places the faults due before the ledger is called: a delay
-// cut short (or a server cutting its exchanges) and the crash after the
-// claim.
+// beforeCall fires the faults due before the ledger is called.
 func (r *downstreamRequest) beforeCall() bool {
 	s, x := r.s, r.x
-	if err := s.fireDelay(r.fault); err != nil || s.cutting() {
-		// The ledger was not called: the claim can go at once.
-		if r.in.Key != "" {
+	if err := s.sleep(r.fault.Delay); err != nil || s.cutting() {
+		if r.in.Key != "" { // the ledger was not called: release at once
 			if err := s.phased.Release(r.in.Key, r.claim.Token); err != nil {
 				x.err = err
 			}
@@ -181,25 +156,21 @@ func (r *downstreamRequest) beforeCall() bool {
 	return true
 }
 
-// call POSTs the ledger and places the faults due once it replied. It
-// returns the ledger's value; a failed call is answered 502.
+// call POSTs the ledger, fires the faults due once it replied, and returns
+// its value; a failed call is answered 502.
 func (r *downstreamRequest) call() (int64, bool) {
 	s, w, x := r.s, r.w, r.x
 	value, err := s.callLedger(r.in.Key, r.body, r.fault)
 	if err != nil {
-		// The ledger may have applied: the claim stays, and only a retry
-		// after the lease drives the call again.
-		x.err = err
+		x.err = err // the ledger may have applied: the claim stays
 		if r.in.Key != "" {
 			retryAfter(w, r.claim.LeaseUntil)
 		}
 		s.reply(w, x, http.StatusBadGateway, "downstream call failed: "+errorWords(err)+"\n")
 		return 0, false
 	}
-	if err := s.fireStall(r.fault); err != nil {
-		// The ledger may have applied: the claim stays until its lease
-		// ends, as after a crash here.
-		cutShort(w, x)
+	if err := s.sleep(r.fault.Stall); err != nil {
+		cutShort(w, x) // the claim stays, as after a crash here
 		return 0, false
 	}
 	if s.fireCrash(x, r.fault, faultheader.AfterDownstream, faultheader.AfterEffect) {
@@ -248,8 +219,7 @@ func errorWords(err error) string {
 	return "error"
 }
 
-// callLedger POSTs body to the ledger, with the forwarded key when the
-// request is keyed and forwarding is on, and returns the ledger's value.
+// callLedger POSTs body to the ledger and returns its value.
 func (s *Server) callLedger(key string, body []byte, fault faultheader.Fault) (int64, error) {
 	req := client.Request{Body: body}
 	if key != "" && s.cfg.ForwardKey {

@@ -1,25 +1,11 @@
 // Package effectserver is the lab's HTTP server: POST /effect applies a
 // durable side effect (counter + 1) at most once per Idempotency-Key, with
-// lab faults injected on request.
-//
-// Handling one POST /effect, in order: path (404), method (405),
-// X-Lab-Fault (400), Idempotency-Key (400), body size (413), then the claim
-// of the key in a registry.Table (422 other body, 409 owner still in
-// flight after the wait, 429 registry full; a recorded result replays),
-// then, for the owner or an unkeyed request, the fault hooks and the effect
-// through a Store. A store shared with other processes (durable) answers
-// from its own record where the registry could not: a key another process
-// recorded replays, or gets 422, and a new key beyond capacity gets 429.
-//
-// With Config.Downstream the effect is a call to another effect server
-// (the ledger) and a keyed request passes three recovery points, each its
-// own transaction in a store.Phased: claim (with a lease), the call,
-// complete (see downstream.go). With Config.KeyTTL a recorded key expires.
-//
-// The wire contract (path, headers, key syntax, defaults) is package
-// protocol's; the stores are package store's implementations, opened by
-// name through open. The server disables keep-alives: see protocol's
-// client for why a lab client must too.
+// lab faults injected on request. A keyed request is claimed in a
+// registry.Table, then the owner's faults fire and the effect runs
+// through a store; a store shared with other processes answers from its
+// own record where this process's registry could not. With
+// Config.Downstream the effect is a call to another effect server. The
+// server disables keep-alives, as a lab client must (see package client).
 package effectserver
 
 import (
@@ -53,41 +39,24 @@ type Config struct {
 	Wait     time.Duration  // how long a duplicate waits for an in-flight owner
 	Faults   bool           // honour X-Lab-Fault
 
-	// ReadState, when set, prints what the store holds instead of
-	// serving (ReadStateJSON or ReadStateCounter) and exits.
-	ReadState string
+	ReadState string // print the store's state in this format instead of serving
 
-	// Downstream, when set, is the effect URL of another effect server
-	// (the ledger): the effect becomes a POST to it, and the reply value
-	// is the ledger's (see downstream.go).
+	// The downstream mode: the effect is a POST to the ledger at Downstream.
 	Downstream string
-	// ForwardKey sends the ledger a key derived from the request's
-	// (ForwardedKey); false sends none.
-	ForwardKey bool
-	// Service scopes the forwarded key (ForwardedKey), so that two
-	// upstream services cannot collide at one ledger; replicas of one
-	// service share it.
-	Service string
-	// Lease is how long a claim of the downstream mode holds its key
-	// before another request may take it over.
-	Lease time.Duration
-	// KeyTTL, when more than 0, makes a recorded key expire that long
-	// after it was recorded: a retry after it is a new effect, and the
-	// key no longer takes a place. 0 keeps keys for ever.
-	KeyTTL time.Duration
+	ForwardKey bool          // send the ledger ForwardedKey(Service, key)
+	Service    string        // scopes the forwarded key; replicas share it
+	Lease      time.Duration // how long a claim holds its key
+	KeyTTL     time.Duration // a recorded key expires this long after (0: never)
 
-	// UnsafeRegistry, when not protocol.Sound, names a flaw to build into
-	// the key registry on purpose (only with Faults): the lab's mutation
-	// runs prove its cases catch each classic registry bug.
+	// UnsafeRegistry, when not protocol.Sound, builds a flaw into the key
+	// registry on purpose (only with Faults), for the lab's mutation runs.
 	UnsafeRegistry protocol.Flaw
 
 	// Exit ends the process when a crash fault fires; nil means os.Exit.
-	// Tests replace it to observe a crash without dying.
 	Exit func(code int)
 }
 
-// A Server handles the lab's HTTP requests. Use New, then serve it with
-// net/http, or use Run.
+// A Server handles the lab's HTTP requests.
 type Server struct {
 	cfg      Config
 	listen   string // cfg.Addr with localhost resolved to 127.0.0.1
@@ -96,29 +65,21 @@ type Server struct {
 	log      *slog.Logger
 	exit     func(int)
 
-	// phased holds the downstream mode's claims (nil without Downstream):
-	// the store's when it is a store.Phased, else an in-memory
-	// registry.Claims (the volatile store).
-	phased store.Phased
-	// ledger is the client of the downstream calls.
-	ledger *client.Client
+	phased store.Phased   // the downstream mode's claims; nil without it
+	ledger *client.Client // the downstream calls'
 
-	// admitted, when set by a test, is called when a request has been
-	// admitted (became the owner of its key, or is unkeyed), before faults.
+	// admitted, set by a test, is called once a request is admitted.
 	admitted func(key string)
 
-	// cut is closed when the shutdown grace ends (Run): fault sleeps still
-	// running end, and no new effect starts.
-	cut     chan struct{}
-	cutOnce sync.Once
-	// inflight counts the requests being handled, for Run to wait on
-	// after it cut them.
+	// cut is closed when the shutdown grace ends: fault sleeps end, and
+	// no new effect starts.
+	cut      chan struct{}
+	cutOnce  sync.Once
 	inflight tracker
 }
 
 // New checks cfg, opens its store and returns a Server logging to stderr.
-// An error is a *UsageError (cfg is wrong) or a *RefusedError (the state
-// it names cannot be used).
+// An error is a *UsageError or a *RefusedError.
 func New(cfg Config, stderr io.Writer) (*Server, error) {
 	listen, err := check(cfg)
 	if err != nil {
@@ -164,9 +125,8 @@ func New(cfg Config, stderr io.Writer) (*Server, error) {
 }
 
 // expire gives the key TTL to the registry and the store, loads the keys
-// the store kept into the registry (with the time each was recorded, when
-// the store keeps it), and returns the downstream mode's claims, if any.
-// An error is a *UsageError or a *RefusedError.
+// the store kept into the registry, and returns the downstream mode's
+// claims, if any.
 func expire(cfg Config, st store.Store, reg registry.Table) (store.Phased, error) {
 	if cfg.KeyTTL > 0 {
 		r, ok := reg.(interface{ SetKeyTTL(time.Duration) })
@@ -271,8 +231,8 @@ func check(cfg Config) (string, error) {
 	return listen, nil
 }
 
-// loopback checks that addr is host:port with host an IP literal in
-// 127.0.0.0/8, ::1, or localhost, and returns it with localhost resolved.
+// loopback checks that addr is a loopback host:port, and returns it with
+// localhost resolved.
 func loopback(addr string) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

@@ -11,17 +11,12 @@ import (
 	"idemlab/internal/protocol"
 )
 
-// This file is where each X-Lab-Fault value fires; package faultheader only
-// parses the header. A fault fires only for an admitted request (the owner
-// of its key, or one without a key), at the point its name says, on the
-// registry path (handler.go's admit) and the downstream path (downstream.go):
+// Where each X-Lab-Fault value fires, only for an admitted request, on the
+// registry path (admit) and the downstream path:
 //
-//	delay=NNms, slow        fireDelay: admitted, before the effect
-//	stall=NNms              fireStall: effect done, result not yet recorded
+//	delay=NNms, slow        sleep: admitted, before the effect
+//	stall=NNms              sleep: effect done, result not yet recorded
 //	                        (inside the store's open transaction)
-//
-// Both sleeps end early when the shutdown grace does (see serve.go): the
-// request is then cut, never applied where the store can roll it back.
 //	crash-before-effect     fireCrash at BeforeEffect: admitted, nothing applied
 //	crash-after-effect      fireCrash at AfterEffect: effect applied, result not recorded
 //	crash-after-record      fireCrash at AfterRecord: result recorded, no reply sent
@@ -33,18 +28,9 @@ import (
 //	                        result is recorded: 500 (a store with a transaction rolls the effect back)
 //	drop-downstream-reply   callLedger: the ledger is asked to drop its own reply
 
-// fireDelay sleeps what "delay=NNms" or "slow" asks for. A sleep still
-// running when the shutdown grace ends is cut short: it returns errCut.
-func (s *Server) fireDelay(f faultheader.Fault) error { return s.sleep(f.Delay) }
-
-// fireStall sleeps what "stall=NNms" asks for: the owner in flight at the
-// crash gap, its effect done and its result not yet recorded. Cut short at
-// the end of the shutdown grace, it returns errCut, which the store's
-// afterEffect hook returns: a store with a transaction rolls the intent
-// back (durable, postgres), and the key is released.
-func (s *Server) fireStall(f faultheader.Fault) error { return s.sleep(f.Stall) }
-
-// sleep waits d, or until the shutdown grace ends (errCut).
+// sleep waits d, a delay or stall fault, or until the shutdown grace ends
+// (errCut: a cut stall fails afterEffect, so a transactional store rolls
+// the intent back).
 func (s *Server) sleep(d time.Duration) error {
 	if d <= 0 {
 		return nil
@@ -72,17 +58,14 @@ func (s *Server) cutting() bool {
 	}
 }
 
-// cutShort ends a request the end of the shutdown grace cut: logged as
-// "cut", its connection closed without a reply (it is closed already, or
-// about to be).
+// cutShort ends a request the shutdown grace cut, without a reply.
 func cutShort(w http.ResponseWriter, x *exchange) {
 	x.outcome = "cut"
 	drop(w)
 }
 
-// fireCrash ends the process with protocol.CrashExitCode when f's crash
-// point is one of at, and reports whether it fired. The exit returns only
-// in tests; the caller then drops the connection, as a real crash would.
+// fireCrash crashes the process when f's crash point is one of at, and
+// reports whether it fired (the exit returns only in tests).
 func (s *Server) fireCrash(x *exchange, f faultheader.Fault, at ...faultheader.Point) bool {
 	if f.Crash == faultheader.NoCrash || !slices.Contains(at, f.Crash) {
 		return false
@@ -94,17 +77,14 @@ func (s *Server) fireCrash(x *exchange, f faultheader.Fault, at ...faultheader.P
 // errFailed is what the effect returns when a fail fault fired.
 var errFailed = errors.New("the effect failed (a lab fail fault)")
 
-// fireFail reports whether f makes the effect fail at the point at: the
-// caller answers 500 and records nothing, so the key is released.
+// fireFail reports whether f makes the effect fail at the point at.
 func fireFail(f faultheader.Fault, at faultheader.Point) bool {
 	return f.Fail != faultheader.NoCrash && f.Fail == at
 }
 
 // replyRecorded sends value, a new result now recorded, unless f crashes
-// the process after the record, or says "drop-reply": then it closes the
-// connection without a reply, and a key's ticket (if any) is told the reply
-// was lost: a sound registry keeps the record for the retry, a broken one
-// may not.
+// after the record or drops the reply; a dropped reply is told to the
+// ticket (a broken registry may lose the record).
 func (s *Server) replyRecorded(w http.ResponseWriter, x *exchange, f faultheader.Fault, value int64, ticket registry.Ticket) {
 	switch {
 	case s.fireCrash(x, f, faultheader.AfterRecord):
@@ -120,9 +100,8 @@ func (s *Server) replyRecorded(w http.ResponseWriter, x *exchange, f faultheader
 	}
 }
 
-// crash logs the request and ends the process with protocol.CrashExitCode. The
-// exit function returns only in tests; the caller then drops the
-// connection, as a real crash would.
+// crash logs the request and ends the process with protocol.CrashExitCode;
+// in tests the exit returns and the caller drops the connection.
 func (s *Server) crash(x *exchange) {
 	x.outcome = "crash"
 	s.logRequest(x) // the deferred log line never comes after a real exit

@@ -15,8 +15,8 @@ import (
 	"idemlab/internal/store"
 )
 
-// Reply bodies that do not depend on the request. The lab records replies
-// byte for byte, so none carries a time, an address or a path.
+// Fixed reply bodies. The lab records replies byte for byte, so none
+// carries a time, an address or a path.
 const (
 	bodyNotFound         = "not found\n"
 	bodyMethodNotAllowed = "method not allowed\n"
@@ -30,15 +30,10 @@ const (
 	bodyUnavailable      = "store unavailable; nothing was recorded, retry\n"
 )
 
-// Bounds on a request's log line, so that no request can write a line of
-// its own making without end (a probe logged a 1 MB path as one line).
+// Bounds on a request's log line fields (a probe logged a 1 MB path).
 const (
-	// maxLogField bounds each field taken from the request (method, path,
-	// key, fault): its first maxLogField bytes, then a marker.
-	maxLogField = 256
-	// maxLogErr bounds the err field: the server's own words, which may
-	// quote a store's or the ledger's.
-	maxLogErr = 1024
+	maxLogField = 256  // each field taken from the request
+	maxLogErr   = 1024 // the err field, which may quote a store or the ledger
 )
 
 // clip returns s cut to its first n bytes, marked with how long it was.
@@ -49,22 +44,20 @@ func clip(s string, n int) string {
 	return s[:n] + "...(" + strconv.Itoa(len(s)) + " bytes)"
 }
 
-// errCrashed is returned through store.Store.Apply when a crash fault fired and
-// the exit function returned (only in tests).
+// errCrashed comes back through Apply when a crash fault fired and the
+// exit function returned (only in tests).
 var errCrashed = errors.New("crash fault fired")
 
 // exchange is what the request log line reports about one request.
 type exchange struct {
-	r        *http.Request
-	start    time.Time
-	key      string
-	fault    string
-	status   int    // 0 when no reply was sent
-	replayed string // "true", "false", or "" when not a 200 from /effect
-	outcome  string // "reply", "dropped", "crash" or "cut" (by the end of the shutdown grace)
-	// takenOver says the request took over a claim whose lease had ended
-	// (the downstream mode).
-	takenOver bool
+	r         *http.Request
+	start     time.Time
+	key       string
+	fault     string
+	status    int    // 0 when no reply was sent
+	replayed  string // "true", "false", or "" when not a 200 from /effect
+	outcome   string // "reply", "dropped", "crash" or "cut" (by the end of the shutdown grace)
+	takenOver bool   // took over a claim whose lease had ended (downstream)
 	err       error
 	logged    bool
 }
@@ -96,9 +89,7 @@ func (s *Server) logRequest(x *exchange) {
 	if x.takenOver {
 		attrs = append(attrs, slog.Bool("taken_over", true))
 	}
-	attrs = append(attrs,
-		slog.Duration("duration", time.Since(x.start)),
-	)
+	attrs = append(attrs, slog.Duration("duration", time.Since(x.start)))
 	level := slog.LevelInfo
 	if x.err != nil {
 		attrs = append(attrs, slog.String("err", clip(x.err.Error(), maxLogErr)))
@@ -170,15 +161,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, x *exchange) {
 			return
 		}
 		ticket = t
-		// A no-op once completed; otherwise (failed effect, crash in a
-		// test, panic) the key is released so a later request can run.
-		defer ticket.Release()
+		defer ticket.Release() // a no-op once completed
 	}
 	s.admit(w, x, in, fault, ticket)
 }
 
-// refusal maps the registry's refusals, whether this process's registry or
-// a shared store gave them, to their reply; ok is false for anything else.
+// refusal maps a registry's or store's refusal to its reply.
 func refusal(err error) (status int, body string, ok bool) {
 	switch {
 	case errors.Is(err, store.ErrConflict):
@@ -193,8 +181,7 @@ func refusal(err error) (status int, body string, ok bool) {
 	return 0, "", false
 }
 
-// readBody reads at most MaxBody+1 bytes of the body. A non-zero status
-// means the request is refused with msg.
+// readBody reads the body; a non-zero status refuses it with msg.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, status int, msg string) {
 	tooLarge := "request body larger than " + strconv.FormatInt(s.cfg.MaxBody, 10) + " bytes\n"
 	if r.ContentLength > s.cfg.MaxBody {
@@ -211,12 +198,12 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 }
 
 // admit runs an admitted request: the owner of its key (ticket != nil) or
-// an unkeyed one. Its faults fire here (faults.go says where each fires).
+// an unkeyed one. Its faults fire here.
 func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, fault faultheader.Fault, ticket registry.Ticket) {
 	if s.admitted != nil {
 		s.admitted(in.Key)
 	}
-	if err := s.fireDelay(fault); err != nil || s.cutting() {
+	if err := s.sleep(fault.Delay); err != nil || s.cutting() {
 		cutShort(w, x) // nothing applied; the deferred Release frees the key
 		return
 	}
@@ -230,7 +217,7 @@ func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, faul
 		return
 	}
 	res, err := s.store.Apply(in, func() error {
-		if err := s.fireStall(fault); err != nil {
+		if err := s.sleep(fault.Stall); err != nil {
 			return err
 		}
 		if s.fireCrash(x, fault, faultheader.AfterEffect) {
@@ -242,8 +229,7 @@ func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, faul
 		return nil
 	})
 	// On every error the deferred Release frees the key: the store holds
-	// no result of this intent (a conflict or a full store is answered from
-	// the store's record, which this process's registry did not know).
+	// no result of this intent.
 	switch {
 	case errors.Is(err, errCrashed):
 		drop(w)
@@ -267,9 +253,7 @@ func (s *Server) admit(w http.ResponseWriter, x *exchange, in store.Intent, faul
 	if ticket != nil {
 		ticket.Complete(res.Value)
 	}
-	if res.Replayed {
-		// Recorded by another process on the same store: a replay, which
-		// fires no fault.
+	if res.Replayed { // recorded by another process: no fault fires
 		s.replyValue(w, x, res.Value, true)
 		return
 	}

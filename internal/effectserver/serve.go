@@ -1,9 +1,6 @@
 package effectserver
 
-// This file runs a Server as a process does: listen, announce READY, serve
-// until told to stop, shut down within a grace period. It also bounds what
-// a client can hold: the time to send a request, and the connections open
-// at once.
+// Running a Server as a process does, with bounds on what a client can hold.
 
 import (
 	"context"
@@ -23,48 +20,29 @@ import (
 
 // The limits Run puts on clients.
 const (
-	// maxHeaderBytes bounds a request's line and headers together:
-	// http.Server.MaxHeaderBytes, so more gets 431 from net/http itself
-	// (before any handler, so without a log line). net/http reads up to
-	// 4096 bytes beyond it before it refuses (its buffering's slack). Lab
-	// clients send well under 1 KiB; a probe's 1 MiB header and 10,000
-	// headers were served under Go's default of 1 MiB.
+	// maxHeaderBytes bounds a request's line and headers (431 from
+	// net/http, with up to 4096 bytes of slack); Go's default of 1 MiB
+	// served a probe's 1 MiB header.
 	maxHeaderBytes = 16 << 10
 
-	// requestReadTimeout bounds how long a client may take to send its
-	// whole request, headers and body, counted from the moment the server
-	// starts reading it (when its connection is accepted). Lab clients send at once on loopback; a
-	// client that stalls is cut (400 if its headers had arrived, else the
-	// connection is closed). It bounds reading only: delay faults and a
-	// duplicate's wait for its owner come after the request is read.
+	// requestReadTimeout bounds sending the whole request, from accept. It
+	// bounds reading only: delay faults and a duplicate's wait come after.
 	requestReadTimeout = 3 * time.Second
 
 	// maxConns caps the connections served at once, well below common
-	// open-file limits (256, 1024) so that the store's files always open.
-	// Accept waits for a free slot: a connection beyond the cap waits in
-	// the kernel's accept backlog, holding no descriptor of this process,
-	// and is accepted, in arrival order, once another closes. It is not
-	// refused: a lab client would see a refusal as a fault the lab did not
-	// inject. So its wait is what the connections ahead of it take: a
-	// client stalling its request holds a slot up to requestReadTimeout
-	// from its accept, and behind N such stallers a connection waits up to
-	// N/maxConns (rounded down) read timeouts (500 stallers: 3 x 3 s,
-	// measured 9.03 s); a request being handled (a delay or stall fault, a
-	// duplicate waiting for its owner) holds its slot as long as that takes.
+	// open-file limits so the store's files always open. A connection
+	// beyond it waits in the kernel's accept backlog, never refused (a lab
+	// client would see a fault the lab did not inject): behind N stalling
+	// clients it waits N/maxConns read timeouts.
 	maxConns = 128
 
-	// shutdownGrace bounds how long a graceful shutdown waits for
-	// requests in flight. When it ends, the fault sleeps still running
-	// (stall, delay) are cut, whatever they asked for: a cut stall fails
-	// its store's afterEffect hook, so a store with a transaction rolls
-	// the intent back (durable, postgres) and the key is released. The
-	// connections still open are closed, and the shutdown is still clean.
+	// shutdownGrace bounds a graceful shutdown's wait for requests in
+	// flight; then fault sleeps are cut (a cut stall fails afterEffect, so
+	// a transactional store rolls the intent back) and connections closed.
 	shutdownGrace = 10 * time.Second
 
-	// cutWithin bounds how long a shutdown waits, after the grace, for the
-	// requests it cut to roll back and end, before the store is closed.
-	// A rollback takes milliseconds; a request still running then is one
-	// blocked in its store (a postgres lock wait, bounded by -wait).
+	// cutWithin bounds the wait, after the grace, for cut requests to roll
+	// back before the store is closed.
 	cutWithin = 2 * time.Second
 )
 
@@ -77,13 +55,10 @@ type limits struct {
 
 var defaultLimits = limits{read: requestReadTimeout, conns: maxConns, grace: shutdownGrace}
 
-// Run starts a server for cfg, prints "READY host:port\n" on stdout once it
-// accepts connections, logs to stderr, and serves until ctx ends, then shuts
-// down within the grace period, whatever its clients do, and returns nil.
-// A *UsageError means cfg is wrong; a *RefusedError that the state it
-// names or the listen address cannot be used (ExitStatus maps each to the
-// command's exit status); any other error means the server failed. A crash
-// fault ends the process (cfg.Exit) without returning.
+// Run starts a server for cfg, prints "READY host:port\n" once it accepts
+// connections, and serves until ctx ends, then shuts down within the grace
+// period and returns nil. A *UsageError means cfg is wrong, a
+// *RefusedError that its state or address cannot be used.
 func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if cfg.ReadState != "" {
 		return PrintState(cfg, stdout)
@@ -98,8 +73,7 @@ const (
 )
 
 // PrintState writes what the store cfg names holds, in cfg.ReadState's
-// format: how the runner reads a store after its servers exited without
-// linking any store engine itself. A state it refuses is a *RefusedError.
+// format: how the runner reads a store without linking any store engine.
 func PrintState(cfg Config, out io.Writer) error {
 	if _, err := check(cfg); err != nil {
 		return &UsageError{err}
@@ -135,10 +109,8 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, lim limits) 
 	ln := protocol.NewLimitListener(inner, lim.conns)
 	hs := &http.Server{
 		Handler: s,
-		// The whole request, headers and body, must arrive within
-		// lim.read of the start of reading it. net/http lifts the deadline
-		// once the body is read, so it does not cut short a handler that
-		// waits (a delay fault, a duplicate waiting for its owner).
+		// net/http lifts the read deadline once the body is read, so it
+		// does not cut a handler that waits.
 		ReadHeaderTimeout: lim.read,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ReadTimeout:       lim.read,
@@ -166,9 +138,6 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, lim limits) 
 	sctx, cancel := context.WithTimeout(context.Background(), lim.grace)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
-		// Past the grace period: fault sleeps are cut, whatever the
-		// clients still hold is closed, and the shutdown is still the
-		// clean one asked for, once the cut requests have rolled back.
 		s.cutOnce.Do(func() { close(s.cut) })
 		hs.Close()
 		s.log.Warn("shutdown: cut the requests in flight and closed the connections still open", "grace", lim.grace, "err", err)
@@ -203,8 +172,7 @@ func (t *tracker) leave() {
 	}
 }
 
-// wait waits up to d for no request to be in flight, and reports whether
-// none is.
+// wait waits up to d for no request in flight, and reports whether none is.
 func (t *tracker) wait(d time.Duration) bool {
 	t.mu.Lock()
 	if t.n == 0 {

@@ -1,14 +1,7 @@
-// Package faultheader defines the lab's fault vocabulary: the values of the
-// X-Lab-Fault request header that make the effect server misbehave on
-// purpose, at named points of handling one request.
-//
-// A fault acts only on the execution it was sent with, and only once that
-// request has been admitted (it became the owner of its key, or carries no
-// key). A duplicate that waits for an owner or replays a recorded result
-// never fires a fault, neither its own nor the owner's.
-//
-// The vocabulary is a map keyed by name; registering a name twice is a
-// programmer error and panics.
+// Package faultheader parses the lab's fault vocabulary: the X-Lab-Fault
+// values that make the effect server misbehave on purpose. A fault acts
+// only on an admitted request (its key's owner, or unkeyed): a duplicate
+// never fires one.
 package faultheader
 
 import (
@@ -23,8 +16,7 @@ import (
 	"idemlab/internal/protocol"
 )
 
-// A Point is a place in handling one admitted request where a crash fault
-// stops the process (with protocol.CrashExitCode).
+// A Point is where a crash fault stops the process in handling a request.
 type Point int
 
 // The crash points, in the order a request passes them.
@@ -34,15 +26,14 @@ const (
 	AfterEffect        // effect durable, result not yet recorded
 	AfterRecord        // result recorded, reply not yet sent
 
-	// The downstream mode's points (effectserver -downstream), where the
-	// effect is a call to another service between two commits.
+	// The downstream mode's points.
 	AfterClaim      // claim committed, downstream not yet called
 	AfterDownstream // downstream replied, result not yet recorded
 )
 
-// A Fault is one parsed X-Lab-Fault value: one fault, or several joined by
-// "," that act at different points ("stall=800ms,crash-after-effect"). The
-// zero Fault does nothing.
+// A Fault is one parsed X-Lab-Fault value: faults joined by "," acting at
+// different points ("stall=800ms,crash-after-effect"). The zero Fault does
+// nothing.
 type Fault struct {
 	Name      string        // the header value as sent, e.g. "delay=15ms"
 	Delay     time.Duration // sleep after admission, before the effect
@@ -51,13 +42,10 @@ type Fault struct {
 	Fail      Point         // where the effect fails (BeforeEffect or AfterEffect), or NoCrash
 	DropReply bool          // apply and record, then close the connection without a reply
 
-	// DropDownstreamReply asks the downstream service to apply and drop
-	// its reply (the server sends it X-Lab-Fault: drop-reply).
-	DropDownstreamReply bool
+	DropDownstreamReply bool // send the downstream service drop-reply
 }
 
-// Downstream reports whether f names a fault that only a server with a
-// downstream service can act on; RegistryOnly, one it cannot.
+// Downstream reports whether f acts only on a server with a downstream.
 func (f Fault) Downstream() bool {
 	return f.Crash == AfterClaim || f.Crash == AfterDownstream || f.DropDownstreamReply
 }
@@ -66,9 +54,8 @@ func (f Fault) Downstream() bool {
 // downstream mode (whose effect is the ledger's) does not do.
 func (f Fault) RegistryOnly() bool { return f.Fail != NoCrash }
 
-// Errors returned by Parse and FromHeader. Their text is fixed (apart from
-// a quoted fault name, at most MaxEcho bytes of it) so a server can reply
-// with it byte for byte.
+// Errors of Parse and FromHeader: fixed text (but a quote of at most
+// MaxEcho bytes) that a server can reply with byte for byte.
 var (
 	ErrEmpty    = errors.New("empty fault")
 	ErrUnknown  = errors.New("unknown fault")
@@ -77,13 +64,11 @@ var (
 	ErrClash    = errors.New("two faults act at the same point")
 )
 
-// MaxEcho bounds how much of a bad value an error quotes: its first
-// MaxEcho bytes, then "..." after the closing quote. Every valid fault
-// list is shorter, so a bad one is shown whole unless it is long.
+// MaxEcho bounds how much of a bad value an error quotes, then "...";
+// every valid fault list is shorter.
 const MaxEcho = 128
 
-// echo quotes v as strconv.Quote does, cut to its first MaxEcho bytes with
-// a marker.
+// echo quotes v, cut to its first MaxEcho bytes.
 func echo(v string) string {
 	if len(v) > MaxEcho {
 		return strconv.Quote(v[:MaxEcho]) + "..."
@@ -91,8 +76,7 @@ func echo(v string) string {
 	return strconv.Quote(v)
 }
 
-// A builder makes the Fault for one name; arg is what followed "=", and
-// hasArg says whether there was an "=" at all.
+// A builder makes the Fault for one name from what followed "=", if any.
 type builder func(arg string, hasArg bool) (Fault, error)
 
 var vocabulary = map[protocol.Fault]builder{}
@@ -115,13 +99,11 @@ func fixed(f Fault) builder {
 	}
 }
 
-// delay parses the NN of "delay=NNms": decimal milliseconds, 0..60000.
 func delay(arg string, hasArg bool) (Fault, error) {
 	d, err := millis(arg, hasArg)
 	return Fault{Delay: d}, err
 }
 
-// stall parses "stall=NNms" as delay does.
 func stall(arg string, hasArg bool) (Fault, error) {
 	d, err := millis(arg, hasArg)
 	return Fault{Stall: d}, err
@@ -170,10 +152,8 @@ func Names() []string {
 	return names
 }
 
-// Parse returns the Fault named by one X-Lab-Fault value: a name, or
-// "delay=NNms" or "stall=NNms", or several of them joined by "," when each
-// acts at its own point (at most one sleep before the effect, one after it,
-// one crash, one dropped reply).
+// Parse returns the Fault one X-Lab-Fault value names; faults joined by
+// "," must each act at its own point.
 func Parse(v string) (Fault, error) {
 	if v == "" {
 		return Fault{}, ErrEmpty
@@ -213,7 +193,6 @@ const (
 	downstreamReply              // drop-downstream-reply
 )
 
-// pointOf tells where each fault acts.
 var pointOf = map[protocol.Fault]point{
 	protocol.FaultDelay:             beforeEffect,
 	protocol.FaultSlow:              beforeEffect,

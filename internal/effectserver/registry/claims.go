@@ -7,11 +7,8 @@ import (
 	"idemlab/internal/store"
 )
 
-// Claims is the volatile store's store.Phased: the claims and results of
-// the downstream mode, in memory only. A restart forgets every claim and
-// every result, which is the volatile store's design; within one process a
-// claim's lease, its takeover and the key TTL behave as on the persistent
-// stores. Its methods are safe for concurrent use.
+// Claims is the volatile store's store.Phased, in memory only: a restart
+// forgets every claim and result, the volatile store's design.
 type Claims struct {
 	capacity int
 
@@ -82,8 +79,8 @@ func (c *Claims) Claim(in store.Intent, lease time.Duration) (store.Claim, error
 	return res, nil
 }
 
-// full reports whether capacity live keys are held at t, after deleting
-// the expired ones if the table is full. Called with mu held.
+// full reports whether capacity live keys are held at t, deleting expired
+// ones first if the table is full. Called with mu held.
 func (c *Claims) full(t time.Time) bool {
 	if len(c.claims) >= c.capacity {
 		for k, old := range c.claims {

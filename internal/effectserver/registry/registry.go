@@ -1,23 +1,9 @@
-// Package registry is the in-process table of idempotency keys: it decides,
-// atomically, whether a keyed request owns its key, replays a recorded
-// result, waits for an owner still in flight, or is refused.
-//
-// Lookup and record creation happen under one lock (the claim); the owner
-// runs the effect outside the lock and then completes the record with its
-// result, or releases it when the effect failed so that a later request can
-// run. Duplicates that arrive while the owner is in flight wait for it,
-// bounded, and share its result. The table holds at most a fixed number of
-// keys, in-flight ones included, and never evicts. With a key TTL
-// (SetKeyTTL) a recorded key expires that long after it was recorded: it is
-// then absent (a retry runs the effect again) and frees its place.
-//
-// The volatile store keeps results only here; a durable store also loads the
-// results it kept into a Registry with Restore, so the claim and wait logic
-// is the same for both.
-//
-// The server holds its registry as a Table. This package is only the sound
-// algorithm: the classic bugs the lab builds in on purpose (package unsaferegistry)
-// wrap a Registry from outside and are never consulted here.
+// Package registry is the in-process table of idempotency keys: it decides
+// atomically whether a keyed request owns its key, replays a recorded
+// result, waits (bounded) for an owner in flight, or is refused. The owner
+// runs the effect outside the lock, then completes or releases the record.
+// The table is bounded and never evicts. A durable store loads its results
+// here with Restore, so claim and wait logic is one for every store.
 package registry
 
 import (
@@ -35,40 +21,28 @@ var ErrExists = errors.New("key already recorded")
 // A Table is what the server needs of a key registry: Registry, or a
 // deliberately broken one wrapped around it (package unsaferegistry).
 type Table interface {
-	// Acquire claims key (see Registry.Acquire).
 	Acquire(ctx context.Context, key string, fp store.Fingerprint, wait time.Duration) (t Ticket, value int64, err error)
-	// Restore records a result kept by a store (see Registry.Restore).
 	Restore(key string, fp store.Fingerprint, value int64) error
-	// Len returns the number of keys held.
 	Len() int
 }
 
 // A Ticket is the ownership of one in-flight key.
 type Ticket interface {
-	// Key returns the key this ticket owns.
 	Key() string
-	// Complete records value as the key's result and wakes its waiters.
-	Complete(value int64)
-	// Release gives the key up without a result (the effect failed).
-	Release()
-	// ReplyLost says the owner's reply could not be delivered; the record
-	// stays, so the client's retry replays it.
-	ReplyLost()
+	Complete(value int64) // record value and wake the waiters
+	Release()             // give the key up without a result
+	ReplyLost()           // the owner's reply was lost; a sound record stays
 }
 
-// A Registry is a bounded table of keys, the sound one. Its methods are
-// safe for concurrent use.
+// A Registry is the sound bounded table of keys.
 type Registry struct {
 	capacity int
 
-	store.KeyClock // the key TTL (none: recorded keys never expire) and the clock
+	store.KeyClock
 
 	mu      sync.Mutex
 	records map[string]*record
-
-	// onWait, when set by a test, is called (outside the lock) each time a
-	// request starts waiting for an owner. Guarded by mu.
-	onWait func(key string)
+	onWait  func(key string) // set by a test; called outside the lock
 }
 
 // A record is one key: in flight until done is closed, then either final
@@ -81,14 +55,11 @@ type record struct {
 	at    time.Time // when the result was recorded (final only)
 }
 
-// New returns an empty Registry holding at most capacity keys, which never
-// expire until SetKeyTTL says otherwise.
+// New returns an empty Registry holding at most capacity keys.
 func New(capacity int) *Registry {
 	return &Registry{capacity: capacity, records: make(map[string]*record)}
 }
 
-// expired reports whether rec is a recorded result past the key TTL at t.
-// Called with mu held.
 func (r *Registry) expired(rec *record, t time.Time) bool {
 	return rec.final && r.Expired(rec.at, t)
 }
@@ -113,15 +84,13 @@ func (r *Registry) Len() int {
 	return len(r.records)
 }
 
-// Restore records value as the final result of key, recorded now, as a
-// durable store does at start for the results it kept (see RestoreAt).
+// Restore is RestoreAt now.
 func (r *Registry) Restore(key string, fp store.Fingerprint, value int64) error {
 	return r.RestoreAt(key, fp, value, r.Now())
 }
 
-// RestoreAt records value as the final result of key, recorded at at. It
-// fails if key is already held or the registry is full; a result already
-// past the key TTL is not kept (nil).
+// RestoreAt records value as key's result, recorded at at: ErrExists if
+// held, store.ErrFull if full; one past the key TTL is dropped.
 func (r *Registry) RestoreAt(key string, fp store.Fingerprint, value int64, at time.Time) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -145,8 +114,8 @@ func (r *Registry) RestoreAt(key string, fp store.Fingerprint, value int64, at t
 	return nil
 }
 
-// Forget removes key's recorded result and reports whether there was one.
-// A key still in flight is not touched.
+// Forget removes key's recorded result (not an in-flight one) and reports
+// whether there was one.
 func (r *Registry) Forget(key string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -157,19 +126,11 @@ func (r *Registry) Forget(key string) bool {
 	return false
 }
 
-// Acquire claims key for a request whose content has fingerprint fp.
-// It returns one of:
-//
-//   - an owner Ticket (t != nil): the caller runs the effect, then calls
-//     t.Complete with the result or t.Release if the effect failed;
-//   - a recorded result (t == nil, err == nil): the caller replays value;
-//   - store.ErrConflict: key is held (in flight or recorded) for another fingerprint;
-//   - store.ErrFull: key is new and the registry is at capacity;
-//   - store.ErrInProgress: an owner stayed in flight longer than wait;
-//   - ctx.Err(): the caller gave up while waiting.
-//
-// A waiter whose owner releases the key tries to claim it again, within the
-// same wait budget. Waiting never removes the record or runs the effect.
+// Acquire claims key for a body of fingerprint fp: an owner Ticket, a
+// recorded value to replay (nil Ticket and error), store.ErrConflict,
+// store.ErrFull, store.ErrInProgress (an owner in flight past wait) or
+// ctx.Err(). A waiter whose owner releases claims again within the same
+// wait.
 func (r *Registry) Acquire(ctx context.Context, key string, fp store.Fingerprint, wait time.Duration) (t Ticket, value int64, err error) {
 	var timeout <-chan time.Time
 	for {
@@ -231,11 +192,10 @@ type ticket struct {
 	settled bool // guarded by r.mu
 }
 
-// Key returns the key this ticket owns.
 func (t *ticket) Key() string { return t.key }
 
-// Complete records value as the key's final result and wakes its waiters,
-// who replay it. Calls after the first Complete or Release do nothing.
+// Complete records value and wakes the waiters, who replay it. Calls after
+// the first Complete or Release do nothing.
 func (t *ticket) Complete(value int64) {
 	t.r.mu.Lock()
 	defer t.r.mu.Unlock()
@@ -249,13 +209,11 @@ func (t *ticket) Complete(value int64) {
 	close(t.rec.done)
 }
 
-// ReplyLost does nothing: the record stays, and the client's retry
-// replays it.
+// ReplyLost does nothing: the record stays for the client's retry.
 func (t *ticket) ReplyLost() {}
 
-// Release gives the key up without a result (the effect failed): the record
-// is removed and its waiters try to claim the key again. Calls after the
-// first Complete or Release do nothing, so Release can be deferred.
+// Release removes the record; its waiters claim again. It is a no-op
+// after Complete, so it can be deferred.
 func (t *ticket) Release() {
 	t.r.mu.Lock()
 	defer t.r.mu.Unlock()
@@ -269,8 +227,7 @@ func (t *ticket) Release() {
 	close(t.rec.done)
 }
 
-// SetOnWaitForTest makes r call f each time a request starts waiting for an
-// in-flight owner. Only for tests that must know a duplicate is waiting.
+// SetOnWaitForTest makes r call f each time a request starts waiting.
 func (r *Registry) SetOnWaitForTest(f func(key string)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

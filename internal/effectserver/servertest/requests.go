@@ -1,9 +1,5 @@
 package servertest
 
-// This file is what the effect server's own tests share: the raw requests
-// they leave in flight, the checks of what a cut request left, and a
-// buffer for a log written concurrently.
-
 import (
 	"bufio"
 	"bytes"
@@ -20,30 +16,25 @@ import (
 	"idemlab/internal/store/open"
 )
 
-// Stall opens a raw connection to addr, closed when t ends, and sends a
-// POST /effect whose head promises a 100-byte body, then 5 bytes of it and
-// nothing more. With waitContinue it asks for "100 Continue" and waits for
-// it (at most within), which the server sends when its handler starts
-// reading the body: the request is then surely in flight.
+// Stall sends on a raw connection a POST /effect promising 100 bytes of
+// body and sending 5. With waitContinue it first awaits "100 Continue",
+// sent when the handler starts reading: the request is surely in flight.
 func Stall(t testing.TB, addr string, within time.Duration, waitContinue bool) net.Conn {
 	t.Helper()
 	return send(t, addr, within, "Content-Length: 100\r\n", waitContinue, "add-o")
 }
 
-// InFlight opens a raw connection to addr, closed when t ends, and sends a
-// POST /effect with key and fault, asking for "100 Continue" and sending
-// the whole body (protocol.DefaultBody) once it comes (at most within):
-// the handler is then reading the body, and its request is surely in
-// flight, held by its fault.
+// InFlight sends on a raw connection a POST /effect with key and fault,
+// its body after "100 Continue": the request is surely in flight, held by
+// its fault.
 func InFlight(t testing.TB, addr string, within time.Duration, key, fault string) net.Conn {
 	t.Helper()
 	head := fmt.Sprintf("%s: %s\r\n%s: %s\r\nContent-Length: %d\r\n", protocol.KeyHeader, key, protocol.FaultHeader, fault, len(protocol.DefaultBody))
 	return send(t, addr, within, head, true, protocol.DefaultBody)
 }
 
-// send sends POST /effect with the header lines head, then body, on a raw
-// connection to addr; with waitContinue it asks for and awaits "100
-// Continue" in between.
+// send sends POST /effect with the header lines head and body on a raw
+// connection, closed when t ends.
 func send(t testing.TB, addr string, within time.Duration, head string, waitContinue bool, body string) net.Conn {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, within)
@@ -69,8 +60,7 @@ func send(t testing.TB, addr string, within time.Duration, head string, waitCont
 	return c
 }
 
-// NoReply fails t unless the request sent on c gets no reply: c ends
-// (within) without a byte.
+// NoReply fails t unless c ends within without a byte.
 func NoReply(t testing.TB, c net.Conn, within time.Duration) {
 	t.Helper()
 	c.SetReadDeadline(time.Now().Add(within))
@@ -79,8 +69,7 @@ func NoReply(t testing.TB, c net.Conn, within time.Duration) {
 	}
 }
 
-// State returns the state the store kind left at place, failing t on an
-// error.
+// State returns the state the store kind left at place.
 func State(t testing.TB, kind protocol.Store, place open.Place) store.State {
 	t.Helper()
 	st, err := open.ReadState(kind, place)
@@ -90,8 +79,7 @@ func State(t testing.TB, kind protocol.Store, place open.Place) store.State {
 	return st
 }
 
-// A Buffer collects a log or a subprocess's stream written by several
-// goroutines at once.
+// A Buffer collects output written by several goroutines at once.
 type Buffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer

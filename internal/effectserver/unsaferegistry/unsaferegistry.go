@@ -1,12 +1,7 @@
-// Package unsaferegistry builds the classic key-registry bugs the lab swaps in on
-// purpose (effectserver -unsafe-registry NAME, only with -faults), so that
-// the lab can prove its cases catch each one: a lab whose checks cannot
-// fail proves nothing.
-//
-// Each mutant wraps a sound registry.Registry from outside and changes one
-// thing about how the server uses it; the sound registry never knows a
-// mutant exists, so reading package registry shows only the sound
-// algorithm.
+// Package unsaferegistry builds the classic key-registry bugs the lab
+// swaps in on purpose (effectserver -unsafe-registry), to prove its cases
+// catch each one. Each mutant wraps a sound registry.Registry from
+// outside, so package registry shows only the sound algorithm.
 package unsaferegistry
 
 import (
@@ -59,10 +54,8 @@ func (m recordAfterEffect) Acquire(ctx context.Context, key string, fp store.Fin
 	return recordLater{m.Registry, key, fp}, 0, nil
 }
 
-// recordLater is an owner with no record in the registry (record after
-// effect) or one whose record another owner holds too (check-then-act):
-// its result is recorded only on Complete, and only if the key has no
-// record by then (a duplicate that completed first keeps its record).
+// recordLater is an owner without a record of its own: its result is
+// recorded on Complete, unless a duplicate's record came first.
 type recordLater struct {
 	r   *registry.Registry
 	key string
@@ -165,36 +158,21 @@ type forgetTicket struct {
 
 func (t forgetTicket) ReplyLost() { t.r.Forget(t.Key()) }
 
-// recordBeforeEffect is the phantom success: the record is written as
-// complete the moment the key is claimed, before the effect runs, with a
-// placeholder result (phantomValue: the zero a result column holds before
-// anything is known), and the real result is filled in only once the
-// effect is done. It is the classic "INSERT key, status done; then call
-// the payment provider; then UPDATE the response" written in that order.
-//
-// Two things follow. A duplicate that arrives while the owner's effect is
-// still running finds a complete record and replays the placeholder: it is
-// told "done" (200, replayed) for an effect that has not happened yet. And
-// when the effect then fails, nothing takes the record back (Release does
-// nothing): every retry replays a success whose effect never happened.
-//
-// With the lab's faults the first is what a case sees: in
-// concurrent_duplicate the eleven duplicates arrive while the slow owner is
-// in flight and replay "0" instead of waiting for its "1". The crash faults
-// do not show it, and the doc says why rather than pretending: the phantom
-// lives in the process's memory, so a crash takes it away with the
-// process (a durable store restores only keys it committed with their
-// effect), and no lab fault makes an effect fail without a crash.
+// recordBeforeEffect is the phantom success: the key's record is complete,
+// with a placeholder result, from the claim on ("INSERT key, status done;
+// then call the provider; then UPDATE the response"). A duplicate during
+// the effect replays the placeholder (concurrent_duplicate's duplicates
+// get "0"), and a failed effect leaves the success recorded. A crash does
+// not show it: the phantom lives in the process's memory.
 type recordBeforeEffect struct {
 	*registry.Registry
-	// mu makes the claim and its phantom record, and the later overwrite
-	// with the real result, each one step: no request ever sees the key
-	// in flight or missing in between. The flaw is the order, not a race.
+	// mu makes the claim with its phantom, and the overwrite, each one
+	// step: the flaw is the order, not a race.
 	mu sync.Mutex
 }
 
-// phantomValue is the result a record-before-effect record replays until
-// the effect's real result is filled in.
+// phantomValue is what a record-before-effect record replays until the
+// real result is filled in.
 const phantomValue = 0
 
 func (m *recordBeforeEffect) Acquire(ctx context.Context, key string, fp store.Fingerprint, wait time.Duration) (registry.Ticket, int64, error) {
@@ -231,21 +209,15 @@ func (t phantomTicket) Complete(value int64) {
 func (t phantomTicket) Release()   {}
 func (t phantomTicket) ReplyLost() {}
 
-// CheckThenActGap is how long check-then-act waits between its check and
-// its insert: the round trip between a SELECT and an INSERT on a key table
-// in another process, made long enough that duplicates released together
-// (concurrent_duplicate's twelve) all fall into it on every run.
+// CheckThenActGap is check-then-act's wait between check and insert (a
+// SELECT-to-INSERT round trip), long enough that duplicates released
+// together all fall into it on every run.
 const CheckThenActGap = 20 * time.Millisecond
 
-// checkThenAct claims a key in two steps instead of one: a check (is the
-// key recorded, held for another body, or in flight? then answer as the
-// sound registry would), then, if the key was free, a blind insert that
-// makes the caller the owner whatever happened since the check. It is the
-// classic "if !exists(key) { put(key, inProgress); doEffect() }" without a
-// compare-and-set or a unique constraint. Duplicates that arrive after an
-// insert wait for the owner as they should; duplicates that all pass the
-// check before any of them inserts each become an owner and each run the
-// effect: concurrent_duplicate applies its key more than once.
+// checkThenAct claims a key as a check, then a blind insert: "if
+// !exists(key) { put(key, inProgress); doEffect() }" without a
+// compare-and-set. Duplicates that all pass the check each own the key and
+// each run the effect.
 type checkThenAct struct {
 	*registry.Registry
 	gap func(key string) // between the check and the insert
