@@ -1,10 +1,8 @@
 package protocol
 
-// This file is the Idempotency-Key syntax. A key is a token of 1 to 64
-// characters from [A-Za-z0-9_-]. It may be sent bare (abc-1) or as a
-// structured-field string ("abc-1"), the spelling the IETF httpapi draft
-// uses; both spellings name the same key. Anything else is rejected, so
-// that a server never has to guess what a client meant.
+// The Idempotency-Key syntax: a token sent bare (abc-1) or as a
+// structured-field string ("abc-1", the IETF httpapi draft's spelling).
+// Anything else is rejected, so a server never guesses what a client meant.
 
 import (
 	"errors"
@@ -19,8 +17,8 @@ const MaxKeyLen = 64
 // records it.
 const KeyPattern = "[A-Za-z0-9_-]{1,64}"
 
-// Errors returned by ParseKey and KeyFromHeader. Their text is fixed so that a
-// server can put it in a reply that is recorded byte for byte.
+// Errors of ParseKey and KeyFromHeader: fixed text, for replies recorded
+// byte for byte.
 var (
 	ErrKeyEmpty    = errors.New("empty key")
 	ErrKeyTooLong  = errors.New("key longer than 64 characters")
@@ -54,9 +52,8 @@ func ParseKey(v string) (string, error) {
 	return v, nil
 }
 
-// KeyFromHeader returns the key carried by h, or "" when h has no
-// Idempotency-Key at all. Several header lines are an error, even when they
-// agree: a proxy that duplicated the header is not something to guess about.
+// KeyFromHeader returns the key carried by h, or "" when there is none.
+// Several header lines are an error, even when they agree.
 func KeyFromHeader(h http.Header) (string, error) {
 	vs := h.Values(KeyHeader)
 	switch len(vs) {
@@ -74,8 +71,7 @@ func isTokenByte(c byte) bool {
 }
 
 // IsFieldName reports whether s may name an HTTP header field (an RFC 9110
-// token): the proxy and the sink check the header names a target file
-// gives them with it.
+// token).
 func IsFieldName(s string) bool {
 	if s == "" {
 		return false

@@ -1,19 +1,13 @@
 package protocol
 
-// This file is the connection cap the lab's servers put on their listeners
-// (the effect server's and the sink's): the bound their help and docs
-// state as "N connections served at once; a connection beyond them waits
-// in the kernel's accept backlog, in arrival order, until one closes".
-
 import (
 	"net"
 	"sync"
 )
 
-// A LimitListener accepts at most n connections open at once: Accept waits
-// for one to close before it takes the next from the backlog, so a
-// connection beyond the cap waits in the kernel's accept backlog, in
-// arrival order.
+// A LimitListener accepts at most n connections open at once: one beyond
+// the cap waits in the kernel's accept backlog, in arrival order, never
+// refused.
 type LimitListener struct {
 	net.Listener
 	slots  chan struct{}
@@ -26,9 +20,8 @@ func NewLimitListener(l net.Listener, n int) *LimitListener {
 	return &LimitListener{Listener: l, slots: make(chan struct{}, n), closed: make(chan struct{})}
 }
 
-// Accept waits for a free slot, then accepts a connection that frees its
-// slot when closed (once, however often it is closed). Once Close ran, it
-// returns net.ErrClosed, waiting or not.
+// Accept waits for a free slot, then accepts a connection that frees it
+// when first closed. After Close it returns net.ErrClosed.
 func (l *LimitListener) Accept() (net.Conn, error) {
 	select {
 	case l.slots <- struct{}{}:
@@ -55,7 +48,6 @@ type limitConn struct {
 	release func()
 }
 
-// Close closes the connection and frees its slot, once.
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.release()

@@ -10,27 +10,18 @@ type Store string
 
 // The stores, in evidence order.
 const (
-	// Volatile is the reference design: a durable counter file and keys
-	// in memory only.
-	Volatile Store = "volatile"
-	// Durable keeps counter, keys and journal in one SQLite database and
-	// commits each effect with its key.
-	Durable Store = "durable"
-	// Postgres keeps them in a PostgreSQL database that replicas share,
-	// and commits each effect with its key.
-	Postgres Store = "postgres"
+	Volatile Store = "volatile" // a durable counter file; keys in memory only
+	Durable  Store = "durable"  // SQLite: each effect committed with its key
+	Postgres Store = "postgres" // the same in a PostgreSQL database replicas share
 )
 
 // Stores lists every store, in evidence order.
 var Stores = []Store{Volatile, Durable, Postgres}
 
-// Shared reports whether the store's state lives in a database that
-// several server processes may share (replicas), rather than in one
-// process's folder.
+// Shared reports whether several server processes may share the store.
 func (s Store) Shared() bool { return s != Volatile }
 
-// InDatabase reports whether the store's state lives in a database server
-// reached by a DSN rather than in the state folder.
+// InDatabase reports whether the store lives in a database reached by a DSN.
 func (s Store) InDatabase() bool { return s == Postgres }
 
 // ParseStore returns the store called name, or an error listing the names.
@@ -54,9 +45,8 @@ var Outcomes = []Outcome{OutcomeReply, OutcomeNoReply, OutcomeTimeout, OutcomeRe
 // ParseOutcome returns the outcome called name, or an error listing the names.
 func ParseOutcome(name string) (Outcome, error) { return parseName("outcome", name, Outcomes) }
 
-// A Fault names one lab fault, the part of an X-Lab-Fault value before
-// any "=" (package effectserver/faultheader gives each its behaviour). A value may join
-// faults that act at different points with ",".
+// A Fault names one lab fault, the part of an X-Lab-Fault value before any
+// "=" (package effectserver/faultheader gives each its behaviour).
 type Fault string
 
 // The faults, in the order a request passes the points they act at.
@@ -71,8 +61,7 @@ const (
 	FaultFailEffect        Fault = "fail-effect"         // the effect fails: nothing applied, 500, the key released
 	FaultFailAfterEffect   Fault = "fail-after-effect"   // the handler fails once the effect is done, before its result is recorded: 500
 
-	// The downstream mode's faults (effectserver -downstream), refused
-	// by a server without it.
+	// The downstream mode's faults, refused by a server without it.
 	FaultCrashAfterClaim      Fault = "crash-after-claim"      // exit once the claim is committed, before the downstream call
 	FaultCrashAfterDownstream Fault = "crash-after-downstream" // exit once the downstream replied, result not recorded
 	FaultDropDownstreamReply  Fault = "drop-downstream-reply"  // the downstream applies and drops its reply (X-Lab-Fault: drop-reply to it)
@@ -100,37 +89,19 @@ func parseName[T ~string](what, name string, valid []T) (T, error) {
 	return "", fmt.Errorf("unknown %s %q (want one of %s)", what, name, strings.Join(names, ", "))
 }
 
-// A Flaw names one classic key-registry bug that a server started with
-// -faults and -unsafe-registry NAME builds in on purpose, so that the lab
-// can prove its cases catch it. The zero Flaw is the sound registry.
+// A Flaw names a classic key-registry bug a server builds in on purpose
+// (-unsafe-registry; package unsaferegistry). The zero Flaw is sound.
 type Flaw string
 
 // The flaws, each named after what it gets wrong.
 const (
-	Sound Flaw = ""
-
-	// FlawRecordAfterEffect records a key only once its effect is done, so
-	// concurrent duplicates miss the in-flight owner and each run the
-	// effect: the bug that looks like a fix.
-	FlawRecordAfterEffect Flaw = "record-after-effect"
-	// FlawNoFingerprint ignores the body: a reused key with another body
-	// replays the first result instead of 422.
-	FlawNoFingerprint Flaw = "no-fingerprint"
-	// FlawEvictOldest makes room for a new key at capacity by forgetting
-	// the oldest recorded one instead of answering 429, so a late retry of
-	// that key runs the effect again.
-	FlawEvictOldest Flaw = "evict-oldest"
-	// FlawForgetOnLostReply drops a key's record when its reply could not
-	// be delivered, so the client's retry runs the effect again.
-	FlawForgetOnLostReply Flaw = "forget-on-lost-reply"
-	// FlawRecordBeforeEffect completes a key's record before its effect
-	// runs (a phantom success): a duplicate replays a result whose effect
-	// has not happened, and still replays it if the effect then fails.
-	FlawRecordBeforeEffect Flaw = "record-before-effect"
-	// FlawCheckThenAct claims a key in two steps, a check and then a blind
-	// insert: concurrent duplicates that all pass the check before any
-	// inserts each become the owner and each run the effect.
-	FlawCheckThenAct Flaw = "check-then-act"
+	Sound                  Flaw = ""
+	FlawRecordAfterEffect  Flaw = "record-after-effect"  // concurrent duplicates each run the effect
+	FlawNoFingerprint      Flaw = "no-fingerprint"       // another body replays instead of 422
+	FlawEvictOldest        Flaw = "evict-oldest"         // a full registry forgets its oldest key instead of 429
+	FlawForgetOnLostReply  Flaw = "forget-on-lost-reply" // a dropped reply drops the record
+	FlawRecordBeforeEffect Flaw = "record-before-effect" // a phantom success, replayed before the effect
+	FlawCheckThenAct       Flaw = "check-then-act"       // check, gap, insert: duplicates both own the key
 )
 
 // Flaws lists every flaw, in a fixed order.

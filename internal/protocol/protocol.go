@@ -1,12 +1,8 @@
 // Package protocol is the one place for the contract the effect server and
-// its clients share: the path and header names, the defaults every side
-// starts from, the Idempotency-Key syntax and its parser, the typed names
-// of stores, call outcomes and faults. The lab's HTTP client that speaks it
-// is package client.
-//
-// The server (effectserver), the runner (caserun, runner) and the experiments
-// (retries, chaos) import it; the audit does not: it re-derives what it checks
-// with its own code, so that a mistake here cannot hide from it.
+// its clients share: path and header names, defaults, the Idempotency-Key
+// syntax, and the typed names of stores, outcomes, faults and flaws. The
+// audit does not import it: it re-derives what it checks, so a mistake
+// here cannot hide from it.
 package protocol
 
 import "time"
@@ -16,22 +12,13 @@ const EffectPath = "/effect"
 
 // Header names, in canonical form.
 const (
-	// KeyHeader carries the request's idempotency key (see ParseKey).
-	KeyHeader = "Idempotency-Key"
-	// ReplayedHeader on a 200 from EffectPath says whether the reply
-	// replays a recorded result ("true") or reports this request's own
-	// effect ("false").
-	ReplayedHeader = "Idempotency-Replayed"
-	// FaultHeader, honoured only by a server started with -faults, names
-	// one lab fault for the request (see Fault).
-	FaultHeader = "X-Lab-Fault"
-	// RetryAfterHeader on a 409, 429, 502 or 503 says how long to wait
-	// before retrying.
-	RetryAfterHeader = "Retry-After"
+	KeyHeader        = "Idempotency-Key"
+	ReplayedHeader   = "Idempotency-Replayed" // on a 200: "true" replays a recorded result
+	FaultHeader      = "X-Lab-Fault"          // honoured only with -faults
+	RetryAfterHeader = "Retry-After"          // on a 409, 429, 502 or 503
 )
 
-// Defaults every side starts from: the server's flags, the runner's
-// protocol constants (recorded in the manifest), the client's timeout.
+// Defaults every side starts from (the manifest records them).
 const (
 	DefaultAddr          = "127.0.0.1:0"          // loopback, any free port
 	DefaultCapacity      = 64                     // keys a registry holds, in-flight ones included
