@@ -19,50 +19,36 @@ import (
 )
 
 // An External is a PostgreSQL server the lab did not start (runner
-// -pg-dsn): it makes and drops each run's database on it, and leaves the
-// server running.
+// -pg-dsn): it makes and drops each run's database there.
 //
-// # Leftovers
-//
-// A runner killed with SIGKILL cannot drop its databases. So an External
-// holds a lease while it is attached: a session-level advisory lock
-// (pg_advisory_lock(LeaseClass, owner)) on a connection of its own, with
-// owner a random number no other attached runner holds, and every database
-// it makes is named idemlab_<owner as 8 hex digits>_<name>. The server
-// ends the session, and with it the lock, when the runner's connection
-// closes, which the kernel does when the runner dies however it dies.
-// Attach first sweeps: for every owner named by an idemlab_ database it
-// tries the owner's lock, and drops that owner's databases only when it
-// gets it (the owner's session is gone: provably no runner uses them),
-// then releases it. A database of a live runner, and any database not
-// named this way, is left alone.
+// A runner killed with SIGKILL cannot drop its databases, so an External
+// holds a lease while attached: a session advisory lock (LeaseClass,
+// owner) on its own connection, which the server releases when the
+// runner's connection closes however it dies. Its databases are named
+// idemlab_<owner in hex>_<name>, and Attach drops another owner's only
+// when it gets that owner's lock: provably no runner uses them.
 type External struct {
-	admin   *pgxpool.Pool
-	lease   *pgx.Conn // holds the advisory lock (LeaseClass, owner)
-	owner   uint32
-	config  *pgconn.Config
-	Version string   // SHOW server_version
-	Swept   []string // databases of runners that were gone, dropped by Attach
-	// SweepFailed are the drops of such databases that failed (another
-	// user's database, say): reported, not fatal, tried again next time.
-	SweepFailed []error
+	admin       *pgxpool.Pool
+	lease       *pgx.Conn // holds the advisory lock (LeaseClass, owner)
+	owner       uint32
+	config      *pgconn.Config
+	Version     string   // SHOW server_version
+	Swept       []string // databases of gone runners that Attach dropped
+	SweepFailed []error  // drops that failed: reported, tried again next time
 }
 
-// LeaseClass is the first key of every runner's advisory lock: a constant
-// of the lab's own ("idemlab" in spirit), so that its locks do not meet
-// an application's single-key locks.
+// LeaseClass is the first key of every runner's advisory lock, the lab's
+// own, so its locks do not meet an application's single-key ones.
 const LeaseClass int32 = 0x1de31ab
 
-// maxDatabaseName is the longest database name PostgreSQL keeps whole
-// (NAMEDATALEN-1 bytes); it truncates a longer one silently.
+// maxDatabaseName is the longest database name PostgreSQL keeps whole; it
+// truncates a longer one silently.
 const maxDatabaseName = 63
 
-// leasedName is the shape of a database an attached runner made: its
-// owner's number and the caller's name.
+// leasedName is the shape of a database an attached runner made.
 var leasedName = regexp.MustCompile(`^idemlab_([0-9a-f]{8})_(.+)$`)
 
-// CheckDSN refuses a dsn pgx cannot parse, before anything connects; the
-// error hides its password as Attach's do.
+// CheckDSN refuses a dsn pgx cannot parse, its password hidden.
 func CheckDSN(dsn string) error {
 	if _, err := pgxpool.ParseConfig(dsn); err != nil {
 		return fmt.Errorf("postgres %s: %w", redact.DSN(dsn), redact.Error(dsn, err))
@@ -70,11 +56,9 @@ func CheckDSN(dsn string) error {
 	return nil
 }
 
-// Attach connects to the server at dsn, whose user must be allowed to
-// create databases, drops the databases of runners that are gone (see
-// Leftovers) and takes its own lease. Errors name the DSN with its
-// password hidden, and pgx's own text passes through redact.Error (a parse
-// error may quote any part of the DSN).
+// Attach connects to the server at dsn (whose user may create databases),
+// drops the databases of gone runners and takes its own lease. Errors hide
+// the password, pgx's own text included.
 func Attach(ctx context.Context, dsn string) (*External, error) {
 	fail := func(err error) error {
 		return fmt.Errorf("postgres %s: %w", redact.DSN(dsn), redact.Error(dsn, err))
@@ -96,8 +80,7 @@ func Attach(ctx context.Context, dsn string) (*External, error) {
 		pool.Close()
 		return nil, fail(fmt.Errorf("lease connection: %w", err))
 	}
-	// The lease must last as long as the runner: no idle timeout may end
-	// its session (the setting exists from PostgreSQL 14 on).
+	// No idle timeout may end the lease's session (PostgreSQL 14 on).
 	_, _ = e.lease.Exec(ctx, `SET idle_session_timeout = 0`)
 	if err := e.sweepAndLease(ctx); err != nil {
 		e.Stop()
@@ -178,14 +161,12 @@ func (e *External) tryLock(ctx context.Context, o uint32) (bool, error) {
 	return got, nil
 }
 
-// Database is the name on the server of this runner's database name.
+// Database is this runner's database name as named on the server.
 func (e *External) Database(name string) string {
 	return fmt.Sprintf("idemlab_%08x_%s", e.owner, name)
 }
 
-// CreateDatabase creates this runner's database name (named on the server
-// by Database) and returns the DSN of it: the attached server's connection
-// with the database replaced.
+// CreateDatabase creates this runner's database name and returns its DSN.
 func (e *External) CreateDatabase(ctx context.Context, name string) (string, error) {
 	db := e.Database(name)
 	if len(db) > maxDatabaseName {
@@ -197,8 +178,7 @@ func (e *External) CreateDatabase(ctx context.Context, name string) (string, err
 	return e.dsn(db), nil
 }
 
-// DropDatabase drops this runner's database name, ending its open
-// connections first.
+// DropDatabase drops this runner's database name, ending its connections.
 func (e *External) DropDatabase(ctx context.Context, name string) error {
 	db := e.Database(name)
 	if _, err := e.admin.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{db}.Sanitize()+` WITH (FORCE)`); err != nil {
@@ -207,8 +187,7 @@ func (e *External) DropDatabase(ctx context.Context, name string) error {
 	return nil
 }
 
-// Stop closes the connections to the server, which keeps running; closing
-// the lease's ends it.
+// Stop closes the connections, the lease's with them; the server runs on.
 func (e *External) Stop() error {
 	e.admin.Close()
 	if e.lease != nil {
@@ -235,6 +214,5 @@ func (e *External) dsn(db string) string {
 	return u.String()
 }
 
-// ServerVersion returns the server's version (SHOW server_version), for
-// manifests.
+// ServerVersion returns Version.
 func (e *External) ServerVersion() string { return e.Version }

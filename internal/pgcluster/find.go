@@ -11,24 +11,20 @@ import (
 	"strings"
 )
 
-// ErrNotInstalled means PostgreSQL's server programs (initdb and postgres)
-// were not found on this machine. Every error of Start and FindBinDir that
-// has this cause wraps it, so a caller can tell "not installed" (skip the
-// postgres column) from "installed but broke" (the lab failed).
+// ErrNotInstalled is wrapped by every error of Start and FindBinDir with
+// that cause, so a caller can tell "not installed" (skip the postgres
+// column) from "installed but broke" (the lab failed).
 var ErrNotInstalled = errors.New("PostgreSQL server programs (initdb, postgres) not found")
 
 // Hint says how to get PostgreSQL on the machines the lab targets.
 const Hint = "install Debian's postgresql package"
 
-// debianBinGlob is where Debian and Ubuntu keep each major version's
-// server programs.
+// debianBinGlob is where Debian and Ubuntu keep each version's programs.
 const debianBinGlob = "/usr/lib/postgresql/*/bin"
 
-// FindBinDir returns the folder holding PostgreSQL's initdb and postgres:
-// the one `pg_config --bindir` names if pg_config is on PATH and that folder
-// has them, else Debian's /usr/lib/postgresql/VERSION/bin (newest version
-// first), else the folder of the initdb found on PATH (which must hold
-// postgres too). The error wraps ErrNotInstalled and names where it looked.
+// FindBinDir returns the folder holding initdb and postgres: `pg_config
+// --bindir`'s, else Debian's (newest version first), else that of the
+// initdb on PATH. The error names where it looked.
 func FindBinDir() (string, error) {
 	var looked []string
 	if pgConfig, err := exec.LookPath("pg_config"); err == nil {
@@ -57,8 +53,7 @@ func FindBinDir() (string, error) {
 	return "", fmt.Errorf("%w (looked in %s)", ErrNotInstalled, strings.Join(looked, ", "))
 }
 
-// majorOf returns the version number in a Debian bin folder's path
-// (/usr/lib/postgresql/15/bin → 15), or -1.
+// majorOf returns the version in a Debian bin folder's path, or -1.
 func majorOf(bin string) float64 {
 	v, err := strconv.ParseFloat(filepath.Base(filepath.Dir(bin)), 64)
 	if err != nil {

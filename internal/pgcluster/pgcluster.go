@@ -1,52 +1,29 @@
-// Package pgcluster runs a throwaway PostgreSQL cluster for the lab: it
-// finds PostgreSQL's programs, runs initdb into a fresh temporary folder,
-// starts the server listening only on a unix socket inside that folder,
-// hands out one database per run (CREATE DATABASE from a template: 0.2 to
-// 0.5 s on the 2-CPU machine it was measured on, where initdb and the
-// server's start take about 2.5 s), and stops the server and removes the
-// folder on every path.
-//
-// The folder holds everything: data/ (the cluster), the socket
-// (.s.PGSQL.5432), initdb.log and postgres.log (the server's output), and
-// owner (the PID of the process that made it). When the runner runs as
-// root, initdb and postgres run as the unprivileged OS user postgres
-// (initdb refuses root) and the folder is chowned to it.
+// Package pgcluster runs a throwaway PostgreSQL cluster for the lab:
+// initdb into a fresh temporary folder, the server listening only on a
+// unix socket there, one database per run copied from a template, and the
+// server stopped and the folder removed on every path. As root, initdb
+// and postgres run as the OS user postgres (initdb refuses root).
 //
 // # No postgres outlives the runner
 //
-// pg_ctl daemonizes the postmaster: it would survive a runner killed with
-// SIGKILL, and nothing would ever stop it. So the cluster runs the postgres
-// program directly as a child process instead, with:
-//
-//   - a parent-death signal (Linux's PR_SET_PDEATHSIG): the kernel sends the
-//     postmaster SIGQUIT (immediate shutdown: it stops its own children and
-//     releases its shared memory) when the runner dies, however it dies. The
-//     signal fires when the thread that forked the child ends, not the
-//     process (go.dev/issue/27505), so the child is started from a goroutine
-//     locked to its OS thread, which stays until the child has exited;
-//   - its own process group, so a Ctrl-C at the runner's terminal reaches
-//     the runner, which stops the server in order, rather than the server;
-//   - Stop: SIGINT (fast shutdown: open transactions roll back, a shutdown
-//     checkpoint), then SIGQUIT, then SIGKILL, each after a bound, the
-//     child reaped, the folder removed. Stop is idempotent, and Start cleans
-//     up whatever it made when it fails half-way.
-//
-// A runner killed with SIGKILL cannot remove its folder; the next Start
-// removes the folders of clusters whose owner and postmaster are both gone.
+// pg_ctl daemonizes the postmaster, which would survive a runner killed
+// with SIGKILL, so the cluster runs postgres directly as a child with a
+// parent-death signal (SIGQUIT: immediate shutdown) and its own process
+// group (a Ctrl-C reaches the runner, which stops the server in order).
+// The parent-death signal fires when the forking thread ends, not the
+// process (go.dev/issue/27505), so the child is started from a goroutine
+// locked to its thread until the child exits. The next Start removes the
+// folders of clusters whose owner and postmaster are both gone.
 //
 // The server keeps fsync and synchronous_commit on, as any PostgreSQL the
-// lab's durability claims rest on must (only initdb runs with --no-sync: a
-// cluster that did not survive its own creation is simply not used).
+// lab's durability claims rest on must (only initdb runs --no-sync).
 //
 // # Databases
 //
-// Start creates TemplateDB, an empty database that allows no connections,
-// and CreateDatabase copies it. It holds no tables: the store creates its
-// own at open, which it must do anyway on a server the lab did not start
-// (runner -pg-dsn), so one code path serves both and this package does not
-// depend on the store's layout. A template nobody connects to also lets
-// runs create databases concurrently (CREATE DATABASE refuses a template
-// with open connections).
+// TemplateDB is empty: the store creates its tables at open, as it must on
+// a server the lab did not start (runner -pg-dsn), so this package does
+// not depend on the store's layout. It allows no connections, so runs can
+// copy it concurrently (CREATE DATABASE refuses a template in use).
 package pgcluster
 
 import (
@@ -77,15 +54,13 @@ const Superuser = "postgres"
 // TemplateDB is the empty database CreateDatabase copies.
 const TemplateDB = "idemlab_template"
 
-// Port is the server's port: with no TCP listener it only names the socket
-// file (.s.PGSQL.5432), which lives in the cluster's own folder.
+// Port only names the socket file: there is no TCP listener.
 const Port = 5432
 
 // folderPrefix starts the name of every cluster folder in the temp folder.
 const folderPrefix = "idemlab-pg-"
 
-// maxSocketPath is the longest unix socket path Linux accepts (sun_path
-// holds 108 bytes with the terminating NUL).
+// maxSocketPath is the longest unix socket path Linux accepts.
 const maxSocketPath = 107
 
 // Bounds on shutdown: fast shutdown, then immediate shutdown, then SIGKILL.
@@ -97,35 +72,20 @@ const (
 
 // Options configure Start. The zero value is ready to use.
 type Options struct {
-	// BinDir holds initdb and postgres; "" finds them (FindBinDir).
-	BinDir string
-	// TempDir is where the cluster's folder is made; "" is os.TempDir().
-	TempDir string
-	// OSUser runs initdb and postgres when this process runs as root
-	// (initdb refuses root); "" is "postgres". Ignored when not root.
-	OSUser string
-	// Settings are extra server settings (postgres -c name=value), on top of
-	// the ones Start always sets (listen_addresses, the socket folder, port,
-	// fsync, synchronous_commit, max_connections).
-	Settings map[string]string
-	// ReadyWithin bounds initdb, the server's start and the template's
-	// creation together; 0 is 2 minutes.
-	ReadyWithin time.Duration
+	BinDir      string            // initdb and postgres; "" finds them (FindBinDir)
+	TempDir     string            // where the cluster's folder is made; "" is os.TempDir()
+	OSUser      string            // runs PostgreSQL when this process is root; "" is "postgres"
+	Settings    map[string]string // extra postgres -c settings; the socket and durability ones cannot be overridden
+	ReadyWithin time.Duration     // bounds initdb, start and template together; 0 is 2 minutes
 }
 
-// A Cluster is a running PostgreSQL started by Start. Its methods are safe
-// for concurrent use.
+// A Cluster is a running PostgreSQL started by Start, safe for concurrent
+// use.
 type Cluster struct {
-	// Dir is the cluster's folder: data, socket, logs. Gone after Stop.
-	Dir string
-	// BinDir holds the programs it runs.
-	BinDir string
-	// Version is the server's version (SHOW server_version), for manifests.
-	Version string
-	// PID is the postmaster's process ID.
-	PID int
-	// InitIn is how long initdb took; ReadyIn how long the server took from
-	// its start to accepting connections and holding the template.
+	Dir             string // data, socket, logs; gone after Stop
+	BinDir          string
+	Version         string // SHOW server_version, for manifests
+	PID             int    // the postmaster's
 	InitIn, ReadyIn time.Duration
 
 	cmd    *exec.Cmd
@@ -136,9 +96,9 @@ type Cluster struct {
 	stopErr  error
 }
 
-// Start makes a cluster: a folder, initdb, the server, the template. When it
-// fails it has removed everything it made; an error caused by missing
-// programs wraps ErrNotInstalled.
+// Start makes a cluster: a folder, initdb, the server, the template. When
+// it fails it has removed everything it made; missing programs wrap
+// ErrNotInstalled.
 func Start(ctx context.Context, opt Options) (*Cluster, error) {
 	if opt.ReadyWithin <= 0 {
 		opt.ReadyWithin = 2 * time.Minute
@@ -175,9 +135,8 @@ func Start(ctx context.Context, opt Options) (*Cluster, error) {
 	return c, nil
 }
 
-// credential returns whom to run PostgreSQL as: nil (this process's user)
-// unless this process is root, then the unprivileged name (default
-// "postgres").
+// credential returns whom to run PostgreSQL as: nil unless this process is
+// root, then the unprivileged name.
 func credential(name string) (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
@@ -250,9 +209,8 @@ func (c *Cluster) start(ctx context.Context, cred *syscall.Credential, settings 
 	return nil
 }
 
-// serverSettings returns the server's -c settings: listen only on the
-// socket in dir, keep every commit durable, then the caller's extras (which
-// may not override the socket or durability).
+// serverSettings returns the server's -c settings: the socket in dir and
+// durable commits, then the caller's extras, which cannot override them.
 func serverSettings(dir string, extra map[string]string) []string {
 	fixed := [][2]string{
 		{"listen_addresses", ""},
@@ -283,9 +241,8 @@ func serverSettings(dir string, extra map[string]string) []string {
 	return kv
 }
 
-// command returns an *exec.Cmd running the named program of the cluster's
-// bin folder as cred, with the environment's PG* variables removed (PGPORT
-// and PGDATA would change what the server does).
+// command runs the named program as cred, without the environment's PG*
+// variables (PGPORT and PGDATA would change what the server does).
 func (c *Cluster) command(cred *syscall.Credential, name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(c.BinDir, name), args...)
 	cmd.Dir = c.Dir
@@ -326,12 +283,10 @@ func (c *Cluster) runToEnd(ctx context.Context, cmd *exec.Cmd, logName string) e
 	return nil
 }
 
-// startLocked starts cmd from a goroutine locked to its OS thread and calls
-// exited with cmd.Wait's result once the process has exited and been
-// reaped. Linux sends a child's parent-death signal when the thread that
-// forked it ends, and Go may end an idle thread: this one cannot end before
-// the child, since the goroutine holds it until Wait returns (it is never
-// unlocked, so the thread ends with the goroutine).
+// startLocked starts cmd from a goroutine locked to its OS thread, held
+// until Wait returns and then passed to exited: Linux sends the
+// parent-death signal when the forking thread ends, and Go may end an
+// idle thread.
 func startLocked(cmd *exec.Cmd, exited func(error)) error {
 	started := make(chan error, 1)
 	go func() {
@@ -387,8 +342,8 @@ func (c *Cluster) socketPath() string {
 	return filepath.Join(c.Dir, ".s.PGSQL."+strconv.Itoa(Port))
 }
 
-// DSN returns the URL pgx connects to database db with: the socket folder,
-// the superuser, no password (the cluster trusts local connections).
+// DSN returns the URL of database db: the socket, the superuser, no
+// password (the cluster trusts local connections).
 func (c *Cluster) DSN(db string) string {
 	q := url.Values{}
 	q.Set("host", c.Dir)
@@ -398,8 +353,7 @@ func (c *Cluster) DSN(db string) string {
 	return u.String()
 }
 
-// CreateDatabase creates database name as a copy of TemplateDB and returns
-// its DSN.
+// CreateDatabase copies TemplateDB to database name and returns its DSN.
 func (c *Cluster) CreateDatabase(ctx context.Context, name string) (dsn string, err error) {
 	if c.admin == nil {
 		return "", errors.New("create database: cluster not running")
@@ -411,8 +365,7 @@ func (c *Cluster) CreateDatabase(ctx context.Context, name string) (dsn string, 
 	return c.DSN(name), nil
 }
 
-// DropDatabase drops database name, ending its open connections first.
-// A database that does not exist is not an error.
+// DropDatabase drops database name, if any, ending its connections first.
 func (c *Cluster) DropDatabase(ctx context.Context, name string) error {
 	if c.admin == nil {
 		return errors.New("drop database: cluster not running")
@@ -424,9 +377,8 @@ func (c *Cluster) DropDatabase(ctx context.Context, name string) error {
 	return nil
 }
 
-// Stop stops the server (fast shutdown, then immediate, then SIGKILL, each
-// after a bound), reaps it and removes the cluster's folder. It is
-// idempotent: later calls return the first call's result.
+// Stop stops the server (fast shutdown, then immediate, then SIGKILL),
+// reaps it and removes the folder; later calls return the first's result.
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() { c.stopErr = c.stop() })
 	return c.stopErr
@@ -451,8 +403,8 @@ func (c *Cluster) stop() error {
 	return nil
 }
 
-// signalUntilExit asks the postmaster to stop, harder at each bound, until
-// it has exited. A server that needed more than fast shutdown is reported.
+// signalUntilExit signals the postmaster harder at each bound until it
+// exits; needing more than fast shutdown is reported.
 func (c *Cluster) signalUntilExit() error {
 	steps := []struct {
 		sig  syscall.Signal
@@ -472,10 +424,8 @@ func (c *Cluster) signalUntilExit() error {
 	return fmt.Errorf("postgres (pid %d) still running after SIGKILL", c.PID)
 }
 
-// sweep removes the folders in parent that clusters of dead runners left
-// behind (a runner killed with SIGKILL cannot remove its own; the kernel
-// stopped its server). A folder goes only when the process that made it
-// and its postmaster are both gone; anything unclear is kept.
+// sweep removes the folders dead runners left in parent, only when their
+// owner and postmaster are both gone; anything unclear is kept.
 func sweep(parent string) {
 	dirs, _ := filepath.Glob(filepath.Join(parent, folderPrefix+"*"))
 	for _, dir := range dirs {
@@ -512,8 +462,7 @@ func alive(pid int) bool {
 	return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }
 
-// tail returns the last lines of a log file, indented after a newline, for
-// an error message ("" if there is nothing to show).
+// tail returns the last lines of a log file, indented, for an error.
 func tail(file string) string {
 	b, err := os.ReadFile(file)
 	if err != nil || len(strings.TrimSpace(string(b))) == 0 {
@@ -526,6 +475,5 @@ func tail(file string) string {
 	return "\n\t" + strings.Join(lines, "\n\t")
 }
 
-// ServerVersion returns the server's version (SHOW server_version), for
-// manifests.
+// ServerVersion returns Version.
 func (c *Cluster) ServerVersion() string { return c.Version }

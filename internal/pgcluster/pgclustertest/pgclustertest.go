@@ -1,10 +1,6 @@
-// Package pgclustertest gives tests a throwaway PostgreSQL: one cluster for
-// a test alone (ForTest), or one shared by a test binary's tests (Shared,
-// stopped by Main) with a database per test (Database), and a connection
-// to look inside (Connect).
-//
-// It is a package of its own so that nothing but tests links package
-// testing: the runner links pgcluster, and the effect server links neither.
+// Package pgclustertest gives tests a throwaway PostgreSQL, for one test
+// or shared by a test binary, with a database per test. It is its own
+// package so that nothing but tests links package testing.
 package pgclustertest
 
 import (
@@ -22,17 +18,13 @@ import (
 	"idemlab/internal/pgcluster"
 )
 
-// RequireEnv names the environment variable that makes a missing PostgreSQL
-// a test failure instead of a skip. CI sets it to 1.
+// RequireEnv set to 1 (as CI does) makes a missing PostgreSQL a failure.
 const RequireEnv = "IDEMLAB_REQUIRE_POSTGRES"
 
 // Required reports whether RequireEnv makes a missing PostgreSQL a failure.
 func Required() bool { return os.Getenv(RequireEnv) == "1" }
 
-// ForTest starts a cluster for t alone and stops it when t ends. Where
-// PostgreSQL is not installed it skips t with one logged reason, unless
-// IDEMLAB_REQUIRE_POSTGRES=1, when it fails t; any other failure to start
-// fails t.
+// ForTest starts a cluster for t alone, stopped when t ends; see SkipOrFail.
 func ForTest(t testing.TB) *pgcluster.Cluster {
 	t.Helper()
 	c, err := pgcluster.Start(context.Background(), pgcluster.Options{})
@@ -47,18 +39,8 @@ func ForTest(t testing.TB) *pgcluster.Cluster {
 	return c
 }
 
-// Installed skips t (or fails it, with IDEMLAB_REQUIRE_POSTGRES=1) where
-// PostgreSQL's programs are missing.
-func Installed(t testing.TB) {
-	t.Helper()
-	if _, err := pgcluster.FindBinDir(); err != nil {
-		SkipOrFail(t, err)
-	}
-}
-
-// SkipOrFail ends t for a cluster that could not start: a skip with one
-// logged reason where PostgreSQL is not installed (unless RequireEnv says
-// otherwise), a failure for anything else.
+// SkipOrFail ends t for a cluster that could not start: a skip where
+// PostgreSQL is not installed (unless RequireEnv), else a failure.
 func SkipOrFail(t testing.TB, err error) {
 	t.Helper()
 	if errors.Is(err, pgcluster.ErrNotInstalled) && !Required() {
@@ -75,13 +57,9 @@ var shared struct {
 	err     error
 }
 
-// Main runs a test binary's tests and then stops the cluster Shared
-// started, if any. Call it from TestMain:
+// Main runs a test binary's tests, then stops the cluster Shared started:
 //
 //	func TestMain(m *testing.M) { os.Exit(pgclustertest.Main(m)) }
-//
-// A test binary that dies (a panic, SIGKILL) leaves no server either: its
-// parent-death signal stops it, and the next Start removes its folder.
 func Main(m *testing.M) int {
 	shared.Lock()
 	shared.running = true
@@ -100,10 +78,8 @@ func Main(m *testing.M) int {
 	return code
 }
 
-// Shared returns the cluster shared by the tests of this test binary,
-// starting it on first use; Main stops it after the last test, so the
-// binary's TestMain must call Main. Give each test its own database
-// (Database). It skips or fails t as ForTest does.
+// Shared returns the test binary's shared cluster, started on first use
+// and stopped by Main.
 func Shared(t testing.TB) *pgcluster.Cluster {
 	t.Helper()
 	shared.Lock()
@@ -120,8 +96,7 @@ func Shared(t testing.TB) *pgcluster.Cluster {
 	return shared.c
 }
 
-// Database creates a database for t on the shared cluster, named after t,
-// and drops it when t ends; it returns the database's DSN.
+// Database is DatabaseOn the shared cluster.
 func Database(t testing.TB) string {
 	t.Helper()
 	return DatabaseOn(t, Shared(t))
@@ -130,8 +105,8 @@ func Database(t testing.TB) string {
 // dbSeq numbers the databases DatabaseOn creates.
 var dbSeq atomic.Int64
 
-// DatabaseOn creates a database for t on c, named after t, and drops it
-// when t ends; it returns the database's DSN.
+// DatabaseOn creates a database for t on c, dropped when t ends, and
+// returns its DSN.
 func DatabaseOn(t testing.TB, c *pgcluster.Cluster) string {
 	t.Helper()
 	name := fmt.Sprintf("t%d_%s", dbSeq.Add(1), dbName(t.Name()))
@@ -147,8 +122,7 @@ func DatabaseOn(t testing.TB, c *pgcluster.Cluster) string {
 	return dsn
 }
 
-// Connect opens a connection to dsn for t, closed when t ends (or before,
-// by the caller).
+// Connect opens a connection to dsn, closed when t ends.
 func Connect(t testing.TB, dsn string) *pgx.Conn {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), dsn)
@@ -159,8 +133,7 @@ func Connect(t testing.TB, dsn string) *pgx.Conn {
 	return conn
 }
 
-// dbName folds a test name into a database name: lowercase letters, digits
-// and underscores, short enough for PostgreSQL's 63-byte names.
+// dbName folds a test name into a short database name.
 func dbName(s string) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(s) {
