@@ -21,25 +21,20 @@ import (
 	"idemlab/internal/target"
 )
 
-// A backend runs one kind of replica. start starts replica r, which is
-// down, and returns its process's id and address and the URL clients call
-// (old is the URL it had, "" before its first start; fresh asks for any
-// port). exited reports whether its process exited; kill sends SIGKILL and
-// returns once it exited; collect returns the exit code of a process that
-// exited; stop sends SIGTERM and waits (then SIGKILL); journal reads the
-// ground truth once every process exited; closeAll is the last resort on
-// every path out of a run.
+// A backend runs one kind of replica.
 type backend interface {
+	// start starts replica r at old's URL ("" before its first start), or
+	// at any port if fresh.
 	start(ctx context.Context, r int, old string, fresh bool) (pid int, addr, url string, err error)
 	exited(r int) bool
-	kill(r int)
-	collect(r int) int
-	stop(r int) (int, error)
-	// crashCode reports whether code is an exit a crash fault caused by
-	// itself (the lab's server exits 23; a target is killed, not exited).
+	kill(r int)              // SIGKILL, returning once exited
+	collect(r int) int       // the exit code of an exited process
+	stop(r int) (int, error) // SIGTERM, then SIGKILL
+	// crashCode reports whether code is a crash fault's own exit (the
+	// lab's server exits 23; a target is killed, not exited).
 	crashCode(code int) bool
-	journal(ctx context.Context) ([]Place, error)
-	closeAll()
+	journal(ctx context.Context) ([]Place, error) // once every process exited
+	closeAll()                                    // the last resort on every path
 }
 
 // storeBackend runs effectserver replicas on one store.
@@ -51,10 +46,8 @@ type storeBackend struct {
 	servers []*serverproc.Server // per replica; nil while down
 }
 
-// setUpStore makes where each replica keeps its state, as caserun does:
-// one state folder shared by every replica of the durable store, a folder
-// per replica for the volatile store, one fresh database for postgres.
-// release drops the database, if it made one.
+// setUpStore lays out the replicas' state as caserun does; release drops
+// the database, if it made one.
 func (r *run) setUpStore(ctx context.Context, root string) (release func(), err error) {
 	cfg := r.cfg
 	release = func() {}
@@ -191,8 +184,7 @@ func (b *storeBackend) closeAll() {
 	}
 }
 
-// targetBackend runs a target's replicas through caserun.TargetReplicas,
-// each behind its proxy (the URL clients call), calling the sink.
+// targetBackend runs a target's replicas, each behind its proxy.
 type targetBackend struct {
 	tr       *caserun.TargetReplicas
 	replicas int
@@ -200,9 +192,8 @@ type targetBackend struct {
 	sink     bool // the journal is the sink's, not the one the target's command prints
 }
 
-// setUpTarget starts the target's replicas between the lab's fault proxy
-// and its effect sink, and makes the client speak the target's request
-// shape and read its replay marker. release closes the replicas.
+// setUpTarget starts the target's replicas and makes the client speak its
+// request shape; release closes the replicas.
 func (r *run) setUpTarget(ctx context.Context, root string) (release func(), err error) {
 	cfg, t, n := r.cfg, r.cfg.Target, r.sched.Replicas
 	tcfg := caserun.TargetConfig{Target: t, StateRoot: root, EffectServer: cfg.ServerPath, Databases: cfg.Databases, ClientTimeout: cfg.AttemptTimeout,
@@ -221,9 +212,7 @@ func (r *run) setUpTarget(ctx context.Context, root string) (release func(), err
 	return release, nil
 }
 
-// targetReplay reads a target's replay marker the way the case runner
-// does: the header's first value equal to the one target.json names; nil
-// when the header is absent or the target names none.
+// targetReplay reads a target's replay marker as the case runner does.
 func targetReplay(t *target.Target) func(client.Reply) *bool {
 	return func(rep client.Reply) *bool {
 		if t.Replay == nil {
@@ -259,16 +248,11 @@ func (b *targetBackend) stop(r int) (int, error) {
 	return code, err
 }
 
-// crashCode: a fault kills a target (recorded as fault_kill); no exit
-// code of its own says "crashed".
 func (b *targetBackend) crashCode(int) bool { return false }
 func (b *targetBackend) closeAll()          { b.tr.Close() }
 
-// journal is the history's one place, every replica's (a target that
-// counts its effects itself runs several replicas only on a shared
-// store): the sink's journal, each effect with its forwarded key, the
-// replica that called and when it was applied on the run's clock; or the
-// journal the target's own command printed, each effect's value and body.
+// journal is the history's one place, every replica's: the sink's journal
+// (with key, replica and time) or the one the target's command printed.
 func (b *targetBackend) journal(ctx context.Context) ([]Place, error) {
 	p := Place{Place: 0, Replicas: make([]int, b.replicas), Effects: []Effect{}}
 	for i := range p.Replicas {

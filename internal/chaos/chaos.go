@@ -19,8 +19,7 @@ import (
 	"idemlab/internal/protocol"
 )
 
-// intent is one intent's state while the run goes on. Only the client
-// working on it touches it.
+// intent is one intent's state, touched only by the client working on it.
 type intent struct {
 	n        int
 	key      string
@@ -66,16 +65,8 @@ type run struct {
 
 func (r *run) since() int64 { return time.Since(r.began).Microseconds() }
 
-// Run runs one chaos experiment on cfg.Store (or cfg.Target): it starts
-// the replicas, drives them with cfg.Clients clients for cfg.Duration
-// while the schedule injects faults and the nemesis kills and restarts
-// replicas, retries every unresolved intent in a quiet phase, stops every
-// replica and reads the journal: the history the audit judges.
-//
-// An error means the lab itself broke or ctx ended (a server that never
-// became ready, a state folder or database that could not be made, a
-// journal that could not be read). Every process Run started has exited
-// when it returns, on every path.
+// Run runs one chaos experiment on cfg.Store or cfg.Target (see the
+// package comment). An error means the lab itself broke or ctx ended.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg = withDefaults(cfg)
 	if err := cfg.check(); err != nil {
@@ -88,9 +79,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, nil
 }
 
-// runChaos is Run once cfg is checked: it sets up the replicas, runs the
-// two phases and assembles the history. Every deferred release runs on
-// every path, in the reverse of the order the parts were made.
+// runChaos is Run once cfg is checked; every release is deferred.
 func runChaos(ctx context.Context, cfg Config) (Result, error) {
 	began := time.Now()
 	root, err := os.MkdirTemp(cfg.StateRoot, "chaos-"+cfg.name()+"-")
@@ -129,10 +118,8 @@ func runChaos(ctx context.Context, cfg Config) (Result, error) {
 	return newResult(cfg, h, r.chaosWall, r.quietWall, r.cappedInt.Load(), r.cappedHist.Load()), nil
 }
 
-// runPhases runs the chaos phase and then the quiet phase under one
-// supervisor, stops it, and stops every replica. It returns an error if
-// ctx ended or the replicas could not all be brought back; the supervisor
-// has returned on every path.
+// runPhases runs the chaos and quiet phases under one supervisor, then
+// stops it and every replica.
 func (r *run) runPhases(ctx context.Context) error {
 	r.chaosStart = time.Now()
 	chaosOver, halt, supervised := make(chan struct{}), make(chan struct{}), make(chan error, 1)
@@ -156,8 +143,7 @@ func (r *run) runPhases(ctx context.Context) error {
 	return nil
 }
 
-// chaosPhase runs cfg.Clients chaos clients until cfg.Duration has passed
-// or ctx ends, then waits for them and records how long the phase took.
+// chaosPhase runs cfg.Clients chaos clients for cfg.Duration.
 func (r *run) chaosPhase(ctx context.Context, chaosOver chan struct{}) {
 	var workers sync.WaitGroup
 	for c := range r.cfg.Clients {
@@ -193,9 +179,7 @@ func (r *run) quietPhase(ctx context.Context) error {
 	return nil
 }
 
-// history is the run's record once every process has exited: its
-// settings and phase marks, the journal at every place, and the attempts
-// and server events in time order.
+// history is the run's record once every process has exited.
 func (r *run) history(ctx context.Context) (History, error) {
 	cfg := r.cfg
 	h := History{Header: Header{Store: cfg.Store, Claims: cfg.claims(), Seed: cfg.Seed, Replicas: r.sched.Replicas, Clients: cfg.Clients,
@@ -218,8 +202,8 @@ func (r *run) history(ctx context.Context) (History, error) {
 	return h, nil
 }
 
-// chaosClient (number c) takes new intents until the chaos phase ends or a
-// cap is reached, and makes each one's attempts as the schedule says.
+// chaosClient c takes new intents until the chaos phase ends or a cap is
+// reached, attempting each as the schedule says.
 func (r *run) chaosClient(ctx context.Context, c int, over <-chan struct{}) {
 	for {
 		select {
@@ -254,13 +238,10 @@ func (r *run) chaosClient(ctx context.Context, c int, over <-chan struct{}) {
 	}
 }
 
-// quiet retries the unresolved intents in turn, each until a 200,
-// QuietAttempts attempts or the deadline, with cfg.Clients workers: a
-// worker takes the intent at the head of the queue, makes one attempt (at
-// least the plan's backoff after that intent's last one), and puts it back
-// at the tail while it is unresolved. So every unresolved intent is
-// retried at once, and an intent that stays stuck (every retry 409) takes
-// no worker from the others.
+// quiet retries the unresolved intents round-robin, each until a 200,
+// QuietAttempts or the deadline: a worker makes one attempt and puts the
+// intent back at the tail, so a stuck intent (every retry 409) takes no
+// worker from the others.
 func (r *run) quiet(ctx context.Context, intents []*intent, deadline time.Time) {
 	var mu sync.Mutex
 	queue := slices.Clone(intents)
@@ -309,8 +290,7 @@ func sleep(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
 	}
 }
 
-// attempt makes one attempt of in by client c and records it, its outcome
-// in Jepsen's terms (history.go): ok, fail (refused, or a 4xx), or info.
+// attempt makes and records one attempt of in by client c.
 func (r *run) attempt(ctx context.Context, c int, in *intent, phase Phase, d chaosplan.Decision) {
 	a := Attempt{Intent: in.n, Key: in.key, BodySHA256: in.sha, Client: c, Replica: d.Replica,
 		Attempt: in.attempts, Phase: phase, Fault: d.Fault}
@@ -344,8 +324,7 @@ func (r *run) attempt(ctx context.Context, c int, in *intent, phase Phase, d cha
 // maxValue bounds the reply body (and a forwarded key) kept in the history.
 const maxValue = 64
 
-// safeText is s cut to at most n bytes at a character boundary, with every
-// invalid UTF-8 sequence replaced by "?": a history line is valid UTF-8.
+// safeText is s cut to n bytes as valid UTF-8 (invalid sequences "?").
 func safeText(s string, n int) string {
 	s = strings.ToValidUTF8(s, "?")
 	if len(s) <= n {

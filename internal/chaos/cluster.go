@@ -9,19 +9,12 @@ import (
 	"idemlab/internal/audit/chaosplan"
 )
 
-// A cluster owns the replicas' processes through a backend (the lab's own
-// servers on a store, or a target's processes between the fault proxy and
-// the sink): it starts them, kills them for the nemesis, notices when one
-// exits on its own (a crash fault) or a fault killed it, restarts them on
-// the same state, and records each of these as a ServerEvent. Only the
-// supervisor goroutine (and Run, before and after it) starts or stops
-// replicas; clients only read URLs.
-//
-// A replica keeps its URL for the whole run: on a store a restart asks for
-// the port it had, so a client holding the URL reaches that replica or
-// nothing (refused), never another replica that happened to get the port
-// (if the port was taken meanwhile, the replica gets a new one; the event
-// says so); on a target the URL is its proxy's, which lives for the run.
+// A cluster owns the replicas' processes through a backend and records
+// every start, kill and exit as a ServerEvent. Only the supervisor (and
+// Run, before and after it) starts or stops replicas; clients only read
+// URLs. A replica keeps its URL for the run (a restart asks for its old
+// port), so a client reaches that replica or nothing, never another that
+// happened to get the port.
 type cluster struct {
 	be    backend
 	began time.Time
@@ -68,9 +61,8 @@ func (c *cluster) running() []bool {
 	return append([]bool(nil), c.up...)
 }
 
-// start starts replica r, which must be down: where it was if it had a
-// place, else (or if that is taken) anywhere. It tries a few times; each
-// failure is recorded. The error is the last failure.
+// start starts replica r, which must be down, on its old port if it had
+// one (the last try takes any), recording each failure.
 func (c *cluster) start(ctx context.Context, r int) error {
 	var last error
 	for try := 0; try < startTries; try++ {
@@ -117,9 +109,8 @@ func (c *cluster) lastFailure() string {
 // startTries bounds the tries of one start.
 const startTries = 4
 
-// kill sends SIGKILL to replica r for planned kill k, waits until it is
-// reaped, and records the kill and the exit; "" if it landed, else why not
-// (a kill_skipped event says so too).
+// kill SIGKILLs replica r for planned kill k and reaps it; "" if it
+// landed, else why not (recorded as kill_skipped).
 func (c *cluster) kill(r, k int) string {
 	c.mu.Lock()
 	at := c.since()
@@ -156,8 +147,7 @@ func (c *cluster) kill(r, k int) string {
 	return ""
 }
 
-// event is an event of replica r's last process at, not of the kill
-// plan; the caller holds c.mu.
+// event is an event of replica r's last process; the caller holds c.mu.
 func (c *cluster) event(kind ServerKind, r int, at int64) ServerEvent {
 	return ServerEvent{Kind: kind, Replica: r, AtUS: at, PID: c.pids[r], Addr: c.addrs[r], Planned: -1}
 }
@@ -171,9 +161,8 @@ func (c *cluster) skip(r, k int, why string) {
 	c.events = append(c.events, e)
 }
 
-// faultKill is told, before the kill, that a fault (the proxy's hold and
-// kill, the sink's kill) kills replica r: it records a fault_kill event,
-// unless the nemesis claimed the process first.
+// faultKill records, before the kill, that a fault kills replica r, unless
+// the nemesis claimed the process first.
 func (c *cluster) faultKill(r int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -184,8 +173,8 @@ func (c *cluster) faultKill(r int) {
 	c.events = append(c.events, c.event(EventFaultKill, r, c.since()))
 }
 
-// reap finds replicas whose process exited on its own (or a fault killed
-// it), records the exit and marks them down; it returns them.
+// reap records and returns the replicas whose process exited on its own or
+// by a fault.
 func (c *cluster) reap() []int {
 	var out []int
 	for r, u := range c.running() {
@@ -210,8 +199,7 @@ func (c *cluster) reap() []int {
 	return out
 }
 
-// stopAll stops every running replica with SIGTERM and records how each
-// ended; one that does not exit in time is killed.
+// stopAll stops every running replica with SIGTERM (then SIGKILL).
 func (c *cluster) stopAll() {
 	c.reap()
 	var wg sync.WaitGroup

@@ -18,26 +18,17 @@ import (
 // Config says what to run. Zero fields take Defaults; Run refuses values
 // outside their range.
 type Config struct {
-	ServerPath string         // the effectserver binary (required for a store; a target's {effectserver})
-	Store      protocol.Store // the store (required unless Target is set)
-	// Target, instead of Store, runs the experiment on a target
-	// (docs/targets.md): its replicas between the lab's fault proxy and its
-	// effect sink (caserun.TargetReplicas).
-	Target    *target.Target
-	StateRoot string            // an existing folder; the run's state goes in a fresh folder inside it, removed at the end (required)
-	Databases caserun.Databases // makes the postgres store's database, or a target's postgres service's (required there only)
-	Seed      uint64            // the root of every fault, replica and kill decision
+	ServerPath string            // the effectserver binary (required for a store; a target's {effectserver})
+	Store      protocol.Store    // the store (required unless Target is set)
+	Target     *target.Target    // instead of Store: a target between the fault proxy and the sink
+	StateRoot  string            // an existing folder; the run's state goes in a fresh folder inside it, removed at the end (required)
+	Databases  caserun.Databases // makes the postgres store's database, or a target's postgres service's (required there only)
+	Seed       uint64            // the root of every fault, replica and kill decision
 
-	// Replicas are the servers on one store, 1..4 (default 2); on a target
-	// that claims no shared store one replica runs (ReplicasNote).
-	Replicas int
+	Replicas int           // 1..4 (default 2); one on a target without a shared store (ReplicasNote)
 	Clients  int           // client workers, each one intent at a time, 1..64 (default 8)
 	Duration time.Duration // the chaos phase, up to 10 min (default 3s)
-
-	// Faults, when not nil, narrows the fault kinds the schedule places to
-	// these (each one the store or the target can take): a test's way to
-	// run without crashes, say.
-	Faults []string
+	Faults   []string      // when not nil, the only fault kinds the schedule places
 
 	MaxAttempts    int           // chaos-phase attempts per intent, 1..100 (default 8)
 	IntentWithin   time.Duration // chaos-phase deadline per intent, from its first attempt (default 3s)
@@ -75,8 +66,7 @@ func withDefaults(c Config) Config {
 	c.MaxHistory = cmp.Or(c.MaxHistory, d.MaxHistory)
 	c.ReadyWithin = cmp.Or(c.ReadyWithin, d.ReadyWithin)
 	c.StopWithin = cmp.Or(c.StopWithin, d.StopWithin)
-	// The history records the schedule's times in ms: the run keeps to
-	// what it records.
+	// The history records the schedule's times in ms.
 	c.Duration = cmp.Or(c.Duration, d.Duration).Truncate(time.Millisecond)
 	c.KillEvery = cmp.Or(c.KillEvery, d.KillEvery).Truncate(time.Millisecond)
 	return c
@@ -110,10 +100,8 @@ func (c Config) check() error {
 	return c.CheckKnobs()
 }
 
-// NotRunnable says why the chaos experiment cannot run on t, or "" when it
-// can: the journal it is judged by is the sink's, or the one t's journal
-// command prints, so a target that only counts its effects with a command
-// (a number, after the run) gives it nothing to judge an intent by.
+// NotRunnable says why the chaos experiment cannot run on t, or "": a
+// target that only counts its effects gives nothing to judge an intent by.
 func NotRunnable(t *target.Target) string {
 	if !t.Effects.Sink && len(t.Effects.Journal) == 0 {
 		return "it counts its effects with a command, not at the effect sink, and names no journal command: the checker judges each intent by the journal of applied effects (which intent's body, how often), and a count after the run names no intent"
@@ -137,9 +125,8 @@ func (c Config) claims() Claims {
 	return StoreClaims(c.Store)
 }
 
-// replicas is how many replicas run: on a target that claims no shared
-// store one (each replica would keep its own keys, and a retry on another
-// replica is a new request to it), else as asked.
+// replicas is how many replicas run: one on a target without a shared
+// store (a retry on another replica would be a new request to it).
 func (c Config) replicas() int {
 	if c.Target != nil && !c.Target.Claims.SharedStore {
 		return 1
@@ -156,9 +143,8 @@ func (c Config) ReplicasNote() string {
 	return ""
 }
 
-// faults are the fault kinds the run's schedule places, in
-// chaosplan.FaultKinds order, and an error naming a kind of c.Faults that
-// cannot be placed.
+// faults are the fault kinds the schedule places, in chaosplan.FaultKinds
+// order, or an error naming one of c.Faults that cannot be placed.
 func (c Config) faults() ([]string, error) {
 	can, why := chaosplan.StoreFaults, map[string]string{}
 	if c.Target != nil {
@@ -180,11 +166,9 @@ func (c Config) faults() ([]string, error) {
 	return slices.DeleteFunc(slices.Clone(chaosplan.FaultKinds), func(k string) bool { return !slices.Contains(c.Faults, k) }), nil
 }
 
-// TargetFaults returns the fault kinds (of chaosplan.FaultKinds, in its
-// order) that t can take, and for each other kind why not: a kind is
-// scheduled only where target.Place places it. A target that passes every
-// lab fault to its own header ("*") takes the lab server's kinds only,
-// which are the ones such a server speaks.
+// TargetFaults returns the fault kinds t can take (target.Place places
+// them), and for each other kind why not. A target passing every lab fault
+// to its own header takes only the lab server's kinds.
 func TargetFaults(t *target.Target) (kinds []string, why map[string]string) {
 	why = map[string]string{}
 	_, passThrough := t.Native[target.AllFaults]
@@ -213,9 +197,8 @@ const (
 	MaxDuration = 10 * time.Minute
 )
 
-// CheckKnobs refuses counts and durations out of their ranges (a zero
-// takes its default first), naming each, so that a caller can refuse
-// them before anything starts.
+// CheckKnobs refuses counts and durations out of range (zero takes its
+// default), naming each.
 func (c Config) CheckKnobs() error {
 	c = withDefaults(c)
 	rangeErr := func(name string, v, lo, hi int64) error {

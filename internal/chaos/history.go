@@ -19,9 +19,8 @@ type OpType string
 const (
 	OK   OpType = "ok"   // a 200 reply, the intent's effect acknowledged
 	Fail OpType = "fail" // refused (nothing listened), or a reply below 500 other than 200: this attempt took no effect
-	// Info: outcome unknown, never counted as failed: no reply (a dropped
-	// reply, a crash, a kill, a timeout), or a reply of 500 or above (a
-	// server error may follow an applied effect: fail-after-effect).
+	// Info: outcome unknown, never counted as failed: no reply, or a 5xx
+	// (which may follow an applied effect: fail-after-effect).
 	Info OpType = "info"
 )
 
@@ -92,10 +91,8 @@ type ServerEvent struct {
 	Error    string     `json:"error"`     // what went wrong (start_failed, stop), or why a planned kill did not land (kill_skipped)
 }
 
-// An Effect is one entry of the journal: its value (its number in the
-// journal, from 1), its body's SHA-256, and, where the journal records
-// them (the sink's does, a store's does not), the key the target forwarded
-// (null: none), the replica that applied it and when (µs on the run's
+// An Effect is one entry of the journal; only the sink's journal records
+// the key the target forwarded, the replica and when (µs on the run's
 // clock).
 type Effect struct {
 	Value      int64   `json:"value"`
@@ -105,11 +102,9 @@ type Effect struct {
 	AtUS       *int64  `json:"at_us"`
 }
 
-// A Place is one place of state after every process exited: the journal
-// of applied effects, the ground truth. On a store it is what
-// serverproc.ReadState gave (every replica of a shared store at one place;
-// one each for the volatile store); on a target it is the sink's journal,
-// one place for every replica.
+// A Place is one place of state after every process exited, and the
+// replicas that shared it: the journal of applied effects, the ground
+// truth.
 type Place struct {
 	Place    int
 	Replicas []int
@@ -117,16 +112,14 @@ type Place struct {
 	Effects  []Effect
 }
 
-// Claims are what a store or a target promises, and so what the audit's
-// checker requires of it.
+// Claims are what a store or a target promises: what the checker requires.
 type Claims struct {
 	Durable     bool `json:"durable"`      // keys survive a restart
 	SharedStore bool `json:"shared_store"` // replicas share one store of keys
 }
 
-// StoreClaims are the lab's own stores' claims: the durable and postgres
-// stores keep their keys across restarts in one store the replicas share;
-// the volatile store keeps them in one process's memory.
+// StoreClaims are the lab's own stores' claims; the volatile store's keys
+// live in one process's memory.
 func StoreClaims(s protocol.Store) Claims {
 	if s == protocol.Volatile {
 		return Claims{}
@@ -134,9 +127,7 @@ func StoreClaims(s protocol.Store) Claims {
 	return Claims{Durable: true, SharedStore: true}
 }
 
-// A History is everything the audit's checker needs: what was run, what
-// the clients saw, what happened to the processes, and the journal at
-// every place.
+// A History is everything the audit's checker needs.
 type History struct {
 	Header
 	Attempts []Attempt     // in start order
@@ -144,10 +135,8 @@ type History struct {
 	Places   []Place
 }
 
-// A Header is what a history's "run" line says of the run: the store or
-// the target, its claims, the seed and the schedule's parameters (with
-// Seed and Replicas they give every attempt's replica and fault and the
-// kill plan again), and when the phases began on the run's clock (µs).
+// A Header is a history's "run" line: with Seed and Replicas the schedule's
+// parameters give every attempt's replica and fault and the kill plan again.
 type Header struct {
 	Store        protocol.Store `json:"store"`  // "" on a target
 	Target       string         `json:"target"` // "" on a store
@@ -170,12 +159,10 @@ func (h History) Name() string {
 	return string(h.Store)
 }
 
-// Write writes h as JSON Lines, one object per line, each with a "kind":
-// first a "run" header (with how many lines of each kind follow), then the
-// attempts and the server events merged in time order (an attempt at its
-// start_us before an event at the same time), then for each place a
-// "place" line followed by its "effect" lines in journal order. Field
-// order is fixed.
+// Write writes h as JSON Lines, each with a "kind": a "run" header (with
+// the count of each kind), the attempts and server events in time order
+// (an attempt before an event at the same time), then each "place" and
+// its "effect" lines. Field order is fixed.
 func (h History) Write(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)

@@ -42,8 +42,8 @@ type Capped struct {
 	History bool `json:"history"` // MaxHistory chaos-phase attempts were made
 }
 
-// Result is one run: what was run (one run of chaos.json, as its tags
-// say), and the history of what happened, which the audit judges.
+// Result is one run: one run of chaos.json, and the history the audit
+// judges.
 type Result struct {
 	Store        protocol.Store `json:"store"`         // "" on a target
 	Target       string         `json:"target"`        // "" on a store
@@ -89,8 +89,7 @@ func (r Result) JSON() []byte {
 }
 
 // NotRunJSON is chaos.json's run of a target the experiment could not run,
-// saying why (a missing program, or NotRunnable); dir is its folder
-// relative to the checkout ("" outside it).
+// saying why; dir is its folder relative to the checkout ("" outside it).
 func NotRunJSON(targetName, dir, why string) []byte {
 	return encode(struct {
 		SchemaVersion int    `json:"schema_version"`
@@ -112,13 +111,11 @@ func encode(v any) []byte {
 	return b.Bytes()
 }
 
-// WriteHistory writes r's history as JSON Lines (see History.Write): the
-// attempts, the server events and the journal snapshot, enough to re-run
-// the checker from the file alone.
+// WriteHistory writes r's history (History.Write): enough to re-run the
+// checker from the file alone.
 func (r Result) WriteHistory(w io.Writer) error { return r.History.Write(w) }
 
-// WriteText prints what r ran and what it recorded, in a few lines a
-// person reads; the audit judges the history at the end of the run.
+// WriteText prints what r ran and recorded, in a few lines a person reads.
 func (r Result) WriteText(w io.Writer) error {
 	what := "store " + string(r.Store)
 	if r.Target != "" {

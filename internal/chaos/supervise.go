@@ -11,14 +11,10 @@ import (
 )
 
 // supervise is the nemesis and the supervisor: until stop, it restarts
-// replicas that exited (a crash fault) or were killed, and during the
-// chaos phase it kills replicas as the schedule says, never the last one
-// running when there are several. Every planned kill is recorded: a kill
-// event, or a kill_skipped event saying why it did not land (the planned
-// kills the chaos phase did not reach among them). A restart runs in its
-// own goroutine, so that a replica slow to start (a target's runtime)
-// holds up neither the other replicas nor the plan. It returns, once
-// every restart it began has ended, an error only if ctx ended.
+// replicas that exited or were killed and, in the chaos phase, kills them
+// as planned. A restart runs in its own goroutine, so that a replica slow
+// to start holds up neither the others nor the plan. It returns once every
+// restart has ended, an error only if ctx ended.
 func (r *run) supervise(ctx context.Context, chaosStart time.Time, chaosOver, stop <-chan struct{}) error {
 	s := r.newSupervision(chaosStart)
 	defer s.starts.Wait()
@@ -41,9 +37,8 @@ func (r *run) supervise(ctx context.Context, chaosStart time.Time, chaosOver, st
 	}
 }
 
-// supervision is supervise's state: the planned kills and, per replica,
-// the restart pending or under way. Only the supervise goroutine touches
-// it; a restart reports back on started.
+// supervision is supervise's state, touched only by its goroutine; a
+// restart reports back on started.
 type supervision struct {
 	r          *run
 	chaosStart time.Time
@@ -55,8 +50,7 @@ type supervision struct {
 	starts     sync.WaitGroup
 }
 
-// newSupervision plans the run's kills (none when KillEvery is negative)
-// with nothing pending yet.
+// newSupervision plans the run's kills (none when KillEvery is negative).
 func (r *run) newSupervision(chaosStart time.Time) *supervision {
 	kills := []chaosplan.Kill{}
 	if r.cfg.KillEvery > 0 {
@@ -67,8 +61,7 @@ func (r *run) newSupervision(chaosStart time.Time) *supervision {
 		started: make(chan startResult, r.sched.Replicas)}
 }
 
-// skipRest records every planned kill not yet made as skipped: the chaos
-// phase ended before it.
+// skipRest records every planned kill not yet made as skipped.
 func (s *supervision) skipRest() {
 	for ; s.next < len(s.kills); s.next++ {
 		s.r.cl.skip(s.kills[s.next].Replica, s.next, chaosplan.SkipPhaseEnd)
@@ -76,10 +69,8 @@ func (s *supervision) skipRest() {
 }
 
 // restartEnded takes in how a restart ended; a failed one is tried again
-// later (the cluster recorded the failure), unless ctx ended. One that
-// succeeded leaves restartAt alone: the cluster marks a replica up before
-// its start returns, so the nemesis may have killed it, and planned its
-// restart after the kill's down time, before this result arrived.
+// later. One that succeeded leaves restartAt alone: the nemesis may
+// already have killed the replica and planned its next restart.
 func (s *supervision) restartEnded(ctx context.Context, res startResult) error {
 	s.starting[res.replica] = false
 	if res.err != nil {
@@ -91,9 +82,8 @@ func (s *supervision) restartEnded(ctx context.Context, res startResult) error {
 	return nil
 }
 
-// round is one tick: replicas that exited get a restart pending, the
-// kills now due are made while the chaos phase lasts (and skipped once it
-// is over), and the restarts now due begin.
+// round is one tick: exits reaped, kills due made (or skipped after the
+// chaos phase), restarts due begun.
 func (s *supervision) round(ctx context.Context, chaosOver <-chan struct{}) {
 	now := time.Now()
 	for _, rep := range s.r.cl.reap() {
@@ -108,8 +98,7 @@ func (s *supervision) round(ctx context.Context, chaosOver <-chan struct{}) {
 	s.beginRestarts(ctx, chaos)
 }
 
-// inChaos reports whether the chaos phase still lasts: the quiet phase
-// has not begun and chaosOver is open.
+// inChaos reports whether the chaos phase still lasts.
 func (s *supervision) inChaos(chaosOver <-chan struct{}) bool {
 	select {
 	case <-chaosOver:
@@ -126,9 +115,8 @@ func (s *supervision) killDue(now time.Time) {
 	}
 }
 
-// kill makes planned kill i (k) and sets its replica's restart, or records
-// why it did not land: the replica is down, or it is the last one running
-// of several.
+// kill makes planned kill i and sets its replica's restart, or records why
+// it did not land.
 func (s *supervision) kill(k chaosplan.Kill, i int) {
 	up := s.r.cl.running()
 	running := 0
@@ -147,14 +135,13 @@ func (s *supervision) kill(k chaosplan.Kill, i int) {
 	}
 }
 
-// beginRestarts starts, each in its own goroutine, every down replica
-// whose restart is due; outside the chaos phase every pending restart is
-// due at once.
+// beginRestarts starts every down replica whose restart is due; outside
+// the chaos phase every pending restart is due at once.
 func (s *supervision) beginRestarts(ctx context.Context, chaos bool) {
 	up := s.r.cl.running()
 	for rep, u := range up {
-		// A replica down with nothing pending: a crash fault won
-		// the race against a kill. Restart it as a crashed one.
+		// Down with nothing pending: a crash fault won the race against
+		// a kill.
 		if !u && !s.starting[rep] && s.restartAt[rep].IsZero() {
 			s.restartAt[rep] = time.Now().Add(crashRestartAfter)
 		}
@@ -181,8 +168,7 @@ const (
 	crashRestartAfter = 10 * time.Millisecond
 )
 
-// awaitAllUp waits until the supervisor has every replica running, within
-// a bound.
+// awaitAllUp waits, bounded, until the supervisor has every replica up.
 func (r *run) awaitAllUp(ctx context.Context) error {
 	deadline := time.Now().Add(2*r.readyWithin() + time.Second)
 	for {
