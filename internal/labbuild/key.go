@@ -31,8 +31,7 @@ var goEnvNames = []string{
 }
 
 // goEnv asks the go command, run as the build will run it, for goEnvNames:
-// not this program's runtime, which may be another toolchain (GOTOOLCHAIN
-// or go.mod may select yet another).
+// this program's runtime may be another toolchain.
 func goEnv(ctx context.Context, goCmd, root string, env []string) (map[string]string, error) {
 	cmd := exec.CommandContext(ctx, goCmd, append([]string{"env", "-json"}, goEnvNames...)...)
 	cmd.Dir = root
@@ -149,9 +148,8 @@ func (s *sourceSet) walkImports(dir string) error {
 	return nil
 }
 
-// pkg adds the source files of the package in dir and returns its imports.
-// A missing folder is recorded as missing, a file that does not parse is
-// hashed without its imports: go build will say what is wrong.
+// pkg adds the source files of the package in dir and returns its imports;
+// what is missing or does not parse is left for go build to report.
 func (s *sourceSet) pkg(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if os.IsNotExist(err) {
@@ -197,9 +195,8 @@ func (s *sourceSet) pkg(dir string) ([]string, error) {
 	return imports, nil
 }
 
-// tree adds every file below dir that keep accepts, named under prefix. It
-// skips nested modules and, unless all, what the go command skips when it
-// looks for packages: testdata and folders starting with "." or "_".
+// tree adds every file below dir that keep accepts, named under prefix,
+// skipping nested modules and, unless all, what the go command skips.
 func (s *sourceSet) tree(prefix, dir string, all bool, keep func(name string) bool) error {
 	return filepath.WalkDir(dir, func(file string, e fs.DirEntry, err error) error {
 		if err != nil {

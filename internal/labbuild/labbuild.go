@@ -1,34 +1,18 @@
-// Package labbuild builds the lab's own programs (the effect server and the
-// audit) from the checkout with one pinned recipe, and keeps each binary in a
-// cache keyed by everything that can change it, so that a second run with
-// unchanged sources runs no build.
+// Package labbuild builds the lab's own programs from the checkout with one
+// pinned recipe, cached under a key of everything that can change them.
 //
-// # Why the recipe is pinned
+// The manifest records the server's SHA-256 and the audit can rebuild it,
+// so the binary must depend only on the sources and the toolchain:
+// -trimpath, -buildvcs=false, CGO_ENABLED=0, GOWORK=off, and
+// GOFLAGS=-mod=readonly (an empty GOFLAGS would be read from the go env
+// file), appended last to the environment, where exec.Cmd takes them.
 //
-// The manifest records the server's SHA-256, and the audit can rebuild the
-// server and compare, so the binary must depend only on the sources and the
-// toolchain: -trimpath leaves the checkout's path out, -buildvcs=false the
-// git state, CGO_ENABLED=0 any C toolchain, GOWORK=off any go.work, and
-// GOFLAGS=-mod=readonly replaces the user's (an empty GOFLAGS would be read
-// from the go env file). The pinned variables come last in the environment,
-// where exec.Cmd takes them. What the go env file may still set (GOPROXY,
-// GOCACHE ...) chooses where modules come from, not what is built.
-//
-// # The cache
-//
-// A binary lives at CacheDir/KEY/NAME, with NAME.sha256 beside it. KEY hashes
-// the go command's version and code-generation settings, the package, the
-// recipe, go.mod, go.sum, and every file go build could compile into the
-// target from this module: the non-test .go, .s, .h and .syso files of its
-// package and of every module package it imports (found by parsing import
-// clauses, without running the go command), every file below a package that
-// uses //go:embed, and a replace directive's local folder. Editing the runner
-// does not rebuild the server. KEY/inputs.txt lists the key's inputs, to
-// answer "why did it rebuild?" with a diff.
-//
-// A hit checks the stored SHA-256 and rebuilds on a mismatch; a build renames
-// the binary into place, so a concurrent runner sees none or a whole one.
-// Entries unused for five days are removed after a build.
+// A binary lives at CacheDir/KEY/NAME beside NAME.sha256. KEY hashes the
+// go command's code-generation settings, the recipe, go.mod, go.sum and
+// every module file go build could compile in (found by parsing imports,
+// so editing the runner does not rebuild the server); KEY/inputs.txt lists
+// them, to diff "why did it rebuild?". A build renames the binary into
+// place, so a concurrent runner sees none or a whole one.
 package labbuild
 
 import (
@@ -53,11 +37,9 @@ var Flags = []string{"-trimpath", "-buildvcs=false"}
 // Env is the pinned environment of every lab build, after the caller's.
 var Env = []string{"CGO_ENABLED=0", "GOFLAGS=-mod=readonly", "GOWORK=off"}
 
-// LikeRecipe reports whether the running program was built with the
-// recipe's settings that change compiled packages (-trimpath and
-// CGO_ENABLED=0): then a lab build reuses the standard library compiled for
-// it, and the server's first build compiles only SQLite; otherwise it
-// compiles the standard library again, about 15 s on 2 cores.
+// LikeRecipe reports whether the running program was built with -trimpath
+// and CGO_ENABLED=0: then a lab build reuses its compiled standard library
+// (otherwise about 15 s more on 2 cores).
 func LikeRecipe() bool {
 	bi, ok := debug.ReadBuildInfo()
 	return ok && likeRecipe(bi.Settings)
@@ -96,18 +78,13 @@ func Prebuilt(pkg string) Recipe {
 
 // Options say what to build and where.
 type Options struct {
-	// Root is the module's folder (the one holding go.mod).
-	Root     string
-	Package  string // relative to Root ("./cmd/effectserver"), or an import path inside the module
-	CacheDir string // holds the binaries; "": os.UserCacheDir()/idemlab/bin
-	// Go is the go command. Empty means "go", looked up in PATH.
-	Go  string
-	Env []string // the environment the pinned Env is appended to; nil: os.Environ()
-	// Log receives the progress lines. Nil discards them.
-	Log io.Writer
-	// FirstNote, if set, is added to the progress line when this cache (not
-	// the go command's) never built the program: "compiles SQLite, ...".
-	FirstNote string
+	Root      string    // the module's folder
+	Package   string    // relative to Root ("./cmd/effectserver"), or an import path inside the module
+	CacheDir  string    // holds the binaries; "": os.UserCacheDir()/idemlab/bin
+	Go        string    // the go command; "": "go" in PATH
+	Env       []string  // the environment the pinned Env is appended to; nil: os.Environ()
+	Log       io.Writer // progress lines; nil discards them
+	FirstNote string    // added to the progress line when this cache never built the program
 }
 
 // Binary is a built (or cached) program.
@@ -121,9 +98,8 @@ type Binary struct {
 // keepUnused is how long an entry may go unused before a build removes it.
 const keepUnused = 5 * 24 * time.Hour
 
-// Build returns the binary of o.Package built from o.Root with the pinned
-// recipe, from the cache when an entry of its key is intact. A failed
-// build's error includes the go command's output.
+// Build returns o.Package built with the pinned recipe, from the cache when
+// an entry of its key is intact (checked against its SHA-256).
 func Build(ctx context.Context, o Options) (b Binary, err error) {
 	defer func() {
 		if err != nil {
@@ -231,9 +207,8 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
-// goBuild runs go build into a temporary folder inside dir, renames the
-// binary, its SHA-256 file and the key's inputs into place, and returns the
-// binary's SHA-256.
+// goBuild builds into a temporary folder inside dir, renames the results
+// into place and returns the binary's SHA-256.
 func goBuild(ctx context.Context, o Options, env []string, dir, name, inputs string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
@@ -297,8 +272,8 @@ func everBuilt(cacheDir, name string) bool {
 	return len(m) > 0
 }
 
-// trim removes the cache's entries last used before cutoff, except keep,
-// ignoring errors: a binary another process runs survives its removal.
+// trim removes the cache's entries last used before cutoff, except keep;
+// a binary another process runs survives its removal.
 func trim(cacheDir, keep string, cutoff time.Time) {
 	entries, err := os.ReadDir(cacheDir)
 	if err != nil {
