@@ -302,9 +302,11 @@ func nativeRun(results map[string]any, cname, store string) map[string]any {
 }
 
 // checkJournal checks a run's effect journal: for a target whose effects
-// the sink counts, as many entries as the counter, numbered 1..n, each
-// from a replica the case runs and with the SHA-256 of a body one of the
-// run's calls sent; for a target that counts its own, none.
+// the sink counts, its effects applied (the entries not replays) as many as
+// the counter and numbered 1..n in order, each replay numbered as an effect
+// applied before it under the same forwarded key (not empty) with the same
+// body, every entry from a replica the case runs and with the SHA-256 of a
+// body one of the run's calls sent; for a target that counts its own, none.
 func (a *auditor) checkJournal(spec *targetSpec, c *Case, counter int64, det map[string]any, fail callFail) {
 	journal, _ := det["journal"].([]any)
 	a.check()
@@ -314,25 +316,38 @@ func (a *auditor) checkJournal(spec *targetSpec, c *Case, counter int64, det map
 		}
 		return
 	}
-	if int64(len(journal)) != counter {
-		fail(nil, "counter", fmt.Sprintf("%d (the effects in the sink's journal)", len(journal)), strconv.FormatInt(counter, 10))
-	}
 	sent := map[string]bool{}
 	for _, p := range c.Plan {
 		sent[sha256Hex(p.Body())] = true
 	}
+	type effect struct{ key, body string }
+	var applied []effect // by seq - 1
 	for j, e := range journal {
 		em, _ := e.(map[string]any)
+		at := fmt.Sprintf("detail.journal[%d]", j)
+		key, body := optString(em["key"]), render(em["body_sha256"])
 		a.check()
-		if seq := number(em["seq"]); seq != int64(j+1) {
-			fail(nil, fmt.Sprintf("detail.journal[%d].seq", j), strconv.Itoa(j+1)+" (the sink numbers its effects 1, 2, ...)", render(em["seq"]))
+		switch seq := number(em["seq"]); {
+		case em["replayed"] != true:
+			applied = append(applied, effect{deref(key), body})
+			if seq != int64(len(applied)) {
+				fail(nil, at+".seq", strconv.Itoa(len(applied))+" (the sink numbers its effects 1, 2, ...)", render(em["seq"]))
+			}
+		case seq < 1 || seq > int64(len(applied)):
+			fail(nil, at+".seq", fmt.Sprintf("an effect applied before this replay (1..%d)", len(applied)), render(em["seq"]))
+		case deref(key) == "" || applied[seq-1] != effect{*key, body}:
+			fail(nil, at, fmt.Sprintf("a replay under effect %d's forwarded key %s and body", seq, strconv.Quote(applied[seq-1].key)),
+				fmt.Sprintf("key %s, body_sha256 %s", render(em["key"]), body))
 		}
 		if sum, _ := str(em, "body_sha256"); !sent[sum] {
-			fail(nil, fmt.Sprintf("detail.journal[%d].body_sha256", j), "the SHA-256 of a body one of the run's calls sent", strconv.Quote(sum))
+			fail(nil, at+".body_sha256", "the SHA-256 of a body one of the run's calls sent", strconv.Quote(sum))
 		}
 		if r := number(em["replica"]); r >= int64(c.Replicas) {
-			fail(nil, fmt.Sprintf("detail.journal[%d].replica", j), fmt.Sprintf("below %d (the replicas the case runs)", c.Replicas), render(em["replica"]))
+			fail(nil, at+".replica", fmt.Sprintf("below %d (the replicas the case runs)", c.Replicas), render(em["replica"]))
 		}
+	}
+	if int64(len(applied)) != counter { // counted with the journal's first check
+		fail(nil, "counter", fmt.Sprintf("%d (the effects in the sink's journal)", len(applied)), strconv.FormatInt(counter, 10))
 	}
 }
 

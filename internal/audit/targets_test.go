@@ -232,6 +232,36 @@ func TestAuditTargets(t *testing.T) {
 			},
 		},
 		{
+			name: "a replay of a forwarded key is no effect",
+			mutate: func(t *testing.T, f *fixture) {
+				f.forge(t, func(d map[string]any) {
+					det := targetRun(d, express, "crash_after_effect")["detail"].(map[string]any)
+					first := det["journal"].([]any)[0].(map[string]any)
+					first["key"] = "same"
+					det["journal"] = append(det["journal"].([]any), map[string]any{"seq": jsonNum("1"), "replica": first["replica"],
+						"body_sha256": first["body_sha256"], "key": "same", "replayed": true, "at": first["at"]})
+				})
+			},
+		},
+		{
+			name: "a replay the sink's journal does not back",
+			mutate: func(t *testing.T, f *fixture) {
+				f.forge(t, func(d map[string]any) {
+					det := targetRun(d, express, "crash_after_effect")["detail"].(map[string]any)
+					first := det["journal"].([]any)[0].(map[string]any)
+					first["key"] = "other" // effect 1, applied under key "other"
+					replay := func(seq string) map[string]any {
+						return map[string]any{"seq": jsonNum(seq), "replica": first["replica"], "body_sha256": first["body_sha256"], "key": "same", "replayed": true, "at": first["at"]}
+					}
+					det["journal"] = append(det["journal"].([]any), replay("1"), replay("3"))
+				})
+			},
+			want: []string{
+				`targets.json: target express-idempotency, case crash_after_effect: detail.journal[2]: expected a replay under effect 1's forwarded key "other" and body, observed key "same", body_sha256 "` + sha256Hex([]byte("add-one")) + `"`,
+				`targets.json: target express-idempotency, case crash_after_effect: detail.journal[3].seq: expected an effect applied before this replay (1..2), observed 3`,
+			},
+		},
+		{
 			name: "an edited digest",
 			mutate: func(t *testing.T, f *fixture) {
 				f.editJSON(t, "evidence/targets.json", func(d map[string]any) { targetOf(d, express)["digest"] = strings.Repeat("1", 64) })

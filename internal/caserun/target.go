@@ -45,7 +45,8 @@ type TargetConfig struct {
 }
 
 // TargetDetail is what varies between runs of a case on a target: a store
-// run's Detail, the sink's journal and the proxy's exchanges.
+// run's Detail, the sink's journal (its effects and replays) and the
+// proxy's exchanges.
 type TargetDetail struct {
 	Detail
 	Journal   []sink.Entry
@@ -92,8 +93,9 @@ func RunTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (obs Obse
 	}
 	det.Exchanges = tr.Exchanges()
 	if tr.sink != nil {
-		det.Journal = tr.Journal()
-		obs.Counter = int64(len(det.Journal))
+		tr.sink.Close() // no effect is applied after it
+		det.Journal = tr.sink.Journal()
+		obs.Counter = int64(len(sink.Effects(det.Journal)))
 	} else {
 		n, err := tr.countEffects(ctx)
 		if err != nil {
@@ -368,13 +370,14 @@ func (tr *TargetReplicas) Stop(i int, how casefile.Stop) (int, []string, ServerD
 }
 
 // Journal closes the sink (no effect is applied after it) and returns the
-// effects applied, in order; nil for a target that counts its own.
+// effects applied, in order, without the sink's replays of forwarded keys;
+// nil for a target that counts its own.
 func (tr *TargetReplicas) Journal() []sink.Entry {
 	if tr.sink == nil {
 		return nil
 	}
 	tr.sink.Close()
-	return tr.sink.Journal()
+	return sink.Effects(tr.sink.Journal())
 }
 
 // Close stops every process, proxy, the sink and the side services: the

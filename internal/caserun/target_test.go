@@ -12,6 +12,7 @@ import (
 	"idemlab/internal/audit/strict"
 	"idemlab/internal/casefile"
 	"idemlab/internal/protocol"
+	"idemlab/internal/sink"
 	"idemlab/internal/sink/sinktest"
 )
 
@@ -41,32 +42,46 @@ func summary(counter int64, codes []int, calls []string) string {
 }
 
 // Ensure the cases run on a target the lab did not write (the tiny
-// service of package sinktest, its keys in memory), with each fault placed
-// on the proxy or the sink, and the effects counted by the sink: what
-// comes back is what that target really does.
+// service of package sinktest, its keys in memory unless said), with each
+// fault placed on the proxy or the sink, and the effects counted by the
+// sink, which honours a key the target forwards: what comes back is what
+// that target really does.
 func TestRunTarget(t *testing.T) {
+	memory := sinktest.Service{Keys: sinktest.Memory}
+	forwarding := sinktest.Service{Keys: sinktest.Memory, ForwardKey: true}
 	for _, tc := range []struct {
 		cas  string
-		flaw sinktest.Flaw
+		svc  sinktest.Service
 		want string
 	}{
 		// The proxy drops the reply after the target recorded the key: the
 		// retry replays.
-		{"keyed_lost_reply", "", "1 [143] no_reply 200/1/true"},
+		{"keyed_lost_reply", memory, "1 [143] no_reply 200/1/true"},
 		// The sink applies, then kills the target (the crash gap): it
 		// restarts with an empty table and applies again.
-		{"crash_after_effect", "", "2 [137 143] no_reply 200/2/false"},
+		{"crash_after_effect", memory, "2 [137 143] no_reply 200/2/false"},
 		// The proxy holds the reply, kills the target, drops the reply.
-		{"crash_after_record", "", "2 [137 143] no_reply 200/2/false"},
+		{"crash_after_record", memory, "2 [137 143] no_reply 200/2/false"},
 		// The sink kills the target on receipt: nothing applied.
-		{"crash_before_effect", "", "1 [137 143] no_reply 200/1/false"},
+		{"crash_before_effect", memory, "1 [137 143] no_reply 200/1/false"},
 		// The sink stalls the owner: the duplicates find it in flight.
-		{"concurrent_duplicate", "", "1 [143] 200/1/false " + strings.Repeat("409/-/null ", 10) + "409/-/null"},
+		{"concurrent_duplicate", memory, "1 [143] 200/1/false " + strings.Repeat("409/-/null ", 10) + "409/-/null"},
 		// With the in-flight mark set after the effect, every duplicate applies.
-		{"concurrent_duplicate", sinktest.CheckThenSet, "12 [143] " + strings.TrimSpace(strings.Repeat("200/?/false ", 12))},
+		{"concurrent_duplicate", sinktest.Service{Keys: sinktest.Memory, Flaw: sinktest.CheckThenSet}, "12 [143] " + strings.TrimSpace(strings.Repeat("200/?/false ", 12))},
+		// Forwarded, the key makes the sink replay its one effect to every
+		// duplicate the flaw lets through.
+		{"concurrent_duplicate", sinktest.Service{Keys: sinktest.Memory, Flaw: sinktest.CheckThenSet, ForwardKey: true}, "1 [143] " + strings.TrimSpace(strings.Repeat("200/1/false ", 12))},
+		// A failure after the effect frees the key: the retry calls the
+		// sink again, which applies again, or replays the forwarded key.
+		{"fails_after_effect_then_retry", memory, "2 [143] 502/sink 500: effect failed\n\n/null 200/2/false"},
+		{"fails_after_effect_then_retry", forwarding, "1 [143] 502/sink 500: effect failed\n\n/null 200/1/false"},
+		// The crash gap closed by a forwarded key: the restarted target
+		// has forgotten the key, the sink has not.
+		{"crash_after_effect", forwarding, "1 [137 143] no_reply 200/1/false"},
+		{"crash_after_effect", sinktest.Service{Keys: sinktest.File, ForwardKey: true}, "1 [137 143] no_reply 200/1/false"},
 	} {
-		t.Run(tc.cas+"/"+string(tc.flaw), func(t *testing.T) {
-			tg := sinktest.LoadTarget(t, sinktest.Service{Keys: sinktest.Memory, Flaw: tc.flaw})
+		t.Run(fmt.Sprintf("%s/%s/%s/forward=%v", tc.cas, tc.svc.Keys, tc.svc.Flaw, tc.svc.ForwardKey), func(t *testing.T) {
+			tg := sinktest.LoadTarget(t, tc.svc)
 			cfg := TargetConfig{Target: tg, StateRoot: t.TempDir(), ClientTimeout: 10 * time.Second}
 			obs, det, err := RunTarget(context.Background(), cfg, loadCase(t, tc.cas))
 			if err != nil {
@@ -81,7 +96,7 @@ func TestRunTarget(t *testing.T) {
 				body := "-"
 				if c.Body != nil && *c.Body != "" {
 					body = *c.Body
-					if tc.flaw == sinktest.CheckThenSet {
+					if tc.svc.Flaw == sinktest.CheckThenSet && !tc.svc.ForwardKey {
 						body = "?" // which duplicate got which value is a race
 					}
 				}
@@ -94,8 +109,13 @@ func TestRunTarget(t *testing.T) {
 			if got := summary(obs.Counter, obs.ExitCodes, calls); got != strings.TrimSpace(tc.want) {
 				t.Fatalf("observed %s\nwant     %s\nlog: %q", got, tc.want, det.ServerLog)
 			}
-			if got := int64(len(det.Journal)); got != obs.Counter {
+			if got := int64(len(sink.Effects(det.Journal))); got != obs.Counter {
 				t.Fatalf("journal holds %d effects, counter says %d", got, obs.Counter)
+			}
+			for _, e := range det.Journal {
+				if (e.Key != nil) != tc.svc.ForwardKey {
+					t.Errorf("journal entry %+v: forwarded key recorded %v, want %v", e, e.Key != nil, tc.svc.ForwardKey)
+				}
 			}
 			if left := sinktest.Leftovers(); len(left) > 0 {
 				t.Fatalf("target processes left after the run: %v", left)

@@ -5,18 +5,27 @@
 // from replies.
 //
 // A call is POST /effect/R (R the calling replica, from 0) with the intent's
-// body and any headers. Each call the sink accepts applies exactly one
+// body and any headers. Each call the sink accepts applies at most one
 // effect: the journal gets an entry with the next sequence number (1, 2, ...,
 // no gaps), which is the effect's value, and the reply is 200, Content-Type
-// text/plain, the value in decimal. A key the target forwards in KeyHeader is
-// recorded, never deduplicated. Another method gets 405, another path or an
-// unknown replica 404, a body over MaxBody 413: nothing applied.
+// text/plain, the value in decimal. Another method gets 405, another path or
+// an unknown replica 404, a body over MaxBody 413: nothing applied.
+//
+// A key the target forwards in KeyHeader (several lines joined by ", ") is
+// honoured as a payment provider honours an idempotency key: the first call
+// with a key to reach its effect applies it; a later call with that key and
+// the same body applies nothing, is journaled as a replay (Entry.Replayed,
+// Seq the first effect's) and answers the first effect's value; one with
+// another body applies nothing and is refused with 422 (ReusedBody). The
+// sink keeps its keys for its whole life, across replicas: a ledger whose
+// keys outlive the run. An empty key is recorded and deduplicates nothing.
 //
 // The lab places its sink faults by arming an Action for the next call from
 // a replica whose body equals the body it forwarded (Arm): wait before
-// applying (the owner in flight), apply or not, wait after applying (the
-// effect done, not yet recorded by the target), then answer, fail with 500,
-// or kill the calling replica and close the connection unanswered.
+// applying (the owner in flight), apply (or replay) or not, wait after
+// applying (the effect done, not yet recorded by the target), then answer,
+// fail with 500, kill the calling replica and close the connection
+// unanswered, or close it unanswered (the reply dropped).
 //
 // A call is accepted once its body was read: its effect is applied even if
 // the caller goes away while it waits, as a provider that received a request
@@ -29,8 +38,10 @@
 // Config.MaxBody, read within 30 s more; its reply written within 150 s of
 // its head; a kept-alive connection idle at most 30 s; at most MaxConns
 // connections at once (more wait to be accepted); each wait at most
-// MaxWait; at most MaxArms arms outstanding per replica. Close cancels
-// every wait and returns within 10 s plus the time Kills in progress take.
+// MaxWait; at most MaxArms arms outstanding per replica. The forwarded keys
+// are kept as SHA-256 digests, one per effect applied: no more than the
+// journal. Close cancels every wait and returns within 10 s plus the time
+// Kills in progress take.
 package sink
 
 import (
@@ -62,6 +73,8 @@ const (
 	MaxWait        = 60 * time.Second // the longest Action.Before or Action.After
 	MaxArms        = 1024             // arms not yet taken, per replica
 	FailBody       = "effect failed\n"
+	// ReusedBody answers a forwarded key reused with another body (422).
+	ReusedBody = "idempotency key reused with another body\n"
 
 	readTimeout  = 30 * time.Second // a call's whole request
 	idleTimeout  = 30 * time.Second // a kept-alive connection between calls
@@ -81,6 +94,7 @@ const (
 	Answer End = iota + 1 // 200 with the effect's value
 	Fail                  // 500 with FailBody
 	Kill                  // kill the calling replica, then close the connection unanswered
+	Drop                  // close the connection unanswered: the reply is lost, the replica lives
 )
 
 func (e End) String() string {
@@ -91,6 +105,8 @@ func (e End) String() string {
 		return "fail"
 	case Kill:
 		return "kill"
+	case Drop:
+		return "drop"
 	}
 	return "End(" + strconv.Itoa(int(e)) + ")"
 }
@@ -98,7 +114,7 @@ func (e End) String() string {
 // An Action is what the sink does with one call.
 type Action struct {
 	Before time.Duration // wait before applying ("slow", "delay=NNms": the owner in flight)
-	Apply  bool          // apply the effect: journal it
+	Apply  bool          // apply the effect (or replay its forwarded key's): journal it
 	After  time.Duration // wait after applying, before End ("stall=NNms": effect done, not yet recorded by the target)
 	End    End
 }
@@ -109,8 +125,8 @@ var Normal = Action{Apply: true, End: Answer}
 // Validate reports what is wrong with a, or nil.
 func (a Action) Validate() error {
 	switch {
-	case a.End < Answer || a.End > Kill:
-		return fmt.Errorf("sink: action: unknown end %v (want answer, fail or kill)", a.End)
+	case a.End < Answer || a.End > Drop:
+		return fmt.Errorf("sink: action: unknown end %v (want answer, fail, kill or drop)", a.End)
 	case a.End == Answer && !a.Apply:
 		return errors.New("sink: action: answer without applying: there is no value to answer with")
 	case a.Before < 0 || a.Before > MaxWait:
@@ -125,18 +141,20 @@ func (a Action) Validate() error {
 type Config struct {
 	Replicas  int               // 1..MaxReplicas
 	Kill      func(replica int) // kills replica r of the target with SIGKILL and returns once it exited; required
-	KeyHeader string            // header a target may forward a key in; default Idempotency-Key
+	KeyHeader string            // header a target forwards its key in; default Idempotency-Key
 	MaxBody   int64             // bound on a call's body, 1..MaxMaxBody; default DefaultMaxBody
 	Observe   func(Call)        // optional: called once per call that reached the sink's handler, when it ended
 }
 
-// An Entry is one effect applied.
+// An Entry is one effect applied, or one call answered with an effect
+// applied before (a replay of its forwarded key).
 type Entry struct {
-	Seq        int64     `json:"seq"`         // the effect's value: 1, 2, ... in order, no gaps
-	Replica    int       `json:"replica"`     // the replica that called
-	BodySHA256 string    `json:"body_sha256"` // hex SHA-256 of the call's body
-	Key        *string   `json:"key"`         // the forwarded key (several lines joined by ", "), nil when none
-	At         time.Time `json:"at"`          // when it was applied (UTC, the wall clock)
+	Seq        int64     `json:"seq"`                // the effect's value: 1, 2, ... in order, no gaps; a replay's, the effect it replays
+	Replica    int       `json:"replica"`            // the replica that called
+	BodySHA256 string    `json:"body_sha256"`        // hex SHA-256 of the call's body
+	Key        *string   `json:"key"`                // the forwarded key (several lines joined by ", "), nil when none
+	Replayed   bool      `json:"replayed,omitempty"` // nothing applied: the call's key and body are effect Seq's
+	At         time.Time `json:"at"`                 // when it was applied or replayed (UTC, the wall clock)
 	// Applied is the same instant with its monotonic clock reading, for
 	// ordering it against a caller's own clock; not part of the journal's
 	// JSON.
@@ -147,7 +165,8 @@ type Entry struct {
 type Call struct {
 	Replica int    // the replica its path named; -1 when it named none the sink serves
 	Status  int    // the reply's status; 0 when the connection was closed unanswered
-	Seq     int64  // the effect applied for it; 0 for none
+	Seq     int64  // the effect applied (or replayed) for it; 0 for none
+	Replay  bool   // it replayed effect Seq: its forwarded key was applied before, with the same body
 	Armed   bool   // it took an armed Action, not Normal
 	Action  Action // the Action it took (zero for a call refused before one was chosen)
 	Killed  bool   // Kill ran for it
@@ -171,10 +190,18 @@ type Sink struct {
 	closed  bool
 	handing sync.WaitGroup // handlers running, hijacked ones included
 	journal []Entry
-	arms    [][]*arm // per replica, in arm order
+	replays int                           // the journal's replays
+	keys    map[[sha256.Size]byte]applied // by the SHA-256 of a forwarded key applied
+	arms    [][]*arm                      // per replica, in arm order
 
 	closeOnce sync.Once
 	closeErr  error
+}
+
+// applied is what the sink keeps of a forwarded key: its effect and body.
+type applied struct {
+	seq  int64
+	body [sha256.Size]byte
 }
 
 type arm struct {
@@ -212,6 +239,7 @@ func Start(cfg Config) (*Sink, error) {
 		port:   inner.Addr().(*net.TCPAddr).Port,
 		served: make(chan struct{}),
 		arms:   make([][]*arm, cfg.Replicas),
+		keys:   map[[sha256.Size]byte]applied{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	// No ReadTimeout: its deadline would outlive the body and, in the
@@ -297,22 +325,67 @@ func (s *Sink) mustServe(replica int) {
 	}
 }
 
-// Journal returns a copy of the journal, in sequence order.
+// Journal returns a copy of the journal, in order: every effect applied
+// and every replay.
 func (s *Sink) Journal() []Entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Entry(nil), s.journal...)
 }
 
-// apply journals one effect and returns its sequence number.
-func (s *Sink) apply(replica int, body []byte, key *string) int64 {
+// Effects returns the entries of journal that applied an effect, in
+// sequence order: the journal without its replays.
+func Effects(journal []Entry) []Entry {
+	var out []Entry
+	for _, e := range journal {
+		if !e.Replayed {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// An outcome is what the effect of one call came to.
+type outcome int
+
+const (
+	appliedNew outcome = iota // a new effect
+	replayed                  // its forwarded key's effect, applied before with the same body
+	reused                    // its forwarded key was applied with another body: nothing applied
+)
+
+// effect applies one effect, or replays the one its forwarded key applied,
+// journals it and returns its sequence number; a key reused with another
+// body applies and journals nothing.
+func (s *Sink) effect(replica int, body []byte, key *string) (int64, outcome) {
 	sum := sha256.Sum256(body)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	seq := int64(len(s.journal)) + 1
+	keyed := key != nil && *key != ""
+	var ksum [sha256.Size]byte
+	if keyed {
+		ksum = sha256.Sum256([]byte(*key))
+	}
+	e := Entry{Replica: replica, BodySHA256: hex.EncodeToString(sum[:]), Key: key}
+	switch prev, known := s.keys[ksum]; {
+	case keyed && known && prev.body != sum:
+		return 0, reused
+	case keyed && known:
+		e.Seq, e.Replayed = prev.seq, true
+	default:
+		e.Seq = int64(len(s.journal)-s.replays) + 1
+	}
 	now := time.Now()
-	s.journal = append(s.journal, Entry{Seq: seq, Replica: replica, BodySHA256: hex.EncodeToString(sum[:]), Key: key, At: now.UTC(), Applied: now})
-	return seq
+	e.At, e.Applied = now.UTC(), now
+	s.journal = append(s.journal, e)
+	switch {
+	case e.Replayed:
+		s.replays++
+		return e.Seq, replayed
+	case keyed:
+		s.keys[ksum] = applied{seq: e.Seq, body: sum}
+	}
+	return e.Seq, appliedNew
 }
 
 // Close stops listening, ends every wait, and waits (at most 10 s, plus
@@ -422,21 +495,29 @@ func (s *Sink) call(w http.ResponseWriter, r *http.Request, c *Call) int {
 		c.Err = err.Error() + " before the effect"
 		return reply(w, http.StatusServiceUnavailable, "sink closed\n")
 	}
+	reusedKey := false
 	if a.Apply {
-		c.Seq = s.apply(replica, body, key)
+		var o outcome
+		c.Seq, o = s.effect(replica, body, key)
+		c.Replay, reusedKey = o == replayed, o == reused
+		if reusedKey {
+			c.Err = "key reused with another body: nothing applied"
+		}
 	}
 	if err := s.wait(a.After); err != nil {
 		c.Err = err.Error() + " after the effect"
 		return reply(w, http.StatusServiceUnavailable, "sink closed\n")
 	}
-	switch a.End {
-	case Answer:
+	switch {
+	case a.End == Answer && reusedKey:
+		return reply(w, http.StatusUnprocessableEntity, ReusedBody)
+	case a.End == Answer:
 		return reply(w, http.StatusOK, strconv.FormatInt(c.Seq, 10))
-	case Fail:
+	case a.End == Fail:
 		return reply(w, http.StatusInternalServerError, FailBody)
 	}
-	// Kill: only the replica still waiting on this connection; either
-	// way the connection is closed unanswered.
+	// Kill and Drop close the connection unanswered; Kill kills only the
+	// replica still waiting on this connection.
 	gone := r.Context().Err() != nil
 	conn, _, err := rc.Hijack()
 	if err != nil {
@@ -444,7 +525,10 @@ func (s *Sink) call(w http.ResponseWriter, r *http.Request, c *Call) int {
 		return 0
 	}
 	defer conn.Close()
-	if gone {
+	switch {
+	case a.End == Drop:
+		return 0
+	case gone:
 		c.Err = "caller gone before the kill"
 		return 0
 	}

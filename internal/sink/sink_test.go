@@ -125,19 +125,28 @@ type entry struct {
 	replica int
 	body    string
 	key     *string
+	replays int64 // the effect it replays; 0: an effect applied
 }
 
 // checkJournal compares the journal with want, in order, and checks that
-// its sequence numbers are 1, 2, ... and its times do not go back.
+// the effects applied are numbered 1, 2, ..., each replay numbered as the
+// effect it replays, and that its times do not go back.
 func checkJournal(t *testing.T, got []sink.Entry, want []entry) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("journal has %d entries, want %d: %+v", len(got), len(want), got)
 	}
+	applied := int64(0)
 	for i, e := range got {
 		w := want[i]
-		if e.Seq != int64(i+1) || e.Replica != w.replica || e.BodySHA256 != sum(w.body) {
-			t.Errorf("journal[%d] = seq %d replica %d body %s, want seq %d replica %d body %q", i, e.Seq, e.Replica, e.BodySHA256, i+1, w.replica, w.body)
+		seq := w.replays
+		if seq == 0 {
+			applied++
+			seq = applied
+		}
+		if e.Seq != seq || e.Replayed != (w.replays > 0) || e.Replica != w.replica || e.BodySHA256 != sum(w.body) {
+			t.Errorf("journal[%d] = seq %d replayed %v replica %d body %s, want seq %d replayed %v replica %d body %q",
+				i, e.Seq, e.Replayed, e.Replica, e.BodySHA256, seq, w.replays > 0, w.replica, w.body)
 		}
 		if (e.Key == nil) != (w.key == nil) || (e.Key != nil && *e.Key != *w.key) {
 			t.Errorf("journal[%d].Key = %v, want %v", i, deref(e.Key), deref(w.key))
@@ -169,9 +178,11 @@ type step struct {
 }
 
 // Ensure the sink's contract: one effect per accepted call, its value the
-// journal's next sequence number, keys recorded but never deduplicating,
-// armed actions taken in arm order by equal bodies from their replica only,
-// and every refused call (405, 404, 413, 431) applies nothing.
+// journal's next sequence number; a forwarded key honoured as a payment
+// provider does (the same key and body replayed from any replica, another
+// body refused with 422, an empty key or none deduplicating nothing); armed
+// actions taken in arm order by equal bodies from their replica only; and
+// every refused call (405, 404, 413, 431, 422) applies nothing.
 func TestContract(t *testing.T) {
 	post := func(path, body string, h ...string) call {
 		c := call{path: path, body: body, header: http.Header{}}
@@ -193,7 +204,7 @@ func TestContract(t *testing.T) {
 		name:    "one call applies one effect valued 1",
 		cfg:     sink.Config{Replicas: 1},
 		steps:   []step{{post("/effect/0", "a"), 200, "1"}},
-		journal: []entry{{0, "a", nil}},
+		journal: []entry{{0, "a", nil, 0}},
 	}, {
 		name: "values count up across replicas with no gap",
 		cfg:  sink.Config{Replicas: 3},
@@ -203,16 +214,51 @@ func TestContract(t *testing.T) {
 			{post("/effect/0", "a"), 200, "3"},
 			{post("/effect/1", ""), 200, "4"},
 		},
-		journal: []entry{{0, "a", nil}, {2, "b", nil}, {0, "a", nil}, {1, "", nil}},
+		journal: []entry{{0, "a", nil, 0}, {2, "b", nil, 0}, {0, "a", nil, 0}, {1, "", nil, 0}},
 	}, {
-		name: "a forwarded key is recorded and never deduplicates",
+		name: "a forwarded key with the same body replays its effect, from any replica",
+		cfg:  sink.Config{Replicas: 2},
+		steps: []step{
+			{post("/effect/0", "a", "Idempotency-Key", "k-1"), 200, "1"},
+			{post("/effect/0", "a", "Idempotency-Key", "k-1"), 200, "1"},
+			{post("/effect/1", "a", "Idempotency-Key", "k-1"), 200, "1"},
+			{post("/effect/1", "a", "Idempotency-Key", "k-2"), 200, "2"},
+			{post("/effect/0", "a"), 200, "3"},
+		},
+		journal: []entry{{0, "a", key("k-1"), 0}, {0, "a", key("k-1"), 1}, {1, "a", key("k-1"), 1}, {1, "a", key("k-2"), 0}, {0, "a", nil, 0}},
+	}, {
+		name: "another body under a forwarded key is refused with 422 and applies nothing",
 		cfg:  sink.Config{Replicas: 1},
 		steps: []step{
 			{post("/effect/0", "a", "Idempotency-Key", "k-1"), 200, "1"},
-			{post("/effect/0", "a", "Idempotency-Key", "k-1"), 200, "2"},
-			{post("/effect/0", "a", "Idempotency-Key", `"odd" k`, "Idempotency-Key", "second"), 200, "3"},
+			{post("/effect/0", "b", "Idempotency-Key", "k-1"), 422, sink.ReusedBody},
+			{post("/effect/0", "b", "Idempotency-Key", "k-2"), 200, "2"},
+			{post("/effect/0", "a", "Idempotency-Key", "k-1"), 200, "1"},
 		},
-		journal: []entry{{0, "a", key("k-1")}, {0, "a", key("k-1")}, {0, "a", key(`"odd" k, second`)}},
+		journal: []entry{{0, "a", key("k-1"), 0}, {0, "b", key("k-2"), 0}, {0, "a", key("k-1"), 1}},
+	}, {
+		name: "an empty key deduplicates nothing; several key lines are one key",
+		cfg:  sink.Config{Replicas: 1},
+		steps: []step{
+			{post("/effect/0", "a", "Idempotency-Key", ""), 200, "1"},
+			{post("/effect/0", "a", "Idempotency-Key", ""), 200, "2"},
+			{post("/effect/0", "a", "Idempotency-Key", `"odd" k`, "Idempotency-Key", "second"), 200, "3"},
+			{post("/effect/0", "a", "Idempotency-Key", `"odd" k, second`), 200, "3"},
+			{post("/effect/0", "a", "Idempotency-Key", `"odd" k`), 200, "4"},
+		},
+		journal: []entry{{0, "a", key(""), 0}, {0, "a", key(""), 0}, {0, "a", key(`"odd" k, second`), 0},
+			{0, "a", key(`"odd" k, second`), 3}, {0, "a", key(`"odd" k`), 0}},
+	}, {
+		name: "a key whose effect failed before applying is free; one applied then failed replays",
+		cfg:  sink.Config{Replicas: 1},
+		arms: []armSpec{{0, "a", fail, false}, {0, "b", failAfter, false}},
+		steps: []step{
+			{post("/effect/0", "a", "Idempotency-Key", "k-a"), 500, sink.FailBody},
+			{post("/effect/0", "a", "Idempotency-Key", "k-a"), 200, "1"},
+			{post("/effect/0", "b", "Idempotency-Key", "k-b"), 500, sink.FailBody},
+			{post("/effect/0", "b", "Idempotency-Key", "k-b"), 200, "2"},
+		},
+		journal: []entry{{0, "a", key("k-a"), 0}, {0, "b", key("k-b"), 0}, {0, "b", key("k-b"), 2}},
 	}, {
 		name: "the key is read from the configured header only",
 		cfg:  sink.Config{Replicas: 1, KeyHeader: "x-pay-key"},
@@ -220,7 +266,7 @@ func TestContract(t *testing.T) {
 			{post("/effect/0", "a", "X-Pay-Key", "p", "Idempotency-Key", "ignored"), 200, "1"},
 			{post("/effect/0", "a", "Idempotency-Key", "ignored"), 200, "2"},
 		},
-		journal: []entry{{0, "a", key("p")}, {0, "a", nil}},
+		journal: []entry{{0, "a", key("p"), 0}, {0, "a", nil, 0}},
 	}, {
 		name: "another method is 405 and applies nothing",
 		cfg:  sink.Config{Replicas: 1},
@@ -253,7 +299,7 @@ func TestContract(t *testing.T) {
 			{post("/effect/0", "123456789"), 413, "body over 8 bytes\n"},
 			{post("/effect/0", "12345678"), 200, "1"},
 		},
-		journal: []entry{{0, "12345678", nil}},
+		journal: []entry{{0, "12345678", nil, 0}},
 	}, {
 		name: "a head over HeaderBytes is 431 and applies nothing; one of HeaderBytes applies",
 		cfg:  sink.Config{Replicas: 1},
@@ -261,7 +307,7 @@ func TestContract(t *testing.T) {
 			{call{raw: headOf(sink.HeaderBytes + 1)}, 431, ""},
 			{call{raw: headOf(sink.HeaderBytes)}, 200, "1"},
 		},
-		journal: []entry{{0, "a", nil}},
+		journal: []entry{{0, "a", nil, 0}},
 	}, {
 		name: "fail answers 500 with the fixed body and applies nothing",
 		cfg:  sink.Config{Replicas: 1},
@@ -270,13 +316,13 @@ func TestContract(t *testing.T) {
 			{post("/effect/0", "a"), 500, sink.FailBody},
 			{post("/effect/0", "a"), 200, "1"},
 		},
-		journal: []entry{{0, "a", nil}},
+		journal: []entry{{0, "a", nil, 0}},
 	}, {
 		name:    "fail after applying answers 500 and keeps the effect",
 		cfg:     sink.Config{Replicas: 1},
 		arms:    []armSpec{{0, "a", failAfter, false}},
 		steps:   []step{{post("/effect/0", "a"), 500, sink.FailBody}},
-		journal: []entry{{0, "a", nil}},
+		journal: []entry{{0, "a", nil, 0}},
 	}, {
 		name: "arms of equal bodies are taken in arm order",
 		cfg:  sink.Config{Replicas: 1},
@@ -287,7 +333,7 @@ func TestContract(t *testing.T) {
 			{post("/effect/0", "a"), 200, "2"},
 			{post("/effect/0", "a"), 200, "3"},
 		},
-		journal: []entry{{0, "a", nil}, {0, "a", nil}, {0, "a", nil}},
+		journal: []entry{{0, "a", nil, 0}, {0, "a", nil, 0}, {0, "a", nil, 0}},
 	}, {
 		name: "an arm is taken only by an equal body from its replica",
 		cfg:  sink.Config{Replicas: 2},
@@ -298,7 +344,7 @@ func TestContract(t *testing.T) {
 			{post("/effect/1", ""), 200, "3"},
 			{post("/effect/1", "a"), 500, sink.FailBody},
 		},
-		journal: []entry{{0, "a", nil}, {1, "ab", nil}, {1, "", nil}},
+		journal: []entry{{0, "a", nil, 0}, {1, "ab", nil, 0}, {1, "", nil, 0}},
 	}, {
 		name: "a disarmed arm is not taken; the next one is",
 		cfg:  sink.Config{Replicas: 1},
@@ -307,7 +353,7 @@ func TestContract(t *testing.T) {
 			{post("/effect/0", "a"), 500, sink.FailBody},
 			{post("/effect/0", "a"), 200, "2"},
 		},
-		journal: []entry{{0, "a", nil}, {0, "a", nil}},
+		journal: []entry{{0, "a", nil, 0}, {0, "a", nil, 0}},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -356,9 +402,9 @@ func TestEnds(t *testing.T) {
 	tests := []struct {
 		name        string
 		action      sink.Action
-		status      int // the target's reply; 0: none
-		body        string
-		applied     bool // the journal holds the effect
+		status      int    // the target's reply; 0: none
+		body        string // the target's reply body; with status 502 and "", its prefix "sink: " (a transport error)
+		applied     bool   // the journal holds the effect
 		killed      bool
 		atKill      int // journal entries when Kill ran
 		observedSeq int64
@@ -370,6 +416,7 @@ func TestEnds(t *testing.T) {
 		{name: "crash-before-effect", action: sink.Action{End: sink.Kill}, killed: true, atKill: 0},
 		{name: "crash-after-effect", action: sink.Action{Apply: true, End: sink.Kill}, applied: true, killed: true, atKill: 1, observedSeq: 1},
 		{name: "stall then crash-after-effect", action: sink.Action{Apply: true, After: time.Millisecond, End: sink.Kill}, applied: true, killed: true, atKill: 1, observedSeq: 1},
+		{name: "drop-downstream-reply", action: sink.Action{Apply: true, End: sink.Drop}, status: 502, applied: true, observedSeq: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -410,12 +457,12 @@ func TestEnds(t *testing.T) {
 				if ne, ok := errors.AsType[net.Error](r.err); ok && ne.Timeout() {
 					t.Fatalf("target: %v, want the connection closed", r.err)
 				}
-			} else if r.err != nil || r.status != tt.status || r.body != tt.body {
+			} else if r.err != nil || r.status != tt.status || r.body != tt.body && (tt.body != "" || !strings.HasPrefix(r.body, "sink: ")) {
 				t.Fatalf("target = %d %q (%v), want %d %q", r.status, r.body, r.err, tt.status, tt.body)
 			}
 			var want []entry
 			if tt.applied {
-				want = []entry{{0, "pay", key("k")}}
+				want = []entry{{0, "pay", key("k"), 0}}
 			}
 			checkJournal(t, started.Journal(), want)
 
@@ -442,7 +489,7 @@ func TestEnds(t *testing.T) {
 			if !c.Armed || c.Action != tt.action || c.Killed != tt.killed || c.Seq != tt.observedSeq || c.Err != "" {
 				t.Errorf("observed %+v, want armed %+v, killed %v, seq %d", c, tt.action, tt.killed, tt.observedSeq)
 			}
-			if want := tt.status; want == 502 && c.Status != 500 || want == 200 && c.Status != 200 || want == 0 && c.Status != 0 {
+			if want := tt.status; want == 502 && tt.body != "" && c.Status != 500 || want == 200 && c.Status != 200 || (want == 0 || tt.body == "") && c.Status != 0 {
 				t.Errorf("observed status %d for a target reply of %d", c.Status, want)
 			}
 		})
@@ -466,7 +513,7 @@ func TestKillSkippedWhenCallerGone(t *testing.T) {
 	if c.Killed || c.Seq != 1 || c.Status != 0 || c.Err != "caller gone before the kill" {
 		t.Errorf("observed %+v, want seq 1, no kill, no reply, the caller gone", c)
 	}
-	checkJournal(t, s.Journal(), []entry{{0, "pay", nil}})
+	checkJournal(t, s.Journal(), []entry{{0, "pay", nil, 0}})
 }
 
 // Ensure the waits sequence duplicates: while one call waits before its
@@ -603,6 +650,76 @@ func TestConcurrentCalls(t *testing.T) {
 	}
 }
 
+// Ensure concurrent calls with one forwarded key and body, some delayed
+// before their effect (an owner in flight), from every replica, apply one
+// effect: every call answers its value, the others are journaled as its
+// replays and observed as such.
+func TestConcurrentForwardedKey(t *testing.T) {
+	const replicas, each = 4, 10
+	calls := make(chan sink.Call, replicas*each)
+	s := start(t, sink.Config{Replicas: replicas, Observe: func(c sink.Call) { calls <- c }})
+	for r := range replicas {
+		defer s.Arm(r, []byte("pay"), sink.Action{Before: 20 * time.Millisecond, Apply: true, End: sink.Answer})()
+	}
+	var wg sync.WaitGroup
+	for i := range replicas * each {
+		wg.Go(func() {
+			r := do(root(s), call{path: fmt.Sprintf("/effect/%d", i%replicas), body: "pay", header: http.Header{"Idempotency-Key": {"k"}}})
+			if r.err != nil || r.status != 200 || r.body != "1" {
+				t.Errorf("call %d = %d %q (%v), want 200 \"1\"", i, r.status, r.body, r.err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := len(sink.Effects(s.Journal())); got != 1 {
+		t.Errorf("%d effects applied, want 1", got)
+	}
+	replays := 0
+	for range replicas * each {
+		c := <-calls
+		if c.Seq != 1 || c.Status != 200 || c.Err != "" {
+			t.Errorf("observed %+v, want seq 1, 200", c)
+		}
+		if c.Replay {
+			replays++
+		}
+	}
+	if got, want := replays, replicas*each-1; got != want {
+		t.Errorf("%d calls observed as replays, want %d", got, want)
+	}
+	for i, e := range s.Journal() {
+		if e.Seq != 1 || e.Replayed != (i > 0) || deref(e.Key) != `"k"` {
+			t.Errorf("journal[%d] = %+v, want seq 1, replayed %v, key k", i, e, i > 0)
+		}
+	}
+}
+
+// Ensure a forwarded key reused with another body is observed refused, and
+// that the refusal keeps the arm's end: a kill still kills, applying nothing.
+func TestReusedKeyKeepsItsEnd(t *testing.T) {
+	calls := make(chan sink.Call, 2)
+	killed := make(chan int, 1)
+	// Not Idempotency-Key: net/http sends a request carrying it again on
+	// a kept-alive connection closed unanswered.
+	s := start(t, sink.Config{Replicas: 1, KeyHeader: "Pay-Key", Kill: func(r int) { killed <- r }, Observe: func(c sink.Call) { calls <- c }})
+	if r := do(root(s), call{path: "/effect/0", body: "a", header: http.Header{"Pay-Key": {"k"}}}); r.status != 200 {
+		t.Fatalf("first call = %d %q (%v)", r.status, r.body, r.err)
+	}
+	<-calls
+	defer s.Arm(0, []byte("b"), sink.Action{Apply: true, End: sink.Kill})()
+	if r := do(root(s), call{path: "/effect/0", body: "b", header: http.Header{"Pay-Key": {"k"}}}); r.err == nil {
+		t.Fatalf("reused key under a kill = %d %q, want no reply", r.status, r.body)
+	}
+	c := <-calls
+	if !c.Killed || c.Seq != 0 || c.Replay || c.Err != "key reused with another body: nothing applied" {
+		t.Errorf("observed %+v, want killed, nothing applied, the reuse said", c)
+	}
+	if got := <-killed; got != 0 {
+		t.Errorf("killed replica %d, want 0", got)
+	}
+	checkJournal(t, s.Journal(), []entry{{0, "a", key("k"), 0}})
+}
+
 // Ensure Start names what is wrong with a config.
 func TestStartRejects(t *testing.T) {
 	kill := func(int) {}
@@ -644,7 +761,9 @@ func TestValidate(t *testing.T) {
 		{sink.Action{End: sink.Kill}, ""},
 		{sink.Action{Apply: true, After: sink.MaxWait, End: sink.Kill}, ""},
 		{sink.Action{}, "unknown end End(0)"},
-		{sink.Action{Apply: true, End: 4}, "unknown end End(4)"},
+		{sink.Action{Apply: true, End: sink.Drop}, ""},
+		{sink.Action{End: sink.Drop}, ""},
+		{sink.Action{Apply: true, End: 5}, "unknown end End(5)"},
 		{sink.Action{End: sink.Answer}, "answer without applying"},
 		{sink.Action{Before: -1, Apply: true, End: sink.Answer}, "before -1ns out of range"},
 		{sink.Action{Apply: true, After: sink.MaxWait + 1, End: sink.Answer}, "after 1m0.000000001s out of range"},
@@ -685,7 +804,7 @@ func TestValidate(t *testing.T) {
 		s.Arm(0, []byte("leak"), sink.Normal)
 	}
 	panics("Arm past MaxArms outstanding", func() { s.Arm(0, []byte("leak"), sink.Normal) })
-	for e, want := range map[sink.End]string{sink.Answer: "answer", sink.Fail: "fail", sink.Kill: "kill", 0: "End(0)"} {
+	for e, want := range map[sink.End]string{sink.Answer: "answer", sink.Fail: "fail", sink.Kill: "kill", sink.Drop: "drop", 0: "End(0)"} {
 		if got := e.String(); got != want {
 			t.Errorf("End(%d).String() = %q, want %q", int(e), got, want)
 		}
