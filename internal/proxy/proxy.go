@@ -3,46 +3,26 @@
 // 127.0.0.1 that speaks just enough HTTP to know where a request and a
 // reply end, and places the lab's proxy faults there.
 //
-// Each client connection carries one request (the lab's client sends
-// Connection: close; anything after the first request is read and thrown
-// away). The proxy reads the whole request, asks Config.Route what the
-// request's X-Lab-Fault value means, and forwards the request on a fresh
-// connection to the replica: its head byte for byte (header field order,
-// case and spacing as sent, a missing Content-Type still missing), less
-// every X-Lab-Fault and Connection field and every field the route sets,
-// plus the route's fields and "Connection: close"; then its body as framed.
-// The replica's reply (any interim 1xx replies, then the final one) is read
-// whole and relayed byte for byte, unless a fault drops it; the client's
-// connection is then closed.
+// Each client connection carries one request. The proxy reads it whole,
+// asks Config.Route what its X-Lab-Fault means, and forwards it on a fresh
+// connection byte for byte (header order, case and spacing as sent), less
+// every X-Lab-Fault and Connection field and the route's own, plus the
+// route's fields and "Connection: close". The reply is read whole and
+// relayed byte for byte unless a fault drops it. The faults: Delay waits
+// before forwarding; DropReply reads the reply and closes unanswered;
+// HoldAndKill does so after killing the replica; GiveUp closes unanswered
+// if no reply came in time and lets the replica's exchange finish,
+// bounded. Route.Arm sees the body just before it is forwarded, so the
+// sink can find the call a fault belongs to.
 //
-// The faults: Delay waits before forwarding; DropReply reads the whole reply
-// and closes the client's connection without it; HoldAndKill reads it, kills
-// the replica, then does the same; GiveUp closes the client's connection
-// unanswered if no reply came within its time (counted from the moment the
-// request was read, the delay included) and lets the replica's exchange
-// finish, bounded, before closing it. Route.Arm is called with the request's
-// body just before it is forwarded, and disarmed once the exchange ended,
-// for the sink to find the call a fault belongs to.
+// A replica unreachable or closing mid-reply leaves the client unanswered;
+// a client that goes first takes the replica's connection with it. The
+// proxy's own refusals start "proxy: " (400 malformed or ambiguous
+// framing, 431, 413, 502 for a rejected fault or an oversized reply).
 //
-// Where the replica cannot be reached, or closes without a complete reply
-// (it was killed mid-request), the client's connection is closed without a
-// reply. Where the client goes (closes, or shuts down its sending side)
-// before the reply, the replica's connection is closed too (or never
-// opened, when it went before the request was forwarded), unless GiveUp
-// already let the client go. Requests the proxy refuses itself get a reply
-// whose body starts "proxy: ": 400 for a malformed request (or one with two
-// X-Lab-Fault fields, or both Transfer-Encoding and Content-Length), 431 for
-// a head over HeaderBytes, 413 for a body over MaxBody, 502 for a fault
-// Route rejects or a reply over the bounds.
-//
-// Bounds: a request's or a reply's head (interim replies included) at most
-// HeaderBytes; a body at most Config.MaxBody decoded, and at most twice that
-// plus HeaderBytes as framed (chunk framing, trailers); the client's request
-// read within RequestTimeout; the replica dialed within DialTimeout and its
-// reply read within ReplyTimeout of the request being written; each write
-// within WriteTimeout; Route's Delay and GiveUp at most MaxWait; at most
-// MaxConns client connections at once (more wait to be accepted); Close
-// returns within 10 s plus the time Kills in progress take.
+// Every read, dial, write and wait is bounded (HeaderBytes, MaxBody,
+// RequestTimeout, DialTimeout, ReplyTimeout, WriteTimeout, MaxWait,
+// MaxConns), and Close returns within 10 s plus the kills in progress.
 package proxy
 
 import (
