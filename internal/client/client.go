@@ -1,17 +1,10 @@
-// Package client is the lab's HTTP client, the one every lab caller uses:
-// the runner's cases, the experiments, and the effect server calling its
-// ledger.
-//
+// Package client is the lab's HTTP client, the one every lab caller uses.
 // It opens one connection per call, keep-alives off: Go's http.Transport
-// silently resends a request with an Idempotency-Key header when a reused
-// connection fails before any reply, so a dropped reply would turn into an
-// invisible second request, exactly the retry the lab counts.
-//
-// A body larger than ExpectContinueAbove is sent with Expect: 100-continue.
-// A server that refuses a request from its headers (413 over -max-body)
-// answers and closes at once; a client still writing the body would see
-// the connection reset before the 413 (3-19 % no_reply for 64 KiB to
-// 1 MiB bodies).
+// silently resends a request with an Idempotency-Key when a reused
+// connection fails before any reply, an invisible retry of exactly the
+// kind the lab counts. A body above ExpectContinueAbove waits for 100
+// Continue: a server refusing it from its headers (413) closes at once,
+// and a client still writing would see a reset instead of the 413.
 package client
 
 import (

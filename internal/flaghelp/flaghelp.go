@@ -1,16 +1,8 @@
-// Package flaghelp renders the flag list of a command's -h text from its
-// flag.FlagSet, so that the help cannot name a flag, an argument or a
-// default the command does not have, and lays out the help's other
-// lists (bounds, exit statuses) the same way. Every idemlab command renders
-// its -h with it: the runner, the effect server, the audit and
-// auditfixture.
-//
-// It is neutral: it holds no lab logic (no protocol, no case, no evidence,
-// no verdict) and imports only the standard library (TestImportsOnlyStd).
-// That is why the audit may import it: the audit's independence rule is
-// that it imports no lab package, so that a mistake in the lab cannot hide
-// from it, and this package decides nothing the audit checks; it only
-// lays out text.
+// Package flaghelp renders a command's -h flag list from its
+// flag.FlagSet, so the help cannot name a flag or default the command does
+// not have, and lays out the help's other lists the same way. It holds no
+// lab logic and imports only the standard library (TestImportsOnlyStd):
+// that is why the audit, which imports no lab package, may use it.
 package flaghelp
 
 import (
@@ -27,17 +19,11 @@ const (
 	Width  = 78
 )
 
-// Flags returns the help of fs's flags, one item each (see Item): the flag
-// and its argument as head, its usage as text, then in parentheses what
-// note says of it (if note is not nil and says something) and its default
-// (unless that is empty or false). It lists names in that order, or every
-// flag of fs in name order when names is empty; a name fs does not define
-// panics.
-//
-// A flag's argument is the word its usage puts in backquotes (see
-// flag.UnquoteUsage), or else a generic one: N for a number, D for a
-// duration, NAME for anything else; a boolean flag has none, unless its
-// usage names one, which then follows an "=" (-flag=BOOL).
+// Flags returns the help of fs's flags named (all, in name order, when
+// none), one Item each: flag and argument, usage, then in parentheses
+// note's word and the default. The argument is the usage's backquoted
+// word or N, D or NAME; a boolean flag's follows "=" (-flag=BOOL). An
+// unknown name panics.
 func Flags(fs *flag.FlagSet, names []string, note func(f *flag.Flag) string) string {
 	var b strings.Builder
 	write := func(f *flag.Flag) {
