@@ -321,7 +321,7 @@ func TestAuditTargets(t *testing.T) {
 				f.write(t, "evidence/"+VerdictsFile, string(data))
 			},
 			want: []string{
-				`verdicts.json: differs from the audit's own rendering: line 617: expected "            },", observed "            }"`,
+				`verdicts.json: differs from the audit's own rendering: line 593: expected "            },", observed "            }"`,
 			},
 		},
 		{
@@ -376,7 +376,7 @@ func (f *fixture) forgeRow(t *testing.T) {
 	f.editText(t, "evidence/TARGETS.md", "| restart_after_reply | 1 (1) | violation |", "| restart_after_reply | 1 (1) | pass |")
 }
 
-const forgedRowFailure = `TARGETS.md: differs from the audit's own rendering: line 249: expected "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ...", observed "| restart_after_reply | 1 (1) | pass | — | stuck_key: the last call with key \"same\" got 409: the key was left in pr..."`
+const forgedRowFailure = `TARGETS.md: differs from the audit's own rendering: line 245: expected "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ...", observed "| restart_after_reply | 1 (1) | pass | — | stuck_key: the last call with key \"same\" got 409: the key was left in pr..."`
 
 // expressDigest is the folder digest of the fixture's
 // targets/express-idempotency (testdata/targets/targets).
@@ -448,8 +448,8 @@ func TestAuditTargetObservations(t *testing.T) {
 			row:    "| restart_after_reply | 1 (1) | pass | — | — |",
 			safety: "pass",
 			kept: []string{
-				`TARGETS.md: differs from the audit's own rendering: line 249: expected "| restart_after_reply | 1 (1) | pass | — | — |", observed "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ..."`,
-				`verdicts.json: differs from the audit's own rendering: line 593: expected "          \"safety\": \"pass\",", observed "          \"safety\": \"violation\","`,
+				`TARGETS.md: differs from the audit's own rendering: line 245: expected "| restart_after_reply | 1 (1) | pass | — | — |", observed "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ..."`,
+				`verdicts.json: differs from the audit's own rendering: line 569: expected "          \"safety\": \"pass\",", observed "          \"safety\": \"violation\","`,
 			},
 		},
 		{
@@ -465,7 +465,7 @@ func TestAuditTargetObservations(t *testing.T) {
 			safety: "pass",
 			kept: []string{
 				`TARGETS.md: differs from the audit's own rendering: line 28: expected "| crash_after_effect | 1 (1) | pass | — | — |", observed "| crash_after_effect | 2 (1) | limitation | — | duplicate_effect: 2 effects applied; a sound implementation applies..."`,
-				`verdicts.json: differs from the audit's own rendering: line 128: expected "          \"safety\": \"pass\",", observed "          \"safety\": \"limitation\","`,
+				`verdicts.json: differs from the audit's own rendering: line 122: expected "          \"safety\": \"pass\",", observed "          \"safety\": \"limitation\","`,
 			},
 		},
 	}
