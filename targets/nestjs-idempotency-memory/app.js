@@ -17,8 +17,8 @@ function decorateMethod(cls, name, decorators) {
 
 // The controller: POST /effect, made idempotent by the README's @Idempotent() decorator. The handler
 // POSTs the body to the lab's sink and returns the sink's value; a non-200 sink reply throws, and
-// NestJS's default exception filter answers 500. The README's example sets its POST's status with
-// @HttpCode(201); this handler sets 200, the status every other target answers a success with.
+// NestJS's default exception filter answers 500. A success is answered 201, NestJS's default for a
+// POST, set with @HttpCode(201) as the README's example sets it.
 class EffectController {
   async effect(body) {
     const reply = await fetch(process.env.EFFECT_URL, { method: 'POST', body: typeof body === 'string' ? body : '' });
@@ -27,8 +27,8 @@ class EffectController {
     return value;
   }
 }
-// @Idempotent() @Post('effect') @HttpCode(200) effect(@Body() body)
-decorateMethod(EffectController, 'effect', [Idempotent(), Post('effect'), HttpCode(200), (target, key) => Body()(target, key, 0)]);
+// @Idempotent() @Post('effect') @HttpCode(201) effect(@Body() body)
+decorateMethod(EffectController, 'effect', [Idempotent(), Post('effect'), HttpCode(201), (target, key) => Body()(target, key, 0)]);
 // @Controller()
 const Effects = Reflect.decorate([Controller()], EffectController);
 
