@@ -15,6 +15,7 @@ import (
 	"idemlab/internal/audit/strict"
 	"idemlab/internal/casefile"
 	"idemlab/internal/runner"
+	"idemlab/internal/target"
 )
 
 // boundsDoc is the one place the bounds are listed for people.
@@ -38,6 +39,7 @@ func TestBoundsDoc(t *testing.T) {
 		{"runner-flags", flagRows},
 		{"case-files", caseRows},
 		{"case-schema", schemaRows},
+		{"target-schema", targetSchemaRows},
 	} {
 		begin := "<!-- begin " + sec.name + " -->\n"
 		end := "<!-- end " + sec.name + " -->"
@@ -150,7 +152,30 @@ func caseRows(t *testing.T) string {
 // schemaRows is every bound the case schema states, read from it, with the
 // error one past a bound gets.
 func schemaRows(t *testing.T) string {
-	raw, err := os.ReadFile("../../schema/" + casefile.SchemaName)
+	schemas, err := strict.LoadSchemas("../../schema")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, perr := casefile.Parse("cases/10-x.json", []byte(`{"name":"x","summary":"s","steps":[{"sleep":{"ms":60001}}],"expect":{"volatile":{"counter":0,"exit_codes":[0],"calls":[]}}}`), schemas)
+	return boundRows(t, casefile.SchemaName) + fmt.Sprintf("\nPast any of them: exit 2 naming the file and the field, e.g. `runner: %v`.\n", perr)
+}
+
+// targetSchemaRows is every bound the target schema states, read from it,
+// with the error one past a bound gets.
+func targetSchemaRows(t *testing.T) string {
+	schemas, err := strict.LoadSchemas("../../schema")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, perr := target.Parse("targets/x/target.json", []byte(`{"name":"x","summary":"s","start":{"argv":["x","{port}"],"ready":{"tcp":true}},`+
+		`"request":{"path":"/","key_header":"Idempotency-Key"},"replay":null,"effects":"sink",`+
+		`"claims":{"durable":false,"shared_store":false,"capacity":null,"max_body":null,"key_ttl_ms":0}}`), schemas)
+	return boundRows(t, target.SchemaName) + fmt.Sprintf("\nPast any of them: exit 2 naming the file and the field, e.g. `runner: %v`.\n", perr)
+}
+
+// boundRows is the table of every bound schema file name states.
+func boundRows(t *testing.T, name string) string {
+	raw, err := os.ReadFile("../../schema/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,19 +212,19 @@ func schemaRows(t *testing.T) string {
 				}
 			case "items":
 				walk(sub, at+"/N")
+			case "additionalProperties":
+				walk(sub, at+"/*")
+			case "oneOf":
+				for _, alt := range sub.([]any) {
+					walk(alt, at)
+				}
 			}
 		}
 	}
 	walk(doc, "")
 	slices.Sort(rows)
-	schemas, err := strict.LoadSchemas("../../schema")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, perr := casefile.Parse("cases/10-x.json", []byte(`{"name":"x","summary":"s","steps":[{"sleep":{"ms":60001}}],"expect":{"volatile":{"counter":0,"exit_codes":[0],"calls":[]}}}`), schemas)
 	var b strings.Builder
 	b.WriteString("| Field (`#name`: a definition) | Bounds |\n|---|---|\n")
 	b.WriteString(strings.Join(rows, "\n") + "\n")
-	fmt.Fprintf(&b, "\nPast any of them: exit 2 naming the file and the field, e.g. `runner: %v`.\n", perr)
 	return b.String()
 }

@@ -213,7 +213,9 @@ func (a *auditor) checkTargetRun(tname string, spec *targetSpec, c *Case, rm map
 	for i := range min(len(view.calls), len(c.Plan)) {
 		call, _ := view.calls[i].(map[string]any)
 		a.check()
-		checkSent(i, call, c.Plan[i], fail)
+		p := c.Plan[i]
+		p.Key = sentKey(p.Key, spec.keyFormat) // the key as the target's key format writes it
+		checkSent(i, call, p, fail)
 	}
 	det, _ := rm["detail"].(map[string]any)
 	a.checkProcesses(c, codes, det, len(calls), fail)

@@ -232,6 +232,39 @@ func TestAuditTargets(t *testing.T) {
 			},
 		},
 		{
+			name: "a key not sent as the target's key format writes it",
+			mutate: func(t *testing.T, f *fixture) {
+				// The target asks for UUID keys; every call records its
+				// key's UUID but one, which records the case's word.
+				uuid := func(s string) string {
+					return strings.Replace(s, `"key_header": "Idempotency-Key"`, `"key_header": "Idempotency-Key", "key_format": "uuid"`, 1)
+				}
+				tj := "targets/express-idempotency/target.json"
+				f.write(t, tj, uuid(string(mustRead(t, f.path(tj)))))
+				digest, err := folderDigest(f.root, "targets/express-idempotency")
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { m["targets"].([]any)[0].(map[string]any)["digest"] = digest })
+				f.forge(t, func(d map[string]any) {
+					tm := targetOf(d, express)
+					tm["target_json"], tm["digest"] = uuid(tm["target_json"].(string)), digest
+					for _, r := range tm["runs"].([]any) {
+						rm := r.(map[string]any)
+						for i, c := range rm["calls"].([]any) {
+							cm := c.(map[string]any)
+							if k, ok := cm["key"].(string); ok && (rm["case"] != "keyed_lost_reply" || i != 1) {
+								cm["key"] = *sentKey(&k, "uuid")
+							}
+						}
+					}
+				})
+			},
+			want: []string{
+				`targets.json: target express-idempotency, case keyed_lost_reply, call 1: key: expected "262b8893-bf06-5b5b-ba4d-8a208a32ae10" (as the case's steps send), observed "same"`,
+			},
+		},
+		{
 			name: "a replay of a forwarded key is no effect",
 			mutate: func(t *testing.T, f *fixture) {
 				f.forge(t, func(d map[string]any) {

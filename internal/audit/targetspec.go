@@ -1,7 +1,11 @@
 package audit
 
 import (
+	"cmp"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,13 +20,16 @@ import (
 type targetSpec struct {
 	name, summary string
 	replay        *[2]string // header and value of the replay marker; nil: none
-	sink          bool       // effects "sink" (else a count command)
+	keyFormat     string     // request.key_format: "verbatim" or "uuid"
+	sink          bool       // effects "sink" or {"sink": ...} (else a count command)
+	forwardHeader string     // with sink: the header the target forwards its key in
 	journal       bool       // a count command's target names a journal command too (chaos can judge it)
 	native        map[string]bool
 	durable       bool
 	sharedStore   bool
 	capacity      *int64
 	maxBody       *int64
+	keyTTL        *int64   // claims.key_ttl_ms; nil: keys kept
 	lock          string   // versions.lock, "" for none
 	packages      []string // versions.packages
 	mirrors       string   // the store the lab's own server as a target reproduces
@@ -46,10 +53,20 @@ func (s *Schemas) readTargetSpec(data []byte) (*targetSpec, error) {
 		val, _ := str(r, "value")
 		t.replay = &[2]string{h, val}
 	}
+	request, _ := doc["request"].(map[string]any)
+	t.keyFormat, _ = str(request, "key_format")
+	t.keyFormat = cmp.Or(t.keyFormat, "verbatim")
 	t.sink = doc["effects"] == "sink"
+	t.forwardHeader, _ = str(request, "key_header")
 	if e, ok := doc["effects"].(map[string]any); ok {
 		j, _ := e["journal"].([]any)
 		t.journal = len(j) > 0
+		if sm, ok := e["sink"].(map[string]any); ok {
+			t.sink = true
+			if h, ok := str(sm, "key_header"); ok {
+				t.forwardHeader = h
+			}
+		}
 	}
 	faults, _ := doc["faults"].(map[string]any)
 	native, _ := faults["native"].(map[string]any)
@@ -68,6 +85,9 @@ func (s *Schemas) readTargetSpec(data []byte) (*targetSpec, error) {
 	if claims["max_body"] != nil {
 		t.maxBody = new(number(claims["max_body"]))
 	}
+	if claims["key_ttl_ms"] != nil {
+		t.keyTTL = new(number(claims["key_ttl_ms"]))
+	}
 	versions, _ := doc["versions"].(map[string]any)
 	t.lock, _ = str(versions, "lock")
 	t.packages = stringList(versions, "packages")
@@ -83,18 +103,18 @@ const allFaults = "*"
 
 // Where a lab fault acts on a target that does not map it natively.
 const (
-	atProxy      = iota // the fault proxy: drops the reply, or holds it and kills the target
-	atSink              // the effect sink: waits, fails, kills the target around the effect
-	atDownstream        // the lab server's own downstream mode: nowhere on a target
+	atProxy = iota // the fault proxy: drops the reply, or holds it and kills the target
+	atSink         // the effect sink: waits, fails, kills the target, drops its reply around the effect
 )
 
-// targetFaults are the lab faults a target knows and where each acts.
+// targetFaults are the lab faults a target knows and where each acts; the
+// downstream mode's act at the sink, which plays the ledger.
 var targetFaults = map[string]int{
 	"drop-reply": atProxy, "crash-after-record": atProxy, "give-up": atProxy,
 	"slow": atSink, "delay": atSink, "stall": atSink,
 	"crash-before-effect": atSink, "crash-after-effect": atSink,
 	"fail-effect": atSink, "fail-after-effect": atSink,
-	"crash-after-claim": atDownstream, "crash-after-downstream": atDownstream, "drop-downstream-reply": atDownstream,
+	"crash-after-claim": atSink, "crash-after-downstream": atSink, "drop-downstream-reply": atSink,
 }
 
 // targetFaultNames lists targetFaults' names, sorted.
@@ -128,10 +148,7 @@ func placeFault(v string, t *targetSpec) string {
 		case hasArg:
 			return fmt.Sprintf("fault %q: takes no argument", part)
 		}
-		switch {
-		case at == atDownstream:
-			return fmt.Sprintf("%s is the lab server's own downstream mode", name)
-		case at == atSink && !t.sink:
+		if at == atSink && !t.sink {
 			return fmt.Sprintf("%s acts at the effect sink, and %s counts its effects itself without mapping %s to a header", name, t.name, name)
 		}
 	}
@@ -233,4 +250,34 @@ func soundCalls(c *Case) []soundCall {
 		out = append(out, sc)
 	}
 	return out
+}
+
+// sentKey is the key the lab sends a target in key format f for a case's
+// key k (nil: none): under "uuid", a key the lab's own server accepts is
+// sent as its version 5 UUID in the lab's namespace, any other as written.
+func sentKey(k *string, f string) *string {
+	if k == nil || f != "uuid" || !keyWord.MatchString(*k) {
+		return k
+	}
+	u := uuid5(caseKeyNamespace, *k)
+	return &u
+}
+
+// keyWord is a bare key the lab's own server accepts.
+var keyWord = regexp.MustCompile(`^` + keyPattern + `$`)
+
+// caseKeyNamespace is the namespace of the case keys' UUIDs: the version 5
+// UUID of https://idemlab.invalid/case-key in RFC 9562's URL namespace.
+var caseKeyNamespace = uuid5("6ba7b811-9dad-11d1-80b4-00c04fd430c8", "https://idemlab.invalid/case-key")
+
+// uuid5 is the version 5 UUID of name in namespace ns (canonical text),
+// RFC 9562 section 5.5.
+func uuid5(ns, name string) string {
+	nsBytes, _ := hex.DecodeString(strings.ReplaceAll(ns, "-", ""))
+	h := sha1.Sum(append(nsBytes, name...))
+	u := h[:16]
+	u[6] = u[6]&0x0f | 0x50
+	u[8] = u[8]&0x3f | 0x80
+	x := hex.EncodeToString(u)
+	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
 }

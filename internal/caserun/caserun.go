@@ -327,10 +327,12 @@ type run struct {
 	det    *Detail
 	client *client.Client
 	c      casefile.Case
-	// shape and observe are a target's: how a request is sent, and what
-	// of its reply is recorded beyond the status and the body; nil for
-	// the lab's own server.
+	// shape, key and observe are a target's: how a request is sent, how a
+	// case's key is written for it (recorded as sent), and what of its
+	// reply is recorded beyond the status and the body; nil for the lab's
+	// own server.
 	shape   *client.Shape
+	key     func(string) string
 	observe func(client.Reply, *Call)
 }
 
@@ -528,7 +530,12 @@ func (sr *storeReplicas) URL(replica int) string {
 
 // request is repetition i of a case's call.
 func (r *run) request(c casefile.Call, i int) client.Request {
-	return client.Request{Key: c.KeyFor(i), Fault: c.Fault, Body: c.BodyFor(i), Shape: r.shape, ContentType: c.ContentType,
+	key := c.KeyFor(i)
+	if key != nil && r.key != nil {
+		k := r.key(*key)
+		key = &k
+	}
+	return client.Request{Key: key, Fault: c.Fault, Body: c.BodyFor(i), Shape: r.shape, ContentType: c.ContentType,
 		Timeout: time.Duration(c.TimeoutMS) * time.Millisecond}
 }
 

@@ -83,8 +83,8 @@ func RunTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (obs Obse
 	}
 
 	r := &run{reps: tr, obs: &obs, det: &det.Detail, client: client.New(cfg.ClientTimeout), c: c,
-		shape:   &client.Shape{Method: t.Request.Method, KeyHeader: t.Request.KeyHeader, ContentType: t.Request.ContentType},
-		observe: observer(t)}
+		shape: &client.Shape{Method: t.Request.Method, KeyHeader: t.Request.KeyHeader, ContentType: t.Request.ContentType},
+		key:   t.Request.KeyFormat.Key, observe: observer(t)}
 	if err := r.execute(ctx); err != nil {
 		return obs, det, err
 	}
@@ -170,7 +170,7 @@ func StartTargetReplicas(ctx context.Context, cfg TargetConfig, root string, n i
 		return tr, err
 	}
 	if t.Effects.Sink {
-		s, err := sink.Start(sink.Config{Replicas: n, Kill: tr.killByFault})
+		s, err := sink.Start(sink.Config{Replicas: n, Kill: tr.killByFault, KeyHeader: t.Effects.KeyHeader})
 		if err != nil {
 			return tr, fmt.Errorf("start the effect sink: %w", err)
 		}

@@ -14,6 +14,7 @@ import (
 	"idemlab/internal/protocol"
 	"idemlab/internal/sink"
 	"idemlab/internal/sink/sinktest"
+	"idemlab/internal/target"
 )
 
 func loadCase(t *testing.T, name string) casefile.Case {
@@ -136,5 +137,39 @@ func TestRunTargetNeverReady(t *testing.T) {
 	}
 	if left := sinktest.Leftovers(); len(left) > 0 {
 		t.Fatalf("target processes left: %v", left)
+	}
+}
+
+// Ensure a target that takes UUID keys is sent, and the run records, the
+// UUID of each case key, and that it reaches the sink when forwarded.
+func TestRunTargetKeyFormat(t *testing.T) {
+	tg := sinktest.LoadTarget(t, sinktest.Service{Keys: sinktest.Memory, ForwardKey: true})
+	tg.Request.KeyFormat = target.KeyUUID
+	obs, det, err := RunTarget(context.Background(), TargetConfig{Target: tg, StateRoot: t.TempDir(), ClientTimeout: 10 * time.Second}, loadCase(t, "keyed_lost_reply"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := target.UUIDKey("same")
+	for i, c := range obs.Calls {
+		if c.Key == nil || *c.Key != want {
+			t.Errorf("call %d recorded key %v, want %s", i, c.Key, want)
+		}
+	}
+	if len(det.Journal) != 1 || det.Journal[0].Key == nil || *det.Journal[0].Key != want {
+		t.Errorf("journal = %+v, want one effect under key %s", det.Journal, want)
+	}
+}
+
+// Ensure the sink reads a forwarded key from the header target.json names
+// for it, and only from that one.
+func TestRunTargetForwardedKeyHeader(t *testing.T) {
+	tg := sinktest.LoadTarget(t, sinktest.Service{Keys: sinktest.Memory, ForwardKey: true})
+	tg.Effects.KeyHeader = "X-Other-Key" // the service forwards Idempotency-Key
+	_, det, err := RunTarget(context.Background(), TargetConfig{Target: tg, StateRoot: t.TempDir(), ClientTimeout: 10 * time.Second}, loadCase(t, "keyed_lost_reply"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(det.Journal) != 1 || det.Journal[0].Key != nil {
+		t.Errorf("journal = %+v, want one effect with no key read", det.Journal)
 	}
 }

@@ -41,7 +41,6 @@ var ErrNotPlaceable = errors.New("fault cannot be placed on this target")
 type placement struct {
 	proxy func(*Placement, time.Duration)
 	sink  func(*sink.Action, time.Duration)
-	why   string // not placeable: why
 }
 
 var placements = map[string]placement{
@@ -51,15 +50,19 @@ var placements = map[string]placement{
 	string(protocol.FaultSlow): {sink: func(a *sink.Action, _ time.Duration) {
 		a.Before += protocol.SlowDelay
 	}},
-	string(protocol.FaultDelay):                {sink: func(a *sink.Action, d time.Duration) { a.Before += d }},
-	string(protocol.FaultStall):                {sink: func(a *sink.Action, d time.Duration) { a.After += d }},
-	string(protocol.FaultCrashBeforeEffect):    {sink: func(a *sink.Action, _ time.Duration) { a.Apply, a.End = false, sink.Kill }},
-	string(protocol.FaultCrashAfterEffect):     {sink: func(a *sink.Action, _ time.Duration) { a.End = sink.Kill }},
-	string(protocol.FaultFailEffect):           {sink: func(a *sink.Action, _ time.Duration) { a.Apply, a.End = false, sink.Fail }},
-	string(protocol.FaultFailAfterEffect):      {sink: func(a *sink.Action, _ time.Duration) { a.End = sink.Fail }},
-	string(protocol.FaultCrashAfterClaim):      {why: "the lab server's own downstream mode"},
-	string(protocol.FaultCrashAfterDownstream): {why: "the lab server's own downstream mode"},
-	string(protocol.FaultDropDownstreamReply):  {why: "the lab server's own downstream mode"},
+	string(protocol.FaultDelay):             {sink: func(a *sink.Action, d time.Duration) { a.Before += d }},
+	string(protocol.FaultStall):             {sink: func(a *sink.Action, d time.Duration) { a.After += d }},
+	string(protocol.FaultCrashBeforeEffect): {sink: func(a *sink.Action, _ time.Duration) { a.Apply, a.End = false, sink.Kill }},
+	string(protocol.FaultCrashAfterEffect):  {sink: func(a *sink.Action, _ time.Duration) { a.End = sink.Kill }},
+	string(protocol.FaultFailEffect):        {sink: func(a *sink.Action, _ time.Duration) { a.Apply, a.End = false, sink.Fail }},
+	string(protocol.FaultFailAfterEffect):   {sink: func(a *sink.Action, _ time.Duration) { a.End = sink.Fail }},
+	// The downstream faults, where the sink plays the ledger: the claim
+	// made, the process dies before its effect call reaches the sink; the
+	// ledger applied, the process dies before its reply (the crash gap);
+	// the ledger applied and its reply is lost, the process lives.
+	string(protocol.FaultCrashAfterClaim):      {sink: func(a *sink.Action, _ time.Duration) { a.Apply, a.End = false, sink.Kill }},
+	string(protocol.FaultCrashAfterDownstream): {sink: func(a *sink.Action, _ time.Duration) { a.End = sink.Kill }},
+	string(protocol.FaultDropDownstreamReply):  {sink: func(a *sink.Action, _ time.Duration) { a.End = sink.Drop }},
 }
 
 // FaultGiveUp is the fault only a target takes: give-up=NNms, the proxy
@@ -108,8 +111,6 @@ func (t *Target) Place(v string) (Placement, error) {
 			return Placement{}, fmt.Errorf("fault %q: takes no argument", part)
 		}
 		switch {
-		case pl.why != "":
-			return Placement{}, fmt.Errorf("%w: %s is %s", ErrNotPlaceable, name, pl.why)
 		case pl.proxy != nil:
 			pl.proxy(&p, d)
 		default:

@@ -8,6 +8,9 @@ package target
 
 import (
 	"bytes"
+	"cmp"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +23,7 @@ import (
 	"time"
 
 	"idemlab/internal/audit/strict"
+	"idemlab/internal/protocol"
 	"idemlab/internal/safefile"
 )
 
@@ -77,6 +81,51 @@ type Request struct {
 	Path        string
 	KeyHeader   string
 	ContentType string
+	KeyFormat   KeyFormat // how a case's key is written for the target
+}
+
+// A KeyFormat is how the lab writes a case's key for a target.
+type KeyFormat string
+
+// The key formats (request.key_format).
+const (
+	KeyVerbatim KeyFormat = "verbatim" // as the case file writes it (the default)
+	// KeyUUID: every key the lab's own server accepts is sent as a UUID
+	// derived from it (UUIDKey), the same for every call of that key; a
+	// key it refuses as malformed is sent as written, for the case tests
+	// that refusal.
+	KeyUUID KeyFormat = "uuid"
+)
+
+// Key is the key the lab sends a target in format f for a case's key k.
+func (f KeyFormat) Key(k string) string {
+	if f == KeyUUID && keyWord.MatchString(k) {
+		return UUIDKey(k)
+	}
+	return k
+}
+
+// keyWord is a key the lab's own server accepts, written bare
+// (protocol.KeyPattern).
+var keyWord = regexp.MustCompile(`^` + protocol.KeyPattern + `$`)
+
+// keyNamespace is the name-based UUID namespace of the case keys: the
+// version 5 UUID of the URL https://idemlab.invalid/case-key in the URL
+// namespace (RFC 9562, section 6.6).
+var keyNamespace = [16]byte{0xdf, 0x95, 0xd0, 0x2e, 0xdd, 0xad, 0x53, 0x0e, 0x98, 0x79, 0x55, 0x13, 0x34, 0x3f, 0xca, 0xe9}
+
+// UUIDKey is the version 5 (name-based, SHA-1) UUID of key word k in the
+// lab's namespace, in its canonical lower-case text form: a function of k
+// alone, so every call of a key, on every run, sends the same UUID.
+func UUIDKey(k string) string {
+	h := sha1.New()
+	h.Write(keyNamespace[:])
+	h.Write([]byte(k))
+	u := h.Sum(nil)[:16]
+	u[6] = u[6]&0x0f | 0x50 // version 5
+	u[8] = u[8]&0x3f | 0x80 // the RFC variant
+	x := hex.EncodeToString(u)
+	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
 }
 
 // Replay is the header and value by which the target marks a replay.
@@ -88,9 +137,10 @@ type Replay struct {
 // Effects says how the effects applied are counted: by the sink, or by a
 // command run after every process of the run exited.
 type Effects struct {
-	Sink    bool
-	Count   []string
-	Journal []string // prints the effects applied (store.State's JSON), for chaos
+	Sink      bool
+	KeyHeader string // with Sink: the header the target forwards its key in (effects.sink.key_header, or request.key_header)
+	Count     []string
+	Journal   []string // prints the effects applied (store.State's JSON), for chaos
 }
 
 // NativeFault is a header the target honours in place of a lab fault.
@@ -105,6 +155,7 @@ type Claims struct {
 	SharedStore bool   `json:"shared_store"`
 	Capacity    *int   `json:"capacity"`
 	MaxBody     *int64 `json:"max_body"`
+	KeyTTLMS    *int64 `json:"key_ttl_ms"` // a key expires this long after its request; nil: never, or none claimed
 }
 
 // A Service is a side service the lab starts for every run of a target.
@@ -142,10 +193,11 @@ type file struct {
 		StopGraceMS *int `json:"stop_grace_ms"`
 	} `json:"start"`
 	Request struct {
-		Method      string  `json:"method"`
-		Path        string  `json:"path"`
-		KeyHeader   string  `json:"key_header"`
-		ContentType *string `json:"content_type"`
+		Method      string    `json:"method"`
+		Path        string    `json:"path"`
+		KeyHeader   string    `json:"key_header"`
+		ContentType *string   `json:"content_type"`
+		KeyFormat   KeyFormat `json:"key_format"`
 	} `json:"request"`
 	Replay  *Replay         `json:"replay"`
 	Effects json.RawMessage `json:"effects"`
@@ -234,7 +286,8 @@ func (f *file) newTarget() *Target {
 		Versions: f.Versions, Mirrors: f.Mirrors,
 		Start: Start{Argv: f.Start.Argv, Env: f.Start.Env, ReadyHTTP: f.Start.Ready.HTTP,
 			ReadyWithin: DefaultReadyWithin, StopGrace: DefaultStopGrace},
-		Request: Request{Method: f.Request.Method, Path: f.Request.Path, KeyHeader: f.Request.KeyHeader, ContentType: "text/plain"},
+		Request: Request{Method: f.Request.Method, Path: f.Request.Path, KeyHeader: f.Request.KeyHeader, ContentType: "text/plain",
+			KeyFormat: cmp.Or(f.Request.KeyFormat, KeyVerbatim)},
 	}
 	if t.Request.Method == "" {
 		t.Request.Method = "POST"
@@ -278,25 +331,35 @@ func (f *file) readyLine() (*regexp.Regexp, error) {
 	return re, nil
 }
 
-// effects reads "sink", or a count command and optionally a journal command.
+// effects reads "sink", {"sink": {"key_header": H}}, or a count command
+// and optionally a journal command. The sink reads a forwarded key from H,
+// by default the request's key header.
 func (f *file) effects() (Effects, error) {
 	if string(bytes.TrimSpace(f.Effects)) == `"sink"` {
-		return Effects{Sink: true}, nil
+		return Effects{Sink: true, KeyHeader: f.Request.KeyHeader}, nil
 	}
 	var c struct {
+		Sink *struct {
+			KeyHeader string `json:"key_header"`
+		} `json:"sink"`
 		Count   []string `json:"count"`
 		Journal []string `json:"journal"`
 	}
-	if err := json.Unmarshal(f.Effects, &c); err != nil || len(c.Count) == 0 {
-		return Effects{}, errors.New(`effects: want "sink" or {"count": [argv...]}`)
+	switch err := json.Unmarshal(f.Effects, &c); {
+	case err == nil && c.Sink != nil && len(c.Count)+len(c.Journal) == 0:
+		return Effects{Sink: true, KeyHeader: cmp.Or(c.Sink.KeyHeader, f.Request.KeyHeader)}, nil
+	case err != nil || len(c.Count) == 0 || c.Sink != nil:
+		return Effects{}, errors.New(`effects: want "sink", {"sink": {"key_header": H}} or {"count": [argv...]}`)
 	}
 	return Effects{Count: c.Count, Journal: c.Journal}, nil
 }
 
 // checkPlaceholders checks that every placeholder of the commands is one
 // the lab fills, that the effects commands, run once every process exited,
-// take no {port}, and that {port} is given to the target unless its ready
-// line reports the port it chose (portFromLine, which needs no probe).
+// take no {port}, that only a target whose effects the sink counts is told
+// {effect_url} (there is no sink otherwise), and that {port} is given to
+// the target unless its ready line reports the port it chose
+// (portFromLine, which needs no probe).
 func (t *Target) checkPlaceholders(portFromLine, probe bool) error {
 	type field struct {
 		where, value string
@@ -320,6 +383,9 @@ func (t *Target) checkPlaceholders(portFromLine, probe bool) error {
 		for _, m := range placeholderRE.FindAllString(f.value, -1) {
 			if !slices.Contains(known, m) {
 				return fmt.Errorf("%s: unknown placeholder %s (known: %s)", f.where, m, strings.Join(known, " "))
+			}
+			if m == EffectURLPlaceholder && !t.Effects.Sink {
+				return fmt.Errorf("%s: %s is the effect sink's URL, and the target has no sink: its effects are counted by effects.count (give \"effects\": \"sink\" to call the sink)", f.where, m)
 			}
 			toldPort, portAfter = toldPort || m == PortPlaceholder, portAfter || f.after && m == PortPlaceholder
 		}
