@@ -29,7 +29,7 @@ func TestPackageMapListsEveryPackage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z/]+)` \\|").FindAllStringSubmatch(string(b), -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z0-9/-]+)` \\|").FindAllStringSubmatch(string(b), -1) {
 		got = append(got, m[1])
 	}
 	for _, p := range want {

@@ -757,42 +757,5 @@ func TestAuditCannotRead(t *testing.T) {
 	}
 }
 
-// Ensure the source rule: go.mod, go.sum and the regular files under
-// cmd/, internal/, cases/, schema/, without _test.go files or testdata.
-func TestSourceFiles(t *testing.T) {
-	f := newFixture(t)
-	f.write(t, "README.md", "x")
-	f.write(t, "evidence/x.go", "x")
-	f.write(t, "internal/a/testdata/b.go", "x")
-	f.write(t, "internal/a/b.go", "x")
-	got, err := SourceFiles(f.root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want []string
-	want = append(want, "go.mod", "go.sum", "cmd/fake/main.go", "internal/a/b.go", "internal/fake/fake.go", "internal/protocol/key.go", "internal/protocol/protocol.go")
-	entries, _ := os.ReadDir(f.path("cases"))
-	for _, e := range entries {
-		want = append(want, "cases/"+e.Name())
-	}
-	entries, _ = os.ReadDir(f.path("schema"))
-	for _, e := range entries {
-		want = append(want, "schema/"+e.Name())
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("SourceFiles() = %q, want %q", got, want)
-	}
-}
-
-// Ensure a source's hash folds CRLF to LF and nothing else.
-func TestSourceHash(t *testing.T) {
-	if got, want := SourceHash([]byte("a\r\nb\r\n")), SourceHash([]byte("a\nb\n")); got != want {
-		t.Errorf("SourceHash(CRLF) = %s, want %s", got, want)
-	}
-	if SourceHash([]byte("a\rb")) == SourceHash([]byte("ab")) || SourceHash([]byte("a\rb")) == SourceHash([]byte("a\nb")) {
-		t.Errorf("SourceHash folds a lone CR")
-	}
-}
-
 // countScrub matches the check and source counts of a verdict line.
 var countScrub = regexp.MustCompile(`\d+ (checks|sources)`)

@@ -8,10 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
+
+	"idemlab/internal/audit/digest"
 )
 
 var commitHash = regexp.MustCompile(`^[0-9a-f]{40}$`)
@@ -56,7 +57,7 @@ func (a *auditor) checkCommit() {
 	blobs := map[string]string{} // path -> blob id
 	for _, e := range bytes.Split(tree, []byte{0}) {
 		meta, path, ok := strings.Cut(string(e), "\t")
-		if !ok || !isSourcePath(path) {
+		if !ok || !digest.IsSource(path) {
 			continue
 		}
 		f := strings.Fields(meta) // mode type id
@@ -93,18 +94,6 @@ func (a *auditor) checkCommit() {
 		}
 	}
 	a.claim("commit")
-}
-
-// isSourcePath applies SourceFiles' rule to a slash path.
-func isSourcePath(p string) bool {
-	if p == "go.mod" || p == "go.sum" {
-		return true
-	}
-	parts := strings.Split(p, "/")
-	if len(parts) < 2 || !slices.Contains(SourceDirs, parts[0]) || strings.HasSuffix(p, "_test.go") {
-		return false
-	}
-	return !slices.Contains(parts[1:len(parts)-1], "testdata")
 }
 
 // memo keeps answers that never change for a folder (git objects, a
@@ -145,7 +134,7 @@ func git(dir string, args ...string) ([]byte, error) {
 	})
 }
 
-// blobHashes returns SourceHash of each blob (remembered).
+// blobHashes returns digest.SourceHash of each blob (remembered).
 func blobHashes(dir string, ids []string) ([]string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -189,7 +178,7 @@ func readBlobs(dir string, ids []string) ([]string, error) {
 		if _, err := io.ReadFull(r, data); err != nil {
 			return nil, err
 		}
-		out = append(out, SourceHash(data[:size]))
+		out = append(out, digest.SourceHash(data[:size]))
 	}
 	return out, nil
 }

@@ -1,91 +1,20 @@
 package audit
 
 import (
-	"bytes"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"idemlab/internal/audit/digest"
 )
 
-// SourceDirs are the folders whose regular files are sources, besides
-// go.mod and go.sum: not _test.go files, nothing below testdata or
-// node_modules (a target's setup makes it), no setup marker.
-var SourceDirs = []string{"cmd", "internal", "cases", "schema", "targets"}
+// SourceFiles lists the checkout's sources (digest.SourceFiles), for the
+// checks that read them.
+func SourceFiles(root string) ([]string, error) { return digest.SourceFiles(root) }
 
 // A RefusedError lists the sources that are not regular files.
-type RefusedError struct{ Paths []string }
-
-// Error names the refused paths.
-func (e *RefusedError) Error() string {
-	return "not regular files (refused): " + strings.Join(e.Paths, ", ")
-}
-
-// SourceFiles lists the checkout's sources as sorted slash paths; those
-// that are not regular files are never followed but named in a
-// *RefusedError returned with the list.
-func SourceFiles(root string) ([]string, error) {
-	var out, refused []string
-	for _, f := range []string{"go.mod", "go.sum"} {
-		fi, err := os.Lstat(filepath.Join(root, f))
-		switch {
-		case err != nil:
-		case fi.Mode().IsRegular():
-			out = append(out, f)
-		default:
-			refused = append(refused, f)
-		}
-	}
-	for _, dir := range SourceDirs {
-		base := filepath.Join(root, dir)
-		fi, err := os.Lstat(base)
-		if os.IsNotExist(err) {
-			continue
-		}
-		if err != nil || !fi.IsDir() {
-			refused = append(refused, dir)
-			continue
-		}
-		err = filepath.WalkDir(base, func(name string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			rel, err := filepath.Rel(root, name)
-			if err != nil {
-				return err
-			}
-			rel = filepath.ToSlash(rel)
-			if d.IsDir() {
-				if name != base && (d.Name() == "testdata" || d.Name() == "node_modules") {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if strings.HasSuffix(d.Name(), "_test.go") || strings.HasPrefix(d.Name(), ".idemlab-setup") {
-				return nil
-			}
-			if !d.Type().IsRegular() {
-				refused = append(refused, rel)
-				return nil
-			}
-			out = append(out, rel)
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	if len(refused) > 0 {
-		return out, &RefusedError{refused}
-	}
-	return out, nil // WalkDir visits in lexical order; dirs are in fixed order
-}
-
-// SourceHash is the SHA-256 (hex) of data with every CRLF folded to LF.
-func SourceHash(data []byte) string {
-	return sha256Hex(bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")))
-}
+type RefusedError = digest.RefusedError
 
 // checkSources verifies manifest.sources against the checkout.
 func (a *auditor) checkSources() {
@@ -102,18 +31,18 @@ func (a *auditor) checkSources() {
 			a.failf(CheckSource, "source %s: %v", p, unwrapPath(err))
 			reported[p] = true
 			continue
-		case !isSourcePath(p):
-			a.failf(CheckSource, "source %s: not a source path (go.mod, go.sum, or a non-test file under %s)", p, strings.Join(SourceDirs, "/, ")+"/")
+		case !digest.IsSource(p):
+			a.failf(CheckSource, "source %s: not a source path (go.mod, go.sum, or a non-test file under %s)", p, strings.Join(digest.SourceDirs, "/, ")+"/")
 			continue
 		}
-		if SourceHash(data) != listed[p] {
+		if digest.SourceHash(data) != listed[p] {
 			a.failf(CheckSource, "source %s: SHA-256 does not match the checkout", p)
 			continue
 		}
 		a.report.Sources++
 	}
 	a.check()
-	files, err := SourceFiles(a.opts.Root)
+	files, err := digest.SourceFiles(a.opts.Root)
 	var refused *RefusedError
 	if errors.As(err, &refused) {
 		for _, p := range refused.Paths {

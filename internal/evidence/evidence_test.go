@@ -9,57 +9,6 @@ import (
 	"idemlab/internal/audit/strict"
 )
 
-// Ensure the source rule keeps what can change a result and drops tests and
-// fixtures.
-func TestIsSource(t *testing.T) {
-	tests := []struct {
-		path string
-		want bool
-	}{
-		{"go.mod", true},
-		{"internal/registry/registry.go", true},
-		{"cases/10-x.json", true},
-		{"internal/registry/registry_test.go", false},
-		{"cmd/audit/testdata/pass.ct", false},
-		{"internal/x/testdata/fuzz/FuzzY/abc", false},
-	}
-	for _, tt := range tests {
-		if got := IsSource(tt.path); got != tt.want {
-			t.Errorf("IsSource(%q) = %v, want %v", tt.path, got, tt.want)
-		}
-	}
-}
-
-// Ensure CRLF is folded before hashing, so a Windows checkout hashes as the
-// committed LF bytes do.
-func TestSourcesFoldCRLF(t *testing.T) {
-	lf, crlf := t.TempDir(), t.TempDir()
-	for dir, text := range map[string]string{lf: "a\nb\n", crlf: "a\r\nb\r\n"} {
-		if err := os.MkdirAll(filepath.Join(dir, "internal", "x", "testdata"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for name, data := range map[string]string{"go.mod": "module m\n", "internal/x/x.go": text, "internal/x/x_test.go": "t", "internal/x/testdata/f": "f"} {
-			if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	a, err := Sources(lf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := Sources(crlf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(a) != 2 || a["internal/x/x.go"] == "" || a["go.mod"] == "" {
-		t.Fatalf("Sources = %v, want go.mod and internal/x/x.go only", a)
-	}
-	if a["internal/x/x.go"] != b["internal/x/x.go"] {
-		t.Fatal("CRLF and LF copies hash differently")
-	}
-}
-
 // Ensure a folder holding someone else's file is refused, naming the file,
 // and that nothing in it is touched.
 func TestCheckTarget(t *testing.T) {

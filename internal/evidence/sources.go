@@ -5,74 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
+
+	"idemlab/internal/audit/digest"
 )
 
-// SourceRoots are the checkout's files and folders that can change a
-// result (below a folder, as IsSource says).
-var SourceRoots = []string{"go.mod", "go.sum", "cmd", "internal", "cases", "schema", "targets"}
-
-// IsSource reports whether a slash path relative to the checkout root is a
-// source by the rule the audit also applies: below a source folder, every
-// regular file except *_test.go, anything in a testdata or node_modules
-// folder, and a target's setup marker (.idemlab-setup*).
-func IsSource(rel string) bool {
-	parts := strings.Split(rel, "/")
-	base := parts[len(parts)-1]
-	if strings.HasSuffix(base, "_test.go") || strings.HasPrefix(base, ".idemlab-setup") {
-		return false
-	}
-	for _, p := range parts[:len(parts)-1] {
-		if p == "testdata" || p == "node_modules" {
-			return false
-		}
-	}
-	return true
-}
-
-// Sources hashes every source file under root: slash path to the SHA-256 of
-// its bytes with CRLF folded to LF, so a Windows checkout hashes the same.
-func Sources(root string) (map[string]string, error) {
-	out := map[string]string{}
-	for _, top := range SourceRoots {
-		if _, err := os.Lstat(filepath.Join(root, top)); errors.Is(err, fs.ErrNotExist) {
-			continue // a module without dependencies has no go.sum
-		}
-		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() && d.Name() == "node_modules" {
-				return filepath.SkipDir // a target's setup made it: not a source
-			}
-			if !d.Type().IsRegular() {
-				return nil
-			}
-			rel, err := filepath.Rel(root, path)
-			if err != nil {
-				return err
-			}
-			rel = filepath.ToSlash(rel)
-			if !IsSource(rel) {
-				return nil
-			}
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			out[rel] = SHA256(bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n")))
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("hash sources: %w", err)
-		}
-	}
-	return out, nil
-}
+// Sources hashes every source file under root, as manifest.json records
+// them and the audit re-derives them (digest.Sources).
+func Sources(root string) (map[string]string, error) { return digest.Sources(root) }
 
 // GitState returns the checkout's HEAD commit and whether any source differs
 // from it. Outside git the commit is "unknown" and the tree counts as dirty.
@@ -82,7 +24,7 @@ func GitState(root string) GitCheckout {
 		return GitCheckout{Commit: "unknown", Dirty: true}
 	}
 	g := GitCheckout{Commit: strings.TrimSpace(string(head)), Dirty: true}
-	args := append([]string{"-C", root, "status", "--porcelain", "--"}, SourceRoots...)
+	args := append([]string{"-C", root, "status", "--porcelain", "--", "go.mod", "go.sum"}, digest.SourceDirs...)
 	status, err := exec.Command("git", args...).Output()
 	if err == nil {
 		g.Dirty = len(bytes.TrimSpace(status)) > 0
@@ -111,7 +53,7 @@ func CheckOutsideSources(root, out string) error {
 		return fmt.Errorf("evidence folder %s is the checkout itself: choose a folder of its own (the default is evidence)", out)
 	}
 	rel = filepath.ToSlash(rel)
-	if top, _, _ := strings.Cut(rel, "/"); slices.Contains(SourceRoots, top) && IsSource(rel+"/"+ManifestName) {
+	if top, _, _ := strings.Cut(rel, "/"); digest.IsSource(rel + "/" + ManifestName) {
 		return fmt.Errorf("evidence folder %s is inside %s, whose files are the lab's sources: the evidence would be hashed as a source by later runs (choose a folder outside it)", out, top)
 	}
 	return nil

@@ -1,92 +1,38 @@
 package target
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"idemlab/internal/audit/digest"
 	"idemlab/internal/safefile"
 )
 
-// Bounds of a target folder and its setup.
+// SetupWithin bounds a target's setup; SetupMarker holds the digest of the
+// folder it last succeeded on; SetupLock serialises setups of one folder
+// across runners.
 const (
-	MaxFolderFiles = 10000    // files digested, node_modules left out
-	MaxFolderBytes = 64 << 20 // their total size
-	SetupWithin    = 10 * time.Minute
-	// SetupMarker holds the digest of the folder the setup last succeeded
-	// on; SetupLock serialises setups of one folder across runners.
-	SetupMarker = ".idemlab-setup"
-	SetupLock   = ".idemlab-setup.lock"
+	SetupWithin = 10 * time.Minute
+	SetupMarker = digest.SetupMarker
+	SetupLock   = digest.SetupLock
 )
 
-// skipped are the names a folder digest leaves out, at any depth: what
-// setup makes, the setup's own marker, and version control.
-var skipped = []string{"node_modules", SetupMarker, SetupLock, ".git"}
-
-// Digest returns the SHA-256 over every regular file of the target's folder
-// by path and content, skipped names left out. Any other file is an error:
-// the digest must name every byte the target runs from.
+// Digest is the SHA-256 over every byte the target runs from: its folder's
+// regular files by path and content, node_modules, .git and the setup
+// marker left out (digest.Folder, as the audit re-derives it).
 func (t *Target) Digest() (string, error) {
-	type entry struct{ rel, sum string }
-	var entries []entry
-	var total int64
-	err := filepath.WalkDir(t.Dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p != t.Dir && slices.Contains(skipped, d.Name()) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() {
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return fmt.Errorf("%s: not a regular file (a target folder holds regular files only)", p)
-		}
-		if len(entries) == MaxFolderFiles {
-			return fmt.Errorf("more than %d files", MaxFolderFiles)
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if total += info.Size(); total > MaxFolderBytes {
-			return fmt.Errorf("more than %d bytes", MaxFolderBytes)
-		}
-		b, err := safefile.Read(p, MaxFolderBytes)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(t.Dir, p)
-		sum := sha256.Sum256(b)
-		entries = append(entries, entry{filepath.ToSlash(rel), hex.EncodeToString(sum[:])})
-		return nil
-	})
+	d, err := digest.Folder(filepath.Dir(t.Dir), filepath.Base(t.Dir))
 	if err != nil {
 		return "", fmt.Errorf("target %s: digest folder: %w", t.Name, err)
 	}
-	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.rel, b.rel) })
-	h := sha256.New()
-	for _, e := range entries {
-		fmt.Fprintf(h, "%s\x00%s\n", e.rel, e.sum)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return d, nil
 }
 
 // EnsureSetup runs the target's setup command in its folder, saying so on
@@ -129,51 +75,24 @@ func (t *Target) EnsureSetup(ctx context.Context, digest string, log io.Writer) 
 
 // tail is the last n bytes of out, on one line.
 func tail(out []byte, n int) string {
-	out = bytes.TrimSpace(out)
-	if len(out) > n {
-		out = append([]byte("..."), out[len(out)-n:]...)
+	s := strings.TrimSpace(string(out))
+	if len(s) > n {
+		s = "..." + s[len(s)-n:]
 	}
-	return strings.ReplaceAll(string(out), "\n", " | ")
+	return strings.ReplaceAll(s, "\n", " | ")
 }
 
 // Library is one package of the code under test, at its pinned version.
-type Library struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-}
+type Library = digest.Library
 
 // Libraries reads the versions of versions.packages from the lock file
-// (package-lock.json, lockfileVersion 2 or 3: packages["node_modules/NAME"]).
+// (digest.Libraries, as the audit re-reads them).
 func (t *Target) Libraries() ([]Library, error) {
-	if t.Versions.Lock == "" {
-		return nil, nil
-	}
-	path := filepath.Join(t.Dir, t.Versions.Lock)
-	b, err := safefile.Read(path, 16<<20)
+	libs, err := digest.Libraries(filepath.Dir(t.Dir), filepath.Base(t.Dir), t.Versions.Lock, t.Versions.Packages)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: versions: %w", t.Name, err)
 	}
-	var lock struct {
-		LockfileVersion int `json:"lockfileVersion"`
-		Packages        map[string]struct {
-			Version string `json:"version"`
-		} `json:"packages"`
-	}
-	if err := json.Unmarshal(b, &lock); err != nil {
-		return nil, fmt.Errorf("target %s: versions: %s: %w", t.Name, path, err)
-	}
-	if lock.LockfileVersion < 2 {
-		return nil, fmt.Errorf("target %s: versions: %s: lockfileVersion %d, want 2 or 3", t.Name, path, lock.LockfileVersion)
-	}
-	var out []Library
-	for _, name := range t.Versions.Packages {
-		p, ok := lock.Packages["node_modules/"+name]
-		if !ok || p.Version == "" {
-			return nil, fmt.Errorf("target %s: versions: %s pins no version of %s", t.Name, path, name)
-		}
-		out = append(out, Library{Name: name, Version: p.Version})
-	}
-	return out, nil
+	return libs, nil
 }
 
 // RuntimeVersion runs versions.runtime in the folder and returns the first
@@ -192,7 +111,7 @@ func (t *Target) RuntimeVersion(ctx context.Context) (string, error) {
 	}
 	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
 	if line == "" {
-		return "", errors.New("target " + t.Name + ": runtime version: no output")
+		return "", fmt.Errorf("target %s: runtime version: no output", t.Name)
 	}
 	return line, nil
 }

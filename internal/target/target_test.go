@@ -273,35 +273,3 @@ func TestEnsureSetupFailure(t *testing.T) {
 		t.Fatalf("marker after a failed setup: %v, want none", err)
 	}
 }
-
-// Ensure a symlink in a target folder is refused: the digest must cover
-// every byte the target runs from.
-func TestDigestRefusesSymlink(t *testing.T) {
-	tg := loadMinimal(t, nil)
-	if err := os.Symlink("/etc/passwd", filepath.Join(tg.Dir, "link")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tg.Digest(); err == nil || !strings.Contains(err.Error(), "not a regular file") {
-		t.Fatalf("Digest = %v, want a refusal of the symlink", err)
-	}
-}
-
-// Ensure the versions come from the lock file, and a package it does not
-// pin is an error.
-func TestLibraries(t *testing.T) {
-	tg := loadMinimal(t, func(s string) string {
-		return strings.Replace(s, `"effects": "sink"`, `"effects": "sink", "versions": {"lock": "package-lock.json", "packages": ["express", "@scope/lib"]}`, 1)
-	})
-	writeFile(t, filepath.Join(tg.Dir, "package-lock.json"), `{"lockfileVersion": 3, "packages": {"": {}, "node_modules/express": {"version": "4.21.2"}, "node_modules/@scope/lib": {"version": "1.0.11"}}}`)
-	libs, err := tg.Libraries()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := len(libs), 2; got != want || libs[0].Version != "4.21.2" || libs[1].Version != "1.0.11" {
-		t.Fatalf("Libraries = %+v, want express 4.21.2 and @scope/lib 1.0.11", libs)
-	}
-	writeFile(t, filepath.Join(tg.Dir, "package-lock.json"), `{"lockfileVersion": 3, "packages": {}}`)
-	if _, err := tg.Libraries(); err == nil || !strings.Contains(err.Error(), "pins no version of express") {
-		t.Fatalf("Libraries = %v, want a missing pin", err)
-	}
-}

@@ -1,0 +1,323 @@
+// Package digest is the one home of what the lab records about the code it
+// ran: the checkout's sources and their hashes (manifest.json), a target
+// folder's digest and the library versions its lock file pins
+// (targets.json). The lab writes the record with it; the audit recomputes
+// it from the checkout with it and compares. It imports no lab package.
+package digest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"idemlab/internal/audit/strict"
+)
+
+// The bounds of a target folder's digest and of its lock file.
+const (
+	MaxFolderFiles = 10000    // files digested, the skipped names left out
+	MaxFolderBytes = 64 << 20 // their total size
+	MaxLockBytes   = 16 << 20 // a package-lock.json (44 KB)
+)
+
+// SetupMarker holds the digest of the folder a target's setup last
+// succeeded on; SetupLock serialises setups of one folder.
+const (
+	SetupMarker = ".idemlab-setup"
+	SetupLock   = SetupMarker + ".lock"
+)
+
+// skipped are the names a folder's digest leaves out at any depth: what a
+// target's setup makes, its marker and lock, and version control. They are
+// exact names: a file .idemlab-setup-old is digested.
+var skipped = []string{"node_modules", SetupMarker, SetupLock, ".git"}
+
+// SourceDirs are the folders whose regular files are sources, besides
+// go.mod and go.sum (IsSource says which).
+var SourceDirs = []string{"cmd", "internal", "cases", "schema", "targets"}
+
+// The refusals of a file that is not one the digests may read.
+var (
+	ErrNotRegular = errors.New("not a regular file")
+	ErrSymlink    = errors.New("a symbolic link (refused: the audit reads only regular files inside its folders)")
+)
+
+// IsSource reports whether a slash path relative to the checkout root is a
+// source: go.mod, go.sum, or a file below a SourceDirs folder, except
+// *_test.go, anything in a testdata or node_modules folder (a target's
+// setup makes it), and a target's setup marker (.idemlab-setup*).
+func IsSource(p string) bool {
+	if p == "go.mod" || p == "go.sum" {
+		return true
+	}
+	parts := strings.Split(p, "/")
+	base := parts[len(parts)-1]
+	if len(parts) < 2 || !slices.Contains(SourceDirs, parts[0]) ||
+		strings.HasSuffix(base, "_test.go") || strings.HasPrefix(base, SetupMarker) {
+		return false
+	}
+	return !slices.ContainsFunc(parts[1:len(parts)-1], func(s string) bool { return s == "testdata" || s == "node_modules" })
+}
+
+// A RefusedError lists the sources that are not regular files.
+type RefusedError struct{ Paths []string }
+
+// Error names the refused paths.
+func (e *RefusedError) Error() string {
+	return "not regular files (refused): " + strings.Join(e.Paths, ", ")
+}
+
+// SourceFiles lists the checkout's sources as sorted slash paths; those
+// that are not regular files are never followed but named in a
+// *RefusedError returned with the list.
+func SourceFiles(root string) ([]string, error) {
+	var out, refused []string
+	for _, f := range []string{"go.mod", "go.sum"} {
+		fi, err := os.Lstat(filepath.Join(root, f))
+		switch {
+		case err != nil:
+		case fi.Mode().IsRegular():
+			out = append(out, f)
+		default:
+			refused = append(refused, f)
+		}
+	}
+	for _, dir := range SourceDirs {
+		base := filepath.Join(root, dir)
+		fi, err := os.Lstat(base)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil || !fi.IsDir() {
+			refused = append(refused, dir)
+			continue
+		}
+		err = filepath.WalkDir(base, func(name string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, err := filepath.Rel(root, name)
+			if err != nil {
+				return err
+			}
+			rel = filepath.ToSlash(rel)
+			switch {
+			case d.IsDir() && name != base && (d.Name() == "testdata" || d.Name() == "node_modules"):
+				return filepath.SkipDir
+			case d.IsDir() || !IsSource(rel):
+			case !d.Type().IsRegular():
+				refused = append(refused, rel)
+			default:
+				out = append(out, rel)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(refused) > 0 {
+		return out, &RefusedError{refused}
+	}
+	return out, nil // WalkDir visits in lexical order; dirs are in fixed order
+}
+
+// SourceHash is the SHA-256 (hex) of data with every CRLF folded to LF, so
+// that a Windows checkout hashes as the committed bytes do.
+func SourceHash(data []byte) string {
+	sum := sha256.Sum256(bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")))
+	return hex.EncodeToString(sum[:])
+}
+
+// Sources hashes every source file under root (SourceFiles, SourceHash):
+// slash path to hash, as manifest.json records them. A source that is not
+// a regular file is left out (the audit names it).
+func Sources(root string) (map[string]string, error) {
+	files, err := SourceFiles(root)
+	if _, refused := errors.AsType[*RefusedError](err); err != nil && !refused {
+		return nil, fmt.Errorf("hash sources: %w", err)
+	}
+	out := make(map[string]string, len(files))
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			return nil, fmt.Errorf("hash sources: %w", err)
+		}
+		out[f] = SourceHash(b)
+	}
+	return out, nil
+}
+
+// Folder is the SHA-256 over the folder root/dir (dir a slash path): a
+// line "PATH\x00SHA256\n" per regular file, in byte order of its slash
+// path, the skipped names left out. A symlink or other non-regular file
+// is refused, and so is a folder over MaxFolderFiles files or
+// MaxFolderBytes bytes.
+func Folder(root, dir string) (string, error) {
+	base, err := folder(root, dir)
+	if err != nil {
+		return "", err
+	}
+	var lines []string // "PATH\x00SHA256\n": sorted, in PATH's byte order
+	var total int64
+	var walk func(abs, rel string) error
+	walk = func(abs, rel string) error {
+		list, err := os.ReadDir(abs)
+		if err != nil {
+			return err
+		}
+		for _, e := range list {
+			if slices.Contains(skipped, e.Name()) {
+				continue
+			}
+			p, r := filepath.Join(abs, e.Name()), rel+e.Name()
+			switch {
+			case e.IsDir(): // not a symlink to one
+				if err := walk(p, r+"/"); err != nil {
+					return err
+				}
+				continue
+			case len(lines) == MaxFolderFiles && e.Type().IsRegular(): // copyFile refuses the others
+				return fmt.Errorf("more than %d files", MaxFolderFiles)
+			}
+			h := sha256.New()
+			n, err := copyFile(h, p, MaxFolderBytes-total)
+			if _, big := errors.AsType[*tooLargeError](err); big {
+				return fmt.Errorf("more than %d bytes", MaxFolderBytes)
+			} else if err != nil {
+				return fmt.Errorf("%s: %w", r, err)
+			}
+			total += n
+			lines = append(lines, r+"\x00"+hex.EncodeToString(h.Sum(nil))+"\n")
+		}
+		return nil
+	}
+	if err := walk(base, ""); err != nil {
+		return "", err
+	}
+	slices.Sort(lines)
+	sum := sha256.Sum256([]byte(strings.Join(lines, "")))
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// Library is one package of the code under test, at its pinned version.
+type Library struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// Libraries reads the versions of packages from the lock file root/dir/lock
+// (package-lock.json, lockfileVersion 2 or 3: packages["node_modules/NAME"]),
+// as targets.json's libraries records them: empty, not nil, without a lock.
+func Libraries(root, dir, lock string, packages []string) ([]Library, error) {
+	out := []Library{}
+	if lock == "" {
+		return out, nil
+	}
+	rel := dir + "/" + lock
+	var buf bytes.Buffer
+	base, err := folder(root, dir)
+	if err == nil {
+		_, err = copyFile(&buf, filepath.Join(base, lock), MaxLockBytes)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", rel, err)
+	}
+	// A package-lock.json holds ~1,500 values and ~300 objects: a few a package.
+	v, err := strict.Decode(buf.Bytes(), strict.Caps{Values: 500_000, Objects: 100_000})
+	if err != nil {
+		return nil, fmt.Errorf("%s: not valid JSON: %v", rel, err)
+	}
+	doc, _ := v.(map[string]any)
+	n, _ := doc["lockfileVersion"].(json.Number)
+	if i, _ := n.Int64(); i < 2 {
+		version, _ := json.Marshal(doc["lockfileVersion"])
+		return nil, fmt.Errorf("%s: lockfileVersion %s, want 2 or 3", rel, version)
+	}
+	pkgs, _ := doc["packages"].(map[string]any)
+	for _, name := range packages {
+		p, _ := pkgs["node_modules/"+name].(map[string]any)
+		version, _ := p["version"].(string)
+		if version == "" {
+			return nil, fmt.Errorf("%s pins no version of %s", rel, name)
+		}
+		out = append(out, Library{Name: name, Version: version})
+	}
+	return out, nil
+}
+
+// A tooLargeError is a file over its cap.
+type tooLargeError struct{ size, limit int64 }
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("%d bytes, over the cap of %d bytes", e.size, e.limit)
+}
+
+// folder returns root/dir (dir a slash path), refusing a part of dir that
+// is a symlink or not a folder.
+func folder(root, dir string) (string, error) {
+	base := root
+	for _, part := range strings.Split(dir, "/") {
+		base = filepath.Join(base, part)
+		fi, err := os.Lstat(base)
+		switch {
+		case err != nil:
+			return "", unwrapPath(err)
+		case fi.Mode()&os.ModeSymlink != 0:
+			return "", fmt.Errorf("%s: %w", dir, ErrSymlink)
+		case !fi.IsDir():
+			return "", fmt.Errorf("%s: not a folder", dir)
+		}
+	}
+	return base, nil
+}
+
+// copyFile copies the regular file at path to w, refusing a symlink, a
+// FIFO or a device (never opened) and a file over limit bytes (reading at
+// most limit+1, should it grow meanwhile). Errors do not name the path;
+// the caller checks its folders (folder).
+func copyFile(w io.Writer, path string, limit int64) (int64, error) {
+	fi, err := os.Lstat(path)
+	switch {
+	case err != nil:
+		return 0, unwrapPath(err)
+	case fi.Mode()&os.ModeSymlink != 0:
+		return 0, ErrSymlink
+	case !fi.Mode().IsRegular():
+		return 0, ErrNotRegular
+	case fi.Size() > limit:
+		return 0, &tooLargeError{fi.Size(), limit}
+	}
+	// No symlink followed, no wait on a FIFO, should it be one by now.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return 0, unwrapPath(err)
+	}
+	defer f.Close()
+	if fi2, err := f.Stat(); err != nil || !os.SameFile(fi, fi2) {
+		return 0, errors.New("changed while being read")
+	}
+	n, err := io.Copy(w, io.LimitReader(f, limit+1))
+	if err == nil && n > limit {
+		err = &tooLargeError{n, limit}
+	}
+	return n, unwrapPath(err)
+}
+
+// unwrapPath drops the path of an *os.PathError, for messages that name
+// the file themselves.
+func unwrapPath(err error) error {
+	if pe, ok := errors.AsType[*os.PathError](err); ok {
+		return pe.Err
+	}
+	return err
+}
