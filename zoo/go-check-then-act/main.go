@@ -11,20 +11,12 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"crypto/sha256"
-	"fmt"
 	"io"
-	"log"
-	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"regexp"
 	"sync"
-	"syscall"
-	"time"
+
+	"idemlab/zoo/zoohttp"
 )
 
 type result struct {
@@ -33,25 +25,16 @@ type result struct {
 }
 
 var (
-	keySyntax = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-	mu        sync.Mutex
-	results   = map[string]result{}
+	mu      sync.Mutex
+	results = map[string]result{}
 )
 
 func serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 4097))
-	key := r.Header.Get("Idempotency-Key")
-	keyed := len(r.Header.Values("Idempotency-Key")) > 0
-	switch {
-	case len(body) > 4096:
-		io.Copy(io.Discard, io.LimitReader(r.Body, 8<<20))
-		http.Error(w, "body over 4096 bytes", http.StatusRequestEntityTooLarge)
-		return
-	case keyed && !keySyntax.MatchString(key):
-		http.Error(w, "malformed Idempotency-Key", http.StatusBadRequest)
+	req, ok := zoohttp.ReadRequest(w, r, zoohttp.KeySyntax)
+	if !ok {
 		return
 	}
-	fp := sha256.Sum256(body)
+	key, keyed, fp := req.Key, req.Keyed, sha256.Sum256(req.Body)
 	if keyed {
 		mu.Lock()
 		res, ok := results[key] // check ...
@@ -66,7 +49,7 @@ func serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	value, err := effect(body) // ... then act, unguarded
+	value, err := zoohttp.Effect(req.Body, "") // ... then act, unguarded; no key forwarded
 	if err != nil {
 		http.Error(w, "effect failed: "+err.Error(), http.StatusBadGateway)
 		return
@@ -81,30 +64,4 @@ func serve(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, value)
 }
 
-// effect posts the body to the sink on a context of its own.
-func effect(body []byte) (string, error) {
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Post(os.Getenv("EFFECT_URL"), "text/plain", bytes.NewReader(body))
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("sink answered %d", resp.StatusCode)
-	}
-	return string(b), err
-}
-
-func main() {
-	ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(serve)}
-	go srv.Serve(ln)
-	fmt.Printf("READY %d\n", ln.Addr().(*net.TCPAddr).Port)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	<-ctx.Done()
-	srv.Shutdown(context.Background())
-}
+func main() { zoohttp.Serve(http.HandlerFunc(serve)) }

@@ -7,23 +7,13 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"crypto/sha256"
-	"encoding/json"
-	"fmt"
 	"io"
-	"log"
-	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"regexp"
 	"sync"
-	"syscall"
 	"time"
+
+	"idemlab/zoo/zoohttp"
 )
 
 type result struct {
@@ -33,26 +23,20 @@ type result struct {
 }
 
 var (
-	keySyntax = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-	mu        sync.Mutex
-	results   = map[string]result{}
-	flights   = map[string]chan struct{}{} // closed when the key's owner ends
-	owners    = map[string][32]byte{}      // the owner's body fingerprint
-	file      *os.File                     // results, one JSON line each, synced before the reply
+	mu      sync.Mutex
+	results = map[string]result{}
+	flights = map[string]chan struct{}{} // closed when the key's owner ends
+	owners  = map[string][32]byte{}      // the owner's body fingerprint
+	file    *zoohttp.Journal[result]     // results, one JSON line each, synced before the reply
 )
 
 func serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 4097))
-	key, keyed := r.Header.Get("Idempotency-Key"), len(r.Header.Values("Idempotency-Key")) > 0
-	switch {
-	case len(body) > 4096:
-		io.Copy(io.Discard, io.LimitReader(r.Body, 8<<20))
-		http.Error(w, "body over 4096 bytes", http.StatusRequestEntityTooLarge)
+	req, ok := zoohttp.ReadRequest(w, r, zoohttp.KeySyntax)
+	if !ok {
 		return
-	case keyed && !keySyntax.MatchString(key):
-		http.Error(w, "malformed Idempotency-Key", http.StatusBadRequest)
-		return
-	case !keyed:
+	}
+	body, key := req.Body, req.Key
+	if !req.Keyed {
 		apply(w, body, "", [32]byte{})
 		return
 	}
@@ -91,15 +75,12 @@ func serve(w http.ResponseWriter, r *http.Request) {
 // apply performs the effect, records a keyed result before answering, and
 // ends the key's flight either way (a failure releases the key).
 func apply(w http.ResponseWriter, body []byte, key string, fp [32]byte) {
-	value, err := effect(body, key)
+	value, err := zoohttp.Effect(body, key)
 	if key != "" {
 		mu.Lock()
 		if err == nil {
-			line, _ := json.Marshal(result{key, fp, value})
-			if _, err = file.Write(append(line, '\n')); err == nil {
-				if err = file.Sync(); err == nil {
-					results[key] = result{key, fp, value}
-				}
+			if err = file.Append(result{key, fp, value}); err == nil {
+				results[key] = result{key, fp, value}
 			}
 		}
 		close(flights[key])
@@ -114,45 +95,7 @@ func apply(w http.ResponseWriter, body []byte, key string, fp [32]byte) {
 	io.WriteString(w, value)
 }
 
-// effect posts the body to the sink, forwarding the key, on a context of
-// its own: a client that gives up does not cancel an effect under way.
-func effect(body []byte, key string) (string, error) {
-	req, _ := http.NewRequest(http.MethodPost, os.Getenv("EFFECT_URL"), bytes.NewReader(body))
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("sink answered %d", resp.StatusCode)
-	}
-	return string(b), err
-}
-
 func main() {
-	var err error
-	if file, err = os.OpenFile(filepath.Join(os.Getenv("STATE"), "results.jsonl"), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644); err != nil {
-		log.Fatal(err)
-	}
-	for sc := bufio.NewScanner(file); sc.Scan(); {
-		var r result
-		if json.Unmarshal(sc.Bytes(), &r) == nil {
-			results[r.Key] = r
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(serve)}
-	go srv.Serve(ln)
-	fmt.Printf("READY %d\n", ln.Addr().(*net.TCPAddr).Port)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	<-ctx.Done()
-	srv.Shutdown(context.Background())
+	file = zoohttp.LoadJournal("results.jsonl", func(r result) { results[r.Key] = r })
+	zoohttp.Serve(http.HandlerFunc(serve))
 }

@@ -9,31 +9,22 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"path/filepath"
-	"regexp"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"idemlab/zoo/zoohttp"
 )
 
 const lease = time.Second
 
-var (
-	keySyntax = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-	requests  atomic.Int64
-)
+var requests atomic.Int64 // numbers the owners of claims
 
 // A rec is one line of the file; a key's last line is its state.
 type rec struct {
@@ -48,49 +39,36 @@ type rec struct {
 // locked reads the keys' states under an exclusive flock of the file and
 // appends, synced, the records f returns.
 func locked(f func(keys map[string]rec) []rec) {
-	fh, err := os.OpenFile(filepath.Join(os.Getenv("STATE"), "keys.jsonl"), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
+	j, err := zoohttp.OpenJournal[rec]("keys.jsonl")
 	if err == nil {
-		defer fh.Close()
-		err = syscall.Flock(int(fh.Fd()), syscall.LOCK_EX)
-	}
-	if err != nil {
-		log.Fatal(err)
+		defer j.Close()
+		err = syscall.Flock(int(j.Fd()), syscall.LOCK_EX)
 	}
 	keys := map[string]rec{}
-	for sc := bufio.NewScanner(fh); sc.Scan(); {
-		var r rec
-		if json.Unmarshal(sc.Bytes(), &r) == nil {
+	if err == nil {
+		err = j.Read(func(r rec) {
 			keys[r.Key] = r
 			if r.Freed {
 				delete(keys, r.Key)
 			}
-		}
+		})
 	}
-	var out bytes.Buffer
-	for _, r := range f(keys) {
-		json.NewEncoder(&out).Encode(r)
+	if err != nil {
+		log.Fatal(err)
 	}
-	if out.Len() == 0 {
-		return
-	}
-	if _, err := fh.Write(out.Bytes()); err != nil || fh.Sync() != nil {
+	if err := j.Append(f(keys)...); err != nil {
 		log.Fatal("append to the keys file: ", err)
 	}
 }
 
 func serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 4097))
-	key, keyed := r.Header.Get("Idempotency-Key"), len(r.Header.Values("Idempotency-Key")) > 0
+	req, ok := zoohttp.ReadRequest(w, r, zoohttp.KeySyntax)
+	if !ok {
+		return
+	}
+	body, key := req.Body, req.Key
 	fp, me := sha256.Sum256(body), fmt.Sprintf("%d.%d", os.Getpid(), requests.Add(1))
-	switch {
-	case len(body) > 4096:
-		io.Copy(io.Discard, io.LimitReader(r.Body, 8<<20))
-		http.Error(w, "body over 4096 bytes", http.StatusRequestEntityTooLarge)
-		return
-	case keyed && !keySyntax.MatchString(key):
-		http.Error(w, "malformed Idempotency-Key", http.StatusBadRequest)
-		return
-	case !keyed:
+	if !req.Keyed {
 		run(w, body, "", fp, me)
 		return
 	}
@@ -153,7 +131,7 @@ func run(w http.ResponseWriter, body []byte, key string, fp [32]byte, me string)
 			}
 		}()
 	}
-	value, err := effect(body, key)
+	value, err := zoohttp.Effect(body, key)
 	close(stop)
 	switch {
 	case key == "":
@@ -174,34 +152,4 @@ func run(w http.ResponseWriter, body []byte, key string, fp [32]byte, me string)
 	io.WriteString(w, value)
 }
 
-// effect posts the body to the sink, forwarding the key.
-func effect(body []byte, key string) (string, error) {
-	req, _ := http.NewRequest(http.MethodPost, os.Getenv("EFFECT_URL"), bytes.NewReader(body))
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("sink answered %d", resp.StatusCode)
-	}
-	return string(b), err
-}
-
-func main() {
-	ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(serve)}
-	go srv.Serve(ln)
-	fmt.Printf("READY %d\n", ln.Addr().(*net.TCPAddr).Port)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	<-ctx.Done()
-	srv.Shutdown(context.Background())
-}
+func main() { zoohttp.Serve(http.HandlerFunc(serve)) }

@@ -9,46 +9,27 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
-	"encoding/json"
-	"fmt"
 	"io"
-	"log"
-	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"regexp"
 	"sync"
-	"syscall"
-	"time"
+
+	"idemlab/zoo/zoohttp"
 )
 
 type store struct {
 	mu      sync.Mutex
 	locks   map[string]*sync.Mutex // one per key, held by the key's owner
 	results map[string]string      // key -> the effect's value
-	file    *os.File
+	file    *zoohttp.Journal[map[string]string]
 }
 
-var keySyntax = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
 func (s *store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 4097))
-	key := r.Header.Get("Idempotency-Key")
-	keyed := len(r.Header.Values("Idempotency-Key")) > 0
-	switch {
-	case len(body) > 4096:
-		io.Copy(io.Discard, io.LimitReader(r.Body, 8<<20))
-		http.Error(w, "body over 4096 bytes", http.StatusRequestEntityTooLarge)
+	req, ok := zoohttp.ReadRequest(w, r, zoohttp.KeySyntax)
+	if !ok {
 		return
-	case keyed && !keySyntax.MatchString(key):
-		http.Error(w, "malformed Idempotency-Key", http.StatusBadRequest)
-		return
-	case keyed:
+	}
+	key, keyed := req.Key, req.Keyed
+	if keyed {
 		s.mu.Lock()
 		l := s.locks[key]
 		if l == nil {
@@ -67,14 +48,11 @@ func (s *store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	value, err := effect(body, key)
+	value, err := zoohttp.Effect(req.Body, key)
 	if err == nil && keyed {
-		line, _ := json.Marshal(map[string]string{"key": key, "value": value})
 		s.mu.Lock()
-		if _, err = s.file.Write(append(line, '\n')); err == nil {
-			if err = s.file.Sync(); err == nil {
-				s.results[key] = value
-			}
+		if err = s.file.Append(map[string]string{"key": key, "value": value}); err == nil {
+			s.results[key] = value
 		}
 		s.mu.Unlock()
 	}
@@ -85,46 +63,8 @@ func (s *store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, value)
 }
 
-// effect posts the body to the sink, forwarding the key, on a context of
-// its own.
-func effect(body []byte, key string) (string, error) {
-	req, _ := http.NewRequest(http.MethodPost, os.Getenv("EFFECT_URL"), bytes.NewReader(body))
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("sink answered %d", resp.StatusCode)
-	}
-	return string(b), err
-}
-
 func main() {
 	s := &store{locks: map[string]*sync.Mutex{}, results: map[string]string{}}
-	var err error
-	if s.file, err = os.OpenFile(filepath.Join(os.Getenv("STATE"), "results.jsonl"), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644); err != nil {
-		log.Fatal(err)
-	}
-	for sc := bufio.NewScanner(s.file); sc.Scan(); {
-		var rec map[string]string
-		if json.Unmarshal(sc.Bytes(), &rec) == nil {
-			s.results[rec["key"]] = rec["value"]
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	srv := &http.Server{Handler: s}
-	go srv.Serve(ln)
-	fmt.Printf("READY %d\n", ln.Addr().(*net.TCPAddr).Port)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	<-ctx.Done()
-	srv.Shutdown(context.Background())
+	s.file = zoohttp.LoadJournal("results.jsonl", func(rec map[string]string) { s.results[rec["key"]] = rec["value"] })
+	zoohttp.Serve(s)
 }

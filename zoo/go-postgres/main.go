@@ -9,25 +9,23 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"regexp"
 	"syscall"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"idemlab/zoo/zoohttp"
 )
 
 var keySyntax = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
@@ -52,36 +50,23 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	srv := &http.Server{Handler: handler(db)}
-	go srv.Serve(ln)
-	fmt.Printf("READY %d\n", ln.Addr().(*net.TCPAddr).Port)
-	<-ctx.Done()
-	srv.Shutdown(context.Background())
+	zoohttp.Serve(handler(db))
 }
 
 func handler(db *pgxpool.Pool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(io.LimitReader(r.Body, 4097))
-		key := r.Header.Get("Idempotency-Key")
+		req, ok := zoohttp.ReadRequest(w, r, keySyntax)
 		switch {
-		case len(body) > 4096:
-			io.Copy(io.Discard, io.LimitReader(r.Body, 8<<20))
-			http.Error(w, "body over 4096 bytes", http.StatusRequestEntityTooLarge)
-		case len(r.Header.Values("Idempotency-Key")) == 0:
-			if value, err := effect(body, ""); err != nil {
+		case !ok: // ReadRequest answered it: 413 or 400
+		case !req.Keyed:
+			if value, err := zoohttp.Effect(req.Body, ""); err != nil {
 				http.Error(w, err.Error(), http.StatusBadGateway)
 			} else {
 				io.WriteString(w, value)
 			}
-		case !keySyntax.MatchString(key):
-			http.Error(w, "malformed Idempotency-Key", http.StatusBadRequest)
 		default:
-			sum := sha256.Sum256(body)
-			status, value, replayed := keyed(db, key, hex.EncodeToString(sum[:]), body)
+			sum := sha256.Sum256(req.Body)
+			status, value, replayed := keyed(db, req.Key, hex.EncodeToString(sum[:]), req.Body)
 			w.Header().Set("X-Idempotent-Replay", map[bool]string{true: "yes", false: "no"}[replayed])
 			if status == http.StatusConflict {
 				w.Header().Set("Retry-After", "1")
@@ -131,7 +116,7 @@ func keyed(db *pgxpool.Pool, key, fp string, body []byte) (status int, value str
 	if err != nil {
 		return http.StatusServiceUnavailable, err.Error(), false
 	}
-	v, err := effect(body, key)
+	v, err := zoohttp.Effect(body, key)
 	if err != nil {
 		conn.Exec(ctx, `DELETE FROM idem WHERE key = $1`, key) // released: a retry runs again
 		return http.StatusBadGateway, "effect failed: " + err.Error() + "\n", false
@@ -140,22 +125,4 @@ func keyed(db *pgxpool.Pool, key, fp string, body []byte) (status int, value str
 		return http.StatusServiceUnavailable, err.Error(), false
 	}
 	return http.StatusOK, v, false
-}
-
-// effect posts the body to the sink, forwarding the key.
-func effect(body []byte, key string) (string, error) {
-	req, _ := http.NewRequest(http.MethodPost, os.Getenv("EFFECT_URL"), bytes.NewReader(body))
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("sink answered %d", resp.StatusCode)
-	}
-	return string(b), err
 }

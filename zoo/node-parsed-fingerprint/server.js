@@ -5,23 +5,19 @@
 // compare, and the check is skipped: another body sent that way under a
 // used key gets the first body's result.
 //
-// Everything else is sound: Node's plain http module, results in an
-// append-only file, fsynced before the reply; 409 with Retry-After while
-// the owner runs; 422 for another parsed body; the key forwarded to the
-// sink; Idempotent-Replayed: true on replays only.
+// Everything else is sound: Node's plain http module (through
+// ../node-zoo.js), results in an append-only file, fsynced before the
+// reply; 409 with Retry-After while the owner runs; 422 for another parsed
+// body; the key forwarded to the sink; Idempotent-Replayed: true on replays
+// only.
 'use strict';
-const http = require('node:http');
-const fs = require('node:fs');
-const path = require('node:path');
 const crypto = require('node:crypto');
+const zoo = require('../node-zoo.js');
 
-const file = path.join(process.env.STATE, 'results.jsonl');
+const log = zoo.journal('results.jsonl');
 const results = new Map(); // key -> {fp, value}
 const running = new Map(); // key -> fp
-for (const line of fs.existsSync(file) ? fs.readFileSync(file, 'utf8').split('\n') : []) {
-  if (line) { const r = JSON.parse(line); results.set(r.key, r); }
-}
-const fd = fs.openSync(file, 'a');
+for (const r of log.records) results.set(r.key, r);
 
 // parse returns the request's document, or undefined where no parser applies.
 function parse(type, body) {
@@ -30,20 +26,6 @@ function parse(type, body) {
   if (mime === 'application/json') { try { return JSON.parse(body); } catch { return null; } }
   if (mime === 'application/x-www-form-urlencoded') return [...new URLSearchParams(body.toString())].sort();
   return undefined;
-}
-
-function effect(body, key) {
-  return new Promise((resolve, reject) => {
-    const headers = {'Content-Type': 'text/plain', 'Idempotency-Key': key};
-    if (key === undefined) delete headers['Idempotency-Key'];
-    const req = http.request(process.env.EFFECT_URL, {method: 'POST', headers}, (res) => {
-      let text = '';
-      res.on('data', (c) => { text += c; });
-      res.on('end', () => res.statusCode === 200 ? resolve(text) : reject(new Error(`sink answered ${res.statusCode}`)));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
 }
 
 async function handle(req, body) {
@@ -64,10 +46,9 @@ async function handle(req, body) {
     running.set(key, fp);
   }
   try {
-    const value = await effect(body, key);
+    const value = await zoo.effect(body, key);
     if (key !== undefined) {
-      fs.writeSync(fd, JSON.stringify({key, fp, value}) + '\n');
-      fs.fsyncSync(fd);
+      log.append({key, fp, value});
       results.set(key, {key, fp, value});
     }
     return [200, value];
@@ -78,15 +59,4 @@ async function handle(req, body) {
   }
 }
 
-const server = http.createServer((req, res) => {
-  const chunks = [];
-  let size = 0;
-  req.on('data', (c) => { size += c.length; if (size <= 4096) chunks.push(c); });
-  req.on('end', async () => {
-    const [status, text, headers] = await handle(req, size > 4096 ? null : Buffer.concat(chunks));
-    res.writeHead(status, {'Content-Type': 'text/plain; charset=utf-8', ...headers});
-    res.end(text);
-  });
-});
-server.listen(Number(process.env.PORT), '127.0.0.1', () => console.log(`READY ${server.address().port}`));
-process.on('SIGTERM', () => process.exit(0));
+zoo.serve(handle);
