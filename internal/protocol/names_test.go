@@ -16,8 +16,6 @@ func TestParseNames(t *testing.T) {
 	strs := func(vs ...string) []string { return vs }
 	tests := []parser{
 		{"store", strs("volatile", "durable", "postgres"), func(s string) (string, error) { v, err := ParseStore(s); return string(v), err }},
-		{"outcome", strs("reply", "no_reply", "timeout", "refused"), func(s string) (string, error) { v, err := ParseOutcome(s); return string(v), err }},
-		{"fault", strs("delay", "slow", "crash-before-effect", "stall", "crash-after-effect", "crash-after-record", "drop-reply", "fail-effect", "fail-after-effect", "crash-after-claim", "crash-after-downstream", "drop-downstream-reply"), func(s string) (string, error) { v, err := ParseFault(s); return string(v), err }},
 		{"unsafe registry", strs("record-after-effect", "no-fingerprint", "evict-oldest", "forget-on-lost-reply", "record-before-effect", "check-then-act"), func(s string) (string, error) { v, err := ParseFlaw(s); return string(v), err }},
 	}
 	for _, tt := range tests {
