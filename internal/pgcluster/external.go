@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -107,12 +108,7 @@ func (e *External) sweepAndLease(ctx context.Context) error {
 			byOwner[uint32(o)] = append(byOwner[uint32(o)], n)
 		}
 	}
-	owners := make([]uint32, 0, len(byOwner))
-	for o := range byOwner {
-		owners = append(owners, o)
-	}
-	slices.Sort(owners)
-	for _, o := range owners {
+	for _, o := range slices.Sorted(maps.Keys(byOwner)) {
 		free, err := e.tryLock(ctx, o)
 		if err != nil {
 			return err

@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -227,12 +228,7 @@ func serverSettings(dir string, extra map[string]string) []string {
 		kv = append(kv, f[0]+"="+f[1])
 		seen[f[0]] = true
 	}
-	keys := make([]string, 0, len(extra))
-	for k := range extra {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		if seen[k] && k != "max_connections" {
 			continue
 		}

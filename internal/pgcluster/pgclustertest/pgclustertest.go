@@ -135,15 +135,12 @@ func Connect(t testing.TB, dsn string) *pgx.Conn {
 
 // dbName folds a test name into a short database name.
 func dbName(s string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(s) {
+	out := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
+			return r
 		}
-	}
-	out := b.String()
+		return '_'
+	}, strings.ToLower(s))
 	if len(out) > 48 {
 		out = out[:48]
 	}
