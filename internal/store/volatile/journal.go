@@ -117,16 +117,8 @@ func tornRecord(b []byte, want int64) bool {
 	if len(b) > len(head)+64 {
 		return false
 	}
-	for i, c := range b {
-		if i < len(head) {
-			if c != head[i] {
-				return false
-			}
-		} else if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
+	n := min(len(b), len(head))
+	return string(b[:n]) == head[:n] && isLowerHex(string(b[n:]))
 }
 
 // parseLine parses "<value> <sha256hex>" and checks the value is want.
@@ -146,10 +138,10 @@ func parseLine(line []byte, want int64) (store.Effect, error) {
 }
 
 // isSHA256Hex reports whether s is 64 lowercase hex digits.
-func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
+func isSHA256Hex(s string) bool { return len(s) == 64 && isLowerHex(s) }
+
+// isLowerHex reports whether s holds only lowercase hex digits.
+func isLowerHex(s string) bool {
 	for i := range len(s) {
 		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
 			return false

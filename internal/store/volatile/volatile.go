@@ -228,10 +228,7 @@ func (c *Counter) write(v int64) (renamed bool, err error) {
 	if err := os.Rename(tmp.Name(), c.path); err != nil {
 		return false, fmt.Errorf("rename counter %s: %w", c.path, err)
 	}
-	if err := store.Sync(c.dir); err != nil {
-		return true, err
-	}
-	return true, nil
+	return true, store.Sync(c.dir)
 }
 
 // Recorded returns nothing: the volatile store keeps no keys, which is the
