@@ -95,10 +95,7 @@ func (h head) edit(drop []string, add http.Header) []byte {
 	}
 	for _, name := range slices.Sorted(maps.Keys(add)) {
 		for _, v := range add[name] {
-			out = append(out, name...)
-			out = append(out, ": "...)
-			out = append(out, v...)
-			out = append(out, "\r\n"...)
+			out = append(out, name+": "+v+"\r\n"...)
 		}
 	}
 	return append(out, h.end...)

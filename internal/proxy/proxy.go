@@ -1,28 +1,20 @@
 // Package proxy is the fault proxy between the lab's clients and one
 // replica of a target (docs/targets.md): a small, boring HTTP/1.1 proxy on
 // 127.0.0.1 that speaks just enough HTTP to know where a request and a
-// reply end, and places the lab's proxy faults there.
+// reply end, and places the lab's proxy faults there (Route).
 //
-// Each client connection carries one request. The proxy reads it whole,
-// asks Config.Route what its X-Lab-Fault means, and forwards it on a fresh
-// connection byte for byte (header order, case and spacing as sent), less
-// every X-Lab-Fault and Connection field and the route's own, plus the
-// route's fields and "Connection: close". The reply is read whole and
-// relayed byte for byte unless a fault drops it. The faults: Delay waits
-// before forwarding; DropReply reads the reply and closes unanswered;
-// HoldAndKill does so after killing the replica; GiveUp closes unanswered
-// if no reply came in time and lets the replica's exchange finish,
-// bounded. Route.Arm sees the body just before it is forwarded, so the
-// sink can find the call a fault belongs to.
+// Each client connection carries one request, read whole and forwarded on
+// a fresh connection byte for byte (header order, case and spacing as
+// sent), less every X-Lab-Fault and Connection field and the route's own,
+// plus the route's fields and "Connection: close". The reply is read whole
+// and relayed byte for byte unless a fault drops it. A replica unreachable
+// or closing mid-reply leaves the client unanswered; a client that goes
+// first takes the replica's connection with it. The proxy's own refusals
+// start "proxy: " (400 malformed or ambiguous framing, 431, 413, 502 for a
+// rejected fault or an oversized reply).
 //
-// A replica unreachable or closing mid-reply leaves the client unanswered;
-// a client that goes first takes the replica's connection with it. The
-// proxy's own refusals start "proxy: " (400 malformed or ambiguous
-// framing, 431, 413, 502 for a rejected fault or an oversized reply).
-//
-// Every read, dial, write and wait is bounded (HeaderBytes, MaxBody,
-// RequestTimeout, DialTimeout, ReplyTimeout, WriteTimeout, MaxWait,
-// MaxConns), and Close returns within 10 s plus the kills in progress.
+// Every read, dial, write and wait is bounded (the constants below), and
+// Close returns within 10 s plus the kills in progress.
 package proxy
 
 import (
@@ -31,11 +23,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"idemlab/internal/protocol"
@@ -132,8 +127,7 @@ type Proxy struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the accept loop and every exchange
 
-	mu       sync.Mutex
-	upstream string
+	upstream atomic.Value // string: host:port of the replica
 
 	closeOnce sync.Once
 	closeErr  error
@@ -160,7 +154,8 @@ func Start(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: listen: %w", err)
 	}
-	p := &Proxy{cfg: cfg, ln: protocol.NewLimitListener(ln, MaxConns), upstream: cfg.Upstream}
+	p := &Proxy{cfg: cfg, ln: protocol.NewLimitListener(ln, MaxConns)}
+	p.upstream.Store(cfg.Upstream)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.wg.Add(1)
 	go p.accept()
@@ -172,17 +167,7 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // SetUpstream makes later exchanges go to addr (host:port), as after the
 // replica restarted on a new port. Exchanges under way keep theirs.
-func (p *Proxy) SetUpstream(addr string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.upstream = addr
-}
-
-func (p *Proxy) upstreamAddr() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.upstream
-}
+func (p *Proxy) SetUpstream(addr string) { p.upstream.Store(addr) }
 
 // Close stops listening, closes every open exchange, and waits (at most
 // 10 s, plus the Kills in progress) for them. It is safe to call more
@@ -400,7 +385,7 @@ func forwardHead(req *request, route Route) []byte {
 		add = http.Header{}
 	}
 	add["Connection"] = []string{"close"}
-	return req.head.edit(append([]string{protocol.FaultHeader}, keys(add)...), add)
+	return req.head.edit(append([]string{protocol.FaultHeader}, slices.Collect(maps.Keys(add))...), add)
 }
 
 // A waiter waits for one step of an exchange while the client may leave,
@@ -462,7 +447,7 @@ func (x *exchange) delay(w *waiter, d time.Duration) bool {
 func (x *exchange) dialUpstream() (net.Conn, error) {
 	dialCtx, dialCancel := context.WithTimeout(x.ctx, DialTimeout)
 	defer dialCancel()
-	return new(net.Dialer).DialContext(dialCtx, "tcp", x.p.upstreamAddr())
+	return new(net.Dialer).DialContext(dialCtx, "tcp", x.p.upstream.Load().(string))
 }
 
 // awaitReply runs roundTrip with the replica in a goroutine and waits for
@@ -514,15 +499,6 @@ func (x *exchange) answer(up net.Conn, rep reply, route Route) {
 		return
 	}
 	x.linger()
-}
-
-// keys returns the names of h.
-func keys(h http.Header) []string {
-	names := make([]string, 0, len(h))
-	for k := range h {
-		names = append(names, k)
-	}
-	return names
 }
 
 // watchClient reads (and throws away) whatever the client sends after its
