@@ -34,7 +34,7 @@ func histLines(attempts, events []string, effects []int) string {
 	}
 	fmt.Fprintf(&b, `{"kind":"place","place":0,"replicas":[0,1],"counter":%d,"effects":%d}`+"\n", len(effects), len(effects))
 	for i, n := range effects {
-		fmt.Fprintf(&b, `{"kind":"effect","place":0,"value":%d,"body_sha256":"%s","key":null,"replica":null,"at_us":null}`+"\n", i+1, bodySHA(n))
+		fmt.Fprintf(&b, `{"kind":"effect","place":0,"value":%d,"body_sha256":"%s","key":null,"replica":null,"at_us":null,"called_us":null}`+"\n", i+1, bodySHA(n))
 	}
 	return b.String()
 }
@@ -70,7 +70,8 @@ func TestChaosReadStrict(t *testing.T) {
 		{"unknown fault kind", `"faults":["delay"`, `"faults":["nuke"`, `faults: "nuke"`},
 		{"a 503 is not a failure", `"status":200,"value":"2"`, `"status":503,"value":"2"`, `outcome reply with status 503 is "info"`},
 		{"a start naming a planned kill", `"planned":-1`, `"planned":0`, "a kill or kill_skipped event names its planned kill"},
-		{"effect half timed", `"replica":null,"at_us":null}`, `"replica":0,"at_us":null}`, "both known"},
+		{"effect half timed", `"replica":null,"at_us":null,"called_us":null}`, `"replica":0,"at_us":5,"called_us":null}`, "all known"},
+		{"effect applied before its call", `"replica":null,"at_us":null,"called_us":null}`, `"replica":0,"at_us":5,"called_us":6}`, "called_us 6 after at_us 5"},
 		{"claims", `"shared_store":true}`, `"shared_store":1}`, "claims: want"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,7 +24,7 @@ import (
 // A chaosHistory is what the audit keeps of one history while streaming
 // it, never the lines: per intent 104 bytes (64, and 40 for the
 // consistency checks), its key and two index slots; per acknowledgement
-// 40 bytes and its reply's value; per effect of an intent 16 bytes; per
+// 40 bytes and its reply's value; per effect of an intent 32 bytes; per
 // server event 48 bytes. Server events are counted as they are read, and
 // so are effects whose body no intent sent (their findings kept as
 // chaosFindings keeps them).
@@ -84,7 +84,6 @@ type chaosIntent struct {
 	next           int32             // the number its next attempt must carry
 	chaosN, quietN uint16            // its attempts in each phase (saturating)
 	lastPhase      int8              // its last attempt's phase: 0 none, 1 chaos, 2 quiet
-	firstStart     int64             // when its first attempt began (µs)
 	apply          [maxPlaced]uint16 // per replica, attempts that may have applied it (no reply, or a 200 not replayed)
 	effectsAt      [maxPlaced]uint16 // per place, its effects in the journal
 }
@@ -126,12 +125,13 @@ type chaosPlace struct {
 	badAt, badValue int64
 }
 
-// chaosApplied is one effect of an intent: its place and value, and when
-// it was applied and by which replica's call (µs, replica; -1 where the
-// journal does not say: a store's).
+// chaosApplied is one effect of an intent: its place and value, when it
+// was applied, when the sink received the call and from which replica
+// (µs, µs, replica; -1 where the journal does not say: a store's).
 type chaosApplied struct {
 	value   int64
 	at      int64
+	called  int64
 	intent  int32 // index in intents
 	place   int16
 	replica int16
@@ -144,7 +144,7 @@ var chaosLineFields = map[string][]string{
 	"attempt": {"kind", "intent", "key", "body_sha256", "client", "replica", "attempt", "phase", "start_us", "end_us", "fault", "type", "outcome", "status", "value", "replayed", "error"},
 	"event":   {"kind", "replica", "at_us", "pid", "addr", "exit_code", "planned", "error"},
 	"place":   {"kind", "place", "replicas", "counter", "effects"},
-	"effect":  {"kind", "place", "value", "body_sha256", "key", "replica", "at_us"},
+	"effect":  {"kind", "place", "value", "body_sha256", "key", "replica", "at_us", "called_us"},
 }
 
 var chaosEventKinds = []string{"start", "start_failed", "kill", "kill_skipped", "fault_kill", "exit", "stop"}
@@ -600,22 +600,22 @@ func (hr *historyReader) effect() {
 	if k := l.get("key").kind; k != 's' && k != 'z' {
 		l.failf("key: want a string or null")
 	}
-	rk, ak := l.get("replica").kind, l.get("at_us").kind
-	at, rep := int64(-1), int64(-1)
-	if rk != 'z' {
-		rep = l.int("replica", 0, int64(h.replicas-1))
-	}
-	if ak != 'z' {
-		at = l.int("at_us", 0, maxInt)
+	at, called, rep := int64(-1), int64(-1), int64(-1)
+	switch rk, ak, ck := l.get("replica").kind, l.get("at_us").kind, l.get("called_us").kind; {
+	case rk == 'z' && ak == 'z' && ck == 'z':
+	case rk == 'z' || ak == 'z' || ck == 'z':
+		l.failf("replica, at_us and called_us: all known (a sink's journal) or all null (a store's)")
+	default:
+		rep, at, called = l.int("replica", 0, int64(h.replicas-1)), l.int("at_us", 0, maxInt), l.int("called_us", 0, maxInt)
 		h.effectEndUS = max(h.effectEndUS, at)
-	}
-	if (rk == 'z') != (ak == 'z') {
-		l.failf("replica and at_us: both known (a sink's journal) or both null (a store's)")
+		if called > at {
+			l.failf("called_us %d after at_us %d: the sink receives a call before it applies its effect", called, at)
+		}
 	}
 	h.timed = h.timed && at >= 0
 	hr.effectsLeft--
 	if l.err == nil {
-		h.effect(p, value, at, rep, text, sum)
+		h.effect(p, chaosApplied{value: value, at: at, called: called, replica: int16(rep)}, text, sum)
 	}
 }
 
@@ -665,15 +665,15 @@ func (h *chaosHistory) event(kind string, rep, code int64) {
 
 // effect reads one effect line, valid, of place p: its position in the
 // place, then whose body it applied (an unknown_effect if none's).
-func (h *chaosHistory) effect(p *chaosPlace, value, at, rep int64, text []byte, sum [32]byte) {
+func (h *chaosHistory) effect(p *chaosPlace, ap chaosApplied, text []byte, sum [32]byte) {
 	p.effects++
-	if p.badAt == 0 && value != p.effects {
-		p.badAt, p.badValue = p.effects, value
+	if p.badAt == 0 && ap.value != p.effects {
+		p.badAt, p.badValue = p.effects, ap.value
 	}
 	n, ok := h.bySum(sum)
 	if !ok {
 		h.unknown.add("unknown_effect", -1, func() (string, string) {
-			return "", fmt.Sprintf("place %d: effect %d has body SHA-256 %s, which no intent sent", p.place, value, text)
+			return "", fmt.Sprintf("place %d: effect %d has body SHA-256 %s, which no intent sent", p.place, ap.value, text)
 		})
 		return
 	}
@@ -682,7 +682,8 @@ func (h *chaosHistory) effect(p *chaosPlace, value, at, rep int64, text []byte, 
 	if p.place < maxPlaced && in.effectsAt[p.place] < 1<<16-1 {
 		in.effectsAt[p.place]++
 	}
-	h.applied.add(chaosApplied{value, at, n, int16(p.place), int16(rep)})
+	ap.intent, ap.place = n, int16(p.place)
+	h.applied.add(ap)
 }
 
 // attempt reads one attempt line into h: its members, its outcome's type,
@@ -839,7 +840,6 @@ func (h *chaosHistory) intentOf(l *lineReader, a chaosLine) (int32, bool) {
 		return 0, false
 	}
 	i = h.addIntent(a.intent, a.sum, a.key)
-	h.intents.at(i).firstStart = a.start
 	h.firstAttempt(l.no, a.intent, a.key, a.sum) // chaos_consistency.go
 	return i, true
 }
@@ -1353,47 +1353,56 @@ func (e *intentEffects) whereOf(i int32) string {
 	return s
 }
 
-// howDuplicated explains, where the journal says when and by which
-// replica's call each effect was applied (a sink's), how intent i came to
-// be applied again, pair by pair in the order applied: on two replicas;
-// on one replica that started again between the intent's first attempt
-// and the later effect (the process that sent the earlier one may have
-// been killed before the sink applied it: the restarted one did not know
-// the key); or by one process, no start of that replica in between (the
-// target ran the effect twice itself). "" for a store's journal.
+// howDuplicated explains, where the journal says from which replica each
+// call came and when the sink received it (a sink's), how intent i came to
+// be applied again, pair by pair in the order the calls were received (a
+// call was sent by the process up when it arrived; the sink may apply it
+// much later, which says nothing of who sent it): by two replicas; by a
+// replica that started again between the two calls (the process that sent
+// the earlier one ended, and its successor did not know the key); or by
+// one process, no restart between them (the target ran the effect twice
+// itself). "" for a store's journal.
 func (e *intentEffects) howDuplicated(i int32) string {
 	ks := slices.Clone(e.journal[e.start[i]:e.start[i+1]])
-	for _, k := range ks {
-		if a := e.h.applied.at(k); a.at < 0 || a.replica < 0 {
-			return ""
-		}
+	ap := e.h.applied.at
+	if slices.ContainsFunc(ks, func(k int32) bool { return ap(k).called < 0 }) {
+		return ""
 	}
-	slices.SortFunc(ks, func(x, y int32) int { return cmp.Compare(e.h.applied.at(x).at, e.h.applied.at(y).at) })
-	first := e.h.intents.at(i).firstStart
+	slices.SortFunc(ks, func(x, y int32) int {
+		return cmp.Or(cmp.Compare(ap(x).called, ap(y).called), cmp.Compare(ap(x).value, ap(y).value))
+	})
 	var parts []string
 	for j := 1; j < len(ks) && len(parts) < maxWhereValues; j++ {
-		a, b := e.h.applied.at(ks[j-1]), e.h.applied.at(ks[j])
-		switch start, ok := e.h.startBetween(int64(a.replica), first, b.at); {
+		a, b := ap(ks[j-1]), ap(ks[j])
+		switch end, start := e.h.restartBetween(int64(a.replica), a.called, b.called); {
 		case a.replica != b.replica:
 			parts = append(parts, fmt.Sprintf("values %d and %d by replicas %d and %d", a.value, b.value, a.replica, b.replica))
-		case ok:
-			parts = append(parts, fmt.Sprintf("values %d and %d by replica %d, which started again at %d µs, after the intent's first attempt and before the later effect", a.value, b.value, a.replica, start))
+		case start >= 0:
+			parts = append(parts, fmt.Sprintf("values %d and %d by replica %d: the process that sent value %d (received at %d µs) ended at %d µs (%s), and the one started at %d µs sent value %d",
+				a.value, b.value, a.replica, a.value, a.called, end.at, end.kind, start, b.value))
 		default:
-			parts = append(parts, fmt.Sprintf("values %d and %d by one process of replica %d, no restart between the intent's first attempt and them", a.value, b.value, a.replica))
+			parts = append(parts, fmt.Sprintf("values %d and %d by one process of replica %d, no restart between them (received at %d and %d µs)", a.value, b.value, a.replica, a.called, b.called))
 		}
 	}
 	return "; " + strings.Join(parts, "; ")
 }
 
-// startBetween returns when replica r started (again) after from and
-// before to, if it did.
-func (h *chaosHistory) startBetween(r, from, to int64) (int64, bool) {
+// restartBetween returns when replica r started again after from and
+// before to, and the event that ended its process before (its first kill,
+// fault_kill or exit since it started); start is -1 if it did not.
+func (h *chaosHistory) restartBetween(r, from, to int64) (end chaosEvent, start int64) {
 	for _, ev := range h.serverEvents {
-		if ev.kind == "start" && ev.replica == r && ev.at > from && ev.at < to {
-			return ev.at, true
+		switch {
+		case ev.replica != r || ev.at >= to:
+		case ev.kind == "start" && ev.at > from:
+			return end, ev.at
+		case ev.kind == "start":
+			end = chaosEvent{}
+		case end.kind == "" && (ev.kind == "kill" || ev.kind == "fault_kill" || ev.kind == "exit"):
+			end = ev
 		}
 	}
-	return 0, false
+	return end, -1
 }
 
 // chunked is an append-only list kept in blocks of chunkLen: it grows

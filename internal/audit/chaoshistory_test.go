@@ -5,6 +5,8 @@ import (
 	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -141,7 +143,7 @@ func TestWhereApplied(t *testing.T) {
 	for p := places - 1; p >= 0; p-- { // places in the journal out of order
 		fmt.Fprintf(&b, `{"kind":"place","place":%d,"replicas":[%d],"counter":%d,"effects":%d}`+"\n", p, p, per, per)
 		for v := range per {
-			fmt.Fprintf(&b, `{"kind":"effect","place":%d,"value":%d,"body_sha256":"%s","key":null,"replica":null,"at_us":null}`+"\n", p, v+1, bodySHA(0))
+			fmt.Fprintf(&b, `{"kind":"effect","place":%d,"value":%d,"body_sha256":"%s","key":null,"replica":null,"at_us":null,"called_us":null}`+"\n", p, v+1, bodySHA(0))
 		}
 	}
 	h, err := readChaosHistory(strings.NewReader(b.String()))
@@ -156,5 +158,57 @@ func TestWhereApplied(t *testing.T) {
 	c := h.check(23)
 	if i := slices.IndexFunc(c.findings, func(f chaosFinding) bool { return f.rule == "duplicate" }); i < 0 || c.findings[i].detail != want {
 		t.Errorf("findings = %v, want a duplicate %q", c.findings, want)
+	}
+}
+
+// Ensure a duplicate on a sink's journal is laid to what came between the
+// sink's receipt of its two calls, in the order received: a restart of the
+// replica (the issue's case: a call received before a kill, applied after
+// it, and sent again by the new process), or nothing (one process sent
+// both, though the intent's first attempt came before a restart); another
+// replica; nothing said of a store's journal, which has no times.
+func TestHowDuplicated(t *testing.T) {
+	const kill, one = "target-applied-after-kill", "target-one-process-across-restart"
+	for _, tc := range []struct {
+		name, history string
+		edits         []string // old, new, ...
+		want          string   // the detail's explanation; "" for none
+	}{
+		{"applied after the kill", kill, nil, "; values 2 and 3 by replica 0: the process that sent value 2 (received at 2100 µs) ended at 3030 µs (fault_kill), and the one started at 3200 µs sent value 3"},
+		{"both received after the restart", kill, []string{`"at_us":3400,"called_us":2100`, `"at_us":3400,"called_us":3300`},
+			"; values 2 and 3 by one process of replica 0, no restart between them (received at 3300 and 3550 µs)"},
+		{"two replicas", kill, []string{`"replicas":1,`, `"replicas":2,`, `"key":"chaos-1","replica":0,"at_us":3560`, `"key":"chaos-1","replica":1,"at_us":3560`},
+			"; values 2 and 3 by replicas 0 and 1"},
+		{"one process across a restart", one, nil, "; values 3 and 2 by one process of replica 0, no restart between them (received at 2600 and 3000 µs)"},
+		{"received before the kill, applied after", one, []string{`"at_us":3100,"called_us":2600`, `"at_us":3100,"called_us":2100`},
+			"; values 3 and 2 by replica 0: the process that sent value 3 (received at 2100 µs) ended at 2150 µs (fault_kill), and the one started at 2400 µs sent value 2"},
+		{"a store's journal", "duplicate-durable", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join(specRoot, "chaos", tc.history+".jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := string(data)
+			for k := 0; k < len(tc.edits); k += 2 {
+				if !strings.Contains(text, tc.edits[k]) {
+					t.Fatalf("no %q in %s", tc.edits[k], tc.history)
+				}
+				text = strings.Replace(text, tc.edits[k], tc.edits[k+1], 1)
+			}
+			h, err := readChaosHistory(strings.NewReader(text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := h.check(23)
+			i := slices.IndexFunc(c.findings, func(f chaosFinding) bool { return f.rule == "duplicate" })
+			if i < 0 {
+				t.Fatalf("no duplicate in %v", c.findings)
+			}
+			_, how, _ := strings.Cut(c.findings[i].detail, ")")
+			if how != tc.want {
+				t.Errorf("duplicate explained %q, want %q", how, tc.want)
+			}
+		})
 	}
 }

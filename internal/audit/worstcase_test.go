@@ -215,7 +215,7 @@ var historyShapes = map[string]struct {
 		},
 		effects: func(h *historyWriter) {
 			for v := 1; ; v++ {
-				l := fmt.Sprintf(`{"kind":"effect","place":0,"value":%d,"body_sha256":"%s","key":null,"replica":null,"at_us":null}`, v, shaOf(v))
+				l := fmt.Sprintf(`{"kind":"effect","place":0,"value":%d,"body_sha256":"%s","key":null,"replica":null,"at_us":null,"called_us":null}`, v, shaOf(v))
 				if !h.room(len(l)) {
 					return
 				}
@@ -237,7 +237,7 @@ var historyShapes = map[string]struct {
 		},
 		effects: func(h *historyWriter) {
 			for v := 1; ; v++ {
-				l := fmt.Sprintf(`{"kind":"effect","place":0,"value":%d,"body_sha256":"%s","key":null,"replica":null,"at_us":null}`, v, shaOf(0))
+				l := fmt.Sprintf(`{"kind":"effect","place":0,"value":%d,"body_sha256":"%s","key":null,"replica":null,"at_us":null,"called_us":null}`, v, shaOf(0))
 				if !h.room(len(l)) {
 					return
 				}

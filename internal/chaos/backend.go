@@ -270,13 +270,13 @@ func (b *targetBackend) journal(ctx context.Context) ([]Place, error) {
 		return []Place{p}, nil
 	}
 	for _, e := range b.tr.Journal() {
-		rep, at := e.Replica, e.Applied.Sub(b.began).Microseconds()
+		rep, at, called := e.Replica, e.Applied.Sub(b.began).Microseconds(), e.Received.Sub(b.began).Microseconds()
 		var key *string
 		if e.Key != nil {
 			k := safeText(*e.Key, maxValue)
 			key = &k
 		}
-		p.Effects = append(p.Effects, Effect{Value: e.Seq, BodySHA256: e.BodySHA256, Key: key, Replica: &rep, AtUS: &at})
+		p.Effects = append(p.Effects, Effect{Value: e.Seq, BodySHA256: e.BodySHA256, Key: key, Replica: &rep, AtUS: &at, CalledUS: &called})
 	}
 	p.Counter = int64(len(p.Effects))
 	return []Place{p}, nil

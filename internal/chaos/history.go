@@ -92,14 +92,15 @@ type ServerEvent struct {
 }
 
 // An Effect is one entry of the journal; only the sink's journal records
-// the key the target forwarded, the replica and when (µs on the run's
-// clock).
+// the key the target forwarded, the replica, when it applied the effect
+// and when it received the call (µs on the run's clock).
 type Effect struct {
 	Value      int64   `json:"value"`
 	BodySHA256 string  `json:"body_sha256"`
 	Key        *string `json:"key"`
 	Replica    *int    `json:"replica"`
 	AtUS       *int64  `json:"at_us"`
+	CalledUS   *int64  `json:"called_us"`
 }
 
 // A Place is one place of state after every process exited, and the

@@ -60,8 +60,8 @@ func TestRunTargetCheckThenSet(t *testing.T) {
 // Ensure a run on a target under every fault it takes and the nemesis's
 // kills ends cleanly and records what happened: every fault kind
 // scheduled, fault kills, planned kills that landed or were skipped, and
-// the sink's journal, each effect with the replica that called it and
-// when it was applied.
+// the sink's journal, each effect with the replica that called it, when
+// the call was received and when it was applied.
 func TestRunTargetFullChaos(t *testing.T) {
 	cfg := targetConfig(t, sinktest.Sound)
 	cfg.Faults, cfg.KillEvery = nil, 300*time.Millisecond
@@ -70,8 +70,8 @@ func TestRunTargetFullChaos(t *testing.T) {
 		t.Errorf("faults scheduled %v, want every kind %v", got, want)
 	}
 	for _, e := range res.History.Places[0].Effects {
-		if e.Replica == nil || e.AtUS == nil || *e.AtUS < res.History.ChaosStartUS {
-			t.Fatalf("effect %d: replica or time missing from the sink's journal, or before the chaos phase: %+v", e.Value, e)
+		if e.Replica == nil || e.AtUS == nil || e.CalledUS == nil || *e.CalledUS < res.History.ChaosStartUS || *e.AtUS < *e.CalledUS {
+			t.Fatalf("effect %d: replica or times missing from the sink's journal, the call received before the chaos phase or after its effect: %+v", e.Value, e)
 		}
 	}
 }

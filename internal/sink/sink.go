@@ -155,10 +155,11 @@ type Entry struct {
 	Key        *string   `json:"key"`                // the forwarded key (several lines joined by ", "), nil when none
 	Replayed   bool      `json:"replayed,omitempty"` // nothing applied: the call's key and body are effect Seq's
 	At         time.Time `json:"at"`                 // when it was applied or replayed (UTC, the wall clock)
-	// Applied is the same instant with its monotonic clock reading, for
-	// ordering it against a caller's own clock; not part of the journal's
-	// JSON.
-	Applied time.Time `json:"-"`
+	// Applied is the same instant, and Received when the sink had read the
+	// call's body (before any wait), with their monotonic clock readings,
+	// for ordering them against a caller's own clock; not in the JSON.
+	Applied  time.Time `json:"-"`
+	Received time.Time `json:"-"`
 }
 
 // A Call is what the sink did with one call that reached its handler.
@@ -354,10 +355,10 @@ const (
 	reused                    // its forwarded key was applied with another body: nothing applied
 )
 
-// effect applies one effect, or replays the one its forwarded key applied,
-// journals it and returns its sequence number; a key reused with another
-// body applies and journals nothing.
-func (s *Sink) effect(replica int, body []byte, key *string) (int64, outcome) {
+// effect applies one effect of a call received then, or replays the one
+// its forwarded key applied, journals it and returns its sequence number;
+// a key reused with another body applies and journals nothing.
+func (s *Sink) effect(replica int, body []byte, key *string, received time.Time) (int64, outcome) {
 	sum := sha256.Sum256(body)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -366,7 +367,7 @@ func (s *Sink) effect(replica int, body []byte, key *string) (int64, outcome) {
 	if keyed {
 		ksum = sha256.Sum256([]byte(*key))
 	}
-	e := Entry{Replica: replica, BodySHA256: hex.EncodeToString(sum[:]), Key: key}
+	e := Entry{Replica: replica, BodySHA256: hex.EncodeToString(sum[:]), Key: key, Received: received}
 	switch prev, known := s.keys[ksum]; {
 	case keyed && known && prev.body != sum:
 		return 0, reused
@@ -474,6 +475,7 @@ func (s *Sink) call(w http.ResponseWriter, r *http.Request, c *Call) int {
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(readTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	received := time.Now()
 	rc.SetReadDeadline(time.Time{}) // from here on a read ends only when the caller goes
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
@@ -498,7 +500,7 @@ func (s *Sink) call(w http.ResponseWriter, r *http.Request, c *Call) int {
 	reusedKey := false
 	if a.Apply {
 		var o outcome
-		c.Seq, o = s.effect(replica, body, key)
+		c.Seq, o = s.effect(replica, body, key, received)
 		c.Replay, reusedKey = o == replayed, o == reused
 		if reusedKey {
 			c.Err = "key reused with another body: nothing applied"

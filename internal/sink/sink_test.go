@@ -154,6 +154,9 @@ func checkJournal(t *testing.T, got []sink.Entry, want []entry) {
 		if e.At.IsZero() || (i > 0 && e.At.Before(got[i-1].At)) {
 			t.Errorf("journal[%d].At = %v after %v", i, e.At, got[max(i-1, 0)].At)
 		}
+		if e.Received.IsZero() || e.Applied.Before(e.Received) {
+			t.Errorf("journal[%d] received %v, applied %v: want received first", i, e.Received, e.Applied)
+		}
 	}
 }
 
@@ -691,6 +694,21 @@ func TestConcurrentForwardedKey(t *testing.T) {
 		if e.Seq != 1 || e.Replayed != (i > 0) || deref(e.Key) != `"k"` {
 			t.Errorf("journal[%d] = %+v, want seq 1, replayed %v, key k", i, e, i > 0)
 		}
+	}
+}
+
+// Ensure an entry says when its call was received, before the sink's wait:
+// a call delayed 50 ms is received at least 50 ms before it is applied.
+func TestReceivedBeforeDelay(t *testing.T) {
+	s := start(t, sink.Config{Replicas: 1})
+	defer s.Arm(0, []byte("pay"), sink.Action{Before: 50 * time.Millisecond, Apply: true, End: sink.Answer})()
+	sent := time.Now()
+	if r := do(root(s), call{path: "/effect/0", body: "pay"}); r.status != 200 {
+		t.Fatalf("call = %d %q (%v), want 200", r.status, r.body, r.err)
+	}
+	e := s.Journal()[0]
+	if e.Received.Before(sent) || e.Applied.Sub(e.Received) < 50*time.Millisecond {
+		t.Errorf("sent %v, received %v, applied %v: want received after sending, applied 50 ms or more later", sent, e.Received, e.Applied)
 	}
 }
 
