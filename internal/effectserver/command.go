@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"idemlab/internal/effectserver/faultheader"
@@ -130,10 +131,8 @@ func ParseArgs(args []string) (Config, error) {
 	}
 	var orphan string
 	fs.Visit(func(f *flag.Flag) {
-		for _, name := range downstreamOnly {
-			if cfg.Downstream == "" && f.Name == name && orphan == "" {
-				orphan = name
-			}
+		if cfg.Downstream == "" && orphan == "" && slices.Contains(downstreamOnly, f.Name) {
+			orphan = f.Name
 		}
 	})
 	if orphan != "" {

@@ -2,6 +2,7 @@ package retries
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -312,15 +313,14 @@ func (c *rowClient) saveKey(i int, k string) error {
 	if err != nil {
 		return fmt.Errorf("save key: %w", err)
 	}
-	if _, err := f.WriteString(k); err != nil {
-		f.Close()
+	_, err = f.WriteString(k)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err = errors.Join(err, f.Close()); err != nil {
 		return fmt.Errorf("save key: %w", err)
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("save key: %w", err)
-	}
-	return f.Close()
+	return nil
 }
 
 // loadKey reads intent i's key back from its file.
