@@ -21,9 +21,6 @@ import (
 // RequireEnv set to 1 (as CI does) makes a missing PostgreSQL a failure.
 const RequireEnv = "IDEMLAB_REQUIRE_POSTGRES"
 
-// Required reports whether RequireEnv makes a missing PostgreSQL a failure.
-func Required() bool { return os.Getenv(RequireEnv) == "1" }
-
 // ForTest starts a cluster for t alone, stopped when t ends; see SkipOrFail.
 func ForTest(t testing.TB) *pgcluster.Cluster {
 	t.Helper()
@@ -43,7 +40,7 @@ func ForTest(t testing.TB) *pgcluster.Cluster {
 // PostgreSQL is not installed (unless RequireEnv), else a failure.
 func SkipOrFail(t testing.TB, err error) {
 	t.Helper()
-	if errors.Is(err, pgcluster.ErrNotInstalled) && !Required() {
+	if errors.Is(err, pgcluster.ErrNotInstalled) && os.Getenv(RequireEnv) != "1" {
 		t.Skipf("postgres tests skipped (%s; %s=1 makes this a failure): %v", pgcluster.Hint, RequireEnv, err)
 	}
 	t.Fatal(err)

@@ -330,15 +330,6 @@ func layout(q querier) (empty bool, err error) {
 	}
 }
 
-// Keys returns the state row's count of recorded keys.
-func (s *Store) Keys() (int64, error) {
-	var n int64
-	if err := s.db.QueryRow(`SELECT keys FROM state WHERE id = 1`).Scan(&n); err != nil {
-		return 0, fmt.Errorf("durable store %s: read key count: %w", s.path, err)
-	}
-	return n, nil
-}
-
 // Recorded returns every recorded key and its result, in the order recorded.
 func (s *Store) Recorded() ([]store.Record, error) {
 	keys, err := s.readKeys(false)

@@ -169,13 +169,6 @@ func quote(b []byte) string {
 // Repairs says what Open cut off the journal (store.Repairer).
 func (c *Counter) Repairs() []string { return c.repairs }
 
-// Value returns the current value.
-func (c *Counter) Value() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.val
-}
-
 // Increment adds one for a body of fingerprint fp and returns the new
 // value once journal and counter are durable. On error the value is
 // unchanged (the next journal line overwrites the failed one) unless the

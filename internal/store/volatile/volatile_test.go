@@ -37,8 +37,8 @@ func removableDir(t *testing.T) string {
 func TestIncrementPersists(t *testing.T) {
 	dir := t.TempDir()
 	c := open(t, dir)
-	if got, want := c.Value(), int64(0); got != want {
-		t.Fatalf("Value() = %d, want %d", got, want)
+	if got, want := c.val, int64(0); got != want {
+		t.Fatalf("value = %d, want %d", got, want)
 	}
 	for want := int64(1); want <= 3; want++ {
 		got, err := c.Increment(fp)
@@ -59,8 +59,8 @@ func TestIncrementPersists(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := open(t, dir).Value(), int64(3); got != want {
-		t.Fatalf("reopened Value() = %d, want %d", got, want)
+	if got, want := open(t, dir).val, int64(3); got != want {
+		t.Fatalf("reopened value = %d, want %d", got, want)
 	}
 	if got, err := Read(dir); err != nil || got != 3 {
 		t.Fatalf("Read() = %d, %v, want 3, nil", got, err)
@@ -149,8 +149,8 @@ func TestReaderNeverSeesTornFile(t *testing.T) {
 	}
 	close(done)
 	wg.Wait()
-	if got, want := c.Value(), int64(n+1); got != want {
-		t.Fatalf("Value() = %d, want %d", got, want)
+	if got, want := c.val, int64(n+1); got != want {
+		t.Fatalf("value = %d, want %d", got, want)
 	}
 }
 
@@ -195,8 +195,8 @@ func TestFailedWriteKeepsValue(t *testing.T) {
 	if _, err := c.Increment(fp); err == nil {
 		t.Fatal("Increment() in a removed folder succeeded")
 	}
-	if got, want := c.Value(), int64(0); got != want {
-		t.Fatalf("Value() after failed write = %d, want %d", got, want)
+	if got, want := c.val, int64(0); got != want {
+		t.Fatalf("value after failed write = %d, want %d", got, want)
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
