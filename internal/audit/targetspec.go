@@ -91,9 +91,6 @@ func (s *Schemas) readTargetSpec(data []byte) (*targetSpec, error) {
 	versions, _ := doc["versions"].(map[string]any)
 	t.lock, _ = str(versions, "lock")
 	t.packages = stringList(versions, "packages")
-	if t.lock == "" && len(t.packages) > 0 {
-		return nil, fmt.Errorf("/versions/packages: needs versions.lock, the file that pins them")
-	}
 	t.mirrors, _ = str(doc, "mirrors")
 	return t, nil
 }

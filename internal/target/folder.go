@@ -1,7 +1,11 @@
 package target
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -15,18 +19,16 @@ import (
 	"idemlab/internal/safefile"
 )
 
-// SetupWithin bounds a target's setup; SetupMarker holds the digest of the
-// folder it last succeeded on; SetupLock serialises setups of one folder
-// across runners.
-const (
-	SetupWithin = 10 * time.Minute
-	SetupMarker = digest.SetupMarker
-	SetupLock   = digest.SetupLock
-)
+// SetupWithin bounds a target's setup.
+const SetupWithin = 10 * time.Minute
+
+// SetupMarker is the marker earlier labs left in a target's folder: a
+// setup removes it, and its lock (digest.SetupLock).
+const SetupMarker = digest.SetupMarker
 
 // Digest is the SHA-256 over every byte the target runs from: its folder's
-// regular files by path and content, node_modules, .git and the setup
-// marker left out (digest.Folder, as the audit re-derives it).
+// regular files by path and content, node_modules, .git and what its
+// .gitignore names left out (digest.Folder, as the audit re-derives it).
 func (t *Target) Digest() (string, error) {
 	d, err := digest.Folder(filepath.Dir(t.Dir), filepath.Base(t.Dir))
 	if err != nil {
@@ -36,14 +38,25 @@ func (t *Target) Digest() (string, error) {
 }
 
 // EnsureSetup runs the target's setup command in its folder, saying so on
-// log, unless it succeeded on a folder with this digest. A lock file
-// serialises setups of one folder.
-func (t *Target) EnsureSetup(ctx context.Context, digest string, log io.Writer) error {
+// log, unless it last succeeded on this folder with this digest. That
+// record, and a lock serialising setups of the folder, live in the lab's
+// cache (os.UserCacheDir()/idemlab/setup), named by a hash of the folder's
+// path: nothing of the lab's is left in the folder.
+func (t *Target) EnsureSetup(ctx context.Context, folderDigest string, log io.Writer) error {
 	if len(t.Setup) == 0 {
 		return nil
 	}
-	marker := filepath.Join(t.Dir, SetupMarker)
-	lock, err := os.OpenFile(filepath.Join(t.Dir, SetupLock), os.O_CREATE|os.O_RDWR, 0o644)
+	cache, err := os.UserCacheDir()
+	if err == nil {
+		cache = filepath.Join(cache, "idemlab", "setup")
+		err = os.MkdirAll(cache, 0o755)
+	}
+	if err != nil {
+		return fmt.Errorf("target %s: setup: %w", t.Name, err)
+	}
+	sum := sha256.Sum256([]byte(t.Dir))
+	marker, done := filepath.Join(cache, hex.EncodeToString(sum[:16])), t.Dir+"\n"+folderDigest+"\n"
+	lock, err := os.OpenFile(marker+".lock", os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return fmt.Errorf("target %s: setup: %w", t.Name, err)
 	}
@@ -51,9 +64,12 @@ func (t *Target) EnsureSetup(ctx context.Context, digest string, log io.Writer) 
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return fmt.Errorf("target %s: setup: lock %s: %w", t.Name, lock.Name(), err)
 	}
-	if b, err := safefile.Read(marker, 128); err == nil && strings.TrimSpace(string(b)) == digest {
+	os.Remove(filepath.Join(t.Dir, SetupMarker))
+	os.Remove(filepath.Join(t.Dir, digest.SetupLock))
+	if b, err := safefile.Read(marker, 8192); err == nil && string(b) == done {
 		return nil
 	}
+	os.Remove(marker) // a failed setup may leave the folder half made
 	fmt.Fprintf(log, "target %s: setup: %s (first run on this folder's contents) ...\n", t.Name, strings.Join(t.Setup, " "))
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, SetupWithin)
@@ -66,7 +82,7 @@ func (t *Target) EnsureSetup(ctx context.Context, digest string, log io.Writer) 
 	if err != nil {
 		return fmt.Errorf("target %s: setup %s: %w: %s", t.Name, strings.Join(t.Setup, " "), err, tail(out, 800))
 	}
-	if err := os.WriteFile(marker, []byte(digest+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(marker, []byte(done), 0o644); err != nil {
 		return fmt.Errorf("target %s: setup: %w", t.Name, err)
 	}
 	fmt.Fprintf(log, "target %s: setup done in %.1f s\n", t.Name, time.Since(began).Seconds())
@@ -96,7 +112,8 @@ func (t *Target) Libraries() ([]Library, error) {
 }
 
 // RuntimeVersion runs versions.runtime in the folder and returns the first
-// line it printed ("" when target.json names no runtime command).
+// line it printed on stdout, or else on stderr (java -version writes
+// there); "" when target.json names no runtime command.
 func (t *Target) RuntimeVersion(ctx context.Context) (string, error) {
 	if len(t.Versions.Runtime) == 0 {
 		return "", nil
@@ -105,11 +122,12 @@ func (t *Target) RuntimeVersion(ctx context.Context) (string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, t.Versions.Runtime[0], t.Versions.Runtime[1:]...)
 	cmd.Dir = t.Dir
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("target %s: runtime version %s: %w", t.Name, strings.Join(t.Versions.Runtime, " "), err)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("target %s: runtime version %s: %w: %s", t.Name, strings.Join(t.Versions.Runtime, " "), err, tail(stderr.Bytes(), 400))
 	}
-	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	line, _, _ := strings.Cut(cmp.Or(strings.TrimSpace(stdout.String()), strings.TrimSpace(stderr.String())), "\n")
 	if line == "" {
 		return "", fmt.Errorf("target %s: runtime version: no output", t.Name)
 	}

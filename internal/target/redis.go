@@ -2,7 +2,6 @@ package target
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -18,9 +17,6 @@ const (
 	RedisProgram = "redis-server"
 	RedisHint    = "install Debian's redis-server package"
 )
-
-// ErrRedisNotInstalled means no redis-server is on PATH.
-var ErrRedisNotInstalled = errors.New(RedisProgram + " not found on PATH")
 
 // Bounds of a redis start and stop.
 const (
@@ -43,7 +39,7 @@ type RedisServer struct {
 func StartRedis(ctx context.Context, parent string) (*RedisServer, error) {
 	path, err := exec.LookPath(RedisProgram)
 	if err != nil {
-		return nil, fmt.Errorf("start redis: %w (%s)", ErrRedisNotInstalled, RedisHint)
+		return nil, fmt.Errorf("start redis: %w (%s)", err, RedisHint)
 	}
 	dir, err := os.MkdirTemp(parent, "redis-")
 	if err != nil {

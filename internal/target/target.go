@@ -62,7 +62,6 @@ type Target struct {
 	Claims   Claims
 	Services []Service
 	Versions Versions
-	Mirrors  string // the lab's own server only: the store it must reproduce
 }
 
 // Start is how a replica is started and known to be ready.
@@ -261,18 +260,13 @@ func (f *file) target() (*Target, error) {
 	}
 	t.Start.ReadyLine = re
 	portFromLine := re != nil && re.NumSubexp() == 1
-	if t.Effects, err = f.effects(); err != nil {
-		return nil, err
-	}
+	t.Effects = f.effects()
 	probe := f.Start.Ready.TCP || f.Start.Ready.HTTP != ""
 	if err := t.checkPlaceholders(portFromLine, probe); err != nil {
 		return nil, err
 	}
 	if err := t.checkNative(); err != nil {
 		return nil, err
-	}
-	if t.Versions.Lock == "" && len(t.Versions.Packages) > 0 {
-		return nil, errors.New("versions.packages: needs versions.lock, the file that pins them")
 	}
 	return t, nil
 }
@@ -283,7 +277,7 @@ func (f *file) newTarget() *Target {
 	t := &Target{
 		Name: f.Name, Summary: f.Summary, Requires: f.Requires, Install: f.Install, Setup: f.Setup,
 		Replay: f.Replay, Native: f.Faults.Native, Claims: f.Claims, Services: f.Services,
-		Versions: f.Versions, Mirrors: f.Mirrors,
+		Versions: f.Versions,
 		Start: Start{Argv: f.Start.Argv, Env: f.Start.Env, ReadyHTTP: f.Start.Ready.HTTP,
 			ReadyWithin: DefaultReadyWithin, StopGrace: DefaultStopGrace},
 		Request: Request{Method: f.Request.Method, Path: f.Request.Path, KeyHeader: f.Request.KeyHeader, ContentType: "text/plain",
@@ -332,12 +326,9 @@ func (f *file) readyLine() (*regexp.Regexp, error) {
 }
 
 // effects reads "sink", {"sink": {"key_header": H}}, or a count command
-// and optionally a journal command. The sink reads a forwarded key from H,
-// by default the request's key header.
-func (f *file) effects() (Effects, error) {
-	if string(bytes.TrimSpace(f.Effects)) == `"sink"` {
-		return Effects{Sink: true, KeyHeader: f.Request.KeyHeader}, nil
-	}
+// and optionally a journal command (the schema admits no other form). The
+// sink reads a forwarded key from H, by default the request's key header.
+func (f *file) effects() Effects {
 	var c struct {
 		Sink *struct {
 			KeyHeader string `json:"key_header"`
@@ -345,13 +336,13 @@ func (f *file) effects() (Effects, error) {
 		Count   []string `json:"count"`
 		Journal []string `json:"journal"`
 	}
-	switch err := json.Unmarshal(f.Effects, &c); {
-	case err == nil && c.Sink != nil && len(c.Count)+len(c.Journal) == 0:
-		return Effects{Sink: true, KeyHeader: cmp.Or(c.Sink.KeyHeader, f.Request.KeyHeader)}, nil
-	case err != nil || len(c.Count) == 0 || c.Sink != nil:
-		return Effects{}, errors.New(`effects: want "sink", {"sink": {"key_header": H}} or {"count": [argv...]}`)
+	switch json.Unmarshal(f.Effects, &c); {
+	case string(bytes.TrimSpace(f.Effects)) == `"sink"`:
+		return Effects{Sink: true, KeyHeader: f.Request.KeyHeader}
+	case c.Sink != nil:
+		return Effects{Sink: true, KeyHeader: cmp.Or(c.Sink.KeyHeader, f.Request.KeyHeader)}
 	}
-	return Effects{Count: c.Count, Journal: c.Journal}, nil
+	return Effects{Count: c.Count, Journal: c.Journal}
 }
 
 // checkPlaceholders checks that every placeholder of the commands is one
@@ -366,18 +357,17 @@ func (t *Target) checkPlaceholders(portFromLine, probe bool) error {
 		after        bool // an effects command's
 	}
 	var fields []field
-	for i, a := range t.Start.Argv {
-		fields = append(fields, field{fmt.Sprintf("start.argv[%d]", i), a, false})
+	add := func(where string, args []string, after bool) {
+		for i, a := range args {
+			fields = append(fields, field{fmt.Sprintf("%s[%d]", where, i), a, after})
+		}
 	}
+	add("start.argv", t.Start.Argv, false)
 	for _, k := range slices.Sorted(maps.Keys(t.Start.Env)) {
 		fields = append(fields, field{"start.env." + k, t.Start.Env[k], false})
 	}
-	for i, a := range t.Effects.Count {
-		fields = append(fields, field{fmt.Sprintf("effects.count[%d]", i), a, true})
-	}
-	for i, a := range t.Effects.Journal {
-		fields = append(fields, field{fmt.Sprintf("effects.journal[%d]", i), a, true})
-	}
+	add("effects.count", t.Effects.Count, true)
+	add("effects.journal", t.Effects.Journal, true)
 	known, toldPort, portAfter := t.placeholders(), false, false
 	for _, f := range fields {
 		for _, m := range placeholderRE.FindAllString(f.value, -1) {

@@ -2,11 +2,14 @@ package target
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -58,7 +61,7 @@ func TestParse(t *testing.T) {
 		{"journal with unknown placeholder", `"effects": "sink"`, `"effects": {"count": ["cat"], "journal": ["cat", "{home}"]}`, "effects.journal[1]: unknown placeholder {home}"},
 		{"journal and capacity", `"effects": "sink"`, `"effects": {"count": ["cat", "{capacity}"], "journal": ["cat", "{state}"]}`, ""},
 		{"journal without count", `"effects": "sink"`, `"effects": {"journal": ["cat"]}`, "effects"},
-		{"packages without lock", `"effects": "sink"`, `"effects": "sink", "versions": {"packages": ["express"]}`, "needs versions.lock"},
+		{"packages without lock", `"effects": "sink"`, `"effects": "sink", "versions": {"packages": ["express"]}`, "'lock' is required, if 'packages'"},
 		{"bad name", `"tiny"`, `"Tiny"`, "/name"},
 		{"missing claims", `"claims"`, `"claimz"`, "claims"},
 	} {
@@ -202,32 +205,54 @@ func render(p Placement) string {
 }
 
 // Ensure the start command's placeholders are filled and the process sees
-// only the environment target.json names, plus PATH and HOME.
+// exactly the environment target.json names, plus the inherited variables
+// the runner has.
 func TestCommand(t *testing.T) {
-	t.Setenv("SECRET_OF_THE_RUNNER", "x")
 	tg := loadMinimal(t, nil)
+	t.Setenv("SECRET_OF_THE_RUNNER", "x")
+	for _, k := range inherited {
+		t.Setenv(k, "runner's "+k)
+	}
 	argv, env := tg.Command(Vars{Port: 4242, State: "/s", Replica: 1, EffectURL: "http://127.0.0.1:9/effect/1"})
 	if got, want := strings.Join(argv, " "), filepath.Join(tg.Dir, "tiny")+" -port 4242"; got != want {
 		t.Fatalf("argv = %q, want %q", got, want)
 	}
-	joined := strings.Join(env, "\n")
-	for _, want := range []string{"EFFECT_URL=http://127.0.0.1:9/effect/1", "STATE=/s/r1", "PATH="} {
-		if !strings.Contains(joined, want) {
-			t.Errorf("env = %q, want %q in it", joined, want)
-		}
+	want := []string{"PATH=runner's PATH", "HOME=runner's HOME", "TMPDIR=runner's TMPDIR", "LANG=runner's LANG", "EFFECT_URL=http://127.0.0.1:9/effect/1", "STATE=/s/r1"}
+	if !slices.Equal(env, want) {
+		t.Errorf("env = %q, want %q", env, want)
 	}
-	if strings.Contains(joined, "SECRET_OF_THE_RUNNER") {
-		t.Errorf("env = %q: the runner's own variables leaked", joined)
+}
+
+// Ensure docs/targets.md names exactly the variables a target inherits.
+func TestInheritedDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "targets.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, _ := strings.Cut(string(doc), "copied from the runner's environment")
+	para, _, _ := strings.Cut(after, "\n\n")
+	para, _, _ = strings.Cut(para, ". ")
+	var named []string
+	for _, m := range regexp.MustCompile("`([A-Z_]+)`").FindAllStringSubmatch(para, -1) {
+		named = append(named, m[1])
+	}
+	if !slices.Equal(named, inherited) {
+		t.Errorf("docs/targets.md: the variables copied from the runner's environment are %q, want %q (target.inherited)", named, inherited)
 	}
 }
 
 // Ensure setup runs once per folder content: a second run on the same
-// files does nothing, an edit makes it run again, and node_modules (what
-// setup writes) is not part of the digest.
+// files does nothing, an edit makes it run again; what setup writes
+// (node_modules, a binary the target's .gitignore names) is not part of
+// the digest; and the lab leaves no file of its own in the folder, removing
+// an earlier lab's marker.
 func TestEnsureSetupCachedByDigest(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	tg := loadMinimal(t, func(s string) string {
-		return strings.Replace(s, `"start"`, `"setup": ["sh", "-c", "mkdir -p node_modules && echo run >> node_modules/runs"], "start"`, 1)
+		return strings.Replace(s, `"start"`, `"setup": ["sh", "-c", "mkdir -p node_modules && echo run >> node_modules/runs && date +%N > tiny"], "start"`, 1)
 	})
+	writeFile(t, filepath.Join(tg.Dir, ".gitignore"), "/tiny\n")
+	writeFile(t, filepath.Join(tg.Dir, SetupMarker), "an earlier lab's\n")
 	runs := func() int {
 		b, _ := os.ReadFile(filepath.Join(tg.Dir, "node_modules", "runs"))
 		return strings.Count(string(b), "run")
@@ -248,6 +273,17 @@ func TestEnsureSetupCachedByDigest(t *testing.T) {
 	if got := runs(); got != 1 {
 		t.Fatalf("setup ran %d times on unchanged files, want 1", got)
 	}
+	entries, err := os.ReadDir(tg.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{".gitignore", "node_modules", "target.json", "tiny"}; !slices.Equal(names, want) {
+		t.Errorf("the folder after setup holds %q, want %q: nothing of the lab's", names, want)
+	}
 	writeFile(t, filepath.Join(tg.Dir, "app.js"), "changed")
 	setup()
 	if got := runs(); got != 2 {
@@ -255,21 +291,79 @@ func TestEnsureSetupCachedByDigest(t *testing.T) {
 	}
 }
 
+// Ensure the runtime's version is the first line a command printed on
+// stdout, or on stderr where stdout is empty (java -version), and a
+// failing command says what it printed.
+func TestRuntimeVersion(t *testing.T) {
+	tests := []struct{ script, want, wantErr string }{
+		{script: "echo 'go version go1.26.8'; echo more", want: "go version go1.26.8"},
+		{script: "echo 'openjdk version \"17.0.2\"' >&2; echo more >&2", want: `openjdk version "17.0.2"`},
+		{script: "echo warning >&2; echo v22.1.0", want: "v22.1.0"},
+		{script: "true", wantErr: "target tiny: runtime version: no output"},
+		{script: "echo no such runtime >&2; exit 3", wantErr: "target tiny: runtime version sh -c echo no such runtime >&2; exit 3: exit status 3: no such runtime"},
+	}
+	for _, tt := range tests {
+		tg := loadMinimal(t, nil)
+		tg.Versions.Runtime = []string{"sh", "-c", tt.script}
+		got, err := tg.RuntimeVersion(context.Background())
+		if got != tt.want || fmt.Sprint(err) != cmp.Or(tt.wantErr, "<nil>") {
+			t.Errorf("RuntimeVersion(%q) = %q, %v; want %q, %s", tt.script, got, err, tt.want, cmp.Or(tt.wantErr, "no error"))
+		}
+	}
+}
+
 // Ensure a failing setup says which command failed and what it printed,
-// and leaves no marker behind.
+// and is not recorded: after it, even the contents of an earlier success
+// (which it may have half undone) are set up again.
 func TestEnsureSetupFailure(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	tg := loadMinimal(t, func(s string) string {
-		return strings.Replace(s, `"start"`, `"setup": ["sh", "-c", "echo no registry; exit 3"], "start"`, 1)
+		return strings.Replace(s, `"start"`, `"setup": ["sh", "-c", "echo run >> runs; if [ -e broken ]; then echo no registry; exit 3; fi"], "start"`, 1)
 	})
-	d, err := tg.Digest()
-	if err != nil {
+	writeFile(t, filepath.Join(tg.Dir, ".gitignore"), "runs\n")
+	setup := func() error {
+		d, err := tg.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tg.EnsureSetup(context.Background(), d, &bytes.Buffer{})
+	}
+	if err := setup(); err != nil {
 		t.Fatal(err)
 	}
-	err = tg.EnsureSetup(context.Background(), d, &bytes.Buffer{})
+	writeFile(t, filepath.Join(tg.Dir, "broken"), "")
+	err := setup()
 	if err == nil || !strings.Contains(err.Error(), "no registry") || !strings.Contains(err.Error(), "exit status 3") {
 		t.Fatalf("EnsureSetup = %v, want the command's failure and output", err)
 	}
-	if _, err := os.Stat(filepath.Join(tg.Dir, SetupMarker)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("marker after a failed setup: %v, want none", err)
+	if err := os.Remove(filepath.Join(tg.Dir, "broken")); err != nil {
+		t.Fatal(err)
+	}
+	if err := setup(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(tg.Dir, "runs")); strings.Count(string(b), "run") != 3 {
+		t.Errorf("setup ran %d times (success, failure, the first contents again), want 3", strings.Count(string(b), "run"))
+	}
+}
+
+// Ensure every shipped target and zoo member loads, and its lock file pins
+// the packages it names (the Fiber targets' go.mod).
+func TestShippedTargets(t *testing.T) {
+	dirs, err := filepath.Glob(filepath.Join("..", "..", "*", "*", FileName))
+	if err != nil || len(dirs) < 10 {
+		t.Fatalf("found %d target.json files (%v), want the shipped ones", len(dirs), err)
+	}
+	for _, p := range dirs {
+		tg, err := Load(filepath.Dir(p), schemas(t))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if libs, err := tg.Libraries(); err != nil || len(libs) != len(tg.Versions.Packages) {
+			t.Errorf("%s: Libraries() = %v, %v", tg.Name, libs, err)
+		} else if len(libs) > 0 {
+			t.Logf("%s: %v", tg.Name, libs)
+		}
 	}
 }

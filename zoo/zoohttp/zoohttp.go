@@ -11,9 +11,8 @@
 // would; what a request calls returns its errors.
 //
 // A service's folder digest does not cover this package, so a change to it
-// alone does not re-run a service's setup (its go build): the zoo's test
-// removes the Go services' setup markers before it runs them; by hand,
-// remove zoo/go-*/.idemlab-setup.
+// alone does not make the lab run a service's setup (its go build) again:
+// the zoo's test runs every setup itself (zoo/README.md).
 package zoohttp
 
 import (

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -29,17 +30,58 @@ const (
 	MaxLockBytes   = 16 << 20 // a package-lock.json (44 KB)
 )
 
-// SetupMarker holds the digest of the folder a target's setup last
-// succeeded on; SetupLock serialises setups of one folder.
+// SetupMarker and SetupLock are the files earlier labs left in a target's
+// folder (the lab's cache holds them now).
 const (
 	SetupMarker = ".idemlab-setup"
 	SetupLock   = SetupMarker + ".lock"
 )
 
 // skipped are the names a folder's digest leaves out at any depth: what a
-// target's setup makes, its marker and lock, and version control. They are
-// exact names: a file .idemlab-setup-old is digested.
+// Node target's setup makes, the old marker and lock, and version control.
+// They are exact names: a file .idemlab-setup-old is digested.
 var skipped = []string{"node_modules", SetupMarker, SetupLock, ".git"}
+
+// IgnoreFile, read at the top of a target's folder, names more files its
+// digest leaves out, as git reads it but simpler: a pattern a line (* ? [..]
+// as path.Match reads them), matching a name at any depth, or a path from
+// the folder if it holds a slash (a leading one dropped); a trailing slash
+// matches folders only. Blank lines and # comments are skipped; ! and **
+// are refused. At most MaxIgnoreBytes.
+const (
+	IgnoreFile     = ".gitignore"
+	MaxIgnoreBytes = 4 << 10
+)
+
+// ignored reads base's IgnoreFile: whether the slash path rel is ignored.
+func ignored(base string) (func(rel string, dir bool) bool, error) {
+	var buf bytes.Buffer
+	if _, err := copyFile(&buf, filepath.Join(base, IgnoreFile), MaxIgnoreBytes); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", IgnoreFile, err)
+	}
+	var pats []string
+	for i, p := range strings.Split(buf.String(), "\n") {
+		p = strings.TrimSpace(p)
+		switch _, bad := path.Match(p, ""); {
+		case p == "" || p[0] == '#':
+		case bad != nil || p[0] == '!' || strings.Contains(p, "**"):
+			return nil, fmt.Errorf("%s:%d: %q: want a name or path, *, ? and [..] only (docs/targets.md)", IgnoreFile, i+1, p)
+		default:
+			pats = append(pats, p)
+		}
+	}
+	return func(rel string, dir bool) bool {
+		return slices.ContainsFunc(pats, func(p string) bool {
+			p, folderOnly := strings.CutSuffix(p, "/")
+			name := path.Base(rel)
+			if strings.Contains(p, "/") {
+				p, name = strings.TrimPrefix(p, "/"), rel
+			}
+			ok, _ := path.Match(p, name)
+			return ok && (dir || !folderOnly)
+		})
+	}, nil
+}
 
 // SourceDirs are the folders whose regular files are sources, besides
 // go.mod and go.sum (IsSource says which).
@@ -159,11 +201,15 @@ func Sources(root string) (map[string]string, error) {
 
 // Folder is the SHA-256 over the folder root/dir (dir a slash path): a
 // line "PATH\x00SHA256\n" per regular file, in byte order of its slash
-// path, the skipped names left out. A symlink or other non-regular file
-// is refused, and so is a folder over MaxFolderFiles files or
-// MaxFolderBytes bytes.
+// path, the skipped names and what its IgnoreFile names left out. A
+// symlink or other non-regular file is refused, and so is a folder over
+// MaxFolderFiles files or MaxFolderBytes bytes.
 func Folder(root, dir string) (string, error) {
 	base, err := folder(root, dir)
+	if err != nil {
+		return "", err
+	}
+	ignore, err := ignored(base)
 	if err != nil {
 		return "", err
 	}
@@ -176,10 +222,10 @@ func Folder(root, dir string) (string, error) {
 			return err
 		}
 		for _, e := range list {
-			if slices.Contains(skipped, e.Name()) {
+			p, r := filepath.Join(abs, e.Name()), rel+e.Name()
+			if slices.Contains(skipped, e.Name()) || ignore(r, e.IsDir()) {
 				continue
 			}
-			p, r := filepath.Join(abs, e.Name()), rel+e.Name()
 			switch {
 			case e.IsDir(): // not a symlink to one
 				if err := walk(p, r+"/"); err != nil {
@@ -215,9 +261,10 @@ type Library struct {
 	Version string `json:"version"`
 }
 
-// Libraries reads the versions of packages from the lock file root/dir/lock
-// (package-lock.json, lockfileVersion 2 or 3: packages["node_modules/NAME"]),
+// Libraries reads the versions of packages from the lock file root/dir/lock,
 // as targets.json's libraries records them: empty, not nil, without a lock.
+// A go.mod or go.sum pins modules (goPins); any other lock is a
+// package-lock.json, lockfileVersion 2 or 3: packages["node_modules/NAME"].
 func Libraries(root, dir, lock string, packages []string) ([]Library, error) {
 	out := []Library{}
 	if lock == "" {
@@ -229,30 +276,79 @@ func Libraries(root, dir, lock string, packages []string) ([]Library, error) {
 	if err == nil {
 		_, err = copyFile(&buf, filepath.Join(base, lock), MaxLockBytes)
 	}
+	var pins map[string]string
+	if err == nil && (lock == "go.mod" || lock == "go.sum") {
+		pins = goPins(buf.String(), lock == "go.sum")
+	} else if err == nil {
+		pins, err = npmPins(buf.Bytes())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", rel, err)
 	}
+	for _, name := range packages {
+		if pins[name] == "" {
+			return nil, fmt.Errorf("%s pins no version of %s", rel, name)
+		}
+		out = append(out, Library{Name: name, Version: pins[name]})
+	}
+	return out, nil
+}
+
+// npmPins reads a package-lock.json's versions by package name.
+func npmPins(b []byte) (map[string]string, error) {
 	// A package-lock.json holds ~1,500 values and ~300 objects: a few a package.
-	v, err := strict.Decode(buf.Bytes(), strict.Caps{Values: 500_000, Objects: 100_000})
+	v, err := strict.Decode(b, strict.Caps{Values: 500_000, Objects: 100_000})
 	if err != nil {
-		return nil, fmt.Errorf("%s: not valid JSON: %v", rel, err)
+		return nil, fmt.Errorf("not valid JSON: %v", err)
 	}
 	doc, _ := v.(map[string]any)
 	n, _ := doc["lockfileVersion"].(json.Number)
 	if i, _ := n.Int64(); i < 2 {
 		version, _ := json.Marshal(doc["lockfileVersion"])
-		return nil, fmt.Errorf("%s: lockfileVersion %s, want 2 or 3", rel, version)
+		return nil, fmt.Errorf("lockfileVersion %s, want 2 or 3", version)
 	}
+	pins := map[string]string{}
 	pkgs, _ := doc["packages"].(map[string]any)
-	for _, name := range packages {
-		p, _ := pkgs["node_modules/"+name].(map[string]any)
-		version, _ := p["version"].(string)
-		if version == "" {
-			return nil, fmt.Errorf("%s pins no version of %s", rel, name)
+	for k, p := range pkgs {
+		p, _ := p.(map[string]any)
+		if name, ok := strings.CutPrefix(k, "node_modules/"); ok {
+			pins[name], _ = p["version"].(string)
 		}
-		out = append(out, Library{Name: name, Version: version})
 	}
-	return out, nil
+	return pins, nil
+}
+
+// goPins reads the module versions of a go.mod's require lines, or of a
+// go.sum's module lines (not its /go.mod ones); "" for a module a go.mod
+// replaces or a go.sum lists at two versions (its go.mod says which one).
+func goPins(text string, sum bool) map[string]string {
+	pins, block := map[string]string{}, ""
+	var replaced []string
+	for _, line := range strings.Split(text, "\n") {
+		if f := strings.Fields(line); sum && len(f) == 3 && !strings.HasSuffix(f[1], "/go.mod") {
+			if v, seen := pins[f[0]]; seen && v != f[1] {
+				f[1] = ""
+			}
+			pins[f[0]] = f[1]
+		}
+		code, _, _ := strings.Cut(line, "//")
+		f := append(strings.Fields(block), strings.Fields(code)...) // a block's lines as one-line directives
+		switch {
+		case sum:
+		case block == "" && len(f) == 2 && f[1] == "(":
+			block = f[0]
+		case block != "" && len(f) == 2 && f[1] == ")":
+			block = ""
+		case len(f) == 3 && f[0] == "require":
+			pins[f[1]] = f[2]
+		case len(f) > 1 && f[0] == "replace":
+			replaced = append(replaced, f[1])
+		}
+	}
+	for _, m := range replaced {
+		pins[m] = ""
+	}
+	return pins
 }
 
 // A tooLargeError is a file over its cap.

@@ -2,6 +2,7 @@ package digest
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -215,6 +216,74 @@ func TestFolder(t *testing.T) {
 	}
 }
 
+// Ensure the folder's .gitignore leaves out what its patterns name (what
+// a setup builds there), and nothing else; a pattern it cannot read as git
+// does is refused.
+func TestFolderIgnore(t *testing.T) {
+	tests := []struct {
+		name, ignore string
+		tree         map[string]string // added to app.js, lib/a.js and the .gitignore
+		same         bool              // the digest without tree
+		wantErr      string
+	}{
+		{name: "anchored", ignore: "/service\n", tree: map[string]string{"t/service": "binary"}, same: true},
+		{name: "anchored elsewhere", ignore: "/service\n", tree: map[string]string{"t/lib/service": "binary"}},
+		{name: "any depth", ignore: "# built\n\n*.o\nbuild/\n", tree: map[string]string{"t/x.o": "o", "t/lib/y.o": "o", "t/build/z": "z", "t/lib/build/z": "z"}, same: true},
+		{name: "folder only", ignore: "build/\n", tree: map[string]string{"t/build": "a file"}},
+		{name: "path", ignore: "lib/*.tmp\n", tree: map[string]string{"t/lib/a.tmp": "x"}, same: true},
+		{name: "path elsewhere", ignore: "lib/*.tmp\n", tree: map[string]string{"t/x/lib/a.tmp": "x"}},
+		{name: "negation", ignore: "*.o\n!keep.o\n", wantErr: `.gitignore:2: "!keep.o": want a name or path, *, ? and [..] only (docs/targets.md)`},
+		{name: "double star", ignore: "**/x\n", wantErr: `.gitignore:1: "**/x": want a name or path, *, ? and [..] only (docs/targets.md)`},
+		{name: "bad", ignore: "[\n", wantErr: `.gitignore:1: "[": want a name or path, *, ? and [..] only (docs/targets.md)`},
+		{name: "large", ignore: strings.Repeat("x\n", MaxIgnoreBytes), wantErr: ".gitignore: 8192 bytes, over the cap of 4096 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			write(t, root, map[string]string{"t/app.js": "x", "t/lib/a.js": "a", "t/.gitignore": tt.ignore})
+			before, err := Folder(root, "t")
+			if tt.wantErr == "" && err != nil {
+				t.Fatal(err)
+			}
+			write(t, root, tt.tree)
+			got, err := Folder(root, "t")
+			if errorIs(t, "Folder()", err, tt.wantErr) && (got == before) != tt.same {
+				t.Errorf("Folder() with %q = %s, without %s: same is %v, want %v", sortedKeys(tt.tree), got, before, got == before, tt.same)
+			}
+		})
+	}
+}
+
+// sortedKeys are m's keys in order.
+func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
+
+// Ensure goPins, which reads a go.mod or go.sum from someone else's folder,
+// never panics, and reads back every version it pinned from require lines.
+func FuzzGoPins(f *testing.F) {
+	f.Add(goMod)
+	f.Add(goSum)
+	f.Add("require (\n\tx v1 // c\n)\nreplace (\n\tx => y v2\n)\nrequire ) (\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		goPins(text, true)
+		pins := goPins(text, false)
+		var again strings.Builder
+		for m, v := range pins {
+			if v != "" {
+				fmt.Fprintf(&again, "require %s %s\n", m, v)
+			}
+		}
+		got := goPins(again.String(), false)
+		for m, v := range pins {
+			if v != "" && got[m] != v {
+				t.Errorf("pins %s %s, read back as %q from %q", m, v, got[m], again.String())
+			}
+		}
+		if len(got) > len(pins) {
+			t.Errorf("read back %d pins from %q, want %d", len(got), again.String(), len(pins))
+		}
+	})
+}
+
 // Ensure the digest's bytes: the SHA-256 of a line "PATH\x00SHA256\n" per
 // file, in byte order of the path ("a-c" before "a/b", though a walk meets
 // a/ first). Worked out by hand with
@@ -229,15 +298,50 @@ func TestFolderBytes(t *testing.T) {
 	}
 }
 
-// Ensure the versions come from the lock file, and a package it does not
-// pin, or a lock file of the first version, is an error.
+// A go.mod and a go.sum as a Go target's folder holds them.
+const (
+	goMod = `module example.com/t // a comment
+
+go 1.26
+
+require github.com/gofiber/fiber/v2 v2.52.15
+
+require (
+	github.com/google/uuid v1.6.0 // indirect
+	example.com/forked v1.0.0
+)
+
+replace example.com/forked => ../forked
+`
+	goSum = `github.com/gofiber/fiber/v2 v2.52.15 h1:Cov1uKeVPyu9q0jSrN60W+A8XNX+/WK8J7cy5osHLIk=
+github.com/gofiber/fiber/v2 v2.52.15/go.mod h1:YEcBbO/FB+5M1IZNBP9FO3J9281zgPAreiI1oqg8nDw=
+github.com/google/uuid v1.5.0/go.mod h1:TIyPZe4MgqvfeYDBFedMoGGpEw/LqOeaOT+nhxU+yHo=
+github.com/google/uuid v1.6.0 h1:NIvaJDMOsjHA8n1jAhLSgzrAzy1Hgr+hNrb57e+94F0=
+example.com/twice v1.0.0 h1:x
+example.com/twice v1.1.0 h1:y
+`
+)
+
+// Ensure the versions come from the lock file: a package-lock.json's
+// package, a go.mod's require line, a go.sum's one module version; and a
+// package it does not pin (a replaced module, a module at two versions), or
+// a lock file of the first version, is an error.
 func TestLibraries(t *testing.T) {
-	packages := []string{"express", "@scope/lib"}
+	npm := []string{"express", "@scope/lib"}
+	goModules := []string{"github.com/gofiber/fiber/v2", "github.com/google/uuid"}
 	tests := []struct {
 		name, lock, data string
+		packages         []string // npm's when nil
 		want             []Library
 		wantErr          string
 	}{
+		{name: "go.mod", lock: "go.mod", packages: goModules,
+			want: []Library{{"github.com/gofiber/fiber/v2", "v2.52.15"}, {"github.com/google/uuid", "v1.6.0"}}},
+		{name: "go.sum", lock: "go.sum", packages: goModules[:1], want: []Library{{"github.com/gofiber/fiber/v2", "v2.52.15"}}},
+		{name: "go.sum twice", lock: "go.sum", packages: []string{"example.com/twice"},
+			wantErr: "t/go.sum pins no version of example.com/twice"},
+		{name: "replaced", lock: "go.mod", packages: []string{"example.com/forked"}, wantErr: "t/go.mod pins no version of example.com/forked"},
+		{name: "go.mod unpinned", lock: "go.mod", packages: []string{"example.com/t"}, wantErr: "t/go.mod pins no version of example.com/t"},
 		{name: "pinned", lock: "package-lock.json",
 			data: `{"lockfileVersion": 3, "packages": {"": {}, "node_modules/express": {"version": "4.21.2"}, "node_modules/@scope/lib": {"version": "1.0.11"}}}`,
 			want: []Library{{"express", "4.21.2"}, {"@scope/lib", "1.0.11"}}},
@@ -252,7 +356,11 @@ func TestLibraries(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
-			write(t, root, map[string]string{"t/package-lock.json": tt.data})
+			write(t, root, map[string]string{"t/package-lock.json": tt.data, "t/go.mod": goMod, "t/go.sum": goSum})
+			packages := tt.packages
+			if packages == nil {
+				packages = npm
+			}
 			got, err := Libraries(root, "t", tt.lock, packages)
 			if errorIs(t, "Libraries()", err, tt.wantErr) && (got == nil || !slices.Equal(got, tt.want)) {
 				t.Errorf("Libraries() = %+v, want %+v", got, tt.want)
