@@ -29,6 +29,7 @@ type Case struct {
 	KeyTTL    int                     // the case's server.key_ttl_ms, 0 when keys never expire
 	Replicas  int                     // the servers that run at once (replicas, 1 by default)
 	Ledger    bool                    // the case drives a ledger (the lab server's downstream mode)
+	SinkKeys  bool                    // on a target the sink, playing the ledger, reads a forwarded key (caserun.SinkReadsKeys)
 	// Sound is the target section's store, whose expectation a sound
 	// implementation shows (how a run on a target is judged); "" when the
 	// file has no target section.
@@ -43,6 +44,7 @@ type Case struct {
 // clients calls; a parallel step gives its calls as one group.
 type PlannedCall struct {
 	Step    int     // index of the step in the case file
+	Slept   int     // ms the sleep steps before it wait in all
 	Key     *string // the Idempotency-Key sent; nil: no header
 	Fault   *string // the X-Lab-Fault sent; nil: no header
 	BodyLen int     // request body length in bytes
@@ -180,6 +182,7 @@ func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
 	server, _ := doc["server"].(map[string]any)
 	c.Capacity, c.KeyTTL = int(number(server["capacity"])), int(number(server["key_ttl_ms"]))
 	c.Replicas, c.Ledger = max(int(number(doc["replicas"])), 1), doc["ledger"] != nil
+	c.SinkKeys = !c.Ledger && c.KeyTTL == 0 || mapOf(doc, "ledger")["forward_key"] == true
 	c.Sound, _ = str(mapOf(doc, "target"), "sound")
 	c.LosesProcess = losesProcess(doc, c.Plan)
 	expect, _ := doc["expect"].(map[string]any)
@@ -292,9 +295,9 @@ func plan(doc map[string]any) ([]PlannedCall, int) {
 
 // planState is plan's walk: each replica's process by start (-1: down).
 type planState struct {
-	replicas, started, groups int
-	current, exitOrder        []int
-	calls                     []PlannedCall
+	replicas, started, groups, slept int
+	current, exitOrder               []int
+	calls                            []PlannedCall
 }
 
 func (p *planState) start() int {
@@ -352,6 +355,8 @@ func (p *planState) step(i int, sm map[string]any) {
 				p.current[r] = p.start()
 			}
 		}
+	case sm["sleep"] != nil:
+		p.slept += int(number(mapOf(sm, "sleep")["ms"]))
 	case sm["start"] != nil:
 		m, _ := sm["start"].(map[string]any)
 		if r := int(number(m["replica"])); r < p.replicas && p.current[r] < 0 {
@@ -363,7 +368,7 @@ func (p *planState) step(i int, sm map[string]any) {
 // call is one call of a step's call object cm, for repetition rep.
 func (p *planState) call(cm map[string]any, step, rep, group int) PlannedCall {
 	replica := int(number(cm["replica"]))
-	c := PlannedCall{Step: step, BodyLen: len(defaultBody), Group: group, Replica: replica, Process: -1, body: callBody{xs: -1}}
+	c := PlannedCall{Step: step, Slept: p.slept, BodyLen: len(defaultBody), Group: group, Replica: replica, Process: -1, body: callBody{xs: -1}}
 	if replica >= 0 && replica < p.replicas {
 		c.Process = p.current[replica]
 	}

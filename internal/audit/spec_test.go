@@ -339,7 +339,7 @@ func TestSpecTargets(t *testing.T) {
 				for _, c := range run.calls {
 					calls = append(calls, readObsCall(c))
 				}
-				if run.targetRunVerdict, err = judgeTarget(c, spec, number(rm["counter"]), calls); err != nil {
+				if run.targetRunVerdict, err = judgeTarget(c, spec, number(rm["counter"]), calls, unforwarded(spec, c, mapOf(rm, "detail"))); err != nil {
 					t.Fatalf("target %s, case %s: %v", v.name, c.Name, err)
 				}
 				codes, _ := rm["exit_codes"].([]any)

@@ -8,13 +8,8 @@ import (
 	"strings"
 )
 
-// This file judges a run of a case on a target (docs/targets.md,
-// "Verdicts"): safety (effects applied against the sound implementation's,
-// another body replayed, a failure stored, a key left in progress, a retry
-// unanswered, a wrong value) apart from conformance to the IETF
-// Idempotency-Key draft (422, 409 with Retry-After in flight, 400, 413,
-// 429, a replay's status, the replay marker), by property, from the
-// observations and the case file. Any 2xx is a success.
+// This file judges a run of a case on a target by property, safety apart
+// from conformance (docs/targets.md, "Verdicts").
 
 // The verdict rules, safety first.
 const (
@@ -95,9 +90,12 @@ func (o obsCall) marked() bool { return o.replayed != nil && *o.replayed }
 
 func success(status int64) bool { return status >= 200 && status < 300 }
 
-// judgeTarget judges a run of c on t that applied counter effects; an
-// error means the calls do not line up with c's steps.
-func judgeTarget(c *Case, t *targetSpec, counter int64, calls []obsCall) (targetRunVerdict, error) {
+// judgeTarget judges a run of c on t that applied counter effects (on a
+// case with a ledger, the sink plays it: the sound run's effects are the
+// ledger's); unforwarded says the sink read no key of the target's where
+// the case lets one reach it. An error means the calls do not line up with
+// c's steps.
+func judgeTarget(c *Case, t *targetSpec, counter int64, calls []obsCall, unforwarded bool) (targetRunVerdict, error) {
 	sound := soundCalls(c)
 	if sound == nil {
 		return targetRunVerdict{}, fmt.Errorf("%s has no target section with an expectation of its sound store", c.File)
@@ -105,8 +103,12 @@ func judgeTarget(c *Case, t *targetSpec, counter int64, calls []obsCall) (target
 	if len(calls) != len(c.Plan) || len(sound) != len(c.Plan) {
 		return targetRunVerdict{}, fmt.Errorf("%d calls observed, %s's steps send %d", len(calls), c.File, len(c.Plan))
 	}
+	soundEffects := c.Expect[c.Sound].Counter
+	if c.Ledger {
+		soundEffects = c.Expect[c.Sound].Ledger
+	}
 	j := &targetJudge{c: c, sound: sound, calls: calls,
-		v: targetRunVerdict{Case: c.Name, Effects: counter, SoundEffects: number(c.Expect[c.Sound].Counter)}}
+		v: targetRunVerdict{Case: c.Name, Effects: counter, SoundEffects: number(soundEffects)}}
 	if c.LosesProcess && !t.durable {
 		j.limitation = notDurableLimitation
 	}
@@ -116,7 +118,11 @@ func judgeTarget(c *Case, t *targetSpec, counter int64, calls []obsCall) (target
 		if v.Effects < v.SoundEffects {
 			rule = ruleLostEffect
 		}
-		j.find(rule, -1, fmt.Sprintf("%d effects applied; a sound implementation applies %d", v.Effects, v.SoundEffects))
+		detail := fmt.Sprintf("%d effects applied; a sound implementation applies %d", v.Effects, v.SoundEffects)
+		if rule == ruleDuplicateEffect && unforwarded {
+			detail += fmt.Sprintf("; the target did not forward its key to the sink (no %s in its journal)", t.forwardHeader)
+		}
+		j.find(rule, -1, detail)
 	}
 	j.replays = findReplays(c, sound, calls)
 	j.statuses()

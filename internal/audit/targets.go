@@ -220,7 +220,7 @@ func (a *auditor) checkTargetRun(tname string, spec *targetSpec, c *Case, rm map
 	det, _ := rm["detail"].(map[string]any)
 	a.checkProcesses(c, codes, det, len(calls), fail)
 	a.checkJournal(spec, c, counter, det, fail)
-	own, err := judgeTarget(c, spec, counter, calls)
+	own, err := judgeTarget(c, spec, counter, calls, unforwarded(spec, c, det))
 	if err != nil {
 		fail(nil, "calls", "calls that line up with "+c.File+"'s steps, to be judged", err.Error())
 		view.unjudged = true
@@ -351,6 +351,17 @@ func (a *auditor) checkJournal(spec *targetSpec, c *Case, counter int64, det map
 	if int64(len(applied)) != counter { // counted with the journal's first check
 		fail(nil, "counter", fmt.Sprintf("%d (the effects in the sink's journal)", len(applied)), strconv.FormatInt(counter, 10))
 	}
+}
+
+// unforwarded reports whether a sink journal that could hold forwarded
+// keys (c.SinkKeys) has entries and none carries a key.
+func unforwarded(spec *targetSpec, c *Case, det map[string]any) bool {
+	journal, _ := det["journal"].([]any)
+	return spec.sink && c.SinkKeys && len(journal) > 0 && !slices.ContainsFunc(journal, func(e any) bool {
+		em, _ := e.(map[string]any)
+		k, _ := em["key"].(string)
+		return k != ""
+	})
 }
 
 // deriveTargetsReport records every target's verdicts and writes

@@ -354,7 +354,7 @@ func TestAuditTargets(t *testing.T) {
 				f.write(t, "evidence/"+VerdictsFile, string(data))
 			},
 			want: []string{
-				`verdicts.json: differs from the audit's own rendering: line 593: expected "            },", observed "            }"`,
+				`verdicts.json: differs from the audit's own rendering: line 473: expected "            },", observed "            }"`,
 			},
 		},
 		{
@@ -384,7 +384,7 @@ func TestAuditTargets(t *testing.T) {
 				})
 			},
 			want: []string{
-				`targets.json: target node-idempotency-redis: runs: expected one per case of manifest.json selection.cases, in its order (21), observed 20: runs[5] is crash_after_effect, want crash_before_effect`,
+				`targets.json: target node-idempotency-redis: runs: expected one per case of manifest.json selection.cases, in its order (15), observed 14: runs[5] is crash_after_effect, want crash_before_effect`,
 			},
 		},
 	}
@@ -409,7 +409,7 @@ func (f *fixture) forgeRow(t *testing.T) {
 	f.editText(t, "evidence/TARGETS.md", "| restart_after_reply | 1 (1) | violation |", "| restart_after_reply | 1 (1) | pass |")
 }
 
-const forgedRowFailure = `TARGETS.md: differs from the audit's own rendering: line 245: expected "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ...", observed "| restart_after_reply | 1 (1) | pass | — | stuck_key: the last call with key \"same\" got 409: the key was left in pr..."`
+const forgedRowFailure = `TARGETS.md: differs from the audit's own rendering: line 233: expected "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ...", observed "| restart_after_reply | 1 (1) | pass | — | stuck_key: the last call with key \"same\" got 409: the key was left in pr..."`
 
 // expressDigest is the folder digest of the fixture's
 // targets/express-idempotency (testdata/targets/targets).
@@ -481,8 +481,8 @@ func TestAuditTargetObservations(t *testing.T) {
 			row:    "| restart_after_reply | 1 (1) | pass | — | — |",
 			safety: "pass",
 			kept: []string{
-				`TARGETS.md: differs from the audit's own rendering: line 245: expected "| restart_after_reply | 1 (1) | pass | — | — |", observed "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ..."`,
-				`verdicts.json: differs from the audit's own rendering: line 569: expected "          \"safety\": \"pass\",", observed "          \"safety\": \"violation\","`,
+				`TARGETS.md: differs from the audit's own rendering: line 233: expected "| restart_after_reply | 1 (1) | pass | — | — |", observed "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ..."`,
+				`verdicts.json: differs from the audit's own rendering: line 449: expected "          \"safety\": \"pass\",", observed "          \"safety\": \"violation\","`,
 			},
 		},
 		{
@@ -554,15 +554,15 @@ func safetyOf(t *testing.T, f *fixture, tname, cname string) string {
 func TestTargetsPassLine(t *testing.T) {
 	r, b := auditText(t, newTargetFixture(t))
 	pass, _, _ := strings.Cut(b.String(), "\n")
-	want := regexp.MustCompile(`^PASS: 29 target runs on 3 targets \(express-idempotency, node-idempotency-memory, node-idempotency-redis; 34 not run\), 100 calls, [0-9]+ checks; 1 file and [0-9]+ sources verified; partial: stores: none \(runs on targets only\); experiments: none$`)
+	want := regexp.MustCompile(`^PASS: 29 target runs on 3 targets \(express-idempotency, node-idempotency-memory, node-idempotency-redis; 16 not run\), 100 calls, [0-9]+ checks; 1 file and [0-9]+ sources verified; partial: stores: none \(runs on targets only\); experiments: none$`)
 	if !want.MatchString(pass) {
 		t.Errorf("PASS line %q, want it to match %s", pass, want)
 	}
 	if !strings.Contains(b.String(), "note: targets.json: a target's observations are not byte-identical from run to run") {
 		t.Errorf("no note on the observations of targets:\n%s", b.String())
 	}
-	if r.TargetRuns != 29 || r.TargetsNotRun != 34 || len(r.Targets) != 3 || r.TargetCalls != 100 {
-		t.Errorf("report counts: %d runs, %d not run, %d targets, %d calls; want 29, 34, 3, 100", r.TargetRuns, r.TargetsNotRun, len(r.Targets), r.TargetCalls)
+	if r.TargetRuns != 29 || r.TargetsNotRun != 16 || len(r.Targets) != 3 || r.TargetCalls != 100 {
+		t.Errorf("report counts: %d runs, %d not run, %d targets, %d calls; want 29, 16, 3, 100", r.TargetRuns, r.TargetsNotRun, len(r.Targets), r.TargetCalls)
 	}
 }
 
@@ -625,7 +625,7 @@ func TestAuditTargetFolders(t *testing.T) {
 				f.rehashTargets(t)
 			},
 			want: []string{
-				`targets.json: target express-idempotency: runs: 21, but the target was skipped (node not found (Debian's nodejs package)): a skipped target runs no case`,
+				`targets.json: target express-idempotency: runs: 15, but the target was skipped (node not found (Debian's nodejs package)): a skipped target runs no case`,
 			},
 		},
 		{
@@ -704,9 +704,9 @@ func TestAuditTargetFolders(t *testing.T) {
 			want: []string{
 				`manifest.json: selection: targets without cases (a target runs the selected cases)`,
 				`manifest.json: selection: selects no case and no experiment: the evidence claims nothing`,
-				`targets.json: target express-idempotency: runs: expected one per case of manifest.json selection.cases, in its order (0), observed 21: runs[0] is unkeyed_lost_reply, want (none)`,
-				`targets.json: target node-idempotency-memory: runs: expected one per case of manifest.json selection.cases, in its order (0), observed 21: runs[0] is unkeyed_lost_reply, want (none)`,
-				`targets.json: target node-idempotency-redis: runs: expected one per case of manifest.json selection.cases, in its order (0), observed 21: runs[0] is unkeyed_lost_reply, want (none)`,
+				`targets.json: target express-idempotency: runs: expected one per case of manifest.json selection.cases, in its order (0), observed 15: runs[0] is unkeyed_lost_reply, want (none)`,
+				`targets.json: target node-idempotency-memory: runs: expected one per case of manifest.json selection.cases, in its order (0), observed 15: runs[0] is unkeyed_lost_reply, want (none)`,
+				`targets.json: target node-idempotency-redis: runs: expected one per case of manifest.json selection.cases, in its order (0), observed 15: runs[0] is unkeyed_lost_reply, want (none)`,
 			},
 		},
 	}

@@ -152,19 +152,18 @@ func placeFault(v string, t *targetSpec) string {
 	return ""
 }
 
-// targetNotRun says why case c cannot run on target t ("" when it can):
-// no target section; the lab server's ledger or key expiry; replicas
-// without a shared store; a refused body the target's limit admits; a
-// capacity (the case's, or the lab's default capacity when the sound run
-// gets a 429) the target does not claim; a fault that cannot be placed.
+// targetNotRun says why case c cannot run on target t ("" when it can),
+// by caserun.NotRun's rules read again; capacity is the lab's default.
 func targetNotRun(c *Case, t *targetSpec, capacity int64) string {
-	switch {
+	switch kept := keptMS(c); {
 	case c.Sound == "":
 		return "the case file has no target section"
-	case c.Ledger:
-		return "the case drives the lab server's own ledger (its downstream mode)"
-	case c.KeyTTL > 0:
-		return fmt.Sprintf("the case needs keys that expire after %d ms; targets claim no key TTL", c.KeyTTL)
+	case c.Ledger && !t.sink:
+		return "the case's ledger is the effect sink, and the target counts its effects itself"
+	case c.KeyTTL > 0 && (t.keyTTL == nil || *t.keyTTL != int64(c.KeyTTL)):
+		return fmt.Sprintf("the case needs keys that expire after %d ms; the target claims %s", c.KeyTTL, claimText(t.keyTTL))
+	case c.KeyTTL == 0 && t.keyTTL != nil && kept >= *t.keyTTL:
+		return fmt.Sprintf("the case expects a key kept %d ms; the target claims key_ttl_ms %d", kept, *t.keyTTL)
 	case c.Replicas > 1 && !t.sharedStore:
 		return fmt.Sprintf("the case runs %d replicas; the target claims no shared store", c.Replicas)
 	}
@@ -182,11 +181,7 @@ func targetNotRun(c *Case, t *targetSpec, capacity int64) string {
 		}
 	}
 	if needsCapacity && (t.capacity == nil || *t.capacity != capacity) {
-		claimed := "none"
-		if t.capacity != nil {
-			claimed = strconv.FormatInt(*t.capacity, 10)
-		}
-		return fmt.Sprintf("the case needs a capacity of %d keys; the target claims %s", capacity, claimed)
+		return fmt.Sprintf("the case needs a capacity of %d keys; the target claims %s", capacity, claimText(t.capacity))
 	}
 	for _, p := range c.Plan {
 		if p.Fault == nil {
@@ -197,6 +192,31 @@ func targetNotRun(c *Case, t *targetSpec, capacity int64) string {
 		}
 	}
 	return ""
+}
+
+// claimText is a claim in a reason: its value, or "none".
+func claimText(v *int64) string {
+	if v == nil {
+		return "none"
+	}
+	return strconv.FormatInt(*v, 10)
+}
+
+// keptMS is casefile's KeptMS, read again.
+func keptMS(c *Case) int64 {
+	sound, from, longest := soundCalls(c), map[string]int{}, 0
+	for i, p := range c.Plan {
+		if i >= len(sound) || p.Key == nil {
+			continue
+		}
+		switch f, seen := from[*p.Key]; {
+		case sound[i].replayed == replayedTrue:
+			longest = max(longest, p.Slept-f)
+		case sound[i].replayed == replayedFalse && success(sound[i].status) || !seen:
+			from[*p.Key] = p.Slept
+		}
+	}
+	return int64(longest)
 }
 
 // soundCall is one call as the sound store expects it (0, nil: unchecked).

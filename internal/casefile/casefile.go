@@ -138,8 +138,9 @@ const (
 // audit judges a run against the whole expectation.
 type Expectation struct {
 	Calls []struct {
-		Status int `json:"status"` // 0: not checked
-		Repeat int `json:"repeat"`
+		Status   int   `json:"status"` // 0: not checked
+		Repeat   int   `json:"repeat"`
+		Replayed *bool `json:"replayed"`
 	} `json:"calls"`
 	LedgerCounter *int64 `json:"ledger_counter"`
 }
@@ -301,18 +302,24 @@ func Parse(path string, b []byte, schemas *strict.Schemas) (Case, error) {
 type PlannedCall struct {
 	Fault   string
 	BodyLen int
+	Key     string // "" for none
+	Slept   int    // ms the sleep steps before it wait in all
 }
 
 // Plan lists the calls the steps make, in recorded order.
 func (c Case) Plan() []PlannedCall {
 	var out []PlannedCall
+	slept := 0
 	add := func(call Call, i, n int) {
 		for range n {
-			out = append(out, PlannedCall{Fault: call.Fault, BodyLen: len(call.BodyFor(i))})
+			k := call.KeyFor(i)
+			out = append(out, PlannedCall{Fault: call.Fault, BodyLen: len(call.BodyFor(i)), Key: *cmp.Or(k, new("")), Slept: slept})
 		}
 	}
 	for _, s := range c.Steps {
 		switch {
+		case s.Sleep != nil:
+			slept += s.Sleep.MS
 		case s.Call != nil:
 			for i := range max(s.Call.Repeat, 1) {
 				add(*s.Call, i, 1)
@@ -328,6 +335,32 @@ func (c Case) Plan() []PlannedCall {
 		}
 	}
 	return out
+}
+
+// KeptMS is the longest the sound run keeps a key between calls: the
+// sleeps from a key's fresh 2xx result (or its first call) to a later call
+// expected to replay it.
+func (c Case) KeptMS() int {
+	var replayed, fresh []bool
+	for _, e := range c.Expect[c.Target.Sound].Calls {
+		for range max(e.Repeat, 1) {
+			replayed = append(replayed, e.Replayed != nil && *e.Replayed)
+			fresh = append(fresh, e.Replayed != nil && !*e.Replayed && e.Status/100 == 2)
+		}
+	}
+	from, longest := map[string]int{}, 0
+	for i, p := range c.Plan() {
+		if i >= len(replayed) || p.Key == "" {
+			continue
+		}
+		switch f, seen := from[p.Key]; {
+		case replayed[i]:
+			longest = max(longest, p.Slept-f)
+		case fresh[i] || !seen:
+			from[p.Key] = p.Slept
+		}
+	}
+	return longest
 }
 
 // MaxSuiteCalls bounds the calls of one run of the runner: results.json

@@ -27,13 +27,6 @@ import (
 	"idemlab/internal/target"
 )
 
-// This file runs a case on a target, a service the lab did not write: each
-// replica is the target's own process, in a process group of its own,
-// between the lab's fault proxy and its effect sink (docs/targets.md). The
-// effects applied are the sink's journal, or what the target's count
-// command prints once every process exited. NotRun says which cases a
-// target cannot run.
-
 // TargetConfig says how to run cases on one target.
 type TargetConfig struct {
 	Target        *target.Target
@@ -56,6 +49,10 @@ type TargetDetail struct {
 // countWithin bounds a target's count command.
 const countWithin = 30 * time.Second
 
+// noKeyHeader is where the sink reads a key where none must reach it: a
+// header no target sends.
+const noKeyHeader = "X-Idemlab-Unforwarded"
+
 // RunTarget runs case c on cfg.Target. An error means the lab could not
 // run it (the target never got ready, a side service or the count command
 // failed); anything the target does wrong is an observation.
@@ -74,6 +71,11 @@ func RunTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (obs Obse
 	}
 	defer os.RemoveAll(root)
 	cfg.Capacity = cmp.Or(c.Server.Capacity, protocol.DefaultCapacity)
+	if !SinkReadsKeys(c) {
+		tt := *t
+		tt.Effects.KeyHeader = noKeyHeader
+		cfg.Target = &tt
+	}
 	tr, err := StartTargetReplicas(ctx, cfg, root, c.Replicas, nil)
 	if tr != nil {
 		defer tr.Close()
@@ -480,27 +482,29 @@ func (tr *TargetReplicas) runAfter(ctx context.Context, what string, argv []stri
 	return out, nil
 }
 
-// NotRun says why case c cannot run on target t ("" when it can): no target
-// section, the lab server's own ledger or key expiry, replicas without a
-// shared store, a capacity or body limit not claimed, or a fault not
-// placeable. The audit decides again, and judges what ran.
+// NotRun says why case c cannot run on target t ("" when it can): no
+// target section; a ledger (the sink plays it) on a target without the
+// sink; keys expiring after a TTL the target does not claim, or kept longer
+// than the one it claims; replicas without a shared store; a capacity or
+// body limit not claimed; a fault not placeable. The audit decides again,
+// and judges what ran.
 func NotRun(c casefile.Case, t *target.Target) string {
+	ttl := t.Claims.KeyTTLMS
 	switch {
 	case c.Target.Sound == "":
 		return "the case file has no target section"
-	case c.Ledger != nil:
-		return "the case drives the lab server's own ledger (its downstream mode)"
-	case c.Server.KeyTTLMS > 0:
-		return fmt.Sprintf("the case needs keys that expire after %d ms; targets claim no key TTL", c.Server.KeyTTLMS)
+	case c.Ledger != nil && !t.Effects.Sink:
+		return "the case's ledger is the effect sink, and the target counts its effects itself"
+	case c.Server.KeyTTLMS > 0 && (ttl == nil || *ttl != int64(c.Server.KeyTTLMS)):
+		return fmt.Sprintf("the case needs keys that expire after %d ms; the target claims %s", c.Server.KeyTTLMS, claimed(ttl))
+	case c.Server.KeyTTLMS == 0 && ttl != nil && int64(c.KeptMS()) >= *ttl:
+		return fmt.Sprintf("the case expects a key kept %d ms; the target claims key_ttl_ms %d", c.KeptMS(), *ttl)
 	case c.Replicas > 1 && !t.Claims.SharedStore:
 		return fmt.Sprintf("the case runs %d replicas; the target claims no shared store", c.Replicas)
 	}
 	sound := c.Expect[c.Target.Sound].Statuses()
 	plan := c.Plan()
-	capacity := c.Server.Capacity
-	if capacity == 0 {
-		capacity = protocol.DefaultCapacity
-	}
+	capacity := cmp.Or(c.Server.Capacity, protocol.DefaultCapacity)
 	needsCapacity := c.Server.Capacity > 0
 	for i, status := range sound {
 		switch status {
@@ -513,11 +517,7 @@ func NotRun(c casefile.Case, t *target.Target) string {
 		}
 	}
 	if needsCapacity && (t.Claims.Capacity == nil || *t.Claims.Capacity != capacity) {
-		claimed := "none"
-		if t.Claims.Capacity != nil {
-			claimed = fmt.Sprint(*t.Claims.Capacity)
-		}
-		return fmt.Sprintf("the case needs a capacity of %d keys; the target claims %s", capacity, claimed)
+		return fmt.Sprintf("the case needs a capacity of %d keys; the target claims %s", capacity, claimed(t.Claims.Capacity))
 	}
 	for _, p := range plan {
 		if _, err := t.Place(p.Fault); err != nil {
@@ -525,4 +525,22 @@ func NotRun(c casefile.Case, t *target.Target) string {
 		}
 	}
 	return ""
+}
+
+// claimed is a claim in a reason: its value, or "none".
+func claimed[T int | int64](v *T) string {
+	if v == nil {
+		return "none"
+	}
+	return fmt.Sprint(*v)
+}
+
+// SinkReadsKeys reports whether the sink, playing c's ledger, reads a
+// forwarded key: where the ledger is given it, and without a ledger unless
+// c's keys expire (docs/targets.md, "The downstream cases").
+func SinkReadsKeys(c casefile.Case) bool {
+	if c.Ledger != nil {
+		return c.Ledger.ForwardKey
+	}
+	return c.Server.KeyTTLMS == 0
 }

@@ -173,3 +173,102 @@ func TestRunTargetForwardedKeyHeader(t *testing.T) {
 		t.Errorf("journal = %+v, want one effect with no key read", det.Journal)
 	}
 }
+
+// Ensure the downstream cases run on a target through the sink, which
+// plays their ledger: a target that forwards its key gets the sink's
+// replay where the case's ledger is given the key; one that does not
+// applies again; where the case's ledger hears no key, neither is
+// deduplicated and the journal records no key.
+func TestRunTargetDownstream(t *testing.T) {
+	durable := sinktest.Service{Keys: sinktest.File}
+	forwarding := sinktest.Service{Keys: sinktest.File, ForwardKey: true}
+	for _, tc := range []struct {
+		cas  string
+		svc  sinktest.Service
+		want string // effects, then each call's status and (for a 2xx) body
+	}{
+		{"downstream_crash_after_ledger_forwarded", forwarding, "1 no_reply 200:1 200:1"},
+		{"downstream_crash_after_ledger_forwarded", durable, "2 no_reply 200:2 200:2"},
+		{"downstream_crash_after_ledger_unforwarded", forwarding, "2 no_reply 200:2 200:2"},
+		{"downstream_ledger_reply_dropped", forwarding, "1 502 200:1 200:1 200:1"},
+		{"downstream_ledger_reply_dropped", durable, "2 502 200:2 200:2 200:2"},
+	} {
+		t.Run(fmt.Sprintf("%s/forward=%v", tc.cas, tc.svc.ForwardKey), func(t *testing.T) {
+			c := loadCase(t, tc.cas)
+			tg := sinktest.LoadTarget(t, tc.svc)
+			if why := NotRun(c, tg); why != "" {
+				t.Fatalf("NotRun = %q, want it to run", why)
+			}
+			obs, det, err := RunTarget(context.Background(), TargetConfig{Target: tg, StateRoot: t.TempDir(), ClientTimeout: 10 * time.Second}, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := []string{fmt.Sprint(obs.Counter)}
+			for _, o := range obs.Calls {
+				switch {
+				case o.Outcome != protocol.OutcomeReply:
+					got = append(got, string(o.Outcome))
+				case *o.Status/100 == 2:
+					got = append(got, fmt.Sprintf("%d:%s", *o.Status, *o.Body))
+				default:
+					got = append(got, fmt.Sprint(*o.Status))
+				}
+			}
+			if g := strings.Join(got, " "); g != tc.want {
+				t.Fatalf("observed %s, want %s", g, tc.want)
+			}
+			for _, e := range det.Journal {
+				if want := tc.svc.ForwardKey && SinkReadsKeys(c); (e.Key != nil) != want {
+					t.Errorf("journal entry %+v: a key recorded %v, want %v", e, e.Key != nil, want)
+				}
+			}
+		})
+	}
+}
+
+// Ensure that on a durable, single-process target only cases needing
+// replicas, a capacity or a key TTL it does not claim are not run, and
+// that a claimed key TTL lets the expiry cases run and keeps out a case
+// that expects a key kept as long.
+func TestNotRunCommittedCases(t *testing.T) {
+	set, err := strict.LoadSchemas(filepath.Join("..", "..", "schema"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	redis, err := target.Load(filepath.Join("..", "..", "targets", "express-idempotency-redis"), set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiny := sinktest.LoadTarget(t, sinktest.Service{Keys: sinktest.File, ForwardKey: true})
+	ttl := sinktest.LoadTarget(t, sinktest.Service{Keys: sinktest.File, ForwardKey: true})
+	ttl.Claims.KeyTTLMS, ttl.Claims.Capacity = new(int64(1000)), new(2)
+	const (
+		replicas = "the case runs 2 replicas; the target claims no shared store"
+		capacity = "the case needs a capacity of 64 keys; the target claims none"
+		expiry   = "the case needs keys that expire after 1000 ms; the target claims none"
+	)
+	want := map[string][3]string{ // express-idempotency-redis, tiny, tiny claiming a 1000 ms TTL and a capacity of 2
+		"client_gives_up_owner_running":      {"", "", "the case expects a key kept 2000 ms; the target claims key_ttl_ms 1000"},
+		"capacity_and_input":                 {capacity, capacity, "the case needs a capacity of 64 keys; the target claims 2"},
+		"replicas_concurrent_duplicate":      {"", replicas, replicas},
+		"replicas_lost_reply":                {"", replicas, replicas},
+		"replicas_crash_after_effect":        {"", replicas, replicas},
+		"replicas_owner_crash_waiter":        {"", replicas, replicas},
+		"replicas_body_conflict":             {"", replicas, replicas},
+		"downstream_crash_after_claim":       {"", replicas, replicas},
+		"downstream_key_expired_unforwarded": {expiry, expiry, ""},
+		"downstream_key_expired_forwarded":   {expiry, expiry, ""},
+		"capacity_key_expiry":                {expiry, expiry, ""},
+	}
+	cases, err := casefile.LoadDir(filepath.Join("..", "..", "cases"), set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		for i, tg := range []*target.Target{redis, tiny, ttl} {
+			if got, want := NotRun(c, tg), want[c.Name][i]; got != want {
+				t.Errorf("NotRun(%s, %s #%d) = %q, want %q", c.Name, tg.Name, i, got, want)
+			}
+		}
+	}
+}
