@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"idemlab/internal/audit/dsse"
 )
 
 // Options says what to audit.
@@ -138,15 +140,16 @@ func newAuditor(opts Options) (*auditor, error) {
 		report: &Report{Failures: []Failure{}, Notes: []string{}, Experiments: []string{}, Subset: []string{},
 			Rederived: []Claim{}, Consistent: []Claim{}, NotChecked: []Claim{}}}
 	if opts.VerifyKey != "" {
-		if a.verifyKey, a.verifyKeyID, err = readPublicKey(opts.VerifyKey); err != nil {
+		if a.verifyKey, err = readKey("-verify-key", opts.VerifyKey, dsse.ParsePublicKey); err != nil {
 			return nil, err
 		}
+		a.verifyKeyID = dsse.Fingerprint(a.verifyKey)
 	}
 	if opts.SignKey != "" {
 		if !opts.Write {
 			return nil, errors.New("-sign writes a signed statement: it goes with -write")
 		}
-		if a.signKey, err = readSigningKey(opts.SignKey); err != nil {
+		if a.signKey, err = readKey("-sign", opts.SignKey, dsse.ParsePrivateKey); err != nil {
 			return nil, err
 		}
 	}

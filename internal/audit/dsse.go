@@ -21,17 +21,18 @@ const EnvelopeFile = "statement.intoto.dsse.json"
 // CapEnvelope caps the envelope: the statement in base64 and a signature.
 const CapEnvelope = 2 * CapStatement
 
-// readPublicKey reads an ed25519 public key file and its fingerprint.
-func readPublicKey(path string) (ed25519.PublicKey, string, error) {
+// readKey reads the key file of flag (-verify-key, -sign) with parse.
+func readKey[K any](flag, path string, parse func([]byte) (K, error)) (K, error) {
+	var zero K
 	data, err := readFile(path, dsse.MaxKeyFile)
 	if err != nil {
-		return nil, "", fmt.Errorf("-verify-key %s: %w", path, unwrapPath(err))
+		return zero, fmt.Errorf("%s %s: %w", flag, path, unwrapPath(err))
 	}
-	pub, err := dsse.ParsePublicKey(data)
+	key, err := parse(data)
 	if err != nil {
-		return nil, "", fmt.Errorf("-verify-key %s: %w", path, err)
+		return zero, fmt.Errorf("%s %s: %w", flag, path, err)
 	}
-	return pub, dsse.Fingerprint(pub), nil
+	return key, nil
 }
 
 // checkSignature checks the envelope, when there is one or -verify-key
@@ -114,17 +115,4 @@ func (a *auditor) checkSignature(statement []byte) {
 	default:
 		fail("no signature verifies with the key of -verify-key (%s); the envelope names key ids %s", a.verifyKeyID, strings.Join(ids, ", "))
 	}
-}
-
-// readSigningKey reads the -sign key file (dsse.ParsePrivateKey).
-func readSigningKey(path string) (ed25519.PrivateKey, error) {
-	data, err := readFile(path, dsse.MaxKeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("-sign %s: %w", path, unwrapPath(err))
-	}
-	key, err := dsse.ParsePrivateKey(data)
-	if err != nil {
-		return nil, fmt.Errorf("-sign %s: %w", path, err)
-	}
-	return key, nil
 }

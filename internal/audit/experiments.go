@@ -41,10 +41,8 @@ var (
 	failureKnobs = []string{"drop-percent", "attempts", "deadline-ms", "timeout-ms", "intents"}
 )
 
-func zero(field string, needs ...string) rowClaim { return rowClaim{field, false, needs} }
-func positive(field string, needs ...string) rowClaim {
-	return rowClaim{field, true, needs}
-}
+func zero(field string, needs ...string) rowClaim     { return rowClaim{field, false, needs} }
+func positive(field string, needs ...string) rowClaim { return rowClaim{field, true, needs} }
 
 // retriesRows are the design's rows, in order, and its headline claims:
 // retry-same-key on the sound registry neither loses nor duplicates, on

@@ -1,9 +1,7 @@
-// Package dsse holds the audit's DSSE and ed25519 key handling, written
-// once: reading an ed25519 public or private key (OpenSSH or PEM), a key's
-// OpenSSH fingerprint, DSSE's pre-authentication encoding, and signing a
-// payload into an envelope. The audit signs and verifies with it; the
-// runner only reads a -sign key with it, to refuse a bad one before a run.
-// It holds no lab logic.
+// Package dsse holds the audit's DSSE and ed25519 key handling: reading an
+// ed25519 key (OpenSSH or PEM), its OpenSSH fingerprint, DSSE's
+// pre-authentication encoding, and signing a payload into an envelope.
+// The runner only reads a -sign key with it, to refuse a bad one early.
 package dsse
 
 import (
@@ -164,10 +162,10 @@ type sshReader struct {
 }
 
 func (r *sshReader) u32() uint32 {
-	if r.err != nil || len(r.b) < 4 {
-		if r.err == nil {
-			r.err = errors.New("truncated")
-		}
+	if r.err == nil && len(r.b) < 4 {
+		r.err = errors.New("truncated")
+	}
+	if r.err != nil {
 		return 0
 	}
 	v := binary.BigEndian.Uint32(r.b)

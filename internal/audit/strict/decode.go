@@ -1,11 +1,8 @@
-// Package strict reads untrusted JSON the one way the audit reads
-// evidence: strictly (valid UTF-8, no member named twice, bounded nesting
-// and size, nothing after the value) and against the schemas of schema/,
-// with stable, sorted failure lines. The audit reads every evidence file
-// and case file with it; the runner reads its inputs (case files,
-// target.json) and checks what it writes with it too, so that nothing the
-// runner accepts is something the audit refuses. It holds no lab logic and
-// imports no lab package.
+// Package strict reads untrusted JSON strictly (valid UTF-8, no member
+// named twice, bounded nesting and size, nothing after the value) and
+// against the schemas of schema/, with stable, sorted failure lines. The
+// audit and the runner both read with it, so that nothing the runner
+// accepts is something the audit refuses. It imports no lab package.
 package strict
 
 import (
