@@ -145,9 +145,6 @@ func Classify(err error) protocol.Outcome {
 // ParseRetryAfter reads a Retry-After value (RFC 9110 section 10.2.3): a
 // number of seconds, or an HTTP date; anything else is 0, no wait.
 func ParseRetryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
 	if s, err := strconv.ParseUint(v, 10, 32); err == nil {
 		return time.Duration(s) * time.Second
 	}

@@ -34,8 +34,7 @@ var goEnvNames = []string{
 // this program's runtime may be another toolchain.
 func goEnv(ctx context.Context, goCmd, root string, env []string) (map[string]string, error) {
 	cmd := exec.CommandContext(ctx, goCmd, append([]string{"env", "-json"}, goEnvNames...)...)
-	cmd.Dir = root
-	cmd.Env = env
+	cmd.Dir, cmd.Env = root, env
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -1,9 +1,9 @@
 package runner
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
-	"time"
 
 	"idemlab/internal/chaos"
 	"idemlab/internal/retries"
@@ -33,15 +33,8 @@ func (o Options) RecordedFlags(run []Experiment) map[string]string {
 	record("workers", p.Workers, d.Workers, Retries)
 	record("deadline-ms", p.TotalDeadlineMS, d.TotalDeadlineMS, Retries)
 	c := chaos.Defaults
-	record("duration", orDefault(o.Chaos.Duration, c.Duration), c.Duration, Chaos)
-	record("clients", orDefault(o.Chaos.Clients, c.Clients), c.Clients, Chaos)
-	record("replicas", orDefault(o.Chaos.Replicas, c.Replicas), c.Replicas, Chaos)
+	record("duration", cmp.Or(o.Chaos.Duration, c.Duration), c.Duration, Chaos)
+	record("clients", cmp.Or(o.Chaos.Clients, c.Clients), c.Clients, Chaos)
+	record("replicas", cmp.Or(o.Chaos.Replicas, c.Replicas), c.Replicas, Chaos)
 	return out
-}
-
-func orDefault[T int | time.Duration](v, def T) T {
-	if v == 0 {
-		return def
-	}
-	return v
 }

@@ -211,16 +211,10 @@ func (inv *invocation) runTarget(ctx context.Context, t *target.Target, out io.W
 // first: root is usually "." and a target's folder absolute, a pair
 // filepath.Rel cannot relate.
 func checkoutDir(root, dir string) string {
-	absRoot, err := filepath.Abs(root)
-	if err != nil {
-		return ""
-	}
-	absDir, err := filepath.Abs(dir)
-	if err != nil {
-		return ""
-	}
+	absRoot, errRoot := filepath.Abs(root)
+	absDir, errDir := filepath.Abs(dir)
 	rel, err := filepath.Rel(absRoot, absDir)
-	if err != nil || !filepath.IsLocal(rel) || rel == "." {
+	if errRoot != nil || errDir != nil || err != nil || !filepath.IsLocal(rel) || rel == "." {
 		return ""
 	}
 	return filepath.ToSlash(rel)

@@ -46,11 +46,11 @@ func lockFile(dir string) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("lock %s: %w", tmp, err)
 	}
-	if _, err := fmt.Fprintf(f, "%d\n", os.Getpid()); err != nil { // for people; the lock is the proof
-		f.Close()
-		return nil, err
+	_, err = fmt.Fprintf(f, "%d\n", os.Getpid()) // for people; the lock is the proof
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, lockName))
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, lockName)); err != nil {
+	if err != nil {
 		f.Close()
 		return nil, err
 	}

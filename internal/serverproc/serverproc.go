@@ -86,15 +86,15 @@ func StartSpec(ctx context.Context, spec Spec) (*Server, error) {
 	s := &Server{cmd: cmd, group: spec.Group, done: make(chan struct{})}
 	cmd.Cancel = func() error { s.signal(syscall.SIGKILL); return nil }
 	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", spec.Path, err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", spec.Path, err)
+	var stderr io.ReadCloser
+	if err == nil {
+		stderr, err = cmd.StderrPipe()
 	}
 	began := time.Now()
-	if err := cmd.Start(); err != nil {
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", spec.Path, err)
 	}
 	s.PID = cmd.Process.Pid
