@@ -407,11 +407,9 @@ func writeRoot(checkout, root string) error {
 // writeTarget writes a stand-in for a target folder: what the audit reads
 // (target.json, the lock file) and a README, never the program.
 func writeTarget(from, to string) error {
-	if err := copyFile(filepath.Join(from, "target.json"), filepath.Join(to, "target.json")); err != nil {
-		return err
-	}
-	if _, err := os.Stat(filepath.Join(from, "package-lock.json")); err == nil {
-		if err := copyFile(filepath.Join(from, "package-lock.json"), filepath.Join(to, "package-lock.json")); err != nil {
+	for _, f := range []string{"target.json", "package-lock.json"} {
+		err := copyFile(filepath.Join(from, f), filepath.Join(to, f))
+		if err != nil && (f == "target.json" || !errors.Is(err, fs.ErrNotExist)) {
 			return err
 		}
 	}

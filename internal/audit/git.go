@@ -72,8 +72,7 @@ func (a *auditor) checkCommit() {
 			a.failf(CheckManifest, "source_commit %s: source %s is listed in manifest.sources but not in the commit", commit[:12], p)
 		}
 	}
-	var ids []string
-	var paths []string
+	var ids, paths []string
 	for _, p := range sortedKeys(blobs) {
 		if _, ok := listed[p]; !ok {
 			a.failf(CheckManifest, "source_commit %s: source %s is in the commit but not listed in manifest.sources", commit[:12], p)

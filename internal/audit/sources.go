@@ -46,10 +46,9 @@ func (a *auditor) checkSources() {
 	var refused *RefusedError
 	if errors.As(err, &refused) {
 		for _, p := range refused.Paths {
-			if reported[p] {
-				continue
+			if !reported[p] {
+				a.failf(CheckSource, "source %s: not a regular file (a symlink or special file; refused, never followed)", p)
 			}
-			a.failf(CheckSource, "source %s: not a regular file (a symlink or special file; refused, never followed)", p)
 		}
 	} else if err != nil {
 		a.failf(CheckSource, "sources: cannot list the checkout: %v", err)

@@ -1,11 +1,7 @@
 // Package labbuild builds the lab's own programs from the checkout with one
-// pinned recipe, cached under a key of everything that can change them.
-//
-// The manifest records the server's SHA-256 and the audit can rebuild it,
-// so the binary must depend only on the sources and the toolchain:
-// -trimpath, -buildvcs=false, CGO_ENABLED=0, GOWORK=off, and
-// GOFLAGS=-mod=readonly (an empty GOFLAGS would be read from the go env
-// file), appended last to the environment, where exec.Cmd takes them.
+// pinned recipe (Flags, Env: the binary depends only on the sources and the
+// toolchain, so the audit can rebuild the server), cached under a key of
+// everything that can change them.
 //
 // A binary lives at CacheDir/KEY/NAME beside NAME.sha256. KEY hashes the
 // go command's code-generation settings, the recipe, go.mod, go.sum and
@@ -34,7 +30,9 @@ import (
 // Flags are the pinned flags of every lab build.
 var Flags = []string{"-trimpath", "-buildvcs=false"}
 
-// Env is the pinned environment of every lab build, after the caller's.
+// Env is the pinned environment of every lab build, appended last to the
+// caller's, where exec.Cmd takes them (an empty GOFLAGS would be read from
+// the go env file).
 var Env = []string{"CGO_ENABLED=0", "GOFLAGS=-mod=readonly", "GOWORK=off"}
 
 // LikeRecipe reports whether the running program was built with -trimpath
