@@ -17,7 +17,9 @@ import (
 // Ensure runner -experiment chaos -target runs chaos on a target the lab
 // has never seen and catches its in-flight lock that is checked, then set:
 // chaos.json names the duplicate, a violation of the durable store it
-// claims, applied twice by one process; the history and its timeline are
+// claims, explained by what came between the sink's receipt of its two
+// calls (one process let a retry through, or a kill left the key
+// unrecorded: which, the run's timing decides); the history and its timeline are
 // evidence, and the audit passes (a target's finding is its result). A
 // target that counts its effects with a command and names no journal is
 // in chaos.json as not run, with the reason.
@@ -87,10 +89,11 @@ func TestChaosOnTargets(t *testing.T) {
 	}
 	caught := false
 	for _, f := range broken.Findings {
-		caught = caught || f.Rule == "duplicate" && strings.HasPrefix(f.Key, "chaos-") && strings.Contains(f.Detail, "by one process of replica 0, no restart between")
+		caught = caught || f.Rule == "duplicate" && strings.HasPrefix(f.Key, "chaos-") &&
+			(strings.Contains(f.Detail, "by one process of replica 0, no restart between") || strings.Contains(f.Detail, "and the one started at"))
 	}
 	if !caught {
-		t.Errorf("no finding names a duplicate one process applied twice: %+v", broken.Findings)
+		t.Errorf("no finding explains a duplicate of replica 0 (one process, or a restart between the sink's receipt of its calls): %+v", broken.Findings)
 	}
 	for _, f := range []string{"chaos-target-broken.jsonl", "chaos-target-broken.svg"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
