@@ -42,18 +42,17 @@ const (
 // They are exact names: a file .idemlab-setup-old is digested.
 var skipped = []string{"node_modules", SetupMarker, SetupLock, ".git"}
 
-// IgnoreFile, read at the top of a target's folder, names more files its
-// digest leaves out, as git reads it but simpler: a pattern a line (* ? [..]
-// as path.Match reads them), matching a name at any depth, or a path from
-// the folder if it holds a slash (a leading one dropped); a trailing slash
-// matches folders only. Blank lines and # comments are skipped; ! and **
-// are refused. At most MaxIgnoreBytes.
+// IgnoreFile, at the top of a target's folder, names more files its digest
+// leaves out, in the simple dialect docs/targets.md gives (ignored).
 const (
 	IgnoreFile     = ".gitignore"
 	MaxIgnoreBytes = 4 << 10
 )
 
 // ignored reads base's IgnoreFile: whether the slash path rel is ignored.
+// A pattern (path.Match's) without a slash matches a name at any depth,
+// one with a slash rel (a leading one dropped); a trailing slash, folders
+// only. Blank lines and # comments are skipped; ! and ** are refused.
 func ignored(base string) (func(rel string, dir bool) bool, error) {
 	var buf bytes.Buffer
 	if _, err := copyFile(&buf, filepath.Join(base, IgnoreFile), MaxIgnoreBytes); err != nil && !errors.Is(err, os.ErrNotExist) {
