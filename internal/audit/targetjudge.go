@@ -213,13 +213,13 @@ func (j *targetJudge) statuses() {
 // flight, come back later": a duplicate of a concurrent step; a call of a
 // parallel step after another with its key; the call that follows a call
 // with its key the client gave up on (timeout), with no step (a sleep, a
-// stop, a start) between them; or a call a sound implementation answers
-// 409 itself (its claim on the key still held). A 409 after the owner
-// ended (a restart, a failure, a sleep) is a key left in progress, judged
-// by fates as stuck_key where it is the key's last answer.
+// stop, a start) between them. A 409 after the owner ended (a restart, a
+// crash, a failure, a sleep) is not in flight, even where a sound
+// implementation still holds its claim (a lease): the key is left in
+// progress, judged by fates as stuck_key where it is the key's last answer.
 func (j *targetJudge) ownerRunning(i int) bool {
 	p := j.c.Plan[i]
-	if p.InFlight || j.sound[i].status == 409 {
+	if p.InFlight {
 		return true
 	}
 	for k, q := range j.c.Plan[:i] {
