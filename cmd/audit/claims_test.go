@@ -114,7 +114,8 @@ func TestClaimsHaveChecks(t *testing.T) {
 }
 
 // signKey is the throwaway key the fixture's signed/ folder is signed
-// with (cmd/auditfixture).
+// with (runner -sign in TestRegenerateFixture); the goldens verify it with
+// testdata/fixture/keys/test_ed25519.pub.
 const signKey = "../../internal/audit/dsse/testdata/keys/test_ed25519"
 
 // claimsOf audits opts, which must pass, and returns the ids of the claims

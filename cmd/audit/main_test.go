@@ -28,7 +28,7 @@ var update = flag.Bool("update", false, "update the stories' goldens with the co
 // fixtureDir is the committed, frozen fixture every story starts from: a
 // minimal checkout of data and the evidence folders the runner wrote, their
 // manifests rewritten to describe it (testdata/fixture/README.md;
-// regenerate with go run ./cmd/auditfixture).
+// regenerate with TestRegenerateFixture, fixture_regen_test.go).
 const fixtureDir = "testdata/fixture"
 
 // snapshot is a copy of the fixture whose root's sources are one git
@@ -70,8 +70,8 @@ func TestMain(m *testing.M) {
 }
 
 // prepare copies the fixture into dir and commits its root's sources, as
-// cmd/auditfixture did when it wrote the manifests (the commit must be the
-// manifests' source_commit), and returns the fixture's files.
+// TestRegenerateFixture did when it wrote the manifests (the commit must be
+// the manifests' source_commit), and returns the fixture's files.
 func prepare(dir string) ([]snapshotFile, error) {
 	var files []snapshotFile
 	err := filepath.WalkDir(fixtureDir, func(p string, d fs.DirEntry, err error) error {
@@ -105,7 +105,7 @@ func prepare(dir string) ([]snapshotFile, error) {
 	}
 	if want, _ := m["source_commit"].(string); got != want {
 		return nil, fmt.Errorf("the root's commit is %s, the manifest's source_commit %s: "+
-			"the root's files changed after go run ./cmd/auditfixture wrote them (run it again)", got, want)
+			"the root's files changed after TestRegenerateFixture wrote them (run it again: -regenerate-fixture)", got, want)
 	}
 	return files, nil
 }
@@ -161,16 +161,21 @@ func eachFile(dir string, files []snapshotFile, do func(name string, f snapshotF
 	return nil
 }
 
-// commitRoot makes dir a git repository of one commit holding the root's
-// sources, with the fixed identity and date of cmd/auditfixture's Commit
-// (and no system or global git configuration), and returns its hash.
+// rootPaths are what the fixture root's one commit holds.
+var rootPaths = []string{"go.mod", "go.sum", "cases", "schema", "targets", "internal", "cmd"}
+
+// commitRoot makes dir a git repository of one commit holding rootPaths,
+// with a fixed identity and date and no system or global git
+// configuration, so that its hash depends on the files alone, and returns
+// the hash: TestRegenerateFixture commits the root whose commit the
+// manifests name with it, and TestMain its copy.
 func commitRoot(dir string) (string, error) {
 	const who, at = "audit fixture", "2026-01-01T00:00:00Z"
 	env := append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
 		"GIT_AUTHOR_NAME="+who, "GIT_COMMITTER_NAME="+who, "GIT_AUTHOR_DATE="+at, "GIT_COMMITTER_DATE="+at,
 		"GIT_AUTHOR_EMAIL=fixture@idemlab.invalid", "GIT_COMMITTER_EMAIL=fixture@idemlab.invalid")
 	var head []byte
-	for _, args := range [][]string{{"init", "-q"}, {"add", "--", "go.mod", "go.sum", "cases", "schema", "targets", "internal", "cmd"},
+	for _, args := range [][]string{{"init", "-q"}, append([]string{"add", "--"}, rootPaths...),
 		{"commit", "-q", "--no-gpg-sign", "--no-verify", "-m", "fixture"}, {"rev-parse", "HEAD"}} {
 		cmd := exec.Command("git", args...)
 		cmd.Dir, cmd.Env = dir, env
