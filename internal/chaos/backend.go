@@ -209,6 +209,7 @@ func (r *run) setUpTarget(ctx context.Context, root string) (release func(), err
 	r.cl.be = &targetBackend{tr: tr, replicas: n, began: r.began, sink: t.Effects.Sink}
 	r.shape = &client.Shape{Method: t.Request.Method, KeyHeader: t.Request.KeyHeader, ContentType: t.Request.ContentType}
 	r.replay = targetReplay(t)
+	r.sendKey = t.Request.KeyFormat.Key
 	return release, nil
 }
 

@@ -47,6 +47,10 @@ type run struct {
 	client *client.Client
 	shape  *client.Shape            // a target's request shape; nil for the lab's server
 	replay func(client.Reply) *bool // reads the replay marker of a reply
+	// sendKey writes an intent's key as the target takes it (its
+	// request.key_format: a UUID for "uuid"); the history keeps the
+	// plan's key, from which the key sent follows. nil sends it as is.
+	sendKey func(string) string
 
 	// The phases' marks, set by runPhases before the history reads them.
 	chaosStart, quietStart time.Time
@@ -296,6 +300,9 @@ func (r *run) attempt(ctx context.Context, c int, in *intent, phase Phase, d cha
 		Attempt: in.attempts, Phase: phase, Fault: d.Fault}
 	in.attempts++
 	key := in.key
+	if r.sendKey != nil {
+		key = r.sendKey(key)
+	}
 	url := r.cl.url(d.Replica)
 	a.StartUS = r.since()
 	rep, err := r.client.Post(ctx, url, client.Request{Key: &key, Fault: d.Fault, Body: in.body, Shape: r.shape})
