@@ -135,7 +135,7 @@ var fixtureFolders = []fixtureFolder{
 // regenerate writes the fixture into out: the runs, then the root they
 // are rewritten to describe, then each folder rewritten and derived again.
 func regenerate(ctx context.Context, checkout, out string, tries int, log io.Writer) error {
-	tmp, err := os.MkdirTemp("", "auditfixture-")
+	tmp, err := os.MkdirTemp("", "audit-fixture-regen-")
 	if err != nil {
 		return err
 	}
@@ -259,7 +259,7 @@ func gapless(history []byte) bool {
 // deriveAll writes the derived files of every folder of the fixture in out
 // again, in a copy committed as TestMain commits it.
 func deriveAll(out, key string) error {
-	tmp, err := os.MkdirTemp("", "auditfixture-")
+	tmp, err := os.MkdirTemp("", "audit-fixture-regen-")
 	if err != nil {
 		return err
 	}
