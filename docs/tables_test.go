@@ -80,13 +80,14 @@ type evidenceDocs struct {
 			Runs    []struct {
 				Case    string `json:"case"`
 				NotRun  string `json:"not_run"`
+				// Verdict is the audit's, from verdicts.json (joinVerdicts).
 				Verdict *struct {
 					Safety       string    `json:"safety"`
 					Effects      int64     `json:"effects"`
 					SoundEffects int64     `json:"sound_effects"`
 					Findings     []finding `json:"findings"`
 					Deviations   []finding `json:"deviations"`
-				} `json:"verdict"`
+				} `json:"-"`
 				Mirror []string `json:"mirror"`
 			} `json:"runs"`
 		} `json:"targets"`
@@ -124,7 +125,63 @@ func loadEvidence(t *testing.T, dir string) *evidenceDocs {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
+	joinVerdicts(t, dir, ev)
 	return ev
+}
+
+// joinVerdicts puts each run on a target beside the audit's verdict on it
+// (verdicts.json: the lab records, the audit judges).
+func joinVerdicts(t *testing.T, dir string, ev *evidenceDocs) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "verdicts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type verdict = struct {
+		Safety       string    `json:"safety"`
+		Effects      int64     `json:"effects"`
+		SoundEffects int64     `json:"sound_effects"`
+		Findings     []finding `json:"findings"`
+		Deviations   []finding `json:"deviations"`
+	}
+	var doc struct {
+		Targets []struct {
+			Target string `json:"target"`
+			Runs   []struct {
+				Case string `json:"case"`
+				verdict
+			} `json:"runs"`
+		} `json:"targets"`
+		Chaos []map[string]any `json:"chaos"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("verdicts.json: %v", err)
+	}
+	// A chaos run's counts are the audit's too.
+	for _, r := range ev.chaos.Runs {
+		for _, v := range doc.Chaos {
+			if v["store"] == r["store"] && v["target"] == r["target"] {
+				r["counts"] = v["counts"]
+			}
+		}
+	}
+	judged := map[[2]string]verdict{}
+	for _, vt := range doc.Targets {
+		for _, r := range vt.Runs {
+			judged[[2]string{vt.Target, r.Case}] = r.verdict
+		}
+	}
+	for i := range ev.targets.Targets {
+		tg := &ev.targets.Targets[i]
+		for j := range tg.Runs {
+			r := &tg.Runs[j]
+			v, ok := judged[[2]string{tg.Name, r.Case}]
+			if !ok && r.NotRun == "" {
+				t.Fatalf("verdicts.json: no verdict on target %s, case %s", tg.Name, r.Case)
+			}
+			r.Verdict = &v
+		}
+	}
 }
 
 // tables are the tables the pages show, by name.
