@@ -78,8 +78,8 @@ type evidenceDocs struct {
 			Runtime string `json:"runtime"`
 			Skipped string `json:"skipped"`
 			Runs    []struct {
-				Case    string `json:"case"`
-				NotRun  string `json:"not_run"`
+				Case   string `json:"case"`
+				NotRun string `json:"not_run"`
 				// Verdict is the audit's, from verdicts.json (joinVerdicts).
 				Verdict *struct {
 					Safety       string    `json:"safety"`
