@@ -82,13 +82,14 @@ var (
 	capTargetJSON   = jsonCap{Values: 5_000, Objects: 1_000}     // a target.json (~60, ~10), within its 64 KiB
 	capLockJSON     = jsonCap{Values: 500_000, Objects: 100_000} // a package-lock.json (~1,500, ~300): a few values a package
 	capEnvelopeJSON = jsonCap{Values: 100, Objects: 20}          // statement.intoto.dsse.json (9, 2): at most 16 signatures
+	capVerdictsJSON = jsonCap{Values: 600_000, Objects: 200_000} // verdicts.json (6,944, 1,090 on 13 targets): ~40 values a judged run
 )
 
 // jsonCaps gives each evidence JSON document its caps.
 var jsonCaps = map[string]jsonCap{
 	"manifest.json": capManifestJSON, "results.json": capResultsJSON, "run.json": capRunJSON,
 	RetriesFile: capRetriesJSON, JitterFile: capJitterJSON, ChaosFile: capChaosJSON,
-	TargetsFile: capTargetsJSON,
+	TargetsFile: capTargetsJSON, VerdictsFile: capVerdictsJSON,
 }
 
 // fileCaps gives each evidence file its cap of bytes; others get CapOther.

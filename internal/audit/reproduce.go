@@ -310,8 +310,11 @@ func readJSONFile(dir, name string, limit int64) (map[string]any, error) {
 		c = capManifestJSON
 	}
 	v, err := decodeJSON(data, c)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, name), err)
+	}
 	m, ok := v.(map[string]any)
-	if err != nil || !ok {
+	if !ok {
 		return nil, fmt.Errorf("%s: not a JSON object", filepath.Join(dir, name))
 	}
 	return m, nil
