@@ -94,6 +94,9 @@ type Report struct {
 	Rederived  []Claim `json:"rederived"`
 	Consistent []Claim `json:"consistency_checked"`
 	NotChecked []Claim `json:"not_checked"`
+
+	verdicts      *verdictsDoc      // as verdicts.json holds them: what Gate and JUnit read (junit.go)
+	caseSummaries map[string]string // each case's summary, by name
 }
 
 // Audit checks the evidence folder against the checkout. It returns an

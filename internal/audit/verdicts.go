@@ -131,6 +131,10 @@ func chaosVerdictOf(sub chaosSubject, h *chaosHistory, c chaosCheck) ChaosVerdic
 // deriveVerdicts writes verdicts.json from the verdicts recorded.
 func (a *auditor) deriveVerdicts() {
 	doc := verdictsDoc{SchemaVersion: verdictsVersion, Stores: orEmpty(a.storeVerdicts), Targets: orEmpty(a.targetVerdicts), Chaos: orEmpty(a.chaosVerdicts)}
+	a.report.verdicts, a.report.caseSummaries = &doc, map[string]string{}
+	for _, c := range a.allCases {
+		a.report.caseSummaries[c.Name] = c.Summary
+	}
 	data, err := marshalEvidence(doc)
 	if err != nil {
 		a.failf(CheckDerived, "%s: cannot encode: %v", VerdictsFile, err)

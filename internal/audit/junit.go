@@ -1,0 +1,253 @@
+package audit
+
+import (
+	"encoding/xml"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// A Gate is what a CI gate reads of the verdicts: the judged runs on
+// targets (cases and chaos) that fail it. A safety violation always fails
+// it; a limitation (a finding the target's claims excuse) only when
+// strict. The lab's own stores are judged against their cases'
+// expectations, and a mismatch already fails the audit itself.
+type Gate struct {
+	Strict   bool
+	Failures []string // "target T, case C: violation duplicate_effect", one a failing run
+}
+
+// Gate judges the audit's verdicts for a CI gate (runner -target exits 6
+// when it fails).
+func (r *Report) Gate(strict bool) Gate {
+	g := Gate{Strict: strict}
+	if r.verdicts == nil {
+		return g
+	}
+	for _, t := range r.verdicts.Targets {
+		for _, run := range t.Runs {
+			if gateFails(run.Safety, strict) {
+				g.Failures = append(g.Failures, fmt.Sprintf("target %s, case %s: %s %s", t.Target, run.Case, run.Safety, strings.Join(findingRules(run.Findings), ", ")))
+			}
+		}
+	}
+	for _, c := range r.verdicts.Chaos {
+		if c.Target == "" || c.NotRun != "" {
+			continue
+		}
+		if c.Violations > 0 || strict && c.Shown > 0 {
+			g.Failures = append(g.Failures, fmt.Sprintf("target %s, chaos: %s", c.Target, chaosRuleCounts(c, strict)))
+		}
+	}
+	return g
+}
+
+// Failed reports whether the gate failed.
+func (g Gate) Failed() bool { return len(g.Failures) > 0 }
+
+// gateFails reports whether a run with this safety verdict fails the gate.
+func gateFails(safety string, strict bool) bool {
+	return safety == "violation" || strict && safety == "limitation"
+}
+
+// findingRules are the distinct rules of findings, in order.
+func findingRules(fs []finding) []string {
+	var rules []string
+	for _, f := range fs {
+		if !slices.Contains(rules, f.Rule) {
+			rules = append(rules, f.Rule)
+		}
+	}
+	return rules
+}
+
+// chaosRuleCounts names the chaos rules that fired and how often: the
+// promised ones, and with strict the excused ones too.
+func chaosRuleCounts(c ChaosVerdict, strict bool) string {
+	var parts []string
+	for _, r := range c.Rules {
+		if r.Count > 0 && (r.Promised || strict) {
+			kind := "violation"
+			if !r.Promised {
+				kind = "limitation"
+			}
+			parts = append(parts, fmt.Sprintf("%s %s ×%d", kind, r.Rule, r.Count))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// The JUnit XML report, as CI systems read it: a testsuite per target and
+// per store, a testcase per case (and one for a target's chaos run).
+type (
+	junitSuites struct {
+		XMLName  xml.Name     `xml:"testsuites"`
+		Name     string       `xml:"name,attr"`
+		Tests    int          `xml:"tests,attr"`
+		Failures int          `xml:"failures,attr"`
+		Skipped  int          `xml:"skipped,attr"`
+		Suites   []junitSuite `xml:"testsuite"`
+	}
+	junitSuite struct {
+		Name     string      `xml:"name,attr"`
+		Tests    int         `xml:"tests,attr"`
+		Failures int         `xml:"failures,attr"`
+		Errors   int         `xml:"errors,attr"`
+		Skipped  int         `xml:"skipped,attr"`
+		Cases    []junitCase `xml:"testcase"`
+	}
+	junitCase struct {
+		Name      string        `xml:"name,attr"`
+		Classname string        `xml:"classname,attr"`
+		Failure   *junitOutcome `xml:"failure,omitempty"`
+		Skipped   *junitOutcome `xml:"skipped,omitempty"`
+		SystemOut string        `xml:"system-out,omitempty"`
+	}
+	junitOutcome struct {
+		Message string `xml:"message,attr"`
+		Type    string `xml:"type,attr,omitempty"`
+		Text    string `xml:",chardata"`
+	}
+)
+
+// JUnit renders the verdicts as a JUnit XML report: a failure for each
+// run that fails the gate (strict as Gate), skipped for a case not run
+// with its reason; every run's findings, excused ones and conformance
+// deviations in its system-out (testcase properties are not read by every
+// CI system, nor allowed by the Ant schema most of them follow).
+func (r *Report) JUnit(strict bool) ([]byte, error) {
+	if r.verdicts == nil {
+		return nil, fmt.Errorf("no verdicts to report: the audit did not judge the runs")
+	}
+	out := junitSuites{Name: "idemlab"}
+	for _, t := range r.verdicts.Targets {
+		out.add(r.targetSuite(t, strict))
+	}
+	for _, s := range storeSuites(r.verdicts.Stores, r.caseSummaries) {
+		out.add(s)
+	}
+	data, err := xml.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode the JUnit report: %w", err)
+	}
+	return append([]byte(xml.Header), append(data, '\n')...), nil
+}
+
+// add appends s and counts it into the totals.
+func (s *junitSuites) add(suite junitSuite) {
+	for i := range suite.Cases {
+		c := &suite.Cases[i]
+		suite.Tests++
+		switch {
+		case c.Failure != nil:
+			suite.Failures++
+		case c.Skipped != nil:
+			suite.Skipped++
+		}
+	}
+	s.Tests, s.Failures, s.Skipped = s.Tests+suite.Tests, s.Failures+suite.Failures, s.Skipped+suite.Skipped
+	s.Suites = append(s.Suites, suite)
+}
+
+// targetSuite is one target's cases, and its chaos run when it had one.
+func (r *Report) targetSuite(t targetVerdict, strict bool) junitSuite {
+	suite := junitSuite{Name: "target " + t.Target}
+	class := "idemlab.target." + t.Target
+	if t.Skipped != "" {
+		suite.Cases = append(suite.Cases, junitCase{Name: "target", Classname: class, Skipped: &junitOutcome{Message: "skipped: " + t.Skipped}})
+		return suite
+	}
+	for _, run := range t.Runs {
+		suite.Cases = append(suite.Cases, targetCase(class, run, r.caseSummaries[run.Case], strict))
+	}
+	for _, c := range r.verdicts.Chaos {
+		if c.Target == t.Target {
+			suite.Cases = append(suite.Cases, chaosCase(class, c, strict))
+		}
+	}
+	return suite
+}
+
+// targetCase is one case on a target.
+func targetCase(class string, run targetRunVerdict, summary string, strict bool) junitCase {
+	c := junitCase{Name: run.Case, Classname: class}
+	var out strings.Builder
+	fmt.Fprintf(&out, "%s\n", summary)
+	if run.NotRun != "" {
+		c.Skipped = &junitOutcome{Message: "not run: " + run.NotRun}
+		c.SystemOut = out.String()
+		return c
+	}
+	// One trial a run: the rate a finding is shown with is its count of it.
+	rate := "in 1 of 1 trial"
+	fmt.Fprintf(&out, "safety: %s; effects %d (a sound implementation: %d)\n", run.Safety, run.Effects, run.SoundEffects)
+	for _, f := range run.Findings {
+		kind := "violation"
+		if f.Limitation != "" {
+			kind = "limitation (" + f.Limitation + ")"
+		}
+		fmt.Fprintf(&out, "%s %s%s: %s\n", kind, f.Rule, findingCall(f.Call), f.Detail)
+	}
+	for _, d := range run.Deviations {
+		fmt.Fprintf(&out, "conformance %s%s: %s\n", d.Rule, findingCall(d.Call), d.Detail)
+	}
+	for _, m := range run.Mirror {
+		fmt.Fprintf(&out, "mirror: %s\n", m)
+	}
+	if gateFails(run.Safety, strict) {
+		rules := strings.Join(findingRules(run.Findings), ", ")
+		c.Failure = &junitOutcome{Message: fmt.Sprintf("%s %s %s", run.Safety, rules, rate), Type: rules, Text: out.String()}
+	}
+	c.SystemOut = out.String()
+	return c
+}
+
+// findingCall names the call a finding is about, if any.
+func findingCall(call *int) string {
+	if call == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (call %d)", *call)
+}
+
+// chaosCase is a target's chaos run.
+func chaosCase(class string, v ChaosVerdict, strict bool) junitCase {
+	c := junitCase{Name: "chaos", Classname: class}
+	if v.NotRun != "" {
+		c.Skipped = &junitOutcome{Message: "not run: " + v.NotRun}
+		return c
+	}
+	var out strings.Builder
+	for _, r := range v.Rules {
+		fmt.Fprintf(&out, "%s: %d (promised never: %v)\n", r.Rule, r.Count, r.Promised)
+	}
+	for _, f := range v.Findings {
+		fmt.Fprintf(&out, "%s (intent %d, key %s): %s\n", f.Rule, f.Intent, f.Key, f.Detail)
+	}
+	if v.Violations > 0 || strict && v.Shown > 0 {
+		c.Failure = &junitOutcome{Message: chaosRuleCounts(v, strict), Type: "chaos", Text: out.String()}
+	}
+	c.SystemOut = out.String()
+	return c
+}
+
+// storeSuites are the lab server's runs on its stores, a suite per store:
+// a run that does not show what its case expects is a failure.
+func storeSuites(runs []storeVerdict, summaries map[string]string) []junitSuite {
+	var suites []junitSuite
+	at := map[string]int{}
+	for _, v := range runs {
+		i, ok := at[v.Store]
+		if !ok {
+			i = len(suites)
+			at[v.Store] = i
+			suites = append(suites, junitSuite{Name: "store " + v.Store})
+		}
+		c := junitCase{Name: v.Case, Classname: "idemlab.store." + v.Store, SystemOut: summaries[v.Case] + "\n"}
+		if !v.Matches {
+			c.Failure = &junitOutcome{Message: "does not show what its case expects", Type: "expectation", Text: strings.Join(v.Mismatches, "\n")}
+		}
+		suites[i].Cases = append(suites[i].Cases, c)
+	}
+	return suites
+}
