@@ -2,13 +2,13 @@ package audit
 
 import (
 	"cmp"
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"idemlab/internal/audit/uuidv5"
 )
 
 // This file is the audit's own reading of a target.json and of which cases
@@ -276,7 +276,7 @@ func sentKey(k *string, f string) *string {
 	if k == nil || f != "uuid" || !keyWord.MatchString(*k) {
 		return k
 	}
-	u := uuid5(caseKeyNamespace, *k)
+	u := uuidv5.Of(caseKeyNamespace, *k)
 	return &u
 }
 
@@ -285,16 +285,4 @@ var keyWord = regexp.MustCompile(`^` + keyPattern + `$`)
 
 // caseKeyNamespace is the namespace of the case keys' UUIDs: the version 5
 // UUID of https://idemlab.invalid/case-key in RFC 9562's URL namespace.
-var caseKeyNamespace = uuid5("6ba7b811-9dad-11d1-80b4-00c04fd430c8", "https://idemlab.invalid/case-key")
-
-// uuid5 is the version 5 UUID of name in namespace ns (canonical text),
-// RFC 9562 section 5.5.
-func uuid5(ns, name string) string {
-	nsBytes, _ := hex.DecodeString(strings.ReplaceAll(ns, "-", ""))
-	h := sha1.Sum(append(nsBytes, name...))
-	u := h[:16]
-	u[6] = u[6]&0x0f | 0x50
-	u[8] = u[8]&0x3f | 0x80
-	x := hex.EncodeToString(u)
-	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
-}
+var caseKeyNamespace = uuidv5.Of(uuidv5.URL, "https://idemlab.invalid/case-key")

@@ -9,8 +9,6 @@ package target
 import (
 	"bytes"
 	"cmp"
-	"crypto/sha1"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +21,7 @@ import (
 	"time"
 
 	"idemlab/internal/audit/strict"
+	"idemlab/internal/audit/uuidv5"
 	"idemlab/internal/protocol"
 	"idemlab/internal/safefile"
 )
@@ -111,21 +110,12 @@ var keyWord = regexp.MustCompile(`^` + protocol.KeyPattern + `$`)
 // keyNamespace is the name-based UUID namespace of the case keys: the
 // version 5 UUID of the URL https://idemlab.invalid/case-key in the URL
 // namespace (RFC 9562, section 6.6).
-var keyNamespace = [16]byte{0xdf, 0x95, 0xd0, 0x2e, 0xdd, 0xad, 0x53, 0x0e, 0x98, 0x79, 0x55, 0x13, 0x34, 0x3f, 0xca, 0xe9}
+var keyNamespace = uuidv5.Of(uuidv5.URL, "https://idemlab.invalid/case-key")
 
 // UUIDKey is the version 5 (name-based, SHA-1) UUID of key word k in the
 // lab's namespace, in its canonical lower-case text form: a function of k
 // alone, so every call of a key, on every run, sends the same UUID.
-func UUIDKey(k string) string {
-	h := sha1.New()
-	h.Write(keyNamespace[:])
-	h.Write([]byte(k))
-	u := h.Sum(nil)[:16]
-	u[6] = u[6]&0x0f | 0x50 // version 5
-	u[8] = u[8]&0x3f | 0x80 // the RFC variant
-	x := hex.EncodeToString(u)
-	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
-}
+func UUIDKey(k string) string { return uuidv5.Of(keyNamespace, k) }
 
 // Replay is the header and value by which the target marks a replay.
 type Replay struct {
