@@ -1,0 +1,140 @@
+package docs
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A claim of findings.md rests on one verdict, written beside it as
+//
+//	<!-- check: TARGET CASE SAFETY [RULE,RULE...] -->
+//	<!-- check-chaos: TARGET RULE -->
+//
+// the first: the run of CASE on TARGET has this safety verdict and shows
+// exactly these safety rules (none for a pass); the second: TARGET's chaos
+// run counted RULE at least once.
+var (
+	checkRE      = regexp.MustCompile(`<!-- check: (\S+) (\S+) (pass|violation|limitation)(?: (\S+))? -->`)
+	checkChaosRE = regexp.MustCompile(`<!-- check-chaos: (\S+) (\S+) -->`)
+	anyCheckRE   = regexp.MustCompile(`<!-- check[^>]*-->`)
+)
+
+// verdicts is the part of evidence/verdicts.json a claim reads.
+type verdicts struct {
+	Targets []struct {
+		Target string `json:"target"`
+		Runs   []struct {
+			Case     string `json:"case"`
+			NotRun   string `json:"not_run"`
+			Safety   string `json:"safety"`
+			Findings []struct {
+				Rule string `json:"rule"`
+			} `json:"findings"`
+		} `json:"runs"`
+	} `json:"targets"`
+	Chaos []struct {
+		Target string `json:"target"`
+		Rules  []struct {
+			Rule  string `json:"rule"`
+			Count int64  `json:"count"`
+		} `json:"rules"`
+	} `json:"chaos"`
+}
+
+// Ensure every claim of findings.md holds in the committed evidence, and
+// that every third-party target shipped is claimed about.
+func TestFindingsAgainstEvidence(t *testing.T) {
+	page, err := os.ReadFile("findings.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join("..", "evidence", "verdicts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v verdicts
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatalf("verdicts.json: %v", err)
+	}
+	claimed := map[string]bool{}
+	for _, m := range anyCheckRE.FindAll(page, -1) {
+		if !checkRE.Match(m) && !checkChaosRE.Match(m) {
+			t.Errorf("findings.md: malformed claim %s", m)
+		}
+	}
+	for _, m := range checkRE.FindAllSubmatch(page, -1) {
+		target, cs, safety, rules := string(m[1]), string(m[2]), string(m[3]), string(m[4])
+		claimed[target] = true
+		if err := v.holds(target, cs, safety, rules); err != nil {
+			t.Errorf("findings.md: %s: %v", m[0], err)
+		}
+	}
+	for _, m := range checkChaosRE.FindAllSubmatch(page, -1) {
+		claimed[string(m[1])] = true
+		if err := v.chaosHolds(string(m[1]), string(m[2])); err != nil {
+			t.Errorf("findings.md: %s: %v", m[0], err)
+		}
+	}
+	for _, tv := range v.Targets {
+		if !strings.HasPrefix(tv.Target, "effectserver-") && !claimed[tv.Target] {
+			t.Errorf("findings.md claims nothing about target %s", tv.Target)
+		}
+	}
+}
+
+// holds checks one case claim.
+func (v verdicts) holds(target, cs, safety, rules string) error {
+	for _, tv := range v.Targets {
+		if tv.Target != target {
+			continue
+		}
+		for _, r := range tv.Runs {
+			if r.Case != cs {
+				continue
+			}
+			if r.NotRun != "" {
+				return fmt.Errorf("not run: %s", r.NotRun)
+			}
+			var got []string
+			for _, f := range r.Findings {
+				if !slices.Contains(got, f.Rule) {
+					got = append(got, f.Rule)
+				}
+			}
+			want := []string{}
+			if rules != "" {
+				want = strings.Split(rules, ",")
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if r.Safety != safety || !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+				return fmt.Errorf("the evidence says %s %v", r.Safety, got)
+			}
+			return nil
+		}
+		return fmt.Errorf("no run of case %s", cs)
+	}
+	return fmt.Errorf("no target %s", target)
+}
+
+// chaosHolds checks one chaos claim.
+func (v verdicts) chaosHolds(target, rule string) error {
+	for _, c := range v.Chaos {
+		if c.Target != target {
+			continue
+		}
+		for _, r := range c.Rules {
+			if r.Rule == rule && r.Count > 0 {
+				return nil
+			}
+		}
+		return fmt.Errorf("the chaos run counted no %s", rule)
+	}
+	return fmt.Errorf("no chaos run on target %s", target)
+}
