@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -13,8 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/santhosh-tekuri/jsonschema/v5"
 
 	"idemlab/internal/audit/chaosplan"
 )
@@ -165,28 +162,6 @@ func hashInside(dir, rel string, limit int64) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// loadSchema compiles root/schema/NAME.schema.json under its $id URL,
-// loading nothing from outside schema/.
-func loadSchema(root, name string) (*jsonschema.Schema, error) {
-	rel := "schema/" + name + ".schema.json"
-	data, err := readInside(root, rel, CapSource)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", rel, unwrapPath(err))
-	}
-	c := jsonschema.NewCompiler()
-	c.LoadURL = func(s string) (io.ReadCloser, error) {
-		return nil, fmt.Errorf("refusing to load %s: only schema/ is trusted", s)
-	}
-	if err := c.AddResource(SchemaBase+name+".schema.json", bytes.NewReader(data)); err != nil {
-		return nil, fmt.Errorf("%s: %w", rel, err)
-	}
-	s, err := c.Compile(SchemaBase + name + ".schema.json")
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", rel, err)
-	}
-	return s, nil
-}
-
 // chaosFail records one failed chaos check of subject s (zero: of the
 // whole experiment).
 func (a *auditor) chaosFail(s chaosSubject, field, format string, args ...any) {
@@ -208,15 +183,8 @@ func (a *auditor) chaosFail(s chaosSubject, field, format string, args ...any) {
 // compared byte for byte (chaossvg.go).
 func (a *auditor) checkChaos() {
 	a.check()
-	schema, err := loadSchema(a.opts.Root, "chaos")
-	if err != nil {
-		a.chaosFail(chaosSubject{}, "schema", "%s: cannot check: %v", ChaosFile, err)
-		return
-	}
-	doc, _ := a.jsonDoc(ChaosFile, schema).(map[string]any)
-	a.release(ChaosFile)
+	doc := a.experimentDoc(ChaosFile, a.schemas.Chaos)
 	if doc == nil {
-		a.note(ChaosFile + " is missing or invalid: its checks were not made")
 		return
 	}
 	runs, _ := doc["runs"].([]any)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/santhosh-tekuri/jsonschema/v5"
+
 	"idemlab/internal/audit/stormmodel"
 )
 
@@ -96,21 +98,13 @@ func (a *auditor) checkExperiments() {
 		}
 		switch e[0] {
 		case "retries":
-			doc, _ := a.jsonDoc(RetriesFile, a.schemas.Retries).(map[string]any)
-			a.release(RetriesFile)
-			if doc != nil {
+			if doc := a.experimentDoc(RetriesFile, a.schemas.Retries); doc != nil {
 				a.checkRetries(doc)
-			} else {
-				a.note(RetriesFile + " is missing or invalid: its checks were not made")
 			}
 		case "jitter":
-			doc, _ := a.jsonDoc(JitterFile, a.schemas.Jitter).(map[string]any)
-			a.release(JitterFile)
-			if doc != nil {
+			if doc := a.experimentDoc(JitterFile, a.schemas.Jitter); doc != nil {
 				a.checkJitter(doc)
 				a.claim("jitter")
-			} else {
-				a.note(JitterFile + " is missing or invalid: its checks were not made")
 			}
 			a.emit(JitterSVGFile, jitterSVG(stormmodel.Default))
 		case "chaos":
@@ -131,6 +125,17 @@ func (a *auditor) checkExperiments() {
 			a.report.Subset = append(a.report.Subset, "experiments: "+strings.Join(want, ", ")+" only")
 		}
 	}
+}
+
+// experimentDoc reads an experiment's file for the last time, schema-valid,
+// and releases its bytes; nil, with a note, when it is missing or invalid.
+func (a *auditor) experimentDoc(file string, schema *jsonschema.Schema) map[string]any {
+	doc, _ := a.jsonDoc(file, schema).(map[string]any)
+	a.release(file)
+	if doc == nil {
+		a.note(file + " is missing or invalid: its checks were not made")
+	}
+	return doc
 }
 
 // experimentFail records one failed experiment check.

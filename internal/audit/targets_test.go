@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"idemlab/internal/audit/strict"
 )
 
 // newTargetFixture is a mini checkout holding the repo's real schema/ and,
@@ -443,10 +445,11 @@ func lineDiff(got, want []byte) string {
 // schema/verdicts.schema.json.
 func validVerdicts(t *testing.T, f *fixture) {
 	t.Helper()
-	schema, err := loadSchema(f.root, "verdicts")
+	schemas, err := strict.LoadSchemas(filepath.Join(f.root, "schema"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	schema := schemas.Schema("verdicts.schema.json")
 	v, err := decodeJSON(mustRead(t, f.path("evidence/"+VerdictsFile)), jsonCap{Values: 1 << 20, Objects: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
