@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"encoding/json"
 	"fmt"
 	"go/constant"
 	"regexp"
@@ -88,7 +89,7 @@ func faultError(v string) string {
 		case !known:
 			return fmt.Sprintf("unknown fault %q", name)
 		case name == "delay" || name == "stall":
-			if !hasArg || !msArg.MatchString(arg) || number(jsonNum(strings.TrimSuffix(arg, "ms"))) > 60000 {
+			if !hasArg || !msArg.MatchString(arg) || number(json.Number(strings.TrimSuffix(arg, "ms"))) > 60000 {
 				return fmt.Sprintf("bad fault argument %q", part)
 			}
 		case hasArg:
@@ -198,7 +199,7 @@ func checkSent(i int, call map[string]any, p PlannedCall, fail callFail) {
 	for _, f := range []struct {
 		name string
 		want any
-	}{{"step", jsonNum(fmt.Sprint(p.Step))}, {"key", strPtr(p.Key)}, {"fault", strPtr(p.Fault)}, {"replica", replicaField(p.Replica)}} {
+	}{{"step", json.Number(fmt.Sprint(p.Step))}, {"key", strPtr(p.Key)}, {"fault", strPtr(p.Fault)}, {"replica", replicaField(p.Replica)}} {
 		if w, g := render(f.want), render(call[f.name]); w != g {
 			fail(&i, f.name, w+" (as the case's steps send)", g)
 		}
@@ -367,5 +368,5 @@ func replicaField(r int) any {
 	if r <= 0 {
 		return nil
 	}
-	return jsonNum(fmt.Sprint(r))
+	return json.Number(fmt.Sprint(r))
 }

@@ -172,20 +172,20 @@ var targetName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,47}$`)
 // A lineReader reads one history line's members, with its line number.
 // A line whose values are all numbers, literals and strings without
 // escapes (every attempt, event and effect line the runner writes) is
-// read in place, by flatLine, with no allocation; any other is decoded
+// read in place, by strict.Flat, with no allocation; any other is decoded
 // by decodeJSON, which reads it (or refuses it) exactly as a whole
 // document, and read from the map it makes.
 type lineReader struct {
 	no   int
 	kind string
-	flat flatLine
+	flat strict.Flat
 	obj  map[string]any // the line decoded, when flat could not read it
 	err  error
 }
 
 // read reads line number no; an error is decodeJSON's.
 func (l *lineReader) read(no int, line []byte) error {
-	*l = lineReader{no: no, flat: flatLine{Members: l.flat.Members[:0]}}
+	*l = lineReader{no: no, flat: strict.Flat{Members: l.flat.Members[:0]}}
 	if !l.flat.Read(line) {
 		v, err := decodeJSON(line, capLineJSON)
 		obj, _ := v.(map[string]any)
@@ -235,7 +235,7 @@ func (l *lineReader) get(name string) lineValue {
 	switch v := v.(type) {
 	case string:
 		return lineValue{kind: 's', text: []byte(v)}
-	case jsonNumber:
+	case json.Number:
 		return lineValue{kind: 'n', text: []byte(v)}
 	case bool:
 		if v {
@@ -274,7 +274,7 @@ func (l *lineReader) render(name string) string {
 	case 's':
 		return render(string(v.text))
 	case 'n':
-		return render(jsonNumber(v.text))
+		return render(json.Number(v.text))
 	case 't':
 		return "true"
 	case 'f':
@@ -327,15 +327,7 @@ func (l *lineReader) sha(name string) (text []byte, sum [32]byte) {
 	return s, sum
 }
 
-// A flatLine is a history line read in place (strict.Flat): one JSON
-// object whose members' values are numbers, literals or strings without
-// escapes, no name twice; anything else goes to decodeJSON.
-type flatLine = strict.Flat
-
 const maxInt = 1<<63 - 1
-
-// jsonNumber is how decodeJSON gives a number.
-type jsonNumber = json.Number
 
 // readChaosHistory reads a history strictly, line by line: a "run" header
 // first (history_version 2), then attempt and server-event lines in time
@@ -573,7 +565,7 @@ func (hr *historyReader) place() {
 		l.failf("replicas: want an array")
 	}
 	for _, r := range reps {
-		n, _ := r.(jsonNumber)
+		n, _ := r.(json.Number)
 		i, err := strconv.ParseInt(string(n), 10, 64)
 		if err != nil || i < 0 || i >= int64(h.replicas) {
 			l.failf("replicas: %s: want a replica 0..%d", render(r), h.replicas-1)

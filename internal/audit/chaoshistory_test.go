@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"idemlab/internal/audit/strict"
 )
 
 // Ensure every line the runner writes but the place lines is read in
@@ -45,7 +47,7 @@ func TestFlatLine(t *testing.T) {
 // reads, each with its value.
 func sameMembers(t *testing.T, data []byte) {
 	t.Helper()
-	var f flatLine
+	var f strict.Flat
 	if !f.Read(data) {
 		return
 	}

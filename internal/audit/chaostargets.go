@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"idemlab/internal/audit/chaosplan"
+	"idemlab/internal/audit/digest"
 )
 
 // This file reads what the chaos checks need of a target in the checkout:
@@ -65,7 +66,7 @@ func (a *auditor) chaosTargetSpec(sub chaosSubject, dir string) *chaosTarget {
 // the audit's own digest of its folder in the checkout.
 func (a *auditor) checkChaosDigest(sub chaosSubject, dir, recorded string) {
 	a.check()
-	switch got, err := folderDigest(a.opts.Root, dir); {
+	switch got, err := digest.Folder(a.opts.Root, dir); {
 	case err != nil:
 		a.chaosFail(sub, "target_digest", "%s: %s: cannot re-derive the digest of %s in the checkout: %v", ChaosFile, sub, dir, err)
 	case got != recorded:

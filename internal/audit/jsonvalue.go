@@ -89,6 +89,3 @@ func stringList(m map[string]any, key string) []string {
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
-
-// jsonNum makes a json.Number, for comparisons with decoded values.
-func jsonNum(s string) json.Number { return json.Number(s) }

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"idemlab/internal/audit/digest"
 )
 
 // ProtocolDir is the checkout's package of the protocol constants, which
@@ -169,8 +171,8 @@ func (a *auditor) checkProtocol() {
 // files in root/dir, evaluated exactly. Constants it cannot evaluate (iota,
 // calls) are left out.
 func readConstants(root, dir string) (map[string]constant.Value, error) {
-	files, err := SourceFiles(root)
-	var refused *RefusedError
+	files, err := digest.SourceFiles(root)
+	var refused *digest.RefusedError
 	if err != nil && !errors.As(err, &refused) {
 		return nil, err
 	}

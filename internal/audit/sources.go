@@ -9,13 +9,6 @@ import (
 	"idemlab/internal/audit/digest"
 )
 
-// SourceFiles lists the checkout's sources (digest.SourceFiles), for the
-// checks that read them.
-func SourceFiles(root string) ([]string, error) { return digest.SourceFiles(root) }
-
-// A RefusedError lists the sources that are not regular files.
-type RefusedError = digest.RefusedError
-
 // checkSources verifies manifest.sources against the checkout.
 func (a *auditor) checkSources() {
 	listed := stringMap(a.manifest, "sources")
@@ -43,7 +36,7 @@ func (a *auditor) checkSources() {
 	}
 	a.check()
 	files, err := digest.SourceFiles(a.opts.Root)
-	var refused *RefusedError
+	var refused *digest.RefusedError
 	if errors.As(err, &refused) {
 		for _, p := range refused.Paths {
 			if !reported[p] {

@@ -15,7 +15,7 @@ import (
 func TestStatement(t *testing.T) {
 	f := newFixture(t)
 	f.editJSON(t, "evidence/results.json", func(doc map[string]any) {
-		run(doc, 0)["counter"] = jsonNum("99")
+		run(doc, 0)["counter"] = json.Number("99")
 	})
 	f.rehash(t)
 	var st struct {

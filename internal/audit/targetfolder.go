@@ -54,7 +54,3 @@ func (a *auditor) checkTargetFolder(name string, tm map[string]any, spec *target
 		fail("libraries", "expected %s (as %s/%s pins them), observed %s", clipValue(w), dir, spec.lock, clipValue(g))
 	}
 }
-
-// folderDigest is the audit's own digest of the target folder root/dir
-// (digest.Folder).
-func folderDigest(root, dir string) (string, error) { return digest.Folder(root, dir) }

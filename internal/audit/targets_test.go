@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"idemlab/internal/audit/digest"
 	"idemlab/internal/audit/strict"
 )
 
@@ -214,7 +216,7 @@ func TestAuditTargets(t *testing.T) {
 		{
 			name: "a counter that disagrees with the journal",
 			mutate: func(t *testing.T, f *fixture) {
-				f.forge(t, func(d map[string]any) { targetRun(d, express, "crash_after_effect")["counter"] = jsonNum("1") })
+				f.forge(t, func(d map[string]any) { targetRun(d, express, "crash_after_effect")["counter"] = json.Number("1") })
 			},
 			want: []string{
 				`targets.json: target express-idempotency, case crash_after_effect: counter: expected 2 (the effects in the sink's journal), observed 1`,
@@ -243,14 +245,14 @@ func TestAuditTargets(t *testing.T) {
 				}
 				tj := "targets/express-idempotency/target.json"
 				f.write(t, tj, uuid(string(mustRead(t, f.path(tj)))))
-				digest, err := folderDigest(f.root, "targets/express-idempotency")
+				sum, err := digest.Folder(f.root, "targets/express-idempotency")
 				if err != nil {
 					t.Fatal(err)
 				}
-				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { m["targets"].([]any)[0].(map[string]any)["digest"] = digest })
+				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { m["targets"].([]any)[0].(map[string]any)["digest"] = sum })
 				f.forge(t, func(d map[string]any) {
 					tm := targetOf(d, express)
-					tm["target_json"], tm["digest"] = uuid(tm["target_json"].(string)), digest
+					tm["target_json"], tm["digest"] = uuid(tm["target_json"].(string)), sum
 					for _, r := range tm["runs"].([]any) {
 						rm := r.(map[string]any)
 						for i, c := range rm["calls"].([]any) {
@@ -273,7 +275,7 @@ func TestAuditTargets(t *testing.T) {
 					det := targetRun(d, express, "crash_after_effect")["detail"].(map[string]any)
 					first := det["journal"].([]any)[0].(map[string]any)
 					first["key"] = "same"
-					det["journal"] = append(det["journal"].([]any), map[string]any{"seq": jsonNum("1"), "replica": first["replica"],
+					det["journal"] = append(det["journal"].([]any), map[string]any{"seq": json.Number("1"), "replica": first["replica"],
 						"body_sha256": first["body_sha256"], "key": "same", "replayed": true, "at": first["at"]})
 				})
 			},
@@ -286,7 +288,7 @@ func TestAuditTargets(t *testing.T) {
 					first := det["journal"].([]any)[0].(map[string]any)
 					first["key"] = "other" // effect 1, applied under key "other"
 					replay := func(seq string) map[string]any {
-						return map[string]any{"seq": jsonNum(seq), "replica": first["replica"], "body_sha256": first["body_sha256"], "key": "same", "replayed": true, "at": first["at"]}
+						return map[string]any{"seq": json.Number(seq), "replica": first["replica"], "body_sha256": first["body_sha256"], "key": "same", "replayed": true, "at": first["at"]}
 					}
 					det["journal"] = append(det["journal"].([]any), replay("1"), replay("3"))
 				})
@@ -478,7 +480,7 @@ func TestAuditTargetObservations(t *testing.T) {
 			target: "node-idempotency-redis", cname: "restart_after_reply",
 			forge: func(r map[string]any) {
 				c := r["calls"].([]any)[1].(map[string]any)
-				c["status"], c["body"], c["replayed"] = jsonNum("200"), "1", true
+				c["status"], c["body"], c["replayed"] = json.Number("200"), "1", true
 				delete(c, "retry_after")
 			},
 			row:    "| restart_after_reply | 1 (1) | pass | — | — |",
@@ -492,7 +494,7 @@ func TestAuditTargetObservations(t *testing.T) {
 			name:   "a duplicate effect left out of the journal",
 			target: "express-idempotency", cname: "crash_after_effect",
 			forge: func(r map[string]any) {
-				r["counter"] = jsonNum("1")
+				r["counter"] = json.Number("1")
 				r["calls"].([]any)[1].(map[string]any)["body"] = "1"
 				det := r["detail"].(map[string]any)
 				det["journal"] = det["journal"].([]any)[:1]
