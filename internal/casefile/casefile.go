@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -217,13 +216,12 @@ func LoadDir(dir string, schemas *strict.Schemas) ([]Case, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read cases: %w", err)
 	}
-	var names []string
+	var names []string // in file-name order, as os.ReadDir returns them
 	for _, e := range entries {
 		if strings.HasSuffix(e.Name(), ".json") {
 			names = append(names, e.Name())
 		}
 	}
-	sort.Strings(names)
 	if len(names) == 0 {
 		return nil, fmt.Errorf("read cases: no *.json files in %s", dir)
 	}
@@ -488,10 +486,7 @@ func headerValue(v string) error {
 // that is up, name one the case does not run, or spread a concurrent step
 // across one replica: mistakes named at load time, not as a broken run.
 func (c Case) checkReplicas() error {
-	up := make([]bool, c.Replicas)
-	for i := range up {
-		up[i] = true
-	}
+	down := make([]bool, c.Replicas) // every replica starts up
 	for i, s := range c.Steps {
 		at := fmt.Sprintf("/steps/%d", i)
 		var err error
@@ -499,22 +494,22 @@ func (c Case) checkReplicas() error {
 		case s.Concurrent != nil && s.Concurrent.AcrossReplicas && c.Replicas < 2:
 			err = fmt.Errorf("%s/concurrent/across_replicas: the case runs one replica", at)
 		case s.Restart != nil:
-			if err = c.validReplica(at+"/restart/replica", s.Restart.Replica); err == nil && !up[s.Restart.Replica] {
+			if err = c.validReplica(at+"/restart/replica", s.Restart.Replica); err == nil && down[s.Restart.Replica] {
 				err = fmt.Errorf("%s/restart: replica %d is already stopped (use start)", at, s.Restart.Replica)
 			}
 		case s.Stop != nil:
-			if err = c.validReplica(at+"/stop/replica", s.Stop.Replica); err == nil && !up[s.Stop.Replica] {
+			if err = c.validReplica(at+"/stop/replica", s.Stop.Replica); err == nil && down[s.Stop.Replica] {
 				err = fmt.Errorf("%s/stop: replica %d is already stopped", at, s.Stop.Replica)
 			}
 			if err == nil {
-				up[s.Stop.Replica] = false
+				down[s.Stop.Replica] = true
 			}
 		case s.Start != nil:
-			if err = c.validReplica(at+"/start/replica", s.Start.Replica); err == nil && up[s.Start.Replica] {
+			if err = c.validReplica(at+"/start/replica", s.Start.Replica); err == nil && !down[s.Start.Replica] {
 				err = fmt.Errorf("%s/start: replica %d is already running", at, s.Start.Replica)
 			}
 			if err == nil {
-				up[s.Start.Replica] = true
+				down[s.Start.Replica] = false
 			}
 		}
 		if err != nil {
