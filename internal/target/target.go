@@ -270,11 +270,8 @@ func (f *file) newTarget() *Target {
 		Versions: f.Versions,
 		Start: Start{Argv: f.Start.Argv, Env: f.Start.Env, ReadyHTTP: f.Start.Ready.HTTP,
 			ReadyWithin: DefaultReadyWithin, StopGrace: DefaultStopGrace},
-		Request: Request{Method: f.Request.Method, Path: f.Request.Path, KeyHeader: f.Request.KeyHeader, ContentType: "text/plain",
+		Request: Request{Method: cmp.Or(f.Request.Method, "POST"), Path: f.Request.Path, KeyHeader: f.Request.KeyHeader, ContentType: "text/plain",
 			KeyFormat: cmp.Or(f.Request.KeyFormat, KeyVerbatim)},
-	}
-	if t.Request.Method == "" {
-		t.Request.Method = "POST"
 	}
 	if f.Request.ContentType != nil {
 		t.Request.ContentType = *f.Request.ContentType
