@@ -500,10 +500,7 @@ func (s *Store) applyOne(st *[len(statements)]*sql.Stmt, p *pending, savepoints 
 	if _, rerr := st[release].Exec(); rerr != nil {
 		return store.Result{}, &txError{fmt.Errorf("durable store %s: release savepoint: %w", s.path, rerr)}
 	}
-	if err != nil {
-		return store.Result{}, err
-	}
-	return store.Result{Value: value}, nil
+	return store.Result{Value: value}, err
 }
 
 // effect runs the intent's writes: the effect, the hook, the key's row.

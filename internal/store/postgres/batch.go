@@ -284,12 +284,7 @@ func (t *txn) fail(what string, err error) error { return t.s.failConn(t.conn, w
 // order, waiting at most tryTimeout for a held key; if it fails, each key
 // is claimed by itself (claimEach).
 func (t *txn) claimBatch(ms []*member) error {
-	var keyed []*member
-	for _, m := range ms {
-		if m.keyed() {
-			keyed = append(keyed, m)
-		}
-	}
+	keyed := slices.DeleteFunc(slices.Clone(ms), func(m *member) bool { return !m.keyed() })
 	if len(keyed) == 0 {
 		return nil
 	}

@@ -186,11 +186,11 @@ func Open(ctx context.Context, dsn string, capacity int, wait time.Duration) (*S
 	name := redact.DSN(dsn)
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		var pce *pgconn.ParseConfigError
-		if errors.As(err, &pce) && errors.Unwrap(pce) != nil {
-			err = errors.Unwrap(pce)
-		} else if errors.As(err, &pce) {
-			err = errors.New("cannot parse the DSN")
+		if pce, ok := errors.AsType[*pgconn.ParseConfigError](err); ok {
+			// pce's text quotes the DSN (its password masked only at best).
+			if err = errors.Unwrap(pce); err == nil {
+				err = errors.New("cannot parse the DSN")
+			}
 		}
 		return nil, fmt.Errorf("postgres store %s: %w", name, err)
 	}
