@@ -361,7 +361,9 @@ func (x *exchange) forward(req *request, route Route) {
 			defer disarm()
 		}
 	}
-	up, err := x.dialUpstream()
+	dialCtx, dialCancel := context.WithTimeout(x.ctx, DialTimeout)
+	up, err := new(net.Dialer).DialContext(dialCtx, "tcp", x.p.upstream.Load().(string))
+	dialCancel()
 	if err != nil {
 		x.ex.Err = "dial upstream: " + err.Error()
 		return
@@ -440,14 +442,6 @@ func (x *exchange) delay(w *waiter, d time.Duration) bool {
 	default:
 	}
 	return true
-}
-
-// dialUpstream opens a fresh connection to the replica, within
-// DialTimeout.
-func (x *exchange) dialUpstream() (net.Conn, error) {
-	dialCtx, dialCancel := context.WithTimeout(x.ctx, DialTimeout)
-	defer dialCancel()
-	return new(net.Dialer).DialContext(dialCtx, "tcp", x.p.upstream.Load().(string))
 }
 
 // awaitReply runs roundTrip with the replica in a goroutine and waits for
