@@ -55,6 +55,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -291,18 +292,8 @@ func (s *Sink) Arm(replica int, body []byte, a Action) (disarm func()) {
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.arms[replica] = remove(s.arms[replica], ar)
+		s.arms[replica] = slices.DeleteFunc(s.arms[replica], func(x *arm) bool { return x == ar })
 	}
-}
-
-// remove returns arms without ar (unchanged if ar is not in it).
-func remove(arms []*arm, ar *arm) []*arm {
-	for i, x := range arms {
-		if x == ar {
-			return append(arms[:i:i], arms[i+1:]...)
-		}
-	}
-	return arms
 }
 
 // take removes and returns the first arm of replica matching body, or
@@ -310,9 +301,9 @@ func remove(arms []*arm, ar *arm) []*arm {
 func (s *Sink) take(replica int, body []byte) (Action, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, ar := range s.arms[replica] {
+	for i, ar := range s.arms[replica] {
 		if bytes.Equal(ar.body, body) {
-			s.arms[replica] = remove(s.arms[replica], ar)
+			s.arms[replica] = slices.Delete(s.arms[replica], i, i+1)
 			return ar.action, true
 		}
 	}
