@@ -975,7 +975,7 @@ func (h *chaosHistory) check(crashCode int64) chaosCheck {
 	slices.SortFunc(order, func(x, y int32) int { return cmp.Compare(h.intents.at(x).number, h.intents.at(y).number) })
 	tally := j.intents(order)
 	values, perPlace := j.acks(placeOf)
-	for _, pl := range sortedInts(perPlace) {
+	for _, pl := range sortedKeys(perPlace) {
 		j.valueOrder(pl, perPlace[pl], values)
 		delete(perPlace, pl)
 	}
@@ -1148,7 +1148,7 @@ func (j *chaosJudge) valueOrder(pl int64, byStart []int32, values []int64) {
 			}
 		}
 	}
-	for _, k := range sortedInts(smallest) {
+	for _, k := range sortedKeys(smallest) {
 		x, b := byEnd[k], smallest[k]
 		j.addf("value_order", ack(b).intent, "place %d: attempt %d began at %d µs and got value %d, but intent %d was acknowledged value %d at %d µs, before it began",
 			pl, ack(b).attempt, ack(b).start, values[b], number(x), values[x], ack(x).end)
@@ -1503,13 +1503,4 @@ func nearestRank(sorted []int64, p int) int64 {
 	}
 	rank := (p*len(sorted) + 99) / 100
 	return sorted[max(rank, 1)-1]
-}
-
-func sortedInts[K int | int64, V any](m map[K]V) []K {
-	out := make([]K, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

@@ -71,7 +71,7 @@ func newTimeline(h *chaosHistory, c chaosCheck) *timeline {
 	if h.timed {
 		t.end = max(t.end, h.effectEndUS)
 	}
-	t.topMS, t.stepMS = tlTicks((t.end+999)/1000, 10)
+	t.topMS, t.stepMS = axis(max((t.end+999)/1000, 1), 10)
 	t.yMarks = tlHeader + tlLegend
 	t.yReplicas = t.yMarks + tlMarks
 	t.yClients = t.yReplicas + int64(h.replicas)*tlReplica
@@ -188,10 +188,7 @@ func (t *timeline) svg() []byte {
 // verdict a reader looks for first.
 func (t *timeline) header(b *strings.Builder) {
 	h, c := t.h, t.c
-	what := "store " + h.store
-	if h.target != "" {
-		what = "target " + h.target
-	}
+	what := chaosSubject{store: h.store, target: h.target}.String()
 	put(b, `<text x="%d" y="22" font-size="17" font-weight="bold">chaos on %s</text>`, tlLeft, xmlText(what))
 	claims := "keys in memory, not shared"
 	switch {
@@ -372,20 +369,6 @@ func (t *timeline) listing(b *strings.Builder) {
 	}
 	if t.marks > int64(len(t.listed)) {
 		put(b, `<text x="%d" y="%d">... and %d more (chaos.json lists them)</text>`, tlLeft, t.yFoot+12+int64(len(t.listed)+1)*tlFoot, t.marks-int64(len(t.listed)))
-	}
-}
-
-// tlTicks returns the smallest axis top ≥ max(v, 1) whose step (1, 2 or 5
-// times a power of ten) divides it into at most ticks steps.
-func tlTicks(v, ticks int64) (top, step int64) {
-	v = max(v, 1)
-	for mag := int64(1); ; mag *= 10 {
-		for _, m := range []int64{1, 2, 5} {
-			step = m * mag
-			if k := (v + step - 1) / step; k <= ticks {
-				return k * step, step
-			}
-		}
 	}
 }
 

@@ -382,10 +382,11 @@ func drawPanel(line func(string, ...any), s stormmodel.Strategy, bucket, y0 int)
 }
 
 // axis returns the smallest axis top ≥ v whose step, 1, 2 or 5 times a
-// power of ten, divides it into at most ticks steps.
-func axis(v, ticks int) (top, step int) {
-	for mag := 1; ; mag *= 10 {
-		for _, m := range []int{1, 2, 5} {
+// power of ten, divides it into at most ticks steps (jitter.svg's axes and
+// the chaos timelines').
+func axis[T int | int64](v, ticks T) (top, step T) {
+	for mag := T(1); ; mag *= 10 {
+		for _, m := range []T{1, 2, 5} {
 			step = m * mag
 			if k := (v + step - 1) / step; k <= ticks {
 				return k * step, step

@@ -150,9 +150,10 @@ func mismatchLines(ms []mismatch) []string {
 	return out
 }
 
-// verdictWord is REPORT.md's word for a run with these mismatches.
-func verdictWord(ms []mismatch) string {
-	if len(ms) == 0 {
+// verdictWord is REPORT.md's word for a run that matches its case's
+// expectation, or not.
+func verdictWord(matches bool) string {
+	if matches {
 		return "matches"
 	}
 	return "MISMATCH"
@@ -209,7 +210,7 @@ func reportText(cases []*Case, stores []string, runs map[runKey]map[string]any, 
 		fmt.Fprintf(&b, "| %s |", c.Name)
 		for _, s := range stores {
 			k := runKey{c.Name, s}
-			fmt.Fprintf(&b, " %s, %s |", gridCell(runs[k]["counter"], runs[k]["ledger_counter"]), verdictWord(verdicts[k]))
+			fmt.Fprintf(&b, " %s, %s |", gridCell(runs[k]["counter"], runs[k]["ledger_counter"]), verdictWord(len(verdicts[k]) == 0))
 		}
 		b.WriteString("\n")
 	}
@@ -220,7 +221,7 @@ func reportText(cases []*Case, stores []string, runs map[runKey]map[string]any, 
 			x, run := c.Expect[s], runs[k]
 			codes, _ := run["exit_codes"].([]any)
 			fmt.Fprintf(&b, "| %s | %s | %s, exits %s | %s, exits %s | %s |\n",
-				c.Name, s, effectsText(x.Counter, x.Ledger), goList(x.ExitCodes), effectsText(run["counter"], run["ledger_counter"]), goList(codes), verdictWord(verdicts[k]))
+				c.Name, s, effectsText(x.Counter, x.Ledger), goList(x.ExitCodes), effectsText(run["counter"], run["ledger_counter"]), goList(codes), verdictWord(len(verdicts[k]) == 0))
 		}
 	}
 	for _, c := range cases {
@@ -228,7 +229,7 @@ func reportText(cases []*Case, stores []string, runs map[runKey]map[string]any, 
 		for _, s := range stores {
 			k := runKey{c.Name, s}
 			run := runs[k]
-			fmt.Fprintf(&b, "\n### %s: %s, %s\n\n", s, effectsText(run["counter"], run["ledger_counter"]), verdictWord(verdicts[k]))
+			fmt.Fprintf(&b, "\n### %s: %s, %s\n\n", s, effectsText(run["counter"], run["ledger_counter"]), verdictWord(len(verdicts[k]) == 0))
 			for _, line := range mismatchLines(verdicts[k]) {
 				fmt.Fprintf(&b, "- %s\n", mdText(line))
 			}
@@ -382,10 +383,7 @@ func (a *auditor) summaryText() string {
 		}
 	}
 	for _, c := range a.chaosVerdicts {
-		what := "store " + c.Store
-		if c.Target != "" {
-			what = "target " + c.Target
-		}
+		what := chaosSubject{store: c.Store, target: c.Target}.String()
 		if c.NotRun != "" {
 			fmt.Fprintf(&b, "\nchaos on %s: not run: %s\n", what, c.NotRun)
 			continue
@@ -427,11 +425,7 @@ func (a *auditor) storesSummary(b *strings.Builder) {
 				continue
 			}
 			v := a.storeVerdicts[i]
-			word := "matches"
-			if !v.Matches {
-				word = "MISMATCH"
-			}
-			fmt.Fprintf(b, "  %-20s", fmt.Sprintf("%8s  %s", v.applied, word))
+			fmt.Fprintf(b, "  %-20s", fmt.Sprintf("%8s  %s", v.applied, verdictWord(v.Matches)))
 		}
 		b.WriteString("\n")
 	}
