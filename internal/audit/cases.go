@@ -193,13 +193,7 @@ func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
 		calls, _ := em["calls"].([]any)
 		for _, call := range calls {
 			cm, _ := call.(map[string]any)
-			repeat := 1
-			if r, ok := cm["repeat"]; ok {
-				if n, err := strconv.Atoi(render(r)); err == nil && n > 0 {
-					repeat = n
-				}
-			}
-			for i := 1; i <= repeat; i++ {
+			for i := range max(int(number(cm["repeat"])), 1) {
 				var ec []ExpectedField
 				for _, f := range callFields {
 					val, ok := cm[f]
@@ -207,7 +201,7 @@ func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
 						continue
 					}
 					if b, isStr := val.(string); isStr && f == "body" {
-						val = expand(b, i-1)
+						val = expand(b, i)
 					}
 					ec = append(ec, ExpectedField{Name: f, Value: val})
 				}

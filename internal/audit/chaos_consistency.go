@@ -41,9 +41,6 @@ type chaosIssue struct {
 // chaosIssueRules orders the issues' kinds in a report.
 var chaosIssueRules = []string{"intent", "attempt_order", "schedule", "attempts", "places", "effects", "replayed", "events", "kills"}
 
-// maxIssues bounds the issues kept of one kind; the rest are counted.
-const maxIssues = 100
-
 func (h *chaosHistory) issue(rule string, intent int64, format string, args ...any) {
 	h.issues = append(h.issues, chaosIssue{rule, intent, fmt.Sprintf(format, args...)})
 }
@@ -198,10 +195,6 @@ func (h *chaosHistory) checkIntentsAndAttempts(p chaosRunParams) {
 // sink's journal) and returns each replica's place (the first that lists
 // it).
 func (h *chaosHistory) checkPlaces() map[int64]int64 {
-	store := h.store
-	if h.target != "" {
-		store = "target"
-	}
 	placeOf := map[int64]int64{}
 	for _, pl := range h.places {
 		for _, r := range pl.replicas {
@@ -210,18 +203,16 @@ func (h *chaosHistory) checkPlaces() map[int64]int64 {
 			}
 		}
 	}
-	switch store {
-	case "target":
+	shared := "the " + h.store + " store keeps one state every replica shares"
+	if h.target != "" {
+		shared = "a target's journal is its sink's, every replica's"
+	}
+	switch {
+	case h.target != "" || h.store == "durable" || h.store == "postgres":
 		if len(h.places) != 1 || len(h.places[0].replicas) != h.replicas {
-			h.issue("places", -1, "%d places (%s); a target's journal is its sink's, every replica's: one place holding replicas 0..%d",
-				len(h.places), placesText(h.places), h.replicas-1)
+			h.issue("places", -1, "%d places (%s); %s: one place holding replicas 0..%d", len(h.places), placesText(h.places), shared, h.replicas-1)
 		}
-	case "durable", "postgres":
-		if len(h.places) != 1 || len(h.places[0].replicas) != h.replicas {
-			h.issue("places", -1, "%d places (%s); the %s store keeps one state every replica shares: one place holding replicas 0..%d",
-				len(h.places), placesText(h.places), store, h.replicas-1)
-		}
-	case "volatile":
+	case h.store == "volatile":
 		if len(h.places) != h.replicas || slices.ContainsFunc(h.places, func(p chaosPlace) bool { return len(p.replicas) != 1 }) {
 			h.issue("places", -1, "%d places (%s); the volatile store keeps each replica's state apart: %d places of one replica each",
 				len(h.places), placesText(h.places), h.replicas)

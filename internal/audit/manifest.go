@@ -65,9 +65,7 @@ var (
 // unless -allow-mutation; then the protocol, the commit and the build.
 func (a *auditor) checkManifest() {
 	m := a.manifest
-	fail := func(field, format string, args ...any) {
-		a.fail(Failure{Check: CheckManifest, Field: field, Message: "manifest.json: " + field + ": " + fmt.Sprintf(format, args...)})
-	}
+	fail := a.manifestFail
 	a.check()
 	if s, ok := str(m, "generated_utc"); ok && !generated.MatchString(s) || !validTime(s) {
 		fail("generated_utc", "%q is not a UTC time (YYYY-MM-DDTHH:MM:SSZ)", s)
@@ -113,6 +111,11 @@ func (a *auditor) checkManifest() {
 	a.checkProtocol()
 	a.checkCommit()
 	a.checkServerBuild()
+}
+
+// manifestFail records a failed check of manifest.json's field.
+func (a *auditor) manifestFail(field, format string, args ...any) {
+	a.fail(Failure{Check: CheckManifest, Field: field, Message: "manifest.json: " + field + ": " + fmt.Sprintf(format, args...)})
 }
 
 // checkProtocol compares manifest.protocol with ProtocolDir and ownProtocol.
@@ -279,10 +282,10 @@ func evalConst(e ast.Expr, env map[string]constant.Value) constant.Value {
 func (a *auditor) checkServerBuild() {
 	a.check()
 	sb, ok := a.manifest["server_build"].(map[string]any)
+	prebuilt, _ := sb["prebuilt"].(bool)
 	if !ok {
 		a.note("manifest.json has no server_build: the server's build flags were not recorded (evidence from before the runner pinned them)")
 	} else {
-		prebuilt, _ := sb["prebuilt"].(bool)
 		for _, f := range []struct {
 			field string
 			want  []string
@@ -300,7 +303,6 @@ func (a *auditor) checkServerBuild() {
 			a.failf(CheckManifest, "manifest.json: server_build.package: expected %q, observed %q", ServerPackage, p)
 		}
 	}
-	prebuilt, _ := sb["prebuilt"].(bool)
 	want, _ := str(a.manifest, "server_sha256")
 	if !a.opts.Rebuild {
 		if prebuilt {

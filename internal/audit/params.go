@@ -59,10 +59,7 @@ func (a *auditor) readFlags() {
 	raw := mapOf(a.manifest, "flags")
 	sel, _ := a.manifest["selection"].(map[string]any)
 	selected := stringList(sel, "experiments")
-	fail := func(name, format string, args ...any) {
-		a.fail(Failure{Check: CheckManifest, Field: "flags." + name,
-			Message: "manifest.json: flags." + name + ": " + fmt.Sprintf(format, args...)})
-	}
+	fail := func(name, format string, args ...any) { a.manifestFail("flags."+name, format, args...) }
 	for _, name := range sortedKeys(raw) {
 		a.check()
 		s, _ := raw[name].(string)

@@ -13,10 +13,7 @@ import (
 // and for a target that ran, its lock file pins the libraries. A folder
 // outside the checkout (dir empty) is not read: a note says so.
 func (a *auditor) checkTargetFolder(name string, tm map[string]any, spec *targetSpec, targetJSON []byte) {
-	fail := func(field, format string, args ...any) {
-		a.fail(Failure{Check: CheckTarget, Target: name, Field: field,
-			Message: fmt.Sprintf("targets.json: target %s: %s: ", name, field) + fmt.Sprintf(format, args...)})
-	}
+	fail := func(field, format string, args ...any) { a.targetFail(CheckTarget, name, field, format, args...) }
 	dir, _ := str(tm, "dir")
 	if dir == "" {
 		a.note(fmt.Sprintf("target %s ran from a folder outside the checkout (dir empty): its target.json, folder digest and library versions were not re-read", name))

@@ -118,19 +118,15 @@ func namesOf(list []any, key string) []string {
 // when its target.json cannot be read.
 func (a *auditor) checkTarget(tm map[string]any, results map[string]any) *targetView {
 	name, _ := str(tm, "name")
-	fail := func(check Check, field, format string, args ...any) {
-		a.fail(Failure{Check: check, Target: name, Field: field,
-			Message: fmt.Sprintf("targets.json: target %s: %s: ", name, field) + fmt.Sprintf(format, args...)})
-	}
 	targetJSON, _ := str(tm, "target_json")
 	a.check()
 	spec, err := a.schemas.readTargetSpec([]byte(targetJSON))
 	if err != nil {
-		fail(CheckSchema, "target_json", "not a valid target.json: %v", err)
+		a.targetFail(CheckSchema, name, "target_json", "not a valid target.json: %v", err)
 		return nil
 	}
 	if spec.name != name {
-		fail(CheckTarget, "target_json", "names the target %q", spec.name)
+		a.targetFail(CheckTarget, name, "target_json", "names the target %q", spec.name)
 	}
 	v := &targetView{name: name, summary: spec.summary, spec: spec}
 	v.libraries, _ = tm["libraries"].([]any)
@@ -143,10 +139,10 @@ func (a *auditor) checkTarget(tm map[string]any, results map[string]any) *target
 		a.report.TargetsSkipped++
 		a.check()
 		if len(runs) > 0 {
-			fail(CheckTarget, "runs", "%d, but the target was skipped (%s): a skipped target runs no case", len(runs), v.skipped)
+			a.targetFail(CheckTarget, name, "runs", "%d, but the target was skipped (%s): a skipped target runs no case", len(runs), v.skipped)
 		}
 		if len(v.libraries) > 0 || v.runtime != "" {
-			fail(CheckTarget, "libraries, runtime", "%s, %q, but the target was skipped: its versions are not read", render(v.libraries), v.runtime)
+			a.targetFail(CheckTarget, name, "libraries, runtime", "%s, %q, but the target was skipped: its versions are not read", render(v.libraries), v.runtime)
 		}
 		a.note(fmt.Sprintf("target %s was skipped here (%s): none of its cases ran, and nothing about it can be proved from this folder", name, v.skipped))
 		return v
@@ -158,7 +154,7 @@ func (a *auditor) checkTarget(tm map[string]any, results map[string]any) *target
 	got := namesOf(runs, "case")
 	a.check()
 	if !slices.Equal(want, got) {
-		fail(CheckTarget, "runs", "expected one per case of manifest.json selection.cases, in its order (%d), observed %d: %s",
+		a.targetFail(CheckTarget, name, "runs", "expected one per case of manifest.json selection.cases, in its order (%d), observed %d: %s",
 			len(want), len(got), firstDiffOf("runs", want, got))
 	}
 	for i, r := range runs {
@@ -172,6 +168,12 @@ func (a *auditor) checkTarget(tm map[string]any, results map[string]any) *target
 		v.runs = append(v.runs, run)
 	}
 	return v
+}
+
+// targetFail records a failed check of target name's field in targets.json.
+func (a *auditor) targetFail(check Check, name, field, format string, args ...any) {
+	a.fail(Failure{Check: check, Target: name, Field: field,
+		Message: fmt.Sprintf("targets.json: target %s: %s: ", name, field) + fmt.Sprintf(format, args...)})
 }
 
 // recordedRun is a run as targets.json records it, not yet judged.
