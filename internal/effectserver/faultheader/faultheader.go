@@ -79,16 +79,6 @@ func echo(v string) string {
 // A builder makes the Fault for one name from what followed "=", if any.
 type builder func(arg string, hasArg bool) (Fault, error)
 
-var vocabulary = map[protocol.Fault]builder{}
-
-// register adds name to the vocabulary; a second registration panics.
-func register(name protocol.Fault, b builder) {
-	if _, dup := vocabulary[name]; dup {
-		panic("faultheader: fault " + string(name) + " registered twice")
-	}
-	vocabulary[name] = b
-}
-
 // fixed returns a builder for a fault that takes no argument.
 func fixed(f Fault) builder {
 	return func(arg string, hasArg bool) (Fault, error) {
@@ -127,19 +117,20 @@ func millis(arg string, hasArg bool) (time.Duration, error) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
-func init() {
-	register(protocol.FaultDropReply, fixed(Fault{DropReply: true}))
-	register(protocol.FaultSlow, fixed(Fault{Delay: protocol.SlowDelay}))
-	register(protocol.FaultDelay, delay)
-	register(protocol.FaultStall, stall)
-	register(protocol.FaultCrashBeforeEffect, fixed(Fault{Crash: BeforeEffect}))
-	register(protocol.FaultCrashAfterEffect, fixed(Fault{Crash: AfterEffect}))
-	register(protocol.FaultCrashAfterRecord, fixed(Fault{Crash: AfterRecord}))
-	register(protocol.FaultCrashAfterClaim, fixed(Fault{Crash: AfterClaim}))
-	register(protocol.FaultCrashAfterDownstream, fixed(Fault{Crash: AfterDownstream}))
-	register(protocol.FaultDropDownstreamReply, fixed(Fault{DropDownstreamReply: true}))
-	register(protocol.FaultFailEffect, fixed(Fault{Fail: BeforeEffect}))
-	register(protocol.FaultFailAfterEffect, fixed(Fault{Fail: AfterEffect}))
+// vocabulary is every fault's builder; the compiler refuses a name listed twice.
+var vocabulary = map[protocol.Fault]builder{
+	protocol.FaultDropReply:            fixed(Fault{DropReply: true}),
+	protocol.FaultSlow:                 fixed(Fault{Delay: protocol.SlowDelay}),
+	protocol.FaultDelay:                delay,
+	protocol.FaultStall:                stall,
+	protocol.FaultCrashBeforeEffect:    fixed(Fault{Crash: BeforeEffect}),
+	protocol.FaultCrashAfterEffect:     fixed(Fault{Crash: AfterEffect}),
+	protocol.FaultCrashAfterRecord:     fixed(Fault{Crash: AfterRecord}),
+	protocol.FaultCrashAfterClaim:      fixed(Fault{Crash: AfterClaim}),
+	protocol.FaultCrashAfterDownstream: fixed(Fault{Crash: AfterDownstream}),
+	protocol.FaultDropDownstreamReply:  fixed(Fault{DropDownstreamReply: true}),
+	protocol.FaultFailEffect:           fixed(Fault{Fail: BeforeEffect}),
+	protocol.FaultFailAfterEffect:      fixed(Fault{Fail: AfterEffect}),
 }
 
 // Names returns the registered fault names, sorted.

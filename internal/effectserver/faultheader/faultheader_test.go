@@ -104,16 +104,6 @@ func TestNames(t *testing.T) {
 	}
 }
 
-// Ensure registering a name twice is treated as a programmer error.
-func TestRegisterTwicePanics(t *testing.T) {
-	defer func() {
-		if recover() == nil {
-			t.Fatal("register(slow) a second time did not panic")
-		}
-	}()
-	register("slow", fixed(Fault{}))
-}
-
 // Ensure exactly the downstream mode's faults say they need a downstream.
 func TestDownstream(t *testing.T) {
 	for in, want := range map[string]bool{
