@@ -37,12 +37,10 @@ func Flags(fs *flag.FlagSet, names []string, note func(f *flag.Flag) string) str
 		case "string", "value":
 			arg = "NAME"
 		}
-		switch bf, _ := f.Value.(interface{ IsBoolFlag() bool }); {
-		case bf != nil && bf.IsBoolFlag() && arg != "":
-			head += "=" + arg
-		case bf != nil && bf.IsBoolFlag():
-		default:
+		if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !bf.IsBoolFlag() {
 			head += " " + arg
+		} else if arg != "" {
+			head += "=" + arg
 		}
 		var extra []string
 		if note != nil {
