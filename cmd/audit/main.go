@@ -31,8 +31,8 @@ import (
 	"idemlab/internal/flaghelp"
 )
 
-const usage = `usage: audit [-json] [-root DIR] [-case NAME] [-store NAME] [-allow-dirty] [-allow-mutation] [-rebuild] [-verify-key PUBFILE] [EVIDENCE_DIR]
-       audit -write [-sign KEYFILE] [-json] [-root DIR] [-case NAME] [-store NAME] [-allow-dirty] [-allow-mutation] [EVIDENCE_DIR]
+const usage = `usage: audit [-json] [-root DIR] [-case NAME] [-store NAME] [-allow-dirty] [-allow-mutation] [-rebuild] [-verify-key PUBFILE] [-gate] [-strict] [-junit FILE] [EVIDENCE_DIR]
+       audit -write [-sign KEYFILE] [-json] [-root DIR] [-case NAME] [-store NAME] [-allow-dirty] [-allow-mutation] [-gate] [-strict] [-junit FILE] [EVIDENCE_DIR]
        audit -reproduce [-runs N] [-from DIR,...] [-json] [-root DIR] [-allow-dirty] [-allow-mutation] [-verify-key PUBFILE] [EVIDENCE_DIR]
        audit [-root DIR] -compare DIR_A DIR_B
 `
@@ -74,6 +74,13 @@ them: outside [min/4 - 5, 4*max + 5] of the re-runs. Each re-run is audited
 again too. On the committed evidence, -runs 3 takes about two minutes on
 2 cores with a warm build cache (docs/evidence-and-audit.md).
 
+-gate makes the verdicts a CI gate (docs/ci.md): once the audit passes, it
+lists every judged run on a target that shows a safety violation (a case, or
+a chaos run breaking a rule its claims promise) and exits 6 if there is one;
+with -strict a limitation (a finding the target's claims excuse) fails it
+too. -junit writes the verdicts as a JUnit XML report to FILE once the audit
+passes (strict as -strict).
+
 %s
 Exit status:
   0  the audit passed; with -reproduce, it reproduced; with -compare, the
@@ -88,6 +95,8 @@ Exit status:
   3  with -reproduce: the lab could not be run as recorded (the runner did
      not build or broke, the selection is not one runner invocation, or the
      re-run selected other than the recorded)
+  6  the audit passed, but with -gate a judged run on a target shows a
+     safety violation (with -strict, a limitation too)
 `
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
@@ -113,6 +122,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		reproduce     = fs.Bool("reproduce", false, "run the lab again as the evidence records and check that its claims hold on fresh observations")
 		runs          = fs.Int("runs", 3, fmt.Sprintf("with -reproduce, observations of the non-deterministic experiments, `N` in 1..%d", audit.MaxRuns))
 		from          = fs.String("from", "", "with -reproduce, judge these re-run folders instead of running the lab: `DIR,...`, the first a whole run of the recorded selection, the others runs of its non-deterministic experiments")
+		gate          = fs.Bool("gate", false, "exit 6 when the audit passes but a judged run on a target shows a safety violation")
+		strict        = fs.Bool("strict", false, "with -gate or -junit, a limitation fails too")
+		junitFile     = fs.String("junit", "", "once the audit passes, write its verdicts as a JUnit XML report to `FILE`")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -125,6 +137,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if *compare {
 		return runCompare(given, fs.Args(), stdout, stderr)
+	}
+	if *strict && !*gate && *junitFile == "" {
+		return usageError(stderr, "-strict goes with -gate or -junit")
 	}
 	if fs.NArg() > 1 {
 		return usageError(stderr, "at most one evidence folder")
@@ -140,6 +155,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return usageError(stderr, "-write writes what the audit derives: no -reproduce, -rebuild or -verify-key (audit the folder again for those)")
 	case *reproduce && (*only != "" || *store != "" || *rebuild):
 		return usageError(stderr, "-reproduce re-runs the whole recorded selection: no -case, -store or -rebuild (the re-run builds the server from the checkout itself)")
+	case *reproduce && (*gate || *junitFile != ""):
+		return usageError(stderr, "-gate and -junit judge one evidence folder: not with -reproduce")
 	case *reproduce && (*runs < 1 || *runs > audit.MaxRuns):
 		return usageError(stderr, fmt.Sprintf("-runs %d: want 1..%d", *runs, audit.MaxRuns))
 	case *reproduce:
@@ -153,7 +170,48 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return auditError(stderr, *root, err)
 	}
-	return writeVerdict(r.WriteText, r.WriteJSON, r.Pass, *asJSON, stdout, stderr)
+	if code := writeVerdict(r.WriteText, r.WriteJSON, r.Pass, *asJSON, stdout, stderr); code != 0 {
+		return code
+	}
+	return judgeGate(r, gateOptions{gate: *gate, strict: *strict, junit: *junitFile, asJSON: *asJSON}, stdout, stderr)
+}
+
+// gateOptions are what a CI gate asks of a passing audit.
+type gateOptions struct {
+	gate, strict, asJSON bool
+	junit                string
+}
+
+// judgeGate writes the JUnit report and applies the gate to a passing
+// audit's verdicts; it returns 6 when the gate fails, 2 when the report
+// cannot be written.
+func judgeGate(r *audit.Report, o gateOptions, stdout, stderr io.Writer) int {
+	if o.junit != "" {
+		data, err := r.JUnit(o.strict)
+		if err == nil {
+			err = os.WriteFile(o.junit, data, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "audit: -junit %s: %v\n", o.junit, err)
+			return 2
+		}
+	}
+	if !o.gate {
+		return 0
+	}
+	g := r.Gate(o.strict)
+	if !g.Failed() {
+		return 0
+	}
+	out := stdout
+	if o.asJSON {
+		out = stderr // stdout holds the one JSON object
+	}
+	fmt.Fprintf(out, "GATE: failed by %d judged run(s) on targets:\n", len(g.Failures))
+	for _, f := range g.Failures {
+		fmt.Fprintf(out, "  %s\n", f)
+	}
+	return 6
 }
 
 // runCompare runs audit -compare DIR_A DIR_B and returns its exit status.

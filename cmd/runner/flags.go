@@ -112,7 +112,7 @@ var groups = []struct {
 	title string
 	flags []string
 }{
-	{"Flags:", []string{"out", "store", "target", "case", "experiment", "unsafe-registry", "server", "pg-dsn", "seed", "sign"}},
+	{"Flags:", []string{"out", "store", "target", "case", "experiment", "unsafe-registry", "server", "pg-dsn", "seed", "sign", "junit", "strict"}},
 	{"The retries experiment's knobs:", []string{"intents", "drop-percent", "timeout-ms", "attempts", "workers", "deadline-ms"}},
 	{"The chaos experiment's knobs:", []string{"duration", "clients", "replicas"}},
 }
@@ -150,6 +150,8 @@ func newFlags(o *runner.Options) *flag.FlagSet {
 	fs.StringVar(&o.PostgresDSN, "pg-dsn", "", "run the postgres store on the existing server this `URL` names instead of a throwaway cluster the runner starts: its user must create databases (one per run, dropped after it; a later run drops those of a runner that died, see README); its password is never printed")
 	fs.Uint64Var(&o.Seed, "seed", 1, "the retries and chaos experiments' seed")
 	fs.StringVar(&o.SignKey, "sign", "", "also write the statement as a DSSE envelope signed with the ed25519 private key in `KEYFILE` (an OpenSSH key without a passphrase, or PKCS #8 PEM): it says who ran it, not that the run was honest (audit -verify-key checks it)")
+	fs.StringVar(&o.JUnit, "junit", "", "once the audit passes, also write its verdicts as a JUnit XML report to `FILE` (outside the evidence folder): a testcase per case on each target and store (docs/ci.md)")
+	fs.BoolVar(&o.Strict, "strict", false, "with -target, a limitation (a finding the target's claims excuse) fails the run too (exit 6), and fails its case in the -junit report")
 	fs.IntVar(&o.Intents, "intents", runner.DefaultIntents, "intents per row")
 	o.Retries = retries.Default
 	fs.IntVar(&o.Retries.DropPercent, "drop-percent", retries.Default.DropPercent, "the chance, in %, that the client drops an attempt before sending it")

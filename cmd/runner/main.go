@@ -20,7 +20,7 @@ import (
 )
 
 const usageHead = `usage: runner [-out DIR] [-store NAME] [-case NAME] [-server PATH] [-pg-dsn URL]
-       runner -target NAME|DIR [-target ...] [-case NAME] [-out DIR]
+       runner -target NAME|DIR [-target ...] [-case NAME] [-out DIR] [-junit FILE] [-strict]
        runner -experiment retries [-seed N] [-intents N] [-drop-percent N]
               [-timeout-ms N] [-attempts N] [-workers N] [-deadline-ms N]
        runner -experiment chaos [-store NAME] [-target NAME|DIR] [-seed N] [-duration D]
@@ -54,6 +54,9 @@ Exit status:
      wrote no evidence
   5  interrupted (SIGINT or SIGTERM) while the audit ran: the evidence
      folder was written but not audited (run audit on it, or run again)
+  6  with -target: the audit passed, and a judged run on a target shows a
+     safety violation (with -strict, a limitation too); the runner lists
+     them (docs/ci.md)
 `
 
 // usage is the help: the synopsis, the flags rendered from fs, the exits.
@@ -98,6 +101,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case errors.Is(err, runner.ErrInterrupted):
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return 4
+	case errors.Is(err, runner.ErrViolations):
+		fmt.Fprintf(stderr, "runner: the audit passed, but %v (listed above)\n", err)
+		return 6
 	case errors.Is(err, runner.ErrAuditFailed):
 		fmt.Fprintln(stderr, "runner: the audit failed")
 		return 1

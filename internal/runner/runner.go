@@ -60,6 +60,8 @@ type Options struct {
 	// StoresGiven.
 	Targets []string
 	SignKey string // an ed25519 private key file: the audit then signs its statement (audit -sign)
+	JUnit   string // once the audit passes, it writes its verdicts as a JUnit XML report here (audit -junit)
+	Strict  bool   // a limitation fails the gate (-target) and the JUnit report too (audit -strict)
 	Stdout  io.Writer
 	Stderr  io.Writer
 }
@@ -110,6 +112,12 @@ func (o Options) check() error {
 			}
 		}
 	}
+	if o.Strict && len(o.Targets) == 0 && o.JUnit == "" {
+		return &UsageError{errors.New("-strict goes with -target or -junit: it makes a limitation fail the gate and the report")}
+	}
+	if o.JUnit != "" && o.Out != "" && checkoutDir(o.Out, o.JUnit) != "" {
+		return &UsageError{fmt.Errorf("-junit %s: inside the evidence folder -out %s, which holds only what the runner and the audit write", o.JUnit, o.Out)}
+	}
 	if o.PostgresDSN != "" {
 		if err := pgcluster.CheckDSN(o.PostgresDSN); err != nil {
 			return &UsageError{fmt.Errorf("-pg-dsn: %w", err)}
@@ -142,6 +150,9 @@ const parallel = 16
 var (
 	// ErrAuditFailed: the evidence was written and the audit rejected it.
 	ErrAuditFailed = errors.New("audit failed")
+	// ErrViolations: the audit passed, and a judged run on a -target
+	// shows a safety violation (with Strict, a limitation too).
+	ErrViolations = errors.New("a judged run on a target fails the gate")
 	// ErrDiffers: the run passed its audit, but a deterministic file differs
 	// from the committed evidence: the sources no longer make the evidence
 	// that is committed, or a result stopped being deterministic.
@@ -522,13 +533,16 @@ func (inv *invocation) judge(ctx context.Context) error {
 		}
 		return fmt.Errorf("%s was written but not audited: %w", inv.Out, err)
 	}
-	if err := inv.audit(ctx, bin.Path); err != nil {
-		return err
+	verdict := inv.audit(ctx, bin.Path)
+	if verdict != nil && !errors.Is(verdict, ErrViolations) {
+		return verdict
 	}
-	if inv.compareWith == "" {
-		return nil
+	if inv.compareWith != "" {
+		if err := inv.compareCommitted(ctx, bin.Path); err != nil {
+			return err
+		}
 	}
-	return inv.compareCommitted(ctx, bin.Path)
+	return verdict
 }
 
 // compareCommitted compares a fresh run with the committed evidence, with
@@ -743,6 +757,15 @@ func (inv *invocation) audit(ctx context.Context, bin string) error {
 	if inv.Unsafe != protocol.Sound {
 		args = append(args, "-allow-mutation")
 	}
+	if len(inv.Targets) > 0 {
+		args = append(args, "-gate") // the user named the code under test: its verdicts are the run's
+	}
+	if inv.JUnit != "" {
+		args = append(args, "-junit", inv.JUnit)
+	}
+	if inv.Strict {
+		args = append(args, "-strict")
+	}
 	return inv.runAudit(ctx, bin, ErrAuditFailed, append(args, inv.Out)...)
 }
 
@@ -758,6 +781,8 @@ func (inv *invocation) runAudit(ctx context.Context, bin string, failed error, a
 		return nil
 	case exited && exit.ExitCode() == 1:
 		return failed
+	case exited && exit.ExitCode() == 6:
+		return ErrViolations
 	case exited && interruptedBy(exit):
 		// A Ctrl-C at the terminal reaches the audit too, maybe before
 		// the runner's own context says so.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 
 	"idemlab/internal/protocol"
 	"idemlab/internal/sink/sinktest"
+
+	"github.com/joshdk/go-junit"
 )
 
 // ownService is a payment service the lab has never seen, written here as
@@ -95,30 +98,21 @@ const ownTarget = `{
 // checkout with the service and its target.json, one runner -target DIR,
 // and the verdicts the audit the runner ran wrote (verdicts.json):
 // the service's sound behaviour passes, its deliberate bug is found and
-// named, the cases it cannot express say why, and none of its processes
-// outlives the run.
+// named (and fails the gate: ErrViolations, exit 6), the cases it cannot
+// express say why, the JUnit report lists every case as the verdicts say,
+// and none of its processes outlives the run.
 func TestYourOwnService(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "own-service")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, content := range map[string]string{"main.go": ownService, "go.mod": "module own\n\ngo 1.26\n", "target.json": ownTarget} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	build := exec.Command("go", "build", "-o", "own-service", ".")
-	build.Dir, build.Env = dir, append(os.Environ(), "GOWORK=off", "GOFLAGS=")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-
+	dir := writeOwnService(t)
 	out := filepath.Join(t.TempDir(), "evidence")
+	junitFile := filepath.Join(t.TempDir(), "junit.xml")
 	var log bytes.Buffer
 	err := Run(context.Background(), Options{Root: "../..", Out: out, Stores: protocol.Stores, Intents: DefaultIntents,
-		Targets: []string{dir}, Stdout: &log, Stderr: &log})
-	if err != nil {
-		t.Fatalf("runner -target %s: %v\n%s", dir, err, log.String())
+		Targets: []string{dir}, JUnit: junitFile, Stdout: &log, Stderr: &log})
+	if !errors.Is(err, ErrViolations) {
+		t.Fatalf("runner -target %s: %v, want %v\n%s", dir, err, ErrViolations, log.String())
+	}
+	if !strings.Contains(log.String(), "\n  target own-service, case concurrent_duplicate: violation duplicate_effect\n") {
+		t.Errorf("the runner's output does not list the run that fails the gate:\n%s", log.String())
 	}
 	sinktest.CheckNoneLeft(t, "own-service")
 
@@ -158,6 +152,7 @@ func TestYourOwnService(t *testing.T) {
 			got[r.Case] = line
 		}
 	}
+	checkJUnit(t, junitFile, got)
 	for cas, want := range map[string]string{
 		"keyed_lost_reply":     "pass",
 		"body_conflict":        "pass",
@@ -172,4 +167,85 @@ func TestYourOwnService(t *testing.T) {
 	if t.Failed() {
 		t.Logf("runner output:\n%s", log.String())
 	}
+}
+
+// writeOwnService writes and builds ownService in a folder of its own.
+func writeOwnService(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "own-service")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{"main.go": ownService, "go.mod": "module own\n\ngo 1.26\n", "target.json": ownTarget} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := exec.Command("go", "build", "-o", "own-service", ".")
+	build.Dir, build.Env = dir, append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// checkJUnit reads the JUnit report with a JUnit reader and checks it
+// lists every case of verdicts (case: "not run: ...", or the safety
+// verdict and findings) with the status a CI system would show.
+func checkJUnit(t *testing.T, file string, verdicts map[string]string) {
+	t.Helper()
+	suites, err := junit.IngestFile(file)
+	if err != nil {
+		t.Fatalf("read the JUnit report: %v", err)
+	}
+	if len(suites) != 1 || suites[0].Name != "target own-service" {
+		t.Fatalf("JUnit suites %d, want one, for target own-service", len(suites))
+	}
+	got := map[string]junit.Status{}
+	for _, tc := range suites[0].Tests {
+		got[tc.Name] = tc.Status
+	}
+	if len(got) != len(verdicts) {
+		t.Errorf("JUnit lists %d cases, the verdicts %d", len(got), len(verdicts))
+	}
+	for cas, v := range verdicts {
+		want := junit.StatusPassed
+		switch {
+		case strings.HasPrefix(v, "not run: "):
+			want = junit.StatusSkipped
+		case strings.HasPrefix(v, "violation"):
+			want = junit.StatusFailed
+		}
+		if got[cas] != want {
+			t.Errorf("JUnit %s: %q, want %q (%s)", cas, got[cas], want, v)
+		}
+	}
+}
+
+// Ensure the run's exit follows the verdicts on a -target: a violation
+// fails the gate, a sound target passes it, and a limitation fails it
+// only with Strict.
+func TestGate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the lab and runs targets")
+	}
+	own := writeOwnService(t)
+	for _, tc := range []struct {
+		target, cas string
+		strict      bool
+		want        error
+	}{
+		{own, "concurrent_duplicate", false, ErrViolations},
+		{"effectserver-durable", "concurrent_duplicate", false, nil},
+		{"effectserver-volatile", "restart_after_reply", false, nil},
+		{"effectserver-volatile", "restart_after_reply", true, ErrViolations},
+	} {
+		var log bytes.Buffer
+		err := Run(context.Background(), Options{Root: "../..", Out: filepath.Join(t.TempDir(), "evidence"), Stores: protocol.Stores,
+			Intents: DefaultIntents, Targets: []string{tc.target}, Case: tc.cas, Strict: tc.strict, Stdout: &log, Stderr: &log})
+		if !errors.Is(err, tc.want) || (err != nil) != (tc.want != nil) {
+			t.Errorf("-target %s -case %s strict %v: %v, want %v\n%s", filepath.Base(tc.target), tc.cas, tc.strict, err, tc.want, log.String())
+		}
+	}
+	sinktest.CheckNoneLeft(t, "own-service")
 }
