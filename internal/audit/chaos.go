@@ -78,17 +78,14 @@ func storeClaims(store string) chaosClaims {
 	return chaosClaims{true, true}
 }
 
-// chaosPromised reports whether claims promise, with that many replicas,
-// that rule never fires: every rule but the duplicate always; no duplicate
+// promised reports whether h's claims promise, with its replicas, that
+// rule never fires: every rule but the duplicate always; no duplicate
 // only with a durable store of keys, shared by the replicas when there are
 // several. Without, a duplicate after a restart or on another replica is
 // the design's: counted and shown.
-func chaosPromised(c chaosClaims, replicas int, rule string) bool {
-	return rule != "duplicate" || c.durable && (replicas == 1 || c.shared)
+func (h *chaosHistory) promised(rule string) bool {
+	return rule != "duplicate" || h.claims.durable && (h.replicas == 1 || h.claims.shared)
 }
-
-// promised is chaosPromised for h.
-func (h *chaosHistory) promised(rule string) bool { return chaosPromised(h.claims, h.replicas, rule) }
 
 // isStreamed reports whether checkFiles must hash the listed file p by
 // streaming it (a chaos history or its timeline, too large to hold whole:
@@ -98,8 +95,7 @@ func (a *auditor) isStreamed(p string) bool {
 	if _, _, ok := subjectOf(p); !ok {
 		return false
 	}
-	sel, _ := a.manifest["selection"].(map[string]any)
-	if !slices.Contains(stringList(sel, "experiments"), "chaos") {
+	if !slices.Contains(a.selected("experiments"), "chaos") {
 		a.fail(Failure{Check: CheckExperiment, Field: "selection.experiments",
 			Message: fmt.Sprintf("manifest.json: selection.experiments: lists no chaos, but manifest.files lists %s", p)})
 	}
@@ -389,13 +385,10 @@ func (a *auditor) checkChaosHeader(sub chaosSubject, run map[string]any, hist *c
 		a.chaosFail(sub, "seed", "%s: seed: expected %d (the history's), observed %s", what, hist.seed, seed)
 	}
 	params := mapOf(run, "parameters")
-	for _, p := range []struct {
-		field string
-		want  int64
-	}{{"replicas", int64(hist.replicas)}, {"clients", int64(hist.clients)}, {"duration_ms", hist.durationMS}, {"kill_every_ms", hist.killEveryMS}} {
+	for _, p := range []param{{"replicas", int64(hist.replicas)}, {"clients", int64(hist.clients)}, {"duration_ms", hist.durationMS}, {"kill_every_ms", hist.killEveryMS}} {
 		a.check()
-		if got := number(params[p.field]); got != p.want {
-			a.chaosFail(sub, "parameters."+p.field, "%s: parameters.%s: expected %d (the history's), observed %s", what, p.field, p.want, render(params[p.field]))
+		if got := number(params[p.name]); got != p.value {
+			a.chaosFail(sub, "parameters."+p.name, "%s: parameters.%s: expected %d (the history's), observed %s", what, p.name, p.value, render(params[p.name]))
 		}
 	}
 	a.check()

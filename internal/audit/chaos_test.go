@@ -163,11 +163,12 @@ func TestChaosPromisedByClaims(t *testing.T) {
 		{chaosClaims{}, 1, false}, {chaosClaims{durable: true}, 1, true}, {chaosClaims{durable: true}, 2, false},
 		{chaosClaims{true, true}, 2, true}, {chaosClaims{shared: true}, 2, false},
 	} {
-		if got := chaosPromised(tc.claims, tc.replicas, "duplicate"); got != tc.want {
-			t.Errorf("chaosPromised(%+v, %d, duplicate) = %v, want %v", tc.claims, tc.replicas, got, tc.want)
+		h := &chaosHistory{claims: tc.claims, replicas: tc.replicas}
+		if got := h.promised("duplicate"); got != tc.want {
+			t.Errorf("promised(duplicate) with %+v, %d replicas = %v, want %v", tc.claims, tc.replicas, got, tc.want)
 		}
-		if !chaosPromised(tc.claims, tc.replicas, "stuck") || !chaosPromised(tc.claims, tc.replicas, "lost_ack") {
-			t.Errorf("chaosPromised(%+v, %d): stuck or lost_ack not promised, want every rule but the duplicate", tc.claims, tc.replicas)
+		if !h.promised("stuck") || !h.promised("lost_ack") {
+			t.Errorf("promised with %+v, %d replicas: stuck or lost_ack not promised, want every rule but the duplicate", tc.claims, tc.replicas)
 		}
 	}
 }

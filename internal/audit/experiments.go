@@ -69,10 +69,7 @@ var retriesRows = []retriesRow{
 
 // retriesParams are the design's parameters of the retries experiment
 // (the audit's own copy), unless manifest.flags records a knob.
-var retriesParams = []struct {
-	name  string
-	value int64
-}{
+var retriesParams = []param{
 	{"intents", 200}, {"workers", 10}, {"drop_percent", 15}, {"client_timeout_ms", 30},
 	{"max_server_delay_ms", 60}, {"max_attempts", 30}, {"backoff_base_ms", 5}, {"backoff_cap_ms", 100},
 	{"total_deadline_ms", 0}, {"collide_every", 10}, {"shed_inflight", 4}, {"retry_after_s", 1}, {"layers", 3}, {"layer_attempts", 3},
@@ -83,8 +80,7 @@ var experimentFiles = [][2]string{{"retries", RetriesFile}, {"jitter", JitterFil
 
 // checkExperiments checks every experiment manifest.selection names.
 func (a *auditor) checkExperiments() {
-	sel, _ := a.manifest["selection"].(map[string]any)
-	selected := stringList(sel, "experiments")
+	selected := a.selected("experiments")
 	var names []string
 	for _, e := range experimentFiles {
 		names = append(names, e[0])
@@ -222,10 +218,7 @@ func number(v any) int64 {
 func (a *auditor) checkJitter(doc map[string]any) {
 	params, _ := doc["parameters"].(map[string]any)
 	d := stormmodel.Default
-	for _, p := range []struct {
-		name  string
-		value int64
-	}{{"seed", int64(d.Seed)}, {"clients", int64(d.Clients)}, {"retries", int64(d.Retries)},
+	for _, p := range []param{{"seed", int64(d.Seed)}, {"clients", int64(d.Clients)}, {"retries", int64(d.Retries)},
 		{"base_ms", int64(d.BaseMS)}, {"cap_ms", int64(d.CapMS)}, {"bucket_ms", int64(d.BucketMS)}} {
 		a.check()
 		if got := number(params[p.name]); got != p.value {
@@ -246,13 +239,11 @@ func (a *auditor) checkJitter(doc map[string]any) {
 			a.experimentFail(JitterFile, fmt.Sprintf("strategies[%d]", i), "name", fmt.Sprintf("%q", w.Name), fmt.Sprintf("%q", name))
 			continue
 		}
-		a.check()
-		if p := number(s["peak"]); p != int64(w.Peak) {
-			a.experimentFail(JitterFile, where, "peak", fmt.Sprint(w.Peak), fmt.Sprint(p))
-		}
-		a.check()
-		if t := number(s["total"]); t != int64(w.Total) {
-			a.experimentFail(JitterFile, where, "total", fmt.Sprint(w.Total), fmt.Sprint(t))
+		for _, p := range []param{{"peak", int64(w.Peak)}, {"total", int64(w.Total)}} {
+			a.check()
+			if got := number(s[p.name]); got != p.value {
+				a.experimentFail(JitterFile, where, p.name, fmt.Sprint(p.value), fmt.Sprint(got))
+			}
 		}
 		a.check()
 		buckets, _ := s["buckets"].([]any)

@@ -17,8 +17,7 @@ func (a *auditor) requiredFiles() []string {
 	if len(a.selCases) > 0 && len(a.selTargets) > 0 {
 		out = append(out, TargetsFile)
 	}
-	sel, _ := a.manifest["selection"].(map[string]any)
-	for _, name := range stringList(sel, "experiments") {
+	for _, name := range a.selected("experiments") {
 		if i := slices.IndexFunc(experimentFiles, func(e [2]string) bool { return e[0] == name }); i >= 0 {
 			out = append(out, experimentFiles[i][1])
 		}
@@ -31,8 +30,7 @@ func (a *auditor) requiredFiles() []string {
 // "no duplicates" fails, and so does a rendering the audit derives.
 func (a *auditor) writtenFiles() []string {
 	out := a.requiredFiles()
-	sel, _ := a.manifest["selection"].(map[string]any)
-	if slices.Contains(stringList(sel, "experiments"), "chaos") {
+	if slices.Contains(a.selected("experiments"), "chaos") {
 		for _, s := range StoreOrder {
 			out = append(out, chaosSubject{store: s}.base()+".jsonl")
 		}
@@ -43,9 +41,8 @@ func (a *auditor) writtenFiles() []string {
 // writesChaosTarget reports whether p is a chaos history of a target and
 // the selection runs chaos (checkChaos ties each to its run).
 func (a *auditor) writesChaosTarget(p string) bool {
-	sel, _ := a.manifest["selection"].(map[string]any)
 	sub, ext, ok := subjectOf(p)
-	return ok && ext == "jsonl" && sub.target != "" && slices.Contains(stringList(sel, "experiments"), "chaos")
+	return ok && ext == "jsonl" && sub.target != "" && slices.Contains(a.selected("experiments"), "chaos")
 }
 
 // checkFiles verifies manifest.files against the evidence folder: every

@@ -98,9 +98,8 @@ func (a *auditor) checkManifest() {
 		}
 	}
 	a.check()
-	sel, _ := m["selection"].(map[string]any)
 	pg, hasPG := str(m, "postgres_version")
-	switch ranPG := slices.Contains(stringList(sel, "stores"), "postgres"); {
+	switch ranPG := slices.Contains(a.selected("stores"), "postgres"); {
 	case hasPG && !ranPG:
 		fail("postgres_version", "present, but selection.stores names no postgres")
 	case !hasPG && ranPG:

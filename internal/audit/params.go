@@ -33,15 +33,18 @@ var knobFlags = []knobFlag{
 	{flag: "replicas", experiments: []string{"chaos"}, param: "replicas", lo: 1, hi: 4},
 }
 
+// A param is one of an experiment's parameters and its value.
+type param struct {
+	name  string
+	value int64
+}
+
 // defaultSeed is the runner's -seed default.
 const defaultSeed = 1
 
 // chaosParams are the chaos experiment's parameters as the design sets
 // them (the audit's copy), unless manifest.flags records a knob.
-var chaosParams = []struct {
-	name  string
-	value int64
-}{
+var chaosParams = []param{
 	{"replicas", 2}, {"clients", 8}, {"duration_ms", 3000}, {"max_attempts", 8}, {"intent_within_ms", 3000},
 	{"attempt_timeout_ms", 250}, {"quiet_within_ms", 15000}, {"quiet_attempts", 40}, {"kill_every_ms", 500},
 	{"server_wait_ms", 150}, {"max_intents", 50000}, {"max_history", 300000},
@@ -57,8 +60,7 @@ const targetDurationMS = 1500
 func (a *auditor) readFlags() {
 	a.flagValues = map[string]int64{}
 	raw := mapOf(a.manifest, "flags")
-	sel, _ := a.manifest["selection"].(map[string]any)
-	selected := stringList(sel, "experiments")
+	selected := a.selected("experiments")
 	fail := func(name, format string, args ...any) { a.manifestFail("flags."+name, format, args...) }
 	for _, name := range sortedKeys(raw) {
 		a.check()

@@ -14,10 +14,9 @@ func (k runKey) String() string { return fmt.Sprintf("case %s, store %s", k.Case
 // stores (in store order) and targets, each once, whose runs must be
 // present; -case and -store narrow the runs checked in depth.
 func (a *auditor) selectRuns() {
-	sel, _ := a.manifest["selection"].(map[string]any)
 	a.check()
-	a.selectCases(stringList(sel, "cases"))
-	a.selectStoresAndTargets(stringList(sel, "stores"), stringList(sel, "targets"))
+	a.selectCases(a.selected("cases"))
+	a.selectStoresAndTargets(a.selected("stores"), a.selected("targets"))
 	switch ran := len(a.selStores) > 0 || len(a.selTargets) > 0; {
 	case len(a.selCases) == 0 && len(a.selStores) > 0:
 		a.failf(CheckRunSet, "manifest.json: selection: cases and stores must both be empty or both be set")
@@ -27,11 +26,17 @@ func (a *auditor) selectRuns() {
 		a.failf(CheckRunSet, "manifest.json: selection: cases, but no store and no target to run them on")
 	}
 	a.narrow()
-	if len(a.selCases) == 0 && len(stringList(sel, "experiments")) == 0 {
+	if len(a.selCases) == 0 && len(a.selected("experiments")) == 0 {
 		a.failf(CheckRunSet, "manifest.json: selection: selects no case and no experiment: the evidence claims nothing")
 	}
 	a.report.Cases, a.report.Stores = len(a.cases), len(a.stores)
 	a.noteSubset()
+}
+
+// selected is manifest.selection's list (cases, stores, targets or
+// experiments), as recorded.
+func (a *auditor) selected(list string) []string {
+	return stringList(mapOf(a.manifest, "selection"), list)
 }
 
 // selectCases reads selection.cases into selCases.
