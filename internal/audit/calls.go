@@ -104,16 +104,12 @@ func faultError(v string) string {
 }
 
 // crashes reports whether a valid fault value makes the server exit.
-func crashes(v *string) bool {
-	if v == nil || faultError(*v) != "" {
-		return false
-	}
-	for _, part := range strings.Split(*v, ",") {
-		if strings.HasPrefix(part, "crash-") {
-			return true
-		}
-	}
-	return false
+func crashes(v *string) bool { return v != nil && faultError(*v) == "" && hasCrash(*v) }
+
+// hasCrash reports whether fault value v holds a crash fault (any part
+// "crash-...").
+func hasCrash(v string) bool {
+	return slices.ContainsFunc(strings.Split(v, ","), func(part string) bool { return strings.HasPrefix(part, "crash-") })
 }
 
 // expectedReply is the status and body the server answers a request it

@@ -223,7 +223,7 @@ func losesProcess(doc map[string]any, plan []PlannedCall) bool {
 		}
 	}
 	return slices.ContainsFunc(plan, func(p PlannedCall) bool {
-		return p.Fault != nil && slices.ContainsFunc(strings.Split(*p.Fault, ","), func(part string) bool { return strings.HasPrefix(part, "crash-") })
+		return p.Fault != nil && hasCrash(*p.Fault)
 	})
 }
 

@@ -322,7 +322,7 @@ func (h *chaosHistory) checkEffectsAndReplays(placeOf map[int64]int64) {
 // kill_skipped event that names it.
 func (h *chaosHistory) checkEventsAndKills(p chaosRunParams) {
 	ec := &eventCheck{h: h, p: p, state: make([]int, h.replicas), started: make([]bool, h.replicas), byKill: make([]bool, h.replicas),
-		plan: h.sched.kills(p.durationMS, p.killEveryMS), chaosEnd: h.chaosStartUS + p.durationMS*1000, lastKill: make([]*lastKill, h.replicas)}
+		plan: h.plannedKills(p.durationMS, p.killEveryMS), chaosEnd: h.chaosStartUS + p.durationMS*1000, lastKill: make([]*lastKill, h.replicas)}
 	for _, e := range h.serverEvents {
 		if ec.lifecycle(e) && (e.kind == "kill" || e.kind == "kill_skipped") {
 			ec.planned(e)

@@ -64,8 +64,8 @@ type chaosHistory struct {
 	unknown chaosFindings         // unknown_effect, found while reading the effects
 
 	// What the consistency checks keep (chaos_consistency.go).
-	sched        chaosSchedule
-	serverEvents []chaosEvent // every server event, in order
+	sched        chaosplan.Schedule // the plan the history was run with
+	serverEvents []chaosEvent       // every server event, in order
 	issues       []chaosIssue
 }
 
@@ -149,21 +149,13 @@ var chaosLineFields = map[string][]string{
 
 var chaosEventKinds = []string{"start", "start_failed", "kill", "kill_skipped", "fault_kill", "exit", "stop"}
 
-// chaosMaxClients and chaosMaxKills bound a history's clients and the
-// nemesis's plan (the lab's bound: 64 clients).
-const (
-	chaosMaxClients = 64
-	chaosMaxKills   = chaosplan.MaxKills
-)
+// chaosMaxClients bounds a history's clients (the lab's bound).
+const chaosMaxClients = 64
 
-// chaosSchedule is the plan a history was run with, in the history's
-// units (milliseconds for the parameters).
-type chaosSchedule struct{ chaosplan.Schedule }
-
-// kills is the nemesis's plan for a chaos phase of durationMS, a kill
-// every everyMS on average.
-func (s chaosSchedule) kills(durationMS, everyMS int64) []chaosplan.Kill {
-	return s.Kills(time.Duration(durationMS)*time.Millisecond, time.Duration(everyMS)*time.Millisecond)
+// plannedKills is the nemesis's plan (h.sched's) for a chaos phase of
+// durationMS, a kill every everyMS on average.
+func (h *chaosHistory) plannedKills(durationMS, everyMS int64) []chaosplan.Kill {
+	return h.sched.Kills(time.Duration(durationMS)*time.Millisecond, time.Duration(everyMS)*time.Millisecond)
 }
 
 // targetName is what a target's name may be (schema/target.schema.json).
@@ -486,7 +478,7 @@ func (hr *historyReader) header() {
 	h.chaosStartUS = l.int("chaos_start_us", 0, maxInt)
 	h.quietStartUS = l.int("quiet_start_us", 0, maxInt)
 	h.faultKinds = hr.faultKinds()
-	h.sched = chaosSchedule{chaosplan.Schedule{Seed: h.seed, Replicas: h.replicas, Faults: h.faultKinds}}
+	h.sched = chaosplan.Schedule{Seed: h.seed, Replicas: h.replicas, Faults: h.faultKinds}
 	hr.hdrAttempts = l.int("attempts", 0, maxInt)
 	hr.hdrEvents = l.int("server_events", 0, maxInt)
 	hr.hdrPlaces = l.int("places", 0, 1000)
@@ -534,7 +526,7 @@ func (hr *historyReader) event() {
 	l.int("pid", 0, maxInt)
 	l.bytes("addr")
 	code := l.int("exit_code", -1, 255)
-	planned := l.int("planned", -1, chaosMaxKills-1)
+	planned := l.int("planned", -1, chaosplan.MaxKills-1)
 	why := l.bytes("error")
 	if at < hr.lastTime {
 		l.failf("at_us %d: before the line above (%d µs): lines must be in time order", at, hr.lastTime)
@@ -959,7 +951,7 @@ type chaosCheck struct {
 //     (value_order: one finding per earlier reply whose value is exceeded,
 //     the culprit being the largest value ended before each reply began).
 //
-// What is a violation is the claims' word (chaosPromised): no duplicate
+// What is a violation is the claims' word (promised): no duplicate
 // only where the keys are durable (and shared, with several replicas).
 //
 // The journal numbers the effects in the only order a counter's
@@ -1172,7 +1164,7 @@ func (h *chaosHistory) counts(t chaosTally, effects, crashCode int64, values []i
 	n["unresolved_after_chaos"] = h.quietIntents
 	n["latency_ok_p50_us"], n["latency_ok_p99_us"] = nearestRank(values, 50), nearestRank(values, 99)
 	n["kills"], n["restarts"], n["start_failures"], n["clean_stops"] = h.kills, h.restarts, h.startFailures, h.cleanStops
-	n["planned_kills"], n["kills_skipped"], n["fault_kills"] = int64(len(h.sched.kills(h.durationMS, h.killEveryMS))), h.killsSkipped, h.faultKills
+	n["planned_kills"], n["kills_skipped"], n["fault_kills"] = int64(len(h.plannedKills(h.durationMS, h.killEveryMS))), h.killsSkipped, h.faultKills
 	// The lab's server exits with the crash code by itself; a target is
 	// killed (fault_kill) instead.
 	n["crash_exits"] = 0

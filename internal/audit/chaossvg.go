@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -87,10 +88,7 @@ func newTimeline(h *chaosHistory, c chaosCheck) *timeline {
 	}
 	t.life = make([]strings.Builder, h.replicas)
 	t.events = make([]strings.Builder, h.replicas)
-	t.from = make([]int64, h.replicas)
-	for i := range t.from {
-		t.from[i] = -1
-	}
+	t.from = slices.Repeat([]int64{-1}, h.replicas)
 	return t
 }
 

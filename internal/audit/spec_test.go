@@ -445,7 +445,7 @@ func TestSpecSchedules(t *testing.T) {
 					t.Errorf("%s: %s", is.rule, is.text)
 				}
 			}
-			if len(h.sched.kills(h.durationMS, h.killEveryMS)) == 0 {
+			if len(h.plannedKills(h.durationMS, h.killEveryMS)) == 0 {
 				t.Error("no planned kill: the test checks none")
 			}
 		})

@@ -427,12 +427,7 @@ func lastOfKeys(plan []PlannedCall) []int {
 			last[*p.Key] = i
 		}
 	}
-	var out []int
-	for _, i := range last {
-		out = append(out, i)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Values(last))
 }
 
 // keyText quotes a key in a finding, its first 40 bytes and length when longer.

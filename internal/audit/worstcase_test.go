@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"idemlab/internal/audit/chaosplan"
 	"idemlab/internal/audit/strict"
 )
 
@@ -198,7 +199,7 @@ var historyShapes = map[string]struct {
 	// Every line a server event.
 	"events": {body: func(h *historyWriter) {
 		for n := 0; ; n++ {
-			l := fmt.Sprintf(`{"kind":"kill","replica":0,"at_us":%d,"pid":1,"addr":"","exit_code":-1,"planned":%d,"error":""}`, n, n%chaosMaxKills)
+			l := fmt.Sprintf(`{"kind":"kill","replica":0,"at_us":%d,"pid":1,"addr":"","exit_code":-1,"planned":%d,"error":""}`, n, n%chaosplan.MaxKills)
 			if !h.room(len(l)) {
 				return
 			}
