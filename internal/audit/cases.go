@@ -328,8 +328,7 @@ func (p *planState) step(i int, sm map[string]any) {
 			p.groups++
 		}
 	case sm["parallel"] != nil:
-		pm, _ := sm["parallel"].(map[string]any)
-		list, _ := pm["calls"].([]any)
+		list, _ := mapOf(sm, "parallel")["calls"].([]any)
 		for _, x := range list {
 			cm, _ := x.(map[string]any)
 			c := p.call(cm, i, 0, p.groups)
@@ -352,8 +351,7 @@ func (p *planState) step(i int, sm map[string]any) {
 	case sm["sleep"] != nil:
 		p.slept += int(number(mapOf(sm, "sleep")["ms"]))
 	case sm["start"] != nil:
-		m, _ := sm["start"].(map[string]any)
-		if r := int(number(m["replica"])); r < p.replicas && p.current[r] < 0 {
+		if r := int(number(mapOf(sm, "start")["replica"])); r < p.replicas && p.current[r] < 0 {
 			p.current[r] = p.start()
 		}
 	}

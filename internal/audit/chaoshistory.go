@@ -1265,18 +1265,10 @@ func (h *chaosHistory) timelineMarks(order []int32, eff *intentEffects) (int64, 
 	return count, marks
 }
 
-// flag is the timeline's outline colour of intent number n: a violation's
-// where a rule its claims promise fired about it, else shown where any
-// rule did, else "".
-func (h *chaosHistory) flag(n int64) string {
-	i, ok := h.byNum(n)
-	if !ok {
-		return ""
-	}
-	return h.flagOf(i)
-}
-
-func (h *chaosHistory) flagOf(i int32) string {
+// flag is the timeline's outline colour of intent i: a violation's where
+// a rule its claims promise fired about it, else shown where any rule did,
+// else "".
+func (h *chaosHistory) flag(i int32) string {
 	rules := h.intents.at(i).rules
 	if rules == 0 {
 		return ""

@@ -29,9 +29,6 @@ func renderTo(b *strings.Builder, v any) {
 		} else {
 			b.WriteString(v.String())
 		}
-	case string:
-		q, _ := json.Marshal(v)
-		b.Write(q)
 	case []any:
 		b.WriteByte('[')
 		for i, e := range v {
@@ -47,8 +44,7 @@ func renderTo(b *strings.Builder, v any) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			q, _ := json.Marshal(k)
-			b.Write(q)
+			renderTo(b, k)
 			b.WriteByte(':')
 			renderTo(b, v[k])
 		}

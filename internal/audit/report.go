@@ -326,11 +326,7 @@ func mismatches(exp *Expectation, run map[string]any) (out []mismatch, compared 
 	if exp.Ledger != nil || run["ledger_counter"] != nil {
 		cmp(nil, "ledger_counter", exp.Ledger, run["ledger_counter"])
 	}
-	exitCodes := exp.ExitCodes
-	if exitCodes == nil {
-		exitCodes = []any{}
-	}
-	cmp(nil, "exit_codes", exitCodes, run["exit_codes"])
+	cmp(nil, "exit_codes", orEmpty(exp.ExitCodes), run["exit_codes"])
 	calls, _ := run["calls"].([]any)
 	cmp(nil, "calls", len(exp.Calls), len(calls))
 	for i, ec := range exp.Calls {

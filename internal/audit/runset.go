@@ -133,20 +133,13 @@ func (a *auditor) noteSubset() {
 // and those checked in depth.
 func (a *auditor) required() (want []runKey, deep map[runKey]bool) {
 	deep = map[runKey]bool{}
-	seen := map[runKey]bool{}
-	add := func(k runKey) {
-		if !seen[k] {
-			seen[k] = true
-			want = append(want, k)
-		}
-	}
 	for _, c := range a.allCases {
 		for _, s := range knownStores(a.allCases) {
 			k := runKey{c.Name, s}
 			inSel := slices.Contains(a.selCases, c) && slices.Contains(a.selStores, s)
 			inDeep := slices.Contains(a.cases, c) && slices.Contains(a.stores, s)
 			if inSel || inDeep {
-				add(k)
+				want = append(want, k)
 			}
 			if inDeep {
 				deep[k] = true

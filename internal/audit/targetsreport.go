@@ -59,11 +59,7 @@ func targetsReport(views []*targetView) []byte {
 // runSection renders a run's findings, deviations, differences from the
 // native run and calls.
 func runSection(b *strings.Builder, target string, r runView) {
-	applied := fmt.Sprintf("%d effects applied", r.Effects)
-	if r.Effects == 1 {
-		applied = "1 effect applied"
-	}
-	fmt.Fprintf(b, "\n### %s on %s: %s, %s\n\n", r.Case, target, applied, r.Safety)
+	fmt.Fprintf(b, "\n### %s on %s: %s applied, %s\n\n", r.Case, target, plural(int(r.Effects), "effect"), r.Safety)
 	for _, f := range r.Findings {
 		fmt.Fprintf(b, "- safety %s%s: %s", f.Rule, callAt(f.Call), mdText(f.Detail))
 		if f.Limitation != "" {
