@@ -31,11 +31,8 @@ const ReportFile = "REPORT.md"
 // isDerived reports whether name is a file the audit derives for some
 // selection (never listed in manifest.files, the runner's observations).
 func isDerived(name string) bool {
-	if slices.Contains(derivedFiles, name) {
-		return true
-	}
 	_, ext, ok := subjectOf(name)
-	return ok && ext == "svg"
+	return slices.Contains(derivedFiles, name) || ok && ext == "svg"
 }
 
 // emit hands over a derived file: written with -write, else compared

@@ -298,25 +298,21 @@ func jitterSVG(p stormmodel.Parameters) []byte {
 	model, _ := stormmodel.Run(p)
 	height := header + panelHeight*len(model) + footer
 	var b strings.Builder
-	line := func(format string, args ...any) {
-		fmt.Fprintf(&b, format, args...)
-		b.WriteByte('\n')
-	}
-	line(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`, width, height, width, height)
-	line(`<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`, width, height)
-	line(`<text x="%d" y="24" font-size="17" font-weight="bold">Retries per %d ms: %d clients fail at t = 0, each retries %d times</text>`,
+	put(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`, width, height, width, height)
+	put(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`, width, height)
+	put(&b, `<text x="%d" y="24" font-size="17" font-weight="bold">Retries per %d ms: %d clients fail at t = 0, each retries %d times</text>`,
 		left, p.BucketMS, p.Clients, p.Retries)
-	line(`<text x="%d" y="44" fill="#555555">base %d ms, cap %d ms, mulberry32 seed %d; each panel has its own scale</text>`,
+	put(&b, `<text x="%d" y="44" fill="#555555">base %d ms, cap %d ms, mulberry32 seed %d; each panel has its own scale</text>`,
 		left, p.BaseMS, p.CapMS, p.Seed)
 	for i, s := range model {
-		drawPanel(line, s, p.BucketMS, header+i*panelHeight)
+		drawPanel(&b, s, p.BucketMS, header+i*panelHeight)
 	}
 	b.WriteString("</svg>\n")
 	return []byte(b.String())
 }
 
 // drawPanel draws one strategy's histogram with its top edge at y0.
-func drawPanel(line func(string, ...any), s stormmodel.Strategy, bucket, y0 int) {
+func drawPanel(b *strings.Builder, s stormmodel.Strategy, bucket, y0 int) {
 	const (
 		width, left, right = 960, 80, 30
 		plotTop, plotH     = 34, 150
@@ -324,8 +320,8 @@ func drawPanel(line func(string, ...any), s stormmodel.Strategy, bucket, y0 int)
 	)
 	w := width - left - right
 	top, bottom := y0+plotTop, y0+plotTop+plotH
-	line(`<g id="%s">`, s.Name)
-	line(`<text x="%d" y="%d" font-size="14" font-weight="bold">%s: peak %d retries in one %d ms bucket (%d retries in all)</text>`,
+	put(b, `<g id="%s">`, s.Name)
+	put(b, `<text x="%d" y="%d" font-size="14" font-weight="bold">%s: peak %d retries in one %d ms bucket (%d retries in all)</text>`,
 		left, y0+20, s.Name, s.Peak, bucket, s.Total)
 	n := max(len(s.Buckets), 1)
 	yTop, yStep := axis(max(s.Peak, 1), ticksY)
@@ -333,8 +329,8 @@ func drawPanel(line func(string, ...any), s stormmodel.Strategy, bucket, y0 int)
 	span := max(xTopMS/bucket, n)
 	for v := 0; v <= yTop; v += yStep {
 		y := bottom - v*plotH/yTop
-		line(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#e0e0e0"/>`, left, y, left+w, y)
-		line(`<text x="%d" y="%d" text-anchor="end">%d</text>`, left-6, y+4, v)
+		put(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#e0e0e0"/>`, left, y, left+w, y)
+		put(b, `<text x="%d" y="%d" text-anchor="end">%d</text>`, left-6, y+4, v)
 	}
 	// Each pixel column shows the largest bucket it covers; equal
 	// neighbouring columns merge into one bar.
@@ -346,7 +342,7 @@ func drawPanel(line func(string, ...any), s stormmodel.Strategy, bucket, y0 int)
 			col[x] = max(col[x], c)
 		}
 	}
-	line(`<g fill="#3366aa">`)
+	put(b, `<g fill="#3366aa">`)
 	for x := 0; x < w; {
 		end := x + 1
 		for end < w && col[end] == col[x] {
@@ -354,22 +350,22 @@ func drawPanel(line func(string, ...any), s stormmodel.Strategy, bucket, y0 int)
 		}
 		if c := col[x]; c > 0 {
 			h := max((c*plotH+yTop/2)/yTop, 1)
-			line(`<rect x="%d" y="%d" width="%d" height="%d"/>`, left+x, bottom-h, end-x, h)
+			put(b, `<rect x="%d" y="%d" width="%d" height="%d"/>`, left+x, bottom-h, end-x, h)
 		}
 		x = end
 	}
-	line(`</g>`)
-	line(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000000"/>`, left, bottom, left+w, bottom)
-	line(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000000"/>`, left, top, left, bottom)
+	put(b, `</g>`)
+	put(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000000"/>`, left, bottom, left+w, bottom)
+	put(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000000"/>`, left, top, left, bottom)
 	for t := 0; t <= span*bucket; t += xStep {
 		x := left + t*w/(span*bucket)
-		line(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000000"/>`, x, bottom, x, bottom+5)
-		line(`<text x="%d" y="%d" text-anchor="middle">%d</text>`, x, bottom+18, t)
+		put(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000000"/>`, x, bottom, x, bottom+5)
+		put(b, `<text x="%d" y="%d" text-anchor="middle">%d</text>`, x, bottom+18, t)
 	}
-	line(`<text x="%d" y="%d" text-anchor="middle">time since the failure (ms)</text>`, left+w/2, bottom+36)
+	put(b, `<text x="%d" y="%d" text-anchor="middle">time since the failure (ms)</text>`, left+w/2, bottom+36)
 	mid := (top + bottom) / 2
-	line(`<text x="%d" y="%d" text-anchor="middle" transform="rotate(-90 %d %d)">retries per %d ms</text>`, left-50, mid, left-50, mid, bucket)
-	line(`</g>`)
+	put(b, `<text x="%d" y="%d" text-anchor="middle" transform="rotate(-90 %d %d)">retries per %d ms</text>`, left-50, mid, left-50, mid, bucket)
+	put(b, `</g>`)
 }
 
 // axis returns the smallest axis top ≥ v whose step, 1, 2 or 5 times a
