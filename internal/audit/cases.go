@@ -34,6 +34,10 @@ type Case struct {
 	// implementation shows (how a run on a target is judged); "" when the
 	// file has no target section.
 	Sound string
+	// Column is the matrix's safety column the case belongs to (its
+	// target section's column; "" for none); Tests the rules it tests.
+	Column string
+	Tests  []string
 	// LosesProcess: a step restarts or stops a server, or a call sends a
 	// crash fault (a target that keeps its keys in memory forgets them).
 	LosesProcess bool
@@ -184,6 +188,13 @@ func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
 	c.Replicas, c.Ledger = max(int(number(doc["replicas"])), 1), doc["ledger"] != nil
 	c.SinkKeys = !c.Ledger && c.KeyTTL == 0 || mapOf(doc, "ledger")["forward_key"] == true
 	c.Sound, _ = str(mapOf(doc, "target"), "sound")
+	c.Column, _ = str(mapOf(doc, "target"), "column")
+	tests, _ := mapOf(doc, "target")["tests"].([]any)
+	for _, t := range tests {
+		if s, ok := t.(string); ok {
+			c.Tests = append(c.Tests, s)
+		}
+	}
 	c.LosesProcess = losesProcess(doc, c.Plan)
 	expect, _ := doc["expect"].(map[string]any)
 	for store, e := range expect {

@@ -381,4 +381,6 @@ func (a *auditor) deriveTargetsReport(views []*targetView, complete bool) {
 	}
 	a.claim("targets_report")
 	a.emit(TargetsReportFile, targetsReport(views))
+	a.emit(MatrixFile, matrixReport(views, a.allCases))
+	a.emit(MatrixSVGFile, matrixSVG(views, a.allCases))
 }

@@ -59,7 +59,7 @@ func targetsReport(views []*targetView) []byte {
 // runSection renders a run's findings, deviations, differences from the
 // native run and calls.
 func runSection(b *strings.Builder, target string, r runView) {
-	fmt.Fprintf(b, "\n### %s on %s: %s applied, %s\n\n", r.Case, target, plural(int(r.Effects), "effect"), r.Safety)
+	fmt.Fprintf(b, "\n<a id=\"%s\"></a>\n\n### %s on %s: %s applied, %s\n\n", runAnchor(target, r.Case), r.Case, target, plural(int(r.Effects), "effect"), r.Safety)
 	for _, f := range r.Findings {
 		fmt.Fprintf(b, "- safety %s%s: %s", f.Rule, callAt(f.Call), mdText(f.Detail))
 		if f.Limitation != "" {
