@@ -216,7 +216,7 @@ var matrixColours = map[string]string{
 func matrixSVG(views []*targetView, cases []*Case) []byte {
 	cols, cells, rows := matrixOf(views, cases)
 	const labelW, cellW, cellH, headH = 220, 84, 34, 150
-	w, h := labelW+cellW*len(cols)+10, headH+cellH*len(rows)+10
+	w, h := labelW+cellW*len(cols)+100, headH+cellH*len(rows)+10 // room for the last rotated title
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n", w, h, w, h)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", w, h)
