@@ -124,6 +124,9 @@ func claimsText(s *targetSpec) string {
 	if s.maxBody != nil {
 		parts[3] = fmt.Sprintf("max body %d bytes", *s.maxBody)
 	}
+	if s.keyTTL != nil {
+		parts = append(parts, fmt.Sprintf("keys expire after %d ms", *s.keyTTL))
+	}
 	return strings.Join(parts, ", ")
 }
 
