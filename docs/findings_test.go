@@ -47,10 +47,15 @@ type verdicts struct {
 	} `json:"chaos"`
 }
 
-// Ensure every claim of findings.md holds in the committed evidence, and
-// that every third-party target shipped is claimed about.
+// Ensure every claim of findings.md and the README holds in the committed
+// evidence, and that findings.md claims something of every third-party
+// target shipped.
 func TestFindingsAgainstEvidence(t *testing.T) {
 	page, err := os.ReadFile("findings.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +78,15 @@ func TestFindingsAgainstEvidence(t *testing.T) {
 		claimed[target] = true
 		if err := v.holds(target, cs, safety, rules); err != nil {
 			t.Errorf("findings.md: %s: %v", m[0], err)
+		}
+	}
+	// The README's few lines per library rest on verdicts too.
+	if len(checkRE.FindAll(readme, -1)) == 0 {
+		t.Error("README.md: its findings carry no claim to check")
+	}
+	for _, m := range checkRE.FindAllSubmatch(readme, -1) {
+		if err := v.holds(string(m[1]), string(m[2]), string(m[3]), string(m[4])); err != nil {
+			t.Errorf("README.md: %s: %v", m[0], err)
 		}
 	}
 	for _, m := range checkChaosRE.FindAllSubmatch(page, -1) {
