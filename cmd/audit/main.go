@@ -55,7 +55,7 @@ the design's claims; the chaos schedule regenerated from the seed and each
 history checked for consistency. Then it judges: every run on a store
 against its case's expectation, every run on a target (safety apart from
 conformance), every chaos history by its checker. What it derives -
-REPORT.md, TARGETS.md, verdicts.json, the chaos timelines, jitter.svg and
+REPORT.md, TARGETS.md, MATRIX.md, matrix.svg, verdicts.json, the chaos timelines, jitter.svg and
 the in-toto statement - it writes into EVIDENCE_DIR with -write (the runner
 runs audit -write after every run); without -write each must already be
 there, byte for byte. It prints "PASS: ..." with counts (and what a partial
@@ -117,7 +117,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		rebuild       = fs.Bool("rebuild", false, "rebuild cmd/effectserver with the recorded, pinned flags and compare its SHA-256 with server_sha256")
 		compare       = fs.Bool("compare", false, "compare the deterministic files of DIR_A and DIR_B")
 		verifyKey     = fs.String("verify-key", "", "require the statement signed (runner -sign) by the ed25519 public key in `PUBFILE` (an OpenSSH .pub line or a PEM PUBLIC KEY)")
-		write         = fs.Bool("write", false, "write what the audit derives (REPORT.md, TARGETS.md, verdicts.json, the timelines, jitter.svg, the statement) into EVIDENCE_DIR instead of comparing it")
+		write         = fs.Bool("write", false, "write what the audit derives (REPORT.md, TARGETS.md, MATRIX.md, matrix.svg, verdicts.json, the timelines, jitter.svg, the statement) into EVIDENCE_DIR instead of comparing it")
 		sign          = fs.String("sign", "", "with -write, also sign the statement as a DSSE envelope with the ed25519 private key in `KEYFILE` (OpenSSH without a passphrase, or PKCS #8 PEM)")
 		reproduce     = fs.Bool("reproduce", false, "run the lab again as the evidence records and check that its claims hold on fresh observations")
 		runs          = fs.Int("runs", 3, fmt.Sprintf("with -reproduce, observations of the non-deterministic experiments, `N` in 1..%d", audit.MaxRuns))
