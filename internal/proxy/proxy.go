@@ -13,6 +13,9 @@
 // start "proxy: " (400 malformed or ambiguous framing, 431, 413, 502 for a
 // rejected fault or an oversized reply).
 //
+// The proxy connects only to the replica's address it was given, a port
+// on 127.0.0.1 or ::1: Start and SetUpstream refuse any other host.
+//
 // Every read, dial, write and wait is bounded (the constants below), and
 // Close returns within 10 s plus the kills in progress.
 package proxy
@@ -28,6 +31,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -98,7 +102,7 @@ func (r Route) check() error {
 
 // Config configures a proxy.
 type Config struct {
-	Upstream string                            // host:port of the replica
+	Upstream string                            // host:port of the replica: 127.0.0.1 or ::1 only (checkUpstream)
 	Route    func(fault string) (Route, error) // fault = the X-Lab-Fault value ("" when absent); an error answers 502 naming it; required
 	Kill     func()                            // kills this replica with SIGKILL, returns once it exited; required
 	MaxBody  int64                             // request and reply body bound, 1..MaxMaxBody; default DefaultMaxBody
@@ -127,7 +131,7 @@ type Proxy struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the accept loop and every exchange
 
-	upstream atomic.Value // string: host:port of the replica
+	upstream atomic.Pointer[upstream] // where exchanges go
 
 	closeOnce sync.Once
 	closeErr  error
@@ -135,8 +139,8 @@ type Proxy struct {
 
 // Start validates cfg and starts a proxy on 127.0.0.1 at a free port.
 func Start(cfg Config) (*Proxy, error) {
-	if _, _, err := net.SplitHostPort(cfg.Upstream); err != nil {
-		return nil, fmt.Errorf("proxy: config: upstream %q: %w", cfg.Upstream, err)
+	if err := checkUpstream(cfg.Upstream); err != nil {
+		return nil, fmt.Errorf("proxy: config: %w", err)
 	}
 	if cfg.Route == nil {
 		return nil, errors.New("proxy: config: no Route function")
@@ -155,7 +159,7 @@ func Start(cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("proxy: listen: %w", err)
 	}
 	p := &Proxy{cfg: cfg, ln: protocol.NewLimitListener(ln, MaxConns)}
-	p.upstream.Store(cfg.Upstream)
+	p.upstream.Store(&upstream{addr: cfg.Upstream})
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.wg.Add(1)
 	go p.accept()
@@ -166,8 +170,42 @@ func Start(cfg Config) (*Proxy, error) {
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // SetUpstream makes later exchanges go to addr (host:port), as after the
-// replica restarted on a new port. Exchanges under way keep theirs.
-func (p *Proxy) SetUpstream(addr string) { p.upstream.Store(addr) }
+// replica restarted on a new port. Exchanges under way keep theirs. An
+// address checkUpstream refuses is an error, and later exchanges then go
+// nowhere (each one's Err says why) rather than to the old address.
+func (p *Proxy) SetUpstream(addr string) error {
+	err := checkUpstream(addr)
+	if err != nil {
+		err = fmt.Errorf("proxy: set upstream: %w", err)
+	}
+	p.upstream.Store(&upstream{addr: addr, err: err})
+	return err
+}
+
+// An upstream is where exchanges go: addr, unless err refused it.
+type upstream struct {
+	addr string
+	err  error
+}
+
+// checkUpstream refuses an upstream address other than a port on
+// 127.0.0.1 or ::1, the loopback addresses a replica is started on: the
+// proxy connects only to the replica it was started for, never to
+// whatever host a target's ready line names (127.0.0.5, another machine,
+// a name to resolve).
+func checkUpstream(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("upstream %q: %w", addr, err)
+	}
+	if host != "127.0.0.1" && host != "::1" {
+		return fmt.Errorf("upstream %q: host %q is not 127.0.0.1 or ::1: the proxy connects only to the loopback address its replica was started on", addr, host)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+		return fmt.Errorf("upstream %q: port %q is not a number in 1..65535", addr, port)
+	}
+	return nil
+}
 
 // Close stops listening, closes every open exchange, and waits (at most
 // 10 s, plus the Kills in progress) for them. It is safe to call more
@@ -361,8 +399,13 @@ func (x *exchange) forward(req *request, route Route) {
 			defer disarm()
 		}
 	}
+	u := x.p.upstream.Load()
+	if u.err != nil {
+		x.ex.Err = "dial upstream: " + u.err.Error()
+		return
+	}
 	dialCtx, dialCancel := context.WithTimeout(x.ctx, DialTimeout)
-	up, err := new(net.Dialer).DialContext(dialCtx, "tcp", x.p.upstream.Load().(string))
+	up, err := new(net.Dialer).DialContext(dialCtx, "tcp", u.addr)
 	dialCancel()
 	if err != nil {
 		x.ex.Err = "dial upstream: " + err.Error()

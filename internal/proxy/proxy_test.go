@@ -746,6 +746,45 @@ func TestSetUpstream(t *testing.T) {
 	}
 }
 
+// Ensure the proxy connects only to the loopback address it was told: an
+// upstream on another address (a ready line naming 127.0.0.5) is refused
+// by SetUpstream, and later exchanges go nowhere, neither there nor to the
+// old address.
+func TestSetUpstreamRefusesOtherHosts(t *testing.T) {
+	reached := make(chan string, 2)
+	old := httpTarget(t, func(w http.ResponseWriter, r *http.Request) { reached <- "old"; io.WriteString(w, "old") })
+	ln, err := net.Listen("tcp", "127.0.0.5:0")
+	if err != nil {
+		t.Skipf("no 127.0.0.5 here: %v", err)
+	}
+	other := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached <- "other"; io.WriteString(w, "other") })}
+	go other.Serve(ln)
+	defer other.Close()
+	p, observed := startProxy(t, proxy.Config{Upstream: old})
+	err = p.SetUpstream(ln.Addr().String())
+	if err == nil || !strings.Contains(err.Error(), `host "127.0.0.5" is not 127.0.0.1 or ::1`) {
+		t.Errorf("SetUpstream(%s) = %v, want a refusal naming the host", ln.Addr(), err)
+	}
+	if got := send(t, p.Addr(), "GET / HTTP/1.1\r\nHost: p\r\n\r\n"); len(got) > 0 {
+		t.Errorf("client received %q, want nothing", got)
+	}
+	if e := next(t, observed); !strings.Contains(e.Err, "is not 127.0.0.1 or ::1") || e.Status != 0 {
+		t.Errorf("observed %+v, want no reply and the refusal", e)
+	}
+	select {
+	case who := <-reached:
+		t.Errorf("the %s upstream was reached", who)
+	default:
+	}
+	if err := p.SetUpstream(old); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(send(t, p.Addr(), "GET / HTTP/1.1\r\nHost: p\r\n\r\n")); !strings.HasSuffix(got, "old") {
+		t.Errorf("after SetUpstream back: received %q", got)
+	}
+	next(t, observed)
+}
+
 // Ensure Close ends open exchanges (the client gets nothing, the replica's
 // connection is closed) and returns promptly; a second Close is harmless
 // and nothing is accepted after.
@@ -812,6 +851,11 @@ func TestStartRejects(t *testing.T) {
 		want string
 	}{
 		{proxy.Config{Upstream: "nowhere", Route: route, Kill: kill}, `upstream "nowhere": address nowhere: missing port in address`},
+		{proxy.Config{Upstream: "127.0.0.5:80", Route: route, Kill: kill}, `upstream "127.0.0.5:80": host "127.0.0.5" is not 127.0.0.1 or ::1`},
+		{proxy.Config{Upstream: "localhost:80", Route: route, Kill: kill}, `host "localhost" is not 127.0.0.1 or ::1`},
+		{proxy.Config{Upstream: "10.0.0.1:80", Route: route, Kill: kill}, `host "10.0.0.1" is not 127.0.0.1 or ::1`},
+		{proxy.Config{Upstream: "127.0.0.1:0", Route: route, Kill: kill}, `port "0" is not a number in 1..65535`},
+		{proxy.Config{Upstream: "127.0.0.1:http", Route: route, Kill: kill}, `port "http" is not a number`},
 		{proxy.Config{Upstream: "127.0.0.1:1", Kill: kill}, "no Route function"},
 		{proxy.Config{Upstream: "127.0.0.1:1", Route: route}, "no Kill function"},
 		{proxy.Config{Upstream: "127.0.0.1:1", Route: route, Kill: kill, MaxBody: -1}, "max body -1 out of range"},
