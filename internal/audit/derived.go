@@ -23,7 +23,7 @@ import (
 
 // derivedFiles are the names of the files the audit writes for some
 // selection (the chaos timelines aside: chaos-NAME.svg, one per history).
-var derivedFiles = []string{ReportFile, TargetsReportFile, VerdictsFile, JitterSVGFile, StatementFile, EnvelopeFile}
+var derivedFiles = []string{ReportFile, TargetsReportFile, MatrixFile, MatrixSVGFile, VerdictsFile, JitterSVGFile, StatementFile, EnvelopeFile}
 
 // ReportFile is REPORT.md, the tables of the runs on stores.
 const ReportFile = "REPORT.md"
