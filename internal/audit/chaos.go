@@ -240,7 +240,7 @@ func (a *auditor) chaosRuns(runs []any) (stores, targets []string, bySubject map
 // no store it does not name, and no chaos file without a run.
 func (a *auditor) checkChaosSelection(runs int, stores, targets []string, bySubject map[chaosSubject]map[string]any) {
 	a.check()
-	if !slices.Equal(orderStores(slices.Clone(stores)), stores) {
+	if !slices.Equal(orderStores(stores), stores) {
 		a.chaosFail(chaosSubject{}, "runs", "%s: runs: stores %s not in store order (%s)", ChaosFile, strings.Join(stores, ", "), strings.Join(StoreOrder, ", "))
 	}
 	wantStores, wantTargets := a.selStores, a.selTargets

@@ -97,12 +97,10 @@ type chaosAck struct {
 	earlier             uint8 // a replayed reply's: the replicas (bits) of its intent's earlier attempts that may have applied it
 }
 
-// bySHA looks up the intent whose body has SHA-256 sum.
 func (h *chaosHistory) bySum(sum [32]byte) (int32, bool) {
 	return h.bySHA.find(maphash.Bytes(h.hashSeed, sum[:]), func(i int32) bool { return h.intents.at(i).sha == sum })
 }
 
-// byNum looks up intent number n.
 func (h *chaosHistory) byNum(n int64) (int32, bool) {
 	return h.byNumber.find(maphash.Comparable(h.hashSeed, n), func(i int32) bool { return h.intents.at(i).number == n })
 }
@@ -217,7 +215,6 @@ type lineValue struct {
 	v    any
 }
 
-// get returns the value of member name.
 func (l *lineReader) get(name string) lineValue {
 	if l.obj == nil {
 		kind, text := l.flat.Get(name)
@@ -243,7 +240,6 @@ func (l *lineReader) get(name string) lineValue {
 	return lineValue{kind: 'o', v: v}
 }
 
-// names calls f with each member's name.
 func (l *lineReader) names(f func(name []byte) bool) {
 	if l.obj == nil {
 		for _, m := range l.flat.Members {
@@ -889,7 +885,6 @@ func (r *ruleFindings) trim() {
 	}
 }
 
-// fired returns how many findings of rule fired.
 func (f *chaosFindings) fired(rule string) int64 {
 	if r := f.rules[rule]; r != nil {
 		return r.fired
@@ -999,7 +994,6 @@ func (j *chaosJudge) add(rule string, i int32, detail func() string) {
 	j.found.add(rule, in.number, func() (string, string) { return j.h.text.text(in.key), detail() })
 }
 
-// addf is add with the detail format and args.
 func (j *chaosJudge) addf(rule string, i int32, format string, args ...any) {
 	j.add(rule, i, func() string { return fmt.Sprintf(format, args...) })
 }

@@ -84,7 +84,6 @@ func (a *auditor) claim(id string, arg ...any) {
 	}
 }
 
-// list returns the report's list of kind.
 func (r *Report) list(kind ClaimKind) *[]Claim {
 	switch kind {
 	case Rederived:

@@ -191,7 +191,6 @@ func (a *auditor) deriveStatement() {
 	}
 }
 
-// sha256Hex is the hex SHA-256 of b.
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])

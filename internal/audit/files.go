@@ -167,7 +167,6 @@ func (a *auditor) evidenceFile(name string) ([]byte, bool) {
 // release drops the bytes of kept file name, read for the last time.
 func (a *auditor) release(name string) { delete(a.data, name) }
 
-// isListed reports whether manifest.files lists name.
 func (a *auditor) isListed(name string) bool {
 	_, ok := a.listed[name]
 	return ok

@@ -55,7 +55,6 @@ func renderTo(b *strings.Builder, v any) {
 	}
 }
 
-// str returns m[key] if it is a string.
 func str(m map[string]any, key string) (string, bool) {
 	s, ok := m[key].(string)
 	return s, ok

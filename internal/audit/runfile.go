@@ -42,7 +42,6 @@ func (a *auditor) checkRunFile(results map[string]any) {
 	}
 }
 
-// runKeyOf is the case and store of a run object.
 func runKeyOf(v any) runKey {
 	m, _ := v.(map[string]any)
 	c, _ := str(m, "case")
@@ -206,7 +205,6 @@ func logServer(line string) (int, bool) {
 	return n, err == nil
 }
 
-// validTime reports whether s is an RFC 3339 time.
 func validTime(s string) bool {
 	_, err := time.Parse(time.RFC3339Nano, s)
 	return err == nil

@@ -72,7 +72,6 @@ func optString(v any) *string {
 	return nil
 }
 
-// deref is *p, "" for nil.
 func deref(p *string) string {
 	if p == nil {
 		return ""
