@@ -263,7 +263,7 @@ func (f *fixture) derive(t *testing.T) {
 // runner: the fixture's own list, not the code under test's.
 func derivedName(rel string) bool {
 	switch rel {
-	case "REPORT.md", "TARGETS.md", "verdicts.json", "jitter.svg", "statement.intoto.json", "statement.intoto.dsse.json":
+	case "REPORT.md", "TARGETS.md", "MATRIX.md", "matrix.svg", "verdicts.json", "jitter.svg", "statement.intoto.json", "statement.intoto.dsse.json":
 		return true
 	}
 	return strings.HasPrefix(rel, "chaos-") && strings.HasSuffix(rel, ".svg")

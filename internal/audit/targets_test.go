@@ -413,7 +413,7 @@ func (f *fixture) forgeRow(t *testing.T) {
 	f.editText(t, "evidence/TARGETS.md", "| restart_after_reply | 1 (1) | violation |", "| restart_after_reply | 1 (1) | pass |")
 }
 
-const forgedRowFailure = `TARGETS.md: differs from the audit's own rendering: line 233: expected "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ...", observed "| restart_after_reply | 1 (1) | pass | — | stuck_key: the last call with key \"same\" got 409: the key was left in pr..."`
+const forgedRowFailure = `TARGETS.md: differs from the audit's own rendering: line 265: expected "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ...", observed "| restart_after_reply | 1 (1) | pass | — | stuck_key: the last call with key \"same\" got 409: the key was left in pr..."`
 
 // expressDigest is the folder digest of the fixture's
 // targets/express-idempotency (testdata/targets/targets).
@@ -486,7 +486,7 @@ func TestAuditTargetObservations(t *testing.T) {
 			row:    "| restart_after_reply | 1 (1) | pass | — | — |",
 			safety: "pass",
 			kept: []string{
-				`TARGETS.md: differs from the audit's own rendering: line 233: expected "| restart_after_reply | 1 (1) | pass | — | — |", observed "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ..."`,
+				`TARGETS.md: differs from the audit's own rendering: line 265: expected "| restart_after_reply | 1 (1) | pass | — | — |", observed "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ..."`,
 				`verdicts.json: differs from the audit's own rendering: line 449: expected "          \"safety\": \"pass\",", observed "          \"safety\": \"violation\","`,
 			},
 		},
