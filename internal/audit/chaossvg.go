@@ -192,15 +192,8 @@ func (t *timeline) header(b *strings.Builder) {
 	h, c := t.h, t.c
 	what := chaosSubject{store: h.store, target: h.target}.String()
 	put(b, `<text x="%d" y="22" font-size="17" font-weight="bold">chaos on %s</text>`, tlLeft, xmlText(what))
-	claims := "keys in memory, not shared"
-	switch {
-	case h.claims.durable && h.claims.shared:
-		claims = "durable, shared store"
-	case h.claims.durable:
-		claims = "durable, not shared"
-	case h.claims.shared:
-		claims = "not durable, shared store"
-	}
+	claims := map[chaosClaims]string{{}: "keys in memory, not shared", {true, false}: "durable, not shared",
+		{false, true}: "not durable, shared store", {true, true}: "durable, shared store"}[h.claims]
 	kills := "no kill -9"
 	if h.killEveryMS > 0 {
 		kills = fmt.Sprintf("kill -9 every %d ms", h.killEveryMS)
