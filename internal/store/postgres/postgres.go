@@ -181,7 +181,7 @@ var (
 
 // Open connects to the database at dsn for capacity keys; a duplicate
 // waits at most wait for another replica's owner. Errors name the DSN
-// with its password redacted.
+// with its password redacted, and so quote pgx's connection errors.
 func Open(ctx context.Context, dsn string, capacity int, wait time.Duration) (*Store, error) {
 	name := redact.DSN(dsn)
 	cfg, err := pgxpool.ParseConfig(dsn)
@@ -203,11 +203,11 @@ func Open(ctx context.Context, dsn string, capacity int, wait time.Duration) (*S
 	cfg.ConnConfig.RuntimeParams["lock_timeout"] = strconv.FormatInt(busyTimeout.Milliseconds(), 10)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres store %s: %w", name, err)
+		return nil, fmt.Errorf("postgres store %s: %w", name, redact.Failure(dsn, err))
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres store %s: connect: %w", name, err)
+		return nil, fmt.Errorf("postgres store %s: connect: %w", name, redact.Failure(dsn, err))
 	}
 	if err := initialize(ctx, pool); err != nil {
 		pool.Close()
@@ -405,7 +405,7 @@ func ReadState(ctx context.Context, dsn string) (store.State, error) {
 	name := redact.DSN(dsn)
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		return store.State{}, fmt.Errorf("postgres store %s: connect: %w", name, err)
+		return store.State{}, fmt.Errorf("postgres store %s: connect: %w", name, redact.Failure(dsn, err))
 	}
 	defer conn.Close(ctx)
 	st, err := readState(ctx, conn)

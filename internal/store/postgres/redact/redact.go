@@ -59,6 +59,18 @@ func Error(dsn string, err error) error {
 	return errors.New(msg)
 }
 
+// Failure is Error for an error that came after dsn parsed (a
+// connection's, a query's): pgx may quote the parts it read (the user, the
+// host), and when dsn's parts cannot be told apart one of those may be a
+// piece of the password (postgres://u:pa@ss@host: pgx looks up the host
+// "ss@host"), so then only that it failed is shown, not what.
+func Failure(dsn string, err error) error {
+	if _, _, ok := parse(dsn); !ok {
+		return errors.New("failed (the error's text is not shown: the connection string's parts cannot be told apart, so it may quote a password)")
+	}
+	return Error(dsn, err)
+}
+
 // separators are the bytes a connection string parser may cut a value at.
 const separators = ":/@?#&=;,'\"\\ \t\n\r\v\f"
 

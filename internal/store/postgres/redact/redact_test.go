@@ -161,3 +161,18 @@ func FuzzShownHidesWhatPgxReads(f *testing.F) {
 		}
 	})
 }
+
+// Ensure Failure shows an error after the parse with the password masked,
+// and none of its text for a string whose parts cannot be told apart:
+// pgx reads u:pa@SeKrEt@host's host as "SeKrEt@host" and says so.
+func TestFailure(t *testing.T) {
+	err := errors.New("failed to connect: lookup SeKrEt@host: no such host")
+	if got := Failure("postgres://u:pa@SeKrEt@host/db", err).Error(); strings.Contains(got, "SeKrEt") || !strings.Contains(got, "not shown") {
+		t.Errorf("Failure(unparseable) = %q, want its text not shown", got)
+	}
+	err = errors.New("connect to postgres://u:SeKrEt@host/db: dial tcp: connection refused")
+	got := Failure("postgres://u:SeKrEt@host/db", err).Error()
+	if want := "connect to postgres://u:" + Mask + "@host/db: dial tcp: connection refused"; got != want {
+		t.Errorf("Failure = %q, want %q", got, want)
+	}
+}
