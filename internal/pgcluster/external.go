@@ -8,9 +8,13 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
+	"unicode"
 
 	"idemlab/internal/store/postgres/redact"
 
@@ -33,6 +37,7 @@ type External struct {
 	lease       *pgx.Conn // holds the advisory lock (LeaseClass, owner)
 	owner       uint32
 	config      *pgconn.Config
+	passfile    string   // holds the password of the DSNs handed out; "" without one
 	Version     string   // SHOW server_version
 	Swept       []string // databases of gone runners that Attach dropped
 	SweepFailed []error  // drops that failed: reported, tried again next time
@@ -49,36 +54,56 @@ const maxDatabaseName = 63
 // leasedName is the shape of a database an attached runner made.
 var leasedName = regexp.MustCompile(`^idemlab_([0-9a-f]{8})_(.+)$`)
 
-// CheckDSN refuses a dsn pgx cannot parse, its password hidden.
+// CheckDSN refuses a dsn pgx cannot parse, or whose password a password
+// file cannot hold (see Attach), its password hidden.
 func CheckDSN(dsn string) error {
-	if _, err := pgxpool.ParseConfig(dsn); err != nil {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err == nil {
+		_, err = passfileLine(cfg.ConnConfig.Password)
+	}
+	if err != nil {
 		return fmt.Errorf("postgres %s: %w", redact.DSN(dsn), redact.Error(dsn, err))
 	}
 	return nil
 }
 
+// PassfileName is the password file Attach writes in its folder.
+const PassfileName = "pgpass"
+
 // Attach connects to the server at dsn (whose user may create databases),
 // drops the databases of gone runners and takes its own lease. Errors hide
 // the password, pgx's own text included.
-func Attach(ctx context.Context, dsn string) (*External, error) {
+//
+// The DSNs CreateDatabase hands out hold no password, since they end up
+// in processes' arguments (ps shows them to every user), in targets' logs
+// and in evidence: when the server needs one, Attach writes it into
+// dir/PassfileName (mode 0600; dir should be private to the runner and
+// removed with it, as its temp folder is), which the DSNs name as their
+// passfile (read by pgx and libpq alike); Stop removes it.
+func Attach(ctx context.Context, dsn, dir string) (*External, error) {
 	fail := func(err error) error {
-		return fmt.Errorf("postgres %s: %w", redact.DSN(dsn), redact.Error(dsn, err))
+		return fmt.Errorf("postgres %s: %w", redact.DSN(dsn), redact.Failure(dsn, err))
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres %s: %w", redact.DSN(dsn), redact.Error(dsn, err))
+	}
+	passfile, err := writePassfile(dir, cfg.ConnConfig.Password)
 	if err != nil {
 		return nil, fail(err)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
+		removePassfile(passfile)
 		return nil, fail(err)
 	}
-	e := &External{admin: pool, config: cfg.ConnConfig.Config.Copy()}
+	e := &External{admin: pool, config: cfg.ConnConfig.Config.Copy(), passfile: passfile}
 	if err := pool.QueryRow(ctx, `SHOW server_version`).Scan(&e.Version); err != nil {
-		pool.Close()
+		e.Stop()
 		return nil, fail(err)
 	}
 	if e.lease, err = pgx.ConnectConfig(ctx, cfg.ConnConfig.Copy()); err != nil {
-		pool.Close()
+		e.Stop()
 		return nil, fail(fmt.Errorf("lease connection: %w", err))
 	}
 	// No idle timeout may end the lease's session (PostgreSQL 14 on).
@@ -183,16 +208,19 @@ func (e *External) DropDatabase(ctx context.Context, name string) error {
 	return nil
 }
 
-// Stop closes the connections, the lease's with them; the server runs on.
+// Stop closes the connections, the lease's with them, and removes the
+// password file; the server runs on.
 func (e *External) Stop() error {
 	e.admin.Close()
+	removePassfile(e.passfile)
 	if e.lease != nil {
 		return e.lease.Close(context.Background())
 	}
 	return nil
 }
 
-// dsn is a URL for database db on the attached server, as the same user.
+// dsn is a URL for database db on the attached server, as the same user,
+// with no password: the password file holds it.
 func (e *External) dsn(db string) string {
 	c := e.config
 	q := url.Values{}
@@ -201,13 +229,71 @@ func (e *External) dsn(db string) string {
 	if c.TLSConfig == nil {
 		q.Set("sslmode", "disable")
 	}
-	u := url.URL{Scheme: "postgres", Path: "/" + db, RawQuery: q.Encode()}
-	if c.Password != "" {
-		u.User = url.UserPassword(c.User, c.Password)
-	} else {
-		u.User = url.User(c.User)
+	if e.passfile != "" {
+		q.Set("passfile", e.passfile)
 	}
+	u := url.URL{Scheme: "postgres", User: url.User(c.User), Path: "/" + db, RawQuery: q.Encode()}
 	return u.String()
+}
+
+// maxPassword bounds a password in a password file, whose reader
+// (pgpassfile's bufio.Scanner) takes lines of at most 64 KiB.
+const maxPassword = 60000
+
+// passfileLine is the password file line giving password for every host,
+// port, database and user, ':' and '\' escaped, or why a password file
+// cannot hold it: a reader trims a line's white space and splits lines
+// at CR and LF (and pgpassfile uses both as markers of its own).
+func passfileLine(password string) (string, error) {
+	switch {
+	case strings.ContainsAny(password, "\r\n\x00"):
+		return "", errors.New("the password holds a line break or a NUL byte, which the servers' password file cannot hold")
+	case strings.TrimRightFunc(password, unicode.IsSpace) != password:
+		return "", errors.New("the password ends in white space, which the servers' password file cannot hold")
+	case len(password) > maxPassword:
+		return "", fmt.Errorf("the password is longer than the %d bytes the servers' password file holds", maxPassword)
+	}
+	escaped := strings.NewReplacer(`\`, `\\`, ":", `\:`).Replace(password)
+	return "*:*:*:*:" + escaped + "\n", nil
+}
+
+// writePassfile writes password into dir/PassfileName, readable by this
+// user alone, and returns its path; "" for no password.
+func writePassfile(dir, password string) (string, error) {
+	if password == "" {
+		return "", nil
+	}
+	line, err := passfileLine(password)
+	if err != nil {
+		return "", err
+	}
+	if dir == "" {
+		return "", errors.New("no folder for the password file")
+	}
+	abs, err := filepath.Abs(filepath.Join(dir, PassfileName))
+	if err != nil {
+		return "", fmt.Errorf("password file: %w", err)
+	}
+	f, err := os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("password file: %w", err)
+	}
+	_, err = f.WriteString(line)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(abs)
+		return "", fmt.Errorf("password file %s: %w", abs, err)
+	}
+	return abs, nil
+}
+
+// removePassfile removes the password file at path, if any.
+func removePassfile(path string) {
+	if path != "" {
+		os.Remove(path)
+	}
 }
 
 // ServerVersion returns Version.

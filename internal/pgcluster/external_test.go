@@ -2,8 +2,12 @@ package pgcluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,7 +27,7 @@ import (
 func TestAttach(t *testing.T) {
 	c := pgclustertest.ForTest(t)
 	ctx := context.Background()
-	e, err := pgcluster.Attach(ctx, c.DSN("postgres"))
+	e, err := pgcluster.Attach(ctx, c.DSN("postgres"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,9 +55,82 @@ func TestAttach(t *testing.T) {
 		t.Fatalf("the server stopped with the attachment: %v", err)
 	}
 
-	_, err = pgcluster.Attach(ctx, "postgres://lab:s3cret@127.0.0.1:1/x?connect_timeout=2")
+	_, err = pgcluster.Attach(ctx, "postgres://lab:s3cret@127.0.0.1:1/x?connect_timeout=2", t.TempDir())
 	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "xxxxx") {
 		t.Fatalf("pgcluster.Attach(unreachable) error = %v, want one naming the DSN without its password", err)
+	}
+}
+
+// Ensure the DSNs an External attached with a password hands out hold no
+// password (they go into processes' arguments, which ps shows, and into
+// targets' logs) and still connect to a server that asks for it: the
+// password is in a 0600 file in the folder Attach was given, gone after
+// Stop. The password holds every byte a password file escapes.
+func TestAttachPasswordOnlyInItsFile(t *testing.T) {
+	c := pgclustertest.ForTest(t)
+	ctx := context.Background()
+	const password = `Pw:with\back@sl/ash?#&='"`
+	dsn := pgclustertest.PasswordRole(t, c, "idem", password)
+	if err := pgcluster.CheckDSN(dsn); err != nil {
+		t.Fatalf("CheckDSN(a password with : and \\) = %v", err)
+	}
+	dir := t.TempDir()
+	e, err := pgcluster.Attach(ctx, dsn, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDSN, err := e.CreateDatabase(ctx, "pw_run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, shown := range []string{password, url.QueryEscape(password), url.PathEscape(password), url.UserPassword("idem", password).String(), "Pw"} {
+		if strings.Contains(runDSN, shown) {
+			t.Errorf("CreateDatabase's DSN %q holds the password (as %q)", runDSN, shown)
+		}
+	}
+	conn := pgclustertest.Connect(t, runDSN)
+	var user, db string
+	if err := conn.QueryRow(ctx, `SELECT current_user, current_database()`).Scan(&user, &db); err != nil || user != "idem" || db != e.Database("pw_run") {
+		t.Fatalf("connected as %q to %q (%v), want idem to %s", user, db, err, e.Database("pw_run"))
+	}
+	conn.Close(ctx)
+	passfile := filepath.Join(dir, pgcluster.PassfileName)
+	fi, err := os.Stat(passfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s has mode %v, want 0600", passfile, fi.Mode().Perm())
+	}
+	if err := e.DropDatabase(ctx, "pw_run"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(passfile); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("after Stop, the password file: %v, want it gone", err)
+	}
+}
+
+// Ensure a password a password file cannot hold is refused before
+// anything starts, without being shown.
+func TestCheckDSNRefusesPasswordsNoFileHolds(t *testing.T) {
+	for _, dsn := range []string{
+		"postgres://u:line%0Abreak@host/db",
+		"postgres://u:trailing%20@host/db",
+		"host=h user=u password='trailing ' dbname=db",
+	} {
+		err := pgcluster.CheckDSN(dsn)
+		if err == nil || !strings.Contains(err.Error(), "password file cannot hold") {
+			t.Errorf("CheckDSN(%q) = %v, want the password file refusing it", dsn, err)
+			continue
+		}
+		for _, secret := range []string{"line", "break", "trailing"} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("CheckDSN(%q) = %v: shows the password", dsn, err)
+			}
+		}
 	}
 }
 
@@ -64,7 +141,7 @@ const attachEnv = "PGCLUSTER_TEST_ATTACH"
 
 func attachMain(dsn string) int {
 	ctx := context.Background()
-	e, err := pgcluster.Attach(ctx, dsn)
+	e, err := pgcluster.Attach(ctx, dsn, "") // no password: no file
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -138,7 +215,7 @@ func TestAttachSweepsDeadRunners(t *testing.T) {
 		}
 	}
 	cmd, db := startChild(t, attachEnv+"="+c.DSN("postgres"), "DB") // an attached runner and its database
-	live, err := pgcluster.Attach(ctx, c.DSN("postgres"))
+	live, err := pgcluster.Attach(ctx, c.DSN("postgres"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +237,7 @@ func TestAttachSweepsDeadRunners(t *testing.T) {
 	if got := databases(t, c); !slices.Contains(got, db) {
 		t.Fatalf("databases = %v: the killed runner's %s went before anyone swept", got, db)
 	}
-	next, err := pgcluster.Attach(ctx, c.DSN("postgres"))
+	next, err := pgcluster.Attach(ctx, c.DSN("postgres"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

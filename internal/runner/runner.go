@@ -399,7 +399,7 @@ func (inv *invocation) start(ctx context.Context) error {
 		return err
 	}
 	if inv.needsPostgres() {
-		pg, err := startPostgres(ctx, &inv.Options)
+		pg, err := startPostgres(ctx, &inv.Options, tmp)
 		if err != nil {
 			return err
 		}
@@ -588,12 +588,13 @@ type postgresServer interface {
 }
 
 // startPostgres starts the throwaway PostgreSQL the postgres column runs
-// on, or attaches to -pg-dsn's server, saying which. Without PostgreSQL it
-// drops the postgres store from o.Stores, says so and returns nil, unless
-// the caller asked for that store (ErrNoPostgres).
-func startPostgres(ctx context.Context, o *Options) (postgresServer, error) {
+// on, or attaches to -pg-dsn's server (its password, if any, in a file in
+// the temp folder tmp: the DSNs of the runs hold none), saying which.
+// Without PostgreSQL it drops the postgres store from o.Stores, says so
+// and returns nil, unless the caller asked for that store (ErrNoPostgres).
+func startPostgres(ctx context.Context, o *Options, tmp string) (postgresServer, error) {
 	if o.PostgresDSN != "" {
-		e, err := pgcluster.Attach(ctx, o.PostgresDSN)
+		e, err := pgcluster.Attach(ctx, o.PostgresDSN, tmp)
 		if err != nil {
 			return nil, &UsageError{fmt.Errorf("-pg-dsn: %w", err)}
 		}

@@ -7,11 +7,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -128,6 +132,47 @@ func Connect(t testing.TB, dsn string) *pgx.Conn {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
+}
+
+// PasswordRole makes c ask every user but the superuser for a password
+// (scram-sha-256), creates role user with password, allowed to log in
+// and to create databases, and returns a URL of database postgres as
+// user, password included: a server like one runner -pg-dsn names.
+func PasswordRole(t testing.TB, c *pgcluster.Cluster, user, password string) string {
+	t.Helper()
+	ctx := context.Background()
+	hba := "local all " + pgcluster.Superuser + " trust\nlocal all all scram-sha-256\n"
+	if err := os.WriteFile(filepath.Join(c.Dir, "data", "pg_hba.conf"), []byte(hba), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	admin := Connect(t, c.DSN("postgres"))
+	literal := "'" + strings.ReplaceAll(password, "'", "''") + "'"
+	if _, err := admin.Exec(ctx, `CREATE ROLE `+pgx.Identifier{user}.Sanitize()+` LOGIN CREATEDB PASSWORD `+literal); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, `SELECT pg_reload_conf()`); err != nil {
+		t.Fatal(err)
+	}
+	q := url.Values{}
+	q.Set("host", c.Dir)
+	q.Set("port", strconv.Itoa(pgcluster.Port))
+	q.Set("sslmode", "disable")
+	u := url.URL{Scheme: "postgres", User: url.User(user), Path: "/postgres", RawQuery: q.Encode()}
+	// The reload takes effect when the postmaster gets to it: wait until
+	// a connection without the password is refused.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		conn, err := pgx.Connect(ctx, u.String())
+		if err != nil {
+			break
+		}
+		conn.Close(ctx)
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still connects without a password 30s after the reload", user)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	u.User = url.UserPassword(user, password)
+	return u.String()
 }
 
 // dbName folds a test name into a short database name.
