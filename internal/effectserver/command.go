@@ -63,7 +63,9 @@ func newFlagSet(cfg *Config) *flag.FlagSet {
 	fs.StringVar(&cfg.StateDir, "state", "",
 		"the state folder `DIR` (required but with -store postgres; it must exist)")
 	fs.StringVar(&cfg.DSN, "dsn", "",
-		"the PostgreSQL database `URL` of -store postgres (only then)")
+		"the PostgreSQL database `URL` of -store postgres (only then). Every user of the machine sees it in ps: "+
+			"write no password in it, give it by PGPASSWORD or a password file (passfile=FILE in URL, or PGPASSFILE; "+
+			"the .pgpass format), as the runner does (errors show URL with its password masked)")
 	fs.StringVar(&cfg.Addr, "addr", protocol.DefaultAddr,
 		"listen on `HOST:PORT`, loopback only: 127.0.0.0/8, ::1 or localhost (port 0: any free port)")
 	fs.Var(nameVar(&cfg.Store, protocol.ParseStore), "store",
