@@ -45,8 +45,9 @@ type Case struct {
 // TargetJudging says which store's expectation a sound implementation
 // shows, and which properties the case tests, for the audit's verdict.
 type TargetJudging struct {
-	Sound protocol.Store `json:"sound"`
-	Tests []string       `json:"tests"`
+	Sound  protocol.Store `json:"sound"`
+	Tests  []string       `json:"tests"`
+	Column string         `json:"column"` // the matrix column the audit shows its runs in (MATRIX.md)
 }
 
 // Ledger is a case's ledger: a durable effect server of its own.
