@@ -3,12 +3,16 @@
 // 127.0.0.1 that speaks just enough HTTP to know where a request and a
 // reply end, and places the lab's proxy faults there (Route).
 //
-// Each client connection carries one request, read whole and forwarded on
-// a fresh connection byte for byte (header order, case and spacing as
-// sent), less every X-Lab-Fault and Connection field and the route's own,
-// plus the route's fields and "Connection: close". The reply is read whole
-// and relayed byte for byte unless a fault drops it. A replica unreachable
-// or closing mid-reply leaves the client unanswered; a client that goes
+// Each client connection carries one request, read whole and forwarded
+// byte for byte (header order, case and spacing as sent), less every
+// X-Lab-Fault and Connection field and the route's own, plus the route's
+// fields ("Connection: close" too for HTTP/1.0). The reply is read whole
+// and relayed byte for byte unless a fault drops it; the client's
+// connection is then closed. The connection to the replica is kept alive
+// for the next exchange (at most idleTimeout, checked still open before
+// use; never after a fault, a reply framed by the close or one that asks
+// to close), and a request is never sent twice. A replica unreachable or
+// closing mid-reply leaves the client unanswered; a client that goes
 // first takes the replica's connection with it. The proxy's own refusals
 // start "proxy: " (400 malformed or ambiguous framing, 431, 413, 502 for a
 // rejected fault or an oversized reply).
@@ -26,11 +30,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -125,13 +127,18 @@ type Exchange struct {
 // A Proxy is a running fault proxy.
 type Proxy struct {
 	cfg Config
-	ln  net.Listener // capped at MaxConns connections open at once
+	ln  net.Listener
+	// slots caps the client connections open at once at MaxConns (not
+	// protocol.LimitListener: its connections hide CloseWrite, which
+	// linger needs).
+	slots chan struct{}
 
 	ctx    context.Context // cancelled by Close: ends every exchange
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the accept loop and every exchange
 
 	upstream atomic.Pointer[upstream] // where exchanges go
+	idle     idlePool                 // the replica's connections kept alive between exchanges
 
 	closeOnce sync.Once
 	closeErr  error
@@ -154,11 +161,13 @@ func Start(cfg Config) (*Proxy, error) {
 	if cfg.MaxBody < 1 || cfg.MaxBody > MaxMaxBody {
 		return nil, fmt.Errorf("proxy: config: max body %d out of range 1..%d", cfg.MaxBody, MaxMaxBody)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// No TCP keep-alive probes on the clients' connections (three
+	// setsockopt calls each): every wait on a client is bounded anyway.
+	ln, err := (&net.ListenConfig{KeepAlive: -1}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("proxy: listen: %w", err)
 	}
-	p := &Proxy{cfg: cfg, ln: protocol.NewLimitListener(ln, MaxConns)}
+	p := &Proxy{cfg: cfg, ln: ln, slots: make(chan struct{}, MaxConns)}
 	p.upstream.Store(&upstream{addr: cfg.Upstream})
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.wg.Add(1)
@@ -179,6 +188,7 @@ func (p *Proxy) SetUpstream(addr string) error {
 		err = fmt.Errorf("proxy: set upstream: %w", err)
 	}
 	p.upstream.Store(&upstream{addr: addr, err: err})
+	p.idle.drain()
 	return err
 }
 
@@ -214,6 +224,7 @@ func (p *Proxy) Close() error {
 	p.closeOnce.Do(func() {
 		p.cancel()
 		err := p.ln.Close()
+		p.idle.close()
 		done := make(chan struct{})
 		go func() {
 			p.wg.Wait()
@@ -235,8 +246,14 @@ func (p *Proxy) Close() error {
 func (p *Proxy) accept() {
 	defer p.wg.Done()
 	for {
+		select {
+		case p.slots <- struct{}{}:
+		case <-p.ctx.Done():
+			return
+		}
 		conn, err := p.ln.Accept()
 		if err != nil {
+			<-p.slots
 			if p.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
 			}
@@ -251,6 +268,7 @@ func (p *Proxy) accept() {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
+			defer func() { <-p.slots }()
 			p.serve(conn)
 		}()
 	}
@@ -262,6 +280,9 @@ func (p *Proxy) serve(client net.Conn) {
 	observed := x.run()
 	client.Close()
 	x.watch.Wait()
+	if x.br != nil {
+		freeReader(x.br)
+	}
 	if observed && p.cfg.Observe != nil {
 		x.ex.End = time.Now()
 		p.cfg.Observe(x.ex)
@@ -325,7 +346,7 @@ func (x *exchange) read() (req *request, observed bool) {
 	maxBody := x.p.cfg.MaxBody
 	x.client.SetReadDeadline(time.Now().Add(RequestTimeout))
 	x.rec = &recorder{r: x.client, n: HeaderBytes, keep: true}
-	x.br = bufio.NewReaderSize(x.rec, 4096)
+	x.br = newReader(x.rec)
 	r, err := http.ReadRequest(x.br)
 	if err != nil {
 		switch {
@@ -404,33 +425,60 @@ func (x *exchange) forward(req *request, route Route) {
 		x.ex.Err = "dial upstream: " + u.err.Error()
 		return
 	}
-	dialCtx, dialCancel := context.WithTimeout(x.ctx, DialTimeout)
-	up, err := new(net.Dialer).DialContext(dialCtx, "tcp", u.addr)
-	dialCancel()
-	if err != nil {
-		x.ex.Err = "dial upstream: " + err.Error()
-		return
+	up := x.p.idle.get(u.addr)
+	if up == nil {
+		dialCtx, dialCancel := context.WithTimeout(x.ctx, DialTimeout)
+		var err error
+		up, err = new(net.Dialer).DialContext(dialCtx, "tcp", u.addr)
+		dialCancel()
+		if err != nil {
+			x.ex.Err = "dial upstream: " + err.Error()
+			return
+		}
 	}
-	defer up.Close()
-	defer context.AfterFunc(x.ctx, func() { up.Close() })()
+	kept := false
+	defer func() {
+		if !kept {
+			up.Close()
+		}
+	}()
+	stop := context.AfterFunc(x.ctx, func() { up.Close() })
+	defer stop()
 	rep, err := x.awaitReply(w, up, head, req)
 	if err != nil {
 		x.ex.Err = err.Error() + " before the reply"
 		return
 	}
-	x.answer(up, rep, route)
+	x.answer(rep, route, func() {
+		// Done with the replica's connection: kept alive for a later
+		// exchange when the reply left it clean, else closed.
+		if rep.reusable && stop() {
+			kept = x.p.idle.put(u.addr, up)
+		}
+		if !kept {
+			up.Close()
+		}
+	})
 }
 
 // forwardHead is req's head as the replica gets it: as sent, less every
 // X-Lab-Fault and Connection field and every field the route sets, plus
-// the route's fields and "Connection: close".
+// the route's fields, and "Connection: close" for a request before
+// HTTP/1.1 (an HTTP/1.1 request leaves the connection open for the next).
 func forwardHead(req *request, route Route) []byte {
-	add := route.Header.Clone()
-	if add == nil {
-		add = http.Header{}
+	drop := []string{protocol.FaultHeader, "Connection"}
+	add := route.Header
+	if !req.ProtoAtLeast(1, 1) {
+		add = route.Header.Clone()
+		if add == nil {
+			add = http.Header{}
+		}
+		add["Connection"] = []string{"close"}
 	}
-	add["Connection"] = []string{"close"}
-	return req.head.edit(append([]string{protocol.FaultHeader}, slices.Collect(maps.Keys(add))...), add)
+	for name := range add {
+		drop = append(drop, name)
+	}
+	return req.head.edit(drop, add)
 }
 
 // A waiter waits for one step of an exchange while the client may leave,
@@ -508,7 +556,9 @@ func (x *exchange) awaitReply(w *waiter, up net.Conn, head []byte, req *request)
 // answer does with the replica's reply what the route says: nothing once
 // GiveUp let the client go, drop it (after Kill for HoldAndKill), or relay
 // it and linger. A reply that broke a bound is answered 502 instead.
-func (x *exchange) answer(up net.Conn, rep reply, route Route) {
+// release is called, before the reply is relayed, when the replica's
+// connection is no longer needed; otherwise the caller closes it.
+func (x *exchange) answer(rep reply, route Route, release func()) {
 	if rep.err != nil {
 		x.ex.Err = rep.err.Error()
 		if rep.overBound && !x.ex.GaveUp {
@@ -529,7 +579,7 @@ func (x *exchange) answer(up net.Conn, rep reply, route Route) {
 		x.ex.Dropped = true
 		return
 	}
-	up.Close()
+	release()
 	x.client.SetWriteDeadline(time.Now().Add(WriteTimeout))
 	if _, err := x.client.Write(rep.raw); err != nil {
 		x.ex.Err = "write reply: " + err.Error()
@@ -600,13 +650,15 @@ type reply struct {
 	status    int
 	err       error
 	overBound bool // err says the reply broke a bound
+	reusable  bool // the connection may carry another request (reusable)
 }
 
 // roundTrip writes the request and reads the whole reply.
 func roundTrip(up net.Conn, head, body []byte, req *http.Request, maxBody int64) reply {
 	up.SetWriteDeadline(time.Now().Add(WriteTimeout))
 	rec := &recorder{r: up, n: HeaderBytes, keep: true}
-	br := bufio.NewReaderSize(rec, 4096)
+	br := newReader(rec)
+	defer freeReader(br)
 	if expectsContinue(req) && len(body) > 0 {
 		// The client was told to go on (read): the replica now gets the
 		// same choice, so a replica that refuses the body (413) answers
@@ -620,7 +672,9 @@ func roundTrip(up net.Conn, head, body []byte, req *http.Request, maxBody int64)
 			return readError(rec, err)
 		}
 		if resp.StatusCode != http.StatusContinue {
-			return finishReply(rec, br, req, resp, maxBody)
+			rep := finishReply(rec, br, req, resp, maxBody)
+			rep.reusable = false // the body was never sent
+			return rep
 		}
 		// The client has had the proxy's own 100 Continue: this one is
 		// not relayed.
@@ -637,6 +691,7 @@ func roundTrip(up net.Conn, head, body []byte, req *http.Request, maxBody int64)
 	if rep.err != nil && werr != nil {
 		rep.err = fmt.Errorf("write request: %v; %w", werr, rep.err)
 	}
+	rep.reusable = rep.reusable && werr == nil
 	return rep
 }
 
@@ -679,14 +734,39 @@ func readError(rec *recorder, err error) reply {
 // finishReply reads the body of the final reply resp.
 func finishReply(rec *recorder, br *bufio.Reader, req *http.Request, resp *http.Response, maxBody int64) reply {
 	rec.n = 2*maxBody + HeaderBytes
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	n, err := io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody+1)) // rec keeps it
 	switch {
-	case int64(len(body)) > maxBody || rec.exceeded:
+	case n > maxBody || rec.exceeded:
 		return reply{err: fmt.Errorf("reply body over %d bytes", maxBody), overBound: true}
 	case err != nil:
 		return reply{err: fmt.Errorf("read reply body: %w", err)}
 	}
-	return reply{raw: rec.buf[:len(rec.buf)-br.Buffered()], status: resp.StatusCode}
+	return reply{raw: rec.buf[:len(rec.buf)-br.Buffered()], status: resp.StatusCode, reusable: reusable(req, resp, br)}
+}
+
+// reusable reports whether the connection that carried req and its whole
+// reply resp (read from br) may carry another request: both HTTP/1.1 or
+// later (the request was forwarded without its Connection fields), the
+// reply not asking to close, the reply framed by its length (not by
+// the close), no protocol switch, and no byte after it.
+func reusable(req *http.Request, resp *http.Response, br *bufio.Reader) bool {
+	return req.ProtoAtLeast(1, 1) && resp.ProtoAtLeast(1, 1) && !resp.Close &&
+		resp.StatusCode != http.StatusSwitchingProtocols && br.Buffered() == 0
+}
+
+// readers holds the 4 KiB readers of exchanges that ended.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
+
+func newReader(r io.Reader) *bufio.Reader {
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(r)
+	return br
+}
+
+// freeReader gives back br, once nothing reads it.
+func freeReader(br *bufio.Reader) {
+	br.Reset(nil)
+	readers.Put(br)
 }
 
 // A recorder passes reads from r through, keeping a copy of every byte
