@@ -45,6 +45,12 @@ type Server struct {
 	group  bool          // signals go to the process group
 	done   chan struct{} // closed when the process has exited and been reaped
 	status int           // exit code, valid after done; 128+N if killed by signal N
+	// outlived: processes of its group were left when it exited (valid
+	// after done); they were killed.
+	outlived bool
+	// escaped: a process outside its group (setsid) held its output open
+	// past the drain bound, and was not waited for (valid after done).
+	escaped bool
 
 	mu      sync.Mutex
 	log     []string
@@ -85,16 +91,30 @@ func StartSpec(ctx context.Context, spec Spec) (*Server, error) {
 	cmd.SysProcAttr = childAttr(spec.Group)
 	s := &Server{cmd: cmd, group: spec.Group, done: make(chan struct{})}
 	cmd.Cancel = func() error { s.signal(syscall.SIGKILL); return nil }
-	stdout, err := cmd.StdoutPipe()
-	var stderr io.ReadCloser
+	// The pipes are the lab's own, not os/exec's, so that Wait returns when
+	// the server exits whoever else holds them (a child it left, one that
+	// left its group), and the reading of its log is bounded apart.
+	var stdout, stderr, outW, errW *os.File
+	stdout, outW, err := os.Pipe()
 	if err == nil {
-		stderr, err = cmd.StderrPipe()
+		stderr, errW, err = os.Pipe()
+		cmd.Stdout, cmd.Stderr = outW, errW
 	}
 	began := time.Now()
 	if err == nil {
 		err = cmd.Start()
 	}
+	for _, f := range []*os.File{outW, errW} {
+		if f != nil {
+			f.Close() // the server has its copies
+		}
+	}
 	if err != nil {
+		for _, f := range []*os.File{stdout, stderr} {
+			if f != nil {
+				f.Close()
+			}
+		}
 		return nil, fmt.Errorf("start %s: %w", spec.Path, err)
 	}
 	s.PID = cmd.Process.Pid
@@ -104,10 +124,32 @@ func StartSpec(ctx context.Context, spec Spec) (*Server, error) {
 	pipes.Go(func() { s.readLog(stdout, "stdout: ", spec.ReadyLine, ready) })
 	pipes.Go(func() { s.readLog(stderr, "", nil, nil) })
 	go func() {
-		// Wait only after the pipes are drained, as os/exec requires.
-		pipes.Wait()
-		err := cmd.Wait()
+		err := cmd.Wait() // at the server's exit: the pipes are not os/exec's
 		s.status = exitCode(cmd, err)
+		// The log ends when every process holding the pipes closed them:
+		// the server's group goes with it, normally, within DrainWithin.
+		// What of its group is left then is killed (sweepGroup reports
+		// it); a process that left the group (setsid) is beyond that kill
+		// and is not waited for.
+		drained := make(chan struct{})
+		go func() { pipes.Wait(); close(drained) }()
+		select {
+		case <-drained:
+		case <-time.After(DrainWithin):
+		}
+		if s.group && syscall.Kill(-s.PID, 0) == nil {
+			s.outlived = true
+			_ = syscall.Kill(-s.PID, syscall.SIGKILL)
+		}
+		// Killed, the group's members close the pipes at once; what still
+		// holds them left the group.
+		deadline := time.Now().Add(DrainWithin / 4)
+		stdout.SetReadDeadline(deadline)
+		stderr.SetReadDeadline(deadline)
+		<-drained
+		s.escaped = !time.Now().Before(deadline)
+		stdout.Close()
+		stderr.Close()
 		close(s.done)
 	}()
 
@@ -266,12 +308,18 @@ func (s *Server) AwaitExit(within time.Duration) (int, error) {
 
 // sweepGroup kills what is left of a server's process group once the
 // server itself exited (a child it did not take with it), and says so.
+// A process that left the group (setsid) is beyond this kill (only a
+// cgroup would reach it); where one held the server's output open, the
+// error says so.
 func (s *Server) sweepGroup() error {
-	if !s.group || syscall.Kill(-s.PID, 0) != nil {
-		return nil
+	if s.group && (s.outlived || syscall.Kill(-s.PID, 0) == nil) {
+		_ = syscall.Kill(-s.PID, syscall.SIGKILL)
+		return fmt.Errorf("server %d exited, but processes of its group outlived it; killed", s.PID)
 	}
-	_ = syscall.Kill(-s.PID, syscall.SIGKILL)
-	return fmt.Errorf("server %d exited, but processes of its group outlived it; killed", s.PID)
+	if s.escaped {
+		return fmt.Errorf("server %d exited, but a process it started outside its process group (setsid) held its output open; not waited for past %v", s.PID, DrainWithin)
+	}
+	return nil
 }
 
 // Exited reports whether the process has exited and been reaped.
