@@ -3,11 +3,14 @@ package runner
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -153,4 +156,76 @@ func TestLaterWaitGivesUp(t *testing.T) {
 	if v, err := wait(context.Background()); v != 7 || err != nil {
 		t.Errorf("wait = %d, %v, want 7, nil", v, err)
 	}
+}
+
+// Ensure a runner whose target's setup another runner holds the lock of
+// says so, in one line naming the target and the lock, and stops waiting
+// when its run is stopped (the old code waited in flock for good, silent).
+func TestSetupLockWaitSaysSoAndStops(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	tg := setupTarget(t, "locked-setup", "echo ran > ran")
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(tg.Dir))
+	lockPath := filepath.Join(cache, "idemlab", "setup", hex.EncodeToString(sum[:16])+".lock")
+	if err := os.MkdirAll(filepath.Dir(lockPath), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	other, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close() // releases the lock, so a hung old setup can end
+	if err := syscall.Flock(int(other.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+
+	bg := newBackground(context.Background())
+	var log syncBuffer
+	s, err := startSetups(bg, []*target.Target{tg}, false, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "waiting for another runner's setup of locked-setup (lock " + lockPath + ")\n"
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(log.String(), want); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20 s waiting on the lock the log is %q, want a line %q", log.String(), want)
+		}
+	}
+	stopped := make(chan struct{})
+	go func() { bg.stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("stop did not end the wait on the lock within 20 s")
+	}
+	if err := s.waitAll(context.Background(), []*target.Target{tg}); !errors.Is(err, context.Canceled) {
+		t.Errorf("waitAll after stop = %v, want context.Canceled", err)
+	}
+	if _, err := os.Stat(filepath.Join(tg.Dir, "ran")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the setup ran while another runner held its lock (stat: %v)", err)
+	}
+	if n := strings.Count(log.String(), "waiting for"); n != 1 {
+		t.Errorf("the log says %d times that it waits, want once: %q", n, log.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the background's writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

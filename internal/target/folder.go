@@ -1,15 +1,14 @@
 package target
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -17,10 +16,28 @@ import (
 
 	"idemlab/internal/audit/digest"
 	"idemlab/internal/safefile"
+	"idemlab/internal/serverproc"
 )
 
 // SetupWithin bounds a target's setup.
 const SetupWithin = 10 * time.Minute
+
+// SetupTail is how much of what a setup prints (stdout and stderr, in
+// order) is kept while it runs, its last bytes: a failed setup's error
+// shows them and says how many came before.
+const SetupTail = 4 << 10
+
+// RuntimeWithin bounds versions.runtime; RuntimeHead is how much of each
+// of its stdout and stderr is kept (their first bytes: the first line is
+// the version).
+const (
+	RuntimeWithin = 10 * time.Second
+	RuntimeHead   = 4 << 10
+)
+
+// lockPoll is how often a runner waiting for another's setup of the same
+// folder tries the lock again.
+const lockPoll = 200 * time.Millisecond
 
 // SetupMarker is the marker earlier labs left in a target's folder: a
 // setup removes it, and its lock (digest.SetupLock).
@@ -61,8 +78,8 @@ func (t *Target) EnsureSetup(ctx context.Context, folderDigest string, log io.Wr
 		return fmt.Errorf("target %s: setup: %w", t.Name, err)
 	}
 	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("target %s: setup: lock %s: %w", t.Name, lock.Name(), err)
+	if err := t.lockSetup(ctx, lock, log); err != nil {
+		return err
 	}
 	os.Remove(filepath.Join(t.Dir, SetupMarker))
 	os.Remove(filepath.Join(t.Dir, digest.SetupLock))
@@ -72,15 +89,10 @@ func (t *Target) EnsureSetup(ctx context.Context, folderDigest string, log io.Wr
 	os.Remove(marker) // a failed setup may leave the folder half made
 	fmt.Fprintf(log, "target %s: setup: %s (first run on this folder's contents) ...\n", t.Name, strings.Join(t.Setup, " "))
 	began := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, SetupWithin)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, t.Setup[0], t.Setup[1:]...)
-	cmd.Dir = t.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	out, err := cmd.CombinedOutput()
+	out := &serverproc.Tail{Max: SetupTail}
+	err = serverproc.Run(ctx, serverproc.Command{Argv: t.Setup, Dir: t.Dir, Env: t.SetupEnv(), Within: SetupWithin, Stdout: out, Stderr: out})
 	if err != nil {
-		return fmt.Errorf("target %s: setup %s: %w: %s", t.Name, strings.Join(t.Setup, " "), err, tail(out, 800))
+		return fmt.Errorf("target %s: setup %s: %w: %s", t.Name, strings.Join(t.Setup, " "), err, tail(out))
 	}
 	if err := os.WriteFile(marker, []byte(done), 0o644); err != nil {
 		return fmt.Errorf("target %s: setup: %w", t.Name, err)
@@ -89,9 +101,42 @@ func (t *Target) EnsureSetup(ctx context.Context, folderDigest string, log io.Wr
 	return nil
 }
 
-// tail is the last n bytes of out, on one line.
-func tail(out []byte, n int) string {
-	s := strings.TrimSpace(string(out))
+// lockSetup takes lock, the lock serialising setups of t's folder; where
+// another runner holds it, it says so on log, once, and waits until the
+// lock is free or ctx ends.
+func (t *Target) lockSetup(ctx context.Context, lock *os.File, log io.Writer) error {
+	for said := false; ; {
+		err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			return fmt.Errorf("target %s: setup: lock %s: %w", t.Name, lock.Name(), err)
+		}
+		if !said {
+			fmt.Fprintf(log, "waiting for another runner's setup of %s (lock %s)\n", t.Name, lock.Name())
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("target %s: setup: waiting for lock %s: %w", t.Name, lock.Name(), ctx.Err())
+		case <-time.After(lockPoll):
+		}
+	}
+}
+
+// tail is what out kept, on one line, saying how many bytes came before.
+func tail(out *serverproc.Tail) string {
+	s := oneLine(out.Bytes(), out.Max)
+	if cut := out.Cut(); cut > 0 {
+		s = fmt.Sprintf("(%d bytes before the last %d not kept) ...%s", cut, len(out.Bytes()), s)
+	}
+	return s
+}
+
+// oneLine is the last n bytes of b, on one line.
+func oneLine(b []byte, n int) string {
+	s := strings.TrimSpace(string(b))
 	if len(s) > n {
 		s = "..." + s[len(s)-n:]
 	}
@@ -118,16 +163,12 @@ func (t *Target) RuntimeVersion(ctx context.Context) (string, error) {
 	if len(t.Versions.Runtime) == 0 {
 		return "", nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, t.Versions.Runtime[0], t.Versions.Runtime[1:]...)
-	cmd.Dir = t.Dir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("target %s: runtime version %s: %w: %s", t.Name, strings.Join(t.Versions.Runtime, " "), err, tail(stderr.Bytes(), 400))
+	stdout, stderr := &serverproc.Head{Max: RuntimeHead, Quiet: true}, &serverproc.Head{Max: RuntimeHead, Quiet: true}
+	err := serverproc.Run(ctx, serverproc.Command{Argv: t.Versions.Runtime, Dir: t.Dir, Env: t.SetupEnv(), Within: RuntimeWithin, Stdout: stdout, Stderr: stderr})
+	if err != nil {
+		return "", fmt.Errorf("target %s: runtime version %s: %w: %s", t.Name, strings.Join(t.Versions.Runtime, " "), err, oneLine(stderr.Bytes(), 400))
 	}
-	line, _, _ := strings.Cut(cmp.Or(strings.TrimSpace(stdout.String()), strings.TrimSpace(stderr.String())), "\n")
+	line, _, _ := strings.Cut(cmp.Or(strings.TrimSpace(string(stdout.Bytes())), strings.TrimSpace(string(stderr.Bytes()))), "\n")
 	if line == "" {
 		return "", fmt.Errorf("target %s: runtime version: no output", t.Name)
 	}

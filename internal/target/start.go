@@ -86,6 +86,55 @@ func (t *Target) Command(v Vars) (argv, env []string) {
 	return argv, env
 }
 
+// toolInherited are the variables of the runner's environment that the
+// other commands a target names (setup, versions.runtime, effects.count,
+// effects.journal) see besides inherited and what start.env names: the
+// locale, and what go and npm need to build from the runner's caches and
+// settings (a build cache, a module cache, a proxy setting, the CA files a
+// registry's certificate is checked against). Nothing else of the runner's
+// environment reaches them: not a token, not a password (issue 27). Proxy
+// variables (HTTP_PROXY, ...) are left out, as they may carry credentials.
+var toolInherited = []string{
+	"LC_ALL", "LC_CTYPE",
+	"XDG_CACHE_HOME", "XDG_CONFIG_HOME",
+	"GOCACHE", "GOPATH", "GOMODCACHE", "GOFLAGS", "GOTOOLCHAIN", "GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE",
+	"npm_config_cache", "NPM_CONFIG_CACHE",
+	"SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS",
+}
+
+// ToolEnv returns the whole environment of a command a target names other
+// than start, after a run (effects.count, effects.journal): inherited and
+// toolInherited as the runner has them, start.env expanded on top.
+func (t *Target) ToolEnv(v Vars) []string {
+	return t.toolEnv(func(val string) (string, bool) { return t.expand(val, v), true })
+}
+
+// SetupEnv returns the whole environment of setup and versions.runtime,
+// which run before any run: as ToolEnv, but start.env's members only where
+// they name no placeholder but {dir} (a port or a state folder has no
+// value yet).
+func (t *Target) SetupEnv() []string {
+	return t.toolEnv(func(val string) (string, bool) {
+		val = strings.ReplaceAll(val, DirPlaceholder, t.Dir)
+		return val, !slices.ContainsFunc(t.placeholders(), func(p string) bool { return strings.Contains(val, p) })
+	})
+}
+
+func (t *Target) toolEnv(value func(string) (string, bool)) []string {
+	var env []string
+	for _, k := range append(slices.Clone(inherited), toolInherited...) {
+		if val, ok := os.LookupEnv(k); ok && t.Start.Env[k] == "" {
+			env = append(env, k+"="+val)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.Start.Env)) {
+		if val, ok := value(t.Start.Env[k]); ok {
+			env = append(env, k+"="+val)
+		}
+	}
+	return env
+}
+
 // CountCommand returns effects.count expanded, or nil for a sink target.
 func (t *Target) CountCommand(v Vars) []string { return t.expandAll(t.Effects.Count, v) }
 

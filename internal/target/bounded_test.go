@@ -1,0 +1,216 @@
+package target
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// marked returns a marker unique to the test, and registers a cleanup that
+// kills whatever still carries it in its arguments.
+func marked(t *testing.T) string {
+	t.Helper()
+	m := fmt.Sprintf("idemlab-test-%d-%s", os.Getpid(), regexp.MustCompile(`\W`).ReplaceAllString(t.Name(), "-"))
+	t.Cleanup(func() {
+		for _, pid := range carrying(m) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return m
+}
+
+// carrying lists the live processes (not zombies) with marker in their
+// arguments.
+func carrying(marker string) []int {
+	var pids []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		cmdline, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, []byte(marker)) {
+			continue
+		}
+		if stat, err := os.ReadFile(filepath.Join(d, "stat")); err == nil {
+			if _, after, ok := bytes.Cut(stat, []byte(") ")); ok && bytes.HasPrefix(after, []byte("Z")) {
+				continue
+			}
+		}
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// gone waits until no live process carries marker (a liveness bound: the
+// killed are reaped by whoever inherited them) and returns what is left.
+func gone(marker string) []int {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := carrying(marker)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// within runs f and fails the test if it does not return before limit: the
+// old code hung for good here, so the goroutine is left behind.
+func within[T any](t *testing.T, limit time.Duration, what string, f func() T) T {
+	t.Helper()
+	done := make(chan T, 1)
+	go func() { done <- f() }()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(limit):
+		t.Fatalf("%s did not return within %v", what, limit)
+		panic("unreachable")
+	}
+}
+
+// escape starts, in a script run as sh -c script MARKER FILE, a child that
+// leaves the process group (setsid) holding the output, and waits until
+// it has.
+const escape = `setsid sh -c 'touch "$1"; while :; do sleep 1; done' "$0" "$1" & while [ ! -e "$1" ]; do sleep 0.05; done; `
+
+// Ensure a setup whose children keep its output open returns once its own
+// shell exits, or once its context ends, well inside a deadline the old
+// code hung past (it waited for the pipe to close, up to the 10-minute
+// limit); a child in the setup's process group is killed; one that left
+// the group is not waited for, and the setup says so.
+func TestEnsureSetupChildrenHoldingOutput(t *testing.T) {
+	tests := []struct {
+		name    string
+		script  string        // run as sh -c script MARKER FILE
+		cancel  time.Duration // cancel the context this long after the start (0: never)
+		wantErr string        // "" for success
+		left    bool          // a process escapes the group: not the runner's to kill
+	}{
+		{name: "group child outlives the shell", script: `(while :; do sleep 1; done) & echo hi`},
+		{name: "cancelled with a group child", script: `(while :; do sleep 1; done) & echo hi; sleep 60`, cancel: 500 * time.Millisecond, wantErr: "context canceled"},
+		{name: "setsid child outlives the shell", script: escape + `echo hi`, wantErr: "held its output open", left: true},
+		{name: "cancelled with a setsid child", script: escape + `echo hi; sleep 60`, cancel: 500 * time.Millisecond, wantErr: "context canceled", left: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("XDG_CACHE_HOME", t.TempDir())
+			m := marked(t)
+			tg := loadMinimal(t, nil)
+			tg.Setup = []string{"sh", "-c", tt.script, m, filepath.Join(t.TempDir(), "escaped")}
+			// The deadline the old code hung past; the new returns well before.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			run := ctx
+			if tt.cancel > 0 {
+				var stop context.CancelFunc
+				run, stop = context.WithCancel(ctx)
+				time.AfterFunc(tt.cancel, stop)
+			}
+			began := time.Now()
+			err := within(t, 30*time.Second, "EnsureSetup", func() error { return tg.EnsureSetup(run, "digest", &bytes.Buffer{}) })
+			took := time.Since(began)
+			if ctx.Err() != nil {
+				t.Fatalf("EnsureSetup returned after the test's 20 s deadline (%v): %v", took, err)
+			}
+			t.Logf("returned in %v: %v", took.Round(time.Millisecond), err)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("EnsureSetup = %v, want nil", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("EnsureSetup = %v, want an error saying %q", err, tt.wantErr)
+			}
+			if !tt.left {
+				if left := gone(m); len(left) > 0 {
+					t.Errorf("processes %v of the setup outlived it", left)
+				}
+			}
+		})
+	}
+}
+
+// Ensure a setup that prints 100 MB keeps only the tail of it: its error
+// holds at most the tail and says how much more it printed, and what the
+// runner allocated while it ran is far below what it printed.
+func TestEnsureSetupOutputTail(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	tg := loadMinimal(t, nil)
+	const printed = 100 << 20
+	tg.Setup = []string{"sh", "-c", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x; echo; echo the last words; exit 3", printed)}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := tg.EnsureSetup(context.Background(), "digest", &bytes.Buffer{})
+	runtime.ReadMemStats(&after)
+	if err == nil {
+		t.Fatal("EnsureSetup = nil, want the failure")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "the last words") || !strings.Contains(msg, "exit status 3") {
+		t.Errorf("EnsureSetup = %.300s..., want the exit status and the last words", msg)
+	}
+	if len(msg) > 8192 {
+		t.Errorf("the error is %d bytes, want at most 8192", len(msg))
+	}
+	if !regexp.MustCompile(`\d{8,9} bytes before`).MatchString(msg) {
+		t.Errorf("EnsureSetup = %.300s..., want it to say how many bytes were not kept", msg)
+	}
+	t.Logf("error (%d bytes): %.160s ... %s", len(msg), msg, msg[max(0, len(msg)-80):])
+	t.Logf("allocated while setup printed %d MB: %.1f MB", printed>>20, float64(after.TotalAlloc-before.TotalAlloc)/(1<<20))
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 32<<20 {
+		t.Errorf("the runner allocated %d MB while setup printed %d MB, want under 32", alloc>>20, printed>>20)
+	}
+}
+
+// Ensure setup and versions.runtime see none of the runner's environment
+// beyond the documented minimum, and what target.json's start.env names
+// without a run's placeholder.
+func TestCommandsEnvironment(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("MY_SECRET_TOKEN", "tok-123")
+	t.Setenv("GOFLAGS", "-buildvcs=false")
+	tg := loadMinimal(t, nil)
+	tg.Start.Env["LAMBDA_TIMEOUT_MS"] = "30000"
+	const script = `echo "token=[$MY_SECRET_TOKEN] goflags=[$GOFLAGS] lambda=[$LAMBDA_TIMEOUT_MS] effect=[$EFFECT_URL]"`
+	const want = "token=[] goflags=[-buildvcs=false] lambda=[30000] effect=[]"
+
+	tg.Setup = []string{"sh", "-c", script + "; exit 1"}
+	err := tg.EnsureSetup(context.Background(), "digest", &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("setup printed %v, want %q", err, want)
+	}
+	tg.Versions.Runtime = []string{"sh", "-c", script}
+	if got, err := tg.RuntimeVersion(context.Background()); got != want {
+		t.Errorf("versions.runtime printed %q (%v), want %q", got, err, want)
+	}
+}
+
+// Ensure a runtime version command that hangs on a child holding its
+// stdout returns once it exits.
+func TestRuntimeVersionChildHoldingOutput(t *testing.T) {
+	m := marked(t)
+	tg := loadMinimal(t, nil)
+	tg.Versions.Runtime = []string{"sh", "-c", `(while :; do sleep 1; done) & echo v1.2.3`, m}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	type result struct {
+		v   string
+		err error
+	}
+	r := within(t, 30*time.Second, "RuntimeVersion", func() result { v, err := tg.RuntimeVersion(ctx); return result{v, err} })
+	got, err := r.v, r.err
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) || got != "v1.2.3" {
+		t.Errorf("RuntimeVersion = %q, %v (context: %v), want v1.2.3 before the test's deadline", got, err, ctx.Err())
+	}
+	if left := gone(m); len(left) > 0 {
+		t.Errorf("processes %v outlived the version command", left)
+	}
+}
