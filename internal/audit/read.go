@@ -80,7 +80,6 @@ var (
 	capLineJSON     = jsonCap{Values: 1 << 16, Objects: 1 << 14} // a chaos history line (17, 1), at most 64 KiB
 	capTargetsJSON  = jsonCap{Values: 800_000, Objects: 200_000} // targets.json (~14,000, ~3,000 for 63 rows): ~250 values a run with its details
 	capTargetJSON   = jsonCap{Values: 5_000, Objects: 1_000}     // a target.json (~60, ~10), within its 64 KiB
-	capLockJSON     = jsonCap{Values: 500_000, Objects: 100_000} // a package-lock.json (~1,500, ~300): a few values a package
 	capEnvelopeJSON = jsonCap{Values: 100, Objects: 20}          // statement.intoto.dsse.json (9, 2): at most 16 signatures
 	capVerdictsJSON = jsonCap{Values: 600_000, Objects: 200_000} // verdicts.json (6,944, 1,090 on 13 targets): ~40 values a judged run
 )

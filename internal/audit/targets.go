@@ -212,15 +212,19 @@ func (a *auditor) checkTargetRun(tname string, spec *targetSpec, c *Case, rm map
 	if len(calls) != len(c.Plan) {
 		fail(nil, "calls", fmt.Sprintf("%d (as %s's steps send)", len(c.Plan), c.File), strconv.Itoa(len(calls)))
 	}
+	det, _ := rm["detail"].(map[string]any)
+	prefix := a.keyPrefix(spec, det, fail)
 	for i := range min(len(view.calls), len(c.Plan)) {
 		call, _ := view.calls[i].(map[string]any)
 		a.check()
 		p := c.Plan[i]
+		if p.Key != nil {
+			p.Key = new(prefix + *p.Key)
+		}
 		p.Key = sentKey(p.Key, spec.keyFormat) // the key as the target's key format writes it
 		checkSent(i, call, p, fail)
 	}
-	det, _ := rm["detail"].(map[string]any)
-	a.checkProcesses(c, codes, det, len(calls), fail)
+	a.checkProcesses(c, spec, codes, det, len(calls), fail)
 	a.checkJournal(spec, c, counter, det, fail)
 	own, err := judgeTarget(c, spec, counter, calls, unforwarded(spec, c, det))
 	if err != nil {
@@ -270,12 +274,32 @@ func (a *auditor) checkNotRun(c *Case, spec *targetSpec, rm map[string]any, view
 	return true
 }
 
-// checkProcesses checks a run's processes: one per process the steps
-// start, each exit code as recorded, and a detail per call.
-func (a *auditor) checkProcesses(c *Case, codes []any, det map[string]any, calls int, fail callFail) {
+// keyPrefix is what every key of a run on an attached target began with
+// (detail.key_prefix, which only such a run has), "" on any other.
+func (a *auditor) keyPrefix(spec *targetSpec, det map[string]any, fail callFail) string {
+	prefix, has := str(det, "key_prefix")
 	a.check()
-	if len(codes) != c.Lifetimes {
-		fail(nil, "exit_codes", fmt.Sprintf("%d codes (one per process %s's steps start)", c.Lifetimes, c.File), strconv.Itoa(len(codes)))
+	switch {
+	case spec.attach && !has:
+		fail(nil, "detail.key_prefix", "a prefix unique to the run (the target is attached: its earlier keys must not answer)", "none")
+	case !spec.attach && has:
+		fail(nil, "detail.key_prefix", "none (the lab starts this target: its keys are its run's)", strconv.Quote(prefix))
+		return ""
+	}
+	return prefix
+}
+
+// checkProcesses checks a run's processes: one per process the steps
+// start (none on an attached target), each exit code as recorded, and a
+// detail per call.
+func (a *auditor) checkProcesses(c *Case, spec *targetSpec, codes []any, det map[string]any, calls int, fail callFail) {
+	a.check()
+	lifetimes, started := c.Lifetimes, "one per process "+c.File+"'s steps start"
+	if spec.attach {
+		lifetimes, started = 0, "none: the target is attached, its user started it"
+	}
+	if len(codes) != lifetimes {
+		fail(nil, "exit_codes", fmt.Sprintf("%d codes (%s)", lifetimes, started), strconv.Itoa(len(codes)))
 	}
 	procs, _ := det["processes"].([]any)
 	procCodes := []any{}

@@ -33,6 +33,7 @@ type targetSpec struct {
 	lock          string   // versions.lock, "" for none
 	packages      []string // versions.packages
 	mirrors       string   // the store the lab's own server as a target reproduces
+	attach        bool     // a service its user started (attach): no process control
 }
 
 // readTargetSpec reads target.json strictly and against its schema.
@@ -92,6 +93,7 @@ func (s *Schemas) readTargetSpec(data []byte) (*targetSpec, error) {
 	t.lock, _ = str(versions, "lock")
 	t.packages = stringList(versions, "packages")
 	t.mirrors, _ = str(doc, "mirrors")
+	t.attach = doc["attach"] != nil
 	return t, nil
 }
 
@@ -158,6 +160,8 @@ func targetNotRun(c *Case, t *targetSpec, capacity int64) string {
 	switch kept := keptMS(c); {
 	case c.Sound == "":
 		return "the case file has no target section"
+	case t.attach && (c.Replicas > 1 || c.LosesProcess):
+		return noProcessControl
 	case c.Ledger && !t.sink:
 		return "the case's ledger is the effect sink, and the target counts its effects itself"
 	case c.KeyTTL > 0 && (t.keyTTL == nil || *t.keyTTL != int64(c.KeyTTL)):
@@ -193,6 +197,10 @@ func targetNotRun(c *Case, t *targetSpec, capacity int64) string {
 	}
 	return ""
 }
+
+// noProcessControl is why a case that loses a process, or runs replicas,
+// does not run on an attached target.
+const noProcessControl = "attached, no process control"
 
 // claimText is a claim in a reason: its value, or "none".
 func claimText(v *int64) string {

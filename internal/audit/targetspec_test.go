@@ -95,3 +95,36 @@ func TestPlaceDownstreamFaults(t *testing.T) {
 		}
 	}
 }
+
+// Ensure an attached target runs exactly the cases that need no process
+// control, as docs/targets.md lists them (worked out by hand from the case
+// files), and says why for the rest.
+func TestTargetNotRunAttached(t *testing.T) {
+	schemas, err := LoadSchemas(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := LoadCases(filepath.Join("..", ".."), schemas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capacity := int64(64)
+	spec := &targetSpec{name: "attached", attach: true, sink: true, sharedStore: true, capacity: &capacity, keyFormat: "verbatim", native: map[string]bool{}}
+	want := map[string]string{
+		"keyed_lost_reply": "", "concurrent_duplicate": "", "body_conflict": "", "body_conflict_no_content_type": "",
+		"effect_fails_then_retry": "", "fails_after_effect_then_retry": "", "client_gives_up_owner_running": "",
+		"oversized_key_and_body": "", "capacity_and_input": "", "downstream_ledger_reply_dropped": "", "unkeyed_lost_reply": "",
+		"restart_after_reply": noProcessControl, "crash_before_effect": noProcessControl, "crash_after_effect": noProcessControl,
+		"crash_after_record": noProcessControl, "replicas_lost_reply": noProcessControl, "replicas_concurrent_duplicate": noProcessControl,
+		"downstream_crash_after_ledger_forwarded": noProcessControl, "downstream_crash_after_claim": noProcessControl,
+	}
+	for _, c := range cases {
+		w, ok := want[c.Name]
+		if !ok {
+			continue
+		}
+		if got := targetNotRun(c, spec, capacity); got != w {
+			t.Errorf("%s on an attached target: not run %q, want %q", c.Name, got, w)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +46,7 @@ type TargetDetail struct {
 	Detail
 	Journal   []sink.Entry
 	Exchanges []proxy.Exchange
+	KeyPrefix string // on an attached target, what every key of the run began with: unique to the run
 }
 
 // countWithin bounds a target's count command.
@@ -87,6 +90,12 @@ func RunTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (obs Obse
 	r := &run{reps: tr, obs: &obs, det: &det.Detail, client: client.New(cfg.ClientTimeout), c: c,
 		shape: &client.Shape{Method: t.Request.Method, KeyHeader: t.Request.KeyHeader, ContentType: t.Request.ContentType},
 		key:   t.Request.KeyFormat.Key, observe: observer(t)}
+	if t.Attach != nil {
+		// A service that outlives the run keeps its keys: a key of an
+		// earlier run must not answer for this one.
+		det.KeyPrefix = rand.Text()[:8] + "-"
+		r.key = func(k string) string { return t.Request.KeyFormat.Key(det.KeyPrefix + k) }
+	}
 	if err := r.execute(ctx); err != nil {
 		return obs, det, err
 	}
@@ -172,7 +181,11 @@ func StartTargetReplicas(ctx context.Context, cfg TargetConfig, root string, n i
 		return tr, err
 	}
 	if t.Effects.Sink {
-		s, err := sink.Start(sink.Config{Replicas: n, Kill: tr.killByFault, KeyHeader: t.Effects.KeyHeader})
+		var addr string
+		if t.Attach != nil {
+			addr = t.Attach.SinkAddr
+		}
+		s, err := sink.Start(sink.Config{Replicas: n, Kill: tr.killByFault, KeyHeader: t.Effects.KeyHeader, Addr: addr})
 		if err != nil {
 			return tr, fmt.Errorf("start the effect sink: %w", err)
 		}
@@ -188,7 +201,7 @@ func (tr *TargetReplicas) Count() int { return len(tr.procs) }
 func (tr *TargetReplicas) Running(i int) bool {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	return tr.procs[i] != nil
+	return tr.procs[i] != nil // an attached service is no process of the run's
 }
 
 // Exited reports whether replica i's process exited, not yet Stopped.
@@ -201,7 +214,7 @@ func (tr *TargetReplicas) Exited(i int) bool {
 
 // URL is replica i's call URL, through its proxy; "" while it is down.
 func (tr *TargetReplicas) URL(i int) string {
-	if !tr.Running(i) {
+	if !tr.Running(i) && tr.t.Attach == nil {
 		return ""
 	}
 	return tr.ProxyURL(i)
@@ -259,6 +272,9 @@ func (tr *TargetReplicas) Start(ctx context.Context, i int) error {
 	if tr.Running(i) {
 		return fmt.Errorf("start replica %d: already running", i)
 	}
+	if tr.t.Attach != nil {
+		return tr.startProxy(i, tr.t.Attach.Upstream, nil)
+	}
 	v := tr.vars
 	v.Replica = i
 	if tr.sink != nil {
@@ -279,17 +295,25 @@ func (tr *TargetReplicas) Start(ctx context.Context, i int) error {
 	if err != nil {
 		return fmt.Errorf("start target %s replica %d: %w", tr.t.Name, i, err)
 	}
+	return tr.startProxy(i, s.Addr, s)
+}
+
+// startProxy points replica i's proxy at upstream, starting the proxy at
+// the replica's first start; s is the replica's process (nil: attached).
+func (tr *TargetReplicas) startProxy(i int, upstream string, s *serverproc.Server) error {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	tr.procs[i] = s
 	if p := tr.proxies[i]; p != nil {
-		p.SetUpstream(s.Addr)
+		p.SetUpstream(upstream)
 		return nil
 	}
-	p, err := proxy.Start(proxy.Config{Upstream: s.Addr, Route: tr.route(i), Kill: func() { tr.killByFault(i) }, Observe: tr.observe})
+	p, err := proxy.Start(proxy.Config{Upstream: upstream, Route: tr.route(i), Kill: func() { tr.killByFault(i) }, Observe: tr.observe})
 	if err != nil {
 		tr.procs[i] = nil
-		s.Kill()
+		if s != nil {
+			s.Kill()
+		}
 		return fmt.Errorf("start the fault proxy of replica %d: %w", i, err)
 	}
 	tr.proxies[i] = p
@@ -493,6 +517,8 @@ func NotRun(c casefile.Case, t *target.Target) string {
 	switch {
 	case c.Target.Sound == "":
 		return "the case file has no target section"
+	case t.Attach != nil && needsProcessControl(c):
+		return target.NoProcessControl
 	case c.Ledger != nil && !t.Effects.Sink:
 		return "the case's ledger is the effect sink, and the target counts its effects itself"
 	case c.Server.KeyTTLMS > 0 && (ttl == nil || *ttl != int64(c.Server.KeyTTLMS)):
@@ -525,6 +551,18 @@ func NotRun(c casefile.Case, t *target.Target) string {
 		}
 	}
 	return ""
+}
+
+// needsProcessControl reports whether c runs replicas, restarts or stops a
+// process, or sends a crash fault (the proxy's, the sink's or the
+// target's own: each ends a process the case then starts again).
+func needsProcessControl(c casefile.Case) bool {
+	if c.Replicas > 1 || slices.ContainsFunc(c.Steps, func(s casefile.Step) bool { return s.Restart != nil || s.Stop != nil }) {
+		return true
+	}
+	return slices.ContainsFunc(c.Plan(), func(p casefile.PlannedCall) bool {
+		return slices.ContainsFunc(strings.Split(p.Fault, ","), func(f string) bool { return strings.HasPrefix(f, "crash-") })
+	})
 }
 
 // claimed is a claim in a reason: its value, or "none".

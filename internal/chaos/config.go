@@ -103,6 +103,9 @@ func (c Config) check() error {
 // NotRunnable says why the chaos experiment cannot run on t, or "": a
 // target that only counts its effects gives nothing to judge an intent by.
 func NotRunnable(t *target.Target) string {
+	if t.Attach != nil {
+		return target.NoProcessControl + ": chaos kills and restarts replicas"
+	}
 	if !t.Effects.Sink && len(t.Effects.Journal) == 0 {
 		return "it counts its effects with a command, not at the effect sink, and names no journal command: the checker judges each intent by the journal of applied effects (which intent's body, how often), and a count after the run names no intent"
 	}

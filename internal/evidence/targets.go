@@ -68,6 +68,7 @@ type targetDetailDoc struct {
 	Log       []string               `json:"log"`
 	Journal   []sink.Entry           `json:"journal"`
 	Exchanges []exchangeEntry        `json:"exchanges"`
+	KeyPrefix string                 `json:"key_prefix,omitempty"` // an attached target's: every key of the run began with it
 }
 
 type exchangeEntry struct {
@@ -106,7 +107,7 @@ func runDocOf(r TargetRun) targetRunDoc {
 	counter := r.Obs.Counter
 	d.Counter, d.ExitCodes, d.Calls = &counter, r.Obs.ExitCodes, r.Obs.Calls
 	det := &targetDetailDoc{WallMS: ms(r.Detail.Wall), Processes: orEmpty(r.Detail.Servers), Calls: orEmpty(r.Detail.Calls),
-		Log: orEmpty(r.Detail.ServerLog), Journal: orEmpty(r.Detail.Journal), Exchanges: []exchangeEntry{}}
+		Log: orEmpty(r.Detail.ServerLog), Journal: orEmpty(r.Detail.Journal), Exchanges: []exchangeEntry{}, KeyPrefix: r.Detail.KeyPrefix}
 	for _, x := range r.Detail.Exchanges {
 		det.Exchanges = append(det.Exchanges, exchangeEntry{Fault: x.Fault, Status: x.Status, Dropped: x.Dropped, Killed: x.Killed,
 			GaveUp: x.GaveUp, Err: x.Err, MS: ms(x.End.Sub(x.Start))})

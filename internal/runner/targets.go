@@ -192,7 +192,11 @@ func (inv *invocation) runTarget(ctx context.Context, t *target.Target, out io.W
 
 	cfg := caserun.TargetConfig{Target: t, StateRoot: inv.tmp, EffectServer: inv.server.Path, Databases: inv.cfg.Databases, ClientTimeout: inv.cfg.Protocol.ClientTimeout}
 	res.Runs = make([]evidence.TargetRun, len(inv.cases))
-	err = inOrder(ctx, len(inv.cases), targetParallel, out, func(ctx context.Context, i int) (string, error) {
+	parallel := targetParallel
+	if t.Attach != nil {
+		parallel = 1 // one running service, its sink at one address
+	}
+	err = inOrder(ctx, len(inv.cases), parallel, out, func(ctx context.Context, i int) (string, error) {
 		r := evidence.TargetRun{Case: inv.cases[i], NotRun: caserun.NotRun(inv.cases[i], t)}
 		if r.NotRun == "" {
 			var err error

@@ -145,6 +145,11 @@ type Config struct {
 	KeyHeader string            // header a target forwards its key in; default Idempotency-Key
 	MaxBody   int64             // bound on a call's body, 1..MaxMaxBody; default DefaultMaxBody
 	Observe   func(Call)        // optional: called once per call that reached the sink's handler, when it ended
+	// Addr, when set, is the 127.0.0.1:PORT to listen on (an attached
+	// service calls a sink at the address its user gave it), and every
+	// path is replica 0's: Replicas must be 1. "": a free port, each
+	// replica at /effect/R.
+	Addr string
 }
 
 // An Entry is one effect applied, or one call answered with an effect
@@ -231,7 +236,14 @@ func Start(cfg Config) (*Sink, error) {
 	if cfg.MaxBody < 1 || cfg.MaxBody > MaxMaxBody {
 		return nil, fmt.Errorf("sink: config: max body %d out of range 1..%d", cfg.MaxBody, MaxMaxBody)
 	}
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := "127.0.0.1:0"
+	if cfg.Addr != "" {
+		if cfg.Replicas != 1 {
+			return nil, fmt.Errorf("sink: config: a fixed address serves one replica, not %d", cfg.Replicas)
+		}
+		addr = cfg.Addr
+	}
+	inner, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("sink: listen: %w", err)
 	}
@@ -533,6 +545,9 @@ func (s *Sink) call(w http.ResponseWriter, r *http.Request, c *Call) int {
 // replicaOf parses the replica of path /effect/R: R decimal, no sign, no
 // leading zero, below Replicas.
 func (s *Sink) replicaOf(path string) (int, bool) {
+	if s.cfg.Addr != "" {
+		return 0, true // any path: the attached service's user chose it
+	}
 	rest, ok := strings.CutPrefix(path, protocol.EffectPath+"/")
 	if !ok || rest == "" || len(rest) > 2 || (rest[0] == '0' && len(rest) > 1) {
 		return 0, false

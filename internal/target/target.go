@@ -13,10 +13,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -54,6 +57,7 @@ type Target struct {
 	Install  string
 	Setup    []string
 	Start    Start
+	Attach   *Attach // non-nil: a service already running; Start is empty
 	Request  Request
 	Replay   *Replay // nil: the target marks no replay
 	Effects  Effects
@@ -72,6 +76,18 @@ type Start struct {
 	ReadyWithin time.Duration
 	StopGrace   time.Duration
 }
+
+// Attach is a service its user started: the lab proxies Upstream and its
+// sink listens on SinkAddr, which the service calls for its effects.
+type Attach struct {
+	URL      string // http://HOST:PORT as target.json gives it
+	Upstream string // HOST:PORT, what the proxy dials
+	SinkAddr string // 127.0.0.1:PORT
+}
+
+// NoProcessControl is why a case that restarts, stops or crashes a process,
+// or runs replicas, does not run on an attached target.
+const NoProcessControl = "attached, no process control"
 
 // Request is how the lab's clients call the target.
 type Request struct {
@@ -181,6 +197,10 @@ type file struct {
 		} `json:"ready"`
 		StopGraceMS *int `json:"stop_grace_ms"`
 	} `json:"start"`
+	Attach *struct {
+		URL      string `json:"url"`
+		SinkAddr string `json:"sink_addr"`
+	} `json:"attach"`
 	Request struct {
 		Method      string    `json:"method"`
 		Path        string    `json:"path"`
@@ -244,13 +264,25 @@ func Parse(path string, b []byte, schemas *strict.Schemas) (*Target, error) {
 // cannot state (the ready rule, placeholders, the fault names).
 func (f *file) target() (*Target, error) {
 	t := f.newTarget()
+	t.Effects = f.effects()
+	if f.Attach != nil {
+		switch {
+		case len(f.Setup) > 0, len(f.Services) > 0:
+			return nil, errors.New("attach: an attached service is set up and started by its user, side services too: no setup, no services")
+		case !t.Effects.Sink:
+			return nil, errors.New("attach: an attached service performs its effects at the lab's sink (effects \"sink\"): no count command runs against a service the lab did not start")
+		}
+		if err := t.attach(f.Attach.URL, f.Attach.SinkAddr); err != nil {
+			return nil, err
+		}
+		return t, t.checkNative()
+	}
 	re, err := f.readyLine()
 	if err != nil {
 		return nil, err
 	}
 	t.Start.ReadyLine = re
 	portFromLine := re != nil && re.NumSubexp() == 1
-	t.Effects = f.effects()
 	probe := f.Start.Ready.TCP || f.Start.Ready.HTTP != ""
 	if err := t.checkPlaceholders(portFromLine, probe); err != nil {
 		return nil, err
@@ -375,6 +407,26 @@ func (t *Target) checkPlaceholders(portFromLine, probe bool) error {
 	case portFromLine && probe:
 		return errors.New("start.ready: a port from the ready line needs no probe")
 	}
+	return nil
+}
+
+// attach checks an attached service's addresses (the schema has their
+// shape) and sets t.Attach.
+func (t *Target) attach(rawURL, sinkAddr string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return fmt.Errorf("attach.url: %w", err)
+	}
+	for what, hostPort := range map[string]string{"attach.url": u.Host, "attach.sink_addr": sinkAddr} {
+		_, port, err := net.SplitHostPort(hostPort)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%s: port %s: want 1..65535", what, port)
+		}
+	}
+	t.Attach = &Attach{URL: rawURL, Upstream: u.Host, SinkAddr: sinkAddr}
 	return nil
 }
 

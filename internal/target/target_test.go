@@ -39,6 +39,9 @@ const minimal = `{
   "claims": {"durable": false, "shared_store": false, "capacity": null, "max_body": null}
 }`
 
+// startLine is minimal's start, which an attached target replaces.
+const startLine = `  "start": {"argv": ["./tiny", "-port", "{port}"], "env": {"EFFECT_URL": "{effect_url}", "STATE": "{state}/r{replica}"}, "ready": {"tcp": true}},`
+
 // Ensure target.json is refused, naming what was wrong, wherever the schema
 // or a rule the schema cannot state is broken.
 func TestParse(t *testing.T) {
@@ -64,6 +67,16 @@ func TestParse(t *testing.T) {
 		{"packages without lock", `"effects": "sink"`, `"effects": "sink", "versions": {"packages": ["express"]}`, "'lock' is required, if 'packages'"},
 		{"bad name", `"tiny"`, `"Tiny"`, "/name"},
 		{"missing claims", `"claims"`, `"claimz"`, "claims"},
+		{"attached", startLine, `"attach": {"url": "http://127.0.0.1:8080", "sink_addr": "127.0.0.1:9090"},`, ""},
+		{"attached on another host", startLine, `"attach": {"url": "http://staging.internal:443", "sink_addr": "127.0.0.1:9090"},`, ""},
+		{"attached and started", `"request"`, `"attach": {"url": "http://127.0.0.1:8080", "sink_addr": "127.0.0.1:9090"}, "request"`, "valid against schemas at indexes 0 and 1"},
+		{"attached, no port", startLine, `"attach": {"url": "http://127.0.0.1", "sink_addr": "127.0.0.1:9090"},`, "/attach/url"},
+		{"attached, port 0", startLine, `"attach": {"url": "http://127.0.0.1:0", "sink_addr": "127.0.0.1:9090"},`, "attach.url: port 0: want 1..65535"},
+		{"attached, sink port too big", startLine, `"attach": {"url": "http://127.0.0.1:80", "sink_addr": "127.0.0.1:70000"},`, "attach.sink_addr: port 70000"},
+		{"attached, sink elsewhere", startLine, `"attach": {"url": "http://127.0.0.1:80", "sink_addr": "10.0.0.1:9090"},`, "/attach/sink_addr"},
+		{"attached with setup", startLine, `"attach": {"url": "http://127.0.0.1:80", "sink_addr": "127.0.0.1:9090"}, "setup": ["make"],`, "attach: an attached service is set up and started by its user"},
+		{"attached, counting itself", minimal[strings.Index(minimal, `  "start"`):strings.Index(minimal, `  "claims"`)],
+			`"attach": {"url": "http://127.0.0.1:80", "sink_addr": "127.0.0.1:9090"}, "request": {"path": "/pay", "key_header": "K"}, "replay": null, "effects": {"count": ["cat"]},`, "attach: an attached service performs its effects at the lab's sink"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := strings.Replace(minimal, tc.old, tc.new, 1)

@@ -1,0 +1,126 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"idemlab/internal/protocol"
+	"idemlab/internal/target"
+)
+
+// freeAddr returns a loopback address no one listens on (for a moment).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Ensure a service its user started (the test, here, not the lab) can be
+// attached to: its check-then-act is found and fails the gate, the cases
+// that need a restart, a crash or replicas are not run and say why, and a
+// second run against the same still-running service is judged afresh (its
+// keys are the run's own, so the first run's cannot answer for it).
+func TestAttachedService(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the lab and runs cases on a service")
+	}
+	dir := writeOwnService(t)
+	svcAddr, sinkAddr := freeAddr(t), freeAddr(t)
+	_, port, _ := net.SplitHostPort(svcAddr)
+	svc := exec.Command(filepath.Join(dir, "own-service"))
+	svc.Env = append(os.Environ(), "PORT="+port, "EFFECT_URL=http://"+sinkAddr+"/charges")
+	if err := svc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Process.Kill(); svc.Wait() })
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		c, err := net.Dial("tcp", svcAddr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the service never listened on %s: %v", svcAddr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	spec := strings.Replace(ownTarget, `"start": {"argv": ["./own-service"], "env": {"PORT": "{port}", "EFFECT_URL": "{effect_url}"}, "ready": {"tcp": true}},`,
+		fmt.Sprintf(`"attach": {"url": "http://%s", "sink_addr": "%s"},`, svcAddr, sinkAddr), 1)
+	if spec == ownTarget {
+		t.Fatal("ownTarget's start line moved: the test cannot make it attached")
+	}
+	if err := os.WriteFile(filepath.Join(dir, target.FileName), []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	for run := range 2 {
+		out := filepath.Join(t.TempDir(), "evidence")
+		var log bytes.Buffer
+		err := Run(context.Background(), Options{Root: "../..", Out: out, Stores: protocol.Stores, Intents: DefaultIntents,
+			Targets: []string{dir}, Stdout: &log, Stderr: &log})
+		if !errors.Is(err, ErrViolations) {
+			t.Fatalf("run %d: %v, want %v\n%s", run, err, ErrViolations, log.String())
+		}
+		got := attachedVerdicts(t, out)
+		for cas, want := range map[string]string{
+			"keyed_lost_reply":              "pass",
+			"concurrent_duplicate":          "violation",
+			"body_conflict":                 "pass",
+			"restart_after_reply":           "not run: " + target.NoProcessControl,
+			"crash_after_effect":            "not run: " + target.NoProcessControl,
+			"replicas_lost_reply":           "not run: " + target.NoProcessControl,
+			"fails_after_effect_then_retry": "violation",
+		} {
+			if got[cas] != want {
+				t.Errorf("run %d: %s: %q, want %q", run, cas, got[cas], want)
+			}
+		}
+		if t.Failed() {
+			t.Fatalf("runner output:\n%s", log.String())
+		}
+	}
+}
+
+// attachedVerdicts reads verdicts.json's one target: per case, its safety
+// verdict or "not run: why".
+func attachedVerdicts(t *testing.T, out string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(out, "verdicts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Targets []struct {
+			Runs []struct {
+				Case   string `json:"case"`
+				NotRun string `json:"not_run"`
+				Safety string `json:"safety"`
+			} `json:"runs"`
+		}
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Targets) != 1 {
+		t.Fatalf("verdicts.json: %v, %d targets", err, len(doc.Targets))
+	}
+	got := map[string]string{}
+	for _, r := range doc.Targets[0].Runs {
+		got[r.Case] = r.Safety
+		if r.NotRun != "" {
+			got[r.Case] = "not run: " + r.NotRun
+		}
+	}
+	return got
+}
