@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -492,18 +491,16 @@ func parseJournal(out []byte) (store.State, error) {
 // runAfter runs a command of the target's once every process exited, in its
 // folder and environment, and returns what it printed.
 func (tr *TargetReplicas) runAfter(ctx context.Context, what string, argv []string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, countWithin)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = tr.t.Dir
-	_, cmd.Env = tr.t.Command(tr.vars)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("%s (%s): %w: %s", what, strings.Join(argv, " "), err, strings.TrimSpace(stderr.String()))
+	// Bounded while read, in a process group killed on return (aftercmd.go).
+	stdout, stderr := &serverproc.Head{Max: afterBound(what)}, &serverproc.Tail{Max: maxStderrBytes}
+	err := serverproc.Run(ctx, serverproc.Command{Argv: argv, Dir: tr.t.Dir, Env: tr.t.ToolEnv(tr.vars), Within: countWithin, Stdout: stdout, Stderr: stderr})
+	if err == nil {
+		err = checkAfter(what, stdout.Bytes())
 	}
-	return out, nil
+	if err != nil {
+		return nil, fmt.Errorf("%s (%s): %w%s", what, strings.Join(argv, " "), err, stderrTail(stderr))
+	}
+	return stdout.Bytes(), nil
 }
 
 // NotRun says why case c cannot run on target t ("" when it can): no
