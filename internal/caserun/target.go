@@ -304,7 +304,13 @@ func (tr *TargetReplicas) startProxy(i int, upstream string, s *serverproc.Serve
 	defer tr.mu.Unlock()
 	tr.procs[i] = s
 	if p := tr.proxies[i]; p != nil {
-		p.SetUpstream(upstream)
+		if err := p.SetUpstream(upstream); err != nil {
+			tr.procs[i] = nil
+			if s != nil {
+				s.Kill()
+			}
+			return fmt.Errorf("point the fault proxy of replica %d at %s: %w", i, upstream, err)
+		}
 		return nil
 	}
 	p, err := proxy.Start(proxy.Config{Upstream: upstream, Route: tr.route(i), Kill: func() { tr.killByFault(i) }, Observe: tr.observe})
