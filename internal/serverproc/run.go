@@ -51,112 +51,140 @@ func Run(ctx context.Context, c Command) error {
 	}
 	limited, cancel := context.WithTimeout(ctx, c.Within)
 	defer cancel()
-	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
-	cmd.Dir = c.Dir
-	cmd.Env = append([]string{}, c.Env...) // never nil: nil would inherit the runner's
-	cmd.SysProcAttr = childAttr(true)
+	r := &bounded{cmd: exec.Command(c.Argv[0], c.Argv[1:]...)}
+	r.cmd.Dir = c.Dir
+	r.cmd.Env = append([]string{}, c.Env...) // never nil: nil would inherit the runner's
+	r.cmd.SysProcAttr = childAttr(true)
+	if err := r.start(c); err != nil {
+		return err
+	}
+	r.pumpAll()
+	waitErr := r.wait(limited)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case r.over != nil:
+		return r.over
+	case limited.Err() != nil:
+		return fmt.Errorf("did not finish within %v; its process group was killed", c.Within)
+	case waitErr != nil:
+		return waitErr
+	case r.held:
+		return fmt.Errorf("exited, but a process it started outside its process group (setsid) held its output open; not waited for past %v", DrainWithin)
+	}
+	return nil
+}
 
-	// The pipes are the lab's own, not os/exec's: Wait returns when the
-	// command exits, whoever else holds them, and the readers are bounded
-	// apart from it.
-	type stream struct {
-		name string
-		w    io.Writer
-		r    *os.File
+// bounded is one Run: its command and the lab's own pipes to it. The pipes
+// are the lab's, not os/exec's: Wait returns when the command exits,
+// whoever else holds them, and the readers are bounded apart from it.
+type bounded struct {
+	cmd     *exec.Cmd
+	streams []stream
+	pumps   sync.WaitGroup
+	mu      sync.Mutex
+	over    error // the first write error
+	held    bool  // a reader stopped at the drain deadline
+}
+
+// stream is one pipe from the command to a writer of the caller's.
+type stream struct {
+	name string
+	w    io.Writer
+	r    *os.File
+}
+
+// open makes the pipe of a stream; nil w: none (os/exec opens /dev/null).
+func (b *bounded) open(name string, w io.Writer) (io.Writer, error) {
+	if w == nil {
+		return nil, nil
 	}
-	var (
-		streams []stream
-		mu      sync.Mutex
-		over    error // the first write error
-		held    bool  // a reader stopped at the drain deadline
-	)
-	open := func(name string, w io.Writer) (io.Writer, error) {
-		if w == nil {
-			return nil, nil // os/exec opens /dev/null
-		}
-		r, wf, err := os.Pipe()
-		if err != nil {
-			return nil, err
-		}
-		streams = append(streams, stream{name, w, r})
-		return wf, nil
+	r, wf, err := os.Pipe()
+	if err != nil {
+		return nil, err
 	}
+	b.streams = append(b.streams, stream{name, w, r})
+	return wf, nil
+}
+
+// start opens the pipes and starts the command; the child keeps the
+// pipes' write ends, so a read sees EOF once every holder closed theirs.
+func (b *bounded) start(c Command) error {
+	cmd := b.cmd
 	var err error
 	if c.Stdout != nil && c.Stdout == c.Stderr {
-		cmd.Stdout, err = open("stdout and stderr", c.Stdout)
+		cmd.Stdout, err = b.open("stdout and stderr", c.Stdout)
 		cmd.Stderr = cmd.Stdout
-	} else if cmd.Stdout, err = open("stdout", c.Stdout); err == nil {
-		cmd.Stderr, err = open("stderr", c.Stderr)
+	} else if cmd.Stdout, err = b.open("stdout", c.Stdout); err == nil {
+		cmd.Stderr, err = b.open("stderr", c.Stderr)
 	}
 	if err == nil {
 		err = cmd.Start()
 	}
 	for _, w := range []io.Writer{cmd.Stdout, cmd.Stderr} {
 		if f, ok := w.(*os.File); ok {
-			f.Close() // the child has its copy: EOF once every holder closed theirs
+			f.Close()
 		}
 	}
 	if err != nil {
-		for _, s := range streams {
+		for _, s := range b.streams {
 			s.r.Close()
 		}
-		return err
 	}
-	group := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	var pumps sync.WaitGroup
-	for _, s := range streams {
-		pumps.Go(func() {
+	return err
+}
+
+// group kills the command's process group.
+func (b *bounded) group() { _ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL) }
+
+// pumpAll copies every stream to its writer; a writer refusing more (its
+// bound) kills the group.
+func (b *bounded) pumpAll() {
+	for _, s := range b.streams {
+		b.pumps.Go(func() {
 			stuck, err := pump(s.r, s.w)
-			mu.Lock()
-			defer mu.Unlock()
-			held = held || stuck
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			b.held = b.held || stuck
 			if err == nil {
 				return
 			}
 			if oe, ok := err.(*OverError); ok {
 				oe.Stream = s.name
 			}
-			if over == nil {
-				over = err
+			if b.over == nil {
+				b.over = err
 			}
-			group()
+			b.group()
 		})
 	}
+}
+
+// wait waits for the command (killing its group when limited ends), kills
+// what it left in its group, and drains the pipes until DrainWithin.
+func (b *bounded) wait(limited context.Context) error {
 	exited := make(chan struct{})
 	go func() {
 		select {
 		case <-limited.Done():
-			group()
+			b.group()
 		case <-exited:
 		}
 	}()
-	waitErr := cmd.Wait()
+	waitErr := b.cmd.Wait()
 	close(exited)
-	group() // what the command left running in its group
+	b.group() // what the command left running in its group
 	deadline := time.Now().Add(DrainWithin)
-	for _, s := range streams {
+	for _, s := range b.streams {
 		_ = s.r.SetReadDeadline(deadline)
 	}
-	pumps.Wait()
-	for _, s := range streams {
+	b.pumps.Wait()
+	for _, s := range b.streams {
 		s.r.Close()
 	}
-
-	mu.Lock()
-	defer mu.Unlock()
-	switch {
-	case ctx.Err() != nil:
-		return ctx.Err()
-	case over != nil:
-		return over
-	case limited.Err() != nil:
-		return fmt.Errorf("did not finish within %v; its process group was killed", c.Within)
-	case waitErr != nil:
-		return waitErr
-	case held:
-		return fmt.Errorf("exited, but a process it started outside its process group (setsid) held its output open; not waited for past %v", DrainWithin)
-	}
-	return nil
+	return waitErr
 }
 
 // pump copies r to w until EOF, a read error, or w refuses more (its

@@ -123,47 +123,10 @@ func StartSpec(ctx context.Context, spec Spec) (*Server, error) {
 	var pipes sync.WaitGroup
 	pipes.Go(func() { s.readLog(stdout, "stdout: ", spec.ReadyLine, ready) })
 	pipes.Go(func() { s.readLog(stderr, "", nil, nil) })
-	go func() {
-		err := cmd.Wait() // at the server's exit: the pipes are not os/exec's
-		s.status = exitCode(cmd, err)
-		// The log ends when every process holding the pipes closed them:
-		// the server's group goes with it, normally, within DrainWithin.
-		// What of its group is left then is killed (sweepGroup reports
-		// it); a process that left the group (setsid) is beyond that kill
-		// and is not waited for.
-		drained := make(chan struct{})
-		go func() { pipes.Wait(); close(drained) }()
-		select {
-		case <-drained:
-		case <-time.After(DrainWithin):
-		}
-		if s.group && syscall.Kill(-s.PID, 0) == nil {
-			s.outlived = true
-			_ = syscall.Kill(-s.PID, syscall.SIGKILL)
-		}
-		// Killed, the group's members close the pipes at once; what still
-		// holds them left the group.
-		deadline := time.Now().Add(DrainWithin / 4)
-		stdout.SetReadDeadline(deadline)
-		stderr.SetReadDeadline(deadline)
-		<-drained
-		s.escaped = !time.Now().Before(deadline)
-		stdout.Close()
-		stderr.Close()
-		close(s.done)
-	}()
+	go s.reap(&pipes, stdout, stderr)
 
 	if spec.ReadyLine == nil {
 		go s.probe(spec.Addr, spec.ReadyHTTP, spec.ReadyWithin, ready)
-	}
-	what := "no READY line"
-	switch {
-	case spec.ReadyLine != nil && spec.ReadyLine != readyLine:
-		what = fmt.Sprintf("no line matching %q", spec.ReadyLine)
-	case spec.ReadyLine == nil && spec.ReadyHTTP != "":
-		what = fmt.Sprintf("no answer to GET %s on %s", spec.ReadyHTTP, spec.Addr)
-	case spec.ReadyLine == nil:
-		what = "no connection accepted on " + spec.Addr
 	}
 	timer := time.NewTimer(spec.ReadyWithin)
 	defer timer.Stop()
@@ -176,11 +139,55 @@ func StartSpec(ctx context.Context, spec Spec) (*Server, error) {
 		return nil, fmt.Errorf("server exited with code %d before it was ready: %s", s.status, s.tail())
 	case <-timer.C:
 		s.Kill()
-		return nil, fmt.Errorf("server was not ready within %v (%s): %s", spec.ReadyWithin, what, s.tail())
+		return nil, fmt.Errorf("server was not ready within %v (%s): %s", spec.ReadyWithin, notReady(spec), s.tail())
 	case <-ctx.Done():
 		s.Kill()
 		return nil, fmt.Errorf("server start: %w", ctx.Err())
 	}
+}
+
+// reap waits for the server's exit (the pipes are not os/exec's: Wait
+// returns then) and ends its log. The log ends when every process holding
+// the pipes closed them: the server's group goes with it, normally, within
+// DrainWithin. What of its group is left then is killed (sweepGroup
+// reports it); a process that left the group (setsid) is beyond that kill
+// and is not waited for.
+func (s *Server) reap(pipes *sync.WaitGroup, stdout, stderr *os.File) {
+	err := s.cmd.Wait()
+	s.status = exitCode(s.cmd, err)
+	drained := make(chan struct{})
+	go func() { pipes.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(DrainWithin):
+	}
+	if s.group && syscall.Kill(-s.PID, 0) == nil {
+		s.outlived = true
+		_ = syscall.Kill(-s.PID, syscall.SIGKILL)
+	}
+	// Killed, the group's members close the pipes at once; what still
+	// holds them left the group.
+	deadline := time.Now().Add(DrainWithin / 4)
+	stdout.SetReadDeadline(deadline)
+	stderr.SetReadDeadline(deadline)
+	<-drained
+	s.escaped = !time.Now().Before(deadline)
+	stdout.Close()
+	stderr.Close()
+	close(s.done)
+}
+
+// notReady says what a server that never got ready did not do.
+func notReady(spec Spec) string {
+	switch {
+	case spec.ReadyLine != nil && spec.ReadyLine != readyLine:
+		return fmt.Sprintf("no line matching %q", spec.ReadyLine)
+	case spec.ReadyLine == nil && spec.ReadyHTTP != "":
+		return fmt.Sprintf("no answer to GET %s on %s", spec.ReadyHTTP, spec.Addr)
+	case spec.ReadyLine == nil:
+		return "no connection accepted on " + spec.Addr
+	}
+	return "no READY line"
 }
 
 // probe sends addr on ready once a TCP connection to it succeeds, or GET
