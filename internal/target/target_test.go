@@ -253,6 +253,15 @@ func TestInheritedDocumented(t *testing.T) {
 	if !slices.Equal(named, inherited) {
 		t.Errorf("docs/targets.md: the variables copied from the runner's environment are %q, want %q (target.inherited)", named, inherited)
 	}
+	_, after, _ = strings.Cut(string(doc), "what go and npm need to build")
+	para, _, _ = strings.Cut(after, ". ")
+	named = nil
+	for _, m := range regexp.MustCompile("`([A-Za-z_]+)`").FindAllStringSubmatch(para, -1) {
+		named = append(named, m[1])
+	}
+	if !slices.Equal(named, toolInherited) {
+		t.Errorf("docs/targets.md: the variables the other commands get besides are %q, want %q (target.toolInherited)", named, toolInherited)
+	}
 }
 
 // Ensure setup runs once per folder content: a second run on the same
