@@ -1,71 +1,17 @@
 package caserun
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"idemlab/internal/target"
+
+	"idemlab/internal/serverproc/proctest"
 )
-
-// marked returns a marker unique to the test, and registers a cleanup that
-// kills whatever still carries it in its arguments.
-func marked(t *testing.T) string {
-	t.Helper()
-	m := fmt.Sprintf("idemlab-test-%d-%s", os.Getpid(), regexp.MustCompile(`\W`).ReplaceAllString(t.Name(), "-"))
-	t.Cleanup(func() {
-		for _, pid := range carrying(m) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
-	return m
-}
-
-// carrying lists the live processes (not zombies) with marker in their
-// arguments.
-func carrying(marker string) []int {
-	var pids []int
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		cmdline, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err != nil || !bytes.Contains(cmdline, []byte(marker)) {
-			continue
-		}
-		if stat, err := os.ReadFile(filepath.Join(d, "stat")); err == nil {
-			if _, after, ok := bytes.Cut(stat, []byte(") ")); ok && bytes.HasPrefix(after, []byte("Z")) {
-				continue
-			}
-		}
-		pid, _ := strconv.Atoi(filepath.Base(d))
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
-// gone waits until no live process carries marker (a liveness bound) and
-// returns what is left.
-func gone(marker string) []int {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		left := carrying(marker)
-		if len(left) == 0 || time.Now().After(deadline) {
-			return left
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// escape starts, in a script run as sh -c script MARKER FILE, a child that
-// leaves the process group (setsid) holding stdout, and waits until it has.
-const escape = `setsid sh -c 'touch "$1"; while :; do sleep 1; done' "$0" "$1" & while [ ! -e "$1" ]; do sleep 0.05; done; `
 
 // Ensure a count command returns promptly whatever its children do with
 // its stdout, and once its context ends; its process group does not
@@ -83,14 +29,14 @@ func TestCountCommandBounded(t *testing.T) {
 	}{
 		{name: "group child holds stdout", script: `(while :; do sleep 1; done) & echo 2`, want: 2},
 		{name: "cancelled, a group child holds stdout", script: `(while :; do sleep 1; done) & sleep 60`, cancel: 500 * time.Millisecond, wantErr: "context canceled"},
-		{name: "setsid child holds stdout", script: escape + `echo 2`, wantErr: "held its output open", left: true},
+		{name: "setsid child holds stdout", script: proctest.Escape + `echo 2`, wantErr: "held its output open", left: true},
 		{name: "100 MB", script: `head -c 104857600 /dev/zero | tr '\0' 7`, wantErr: "printed more than 4096 bytes on stdout"},
 		{name: "negative", script: `echo -5`, wantErr: `printed "-5": a negative count`},
 		{name: "not a number", script: `echo five`, wantErr: `printed "five", want one integer`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := marked(t)
+			m := proctest.Marked(t)
 			tr := &TargetReplicas{t: &target.Target{Name: "tiny", Dir: t.TempDir(),
 				Effects: target.Effects{Count: []string{"sh", "-c", tt.script, m, filepath.Join(t.TempDir(), "escaped")}}}}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -128,7 +74,7 @@ func TestCountCommandBounded(t *testing.T) {
 				t.Errorf("the error is %d bytes, want at most 8192", len(r.err.Error()))
 			}
 			if !tt.left {
-				if left := gone(m); len(left) > 0 {
+				if left := proctest.Gone(m); len(left) > 0 {
 					t.Errorf("processes %v of the count command outlived it", left)
 				}
 			}

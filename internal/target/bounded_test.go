@@ -5,83 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"idemlab/internal/serverproc/proctest"
 )
-
-// marked returns a marker unique to the test, and registers a cleanup that
-// kills whatever still carries it in its arguments.
-func marked(t *testing.T) string {
-	t.Helper()
-	m := fmt.Sprintf("idemlab-test-%d-%s", os.Getpid(), regexp.MustCompile(`\W`).ReplaceAllString(t.Name(), "-"))
-	t.Cleanup(func() {
-		for _, pid := range carrying(m) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
-	return m
-}
-
-// carrying lists the live processes (not zombies) with marker in their
-// arguments.
-func carrying(marker string) []int {
-	var pids []int
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		cmdline, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err != nil || !bytes.Contains(cmdline, []byte(marker)) {
-			continue
-		}
-		if stat, err := os.ReadFile(filepath.Join(d, "stat")); err == nil {
-			if _, after, ok := bytes.Cut(stat, []byte(") ")); ok && bytes.HasPrefix(after, []byte("Z")) {
-				continue
-			}
-		}
-		pid, _ := strconv.Atoi(filepath.Base(d))
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
-// gone waits until no live process carries marker (a liveness bound: the
-// killed are reaped by whoever inherited them) and returns what is left.
-func gone(marker string) []int {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		left := carrying(marker)
-		if len(left) == 0 || time.Now().After(deadline) {
-			return left
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// within runs f and fails the test if it does not return before limit: the
-// old code hung for good here, so the goroutine is left behind.
-func within[T any](t *testing.T, limit time.Duration, what string, f func() T) T {
-	t.Helper()
-	done := make(chan T, 1)
-	go func() { done <- f() }()
-	select {
-	case v := <-done:
-		return v
-	case <-time.After(limit):
-		t.Fatalf("%s did not return within %v", what, limit)
-		panic("unreachable")
-	}
-}
-
-// escape starts, in a script run as sh -c script MARKER FILE, a child that
-// leaves the process group (setsid) holding the output, and waits until
-// it has.
-const escape = `setsid sh -c 'touch "$1"; while :; do sleep 1; done' "$0" "$1" & while [ ! -e "$1" ]; do sleep 0.05; done; `
 
 // Ensure a setup whose children keep its output open returns once its own
 // shell exits, or once its context ends, well inside a deadline the old
@@ -98,13 +30,13 @@ func TestEnsureSetupChildrenHoldingOutput(t *testing.T) {
 	}{
 		{name: "group child outlives the shell", script: `(while :; do sleep 1; done) & echo hi`},
 		{name: "cancelled with a group child", script: `(while :; do sleep 1; done) & echo hi; sleep 60`, cancel: 500 * time.Millisecond, wantErr: "context canceled"},
-		{name: "setsid child outlives the shell", script: escape + `echo hi`, wantErr: "held its output open", left: true},
-		{name: "cancelled with a setsid child", script: escape + `echo hi; sleep 60`, cancel: 500 * time.Millisecond, wantErr: "context canceled", left: true},
+		{name: "setsid child outlives the shell", script: proctest.Escape + `echo hi`, wantErr: "held its output open", left: true},
+		{name: "cancelled with a setsid child", script: proctest.Escape + `echo hi; sleep 60`, cancel: 500 * time.Millisecond, wantErr: "context canceled", left: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("XDG_CACHE_HOME", t.TempDir())
-			m := marked(t)
+			m := proctest.Marked(t)
 			tg := loadMinimal(t, nil)
 			tg.Setup = []string{"sh", "-c", tt.script, m, filepath.Join(t.TempDir(), "escaped")}
 			// The deadline the old code hung past; the new returns well before.
@@ -117,7 +49,7 @@ func TestEnsureSetupChildrenHoldingOutput(t *testing.T) {
 				time.AfterFunc(tt.cancel, stop)
 			}
 			began := time.Now()
-			err := within(t, 30*time.Second, "EnsureSetup", func() error { return tg.EnsureSetup(run, "digest", &bytes.Buffer{}) })
+			err := proctest.Within(t, 30*time.Second, "EnsureSetup", func() error { return tg.EnsureSetup(run, "digest", &bytes.Buffer{}) })
 			took := time.Since(began)
 			if ctx.Err() != nil {
 				t.Fatalf("EnsureSetup returned after the test's 20 s deadline (%v): %v", took, err)
@@ -130,7 +62,7 @@ func TestEnsureSetupChildrenHoldingOutput(t *testing.T) {
 				t.Errorf("EnsureSetup = %v, want an error saying %q", err, tt.wantErr)
 			}
 			if !tt.left {
-				if left := gone(m); len(left) > 0 {
+				if left := proctest.Gone(m); len(left) > 0 {
 					t.Errorf("processes %v of the setup outlived it", left)
 				}
 			}
@@ -196,7 +128,7 @@ func TestCommandsEnvironment(t *testing.T) {
 // Ensure a runtime version command that hangs on a child holding its
 // stdout returns once it exits.
 func TestRuntimeVersionChildHoldingOutput(t *testing.T) {
-	m := marked(t)
+	m := proctest.Marked(t)
 	tg := loadMinimal(t, nil)
 	tg.Versions.Runtime = []string{"sh", "-c", `(while :; do sleep 1; done) & echo v1.2.3`, m}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -205,12 +137,12 @@ func TestRuntimeVersionChildHoldingOutput(t *testing.T) {
 		v   string
 		err error
 	}
-	r := within(t, 30*time.Second, "RuntimeVersion", func() result { v, err := tg.RuntimeVersion(ctx); return result{v, err} })
+	r := proctest.Within(t, 30*time.Second, "RuntimeVersion", func() result { v, err := tg.RuntimeVersion(ctx); return result{v, err} })
 	got, err := r.v, r.err
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) || got != "v1.2.3" {
 		t.Errorf("RuntimeVersion = %q, %v (context: %v), want v1.2.3 before the test's deadline", got, err, ctx.Err())
 	}
-	if left := gone(m); len(left) > 0 {
+	if left := proctest.Gone(m); len(left) > 0 {
 		t.Errorf("processes %v outlived the version command", left)
 	}
 }
