@@ -47,8 +47,8 @@ Exit status:
      evidence in a deterministic file
   2  usage: a bad flag or a value outside its bound, a malformed case file,
      an unknown case, store, experiment or unsafe registry, a bad -out
-  3  the lab itself broke (a build failed, a server never became ready,
-     -store postgres without PostgreSQL installed, ...)
+  3  the lab itself broke (a build failed, a server of the lab's own never
+     became ready, -store postgres without PostgreSQL installed, ...)
   4  interrupted (SIGINT or SIGTERM) before the evidence was written: it
      stopped sending, stopped every server and database it started, and
      wrote no evidence
@@ -57,6 +57,13 @@ Exit status:
   6  with -target: the audit passed, and a judged run on a target shows a
      safety violation (with -strict, a limitation too); the runner lists
      them (docs/ci.md)
+  7  a target could not be set up, started or reached (its setup failed,
+     it never got ready, it exited at once, its folder holds what the lab
+     cannot read, ...), or a target named with -target could not run here
+     (a program it requires is missing: it is skipped, the evidence of the
+     rest written and audited): the target's problem, not the lab's
+  When several apply: an interrupt (4, 5) first, then usage (2), then a
+  target's problem (7), then the audit's verdict (1, 6), then the lab (3).
 `
 
 // usage is the help: the synopsis, the flags rendered from fs, the exits.
@@ -92,6 +99,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	err := runner.Run(ctx, o)
 	var usageErr *runner.UsageError
+	var targetErr *runner.TargetError
 	switch {
 	case err == nil:
 		return 0
@@ -101,6 +109,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case errors.Is(err, runner.ErrInterrupted):
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return 4
+	case errors.As(err, &usageErr):
+		fmt.Fprintf(stderr, "runner: %v\n", err)
+		return 2
+	case errors.As(err, &targetErr):
+		fmt.Fprintf(stderr, "runner: %v\nrunner: the target's problem, not the lab's: target %s could not be set up, started or run here (docs/targets.md)\n", err, targetErr.Target)
+		return 7
 	case errors.Is(err, runner.ErrViolations):
 		fmt.Fprintf(stderr, "runner: the audit passed, but %v (listed above)\n", err)
 		return 6
@@ -110,9 +124,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case errors.Is(err, runner.ErrDiffers):
 		fmt.Fprintf(stderr, "runner: the run passed its audit, but %v (listed above)\n", err)
 		return 1
-	case errors.As(err, &usageErr):
-		fmt.Fprintf(stderr, "runner: %v\n", err)
-		return 2
 	default:
 		fmt.Fprintf(stderr, "runner: the lab broke: %v\n", err)
 		return 3

@@ -107,8 +107,10 @@ func TestChaosOnTargets(t *testing.T) {
 }
 
 // Ensure a target whose program is missing is skipped by the chaos
-// experiment with one line and a run in chaos.json saying why, and that
-// IDEMLAB_REQUIRE_TARGETS=1 makes it an error instead.
+// experiment with one line and a run in chaos.json saying why, and, as it
+// was named with -target, that the run is no pass but the target's
+// problem (a *TargetError, runner exit 7) once that evidence is written;
+// IDEMLAB_REQUIRE_TARGETS=1 makes it that error at once.
 func TestChaosSkipsMissingProgram(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the lab")
@@ -137,14 +139,11 @@ func TestChaosSkipsMissingProgram(t *testing.T) {
 		var log bytes.Buffer
 		err := Run(context.Background(), Options{Root: "../..", Out: out, Experiment: Chaos, Targets: []string{dir}, Stores: protocol.Stores,
 			Intents: DefaultIntents, Stdout: &log, Stderr: &log})
-		if require == "1" {
-			if err == nil || !strings.Contains(err.Error(), "idemlab-no-such-program not found") {
-				t.Errorf("%s=1: Run = %v, want an error naming the missing program", target.RequireEnv, err)
-			}
-			continue
+		if te, ok := errors.AsType[*TargetError](err); !ok || te.Target != "absent" || !strings.Contains(err.Error(), "idemlab-no-such-program not found") {
+			t.Fatalf("%s=%s: Run = %v, want a *TargetError of target absent naming the missing program\n%s", target.RequireEnv, require, err, log.String())
 		}
-		if err != nil {
-			t.Fatalf("Run: %v\n%s", err, log.String())
+		if require == "1" {
+			continue
 		}
 		if !strings.Contains(log.String(), "chaos on target absent not run: skipped: idemlab-no-such-program not found (nothing: it does not exist)") {
 			t.Errorf("no line says the target was skipped and why:\n%s", log.String())

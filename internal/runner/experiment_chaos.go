@@ -112,7 +112,7 @@ func runChaos(ctx context.Context, inv *invocation) ([]evidence.File, error) {
 			continue
 		}
 		if err := run("target "+t.Name, inv.chaosConfig("", t), digest, checkoutDir(inv.Root, t.Dir)); err != nil {
-			return nil, err
+			return nil, runFault(t, err)
 		}
 	}
 	doc, err := evidence.Marshal(struct {
@@ -145,13 +145,14 @@ func chaosNotRun(ctx context.Context, inv *invocation, t *target.Target) (why, d
 		return "", "", fmt.Errorf("chaos on %w", err)
 	}
 	if why != "" {
+		inv.skippedNamed(t, why)
 		return "skipped: " + why, "", nil
 	}
 	if why := chaos.NotRunnable(t); why != "" {
 		return why, "", nil
 	}
 	if digest, err = t.Digest(); err != nil {
-		return "", "", err
+		return "", "", targetsFault(t, err)
 	}
 	if err := inv.setups.ensure(ctx, t, digest, inv.Stdout); err != nil {
 		return "", "", fmt.Errorf("chaos on target %s: %w", t.Name, err)

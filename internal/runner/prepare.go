@@ -62,7 +62,7 @@ func startSetups(b *background, ts []*target.Target, havePostgres bool, log io.W
 		}
 		digest, err := t.Digest()
 		if err != nil {
-			return nil, err
+			return nil, targetsFault(t, err) // its folder holds what the lab cannot read
 		}
 		s[t] = start(b, func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, t.EnsureSetup(ctx, digest, log)
@@ -71,25 +71,27 @@ func startSetups(b *background, ts []*target.Target, havePostgres bool, log io.W
 	return s, nil
 }
 
-// waitAll waits for the background setup of each of ts, in order.
+// waitAll waits for the background setup of each of ts, in order; a
+// setup that failed is a *TargetError.
 func (s setups) waitAll(ctx context.Context, ts []*target.Target) error {
 	for _, t := range ts {
 		if wait, ok := s[t]; ok {
 			if _, err := wait(ctx); err != nil {
-				return err
+				return targetsFault(t, err)
 			}
 		}
 	}
 	return nil
 }
 
-// ensure waits for t's setup started in the background, or runs it now.
+// ensure waits for t's setup started in the background, or runs it now;
+// a setup that failed is a *TargetError.
 func (s setups) ensure(ctx context.Context, t *target.Target, digest string, log io.Writer) error {
 	if wait, ok := s[t]; ok {
 		_, err := wait(ctx)
-		return err
+		return targetsFault(t, err)
 	}
-	return t.EnsureSetup(ctx, digest, log)
+	return targetsFault(t, t.EnsureSetup(ctx, digest, log))
 }
 
 // lockOutput returns stdout and stderr behind one lock (nil stays nil): the

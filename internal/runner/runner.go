@@ -215,7 +215,10 @@ const (
 
 // Run runs the suite and returns nil when the audit passed, ErrAuditFailed
 // when it did not, a *UsageError for bad input, ErrInterrupted when ctx
-// ended first, and any other error when the lab itself broke.
+// ended first, a *TargetError (maybe joined with the audit's verdict) when
+// a target could not be set up, started or reached or a target named with
+// -target could not run here, and any other error when the lab itself
+// broke.
 func Run(ctx context.Context, o Options) (err error) {
 	if err := o.check(); err != nil {
 		return err
@@ -232,10 +235,12 @@ func Run(ctx context.Context, o Options) (err error) {
 		inv.load, inv.start, inv.ready, inv.runCases, inv.casesOnTargets, inv.runExperiments, inv.write, inv.judge,
 	} {
 		if err := step(ctx); err != nil {
-			return err
+			return errors.Join(append(inv.skips, err)...)
 		}
 	}
-	return nil
+	// A target named with -target that was skipped: not a pass, whatever
+	// the audit said of the rest (nil: joins to nil).
+	return errors.Join(inv.skips...)
 }
 
 // An invocation is one Run as it goes: Run's steps fill it in, in order.
@@ -262,6 +267,7 @@ type invocation struct {
 	files     []evidence.File
 	written   bool // the evidence folder was written
 	selection evidence.Selection
+	skips     []error // a *TargetError per target named with -target that was skipped (skippedNamed)
 }
 
 // freshOut picks the folder a run without -out writes, under out/, to be

@@ -3,11 +3,13 @@ package runner
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -102,6 +104,11 @@ func (inv *invocation) casesOnTargets(ctx context.Context) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	for _, r := range res {
+		if r.Skipped != "" {
+			inv.skippedNamed(r.Target, r.Skipped)
+		}
+	}
 	files, err := evidence.TargetFiles(res)
 	if err != nil {
 		return err
@@ -109,6 +116,68 @@ func (inv *invocation) casesOnTargets(ctx context.Context) error {
 	inv.files = append(inv.files, files...)
 	inv.in.Targets, inv.in.Cases = res, caseNames(inv.cases)
 	return nil
+}
+
+// TargetError is a target's own failure, not the lab's (runner exit 7):
+// its setup failed, its folder holds what the lab cannot read, its
+// process could not start, exited before it was ready or never got ready,
+// its count, journal or runtime-version command failed; or a target named
+// with -target could not run here (a program it needs is missing), or a
+// target of a plain run could not under IDEMLAB_REQUIRE_TARGETS=1.
+type TargetError struct {
+	Target string // the target's name
+	Err    error
+}
+
+func (e *TargetError) Error() string {
+	if msg := e.Err.Error(); strings.Contains(msg, e.Target) {
+		return msg
+	}
+	return "target " + e.Target + ": " + e.Err.Error()
+}
+
+func (e *TargetError) Unwrap() error { return e.Err }
+
+// targetsFault is err, a failure of t's own setup, folder or commands, as
+// a *TargetError (nil stays nil).
+func targetsFault(t *target.Target, err error) error {
+	if err == nil || errors.As(err, new(*TargetError)) {
+		return err
+	}
+	return &TargetError{Target: t.Name, Err: err}
+}
+
+// runFault is err, from a run on t (caserun.RunTarget, chaos.Run), as a
+// *TargetError where what failed is t's own: its process did not start,
+// exited before it was ready or was not ready in time (caserun's
+// TargetReplicas.Start), its count or journal command failed or printed
+// what is no count or journal. Any other error (the state folder, the
+// sink, the proxy, PostgreSQL, the lab's effectserver) is the lab's and
+// stays as it is. The marks are caserun's messages; TestTargetFaults pins
+// them on real processes.
+func runFault(t *target.Target, err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for _, mark := range []string{"start target " + t.Name + " replica ", "count effects (", "read the journal ("} {
+		if strings.Contains(msg, mark) {
+			return targetsFault(t, err)
+		}
+	}
+	return err
+}
+
+// skippedNamed notes that t was skipped, why says, where the user named
+// it with -target: a *TargetError Run returns at its end, once the
+// evidence is written and audited, since a run that could not run what it
+// was asked to is not a pass. A plain run's shipped target that is skipped
+// stays a skip.
+func (inv *invocation) skippedNamed(t *target.Target, why string) {
+	if len(inv.Targets) == 0 || slices.ContainsFunc(inv.skips, func(err error) bool { return err.(*TargetError).Target == t.Name }) {
+		return
+	}
+	inv.skips = append(inv.skips, &TargetError{Target: t.Name, Err: fmt.Errorf("target %s, named with -target, could not run here: %s", t.Name, why)})
 }
 
 // targetsAtOnce bounds the targets run at once, targetParallel the cases
@@ -166,12 +235,12 @@ func (inv *invocation) runTarget(ctx context.Context, t *target.Target, out io.W
 	res := evidence.TargetResult{Target: t}
 	b, err := os.ReadFile(filepath.Join(t.Dir, target.FileName))
 	if err != nil {
-		return res, fmt.Errorf("target %s: %w", t.Name, err)
+		return res, targetsFault(t, fmt.Errorf("target %s: %w", t.Name, err))
 	}
 	res.TargetJSON = b
 	res.Dir = checkoutDir(inv.Root, t.Dir)
 	if res.Digest, err = t.Digest(); err != nil {
-		return res, err
+		return res, targetsFault(t, err)
 	}
 	if res.Skipped, err = skipped(t, inv.pg != nil); err != nil {
 		return res, err
@@ -184,10 +253,10 @@ func (inv *invocation) runTarget(ctx context.Context, t *target.Target, out io.W
 		return res, err
 	}
 	if res.Libraries, err = t.Libraries(); err != nil {
-		return res, err
+		return res, targetsFault(t, err)
 	}
 	if res.Runtime, err = t.RuntimeVersion(ctx); err != nil {
-		return res, err
+		return res, targetsFault(t, err)
 	}
 
 	cfg := caserun.TargetConfig{Target: t, StateRoot: inv.tmp, EffectServer: inv.server.Path, Databases: inv.cfg.Databases, ClientTimeout: inv.cfg.Protocol.ClientTimeout}
@@ -201,7 +270,7 @@ func (inv *invocation) runTarget(ctx context.Context, t *target.Target, out io.W
 		if r.NotRun == "" {
 			var err error
 			if r.Obs, r.Detail, err = caserun.RunTarget(ctx, cfg, inv.cases[i]); err != nil {
-				return "", err
+				return "", runFault(t, err)
 			}
 		}
 		res.Runs[i] = r
@@ -225,11 +294,12 @@ func checkoutDir(root, dir string) string {
 }
 
 // skipped says why t does not run here ("" when it does): a program it
-// needs is missing. IDEMLAB_REQUIRE_TARGETS=1 (CI) makes that an error.
+// needs is missing. IDEMLAB_REQUIRE_TARGETS=1 (CI) makes that an error,
+// a *TargetError.
 func skipped(t *target.Target, havePostgres bool) (string, error) {
 	why := missing(t, havePostgres)
 	if why != "" && os.Getenv(target.RequireEnv) == "1" {
-		return "", fmt.Errorf("target %s: %s (%s=1 makes a missing program an error)", t.Name, why, target.RequireEnv)
+		return "", &TargetError{Target: t.Name, Err: fmt.Errorf("target %s: %s (%s=1 makes a missing program an error)", t.Name, why, target.RequireEnv)}
 	}
 	return why, nil
 }
