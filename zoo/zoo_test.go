@@ -138,8 +138,11 @@ func runLab(ctx context.Context, t *testing.T, root string, services []string) v
 		args = append(args, "-target", "zoo/"+s)
 	}
 	logPath := filepath.Join(tmp, "runner.log")
-	if err := runLogged(ctx, root, logPath, runner, args...); err != nil {
-		t.Errorf("runner %s: %v; its last lines:\n%s", strings.Join(args, " "), err, tail(logPath, 40))
+	// The zoo's flawed members show safety violations: the runner's gate
+	// fails (exit 6), as it must; any other status is a broken run.
+	err := runLogged(ctx, root, logPath, runner, args...)
+	if exit, ok := errors.AsType[*exec.ExitError](err); !ok || exit.ExitCode() != 6 {
+		t.Errorf("runner %s: %v, want exit status 6 (the flawed members fail the gate); its last lines:\n%s", strings.Join(args, " "), err, tail(logPath, 40))
 	}
 	var v verdicts
 	if b, err := os.ReadFile(filepath.Join(evidence, "verdicts.json")); err != nil {
