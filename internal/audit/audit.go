@@ -114,6 +114,7 @@ func Audit(opts Options) (*Report, error) {
 	a.checkManifest()
 	results := a.checkStoreRuns()
 	a.checkTargets(results) // targets.go
+	a.checkSkips()          // targets.go: a skip's program, used by no other run
 	a.checkExperiments()
 	a.deriveVerdicts()            // verdicts.go
 	a.deriveStatement()           // derived.go
@@ -286,6 +287,9 @@ type auditor struct {
 	selTargets []string // manifest.selection.targets
 	cases      []*Case  // the cases checked in depth: the selection, narrowed by -case
 	stores     []string // the stores checked in depth: the selection, narrowed by -store
+
+	outsideTargets []string    // targets run from a folder outside the checkout (dir empty), not re-read
+	programs       programUses // the programs the runs used and the skips' missing ones (checkSkips, targets.go)
 
 	report *Report
 }

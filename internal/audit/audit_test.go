@@ -620,7 +620,8 @@ func TestReportText(t *testing.T) {
 		"  - " + claimDefs["server_word"].text + "\n" +
 		"  - " + claimDefs["server_ran"].text + "\n" +
 		"  - " + claimDefs["commit_none"].text + "\n" +
-		"  - " + claimDefs["who"].text + "\n"
+		"  - " + claimDefs["who"].text + "\n" +
+		"  - " + strings.Replace(claimDefs["versions"].text, "%s", "Go's and the OS's (manifest.json go_version, os_arch)", 1) + "\n"
 	if got := countScrub.ReplaceAllString(withoutNotes(b.String()), "N $1"); got != want {
 		t.Errorf("WriteText() = %q, want %q", got, want)
 	}

@@ -3,6 +3,7 @@ package audit
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // What a passing audit proved, in three lists (the PASS output and -json
@@ -64,6 +65,7 @@ var claimDefs = map[string]struct {
 	"server_ran":   {NotChecked, "that this binary made the evidence: a rebuild shows that the checkout builds to server_sha256, not that the runs used it (evidence of a weaker build with its hashes rewritten passes)"},
 	"commit_none":  {NotChecked, "source_commit's tree: not compared with the checkout's git history (a note says why)"},
 	"who":          {NotChecked, "who ran it: no signature checked (runner -sign KEYFILE writes one, audit -verify-key PUBFILE checks it)"},
+	"versions":     {NotChecked, "the versions recorded: %s: the runner's word, checked for their form at most, not re-read"},
 	"observations": {NotChecked, "that the non-deterministic evidence was observed: retries.json's rows, the chaos histories (their attempts and journal alike; an effect left out and the values after it renumbered, say) and the runs on targets, whichever it holds, can be invented to hang together; a signature does not change that; audit -reproduce re-observes them"},
 }
 
@@ -120,7 +122,40 @@ func (a *auditor) unchecked() {
 	if !has("signature") {
 		a.claim("who")
 	}
+	if v := a.uncheckedVersions(); len(v) > 0 {
+		a.claim("versions", strings.Join(v, "; "))
+	}
 	if slices.ContainsFunc(a.report.Consistent, func(c Claim) bool { return c.ID == "retries" || c.ID == "chaos_history" || c.ID == "targets" }) {
 		a.claim("observations")
 	}
+}
+
+// uncheckedVersions names the versions the manifest and targets.json
+// record that no check re-read: Go's and the OS's (but where -rebuild
+// reproduced the server, whose bytes depend on both), PostgreSQL's, and
+// the targets' runtimes (their libraries are re-read from their lock
+// files).
+func (a *auditor) uncheckedVersions() []string {
+	var out []string
+	_, goVer := a.manifest["go_version"]
+	_, osArch := a.manifest["os_arch"]
+	if (goVer || osArch) && !slices.ContainsFunc(a.report.Rederived, func(c Claim) bool { return c.ID == "rebuild" }) {
+		out = append(out, "Go's and the OS's (manifest.json go_version, os_arch)")
+	}
+	if _, ok := a.manifest["postgres_version"]; ok {
+		out = append(out, "PostgreSQL's (manifest.json postgres_version)")
+	}
+	var runtimes []string
+	targets, _ := a.manifest["targets"].([]any)
+	for _, t := range targets {
+		tm, _ := t.(map[string]any)
+		if r, _ := str(tm, "runtime"); r != "" {
+			n, _ := str(tm, "name")
+			runtimes = append(runtimes, n)
+		}
+	}
+	if len(runtimes) > 0 {
+		out = append(out, "the runtime targets.json records for "+strings.Join(runtimes, ", "))
+	}
+	return out
 }

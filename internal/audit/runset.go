@@ -127,6 +127,26 @@ func (a *auditor) noteSubset() {
 	if len(a.selStores) > 0 && len(a.selStores) < len(all) {
 		a.report.Subset = append(a.report.Subset, "stores: "+strings.Join(a.selStores, ", ")+" only")
 	}
+	a.noteTargetSubset()
+}
+
+// noteTargetSubset names, for the PASS line, the targets the checkout
+// ships (targets/NAME/target.json) that a selection with cases leaves
+// out, as stores': a target dropped from the selection is said, never
+// only counted.
+func (a *auditor) noteTargetSubset() {
+	if len(a.selCases) == 0 {
+		return // an experiment-only folder: no case ran anywhere
+	}
+	shipped := a.shippedTargets()
+	left := slices.DeleteFunc(slices.Clone(shipped), func(n string) bool { return slices.Contains(a.selTargets, n) })
+	switch {
+	case len(left) == 0:
+	case len(a.selTargets) == 0:
+		a.report.Subset = append(a.report.Subset, "targets: none (runs on stores only)")
+	default:
+		a.report.Subset = append(a.report.Subset, "targets: "+strings.Join(a.selTargets, ", ")+" only")
+	}
 }
 
 // required returns the runs results.json must hold, in canonical order,

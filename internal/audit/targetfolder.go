@@ -3,7 +3,10 @@ package audit
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
+	"slices"
 
 	"idemlab/internal/audit/digest"
 )
@@ -11,11 +14,20 @@ import (
 // checkTargetFolder re-reads a target's folder in the checkout: its
 // target.json is target_json byte for byte, its digest the audit's own,
 // and for a target that ran, its lock file pins the libraries. A folder
-// outside the checkout (dir empty) is not read: a note says so.
+// outside the checkout (dir empty) is not read: a note and the PASS line
+// say so; but a target the checkout ships (targets/NAME/target.json) is
+// never taken as one from outside: dir empty would turn off every re-read
+// of its folder.
 func (a *auditor) checkTargetFolder(name string, tm map[string]any, spec *targetSpec, targetJSON []byte) {
 	fail := func(field, format string, args ...any) { a.targetFail(CheckTarget, name, field, format, args...) }
 	dir, _ := str(tm, "dir")
 	if dir == "" {
+		a.check()
+		if a.shipsTarget(name) {
+			fail("dir", `"" (a folder outside the checkout), but the checkout ships targets/%s/target.json: a shipped target is re-read from its folder, never taken on the runner's word`, name)
+			return
+		}
+		a.outsideTargets = append(a.outsideTargets, name)
 		a.note(fmt.Sprintf("target %s ran from a folder outside the checkout (dir empty): its target.json, folder digest and library versions were not re-read", name))
 		return
 	}
@@ -50,4 +62,32 @@ func (a *auditor) checkTargetFolder(name string, tm map[string]any, spec *target
 	if w, g := render(libs), render(tm["libraries"]); w != g {
 		fail("libraries", "expected %s (as %s/%s pins them), observed %s", clipValue(w), dir, spec.lock, clipValue(g))
 	}
+}
+
+// shippedTargets are the targets the checkout ships: the folders
+// targets/NAME holding a target.json (a regular file; a symlink is not
+// followed), sorted by name.
+func (a *auditor) shippedTargets() []string {
+	entries, err := os.ReadDir(filepath.Join(a.opts.Root, "targets"))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && a.shipsTarget(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// shipsTarget reports whether the checkout holds targets/NAME/target.json
+// as a regular file.
+func (a *auditor) shipsTarget(name string) bool {
+	if !cleanRel(name) || path.Base(name) != name {
+		return false
+	}
+	fi, err := os.Lstat(filepath.Join(a.opts.Root, "targets", name, "target.json"))
+	return err == nil && fi.Mode().IsRegular()
 }

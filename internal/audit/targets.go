@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // This file checks the runs on targets, services the lab did not write
@@ -95,6 +96,9 @@ func (a *auditor) checkTargets(results map[string]any) {
 		complete = complete && view != nil
 		views = append(views, view)
 	}
+	if len(a.outsideTargets) > 0 {
+		a.report.Subset = append(a.report.Subset, "targets outside the checkout, not re-read: "+strings.Join(a.outsideTargets, ", "))
+	}
 	if a.report.TargetRuns > 0 {
 		a.claim("targets")
 		a.note("targets.json: a target's observations are not byte-identical from run to run (its races are its own): each run was checked against its case's steps, the sink's journal and the audit's own verdict, not against another run")
@@ -135,17 +139,31 @@ func (a *auditor) checkTarget(tm map[string]any, results map[string]any) *target
 	a.checkTargetFolder(name, tm, spec, []byte(targetJSON)) // targetfolder.go
 
 	runs, _ := tm["runs"].([]any)
+	needs := targetNeeds([]byte(targetJSON))
 	if v.skipped != "" {
 		a.report.TargetsSkipped++
 		a.check()
+		consistent := true
 		if len(runs) > 0 {
 			a.targetFail(CheckTarget, name, "runs", "%d, but the target was skipped (%s): a skipped target runs no case", len(runs), v.skipped)
+			consistent = false
 		}
 		if len(v.libraries) > 0 || v.runtime != "" {
 			a.targetFail(CheckTarget, name, "libraries, runtime", "%s, %q, but the target was skipped: its versions are not read", render(v.libraries), v.runtime)
+			consistent = false
 		}
+		if consistent { // a skip the runs already refute is not judged by its reason too
+			fail := func(format string, args ...any) { a.targetFail(CheckTarget, name, "skipped", format, args...) }
+			if progs, ok := a.skipReason(v.skipped, needs, true, fail); ok {
+				a.programs.skips = append(a.programs.skips, programSkip{what: "target " + name, progs: progs, reason: v.skipped, fail: fail})
+			}
+		}
+		a.report.Subset = append(a.report.Subset, fmt.Sprintf("target %s skipped (%s)", name, v.skipped))
 		a.note(fmt.Sprintf("target %s was skipped here (%s): none of its cases ran, and nothing about it can be proved from this folder", name, v.skipped))
 		return v
+	}
+	if slices.ContainsFunc(runs, func(r any) bool { rm, _ := r.(map[string]any); nr, _ := str(rm, "not_run"); return nr == "" }) {
+		a.programs.use(needs, "target "+name)
 	}
 	var want []string
 	for _, c := range a.selCases {
@@ -407,4 +425,165 @@ func (a *auditor) deriveTargetsReport(views []*targetView, complete bool) {
 	a.emit(TargetsReportFile, targetsReport(views))
 	a.emit(MatrixFile, matrixReport(views, a.allCases))
 	a.emit(MatrixSVGFile, matrixSVG(views, a.allCases))
+}
+
+// What a skip says and what the other runs show: the runner skips a
+// target (or a chaos run on one) only for a program missing on its
+// machine, and says which (internal/runner's missing: "P, Q not found
+// (what to install)", "PostgreSQL not at hand (...)", joined by "; ").
+// Every run of one evidence folder ran on one machine, so a program a
+// skip says was missing cannot be one another run of the folder used.
+
+// programUses are the programs the runs of the evidence used, each with
+// the first run that did, and the skips with the programs they lacked.
+type programUses struct {
+	used  map[string]string
+	skips []programSkip
+}
+
+// programSkip is one skip: who, the programs it says were missing, and
+// how to fail it.
+type programSkip struct {
+	what, reason string
+	progs        []string
+	fail         func(format string, args ...any)
+}
+
+// use records that run what used the programs progs.
+func (p *programUses) use(progs []string, what string) {
+	if p.used == nil {
+		p.used = map[string]string{}
+	}
+	for _, prog := range progs {
+		if _, ok := p.used[prog]; !ok {
+			p.used[prog] = what
+		}
+	}
+}
+
+// postgresProgram stands for PostgreSQL in a skip reason and a target's
+// services.
+const postgresProgram = "PostgreSQL"
+
+// targetNeeds are the programs a target.json says its runs need: those it
+// requires, redis-server for the redis service, PostgreSQL for postgres.
+// nil when the bytes are not a JSON object.
+func targetNeeds(targetJSON []byte) []string {
+	v, err := decodeJSON(targetJSON, capTargetJSON)
+	doc, _ := v.(map[string]any)
+	if err != nil || doc == nil {
+		return nil
+	}
+	needs := stringList(doc, "requires")
+	for _, s := range stringList(doc, "services") {
+		p := map[string]string{"redis": "redis-server", "postgres": postgresProgram}[s]
+		if p != "" && !slices.Contains(needs, p) {
+			needs = append(needs, p)
+		}
+	}
+	return needs
+}
+
+// skipReason reads a skip's reason: the programs it says were missing.
+// It fails a reason that is not the runner's form, or (known: the
+// target.json is at hand, needs its programs) names a program the target
+// does not need.
+func (a *auditor) skipReason(reason string, needs []string, known bool, fail func(format string, args ...any)) ([]string, bool) {
+	a.check()
+	var progs []string
+	for _, part := range strings.Split(reason, "; ") {
+		before, _, found := strings.Cut(part, " not found (")
+		switch {
+		case strings.HasPrefix(part, postgresProgram+" not at hand (") && strings.HasSuffix(part, ")"):
+			progs = append(progs, postgresProgram)
+		case found && before != "" && strings.HasSuffix(part, ")"):
+			progs = append(progs, strings.Split(before, ", ")...)
+		default:
+			fail("%q is not a reason the runner gives: a target is skipped only for a program missing on the runner's machine, which the reason names (\"P, Q not found (what to install)\", \"PostgreSQL not at hand (...)\")", reason)
+			return nil, false
+		}
+	}
+	if !known {
+		return progs, true
+	}
+	for _, p := range progs {
+		if !slices.Contains(needs, p) {
+			fail("%q names %s, which the target's target.json does not need (it needs %s): the skip is not the runner's", reason, p, orNone(needs))
+			return nil, false
+		}
+	}
+	return progs, true
+}
+
+// checkSkips checks every skip of the evidence, of a target in
+// targets.json or of a chaos run on one in chaos.json, against the
+// programs the other runs used: a program one run used was not missing
+// for another. It runs after the targets' checks and before the
+// experiments' (chaos.json's bytes are still held).
+func (a *auditor) checkSkips() {
+	if slices.Contains(a.selStores, "postgres") {
+		a.programs.use([]string{postgresProgram}, "the runs on the postgres store")
+	}
+	a.chaosPrograms()
+	for _, s := range a.programs.skips {
+		for _, p := range s.progs {
+			a.check()
+			if by, ok := a.programs.used[p]; ok {
+				s.fail("%q, but %s in the same evidence ran with %s: it was not missing on the runner's machine", s.reason, by, p)
+				break
+			}
+		}
+	}
+}
+
+// chaosPrograms records the programs chaos.json's runs used and the
+// skips of its runs on targets (their target.json read from the
+// checkout, where the run names its folder).
+func (a *auditor) chaosPrograms() {
+	data, ok := a.data[ChaosFile]
+	if !ok {
+		return
+	}
+	v, err := decodeJSON(data, jsonCaps[ChaosFile])
+	doc, _ := v.(map[string]any)
+	if err != nil || doc == nil {
+		return // the chaos checks say why
+	}
+	runs, _ := doc["runs"].([]any)
+	for _, r := range runs {
+		run, _ := r.(map[string]any)
+		store, _ := str(run, "store")
+		name, _ := str(run, "target")
+		why := notRun(run)
+		if store != "" && name == "" {
+			if store == "postgres" && why == "" {
+				a.programs.use([]string{postgresProgram}, "the chaos run on the postgres store")
+			}
+			continue
+		}
+		if name == "" {
+			continue // the chaos checks say why
+		}
+		var needs []string
+		dir, _ := str(run, "target_dir")
+		known := false
+		if dir != "" && cleanRel(dir) {
+			if tj, err := readInside(a.opts.Root, dir+"/target.json", CapTargetFile); err == nil {
+				needs, known = targetNeeds(tj), targetNeeds(tj) != nil
+			}
+		}
+		what := "the chaos run on target " + name
+		switch reason, skipped := strings.CutPrefix(why, "skipped: "); {
+		case why == "":
+			a.programs.use(needs, what)
+		case skipped:
+			sub := chaosSubject{target: name}
+			fail := func(format string, args ...any) {
+				a.chaosFail(sub, "not_run", "%s: target %s: not_run: "+format, append([]any{ChaosFile, name}, args...)...)
+			}
+			if progs, ok := a.skipReason(reason, needs, known, fail); ok {
+				a.programs.skips = append(a.programs.skips, programSkip{what: what, progs: progs, reason: reason, fail: fail})
+			}
+		}
+	}
 }

@@ -587,7 +587,9 @@ func TestAuditTargetFolders(t *testing.T) {
 		note   string   // a note that must be printed
 	}{
 		{
-			name: "pass/a folder outside the checkout is not re-read",
+			// A shipped target is never taken from outside the checkout
+			// (targetselection_test.go has one that is).
+			name: "a shipped target said to be from outside the checkout",
 			mutate: func(t *testing.T, f *fixture) {
 				f.editJSON(t, "evidence/targets.json", func(d map[string]any) {
 					tm := targetOf(d, express)
@@ -597,7 +599,9 @@ func TestAuditTargetFolders(t *testing.T) {
 				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { manifestTarget(m, 0)["dir"] = "" })
 				f.rehashTargets(t)
 			},
-			note: "target express-idempotency ran from a folder outside the checkout (dir empty): its target.json, folder digest and library versions were not re-read",
+			want: []string{
+				`targets.json: target express-idempotency: dir: "" (a folder outside the checkout), but the checkout ships targets/express-idempotency/target.json: a shipped target is re-read from its folder, never taken on the runner's word`,
+			},
 		},
 		{
 			name: "pass/a skipped target",
