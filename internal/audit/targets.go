@@ -577,6 +577,7 @@ func (a *auditor) chaosPrograms() {
 		case why == "":
 			a.programs.use(needs, what)
 		case skipped:
+			a.report.Subset = append(a.report.Subset, fmt.Sprintf("chaos on target %s skipped (%s)", name, reason))
 			sub := chaosSubject{target: name}
 			fail := func(format string, args ...any) {
 				a.chaosFail(sub, "not_run", "%s: target %s: not_run: "+format, append([]any{ChaosFile, name}, args...)...)

@@ -198,7 +198,8 @@ func TestVersionsNotChecked(t *testing.T) {
 
 // Ensure a chaos run on a target skipped for a program that another chaos
 // run (or a run on targets) of the same evidence used fails, as a skipped
-// target does, and that one no run contradicts passes.
+// target does, and that one no run contradicts passes; either way the
+// skip is named in the PASS line's partial part.
 func TestChaosSkipReason(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
@@ -227,6 +228,9 @@ func TestChaosSkipReason(t *testing.T) {
 		a.checkSkips()
 		if got := messages(a.report); !slices.Equal(got, tt.want) {
 			t.Errorf("not_run %q: failures\n%s\nwant\n%s", tt.why, strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+		}
+		if subset := "chaos on target b skipped (" + strings.TrimPrefix(tt.why, "skipped: ") + ")"; !slices.Contains(a.report.Subset, subset) {
+			t.Errorf("not_run %q: Subset = %q, want %q among them", tt.why, a.report.Subset, subset)
 		}
 	}
 }
