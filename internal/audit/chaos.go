@@ -290,9 +290,10 @@ func orNone(names []string) string {
 }
 
 // checkChaosNotRun checks a target the experiment did not run on: one in
-// the checkout (dir) whose target.json counts its effects itself must say
-// so; one that counts them at the sink can have been skipped only for a
-// missing program (which the audit cannot check on this machine).
+// the checkout (dir) whose target.json counts its effects itself, or is
+// attached, must say so; one that counts them at the sink can have been
+// skipped only for a missing program (its reason is checked as a target's
+// skip is).
 func (a *auditor) checkChaosNotRun(name, dir, why string) {
 	var spec *chaosTarget
 	if dir != "" {
@@ -301,9 +302,11 @@ func (a *auditor) checkChaosNotRun(name, dir, why string) {
 	a.check()
 	switch {
 	case strings.HasPrefix(why, "skipped: "):
-		a.note(fmt.Sprintf("chaos: target %s was %s (a program missing on the runner's machine: not checked here)", name, why))
+		a.note(fmt.Sprintf("chaos: target %s was %s (a program missing on the runner's machine)", name, why))
 	case spec == nil:
 		a.note(fmt.Sprintf("chaos: target %s not run: %s (no target.json in the checkout to check it by)", name, why))
+	case spec.attach && strings.HasPrefix(why, noProcessControl):
+		a.note(fmt.Sprintf("chaos: target %s not run: %s (%s/target.json attaches to a running service)", name, why, dir))
 	case !spec.sink && !spec.journal:
 		a.note(fmt.Sprintf("chaos: target %s not run: it counts its effects itself and prints no journal (%s/target.json), and the experiment judges each intent by the journal of applied effects", name, dir))
 	default:
