@@ -367,7 +367,12 @@ func (t *timeline) listing(b *strings.Builder) {
 	}
 }
 
-// xmlText escapes s for an SVG text node.
+// xmlText escapes s for XML text or a double-quoted attribute (the SVG
+// drawings, TARGETS.md's anchors): the markup characters as references,
+// and what XML 1.0 cannot hold or a line must not (controls, separators)
+// as visible escapes (oneLine, report.go).
 func xmlText(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
+	return xmlEscaper.Replace(oneLine(s))
 }
+
+var xmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#39;")

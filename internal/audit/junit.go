@@ -114,7 +114,9 @@ type (
 // run that fails the gate (strict as Gate), skipped for a case not run
 // with its reason; every run's findings, excused ones and conformance
 // deviations in its system-out (testcase properties are not read by every
-// CI system, nor allowed by the Ant schema most of them follow).
+// CI system, nor allowed by the Ant schema most of them follow), each on
+// one line: what a target sent has its controls made visible (oneLine),
+// where encoding/xml would write U+FFFD for one XML cannot hold.
 func (r *Report) JUnit(strict bool) ([]byte, error) {
 	if r.verdicts == nil {
 		return nil, fmt.Errorf("no verdicts to report: the audit did not judge the runs")
@@ -154,7 +156,7 @@ func (r *Report) targetSuite(t targetVerdict, strict bool) junitSuite {
 	suite := junitSuite{Name: "target " + t.Target}
 	class := "idemlab.target." + t.Target
 	if t.Skipped != "" {
-		suite.Cases = append(suite.Cases, junitCase{Name: "target", Classname: class, Skipped: &junitOutcome{Message: "skipped: " + t.Skipped}})
+		suite.Cases = append(suite.Cases, junitCase{Name: "target", Classname: class, Skipped: &junitOutcome{Message: "skipped: " + oneLine(t.Skipped)}})
 		return suite
 	}
 	for _, run := range t.Runs {
@@ -174,7 +176,7 @@ func targetCase(class string, run targetRunVerdict, summary string, strict bool)
 	var out strings.Builder
 	fmt.Fprintf(&out, "%s\n", summary)
 	if run.NotRun != "" {
-		c.Skipped = &junitOutcome{Message: "not run: " + run.NotRun}
+		c.Skipped = &junitOutcome{Message: "not run: " + oneLine(run.NotRun)}
 		c.SystemOut = out.String()
 		return c
 	}
@@ -184,15 +186,15 @@ func targetCase(class string, run targetRunVerdict, summary string, strict bool)
 	for _, f := range run.Findings {
 		kind := "violation"
 		if f.Limitation != "" {
-			kind = "limitation (" + f.Limitation + ")"
+			kind = "limitation (" + oneLine(f.Limitation) + ")"
 		}
-		fmt.Fprintf(&out, "%s %s%s: %s\n", kind, f.Rule, findingCall(f.Call), f.Detail)
+		fmt.Fprintf(&out, "%s %s%s: %s\n", kind, f.Rule, findingCall(f.Call), oneLine(f.Detail))
 	}
 	for _, d := range run.Deviations {
-		fmt.Fprintf(&out, "conformance %s%s: %s\n", d.Rule, findingCall(d.Call), d.Detail)
+		fmt.Fprintf(&out, "conformance %s%s: %s\n", d.Rule, findingCall(d.Call), oneLine(d.Detail))
 	}
 	for _, m := range run.Mirror {
-		fmt.Fprintf(&out, "mirror: %s\n", m)
+		fmt.Fprintf(&out, "mirror: %s\n", oneLine(m))
 	}
 	if gateFails(run.Safety, strict) {
 		rules := strings.Join(findingRules(run.Findings), ", ")
@@ -214,7 +216,7 @@ func findingCall(call *int) string {
 func chaosCase(class string, v ChaosVerdict, strict bool) junitCase {
 	c := junitCase{Name: "chaos", Classname: class}
 	if v.NotRun != "" {
-		c.Skipped = &junitOutcome{Message: "not run: " + v.NotRun}
+		c.Skipped = &junitOutcome{Message: "not run: " + oneLine(v.NotRun)}
 		return c
 	}
 	var out strings.Builder
@@ -222,7 +224,7 @@ func chaosCase(class string, v ChaosVerdict, strict bool) junitCase {
 		fmt.Fprintf(&out, "%s: %d (promised never: %v)\n", r.Rule, r.Count, r.Promised)
 	}
 	for _, f := range v.Findings {
-		fmt.Fprintf(&out, "%s (intent %d, key %s): %s\n", f.Rule, f.Intent, f.Key, f.Detail)
+		fmt.Fprintf(&out, "%s (intent %d, key %s): %s\n", f.Rule, f.Intent, oneLine(f.Key), oneLine(f.Detail))
 	}
 	if v.Violations > 0 || strict && v.Shown > 0 {
 		c.Failure = &junitOutcome{Message: chaosRuleCounts(v, strict), Type: "chaos", Text: out.String()}
@@ -245,7 +247,11 @@ func storeSuites(runs []storeVerdict, summaries map[string]string) []junitSuite 
 		}
 		c := junitCase{Name: v.Case, Classname: "idemlab.store." + v.Store, SystemOut: summaries[v.Case] + "\n"}
 		if !v.Matches {
-			c.Failure = &junitOutcome{Message: "does not show what its case expects", Type: "expectation", Text: strings.Join(v.Mismatches, "\n")}
+			lines := make([]string, len(v.Mismatches))
+			for j, m := range v.Mismatches {
+				lines[j] = oneLine(m)
+			}
+			c.Failure = &junitOutcome{Message: "does not show what its case expects", Type: "expectation", Text: strings.Join(lines, "\n")}
 		}
 		suites[i].Cases = append(suites[i].Cases, c)
 	}

@@ -2,7 +2,6 @@ package audit
 
 import (
 	"fmt"
-	"html"
 	"slices"
 	"strings"
 )
@@ -136,6 +135,23 @@ func matrixRank(word string) int {
 // runAnchor is the id of a run's section in TARGETS.md.
 func runAnchor(target, cs string) string { return target + "--" + cs }
 
+// targetsLink is the address of the section id of TARGETS.md, the id
+// percent-encoded but for the letters, digits and -._~ (a name the schema
+// allows is unchanged), so that no value ends a link or an attribute.
+func targetsLink(id string) string {
+	var b strings.Builder
+	b.WriteString(TargetsReportFile + "#")
+	for i := range len(id) {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.IndexByte("-._~", c) >= 0:
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
 // text is the cell as MATRIX.md shows it.
 func (c matrixCell) text() string {
 	switch c.word {
@@ -188,17 +204,17 @@ func matrixReport(views []*targetView, cases []*Case) []byte {
 	var b strings.Builder
 	b.WriteString("# idemlab matrix\n\n" + matrixLegend + "\n| target |")
 	for _, col := range cols {
-		b.WriteString(" " + col.title + " |")
+		b.WriteString(" " + mdText(col.title) + " |")
 	}
 	b.WriteString("\n|---|" + strings.Repeat("---|", len(cols)) + "\n")
 	for i, t := range rows {
-		fmt.Fprintf(&b, "| [%s](%s#%s) |", t.name, TargetsReportFile, t.name)
+		fmt.Fprintf(&b, "| [%s](%s) |", mdText(t.name), targetsLink(t.name))
 		for _, c := range cells[i] {
 			if c.anchor == "" {
 				b.WriteString(" " + c.text() + " |")
 				continue
 			}
-			fmt.Fprintf(&b, " [%s](%s#%s) |", c.text(), TargetsReportFile, c.anchor)
+			fmt.Fprintf(&b, " [%s](%s) |", c.text(), targetsLink(c.anchor))
 		}
 		b.WriteString("\n")
 	}
@@ -222,11 +238,11 @@ func matrixSVG(views []*targetView, cases []*Case) []byte {
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", w, h)
 	for i, col := range cols {
 		x := labelW + cellW*i + cellW/2
-		fmt.Fprintf(&b, `<text transform="translate(%d,%d) rotate(-40)">%s</text>`+"\n", x, headH-6, html.EscapeString(col.title))
+		fmt.Fprintf(&b, `<text transform="translate(%d,%d) rotate(-40)">%s</text>`+"\n", x, headH-6, xmlText(col.title))
 	}
 	for r, t := range rows {
 		y := headH + cellH*r
-		fmt.Fprintf(&b, `<a href="%s#%s"><text x="4" y="%d">%s</text></a>`+"\n", TargetsReportFile, t.name, y+cellH/2+4, html.EscapeString(t.name))
+		fmt.Fprintf(&b, `<a href="%s"><text x="4" y="%d">%s</text></a>`+"\n", xmlText(targetsLink(t.name)), y+cellH/2+4, xmlText(t.name))
 		for i, c := range cells[r] {
 			x := labelW + cellW*i
 			rate := ""
@@ -242,7 +258,7 @@ func matrixSVG(views []*targetView, cases []*Case) []byte {
 				`<text x="%d" y="%d" text-anchor="middle" fill="%s">%s</text>`,
 				x, y, cellW, cellH, matrixColours[c.word], x+cellW/2, y+14, ink, c.word, x+cellW/2, y+27, ink, rate)
 			if c.anchor != "" {
-				cell = fmt.Sprintf(`<a href="%s#%s">%s</a>`, TargetsReportFile, c.anchor, cell)
+				cell = fmt.Sprintf(`<a href="%s">%s</a>`, xmlText(targetsLink(c.anchor)), cell)
 			}
 			b.WriteString(cell + "\n")
 		}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -225,7 +226,7 @@ func reportText(cases []*Case, stores []string, runs map[runKey]map[string]any, 
 		}
 	}
 	for _, c := range cases {
-		fmt.Fprintf(&b, "\n## %s\n\n%s\n", c.Name, c.Summary)
+		fmt.Fprintf(&b, "\n## %s\n\n%s\n", mdText(c.Name), mdText(c.Summary))
 		for _, s := range stores {
 			k := runKey{c.Name, s}
 			run := runs[k]
@@ -252,13 +253,146 @@ func goList(v []any) string {
 	return "[" + strings.Join(parts, " ") + "]"
 }
 
-// mdText makes text safe inside a Markdown line or table cell (no line
-// break, bar, backquote or raw HTML).
-func mdText(s string) string {
-	return strings.NewReplacer("\r", " ", "\n", " ", "|", `\|`, "`", "'", "<", "&lt;", ">", "&gt;").Replace(s)
+// The audit renders what a target controls (its summary, versions,
+// runtime line, reply bodies, header values, keys, findings quoting them,
+// reasons) through one escaping function per output context: mdText for
+// Markdown inline text, mdCode for a Markdown code span on a line, mdCell
+// for a table cell, xmlText for SVG text and attributes (chaossvg.go),
+// oneLine for a line of plain text (JUnit's system-out). Each writes a
+// control character, a line or paragraph separator or a bidirectional
+// control as a visible escape (visible), so that no value starts a line.
+
+// visible is the visible escape of a rune no rendered line may hold: a C0
+// or C1 control character, DEL, U+2028 and U+2029, and the bidirectional
+// controls, written as Go writes them (\n, \r, \t, \u001b); "" for any
+// other rune.
+func visible(r rune) string {
+	switch r {
+	case '\n':
+		return `\n`
+	case '\r':
+		return `\r`
+	case '\t':
+		return `\t`
+	}
+	if r < 0x20 || r >= 0x7f && r < 0xa0 || r == '\u2028' || r == '\u2029' || r == '\u061c' ||
+		r == '\u200e' || r == '\u200f' || r >= '\u202a' && r <= '\u202e' || r >= '\u2066' && r <= '\u2069' {
+		return fmt.Sprintf(`\u%04x`, r)
+	}
+	return ""
 }
 
-// mdCell prints an optional value for a Markdown table cell.
+// escapeRunes writes s rune by rune: visible's escape for a rune that
+// has one, else more's for the rune at byte i (more nil or "": the rune
+// itself); a byte that is not UTF-8 as \xNN.
+func escapeRunes(s string, more func(s string, i int, r rune) string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case visible(r) != "":
+			b.WriteString(visible(r))
+		case more != nil && more(s, i, r) != "":
+			b.WriteString(more(s, i, r))
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// oneLine is s on one line of plain text, its controls made visible.
+func oneLine(s string) string { return escapeRunes(s, nil) }
+
+// mdText makes s Markdown inline text, on a line or in a table cell, that
+// reads as s: no line break, no bar splitting a cell, no code span, link,
+// emphasis or raw HTML or entity, and at its start no heading, list,
+// quote, fence, rule or indented code. The escapes are backslashes before
+// ASCII punctuation and HTML's character references, so that s shows as
+// it is; a backslash is escaped only where it would escape what follows,
+// an ampersand only where it could start a reference, and an underscore
+// inside a word, which cannot emphasise, is kept.
+func mdText(s string) string {
+	return escapeRunes(s, func(s string, i int, r rune) string {
+		switch r {
+		case '\\': // it escapes ASCII punctuation, a visible escape, or what follows s
+			if next, _ := utf8.DecodeRuneInString(s[i+1:]); i+1 == len(s) || asciiPunct(next) || visible(next) != "" || next == utf8.RuneError {
+				return `\\`
+			}
+		case '`', '*', '[', ']', '|', '~':
+			return `\` + string(r)
+		case '<':
+			return "&lt;"
+		case '>':
+			return "&gt;"
+		case '&': // where it could start a character reference, with what follows s too
+			if i+1 == len(s) || s[i+1] == '#' || 'a' <= s[i+1]|0x20 && s[i+1]|0x20 <= 'z' {
+				return "&amp;"
+			}
+		case '_':
+			before, _ := utf8.DecodeLastRuneInString(s[:i])
+			after, _ := utf8.DecodeRuneInString(s[i+1:])
+			if !wordRune(before) || !wordRune(after) {
+				return `\_`
+			}
+		case '#', '-', '+', '=':
+			if i == 0 {
+				return `\` + string(r)
+			}
+		case ' ':
+			if i == 0 {
+				return "&#32;"
+			}
+		case '.', ')': // an ordered list's marker: 1 to 9 digits at the start, then a space or the end
+			if i > 0 && i <= 9 && strings.Trim(s[:i], "0123456789") == "" && (i+1 == len(s) || s[i+1] == ' ') {
+				return `\` + string(r)
+			}
+		}
+		return ""
+	})
+}
+
+// asciiPunct reports whether a backslash escapes r in Markdown.
+func asciiPunct(r rune) bool {
+	return r < utf8.RuneSelf && strings.ContainsRune("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", r)
+}
+
+// wordRune reports whether r is a letter or digit (an underscore between
+// two cannot open or close emphasis).
+func wordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+
+// mdCode is s as one Markdown code span on a line: its controls visible,
+// fenced by one backquote more than its longest run of them (padded with
+// a space where it starts or ends with one, or with a space at both ends),
+// so that nothing in it is read as Markdown or HTML. Not for a table cell
+// (mdCell).
+func mdCode(s string) string {
+	s = oneLine(s)
+	longest, run := 0, 0
+	for i := range len(s) {
+		if s[i] == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	fence, pad := strings.Repeat("`", longest+1), ""
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") ||
+		len(s) >= 2 && s[0] == ' ' && s[len(s)-1] == ' ' && strings.Trim(s, " ") != "" {
+		pad = " "
+	}
+	return fence + pad + s + pad + fence
+}
+
+// mdCell prints an optional value for a Markdown table cell: a string as
+// a code span whose bars are escaped (GFM splits a row's cells before it
+// reads code spans, and gives an escaped bar back as a bar inside one), a
+// string over 200 bytes cut to its first 40 and its length; any other
+// value as its JSON, inline text.
 func mdCell(v any) string {
 	switch v := v.(type) {
 	case nil:
@@ -272,9 +406,9 @@ func mdCell(v any) string {
 			}
 			v, more = v[:cut], fmt.Sprintf("… (%d bytes)", n)
 		}
-		return "`" + strings.NewReplacer("\n", `\n`, "|", `\|`, "`", "'").Replace(v) + "`" + more
+		return strings.ReplaceAll(mdCode(v), "|", `\|`) + more
 	}
-	return render(v)
+	return mdText(render(v))
 }
 
 // checkExpectations compares every run checked in depth with its case's

@@ -23,7 +23,7 @@ func targetsReport(views []*targetView) []byte {
 	var b strings.Builder
 	b.WriteString("# idemlab targets\n\n" + targetsLegend)
 	for _, t := range views {
-		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n", t.name, mdText(t.summary))
+		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n", mdText(t.name), mdText(t.summary))
 		if t.skipped != "" {
 			fmt.Fprintf(&b, "Not run here: %s.\n", mdText(t.skipped))
 			continue
@@ -31,21 +31,21 @@ func targetsReport(views []*targetView) []byte {
 		fmt.Fprintf(&b, "- code under test: %s\n", mdText(codeUnderTest(t)))
 		fmt.Fprintf(&b, "- claims: %s\n", claimsText(t.spec))
 		if r := t.spec.replay; r != nil {
-			fmt.Fprintf(&b, "- replay marker: `%s: %s`\n", mdText(r[0]), mdText(r[1]))
+			fmt.Fprintf(&b, "- replay marker: %s\n", mdCode(r[0]+": "+r[1]))
 		} else {
 			b.WriteString("- replay marker: none\n")
 		}
 		if t.spec.mirrors != "" {
-			fmt.Fprintf(&b, "- mirrors the native %s store: %s\n", t.spec.mirrors, mirrorSummary(t.runs))
+			fmt.Fprintf(&b, "- mirrors the native %s store: %s\n", mdText(t.spec.mirrors), mirrorSummary(t.runs))
 		}
 		b.WriteString("\n| case | effects (sound) | safety | conformance | findings |\n|---|---|---|---|---|\n")
 		for _, r := range t.runs {
 			if r.NotRun != "" {
-				fmt.Fprintf(&b, "| %s | — | not run | — | %s |\n", r.Case, mdText(r.NotRun))
+				fmt.Fprintf(&b, "| %s | — | not run | — | %s |\n", mdText(r.Case), mdText(r.NotRun))
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | %d (%d) | %s | %s | %s |\n", r.Case, r.Effects, r.SoundEffects, r.Safety,
-				distinctRules(r.Deviations), mdText(findingsLine(r.Findings)))
+			fmt.Fprintf(&b, "| %s | %d (%d) | %s | %s | %s |\n", mdText(r.Case), r.Effects, r.SoundEffects, mdText(r.Safety),
+				mdText(distinctRules(r.Deviations)), mdText(findingsLine(r.Findings)))
 		}
 		for _, r := range t.runs {
 			if r.NotRun == "" {
@@ -59,16 +59,17 @@ func targetsReport(views []*targetView) []byte {
 // runSection renders a run's findings, deviations, differences from the
 // native run and calls.
 func runSection(b *strings.Builder, target string, r runView) {
-	fmt.Fprintf(b, "\n<a id=\"%s\"></a>\n\n### %s on %s: %s applied, %s\n\n", runAnchor(target, r.Case), r.Case, target, plural(int(r.Effects), "effect"), r.Safety)
+	fmt.Fprintf(b, "\n<a id=\"%s\"></a>\n\n### %s on %s: %s applied, %s\n\n", xmlText(runAnchor(target, r.Case)),
+		mdText(r.Case), mdText(target), plural(int(r.Effects), "effect"), mdText(r.Safety))
 	for _, f := range r.Findings {
-		fmt.Fprintf(b, "- safety %s%s: %s", f.Rule, callAt(f.Call), mdText(f.Detail))
+		fmt.Fprintf(b, "- safety %s%s: %s", mdText(f.Rule), callAt(f.Call), mdText(f.Detail))
 		if f.Limitation != "" {
-			b.WriteString(" — a limitation: " + f.Limitation)
+			b.WriteString(" — a limitation: " + mdText(f.Limitation))
 		}
 		b.WriteString("\n")
 	}
 	for _, f := range r.Deviations {
-		fmt.Fprintf(b, "- conformance %s%s: %s\n", f.Rule, callAt(f.Call), mdText(f.Detail))
+		fmt.Fprintf(b, "- conformance %s%s: %s\n", mdText(f.Rule), callAt(f.Call), mdText(f.Detail))
 	}
 	for _, m := range r.Mirror {
 		fmt.Fprintf(b, "- differs from the native run: %s\n", mdText(m))
@@ -80,14 +81,14 @@ func runSection(b *strings.Builder, target string, r runView) {
 }
 
 // callTable renders calls, as results.json or targets.json records them,
-// as a Markdown table.
+// as a Markdown table, every value escaped for its cell.
 func callTable(b *strings.Builder, calls []any) {
 	b.WriteString("| call | step | key | fault | outcome | status | body | replayed |\n|---|---|---|---|---|---|---|---|\n")
 	for i, call := range calls {
 		m, _ := call.(map[string]any)
 		outcome, _ := str(m, "outcome")
-		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", i, render(m["step"]), mdCell(m["key"]), mdCell(m["fault"]),
-			outcome, mdCell(m["status"]), mdCell(m["body"]), mdCell(m["replayed"]))
+		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", i, mdText(render(m["step"])), mdCell(m["key"]), mdCell(m["fault"]),
+			mdText(outcome), mdCell(m["status"]), mdCell(m["body"]), mdCell(m["replayed"]))
 	}
 }
 
