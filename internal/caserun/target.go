@@ -292,7 +292,7 @@ func (tr *TargetReplicas) Start(ctx context.Context, i int) error {
 	s, err := serverproc.StartSpec(ctx, serverproc.Spec{Path: argv[0], Args: argv[1:], Dir: tr.t.Dir, Env: env,
 		ReadyLine: tr.t.Start.ReadyLine, Addr: addr, ReadyHTTP: tr.t.Start.ReadyHTTP, ReadyWithin: tr.t.Start.ReadyWithin, Group: true})
 	if err != nil {
-		return fmt.Errorf("start target %s replica %d: %w", tr.t.Name, i, err)
+		return &TargetFault{fmt.Errorf("start target %s replica %d: %w", tr.t.Name, i, err)}
 	}
 	return tr.startProxy(i, s.Addr, s)
 }
@@ -503,11 +503,23 @@ func (tr *TargetReplicas) runAfter(ctx context.Context, what string, argv []stri
 	if err == nil {
 		err = checkAfter(what, stdout.Bytes())
 	}
-	if err != nil {
-		return nil, fmt.Errorf("%s (%s): %w%s", what, strings.Join(argv, " "), err, stderrTail(stderr))
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, fmt.Errorf("%s (%s): %w", what, strings.Join(argv, " "), err) // interrupted: nobody's fault
+	case err != nil:
+		return nil, &TargetFault{fmt.Errorf("%s (%s): %w%s", what, strings.Join(argv, " "), err, stderrTail(stderr))}
 	}
 	return stdout.Bytes(), nil
 }
+
+// A TargetFault is a failure of the target's own, not the lab's: its
+// process did not start, exited before it was ready or was not ready in
+// time, or its count or journal command failed or printed no count or
+// journal. The runner tells the user so (its exit status 7).
+type TargetFault struct{ Err error }
+
+func (e *TargetFault) Error() string { return e.Err.Error() }
+func (e *TargetFault) Unwrap() error { return e.Err }
 
 // NotRun says why case c cannot run on target t ("" when it can): no
 // target section; a ledger (the sink plays it) on a target without the

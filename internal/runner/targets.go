@@ -148,22 +148,13 @@ func targetsFault(t *target.Target, err error) error {
 }
 
 // runFault is err, from a run on t (caserun.RunTarget, chaos.Run), as a
-// *TargetError where what failed is t's own: its process did not start,
-// exited before it was ready or was not ready in time (caserun's
-// TargetReplicas.Start), its count or journal command failed or printed
-// what is no count or journal. Any other error (the state folder, the
-// sink, the proxy, PostgreSQL, the lab's effectserver) is the lab's and
-// stays as it is. The marks are caserun's messages; TestTargetFaults pins
-// them on real processes.
+// *TargetError where caserun says what failed is t's own (a
+// *caserun.TargetFault); any other error (the state folder, the sink, the
+// proxy, PostgreSQL, the lab's effectserver) is the lab's and stays as it
+// is. TestTargetFaults shows both on real processes.
 func runFault(t *target.Target, err error) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
-	for _, mark := range []string{"start target " + t.Name + " replica ", "count effects (", "read the journal ("} {
-		if strings.Contains(msg, mark) {
-			return targetsFault(t, err)
-		}
+	if _, ok := errors.AsType[*caserun.TargetFault](err); ok {
+		return targetsFault(t, err)
 	}
 	return err
 }
