@@ -671,3 +671,35 @@ func TestGapless(t *testing.T) {
 		}
 	}
 }
+
+// Ensure the runner knows every file the audit derives: it may write a
+// folder again only where it holds nothing else (runner -out evidence
+// refused a folder holding MATRIX.md when the audit first derived it). The
+// committed fixture holds the audit's renderings of a selection with
+// stores, targets and experiments.
+func TestRunnerKnowsDerivedFiles(t *testing.T) {
+	dir := filepath.Join(fixtureDir, "evidence")
+	b, err := os.ReadFile(filepath.Join(dir, evidence.ManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Files map[string]string `json:"files"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if _, listed := m.Files[name]; listed || name == evidence.ManifestName || e.IsDir() {
+			continue
+		}
+		if !slices.Contains(evidence.DerivedNames, name) && !evidence.DerivedPattern.MatchString(name) {
+			t.Errorf("the audit derives %s, which evidence.DerivedNames does not name: the runner would refuse to write the folder again", name)
+		}
+	}
+}

@@ -209,7 +209,7 @@ func anySize(data []byte) strict.Caps {
 // after the runner (audit -write): a folder that holds them is one the
 // runner may write again. DerivedPattern matches the chaos timelines.
 var (
-	DerivedNames   = []string{"REPORT.md", "TARGETS.md", "verdicts.json", "jitter.svg", "statement.intoto.json", "statement.intoto.dsse.json"}
+	DerivedNames   = []string{"REPORT.md", "TARGETS.md", "MATRIX.md", "matrix.svg", "verdicts.json", "jitter.svg", "statement.intoto.json", "statement.intoto.dsse.json"}
 	DerivedPattern = regexp.MustCompile(`^chaos-(target-[a-z][a-z0-9-]{0,47}|[a-z]+)\.svg$`)
 )
 
