@@ -186,7 +186,9 @@ func TestStartNeverReadyReapsChild(t *testing.T) {
 	t.Setenv(fakeEnv, "silent")
 	ctx := context.Background()
 	before := children(t)
-	_, err := Start(ctx, os.Args[0], nil, 200*time.Millisecond)
+	// Long enough for the fake, a test binary (under -race a slow one to
+	// start), to print its first line: the error must show it.
+	_, err := Start(ctx, os.Args[0], nil, 3*time.Second)
 	if err == nil {
 		t.Fatal("Start = nil error, want a READY timeout")
 	}
