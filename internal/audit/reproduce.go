@@ -633,7 +633,14 @@ func (r *Reproduction) againChaos(recordedDir string, dirs []string) error {
 	if _, err := os.Lstat(filepath.Join(recordedDir, ChaosFile)); err != nil {
 		return nil // no chaos run recorded
 	}
-	rec, subjects, again, err := itemsAgain(recordedDir, dirs, VerdictsFile, "chaos", func(x any) string {
+	// Every folder has verdicts.json; only those that ran chaos judged it.
+	var chaosDirs []string
+	for _, d := range dirs {
+		if _, err := os.Lstat(filepath.Join(d, ChaosFile)); err == nil {
+			chaosDirs = append(chaosDirs, d)
+		}
+	}
+	rec, subjects, again, err := itemsAgain(recordedDir, chaosDirs, VerdictsFile, "chaos", func(x any) string {
 		m, _ := x.(map[string]any)
 		if notRun(m) != "" {
 			return "" // a target that did not run: nothing to re-observe

@@ -130,3 +130,39 @@ func TestReproduceReadsCommittedEvidence(t *testing.T) {
 		t.Errorf("%s has no JSON caps of its own", VerdictsFile)
 	}
 }
+
+// Ensure the chaos claims are held again only on the re-runs that ran
+// chaos: every folder holds verdicts.json, and a retries-only re-run's
+// has no chaos run in it (it once made every store's promise "not held
+// again" on two of five observations).
+func TestAgainChaosOnlyWhereChaosRan(t *testing.T) {
+	rec := filepath.Join("..", "..", "evidence")
+	withChaos, retriesOnly := t.TempDir(), t.TempDir()
+	for _, name := range []string{ChaosFile, VerdictsFile} {
+		b, err := os.ReadFile(filepath.Join(rec, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(withChaos, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(retriesOnly, VerdictsFile), []byte(`{"schema_version": 1, "stores": [], "targets": [], "chaos": []}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var r Reproduction
+	if err := r.againChaos(rec, []string{withChaos, retriesOnly}); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Claims) == 0 {
+		t.Fatal("no chaos claim held again: the committed evidence promises some")
+	}
+	for _, c := range r.Claims {
+		if len(c.Held) != 1 {
+			t.Errorf("%s: %d observations, want 1 (the one re-run that ran chaos)", c.Claim, len(c.Held))
+		}
+	}
+	if len(r.Findings) > 0 {
+		t.Errorf("findings on the recorded evidence's own verdicts: %v", r.Findings)
+	}
+}
