@@ -367,3 +367,26 @@ func TestJUnitEscapesTargetValues(t *testing.T) {
 		}
 	}
 }
+
+// Ensure what audit -write prints of the verdicts carries no terminal
+// escape and no forged line from a reason a target put words in.
+func TestSummaryTextOneLine(t *testing.T) {
+	hostile := "redis-server not found\x1b[2J\x1b[31m\nPASS: everything\r"
+	a := &auditor{
+		targetVerdicts: []targetVerdict{
+			{Target: "gone", Skipped: hostile},
+			{Target: "t", Runs: []targetRunVerdict{{Case: "c", NotRun: hostile}}},
+		},
+		chaosVerdicts: []ChaosVerdict{{Target: "t", NotRun: hostile}},
+	}
+	out := a.summaryText()
+	if strings.ContainsAny(out, "\x1b\r") {
+		t.Errorf("summary carries an escape or a CR: %q", out)
+	}
+	if strings.Contains(out, "\nPASS: everything") {
+		t.Errorf("a reason forged a line of its own: %q", out)
+	}
+	if n := strings.Count(out, "redis-server not found"); n != 3 {
+		t.Errorf("the reason shows %d times, want 3 (skipped, not run, chaos not run): %q", n, out)
+	}
+}

@@ -486,20 +486,22 @@ func clipValue(s string) string {
 }
 
 // summaryText is what audit -write prints before its verdict: verdicts.json
-// in words.
+// in words. A reason a target's folder or output can put words in is
+// printed oneLine: no escape sequence reaches the terminal, no line break
+// forges a line.
 func (a *auditor) summaryText() string {
 	var b strings.Builder
 	a.storesSummary(&b)
 	for _, t := range a.targetVerdicts {
 		fmt.Fprintf(&b, "\ntarget %s", t.Target)
 		if t.Skipped != "" {
-			fmt.Fprintf(&b, ": skipped: %s\n", t.Skipped)
+			fmt.Fprintf(&b, ": skipped: %s\n", oneLine(t.Skipped))
 			continue
 		}
 		b.WriteString(": effects (sound), safety, rules\n")
 		for _, r := range t.Runs {
 			if r.NotRun != "" {
-				fmt.Fprintf(&b, "  %-42s not run: %s\n", r.Case, r.NotRun)
+				fmt.Fprintf(&b, "  %-42s not run: %s\n", r.Case, oneLine(r.NotRun))
 				continue
 			}
 			line := fmt.Sprintf("  %-42s %d (%d)  %s", r.Case, r.Effects, r.SoundEffects, r.Safety)
@@ -515,7 +517,7 @@ func (a *auditor) summaryText() string {
 	for _, c := range a.chaosVerdicts {
 		what := chaosSubject{store: c.Store, target: c.Target}.String()
 		if c.NotRun != "" {
-			fmt.Fprintf(&b, "\nchaos on %s: not run: %s\n", what, c.NotRun)
+			fmt.Fprintf(&b, "\nchaos on %s: not run: %s\n", what, oneLine(c.NotRun))
 			continue
 		}
 		verdict := "ok"
