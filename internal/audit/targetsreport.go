@@ -2,7 +2,6 @@ package audit
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -150,12 +149,7 @@ func mirrorSummary(runs []runView) string {
 
 // distinctRules lists each rule of fs once, in order; a dash for none.
 func distinctRules(fs []finding) string {
-	var rules []string
-	for _, f := range fs {
-		if !slices.Contains(rules, f.Rule) {
-			rules = append(rules, f.Rule)
-		}
-	}
+	rules := findingRules(fs)
 	if len(rules) == 0 {
 		return "—"
 	}
