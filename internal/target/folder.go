@@ -55,10 +55,11 @@ func (t *Target) Digest() (string, error) {
 }
 
 // EnsureSetup runs the target's setup command in its folder, saying so on
-// log, unless it last succeeded on this folder with this digest. That
-// record, and a lock serialising setups of the folder, live in the lab's
-// cache (os.UserCacheDir()/idemlab/setup), named by a hash of the folder's
-// path: nothing of the lab's is left in the folder.
+// log, unless it last succeeded on this folder with this digest and the
+// folder's top level is as that setup left it (folderState). That record,
+// and a lock serialising setups of the folder, live in the lab's cache
+// (os.UserCacheDir()/idemlab/setup), named by a hash of the folder's path:
+// nothing of the lab's is left in the folder.
 func (t *Target) EnsureSetup(ctx context.Context, folderDigest string, log io.Writer) error {
 	if len(t.Setup) == 0 {
 		return nil
@@ -83,8 +84,10 @@ func (t *Target) EnsureSetup(ctx context.Context, folderDigest string, log io.Wr
 	}
 	os.Remove(filepath.Join(t.Dir, SetupMarker))
 	os.Remove(filepath.Join(t.Dir, digest.SetupLock))
-	if b, err := safefile.Read(marker, 8192); err == nil && string(b) == done {
-		return nil
+	if b, err := safefile.Read(marker, 8192); err == nil {
+		if state, err := folderState(t.Dir); err == nil && string(b) == done+state+"\n" {
+			return nil
+		}
 	}
 	os.Remove(marker) // a failed setup may leave the folder half made
 	fmt.Fprintf(log, "target %s: setup: %s (first run on this folder's contents) ...\n", t.Name, strings.Join(t.Setup, " "))
@@ -94,11 +97,41 @@ func (t *Target) EnsureSetup(ctx context.Context, folderDigest string, log io.Wr
 	if err != nil {
 		return fmt.Errorf("target %s: setup %s: %w: %s", t.Name, strings.Join(t.Setup, " "), err, tail(out))
 	}
-	if err := os.WriteFile(marker, []byte(done), 0o644); err != nil {
+	state, err := folderState(t.Dir)
+	if err == nil {
+		err = os.WriteFile(marker, []byte(done+state+"\n"), 0o644)
+	}
+	if err != nil {
 		return fmt.Errorf("target %s: setup: %w", t.Name, err)
 	}
 	fmt.Fprintf(log, "target %s: setup done in %.1f s\n", t.Name, time.Since(began).Seconds())
 	return nil
+}
+
+// folderState is a hash of the folder's top level as it stands: each
+// entry's name, inode and modification time. The digest leaves out what a
+// setup makes (node_modules, a binary the .gitignore names), so a digest
+// alone cannot tell a set-up folder from a fresh clone of the same sources
+// at the same path, or from one whose products were removed: both have
+// other top-level entries, or other inodes and times, than the setup left.
+func folderState(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			return "", err
+		}
+		var ino uint64
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			ino = st.Ino
+		}
+		fmt.Fprintf(h, "%q %d %d\n", e.Name(), ino, info.ModTime().UnixNano())
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // lockSetup takes lock, the lock serialising setups of t's folder; where

@@ -265,7 +265,8 @@ func TestInheritedDocumented(t *testing.T) {
 }
 
 // Ensure setup runs once per folder content: a second run on the same
-// files does nothing, an edit makes it run again; what setup writes
+// files does nothing, an edit makes it run again, and so does the loss of
+// what it made; what setup writes
 // (node_modules, a binary the target's .gitignore names) is not part of
 // the digest; and the lab leaves no file of its own in the folder, removing
 // an earlier lab's marker.
@@ -311,6 +312,19 @@ func TestEnsureSetupCachedByDigest(t *testing.T) {
 	setup()
 	if got := runs(); got != 2 {
 		t.Fatalf("setup ran %d times after an edit, want 2", got)
+	}
+	// What setup made is gone (a fresh clone at the same path, the same
+	// sources): the record of the last setup does not hold.
+	if err := os.Remove(filepath.Join(tg.Dir, "tiny")); err != nil {
+		t.Fatal(err)
+	}
+	setup()
+	if got := runs(); got != 3 {
+		t.Fatalf("setup ran %d times after its product was removed, want 3", got)
+	}
+	setup()
+	if got := runs(); got != 3 {
+		t.Fatalf("setup ran %d times on a folder as it left it, want 3", got)
 	}
 }
 
