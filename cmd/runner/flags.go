@@ -47,6 +47,7 @@ var bounds = []bound{
 	{"duration", int64(time.Millisecond), int64(chaos.MaxDuration)},
 	{"clients", 1, chaos.MaxClients},
 	{"replicas", 1, chaos.MaxReplicas},
+	{"trials", 1, runner.MaxTrials},
 }
 
 // boundOf returns the range of the named flag, if it has one.
@@ -112,7 +113,7 @@ var groups = []struct {
 	title string
 	flags []string
 }{
-	{"Flags:", []string{"out", "store", "target", "case", "experiment", "unsafe-registry", "server", "pg-dsn", "seed", "sign", "junit", "strict"}},
+	{"Flags:", []string{"out", "store", "target", "case", "experiment", "unsafe-registry", "server", "pg-dsn", "trials", "seed", "sign", "junit", "strict"}},
 	{"The retries experiment's knobs:", []string{"intents", "drop-percent", "timeout-ms", "attempts", "workers", "deadline-ms"}},
 	{"The chaos experiment's knobs:", []string{"duration", "clients", "replicas"}},
 }
@@ -152,6 +153,7 @@ func newFlags(o *runner.Options) *flag.FlagSet {
 	fs.StringVar(&o.SignKey, "sign", "", "also write the statement as a DSSE envelope signed with the ed25519 private key in `KEYFILE` (an OpenSSH key without a passphrase, or PKCS #8 PEM): it says who ran it, not that the run was honest (audit -verify-key checks it)")
 	fs.StringVar(&o.JUnit, "junit", "", "once the audit passes, also write its verdicts as a JUnit XML report to `FILE` (outside the evidence folder): a testcase per case on each target and store (docs/ci.md)")
 	fs.BoolVar(&o.Strict, "strict", false, "with -target, a limitation (a finding the target's claims excuse) fails the run too (exit 6), and fails its case in the -junit report")
+	fs.IntVar(&o.Trials, "trials", runner.DefaultTrials, "run each case `N` times on each target, each on fresh state: a case's verdict there is the distribution of its trials' verdicts, a finding's rate with its Wilson 95 % interval, and a case whose trials disagree is racy (the committed evidence runs 10)")
 	fs.IntVar(&o.Intents, "intents", runner.DefaultIntents, "intents per row")
 	o.Retries = retries.Default
 	fs.IntVar(&o.Retries.DropPercent, "drop-percent", retries.Default.DropPercent, "the chance, in %, that the client drops an attempt before sending it")

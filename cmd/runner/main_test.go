@@ -156,21 +156,21 @@ func TestSIGINTWhileAuditing(t *testing.T) {
 	}
 }
 
-// Ensure the manifest records the experiments' knobs and -seed (and no
-// other flag), each value as the flag takes it again: a run with the
+// Ensure the manifest records the experiments' knobs, -seed and, on
+// targets, -trials (and no other flag), each value as the flag takes it again: a run with the
 // recorded flags has the options the recorded run had.
 func TestRecordedFlagsRoundTrip(t *testing.T) {
-	want := []string{"seed"}
+	want := []string{"seed", "trials"}
 	for _, g := range groups[1:] {
 		want = append(want, g.flags...)
 	}
 	args := []string{"-seed", "9", "-intents", "50", "-drop-percent", "0", "-timeout-ms", "200", "-attempts", "4",
-		"-workers", "3", "-deadline-ms", "900", "-duration", "1500ms", "-clients", "2", "-replicas", "3"}
+		"-workers", "3", "-deadline-ms", "900", "-duration", "1500ms", "-clients", "2", "-replicas", "3", "-trials", "7"}
 	var o runner.Options
 	if err := newFlags(&o).Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	rec := o.RecordedFlags(runner.Experiments())
+	rec := o.RecordedFlags(runner.Experiments(), true)
 	if got := slices.Sorted(maps.Keys(rec)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		t.Fatalf("RecordedFlags = %v, want the knobs' groups and -seed, all given: %v", rec, want)
 	}

@@ -14,7 +14,7 @@ import (
 // expectations, and a mismatch already fails the audit itself.
 type Gate struct {
 	Strict   bool
-	Failures []string // "target T, case C: violation duplicate_effect", one a failing run
+	Failures []string // "target T, case C: violation duplicate_effect in 1 of 1 trial", one a failing case
 }
 
 // Gate judges the audit's verdicts for a CI gate (runner -target exits 6
@@ -27,7 +27,7 @@ func (r *Report) Gate(strict bool) Gate {
 	for _, t := range r.verdicts.Targets {
 		for _, run := range t.Runs {
 			if gateFails(run.Safety, strict) {
-				g.Failures = append(g.Failures, fmt.Sprintf("target %s, case %s: %s %s", t.Target, run.Case, run.Safety, strings.Join(findingRules(run.Findings), ", ")))
+				g.Failures = append(g.Failures, fmt.Sprintf("target %s, case %s: %s %s %s", t.Target, run.Case, run.Safety, strings.Join(findingRules(run.Findings), ", "), verdictRate(run)))
 			}
 		}
 	}
@@ -40,6 +40,18 @@ func (r *Report) Gate(strict bool) Gate {
 		}
 	}
 	return g
+}
+
+// verdictRate is how many of a case's trials showed its safety verdict:
+// "in 4 of 5 trials (Wilson 95 %: 37.6–96.4 %)", "in 1 of 1 trial".
+func verdictRate(run targetRunVerdict) string {
+	trials := max(run.Trials, 1)
+	rate := fmt.Sprintf("in %d of %s", run.Tally.of(run.Safety), plural(trials, "trial"))
+	if trials > 1 {
+		lo, hi := wilson(run.Tally.of(run.Safety), trials)
+		rate += fmt.Sprintf(" (Wilson 95 %%: %s–%s %%)", percent(lo), percent(hi))
+	}
+	return rate
 }
 
 // Failed reports whether the gate failed.
@@ -180,9 +192,14 @@ func targetCase(class string, run targetRunVerdict, summary string, strict bool)
 		c.SystemOut = out.String()
 		return c
 	}
-	// One trial a run: the rate a finding is shown with is its count of it.
-	rate := "in 1 of 1 trial"
-	fmt.Fprintf(&out, "safety: %s; effects %d (a sound implementation: %d)\n", run.Safety, run.Effects, run.SoundEffects)
+	rate := verdictRate(run)
+	fmt.Fprintf(&out, "safety: %s %s; effects %d (a sound implementation: %d)\n", run.Safety, rate, run.Effects, run.SoundEffects)
+	if line := trialsLine(run); line != "" {
+		fmt.Fprintf(&out, "trials: %s; each: %s; the findings below are trial %d's\n", line, strings.Join(run.TrialSafety, ", "), run.Example)
+		for _, rr := range run.Rates {
+			fmt.Fprintf(&out, "rate of %s: %s\n", rr.Rule, rateText(rr.Trials, rr.Of))
+		}
+	}
 	for _, f := range run.Findings {
 		kind := "violation"
 		if f.Limitation != "" {

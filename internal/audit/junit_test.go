@@ -24,11 +24,17 @@ func handVerdicts() *Report {
 		Targets: []targetVerdict{
 			{Target: "t", Runs: []targetRunVerdict{
 				{Case: "keyed_lost_reply", Safety: "pass", Effects: 1, SoundEffects: 1,
-					Deviations: []finding{{Rule: "replay_marker", Call: &call, Detail: "the replay carried no marker"}}},
+					Deviations: []finding{{Rule: "replay_marker", Call: &call, Detail: "the replay carried no marker"}},
+					Trials: 1, Example: 1, TrialSafety: []string{"pass"}, Tally: safetyTally{Pass: 1}},
+				// A race: 3 of 10 trials applied the effect twice (Wilson 95 %
+				// of 3/10: 10.8-60.3 %, worked out by hand from the formula).
 				{Case: "concurrent_duplicate", Safety: "violation", Effects: 2, SoundEffects: 1,
-					Findings: []finding{{Rule: "duplicate_effect", Detail: "applied 2 times"}, {Rule: "duplicate_effect", Call: &call, Detail: "again"}}},
+					Findings: []finding{{Rule: "duplicate_effect", Detail: "applied 2 times"}, {Rule: "duplicate_effect", Call: &call, Detail: "again"}},
+					Trials: 10, Example: 2, TrialSafety: []string{"pass", "violation", "pass", "pass", "violation", "pass", "pass", "violation", "pass", "pass"},
+					Tally: safetyTally{Pass: 7, Violation: 3}, Racy: true, Rates: []ruleRate{{Rule: "duplicate_effect", Trials: 3, Of: 10, Low: 10.8, High: 60.3}}},
 				{Case: "restart_after_reply", Safety: "limitation", Effects: 2, SoundEffects: 1,
-					Findings: []finding{{Rule: "duplicate_effect", Detail: "applied twice", Limitation: "durable: false"}}},
+					Findings: []finding{{Rule: "duplicate_effect", Detail: "applied twice", Limitation: "durable: false"}},
+					Trials: 1, Example: 1, TrialSafety: []string{"limitation"}, Tally: safetyTally{Limitation: 1}},
 				{Case: "replicas_lost_reply", NotRun: "the case runs 2 replicas; the target claims no shared store"},
 			}},
 			{Target: "gone", Skipped: "program not installed: redis-server"},
@@ -47,7 +53,8 @@ func handVerdicts() *Report {
 }
 
 // Ensure the gate fails on a violation only, and with strict on a
-// limitation too, on target cases and target chaos alike.
+// limitation too, on target cases and target chaos alike; a case's
+// violation in some of its trials fails it, named with its rate.
 func TestGate(t *testing.T) {
 	r := handVerdicts()
 	for _, tc := range []struct {
@@ -55,12 +62,12 @@ func TestGate(t *testing.T) {
 		want   []string
 	}{
 		{false, []string{
-			"target t, case concurrent_duplicate: violation duplicate_effect",
+			"target t, case concurrent_duplicate: violation duplicate_effect in 3 of 10 trials (Wilson 95 %: 10.8–60.3 %)",
 			"target t, chaos: violation duplicate ×3",
 		}},
 		{true, []string{
-			"target t, case concurrent_duplicate: violation duplicate_effect",
-			"target t, case restart_after_reply: limitation duplicate_effect",
+			"target t, case concurrent_duplicate: violation duplicate_effect in 3 of 10 trials (Wilson 95 %: 10.8–60.3 %)",
+			"target t, case restart_after_reply: limitation duplicate_effect in 1 of 1 trial",
 			"target t, chaos: violation duplicate ×3, limitation lost_ack ×1",
 		}},
 	} {
@@ -141,7 +148,8 @@ func TestJUnitHandWorked(t *testing.T) {
 			}
 		}
 		dup := tests["target t / concurrent_duplicate"]
-		if dup.Message != "violation duplicate_effect in 1 of 1 trial" || dup.Error == nil || !strings.Contains(dup.Error.Error(), "violation duplicate_effect (call 2): again") {
+		if dup.Message != "violation duplicate_effect in 3 of 10 trials (Wilson 95 %: 10.8–60.3 %)" || dup.Error == nil ||
+			!strings.Contains(dup.Error.Error(), "violation duplicate_effect (call 2): again") || !strings.Contains(dup.Error.Error(), "racy: violation in 3/10") {
 			t.Errorf("the violation's failure says %q (%v), want its rules, rate and findings", dup.Message, dup.Error)
 		}
 		if got := tests["target t / keyed_lost_reply"].SystemOut; !strings.Contains(got, "a lost reply, retried with its key") || !strings.Contains(got, "conformance replay_marker (call 2)") {

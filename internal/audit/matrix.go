@@ -51,7 +51,8 @@ func matrixColumns(cases []*Case) []matrixColumn {
 	return append(cols, conformanceColumns...)
 }
 
-// A matrixCell is one target's runs in one column, judged.
+// A matrixCell is one target's runs in one column, judged: a case's every
+// trial is a run.
 type matrixCell struct {
 	word   string // pass, limitation, violation; ok or deviates; not run
 	shown  int    // the runs that show word
@@ -63,7 +64,7 @@ type matrixCell struct {
 func (col matrixColumn) cell(t *targetView, tests map[string][]string) matrixCell {
 	var in []runView
 	tested := false
-	for _, r := range t.runs {
+	for _, r := range trialsOf(t.runs) {
 		if r.NotRun != "" {
 			continue
 		}
@@ -103,6 +104,15 @@ func (col matrixColumn) cell(t *targetView, tests map[string][]string) matrixCel
 		}
 	}
 	return c
+}
+
+// trialsOf is every trial of runs, case by case: a matrix cell counts trials.
+func trialsOf(runs []runView) []runView {
+	var out []runView
+	for _, r := range runs {
+		out = append(out, r.all()...)
+	}
+	return out
 }
 
 // wordOf is one run's word in the column.
@@ -187,15 +197,16 @@ func matrixOf(views []*targetView, cases []*Case) ([]matrixColumn, [][]matrixCel
 
 const matrixLegend = `What each target does under each fault, as the audit judged its runs
 (TARGETS.md has every call; each cell links to the run it names). A
-safety cell is the worst verdict among the runs of its column's cases, and
-how many of those runs show it: pass, limitation (a finding the target's
-own claims excuse, such as a volatile store forgetting its keys on a
-restart) or **violation**. "key stuck after a failure" is every run, by its
-stuck_key findings. A conformance cell is the runs of the cases that test
-its rules that kept safety: ok, or deviates; n/a where every such run broke
-safety (a target that replays another body answers no 422 to judge). not
-run: no case of the column could run on the target (TARGETS.md says why).
-matrix.svg draws the same.
+safety cell is the worst verdict among the runs of its column's cases
+(each trial of a case is a run), and how many of those runs show it:
+pass, limitation (a finding the target's own claims excuse, such as a
+volatile store forgetting its keys on a restart) or **violation**. "key
+stuck after a failure" is every run, by its stuck_key findings. A
+conformance cell is the runs of the cases that test its rules that kept
+safety: ok, or deviates; n/a where every such run broke safety (a target
+that replays another body answers no 422 to judge). not run: no case of
+the column could run on the target (TARGETS.md says why). matrix.svg
+draws the same.
 `
 
 // matrixReport renders MATRIX.md.

@@ -8,13 +8,14 @@ import (
 	"time"
 )
 
-// A knobFlag is one runner flag that changes an experiment's parameter
-// (the audit's copy of cmd/runner's knobs, docs/bounds.md), recorded in
-// manifest.flags when set: every parameter is pinned to its default unless
-// a recorded flag changed it.
+// A knobFlag is one runner flag that changes an experiment's parameter,
+// or the runs on targets (the audit's copy of cmd/runner's knobs,
+// docs/bounds.md), recorded in manifest.flags when set: every parameter is
+// pinned to its default unless a recorded flag changed it.
 type knobFlag struct {
 	flag        string   // the runner's flag, without the dash
 	experiments []string // the experiments whose parameter it sets
+	targets     bool     // it sets a parameter of the runs on targets
 	param       string   // the parameter it sets ("seed": the seed)
 	lo, hi      int64    // its range (a duration's in milliseconds)
 	duration    bool     // a Go duration ("1s"), recorded in milliseconds
@@ -31,6 +32,24 @@ var knobFlags = []knobFlag{
 	{flag: "duration", experiments: []string{"chaos"}, param: "duration_ms", lo: 1, hi: 600000, duration: true},
 	{flag: "clients", experiments: []string{"chaos"}, param: "clients", lo: 1, hi: 64},
 	{flag: "replicas", experiments: []string{"chaos"}, param: "replicas", lo: 1, hi: 4},
+	{flag: "trials", targets: true, param: "trials", lo: 1, hi: maxTrials},
+}
+
+// maxTrials bounds the trials of a case on a target (runner -trials); the
+// audit's copy of the runner's MaxTrials.
+const maxTrials = 50
+
+// applies reports whether k sets a parameter of a run that selected the
+// experiments and targets given.
+func (k knobFlag) applies(experiments, targets []string) bool {
+	return k.targets && len(targets) > 0 || slices.ContainsFunc(k.experiments, func(e string) bool { return slices.Contains(experiments, e) })
+}
+
+// trials is how many times each case ran on each target: manifest.flags'
+// trials, or one (evidence from before trials).
+func (a *auditor) trials() int {
+	v, _ := a.expected("trials", 1)
+	return int(v)
 }
 
 // A param is one of an experiment's parameters and its value.
@@ -60,7 +79,7 @@ const targetDurationMS = 1500
 func (a *auditor) readFlags() {
 	a.flagValues = map[string]int64{}
 	raw := mapOf(a.manifest, "flags")
-	selected := a.selected("experiments")
+	selected, targets := a.selected("experiments"), a.selected("targets")
 	fail := func(name, format string, args ...any) { a.manifestFail("flags."+name, format, args...) }
 	for _, name := range sortedKeys(raw) {
 		a.check()
@@ -75,8 +94,12 @@ func (a *auditor) readFlags() {
 			continue
 		}
 		k := knobFlags[i]
-		if !slices.ContainsFunc(k.experiments, func(e string) bool { return slices.Contains(selected, e) }) {
-			fail(name, "%q recorded, but selection.experiments runs no %s", s, strings.Join(k.experiments, " or "))
+		if !k.applies(selected, targets) {
+			what := "selection.experiments runs no " + strings.Join(k.experiments, " or ")
+			if k.targets {
+				what = "selection.targets is empty"
+			}
+			fail(name, "%q recorded, but %s", s, what)
 			continue
 		}
 		v, err := k.parse(s)

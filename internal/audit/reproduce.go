@@ -170,6 +170,9 @@ func readPlanner(root, evidence string) (*planner, error) {
 		v, _ := flags[k].(string)
 		p.flags = append(p.flags, "-"+k+"="+v)
 	}
+	if _, ok := flags["trials"]; !ok && len(p.targets) > 0 {
+		p.flags = append(p.flags, "-trials=1") // evidence from before trials: one each, not the runner's default
+	}
 	cases, err := os.ReadDir(filepath.Join(root, "cases")) // checked by the recorded evidence's audit
 	if err != nil {
 		return nil, err
@@ -460,7 +463,7 @@ func sameRecipe(recorded, m map[string]any, whole bool) error {
 	// The knobs of the experiments it ran must be the recorded ones.
 	rf, mf := mapOf(recorded, "flags"), mapOf(m, "flags")
 	for _, k := range knobFlags {
-		if !slices.ContainsFunc(k.experiments, func(e string) bool { return slices.Contains(stringList(ms, "experiments"), e) }) {
+		if !k.applies(stringList(ms, "experiments"), stringList(ms, "targets")) {
 			continue
 		}
 		if a, b := render(rf[k.flag]), render(mf[k.flag]); a != b {

@@ -47,7 +47,7 @@ func TestReproducePlan(t *testing.T) {
 		full   string
 		extra  []string
 	}{
-		{"evidence", "-store all -target effectserver-volatile -target express-idempotency", nil},
+		{"evidence", "-store all -target effectserver-volatile -target express-idempotency -trials=1", nil},
 		{"retries", "-experiment retries", []string{"-experiment retries"}},
 		{"jitter", "-experiment jitter", nil},
 		{"chaos", "-experiment chaos -store all -target effectserver-durable -target express-idempotency -clients=2 -duration=1s",

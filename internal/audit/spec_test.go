@@ -346,6 +346,7 @@ func TestSpecTargets(t *testing.T) {
 				if n := nativeRun(native, c.Name, spec.mirrors); n != nil {
 					run.Mirror = mirrorDiffs(n, number(rm["counter"]), codes, calls)
 				}
+				run.targetRunVerdict = sumTrials([]runView{run}) // one trial each
 			} else {
 				notRun++
 			}
@@ -358,7 +359,7 @@ func TestSpecTargets(t *testing.T) {
 				t.Errorf("target %s, case %s: no entry in expected.json", v.name, got.Case)
 				continue
 			}
-			if !reflect.DeepEqual(got, w) {
+			if got := perRun(got); !reflect.DeepEqual(got, w) {
 				t.Errorf("target %s, case %s: the audit's verdict\n%+v\nwant\n%+v", v.name, got.Case, got, w)
 			}
 		}
@@ -450,4 +451,11 @@ func TestSpecSchedules(t *testing.T) {
 			}
 		})
 	}
+}
+
+// perRun is a verdict without what sums up a case's trials: the corpus
+// holds one run's verdict per case (TestSumTrials works the trials out).
+func perRun(v targetRunVerdict) targetRunVerdict {
+	v.Trials, v.Example, v.TrialSafety, v.Tally, v.Racy, v.Rates = 0, 0, nil, safetyTally{}, false, nil
+	return v
 }

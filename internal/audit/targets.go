@@ -28,11 +28,14 @@ type targetView struct {
 	runs          []runView
 }
 
-// runView is one run of a targetView: its verdict and its calls.
+// runView is one run on a target, or one case of a targetView: its
+// verdict summed up over its trials, the calls of the trial that shows it,
+// and every trial judged as a run (trials.go).
 type runView struct {
 	targetRunVerdict
-	calls    []any // targets.json's calls, as recorded
-	unjudged bool  // its observations could not be judged (the failures say why)
+	calls    []any     // targets.json's calls, as recorded
+	unjudged bool      // its observations could not be judged (the failures say why)
+	trials   []runView // a case's trials, each judged as a run; none on a run or a case that did not run
 }
 
 // checkTargets checks targets.json and manifest.targets and derives
@@ -178,7 +181,7 @@ func (a *auditor) checkTarget(tm map[string]any, results map[string]any) *target
 	for i, r := range runs {
 		rm, _ := r.(map[string]any)
 		if i < len(a.selCases) && a.selCases[i].Name == got[i] {
-			v.runs = append(v.runs, a.checkTargetRun(name, spec, a.selCases[i], rm, results))
+			v.runs = append(v.runs, a.checkTargetCell(name, spec, a.selCases[i], rm, results)) // trials.go
 			continue
 		}
 		run := recordedRun(rm)
@@ -203,10 +206,14 @@ func recordedRun(rm map[string]any) runView {
 	return r
 }
 
-// checkTargetRun checks one run of case c on target tname (spec) and
-// judges it; it returns the run as TARGETS.md shows it.
-func (a *auditor) checkTargetRun(tname string, spec *targetSpec, c *Case, rm map[string]any, results map[string]any) runView {
-	fail := a.callFailer(Failure{Check: CheckTarget, Case: c.Name, Target: tname}, fmt.Sprintf("targets.json: target %s, case %s", tname, c.Name))
+// checkTargetRun checks one run of case c on target tname (spec), its
+// trial number trial (1-based), and judges it.
+func (a *auditor) checkTargetRun(tname string, spec *targetSpec, c *Case, trial int, rm map[string]any, results map[string]any) runView {
+	where := fmt.Sprintf("targets.json: target %s, case %s", tname, c.Name)
+	if trial > 1 {
+		where += fmt.Sprintf(", trial %d", trial)
+	}
+	fail := a.callFailer(Failure{Check: CheckTarget, Case: c.Name, Target: tname}, where)
 	view := recordedRun(rm)
 	if a.checkNotRun(c, spec, rm, &view, fail) {
 		return view
@@ -412,7 +419,7 @@ func unforwarded(spec *targetSpec, c *Case, det map[string]any) bool {
 // TARGETS.md, unless a target or run could not be read or judged.
 func (a *auditor) deriveTargetsReport(views []*targetView, complete bool) {
 	for _, v := range views {
-		complete = complete && v != nil && !slices.ContainsFunc(v.runs, func(r runView) bool { return r.unjudged })
+		complete = complete && v != nil && !slices.ContainsFunc(v.runs, func(r runView) bool { return !r.judged() })
 	}
 	if !complete {
 		a.note("TARGETS.md not derived: a target of targets.json could not be read or judged, or the targets do not line up with the selection")

@@ -14,6 +14,12 @@ own count) beside what a sound implementation applies; **safety** is *pass*,
 keeping its keys in memory) or *violation*; **conformance** lists the
 deviations from the IETF Idempotency-Key draft, which are never safety
 failures. A case the target cannot express is *not run*, with the reason.
+A case runs several trials, each on fresh state (runner -trials): its
+safety is the worst any trial showed, with how many trials showed it; a
+case whose trials disagree is *racy*, each verdict with its count, and each
+rule broken has its rate with the Wilson score interval at 95 %. The row's
+effects, conformance and findings, and the calls below, are those of the
+first trial that showed the case's safety verdict.
 `
 
 // targetsReport renders TARGETS.md: per target its summary, code and
@@ -35,7 +41,7 @@ func targetsReport(views []*targetView) []byte {
 			b.WriteString("- replay marker: none\n")
 		}
 		if t.spec.mirrors != "" {
-			fmt.Fprintf(&b, "- mirrors the native %s store: %s\n", mdText(t.spec.mirrors), mirrorSummary(t.runs))
+			fmt.Fprintf(&b, "- mirrors the native %s store: %s\n", mdText(t.spec.mirrors), mirrorSummary(trialsOf(t.runs)))
 		}
 		b.WriteString("\n| case | effects (sound) | safety | conformance | findings |\n|---|---|---|---|---|\n")
 		for _, r := range t.runs {
@@ -43,8 +49,8 @@ func targetsReport(views []*targetView) []byte {
 				fmt.Fprintf(&b, "| %s | — | not run | — | %s |\n", mdText(r.Case), mdText(r.NotRun))
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | %d (%d) | %s | %s | %s |\n", mdText(r.Case), r.Effects, r.SoundEffects, mdText(r.Safety),
-				mdText(distinctRules(r.Deviations)), mdText(findingsLine(r.Findings)))
+			fmt.Fprintf(&b, "| %s | %d (%d) | %s | %s | %s |\n", mdText(r.Case), r.Effects, r.SoundEffects, mdText(safetyCell(r.targetRunVerdict)),
+				mdText(distinctRules(r.Deviations)), mdText(findingsCell(r.targetRunVerdict)))
 		}
 		for _, r := range t.runs {
 			if r.NotRun == "" {
@@ -60,6 +66,13 @@ func targetsReport(views []*targetView) []byte {
 func runSection(b *strings.Builder, target string, r runView) {
 	fmt.Fprintf(b, "\n<a id=\"%s\"></a>\n\n### %s on %s: %s applied, %s\n\n", xmlText(runAnchor(target, r.Case)),
 		mdText(r.Case), mdText(target), plural(int(r.Effects), "effect"), mdText(r.Safety))
+	if r.Trials > 1 {
+		fmt.Fprintf(b, "- trials: %s; each trial's: %s. What follows is trial %d's, the first to show %s.\n", mdText(trialsLine(r.targetRunVerdict)),
+			mdText(strings.Join(r.TrialSafety, ", ")), r.Example, mdText(r.Safety))
+		for _, rr := range r.Rates {
+			fmt.Fprintf(b, "- rate of %s: %s of the trials (Wilson 95 %%)\n", mdText(rr.Rule), rateText(rr.Trials, rr.Of))
+		}
+	}
 	for _, f := range r.Findings {
 		fmt.Fprintf(b, "- safety %s%s: %s", mdText(f.Rule), callAt(f.Call), mdText(f.Detail))
 		if f.Limitation != "" {
@@ -154,6 +167,32 @@ func distinctRules(fs []finding) string {
 		return "—"
 	}
 	return strings.Join(rules, ", ")
+}
+
+// safetyCell is a case's safety verdict in TARGETS.md's table: the verdict,
+// over several trials with how many showed it, or racy with each count.
+func safetyCell(v targetRunVerdict) string {
+	switch {
+	case v.Trials <= 1:
+		return v.Safety
+	case !v.Racy:
+		return fmt.Sprintf("%s %d/%d", v.Safety, v.Trials, v.Trials)
+	}
+	return trialsLine(v)
+}
+
+// findingsCell is a case's safety findings in TARGETS.md's table: over
+// several trials, each rule's rate, then the example trial's findings.
+func findingsCell(v targetRunVerdict) string {
+	line := findingsLine(v.Findings)
+	if v.Trials <= 1 || len(v.Rates) == 0 {
+		return line
+	}
+	var rates []string
+	for _, rr := range v.Rates {
+		rates = append(rates, rr.Rule+" "+rateText(rr.Trials, rr.Of))
+	}
+	return strings.Join(rates, "; ") + fmt.Sprintf(" — trial %d: ", v.Example) + line
 }
 
 // findingsLine is a run's safety findings on one line; a dash for none.

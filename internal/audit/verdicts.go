@@ -49,6 +49,17 @@ type targetRunVerdict struct {
 	Findings     []finding `json:"findings"`
 	Deviations   []finding `json:"deviations"`
 	Mirror       []string  `json:"mirror"`
+	// Over the case's trials (trials.go; a case that did not run has
+	// none): how many ran, each one's safety verdict and their tally, racy
+	// where they disagree, and each rule broken with its rate. Safety is
+	// the worst any trial showed, and the fields above are those of the
+	// example, the first trial that showed it (1-based).
+	Trials      int            `json:"trials"`
+	Example     int            `json:"example_trial"`
+	TrialSafety []string       `json:"trial_safety"`
+	Tally       safetyTally    `json:"tally"`
+	Racy        bool           `json:"racy"`
+	Rates       []ruleRate     `json:"rates"`
 }
 
 // A finding is one rule a run on a target broke (Call nil: the whole run).
@@ -100,6 +111,7 @@ func targetVerdictOf(v *targetView) targetVerdict {
 	for _, r := range v.runs {
 		rv := r.targetRunVerdict
 		rv.Findings, rv.Deviations, rv.Mirror = orEmpty(rv.Findings), orEmpty(rv.Deviations), orEmpty(rv.Mirror)
+		rv.TrialSafety, rv.Rates = orEmpty(rv.TrialSafety), orEmpty(rv.Rates)
 		out.Runs = append(out.Runs, rv)
 	}
 	return out

@@ -28,10 +28,18 @@ type TargetResult struct {
 	Runs       []TargetRun
 }
 
-// A TargetRun is one case on a target.
+// A TargetRun is one case on a target: its first trial (Obs, Detail) and
+// the further ones, each on fresh state.
 type TargetRun struct {
-	Case   casefile.Case
-	NotRun string // why the case cannot run on the target; "" when it ran
+	Case    casefile.Case
+	NotRun  string // why the case cannot run on the target; "" when it ran
+	Obs     caserun.Observed
+	Detail  caserun.TargetDetail
+	Further []Trial // trials 2..N (runner -trials)
+}
+
+// A Trial is one further run of a case on a target.
+type Trial struct {
 	Obs    caserun.Observed
 	Detail caserun.TargetDetail
 }
@@ -53,8 +61,13 @@ type targetDoc struct {
 }
 
 type targetRunDoc struct {
-	Case      string           `json:"case"`
-	NotRun    string           `json:"not_run"`
+	Case   string `json:"case"`
+	NotRun string `json:"not_run"`
+	trialDoc
+	Further []trialDoc `json:"further_trials,omitempty"` // absent: one trial
+}
+
+type trialDoc struct {
 	Counter   *int64           `json:"counter"`
 	ExitCodes []int            `json:"exit_codes"`
 	Calls     []caserun.Call   `json:"calls"`
@@ -100,15 +113,23 @@ func TargetFiles(ts []TargetResult) ([]File, error) {
 }
 
 func runDocOf(r TargetRun) targetRunDoc {
-	d := targetRunDoc{Case: r.Case.Name, NotRun: r.NotRun, ExitCodes: []int{}, Calls: []caserun.Call{}}
+	d := targetRunDoc{Case: r.Case.Name, NotRun: r.NotRun, trialDoc: trialDoc{ExitCodes: []int{}, Calls: []caserun.Call{}}}
 	if r.NotRun != "" {
 		return d
 	}
-	counter := r.Obs.Counter
-	d.Counter, d.ExitCodes, d.Calls = &counter, r.Obs.ExitCodes, r.Obs.Calls
-	det := &targetDetailDoc{WallMS: ms(r.Detail.Wall), Processes: orEmpty(r.Detail.Servers), Calls: orEmpty(r.Detail.Calls),
-		Log: orEmpty(r.Detail.ServerLog), Journal: orEmpty(r.Detail.Journal), Exchanges: []exchangeEntry{}, KeyPrefix: r.Detail.KeyPrefix}
-	for _, x := range r.Detail.Exchanges {
+	d.trialDoc = trialDocOf(Trial{Obs: r.Obs, Detail: r.Detail})
+	for _, t := range r.Further {
+		d.Further = append(d.Further, trialDocOf(t))
+	}
+	return d
+}
+
+func trialDocOf(t Trial) trialDoc {
+	counter := t.Obs.Counter
+	d := trialDoc{Counter: &counter, ExitCodes: t.Obs.ExitCodes, Calls: t.Obs.Calls}
+	det := &targetDetailDoc{WallMS: ms(t.Detail.Wall), Processes: orEmpty(t.Detail.Servers), Calls: orEmpty(t.Detail.Calls),
+		Log: orEmpty(t.Detail.ServerLog), Journal: orEmpty(t.Detail.Journal), Exchanges: []exchangeEntry{}, KeyPrefix: t.Detail.KeyPrefix}
+	for _, x := range t.Detail.Exchanges {
 		det.Exchanges = append(det.Exchanges, exchangeEntry{Fault: x.Fault, Status: x.Status, Dropped: x.Dropped, Killed: x.Killed,
 			GaveUp: x.GaveUp, Err: x.Err, MS: ms(x.End.Sub(x.Start))})
 	}

@@ -62,12 +62,26 @@ type Options struct {
 	SignKey string // an ed25519 private key file: the audit then signs its statement (audit -sign)
 	JUnit   string // once the audit passes, it writes its verdicts as a JUnit XML report here (audit -junit)
 	Strict  bool   // a limitation fails the gate (-target) and the JUnit report too (audit -strict)
+	// Trials is how many times each case runs on each target, each on
+	// fresh state (0: once); at most MaxTrials.
+	Trials int
 	Stdout  io.Writer
 	Stderr  io.Writer
 }
 
 // DefaultIntents is the retries experiment's intents per row unless told.
 var DefaultIntents = retries.Default.Intents
+
+// DefaultTrials is -trials' default: the runs of each case on each target
+// in a run that does not say (the committed evidence says 10), and
+// MaxTrials its bound.
+const (
+	DefaultTrials = 3
+	MaxTrials     = 50
+)
+
+// trials is how many times each case runs on each target.
+func (o Options) trials() int { return max(o.Trials, 1) }
 
 // plan says what one invocation runs: the case suite unless -experiment
 // names one experiment, and every experiment unless -case, -unsafe-registry
@@ -96,6 +110,9 @@ func (o Options) check() error {
 	}
 	if o.Intents < 1 {
 		return &UsageError{fmt.Errorf("-intents %d: want a positive count", o.Intents)}
+	}
+	if o.Trials < 0 || o.Trials > MaxTrials {
+		return &UsageError{fmt.Errorf("-trials %d: outside 1..%d", o.Trials, MaxTrials)}
 	}
 	if len(o.Stores) == 0 {
 		return &UsageError{errors.New("no store to run on")}
@@ -462,7 +479,7 @@ func (inv *invocation) ready(ctx context.Context) error {
 		inv.cfg.Protocol = *inv.Protocol
 	}
 	inv.in = evidence.ManifestInput{Root: inv.Root, Git: evidence.GitState(inv.Root), Protocol: inv.cfg.Protocol, ServerSHA: inv.server.SHA256,
-		ServerBuild: inv.server.Recipe, Unsafe: inv.Unsafe, Flags: inv.RecordedFlags(inv.experiments)}
+		ServerBuild: inv.server.Recipe, Unsafe: inv.Unsafe, Flags: inv.RecordedFlags(inv.experiments, len(inv.targets) > 0)}
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -256,16 +257,37 @@ func (inv *invocation) runTarget(ctx context.Context, t *target.Target, out io.W
 	if t.Attach != nil {
 		parallel = 1 // one running service, its sink at one address
 	}
-	err = inOrder(ctx, len(inv.cases), parallel, out, func(ctx context.Context, i int) (string, error) {
-		r := evidence.TargetRun{Case: inv.cases[i], NotRun: caserun.NotRun(inv.cases[i], t)}
-		if r.NotRun == "" {
-			var err error
-			if r.Obs, r.Detail, err = caserun.RunTarget(ctx, cfg, inv.cases[i]); err != nil {
-				return "", runFault(t, err)
-			}
+	// Every trial of every case is one job: trials run at once like cases,
+	// each on fresh state; a case's line is printed with its last trial.
+	trials := inv.trials()
+	for i, c := range inv.cases {
+		res.Runs[i] = evidence.TargetRun{Case: c, NotRun: caserun.NotRun(c, t)}
+		if res.Runs[i].NotRun == "" && trials > 1 {
+			res.Runs[i].Further = make([]evidence.Trial, trials-1)
 		}
-		res.Runs[i] = r
-		return targetLine(t, r), nil
+	}
+	err = inOrder(ctx, len(inv.cases)*trials, parallel, out, func(ctx context.Context, j int) (string, error) {
+		i, k := j/trials, j%trials
+		r := &res.Runs[i]
+		if r.NotRun != "" {
+			if k > 0 {
+				return "", nil
+			}
+			return targetLine(t, *r), nil
+		}
+		obs, det, err := caserun.RunTarget(ctx, cfg, inv.cases[i])
+		if err != nil {
+			return "", runFault(t, err)
+		}
+		if k == 0 {
+			r.Obs, r.Detail = obs, det
+		} else {
+			r.Further[k-1] = evidence.Trial{Obs: obs, Detail: det}
+		}
+		if k < trials-1 {
+			return "", nil
+		}
+		return targetLine(t, *r), nil
 	})
 	return res, err
 }
@@ -317,10 +339,20 @@ func missing(t *target.Target, havePostgres bool) string {
 	return strings.Join(parts, "; ")
 }
 
-// targetLine is what a run on a target observed, as the runner prints it.
+// targetLine is what a run on a target observed, as the runner prints it:
+// with several trials, the effects each applied.
 func targetLine(t *target.Target, r evidence.TargetRun) string {
 	if r.NotRun != "" {
 		return fmt.Sprintf("target %-28s %-42s not run: %s", t.Name, r.Case.Name, r.NotRun)
 	}
-	return fmt.Sprintf("target %-28s %-42s effects applied=%-3d calls=%-3d %6.1fms", t.Name, r.Case.Name, r.Obs.Counter, len(r.Obs.Calls), ms(r.Detail.Wall))
+	if len(r.Further) == 0 {
+		return fmt.Sprintf("target %-28s %-42s effects applied=%-3d calls=%-3d %6.1fms", t.Name, r.Case.Name, r.Obs.Counter, len(r.Obs.Calls), ms(r.Detail.Wall))
+	}
+	applied := []string{strconv.FormatInt(r.Obs.Counter, 10)}
+	wall := r.Detail.Wall
+	for _, f := range r.Further {
+		applied = append(applied, strconv.FormatInt(f.Obs.Counter, 10))
+		wall += f.Detail.Wall
+	}
+	return fmt.Sprintf("target %-28s %-42s effects applied=%s in %d trials %6.1fms", t.Name, r.Case.Name, strings.Join(applied, ","), len(applied), ms(wall))
 }

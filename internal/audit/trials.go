@@ -1,0 +1,206 @@
+package audit
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+)
+
+// This file holds a case's trials on a target (runner -trials): each
+// checked and judged as a run of its own, then summed up as the case's
+// verdict there, a distribution and not one roll of the dice: how many
+// trials showed each safety verdict and each rule, with Wilson 95 %
+// intervals, and racy where the trials disagree.
+
+// checkTargetCell checks case c's trials on target tname: the first is rm
+// itself, the others rm's further_trials; a case that ran has as many as
+// manifest.flags' trials, one that did not run has none further. It
+// returns the case as TARGETS.md shows it: its verdict summed up over its
+// trials, the example trial's calls, and every trial judged in trials.
+func (a *auditor) checkTargetCell(tname string, spec *targetSpec, c *Case, rm map[string]any, results map[string]any) runView {
+	view := a.checkTargetRun(tname, spec, c, 1, rm, results)
+	further, _ := rm["further_trials"].([]any)
+	want := a.trials()
+	if view.NotRun != "" {
+		want = 1
+	}
+	a.check()
+	if got := 1 + len(further); got != want {
+		_, from := a.expected("trials", 1)
+		if view.NotRun != "" {
+			from = "a case that does not run has no trials"
+		}
+		a.targetFail(CheckTarget, tname, "runs", "case %s: %s, expected %d (%s)", c.Name, plural(got, "trial"), want, from)
+		view.unjudged = true
+		return view
+	}
+	if view.NotRun != "" {
+		return view
+	}
+	trials := []runView{view}
+	for k, f := range further {
+		tm := map[string]any{}
+		if fm, ok := f.(map[string]any); ok {
+			maps.Copy(tm, fm)
+		}
+		tm["case"], tm["not_run"] = c.Name, ""
+		trials = append(trials, a.checkTargetRun(tname, spec, c, k+2, tm, results))
+	}
+	sum := sumTrials(trials)
+	return runView{targetRunVerdict: sum, calls: trials[sum.Example-1].calls, trials: trials}
+}
+
+// all is every trial of the case, the first first; a case that did not
+// run is one.
+func (r runView) all() []runView {
+	if len(r.trials) == 0 {
+		return []runView{r}
+	}
+	return r.trials
+}
+
+// judged reports whether every trial of the case was judged.
+func (r runView) judged() bool {
+	return !slices.ContainsFunc(r.all(), func(t runView) bool { return t.unjudged })
+}
+
+// safetyOrder ranks the safety verdicts, the best first.
+var safetyOrder = []string{"pass", "limitation", "violation"}
+
+// sumTrials is the case's verdict over its trials: the worst safety verdict
+// any trial showed, shown by its first trial that did (the example: its
+// effects, findings, deviations and differences from the native run), how
+// many trials showed each verdict and each rule, and racy where they
+// disagree.
+func sumTrials(trials []runView) targetRunVerdict {
+	example := 0
+	var tally safetyTally
+	var each []string
+	for i, t := range trials {
+		tally.add(t.Safety)
+		each = append(each, t.Safety)
+		if slices.Index(safetyOrder, t.Safety) > slices.Index(safetyOrder, trials[example].Safety) {
+			example = i
+		}
+	}
+	v := trials[example].targetRunVerdict
+	v.Trials, v.Example, v.Tally, v.TrialSafety = len(trials), example+1, tally, each
+	v.Racy = tally.of(v.Safety) < len(trials)
+	v.Rates = ruleRates(trials)
+	return v
+}
+
+// A safetyTally counts a case's trials by their safety verdict.
+type safetyTally struct {
+	Pass       int `json:"pass"`
+	Limitation int `json:"limitation"`
+	Violation  int `json:"violation"`
+}
+
+// field is the count of verdict, nil for a word that is none.
+func (t *safetyTally) field(verdict string) *int {
+	switch verdict {
+	case "pass":
+		return &t.Pass
+	case "limitation":
+		return &t.Limitation
+	case "violation":
+		return &t.Violation
+	}
+	return nil
+}
+
+func (t *safetyTally) add(verdict string) {
+	if p := t.field(verdict); p != nil {
+		*p++
+	}
+}
+
+// of is how many trials showed verdict.
+func (t safetyTally) of(verdict string) int {
+	if p := t.field(verdict); p != nil {
+		return *p
+	}
+	return 0
+}
+
+// A ruleRate is how many of a case's trials broke one safety rule, with
+// the Wilson score interval at 95 % of the rate, in percent.
+type ruleRate struct {
+	Rule   string  `json:"rule"`
+	Trials int     `json:"trials"`
+	Of     int     `json:"of"`
+	Low    float64 `json:"low_percent"`
+	High   float64 `json:"high_percent"`
+}
+
+// ruleRates are the safety rules any trial broke, in the order the trials
+// first show them, each with how many trials broke it.
+func ruleRates(trials []runView) []ruleRate {
+	var order []string
+	count := map[string]int{}
+	for _, t := range trials {
+		for _, rule := range findingRules(t.Findings) {
+			if count[rule] == 0 {
+				order = append(order, rule)
+			}
+			count[rule]++
+		}
+	}
+	out := []ruleRate{}
+	for _, rule := range order {
+		lo, hi := wilson(count[rule], len(trials))
+		out = append(out, ruleRate{Rule: rule, Trials: count[rule], Of: len(trials), Low: lo, High: hi})
+	}
+	return out
+}
+
+// wilson is the Wilson score interval at 95 % (z = 1.96) of k successes
+// in n trials, in percent rounded to one decimal: unlike k/n ± a normal
+// margin it stays within 0..100 and is not zero-wide at 0 or n.
+func wilson(k, n int) (lo, hi float64) {
+	if n == 0 {
+		return 0, 100
+	}
+	const z = 1.96
+	p, fn := float64(k)/float64(n), float64(n)
+	d := 1 + z*z/fn
+	center := (p + z*z/(2*fn)) / d
+	half := z * math.Sqrt(p*(1-p)/fn+z*z/(4*fn*fn)) / d
+	round := func(x float64) float64 { return math.Round(x*1000) / 10 }
+	return round(max(0, center-half)), round(min(1, center+half))
+}
+
+// rateText is a count of trials as the renderings show it: "3/10", and
+// the interval where there are several trials ("3/10, 11–60 %").
+func rateText(k, n int) string {
+	if n <= 1 {
+		return fmt.Sprintf("%d/%d", k, n)
+	}
+	lo, hi := wilson(k, n)
+	return fmt.Sprintf("%d/%d, %s–%s %%", k, n, percent(lo), percent(hi))
+}
+
+// percent prints a rounded percentage without a trailing ".0".
+func percent(x float64) string { return strings.TrimSuffix(fmt.Sprintf("%.1f", x), ".0") }
+
+// trialsLine is the case's trials in words: each verdict's count, the
+// interval of the worst, and racy where they disagree; "" for one trial.
+func trialsLine(v targetRunVerdict) string {
+	if v.Trials <= 1 {
+		return ""
+	}
+	var parts []string
+	for i := len(safetyOrder) - 1; i >= 0; i-- {
+		if n := v.Tally.of(safetyOrder[i]); n > 0 {
+			parts = append(parts, fmt.Sprintf("%s in %s", safetyOrder[i], rateText(n, v.Trials)))
+		}
+	}
+	s := strings.Join(parts, "; ")
+	if v.Racy {
+		s = "racy: " + s
+	}
+	return s
+}
