@@ -25,16 +25,16 @@ func handVerdicts() *Report {
 			{Target: "t", Runs: []targetRunVerdict{
 				{Case: "keyed_lost_reply", Safety: "pass", Effects: 1, SoundEffects: 1,
 					Deviations: []finding{{Rule: "replay_marker", Call: &call, Detail: "the replay carried no marker"}},
-					Trials: 1, Example: 1, TrialSafety: []string{"pass"}, Tally: safetyTally{Pass: 1}},
+					Trials:     1, Example: 1, TrialSafety: []string{"pass"}, Tally: safetyTally{Pass: 1}},
 				// A race: 3 of 10 trials applied the effect twice (Wilson 95 %
 				// of 3/10: 10.8-60.3 %, worked out by hand from the formula).
 				{Case: "concurrent_duplicate", Safety: "violation", Effects: 2, SoundEffects: 1,
 					Findings: []finding{{Rule: "duplicate_effect", Detail: "applied 2 times"}, {Rule: "duplicate_effect", Call: &call, Detail: "again"}},
-					Trials: 10, Example: 2, TrialSafety: []string{"pass", "violation", "pass", "pass", "violation", "pass", "pass", "violation", "pass", "pass"},
+					Trials:   10, Example: 2, TrialSafety: []string{"pass", "violation", "pass", "pass", "violation", "pass", "pass", "violation", "pass", "pass"},
 					Tally: safetyTally{Pass: 7, Violation: 3}, Racy: true, Rates: []ruleRate{{Rule: "duplicate_effect", Trials: 3, Of: 10, Low: 10.8, High: 60.3}}},
 				{Case: "restart_after_reply", Safety: "limitation", Effects: 2, SoundEffects: 1,
 					Findings: []finding{{Rule: "duplicate_effect", Detail: "applied twice", Limitation: "durable: false"}},
-					Trials: 1, Example: 1, TrialSafety: []string{"limitation"}, Tally: safetyTally{Limitation: 1}},
+					Trials:   1, Example: 1, TrialSafety: []string{"limitation"}, Tally: safetyTally{Limitation: 1}},
 				{Case: "replicas_lost_reply", NotRun: "the case runs 2 replicas; the target claims no shared store"},
 			}},
 			{Target: "gone", Skipped: "program not installed: redis-server"},

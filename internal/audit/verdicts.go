@@ -54,12 +54,12 @@ type targetRunVerdict struct {
 	// where they disagree, and each rule broken with its rate. Safety is
 	// the worst any trial showed, and the fields above are those of the
 	// example, the first trial that showed it (1-based).
-	Trials      int            `json:"trials"`
-	Example     int            `json:"example_trial"`
-	TrialSafety []string       `json:"trial_safety"`
-	Tally       safetyTally    `json:"tally"`
-	Racy        bool           `json:"racy"`
-	Rates       []ruleRate     `json:"rates"`
+	Trials      int         `json:"trials"`
+	Example     int         `json:"example_trial"`
+	TrialSafety []string    `json:"trial_safety"`
+	Tally       safetyTally `json:"tally"`
+	Racy        bool        `json:"racy"`
+	Rates       []ruleRate  `json:"rates"`
 }
 
 // A finding is one rule a run on a target broke (Call nil: the whole run).

@@ -65,8 +65,8 @@ type Options struct {
 	// Trials is how many times each case runs on each target, each on
 	// fresh state (0: once); at most MaxTrials.
 	Trials int
-	Stdout  io.Writer
-	Stderr  io.Writer
+	Stdout io.Writer
+	Stderr io.Writer
 }
 
 // DefaultIntents is the retries experiment's intents per row unless told.
