@@ -111,7 +111,7 @@ func TestYourOwnService(t *testing.T) {
 	if !errors.Is(err, ErrViolations) {
 		t.Fatalf("runner -target %s: %v, want %v\n%s", dir, err, ErrViolations, log.String())
 	}
-	if !strings.Contains(log.String(), "\n  target own-service, case concurrent_duplicate: violation duplicate_effect\n") {
+	if !strings.Contains(log.String(), "\n  target own-service, case concurrent_duplicate: violation duplicate_effect in 1 of 1 trial\n") {
 		t.Errorf("the runner's output does not list the run that fails the gate:\n%s", log.String())
 	}
 	sinktest.CheckNoneLeft(t, "own-service")

@@ -1,0 +1,191 @@
+package audit
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// This file is what audit -reproduce re-observes on targets: each case's
+// trials, as rates beside the re-run's, and what each target did under
+// chaos. A target's races are its own, so neither is held to the recorded
+// figure: a recorded rate is implausible only when its Wilson 95 %
+// interval and the re-run's do not overlap (two honest samples of one
+// rate do so rarely: about 1 in 200 for equal trials), and a chaos finding
+// fails only when no re-observation shows what was recorded.
+
+// RateAgain is one rate of a case on a target, recorded beside the
+// re-run's: a safety verdict's or a rule's, as trials out of trials.
+type RateAgain struct {
+	Target      string `json:"target"`
+	Case        string `json:"case"`
+	What        string `json:"what"` // a safety verdict, or "rule " and a rule
+	Recorded    string `json:"recorded"`
+	Again       string `json:"again"`
+	Implausible bool   `json:"implausible"`
+}
+
+// cellRates are a case's rates on a target, by what they count, with the
+// trials they are out of.
+type cellRates struct {
+	trials int
+	count  map[string]int
+	order  []string
+}
+
+// ratesOf reads a verdicts.json run's rates: each safety verdict's count
+// and each rule's. Evidence from before trials (no trials) is one trial.
+func ratesOf(run map[string]any) cellRates {
+	c := cellRates{trials: int(number(run["trials"])), count: map[string]int{}}
+	add := func(what string, n int) {
+		if _, ok := c.count[what]; !ok {
+			c.order = append(c.order, what)
+		}
+		c.count[what] += n
+	}
+	tally := mapOf(run, "tally")
+	for _, v := range safetyOrder {
+		add(v, int(number(tally[v])))
+	}
+	if c.trials == 0 {
+		c.trials = 1
+		safety, _ := str(run, "safety")
+		c.count[safety] = 1
+	}
+	rates, _ := run["rates"].([]any)
+	for _, x := range rates {
+		m, _ := x.(map[string]any)
+		rule, _ := str(m, "rule")
+		add("rule "+rule, int(number(m["trials"])))
+	}
+	return c
+}
+
+// targetCells reads verdicts.json's cases on targets that ran, by
+// "target/case"; skip names the targets skipped, with why.
+func targetCells(dir string) (cells map[string]map[string]any, order []string, skip map[string]string, err error) {
+	doc, err := readJSONFile(dir, VerdictsFile, capOf(VerdictsFile))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cells, skip = map[string]map[string]any{}, map[string]string{}
+	targets, _ := doc["targets"].([]any)
+	for _, x := range targets {
+		t, _ := x.(map[string]any)
+		name, _ := str(t, "target")
+		if why, _ := str(t, "skipped"); why != "" {
+			skip[name] = why
+			continue
+		}
+		runs, _ := t["runs"].([]any)
+		for _, y := range runs {
+			run, _ := y.(map[string]any)
+			if notRun(run) != "" {
+				continue
+			}
+			c, _ := str(run, "case")
+			cells[name+"/"+c] = run
+			order = append(order, name+"/"+c)
+		}
+	}
+	return cells, order, skip, nil
+}
+
+// againTargets sets each recorded case's rates on each target beside the
+// re-run that ran the targets (run 1), and flags the implausible ones and
+// a case the re-run did not run.
+func (r *Reproduction) againTargets(recordedDir string, dirs []string) error {
+	rec, order, _, err := targetCells(recordedDir)
+	if err != nil || len(order) == 0 {
+		return err
+	}
+	for _, dir := range dirs {
+		m, err := readJSONFile(dir, "manifest.json", CapManifest)
+		if err != nil {
+			return err
+		}
+		if len(stringList(mapOf(m, "selection"), "targets")) == 0 {
+			continue
+		}
+		again, _, skip, err := targetCells(dir)
+		if err != nil {
+			return err
+		}
+		for _, key := range order {
+			target, cs, _ := strings.Cut(key, "/")
+			if again[key] == nil {
+				why := "it did not run there"
+				if s := skip[target]; s != "" {
+					why = "the target was skipped: " + s
+				}
+				r.Findings = append(r.Findings, fmt.Sprintf("target %s, case %s: recorded as run, but the re-run in %s did not re-observe it (%s)", target, cs, filepath.Base(filepath.Dir(dir)), why))
+				continue
+			}
+			r.rateAgain(target, cs, ratesOf(rec[key]), ratesOf(again[key]))
+		}
+	}
+	return nil
+}
+
+// rateAgain records every rate of a case, recorded (a) and re-run (b),
+// that either shows, implausible when their intervals do not overlap.
+func (r *Reproduction) rateAgain(target, cs string, a, b cellRates) {
+	seen := map[string]bool{}
+	for _, what := range append(append([]string{}, a.order...), b.order...) {
+		ka, kb := a.count[what], b.count[what]
+		if seen[what] || ka == 0 && kb == 0 {
+			continue
+		}
+		seen[what] = true
+		loA, hiA := wilson(ka, a.trials)
+		loB, hiB := wilson(kb, b.trials)
+		ra := RateAgain{Target: target, Case: cs, What: what, Recorded: fmt.Sprintf("%d/%d", ka, a.trials), Again: fmt.Sprintf("%d/%d", kb, b.trials),
+			Implausible: hiA < loB || hiB < loA}
+		r.Rates = append(r.Rates, ra)
+		if ra.Implausible {
+			r.Findings = append(r.Findings, fmt.Sprintf("target %s, case %s: %s recorded in %s trials (Wilson 95 %%: %s–%s %%), re-observed in %s (%s–%s %%): the intervals do not overlap",
+				target, cs, what, ra.Recorded, percent(loA), percent(hiA), ra.Again, percent(loB), percent(hiB)))
+		}
+	}
+}
+
+// targetChaosAgain checks what a target did under chaos, rule by rule:
+// recorded as happening (a count above zero) or as not, against each
+// re-run, holding when one re-run agrees.
+func (r *Reproduction) targetChaosAgain(subject string, rec map[string]any, again []map[string]map[string]any) {
+	for _, rule := range chaosRules {
+		m := ruleOf(rec, rule)
+		if m == nil {
+			continue
+		}
+		n := number(m["count"])
+		var held []bool
+		for _, runs := range again {
+			if runs[subject] == nil {
+				continue
+			}
+			got := number(ruleOf(runs[subject], rule)["count"])
+			held = append(held, (n > 0) == (got > 0))
+		}
+		claim := fmt.Sprintf("chaos %s: no %s", subject, rule)
+		if n > 0 {
+			claim = fmt.Sprintf("chaos %s: %s happens (%d recorded)", subject, rule, n)
+		}
+		r.claimSome(claim, held)
+	}
+}
+
+// writeRates prints each case's rates on targets beside the re-run's.
+func (r *Reproduction) writeRates(p *printer) {
+	if len(r.Rates) == 0 {
+		return
+	}
+	p.f("rates on targets, recorded | re-observed (trials of trials); IMPLAUSIBLE: their Wilson 95 %% intervals do not overlap:\n")
+	for _, ra := range r.Rates {
+		mark := ""
+		if ra.Implausible {
+			mark = "  IMPLAUSIBLE"
+		}
+		p.f("  target %s, case %s: %s %s | %s%s\n", ra.Target, ra.Case, ra.What, ra.Recorded, ra.Again, mark)
+	}
+}
