@@ -251,6 +251,7 @@ func (a *auditor) checkTargetRun(tname string, spec *targetSpec, c *Case, trial 
 	}
 	a.checkProcesses(c, spec, codes, det, len(calls), fail)
 	a.checkJournal(spec, c, counter, det, fail)
+	a.checkReplies(spec, det, calls, fail)
 	own, err := judgeTarget(c, spec, counter, calls, unforwarded(spec, c, det))
 	if err != nil {
 		fail(nil, "calls", "calls that line up with "+c.File+"'s steps, to be judged", err.Error())
@@ -401,6 +402,33 @@ func (a *auditor) checkJournal(spec *targetSpec, c *Case, counter int64, det map
 	}
 	if int64(len(applied)) != counter { // counted with the journal's first check
 		fail(nil, "counter", fmt.Sprintf("%d (the effects in the sink's journal)", len(applied)), strconv.FormatInt(counter, 10))
+	}
+}
+
+// checkReplies checks what the calls say the target answered against what
+// the run shows it could: on a target whose effects the sink counts, a
+// success's body is the value of an effect in the sink's journal (1 to
+// the effects it applied: the sink's contract has the target answer with
+// it; anything else is a refusal, with its own status); and a target that
+// names no replay marker has no call marked or unmarked as a replay.
+func (a *auditor) checkReplies(spec *targetSpec, det map[string]any, calls []obsCall, fail callFail) {
+	journal, _ := det["journal"].([]any)
+	applied := int64(0)
+	for _, e := range journal {
+		if em, _ := e.(map[string]any); em["replayed"] != true {
+			applied++
+		}
+	}
+	for i, o := range calls {
+		a.check()
+		if spec.sink && o.succeeded() {
+			if v, err := strconv.ParseInt(deref(o.body), 10, 64); err != nil || v < 1 || v > applied || strconv.FormatInt(v, 10) != deref(o.body) {
+				fail(&i, "body", fmt.Sprintf("the value of an effect in the sink's journal (1..%d): the target answers a success with the sink's value", applied), bodyText(o.body))
+			}
+		}
+		if spec.replay == nil && o.replayed != nil {
+			fail(&i, "replayed", "null (the target names no replay marker: the lab reads none)", strconv.FormatBool(*o.replayed))
+		}
 	}
 }
 

@@ -379,6 +379,28 @@ func TestAuditTargets(t *testing.T) {
 			},
 		},
 		{
+			name: "a success's body not a value the sink gave",
+			mutate: func(t *testing.T, f *fixture) {
+				f.forge(t, func(d map[string]any) {
+					targetRun(d, express, "keyed_lost_reply")["calls"].([]any)[1].(map[string]any)["body"] = "7"
+				})
+			},
+			want: []string{
+				`targets.json: target express-idempotency, case keyed_lost_reply, call 1: body: expected the value of an effect in the sink's journal (1..1): the target answers a success with the sink's value, observed "7"`,
+			},
+		},
+		{
+			name: "a replay flag on a target that names no marker",
+			mutate: func(t *testing.T, f *fixture) {
+				f.forge(t, func(d map[string]any) {
+					targetRun(d, express, "keyed_lost_reply")["calls"].([]any)[1].(map[string]any)["replayed"] = true
+				})
+			},
+			want: []string{
+				`targets.json: target express-idempotency, case keyed_lost_reply, call 1: replayed: expected null (the target names no replay marker: the lab reads none), observed true`,
+			},
+		},
+		{
 			name: "a run dropped",
 			mutate: func(t *testing.T, f *fixture) {
 				f.forge(t, func(d map[string]any) {
