@@ -700,7 +700,7 @@ func runAll(ctx context.Context, cfg caserun.Config, cases []casefile.Case, stor
 
 // inOrder runs do(0..n-1), at most limit at once, and prints the line each
 // returns in index order: a finished one once every one before it was
-// printed. An error cancels the rest.
+// printed; an empty line is not printed. An error cancels the rest.
 func inOrder(ctx context.Context, n, limit int, out io.Writer, do func(ctx context.Context, i int) (string, error)) error {
 	lines := make([]*string, n)
 	next := 0 // the first line not yet printed
@@ -717,7 +717,9 @@ func inOrder(ctx context.Context, n, limit int, out io.Writer, do func(ctx conte
 			defer mu.Unlock()
 			lines[i] = &line
 			for ; next < n && lines[next] != nil; next++ {
-				fmt.Fprintln(out, *lines[next])
+				if *lines[next] != "" {
+					fmt.Fprintln(out, *lines[next])
+				}
 			}
 			return nil
 		})

@@ -64,3 +64,38 @@ func TestRedisStartStop(t *testing.T) {
 		t.Fatalf("second Stop = %v, want nil", err)
 	}
 }
+
+// Ensure a redis whose port another process took between FreePort and its
+// bind is not taken for ready: it exits, and startRedisOnce says so (a
+// TCP probe, the old readiness, reached the other process's listener and
+// the run talked to it, or got ECONNREFUSED once redis had exited).
+func TestRedisPortTaken(t *testing.T) {
+	requireRedis(t)
+	path, err := exec.LookPath(RedisProgram)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() { // the other process: it accepts what reaches it
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	r, err := startRedisOnce(context.Background(), path, t.TempDir(), port)
+	if err == nil {
+		r.Stop()
+		t.Fatalf("redis on the taken port %d started: want its failure to bind", port)
+	}
+	if !strings.Contains(err.Error(), "exited") {
+		t.Errorf("startRedisOnce on a taken port = %v, want it to say redis exited", err)
+	}
+}
