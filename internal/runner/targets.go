@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -258,9 +259,12 @@ func (inv *invocation) runTarget(ctx context.Context, t *target.Target, out io.W
 		parallel = 1 // one running service, its sink at one address
 	}
 	// Every trial of every case is one job: trials run at once like cases,
-	// each on fresh state; a case's line is printed with its last trial.
+	// each on fresh state; a case's line is the one its last trial to end
+	// returns, once every trial is in.
 	trials := inv.trials()
+	left := make([]atomic.Int32, len(inv.cases))
 	for i, c := range inv.cases {
+		left[i].Store(int32(trials))
 		res.Runs[i] = evidence.TargetRun{Case: c, NotRun: caserun.NotRun(c, t)}
 		if res.Runs[i].NotRun == "" && trials > 1 {
 			res.Runs[i].Further = make([]evidence.Trial, trials-1)
@@ -270,7 +274,7 @@ func (inv *invocation) runTarget(ctx context.Context, t *target.Target, out io.W
 		i, k := j/trials, j%trials
 		r := &res.Runs[i]
 		if r.NotRun != "" {
-			if k > 0 {
+			if left[i].Add(-1) > 0 {
 				return "", nil
 			}
 			return targetLine(t, *r), nil
@@ -284,7 +288,7 @@ func (inv *invocation) runTarget(ctx context.Context, t *target.Target, out io.W
 		} else {
 			r.Further[k-1] = evidence.Trial{Obs: obs, Detail: det}
 		}
-		if k < trials-1 {
+		if left[i].Add(-1) > 0 {
 			return "", nil
 		}
 		return targetLine(t, *r), nil
