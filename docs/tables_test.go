@@ -59,6 +59,20 @@ func TestTablesFromEvidence(t *testing.T) {
 	}
 }
 
+// caseVerdict is the audit's verdict on a case on a target (verdicts.json):
+// over its trials, the worst verdict, racy where the trials disagree, and
+// each verdict's count.
+type caseVerdict struct {
+	Safety       string         `json:"safety"`
+	Effects      int64          `json:"effects"`
+	SoundEffects int64          `json:"sound_effects"`
+	Findings     []finding      `json:"findings"`
+	Deviations   []finding      `json:"deviations"`
+	Trials       int            `json:"trials"`
+	Racy         bool           `json:"racy"`
+	Tally        map[string]int `json:"tally"`
+}
+
 // evidenceDocs are the committed evidence files the tables read.
 type evidenceDocs struct {
 	results struct {
@@ -81,14 +95,8 @@ type evidenceDocs struct {
 				Case   string `json:"case"`
 				NotRun string `json:"not_run"`
 				// Verdict is the audit's, from verdicts.json (joinVerdicts).
-				Verdict *struct {
-					Safety       string    `json:"safety"`
-					Effects      int64     `json:"effects"`
-					SoundEffects int64     `json:"sound_effects"`
-					Findings     []finding `json:"findings"`
-					Deviations   []finding `json:"deviations"`
-				} `json:"-"`
-				Mirror []string `json:"mirror"`
+				Verdict *caseVerdict `json:"-"`
+				Mirror  []string     `json:"mirror"`
 			} `json:"runs"`
 		} `json:"targets"`
 	}
@@ -137,13 +145,7 @@ func joinVerdicts(t *testing.T, dir string, ev *evidenceDocs) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type verdict = struct {
-		Safety       string    `json:"safety"`
-		Effects      int64     `json:"effects"`
-		SoundEffects int64     `json:"sound_effects"`
-		Findings     []finding `json:"findings"`
-		Deviations   []finding `json:"deviations"`
-	}
+	type verdict = caseVerdict
 	var doc struct {
 		Targets []struct {
 			Target string `json:"target"`
@@ -226,13 +228,15 @@ func storesTable(ev *evidenceDocs) string {
 	return b.String()
 }
 
-// targetsTable is one row per target: the code under test and its verdicts.
+// targetsTable is one row per target: the code under test and its
+// verdicts, a case counted under the worst verdict of its trials (racy:
+// those whose trials disagree).
 func targetsTable(ev *evidenceDocs) string {
 	var b strings.Builder
-	b.WriteString("| target | code under test | judged | pass | limitation | violation | not run | safety findings | conformance deviations |\n|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| target | code under test | judged | pass | limitation | violation | racy | not run | safety findings | conformance deviations |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, t := range ev.targets.Targets {
 		if t.Skipped != "" {
-			fmt.Fprintf(&b, "| `%s` | — | skipped: %s |||||||\n", t.Name, t.Skipped)
+			fmt.Fprintf(&b, "| `%s` | — | skipped: %s ||||||||\n", t.Name, t.Skipped)
 			continue
 		}
 		var libs []string
@@ -245,13 +249,16 @@ func targetsTable(ev *evidenceDocs) string {
 		}
 		counts := map[string]int{}
 		var safety, conformance []string
-		notRun := 0
+		notRun, racy := 0, 0
 		for _, r := range t.Runs {
 			if r.NotRun != "" {
 				notRun++
 				continue
 			}
 			counts[r.Verdict.Safety]++
+			if r.Verdict.Racy {
+				racy++
+			}
 			for _, f := range r.Verdict.Findings {
 				rule := f.Rule
 				if f.Limitation != "" {
@@ -263,8 +270,8 @@ func targetsTable(ev *evidenceDocs) string {
 				conformance = append(conformance, f.Rule)
 			}
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %d | %d | %d | %d | %d | %s | %s |\n", t.Name, code,
-			counts["pass"]+counts["limitation"]+counts["violation"], counts["pass"], counts["limitation"], counts["violation"], notRun,
+		fmt.Fprintf(&b, "| `%s` | %s | %d | %d | %d | %d | %d | %d | %s | %s |\n", t.Name, code,
+			counts["pass"]+counts["limitation"]+counts["violation"], counts["pass"], counts["limitation"], counts["violation"], racy, notRun,
 			counted(safety), counted(conformance))
 	}
 	return b.String()
@@ -308,6 +315,9 @@ func targetsMatrix(ev *evidenceDocs) string {
 				}
 				if len(rules) > 0 {
 					c += ": " + strings.Join(rules, ", ")
+				}
+				if r.Verdict.Racy {
+					c += fmt.Sprintf(" (racy: %d/%d)", r.Verdict.Tally[r.Verdict.Safety], r.Verdict.Trials)
 				}
 				cells = append(cells, fmt.Sprintf("%d/%d %s", r.Verdict.Effects, r.Verdict.SoundEffects, c))
 			}

@@ -70,9 +70,12 @@ the whole selection, whose deterministic files must equal the recorded ones
 byte for byte; runs 2..N only its non-deterministic experiments (retries,
 chaos). It prints, on each re-observation, whether every claim held again,
 and each recorded count beside the re-observed ones, flagging one far from
-them: outside [min/4 - 5, 4*max + 5] of the re-runs. Each re-run is audited
-again too. On the committed evidence, -runs 3 takes about two minutes on
-2 cores with a warm build cache (docs/evidence-and-audit.md).
+them: outside [min/4 - 5, 4*max + 5] of the re-runs. On targets it sets
+each case's rates over its trials beside run 1's, flagging one whose Wilson
+95 %% interval does not overlap the re-run's, and holds what a target did
+under chaos to the re-runs. Each re-run is audited again too. Run 1 costs
+what the recorded run cost: on the committed evidence, 10 trials of each
+case on each target (docs/evidence-and-audit.md gives the figure).
 
 -gate makes the verdicts a CI gate (docs/ci.md): once the audit passes, it
 lists every judged run on a target that shows a safety violation (a case, or
@@ -87,7 +90,8 @@ Exit status:
      files are identical
   1  a check failed; with -reproduce, the recorded evidence fails its audit,
      a deterministic file differs, a claim did not hold again, a recorded
-     count is far from the re-runs or a re-run fails its own audit; with
+     count is far from the re-runs, a rate on a target is implausible
+     beside the re-run's, or a re-run fails its own audit; with
      -compare, the files differ
   2  usage error, or an input cannot be read (missing evidence folder,
      unreadable or unparseable manifest, bad case file, not a checkout, an
