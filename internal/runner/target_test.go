@@ -249,3 +249,91 @@ func TestGate(t *testing.T) {
 	}
 	sinktest.CheckNoneLeft(t, "own-service")
 }
+
+// Ensure -trials runs each case that many times on a target, each on
+// fresh state: targets.json holds every trial (the first and its
+// further_trials), the manifest records the trials, and the audit sums
+// the case up over them (verdicts.json's trials and tally); a case that
+// does not run has no trials.
+func TestTrials(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the lab and runs targets")
+	}
+	own := writeOwnService(t)
+	out := filepath.Join(t.TempDir(), "evidence")
+	var log bytes.Buffer
+	err := Run(context.Background(), Options{Root: "../..", Out: out, Stores: protocol.Stores, Intents: DefaultIntents,
+		Targets: []string{own}, Case: "keyed_lost_reply,replicas_lost_reply", Trials: 3, Stdout: &log, Stderr: &log})
+	if err != nil {
+		t.Fatalf("runner -trials 3: %v\n%s", err, log.String())
+	}
+	read := func(name string, v any) {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	var targets struct {
+		Targets []struct {
+			Runs []struct {
+				Case    string `json:"case"`
+				Further []struct {
+					Counter int64 `json:"counter"`
+					Detail  struct {
+						Processes []struct {
+							PID int `json:"pid"`
+						} `json:"processes"`
+					} `json:"detail"`
+				} `json:"further_trials"`
+				Detail *struct {
+					Processes []struct {
+						PID int `json:"pid"`
+					} `json:"processes"`
+				} `json:"detail"`
+			} `json:"runs"`
+		} `json:"targets"`
+	}
+	read("targets.json", &targets)
+	var manifest struct {
+		Flags map[string]string `json:"flags"`
+	}
+	read("manifest.json", &manifest)
+	var verdicts struct {
+		Targets []struct {
+			Runs []struct {
+				Case   string         `json:"case"`
+				Trials int            `json:"trials"`
+				Tally  map[string]int `json:"tally"`
+			} `json:"runs"`
+		} `json:"targets"`
+	}
+	read("verdicts.json", &verdicts)
+
+	if manifest.Flags["trials"] != "3" {
+		t.Errorf("manifest.flags = %v, want trials 3", manifest.Flags)
+	}
+	runs := targets.Targets[0].Runs
+	if len(runs) != 2 || len(runs[0].Further) != 2 || len(runs[1].Further) != 0 {
+		t.Fatalf("targets.json: %d runs, further trials %d and %d; want keyed_lost_reply with 2 further trials, replicas_lost_reply (not run) with none",
+			len(runs), len(runs[0].Further), len(runs[1].Further))
+	}
+	pids := map[int]bool{runs[0].Detail.Processes[0].PID: true}
+	for _, f := range runs[0].Further {
+		pids[f.Detail.Processes[0].PID] = true
+	}
+	if len(pids) != 3 {
+		t.Errorf("the 3 trials ran in %d processes, want one each: fresh state", len(pids))
+	}
+	v := verdicts.Targets[0].Runs[0]
+	if v.Case != "keyed_lost_reply" || v.Trials != 3 || v.Tally["pass"] != 3 {
+		t.Errorf("verdicts.json: %+v, want keyed_lost_reply passing in 3 of 3 trials", v)
+	}
+	if strings.Count(log.String(), "keyed_lost_reply") == 0 || !strings.Contains(log.String(), "effects applied=1,1,1 in 3 trials") {
+		t.Errorf("the runner's line for the case does not show its 3 trials:\n%s", log.String())
+	}
+	sinktest.CheckNoneLeft(t, "own-service")
+}
