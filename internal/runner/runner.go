@@ -80,6 +80,11 @@ const (
 	MaxTrials     = 50
 )
 
+// MaxTargetRuns bounds the runs on targets of one invocation, trials ×
+// targets × cases (a case that cannot run counted too): about 6 KB each in
+// targets.json, the audit's cap on it (audit.CapTargets) holds them.
+const MaxTargetRuns = 6000
+
 // trials is how many times each case runs on each target.
 func (o Options) trials() int { return max(o.Trials, 1) }
 
@@ -355,6 +360,10 @@ func (inv *invocation) load(context.Context) error {
 	}
 	if inv.suite {
 		inv.targets = inv.loaded
+	}
+	if runs := inv.trials() * len(inv.targets) * len(inv.cases); runs > MaxTargetRuns {
+		return &UsageError{fmt.Errorf("-trials %d: %d trials × %d targets × %d cases are %d runs on targets, at most %d (what targets.json may hold for its audit)",
+			inv.trials(), inv.trials(), len(inv.targets), len(inv.cases), runs, MaxTargetRuns)}
 	}
 	names, patterns := evidenceNames()
 	if err := evidence.CheckTarget(inv.Out, names, patterns...); err != nil {

@@ -222,3 +222,21 @@ func TestOrderedOut(t *testing.T) {
 		t.Fatalf("at the end: %q, want %q", got, want)
 	}
 }
+
+// Ensure the runs on targets are bounded before anything starts: trials ×
+// targets × cases above MaxTargetRuns is a usage error naming all four,
+// and no evidence is written (its targets.json would pass the audit's cap).
+func TestTargetRunsBounded(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "evidence")
+	var log bytes.Buffer
+	err := Run(context.Background(), Options{Root: "../..", Out: out, Stores: protocol.Stores, Intents: DefaultIntents,
+		Targets: shippedNames("../.."), Trials: MaxTrials, Stdout: &log, Stderr: &log})
+	var usage *UsageError
+	if !errors.As(err, &usage) || !strings.Contains(err.Error(), fmt.Sprintf("-trials %d: %d trials × ", MaxTrials, MaxTrials)) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("at most %d", MaxTargetRuns)) {
+		t.Fatalf("Run with -trials %d on every shipped target = %v, want a usage error naming the bound\n%s", MaxTrials, err, log.String())
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a refused run made %s: %v", out, err)
+	}
+}
