@@ -13,14 +13,17 @@ import (
 
 // A claim of findings.md rests on one verdict, written beside it as
 //
-//	<!-- check: TARGET CASE SAFETY [RULE,RULE...] -->
+//	<!-- check: TARGET CASE SAFETY [RULE,RULE...] [racy|steady] -->
 //	<!-- check-chaos: TARGET RULE -->
 //
-// the first: the run of CASE on TARGET has this safety verdict and shows
-// exactly these safety rules (none for a pass); the second: TARGET's chaos
-// run counted RULE at least once.
+// the first: CASE on TARGET has this safety verdict (the worst of its
+// trials) and its example trial shows exactly these safety rules (none for
+// a pass); with racy its trials disagree, with steady they agree (a cell
+// near a rate of 0 or 1 may be either from one regeneration to the next:
+// it says neither); the second: TARGET's chaos run counted RULE at least
+// once.
 var (
-	checkRE      = regexp.MustCompile(`<!-- check: (\S+) (\S+) (pass|violation|limitation)(?: (\S+))? -->`)
+	checkRE      = regexp.MustCompile(`<!-- check: (\S+) (\S+) (pass|violation|limitation)(?: ([a-z_]+(?:,[a-z_]+)*))?(?: (racy|steady))? -->`)
 	checkChaosRE = regexp.MustCompile(`<!-- check-chaos: (\S+) (\S+) -->`)
 	anyCheckRE   = regexp.MustCompile(`<!-- check[^>]*-->`)
 )
@@ -33,6 +36,7 @@ type verdicts struct {
 			Case     string `json:"case"`
 			NotRun   string `json:"not_run"`
 			Safety   string `json:"safety"`
+			Racy     bool   `json:"racy"`
 			Findings []struct {
 				Rule string `json:"rule"`
 			} `json:"findings"`
@@ -76,7 +80,7 @@ func TestFindingsAgainstEvidence(t *testing.T) {
 	for _, m := range checkRE.FindAllSubmatch(page, -1) {
 		target, cs, safety, rules := string(m[1]), string(m[2]), string(m[3]), string(m[4])
 		claimed[target] = true
-		if err := v.holds(target, cs, safety, rules); err != nil {
+		if err := v.holds(target, cs, safety, rules, string(m[5])); err != nil {
 			t.Errorf("findings.md: %s: %v", m[0], err)
 		}
 	}
@@ -85,7 +89,7 @@ func TestFindingsAgainstEvidence(t *testing.T) {
 		t.Error("README.md: its findings carry no claim to check")
 	}
 	for _, m := range checkRE.FindAllSubmatch(readme, -1) {
-		if err := v.holds(string(m[1]), string(m[2]), string(m[3]), string(m[4])); err != nil {
+		if err := v.holds(string(m[1]), string(m[2]), string(m[3]), string(m[4]), string(m[5])); err != nil {
 			t.Errorf("README.md: %s: %v", m[0], err)
 		}
 	}
@@ -103,7 +107,7 @@ func TestFindingsAgainstEvidence(t *testing.T) {
 }
 
 // holds checks one case claim.
-func (v verdicts) holds(target, cs, safety, rules string) error {
+func (v verdicts) holds(target, cs, safety, rules, racy string) error {
 	for _, tv := range v.Targets {
 		if tv.Target != target {
 			continue
@@ -129,6 +133,9 @@ func (v verdicts) holds(target, cs, safety, rules string) error {
 			slices.Sort(want)
 			if r.Safety != safety || !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
 				return fmt.Errorf("the evidence says %s %v", r.Safety, got)
+			}
+			if racy != "" && r.Racy != (racy == "racy") {
+				return fmt.Errorf("the evidence says racy %v: its trials %s", r.Racy, map[bool]string{true: "disagree", false: "agree"}[r.Racy])
 			}
 			return nil
 		}
