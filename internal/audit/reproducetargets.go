@@ -3,6 +3,7 @@ package audit
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -12,7 +13,8 @@ import (
 // figure: a recorded rate is implausible only when its Wilson 95 %
 // interval and the re-run's do not overlap (two honest samples of one
 // rate do so rarely: about 1 in 200 for equal trials), and a chaos finding
-// fails only when no re-observation shows what was recorded.
+// fails only when no re-observation shows what was recorded and its rate
+// over intents is implausible beside theirs.
 
 // RateAgain is one rate of a case on a target, recorded beside the
 // re-run's: a safety verdict's or a rule's, as trials out of trials.
@@ -149,31 +151,52 @@ func (r *Reproduction) rateAgain(target, cs string, a, b cellRates) {
 	}
 }
 
-// targetChaosAgain checks what a target did under chaos, rule by rule:
-// recorded as happening (a count above zero) or as not, against each
-// re-run, holding when one re-run agrees.
+// targetChaosAgain checks what a target did under chaos, rule by rule,
+// as a rate over the run's intents: the recorded run's beside the
+// re-runs' pooled. One chaos run is one roll of a target's races (a rule
+// that fires about once a run is absent from about one run in three), so
+// the claim fails only when both say so: no re-run agrees on whether the
+// rule fired at all, and the Wilson 95 % intervals of the two rates do
+// not overlap. Either alone is not enough: agreement alone flags an
+// honest run that rolled a zero where re-runs rolled ones, and intervals
+// alone are too narrow, since a kill's intents fail together.
 func (r *Reproduction) targetChaosAgain(subject string, rec map[string]any, again []map[string]map[string]any) {
+	n0 := intentsOf(rec)
 	for _, rule := range chaosRules {
 		m := ruleOf(rec, rule)
 		if m == nil {
 			continue
 		}
-		n := number(m["count"])
+		k0 := min(int(number(m["count"])), n0)
 		var held []bool
+		k, n := 0, 0
 		for _, runs := range again {
 			if runs[subject] == nil {
 				continue
 			}
-			got := number(ruleOf(runs[subject], rule)["count"])
-			held = append(held, (n > 0) == (got > 0))
+			got, ni := int(number(ruleOf(runs[subject], rule)["count"])), intentsOf(runs[subject])
+			held = append(held, (k0 > 0) == (got > 0))
+			k, n = k+min(got, ni), n+ni
 		}
 		claim := fmt.Sprintf("chaos %s: no %s", subject, rule)
-		if n > 0 {
-			claim = fmt.Sprintf("chaos %s: %s happens (%d recorded)", subject, rule, n)
+		if k0 > 0 {
+			claim = fmt.Sprintf("chaos %s: %s happens (%d recorded)", subject, rule, int(number(m["count"])))
 		}
-		r.claimSome(claim, held)
+		lo0, hi0 := wilson(k0, n0)
+		lo, hi := wilson(k, n)
+		c := ClaimAgain{Claim: claim, Held: held, Some: true,
+			Rates:       fmt.Sprintf("%d of %d intents | %d of %d", k0, n0, k, n),
+			Implausible: len(held) > 0 && !slices.Contains(held, true) && (hi0 < lo || hi < lo0)}
+		r.Claims = append(r.Claims, c)
+		if c.Implausible {
+			r.Findings = append(r.Findings, fmt.Sprintf("%s: held on no re-observation (0 of %d), and implausible: %d of %d intents (Wilson 95 %%: %s–%s %%), re-observed in %d of %d (%s–%s %%)",
+				claim, len(held), k0, n0, percent(lo0), percent(hi0), k, n, percent(lo), percent(hi)))
+		}
 	}
 }
+
+// intentsOf is a chaos verdict's count of intents.
+func intentsOf(run map[string]any) int { return int(number(mapOf(run, "counts")["intents"])) }
 
 // writeRates prints each case's rates on targets beside the re-run's.
 func (r *Reproduction) writeRates(p *printer) {

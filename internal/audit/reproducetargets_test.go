@@ -85,32 +85,69 @@ func TestAgainTargets(t *testing.T) {
 	}
 }
 
-// Ensure what a target did under chaos holds again when one re-run agrees
-// (a count recorded above zero, or zero) and fails when none does.
+// Ensure what a target did under chaos fails again only when no re-run
+// agrees on whether a rule fired and its rate over intents is implausible
+// beside the re-runs' pooled, worked out by hand: 0 of 72 (Wilson 95 %:
+// 0–5.1 %) beside 5 of 211 (1.0–5.4 %) overlaps, beside 42 of 216
+// (14.7–25.2 %) does not; 1 of 70 (0.3–7.7 %) beside 0 of 210 (0–1.8 %)
+// overlaps; 9 of 72 (6.7–22.1 %) beside it does not.
 func TestTargetChaosAgain(t *testing.T) {
-	verdict := func(counts map[string]int64) map[string]any {
+	type run struct{ rule, intents int }
+	verdict := func(r run) map[string]any {
 		var rules []any
 		for _, rule := range chaosRules {
-			rules = append(rules, map[string]any{"rule": rule, "promised": false, "count": json.Number(strconv.FormatInt(counts[rule], 10))})
+			n := 0
+			if rule == "duplicate" {
+				n = r.rule
+			}
+			rules = append(rules, map[string]any{"rule": rule, "promised": false, "count": json.Number(strconv.Itoa(n))})
 		}
-		return map[string]any{"rules": rules}
+		return map[string]any{"rules": rules, "counts": map[string]any{"intents": json.Number(strconv.Itoa(r.intents))}}
 	}
 	const s = "target lib"
-	rec := verdict(map[string]int64{"stuck": 15})
-	var r Reproduction
-	r.targetChaosAgain(s, rec, []map[string]map[string]any{
-		{s: verdict(map[string]int64{"stuck": 2})},
-		{s: verdict(map[string]int64{})},
-	})
-	if len(r.Findings) != 0 {
-		t.Errorf("stuck keys seen on one re-run of two: findings %q, want none", r.Findings)
-	}
-	r = Reproduction{}
-	r.targetChaosAgain(s, verdict(map[string]int64{}), []map[string]map[string]any{
-		{s: verdict(map[string]int64{"stuck": 12})},
-		{s: verdict(map[string]int64{"stuck": 9})},
-	})
-	if want := "chaos target lib: no stuck: held on no re-observation (0 of 2)"; len(r.Findings) != 1 || r.Findings[0] != want {
-		t.Errorf("none recorded, stuck keys on every re-run: findings %q, want %q", r.Findings, want)
+	for _, tc := range []struct {
+		name     string
+		recorded run
+		again    []run
+		verdict  string // how the claim is printed
+		finding  string // "" for none
+	}{
+		{"some recorded, one re-run of two agrees", run{15, 70}, []run{{2, 70}, {0, 70}},
+			"held again (a target's race: on one at least) 1/2: chaos target lib: duplicate happens (15 recorded)", ""},
+		{"none recorded, none re-observed", run{0, 72}, []run{{0, 70}, {0, 71}},
+			"held again (a target's race: on one at least) 2/2: chaos target lib: no duplicate", ""},
+		{"none recorded, a rare race on every re-run", run{0, 72}, []run{{2, 70}, {1, 71}, {2, 70}},
+			"not held again, at a plausible rate (0 of 72 intents | 5 of 211) 0/3: chaos target lib: no duplicate", ""},
+		{"none recorded, many on every re-run (a forgery)", run{0, 72}, []run{{13, 72}, {15, 72}, {14, 72}},
+			"NOT HELD AGAIN 0/3: chaos target lib: no duplicate",
+			"chaos target lib: no duplicate: held on no re-observation (0 of 3), and implausible: 0 of 72 intents (Wilson 95 %: 0–5.1 %), re-observed in 42 of 216 (14.7–25.2 %)"},
+		{"one recorded, none re-observed", run{1, 70}, []run{{0, 70}, {0, 70}, {0, 70}},
+			"not held again, at a plausible rate (1 of 70 intents | 0 of 210) 0/3: chaos target lib: duplicate happens (1 recorded)", ""},
+		{"many recorded, none re-observed (a forgery)", run{9, 72}, []run{{0, 70}, {0, 70}, {0, 70}},
+			"NOT HELD AGAIN 0/3: chaos target lib: duplicate happens (9 recorded)",
+			"chaos target lib: duplicate happens (9 recorded): held on no re-observation (0 of 3), and implausible: 9 of 72 intents (Wilson 95 %: 6.7–22.1 %), re-observed in 0 of 210 (0–1.8 %)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var again []map[string]map[string]any
+			for _, a := range tc.again {
+				again = append(again, map[string]map[string]any{s: verdict(a)})
+			}
+			r := Reproduction{Pass: true, Audit: &Report{Pass: true}}
+			r.targetChaosAgain(s, verdict(tc.recorded), again)
+			var out strings.Builder
+			if err := r.WriteText(&out); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), "  "+tc.verdict+"\n") {
+				t.Errorf("output:\n%s\nwant the line %q", out.String(), tc.verdict)
+			}
+			var want []string
+			if tc.finding != "" {
+				want = []string{tc.finding}
+			}
+			if strings.Join(r.Findings, "\n") != strings.Join(want, "\n") {
+				t.Errorf("findings %q, want %q", r.Findings, want)
+			}
+		})
 	}
 }
