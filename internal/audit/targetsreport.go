@@ -66,9 +66,12 @@ func targetsReport(views []*targetView) []byte {
 func runSection(b *strings.Builder, target string, r runView) {
 	fmt.Fprintf(b, "\n<a id=\"%s\"></a>\n\n### %s on %s: %s applied, %s\n\n", xmlText(runAnchor(target, r.Case)),
 		mdText(r.Case), mdText(target), plural(int(r.Effects), "effect"), mdText(r.Safety))
-	if r.Trials > 1 {
+	if r.Trials > 1 || r.NotFired > 0 {
 		fmt.Fprintf(b, "- trials: %s; each trial's: %s. What follows is trial %d's, the first to show %s.\n", mdText(trialsLine(r.targetRunVerdict)),
 			mdText(strings.Join(r.TrialSafety, ", ")), r.Example, mdText(r.Safety))
+		if r.NotFired > 0 {
+			fmt.Fprintf(b, "- not judged: %s: %s\n", plural(r.NotFired, "trial"), mdText(r.NotFiredWhy))
+		}
 		for _, rr := range r.Rates {
 			fmt.Fprintf(b, "- rate of %s: %s of the trials (Wilson 95 %%)\n", mdText(rr.Rule), rateText(rr.Trials, rr.Of))
 		}
@@ -173,6 +176,8 @@ func distinctRules(fs []finding) string {
 // over several trials with how many showed it, or racy with each count.
 func safetyCell(v targetRunVerdict) string {
 	switch {
+	case v.NotFired > 0:
+		return trialsLine(v)
 	case v.Trials <= 1:
 		return v.Safety
 	case !v.Racy:

@@ -52,6 +52,10 @@ func (a *auditor) checkTargetCell(tname string, spec *targetSpec, c *Case, rm ma
 	return runView{targetRunVerdict: sum, calls: trials[sum.Example-1].calls, trials: trials}
 }
 
+// notFiredSafety is a trial's word in trial_safety when a fault placed at
+// the effect sink did not fire in it: not judged.
+const notFiredSafety = "not_fired"
+
 // all is every trial of the case, the first first; a case that did not
 // run is one.
 func (r runView) all() []runView {
@@ -74,21 +78,44 @@ var safetyOrder = []string{"pass", "limitation", "violation"}
 // effects, findings, deviations and differences from the native run), how
 // many trials showed each verdict and each rule, and racy where they
 // disagree.
+//
+// A trial in which a fault did not fire is not judged: the sum is the
+// other trials', and a case whose fault fired in none did not run, with
+// why.
 func sumTrials(trials []runView) targetRunVerdict {
-	example := 0
+	example := -1
 	var tally safetyTally
 	var each []string
+	var judged []runView
+	notFired, why := 0, ""
 	for i, t := range trials {
+		if t.NotFired > 0 {
+			each = append(each, notFiredSafety)
+			if notFired++; why == "" {
+				why = t.NotFiredWhy
+			}
+			continue
+		}
+		judged = append(judged, t)
 		tally.add(t.Safety)
 		each = append(each, t.Safety)
-		if slices.Index(safetyOrder, t.Safety) > slices.Index(safetyOrder, trials[example].Safety) {
+		if example < 0 || slices.Index(safetyOrder, t.Safety) > slices.Index(safetyOrder, trials[example].Safety) {
 			example = i
 		}
 	}
+	if example < 0 {
+		v := trials[0].targetRunVerdict
+		v.Safety, v.Findings, v.Deviations, v.Mirror = "", []finding{}, []finding{}, []string{}
+		v.NotRun = fmt.Sprintf("not judged: in none of %s did the fault it places fire (%s)", plural(len(trials), "trial"), why)
+		v.Trials, v.Example, v.TrialSafety, v.Rates = 0, 1, each, []ruleRate{}
+		v.NotFired, v.NotFiredWhy = notFired, why
+		return v
+	}
 	v := trials[example].targetRunVerdict
-	v.Trials, v.Example, v.Tally, v.TrialSafety = len(trials), example+1, tally, each
-	v.Racy = tally.of(v.Safety) < len(trials)
-	v.Rates = ruleRates(trials)
+	v.Trials, v.Example, v.Tally, v.TrialSafety = len(judged), example+1, tally, each
+	v.Racy = tally.of(v.Safety) < len(judged)
+	v.Rates = ruleRates(judged)
+	v.NotFired, v.NotFiredWhy = notFired, why
 	return v
 }
 
@@ -189,7 +216,7 @@ func percent(x float64) string { return strings.TrimSuffix(fmt.Sprintf("%.1f", x
 // trialsLine is the case's trials in words: each verdict's count, the
 // interval of the worst, and racy where they disagree; "" for one trial.
 func trialsLine(v targetRunVerdict) string {
-	if v.Trials <= 1 {
+	if v.Trials <= 1 && v.NotFired == 0 {
 		return ""
 	}
 	var parts []string
@@ -197,6 +224,9 @@ func trialsLine(v targetRunVerdict) string {
 		if n := v.Tally.of(safetyOrder[i]); n > 0 {
 			parts = append(parts, fmt.Sprintf("%s in %s", safetyOrder[i], rateText(n, v.Trials)))
 		}
+	}
+	if v.NotFired > 0 {
+		parts = append(parts, fmt.Sprintf("not judged in %d more (a fault did not fire)", v.NotFired))
 	}
 	s := strings.Join(parts, "; ")
 	if v.Racy {

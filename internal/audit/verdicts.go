@@ -60,6 +60,11 @@ type targetRunVerdict struct {
 	Tally       safetyTally `json:"tally"`
 	Racy        bool        `json:"racy"`
 	Rates       []ruleRate  `json:"rates"`
+	// NotFired counts the trials not judged because a fault placed at the
+	// effect sink did not fire in them (faultsfired.go), NotFiredWhy the
+	// first one's reason; Trials, the tally and the rates count the others.
+	NotFired    int    `json:"not_fired"`
+	NotFiredWhy string `json:"not_fired_why"`
 }
 
 // A finding is one rule a run on a target broke (Call nil: the whole run).

@@ -45,8 +45,14 @@ type TargetDetail struct {
 	Detail
 	Journal   []sink.Entry
 	Exchanges []proxy.Exchange
-	KeyPrefix string // on an attached target, what every key of the run began with: unique to the run
+	SinkCalls []sink.Call // what the sink did with each call of the target (the first MaxSinkCalls)
+	KeyPrefix string      // on an attached target, what every key of the run began with: unique to the run
 }
+
+// MaxSinkCalls bounds the sink's per-call records a run keeps: a case
+// makes a few dozen calls; a target calling the sink in a loop (chaos)
+// must not grow the runner's memory.
+const MaxSinkCalls = 1000
 
 // countWithin bounds a target's count command.
 const countWithin = 30 * time.Second
@@ -105,6 +111,7 @@ func RunTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (obs Obse
 	if tr.sink != nil {
 		tr.sink.Close() // no effect is applied after it
 		det.Journal = tr.sink.Journal()
+		det.SinkCalls = tr.SinkCalls()
 		obs.Counter = int64(len(sink.Effects(det.Journal)))
 	} else {
 		n, err := tr.countEffects(ctx)
@@ -154,10 +161,11 @@ type TargetReplicas struct {
 	// kill, the sink's kill) is about to kill replica i.
 	faultKill func(i int)
 
-	mu      sync.Mutex
-	procs   []*serverproc.Server // per replica; nil while stopped
-	proxies []*proxy.Proxy       // per replica, kept across restarts
-	ex      []proxy.Exchange
+	mu        sync.Mutex
+	procs     []*serverproc.Server // per replica; nil while stopped
+	proxies   []*proxy.Proxy       // per replica, kept across restarts
+	ex        []proxy.Exchange
+	sinkCalls []sink.Call // the first MaxSinkCalls
 
 	redis  *target.RedisServer
 	dropDB func()
@@ -184,7 +192,7 @@ func StartTargetReplicas(ctx context.Context, cfg TargetConfig, root string, n i
 		if t.Attach != nil {
 			addr = t.Attach.SinkAddr
 		}
-		s, err := sink.Start(sink.Config{Replicas: n, Kill: tr.killByFault, KeyHeader: t.Effects.KeyHeader, Addr: addr})
+		s, err := sink.Start(sink.Config{Replicas: n, Kill: tr.killByFault, KeyHeader: t.Effects.KeyHeader, Addr: addr, Observe: tr.observeSink})
 		if err != nil {
 			return tr, fmt.Errorf("start the effect sink: %w", err)
 		}
@@ -341,7 +349,7 @@ func (tr *TargetReplicas) route(i int) func(fault string) (proxy.Route, error) {
 			if err := a.Validate(); err != nil {
 				return proxy.Route{}, fmt.Errorf("fault %q: %w", fault, err)
 			}
-			rt.Arm = func(body []byte) func() { return tr.sink.Arm(i, bytes.Clone(body), a) }
+			rt.Arm = func(body []byte) func() bool { return tr.sink.Arm(i, bytes.Clone(body), a) }
 		}
 		return rt, nil
 	}
@@ -351,6 +359,22 @@ func (tr *TargetReplicas) observe(x proxy.Exchange) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	tr.ex = append(tr.ex, x)
+}
+
+func (tr *TargetReplicas) observeSink(c sink.Call) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if len(tr.sinkCalls) < MaxSinkCalls {
+		tr.sinkCalls = append(tr.sinkCalls, c)
+	}
+}
+
+// SinkCalls returns what the sink did with each call so far (the first
+// MaxSinkCalls).
+func (tr *TargetReplicas) SinkCalls() []sink.Call {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return append([]sink.Call(nil), tr.sinkCalls...)
 }
 
 // Exchanges returns what became of every request the proxies saw so far.

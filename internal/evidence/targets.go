@@ -81,17 +81,35 @@ type targetDetailDoc struct {
 	Log       []string               `json:"log"`
 	Journal   []sink.Entry           `json:"journal"`
 	Exchanges []exchangeEntry        `json:"exchanges"`
+	SinkCalls []sinkCallEntry        `json:"sink_calls"`
 	KeyPrefix string                 `json:"key_prefix,omitempty"` // an attached target's: every key of the run began with it
 }
 
-type exchangeEntry struct {
-	Fault   string  `json:"fault"`
+// sinkCallEntry is what the sink did with one call of the target: the
+// effect it applied (or replayed), and whether it took a fault armed for
+// the call (the fault fired) and how it ended.
+type sinkCallEntry struct {
+	Replica int     `json:"replica"`
 	Status  int     `json:"status"`
-	Dropped bool    `json:"dropped"`
+	Seq     int64   `json:"seq"`
+	Replay  bool    `json:"replay"`
+	Armed   bool    `json:"armed"`
+	End     string  `json:"end"`
 	Killed  bool    `json:"killed"`
-	GaveUp  bool    `json:"gave_up"`
 	Err     string  `json:"error"`
 	MS      float64 `json:"ms"`
+}
+
+type exchangeEntry struct {
+	Fault     string  `json:"fault"`
+	Status    int     `json:"status"`
+	Dropped   bool    `json:"dropped"`
+	Killed    bool    `json:"killed"`
+	GaveUp    bool    `json:"gave_up"`
+	SinkArmed bool    `json:"sink_armed"` // a fault was armed at the effect sink for it
+	SinkFired bool    `json:"sink_fired"` // a call of the target to the sink took it
+	Err       string  `json:"error"`
+	MS        float64 `json:"ms"`
 }
 
 // TargetFiles renders targets.json.
@@ -128,10 +146,19 @@ func trialDocOf(t Trial) trialDoc {
 	counter := t.Obs.Counter
 	d := trialDoc{Counter: &counter, ExitCodes: t.Obs.ExitCodes, Calls: t.Obs.Calls}
 	det := &targetDetailDoc{WallMS: ms(t.Detail.Wall), Processes: orEmpty(t.Detail.Servers), Calls: orEmpty(t.Detail.Calls),
-		Log: orEmpty(t.Detail.ServerLog), Journal: orEmpty(t.Detail.Journal), Exchanges: []exchangeEntry{}, KeyPrefix: t.Detail.KeyPrefix}
+		Log: orEmpty(t.Detail.ServerLog), Journal: orEmpty(t.Detail.Journal), Exchanges: []exchangeEntry{}, SinkCalls: []sinkCallEntry{},
+		KeyPrefix: t.Detail.KeyPrefix}
 	for _, x := range t.Detail.Exchanges {
 		det.Exchanges = append(det.Exchanges, exchangeEntry{Fault: x.Fault, Status: x.Status, Dropped: x.Dropped, Killed: x.Killed,
-			GaveUp: x.GaveUp, Err: x.Err, MS: ms(x.End.Sub(x.Start))})
+			GaveUp: x.GaveUp, SinkArmed: x.SinkArmed, SinkFired: x.SinkFired, Err: x.Err, MS: ms(x.End.Sub(x.Start))})
+	}
+	for _, c := range t.Detail.SinkCalls {
+		end := ""
+		if c.Action != (sink.Action{}) {
+			end = c.Action.End.String()
+		}
+		det.SinkCalls = append(det.SinkCalls, sinkCallEntry{Replica: c.Replica, Status: c.Status, Seq: c.Seq, Replay: c.Replay,
+			Armed: c.Armed, End: end, Killed: c.Killed, Err: c.Err, MS: ms(c.End.Sub(c.Start))})
 	}
 	d.Detail = det
 	return d

@@ -62,12 +62,12 @@ const (
 // A Route is what the proxy does with one request, as Config.Route says
 // for its fault.
 type Route struct {
-	Header      http.Header                       // added to (replacing) the forwarded request's fields: a fault the target maps natively
-	Arm         func(body []byte) (disarm func()) // called with the request body before forwarding; disarm once the exchange ended; nil: none
-	Delay       time.Duration                     // wait before forwarding (network delay)
-	GiveUp      time.Duration                     // if no reply within GiveUp: close the client's connection unanswered, let the upstream exchange finish (bounded), then close it; 0: never
-	DropReply   bool                              // read the whole reply, then close the client's connection without it
-	HoldAndKill bool                              // read the whole reply, call Kill, then close the client's connection without it
+	Header      http.Header                                    // added to (replacing) the forwarded request's fields: a fault the target maps natively
+	Arm         func(body []byte) (disarm func() (fired bool)) // called with the request body before forwarding; disarm once the exchange ended, saying whether the fault fired; nil: none
+	Delay       time.Duration                                  // wait before forwarding (network delay)
+	GiveUp      time.Duration                                  // if no reply within GiveUp: close the client's connection unanswered, let the upstream exchange finish (bounded), then close it; 0: never
+	DropReply   bool                                           // read the whole reply, then close the client's connection without it
+	HoldAndKill bool                                           // read the whole reply, call Kill, then close the client's connection without it
 }
 
 // reserved names the fields a Route may not set: the framing the proxy
@@ -119,9 +119,15 @@ type Exchange struct {
 	Dropped bool   // the reply was read and not relayed (DropReply, HoldAndKill)
 	Killed  bool   // Kill ran
 	GaveUp  bool   // the client's connection was closed by GiveUp
-	Err     string // what went wrong, or what the proxy refused, or ""
-	Start   time.Time
-	End     time.Time
+	// SinkArmed: Route.Arm armed a fault at the effect sink for it;
+	// SinkFired: a call of the target to the sink took it before the
+	// exchange ended (a target that sends the sink another body, or no
+	// call, leaves it unfired: the fault was placed, and did not happen).
+	SinkArmed bool
+	SinkFired bool
+	Err       string // what went wrong, or what the proxy refused, or ""
+	Start     time.Time
+	End       time.Time
 }
 
 // A Proxy is a running fault proxy.
@@ -417,7 +423,8 @@ func (x *exchange) forward(req *request, route Route) {
 	}
 	if route.Arm != nil {
 		if disarm := route.Arm(req.body); disarm != nil {
-			defer disarm()
+			x.ex.SinkArmed = true
+			defer func() { x.ex.SinkFired = disarm() }()
 		}
 	}
 	u := x.p.upstream.Load()

@@ -631,7 +631,7 @@ func sinkFaults(s *sink.Sink) func(string) (proxy.Route, error) {
 		if !ok {
 			return proxy.Route{}, fmt.Errorf("unknown fault %q", fault)
 		}
-		return proxy.Route{Arm: func(body []byte) func() { return s.Arm(0, body, a) }}, nil
+		return proxy.Route{Arm: func(body []byte) func() bool { return s.Arm(0, body, a) }}, nil
 	}
 }
 
@@ -682,8 +682,8 @@ func TestArmThroughTarget(t *testing.T) {
 				t.Errorf("client received %q, want the sink's failure", got)
 			}
 			e := next(t, observed)
-			if e.Fault != tt.fault || e.Killed {
-				t.Errorf("observed %+v", e)
+			if armed := tt.fault != ""; e.Fault != tt.fault || e.Killed || e.SinkArmed != armed || e.SinkFired != armed {
+				t.Errorf("observed %+v, want the fault armed at the sink and fired: %v", e, armed)
 			}
 			if got := len(s.Journal()); got != tt.applied {
 				t.Errorf("journal has %d entries, want %d", got, tt.applied)
@@ -716,7 +716,7 @@ func TestDisarmWhenNotTaken(t *testing.T) {
 	if got := send(t, p.Addr(), "POST /effect HTTP/1.1\r\nHost: p\r\nX-Lab-Fault: fail-effect\r\nContent-Length: 5\r\n\r\npay-1"); len(got) > 0 {
 		t.Fatalf("client received %q, want nothing", got)
 	}
-	if e := next(t, observed); !strings.HasPrefix(e.Err, "dial upstream") {
+	if e := next(t, observed); !strings.HasPrefix(e.Err, "dial upstream") || !e.SinkArmed || e.SinkFired {
 		t.Fatalf("observed %+v", e)
 	}
 	resp, err := http.Post(s.URL(0), "text/plain", strings.NewReader("pay-1"))

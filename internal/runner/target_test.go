@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,13 +171,23 @@ func TestYourOwnService(t *testing.T) {
 }
 
 // writeOwnService writes and builds ownService in a folder of its own.
-func writeOwnService(t *testing.T) string {
+//
+// edits are pairs of strings, each old text of ownService and its
+// replacement: a variant of the service.
+func writeOwnService(t *testing.T, edits ...string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "own-service")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, content := range map[string]string{"main.go": ownService, "go.mod": "module own\n\ngo 1.26\n", "target.json": ownTarget} {
+	src := ownService
+	for i := 0; i+1 < len(edits); i += 2 {
+		if !strings.Contains(src, edits[i]) {
+			t.Fatalf("ownService has no %q to edit", edits[i])
+		}
+		src = strings.ReplaceAll(src, edits[i], edits[i+1])
+	}
+	for name, content := range map[string]string{"main.go": src, "go.mod": "module own\n\ngo 1.26\n", "target.json": ownTarget} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -334,6 +345,94 @@ func TestTrials(t *testing.T) {
 	}
 	if strings.Count(log.String(), "keyed_lost_reply") == 0 || !strings.Contains(log.String(), "effects applied=1,1,1 in 3 trials") {
 		t.Errorf("the runner's line for the case does not show its 3 trials:\n%s", log.String())
+	}
+	sinktest.CheckNoneLeft(t, "own-service")
+}
+
+// Ensure a fault the lab placed at the effect sink that did not fire is
+// never judged as the target's doing: a service that wraps the payment in
+// another body before it calls the sink never meets crash_after_effect's
+// crash (armed for the client's body), and the case, which without the
+// rule read "limitation duplicate_effect" though nothing crashed, is not
+// judged, with why, in every trial; a case that places no sink fault is
+// judged as before, and the exchanges and the sink's records say what
+// was armed and what fired.
+func TestFaultNotFired(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the lab and runs targets")
+	}
+	own := writeOwnService(t, `"text/plain", bytes.NewReader(body)`, `"application/json", bytes.NewReader(append(append([]byte(`+"`"+`{"payment":`+"`"+`), body...), '}'))`)
+	out := filepath.Join(t.TempDir(), "evidence")
+	var log bytes.Buffer
+	err := Run(context.Background(), Options{Root: "../..", Out: out, Stores: protocol.Stores, Intents: DefaultIntents,
+		Targets: []string{own}, Case: "keyed_lost_reply,crash_after_effect", Trials: 2, Stdout: &log, Stderr: &log})
+	if err != nil {
+		t.Fatalf("runner: %v\n%s", err, log.String())
+	}
+	var verdicts struct {
+		Targets []struct {
+			Runs []struct {
+				Case        string   `json:"case"`
+				NotRun      string   `json:"not_run"`
+				Safety      string   `json:"safety"`
+				Trials      int      `json:"trials"`
+				TrialSafety []string `json:"trial_safety"`
+				NotFired    int      `json:"not_fired"`
+			} `json:"runs"`
+		} `json:"targets"`
+	}
+	b, err := os.ReadFile(filepath.Join(out, "verdicts.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &verdicts)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range verdicts.Targets[0].Runs {
+		got[r.Case] = fmt.Sprintf("%s|%s|%d|%v|%d", r.Safety, r.NotRun, r.Trials, r.TrialSafety, r.NotFired)
+	}
+	want := map[string]string{
+		"keyed_lost_reply": "pass||2|[pass pass]|0",
+		"crash_after_effect": `|not judged: in none of 2 trials did the fault it places fire (fault "crash-after-effect", armed at the effect sink, did not fire: ` +
+			`no call of the target to the sink carried the client's body (the sink saw 2 calls))|0|[not_fired not_fired]|2`,
+	}
+	for c, w := range want {
+		if got[c] != w {
+			t.Errorf("%s: %s\nwant %s", c, got[c], w)
+		}
+	}
+	var targets struct {
+		Targets []struct {
+			Runs []struct {
+				Case   string `json:"case"`
+				Detail struct {
+					Exchanges []struct {
+						Fault     string `json:"fault"`
+						SinkArmed bool   `json:"sink_armed"`
+						SinkFired bool   `json:"sink_fired"`
+					} `json:"exchanges"`
+					SinkCalls []struct {
+						Armed bool `json:"armed"`
+					} `json:"sink_calls"`
+				} `json:"detail"`
+			} `json:"runs"`
+		} `json:"targets"`
+	}
+	if b, err = os.ReadFile(filepath.Join(out, "targets.json")); err == nil {
+		err = json.Unmarshal(b, &targets)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range targets.Targets[0].Runs {
+		if r.Case != "crash_after_effect" {
+			continue
+		}
+		x := r.Detail.Exchanges[0]
+		if x.Fault != "crash-after-effect" || !x.SinkArmed || x.SinkFired || len(r.Detail.SinkCalls) != 2 || r.Detail.SinkCalls[0].Armed {
+			t.Errorf("targets.json: crash_after_effect's first exchange %+v, sink calls %+v: want the fault armed, not fired, and no sink call armed", x, r.Detail.SinkCalls)
+		}
 	}
 	sinktest.CheckNoneLeft(t, "own-service")
 }

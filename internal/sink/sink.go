@@ -214,6 +214,7 @@ type applied struct {
 type arm struct {
 	body   []byte
 	action Action
+	taken  bool // a call took it (under s.mu)
 }
 
 // Start validates cfg and starts a sink on 127.0.0.1 at a free port.
@@ -282,14 +283,15 @@ func (s *Sink) URL(replica int) string {
 
 // Arm makes the first call from replica whose body equals body, while
 // armed, take a instead of Normal. Arms of equal bodies are taken in arm
-// order. disarm removes the arm if it was not taken yet; calling it again,
-// or after the arm was taken, does nothing.
+// order. disarm removes the arm if it was not taken yet, and reports
+// whether a call took it (the fault fired): once taken, or disarmed, the
+// arm is gone, and a later disarm reports what the first one did.
 //
 // An arm for a body over MaxBody is never taken: such a call gets 413.
 // An invalid Action (see Action.Validate), a replica the sink does not
 // serve, or more than MaxArms arms outstanding are programmer errors: Arm
 // panics.
-func (s *Sink) Arm(replica int, body []byte, a Action) (disarm func()) {
+func (s *Sink) Arm(replica int, body []byte, a Action) (disarm func() (fired bool)) {
 	s.mustServe(replica)
 	if err := a.Validate(); err != nil {
 		panic(err)
@@ -301,10 +303,11 @@ func (s *Sink) Arm(replica int, body []byte, a Action) (disarm func()) {
 		panic(fmt.Sprintf("sink: arm: replica %d has %d arms outstanding: are disarms missing?", replica, MaxArms))
 	}
 	s.arms[replica] = append(s.arms[replica], ar)
-	return func() {
+	return func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.arms[replica] = slices.DeleteFunc(s.arms[replica], func(x *arm) bool { return x == ar })
+		return ar.taken
 	}
 }
 
@@ -315,6 +318,7 @@ func (s *Sink) take(replica int, body []byte) (Action, bool) {
 	defer s.mu.Unlock()
 	for i, ar := range s.arms[replica] {
 		if bytes.Equal(ar.body, body) {
+			ar.taken = true
 			s.arms[replica] = slices.Delete(s.arms[replica], i, i+1)
 			return ar.action, true
 		}

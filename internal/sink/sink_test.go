@@ -361,11 +361,11 @@ func TestContract(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := start(t, tt.cfg)
-			var disarms []func()
+			var disarms []func() bool
 			for _, a := range tt.arms {
 				d := s.Arm(a.replica, []byte(a.body), a.action)
-				if a.disarmed {
-					d()
+				if a.disarmed && d() {
+					t.Errorf("an arm disarmed before any call reports that it fired")
 				}
 				disarms = append(disarms, d)
 			}
@@ -389,9 +389,12 @@ func TestContract(t *testing.T) {
 				}
 			}
 			checkJournal(t, s.Journal(), tt.journal)
-			for _, d := range disarms {
-				d() // after the arm was taken (or twice): harmless
-				d()
+			for i, d := range disarms {
+				// After the arm was taken (or twice): harmless, and it
+				// says the same each time.
+				if first, again := d(), d(); first != again || first && tt.arms[i].disarmed {
+					t.Errorf("arm %d: disarm reports fired %v, then %v (disarmed first: %v)", i, first, again, tt.arms[i].disarmed)
+				}
 			}
 		})
 	}
