@@ -107,6 +107,9 @@ func RunTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (obs Obse
 	if err := ctx.Err(); err != nil {
 		return obs, det, fmt.Errorf("interrupted: %w", err)
 	}
+	if err := tr.settle(); err != nil {
+		return obs, det, err
+	}
 	det.Exchanges = tr.Exchanges()
 	if tr.sink != nil {
 		tr.sink.Close() // no effect is applied after it
@@ -375,6 +378,24 @@ func (tr *TargetReplicas) SinkCalls() []sink.Call {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return append([]sink.Call(nil), tr.sinkCalls...)
+}
+
+// settleWithin bounds the wait for the proxies' exchanges to end once a
+// case's last call returned (proxy.closeWait's 10 s).
+const settleWithin = 10 * time.Second
+
+// settle waits until every exchange of the proxies ended and was
+// observed, so that the exchanges and the sink's records of a run hold
+// the same calls: a client has its reply a moment before the proxy has
+// observed its exchange, and a client that gave up leaves the target's
+// exchange running.
+func (tr *TargetReplicas) settle() error {
+	for i, p := range tr.proxies {
+		if p != nil && !p.Settle(settleWithin) {
+			return fmt.Errorf("the fault proxy of replica %d: exchanges still running %v after the case's last call", i, settleWithin)
+		}
+	}
+	return nil
 }
 
 // Exchanges returns what became of every request the proxies saw so far.

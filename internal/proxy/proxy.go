@@ -142,6 +142,7 @@ type Proxy struct {
 	ctx    context.Context // cancelled by Close: ends every exchange
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the accept loop and every exchange
+	active atomic.Int64   // client connections being served, until their exchange is observed
 
 	upstream atomic.Pointer[upstream] // where exchanges go
 	idle     idlePool                 // the replica's connections kept alive between exchanges
@@ -249,6 +250,21 @@ func (p *Proxy) Close() error {
 	return p.closeErr
 }
 
+// Settle waits, at most within, until no client connection is being
+// served: every exchange that began has ended and been observed (the
+// client may have its reply a moment before its exchange is observed).
+// It reports whether the proxy settled; the exchanges go on either way.
+func (p *Proxy) Settle(within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for p.active.Load() > 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return true
+}
+
 func (p *Proxy) accept() {
 	defer p.wg.Done()
 	for {
@@ -272,9 +288,11 @@ func (p *Proxy) accept() {
 			continue
 		}
 		p.wg.Add(1)
+		p.active.Add(1)
 		go func() {
 			defer p.wg.Done()
 			defer func() { <-p.slots }()
+			defer p.active.Add(-1)
 			p.serve(conn)
 		}()
 	}

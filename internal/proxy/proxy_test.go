@@ -874,3 +874,34 @@ func TestStartRejects(t *testing.T) {
 		}
 	}
 }
+
+// Ensure Settle waits for an exchange whose client gave up while the
+// target still works, and that once it settled the exchange was observed:
+// what a run reads of its exchanges then holds every call.
+func TestSettle(t *testing.T) {
+	release := make(chan struct{})
+	up := httpTarget(t, func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		io.WriteString(w, "late")
+	})
+	giveUp := func(string) (proxy.Route, error) { return proxy.Route{GiveUp: 30 * time.Millisecond}, nil }
+	p, observed := startProxy(t, proxy.Config{Upstream: up, Route: giveUp})
+	if _, err := http.Post("http://"+p.Addr()+"/", "text/plain", strings.NewReader("pay")); err == nil {
+		t.Fatal("the client got a reply the target has not sent")
+	}
+	if p.Settle(20 * time.Millisecond) {
+		t.Fatal("settled while the target's exchange runs")
+	}
+	close(release)
+	if !p.Settle(bound) {
+		t.Fatalf("not settled within %v of the target's reply", bound)
+	}
+	select {
+	case e := <-observed:
+		if e.Status != 200 {
+			t.Errorf("observed %+v, want the target's 200", e)
+		}
+	default:
+		t.Fatal("settled, and the exchange was not observed")
+	}
+}

@@ -32,8 +32,13 @@ import (
 // ReadyPrefix starts the line a server prints once it accepts connections.
 const ReadyPrefix = "READY "
 
-// maxLogLines bounds the log kept per server; later lines are counted, not kept.
-const maxLogLines = 2000
+// maxLogLines bounds the log kept per server; later lines are counted, not
+// kept. MaxLineBytes bounds one line kept: a longer line is cut there and
+// marked with how much was cut, and the lines after it are read on.
+const (
+	maxLogLines  = 2000
+	MaxLineBytes = 4096
+)
 
 // Server is a running (or exited) effectserver process.
 type Server struct {
@@ -217,18 +222,49 @@ func (s *Server) probe(addr, path string, within time.Duration, ready chan<- str
 // one matching ready (if set), whose address it passes on found ("" when
 // the line names none).
 func (s *Server) readLog(r io.Reader, prefix string, ready *regexp.Regexp, found chan<- string) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
+	eachLine(r, MaxLineBytes, func(line string) {
 		if ready != nil && ready.MatchString(line) {
 			found <- readyAddr(ready.FindStringSubmatch(line))
 			ready = nil
-			continue
+			return
 		}
 		s.addLog(prefix + line)
+	})
+}
+
+// eachLine calls f with each line of r until r ends, without its "\n" (or
+// "\r\n"), the last one even without a newline: a line longer than max
+// bytes is cut there and marked with how many bytes were cut, and the
+// lines after it follow (a target's one 2 MB line must not end its log,
+// nor cost more than max).
+func eachLine(r io.Reader, max int, f func(string)) {
+	br := bufio.NewReaderSize(r, max)
+	line := make([]byte, 0, max)
+	cut := int64(0)
+	for {
+		chunk, err := br.ReadSlice('\n')
+		end := err == nil // chunk ends the line
+		if end {
+			chunk = chunk[:len(chunk)-1]
+		}
+		take := min(len(chunk), max-len(line))
+		line = append(line, chunk[:take]...)
+		cut += int64(len(chunk) - take)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if end || len(line) > 0 || cut > 0 {
+			text := strings.TrimSuffix(string(line), "\r")
+			if cut > 0 {
+				text += fmt.Sprintf(" [line cut at %d bytes: %d more not kept]", max, cut)
+			}
+			f(text)
+		}
+		if !end {
+			return
+		}
+		line, cut = line[:0], 0
 	}
-	_, _ = io.Copy(io.Discard, r) // a line too long for the scanner: keep draining
 }
 
 // readyAddr is the address a ready line's match names: its first group,
