@@ -14,6 +14,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -643,13 +644,30 @@ func (r *run) call(ctx context.Context, replica int, req client.Request) (Call, 
 	}
 	o.Outcome = protocol.OutcomeReply
 	o.Status = &rep.Status
-	body := string(rep.Body)
+	body := KeptBody(rep.Body)
 	o.Body = &body
 	o.Replayed = rep.Replayed
 	if r.observe != nil {
 		r.observe(rep, &o)
 	}
 	return o, d
+}
+
+// MaxKeptBody bounds a reply body kept in the evidence: the proxy lets a
+// target answer up to 2 MiB, and 2 MiB on every call of every trial would
+// make a targets.json past what its audit reads (audit.CapTargets).
+const MaxKeptBody = 1024
+
+// KeptBody is a reply body as the evidence keeps it: whole up to
+// MaxKeptBody bytes; past it, its first MaxKeptBody bytes, then its length
+// and SHA-256, so that two bodies kept are equal exactly when they were
+// equal whole (a replay's body against the first reply's).
+func KeptBody(b []byte) string {
+	if len(b) <= MaxKeptBody {
+		return string(b)
+	}
+	sum := sha256.Sum256(b)
+	return fmt.Sprintf("%s [body cut at %d bytes: %d in all, sha256 %s]", b[:MaxKeptBody], MaxKeptBody, len(b), hex.EncodeToString(sum[:]))
 }
 
 func (r *run) record(o Call, d CallDetail) {

@@ -1,9 +1,13 @@
 package caserun
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,5 +49,32 @@ func TestInterruptedRunStopsSending(t *testing.T) {
 	entries, err := os.ReadDir(cfg.StateRoot)
 	if err != nil || len(entries) != 0 {
 		t.Errorf("state root after the run holds %v (%v), want nothing", entries, err)
+	}
+}
+
+// Ensure a reply body is kept whole up to MaxKeptBody bytes and cut past
+// it with its length and SHA-256, so that bodies kept compare as the
+// whole bodies do: two 2 MiB bodies differing in their last byte differ.
+func TestKeptBody(t *testing.T) {
+	long := bytes.Repeat([]byte("a"), 2<<20)
+	other := append(bytes.Clone(long[:len(long)-1]), 'b')
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want string
+	}{
+		{"empty", nil, ""},
+		{"a value", []byte("17"), "17"},
+		{"at the bound", bytes.Repeat([]byte("z"), MaxKeptBody), strings.Repeat("z", MaxKeptBody)},
+		{"one past", bytes.Repeat([]byte("z"), MaxKeptBody+1), strings.Repeat("z", MaxKeptBody) +
+			" [body cut at 1024 bytes: 1025 in all, sha256 " + fmt.Sprintf("%x", sha256.Sum256(bytes.Repeat([]byte("z"), MaxKeptBody+1))) + "]"},
+	} {
+		if got := KeptBody(tc.in); got != tc.want {
+			t.Errorf("%s: KeptBody = %.80q..., want %.80q...", tc.name, got, tc.want)
+		}
+	}
+	a, b := KeptBody(long), KeptBody(other)
+	if a == b || len(a) > MaxKeptBody+200 || KeptBody(bytes.Clone(long)) != a {
+		t.Errorf("2 MiB bodies kept: %d and %d bytes, equal %v: want each short, different from the other, equal to itself", len(a), len(b), a == b)
 	}
 }
