@@ -443,6 +443,11 @@ func (x *exchange) forward(req *request, route Route) {
 		if disarm := route.Arm(req.body); disarm != nil {
 			x.ex.SinkArmed = true
 			defer func() { x.ex.SinkFired = disarm() }()
+			// A client that leaves does not end the owner's work: the
+			// replica's exchange goes on, and the fault stays armed
+			// for its call to the sink (a slow replica calls it after
+			// a client's 300 ms timeout).
+			w.outlive = true
 		}
 	}
 	u := x.p.upstream.Load()
@@ -472,6 +477,15 @@ func (x *exchange) forward(req *request, route Route) {
 	rep, err := x.awaitReply(w, up, head, req)
 	if err != nil {
 		x.ex.Err = err.Error() + " before the reply"
+		return
+	}
+	if w.left {
+		// Answered to no one: the client left while the owner worked.
+		x.ex.Status = rep.status
+		x.ex.Err = errClientGone.Error() + " before the reply; the replica's exchange went on (a fault was armed at the sink for it)"
+		if rep.err != nil {
+			x.ex.Err += ": " + rep.err.Error()
+		}
 		return
 	}
 	x.answer(rep, route, func() {
@@ -512,7 +526,11 @@ func forwardHead(req *request, route Route) []byte {
 type waiter struct {
 	x      *exchange
 	giveUp <-chan time.Time // nil without GiveUp, or once it fired
-	gone   <-chan struct{}  // the client's side ended; nil once GiveUp let the client go
+	gone   <-chan struct{}  // the client's side ended; nil once GiveUp let the client go, or once it left an exchange that outlives it
+	// outlive: the exchange goes on when the client leaves (a fault is
+	// armed at the sink for it), its reply then answered to no one.
+	outlive bool
+	left    bool // the client left an exchange that outlives it
 }
 
 // wait waits for done: nil when it closed, else why the exchange ends.
@@ -531,7 +549,10 @@ func (w *waiter) wait(done <-chan struct{}) error {
 			w.x.ex.GaveUp = true
 			w.x.client.Close()
 		case <-w.gone:
-			return w.x.goneErr()
+			if !w.outlive {
+				return w.x.goneErr()
+			}
+			w.giveUp, w.gone, w.left = nil, nil, true
 		case <-w.x.ctx.Done():
 			return errProxyClosed
 		}

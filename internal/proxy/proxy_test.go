@@ -905,3 +905,40 @@ func TestSettle(t *testing.T) {
 		t.Fatal("settled, and the exchange was not observed")
 	}
 }
+
+// Ensure a client that leaves does not end an exchange whose fault is
+// armed at the sink: a replica that calls the sink only after the
+// client's timeout still meets the fault (the owner runs on, as behind a
+// real client that gave up), and the exchange says the client left.
+func TestClientLeavesArmedExchange(t *testing.T) {
+	s, err := sink.Start(sink.Config{Replicas: 1, Kill: func(int) { t.Error("unexpected kill") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	up := httpTarget(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		time.Sleep(150 * time.Millisecond) // slower than the client's patience
+		resp, err := http.Post(s.URL(0), "text/plain", bytes.NewReader(body))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		v, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		w.Write(v)
+	})
+	p, observed := startProxy(t, proxy.Config{Upstream: up, Route: sinkFaults(s)})
+	req, _ := http.NewRequest(http.MethodPost, "http://"+p.Addr()+"/", strings.NewReader("pay-1"))
+	req.Header.Set("X-Lab-Fault", "stall=1ms")
+	if _, err := (&http.Client{Timeout: 50 * time.Millisecond}).Do(req); err == nil {
+		t.Fatal("the client got a reply before its timeout")
+	}
+	e := next(t, observed)
+	if !e.SinkArmed || !e.SinkFired || e.Status != 200 || !strings.HasPrefix(e.Err, "client closed before the reply; the replica's exchange went on") {
+		t.Errorf("observed %+v, want the fault fired after the client left, the replica's 200, and the client's leaving said", e)
+	}
+	if got := len(s.Journal()); got != 1 {
+		t.Errorf("journal has %d entries, want 1", got)
+	}
+}
