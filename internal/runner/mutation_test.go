@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -24,10 +25,17 @@ var caughtBy = map[protocol.Flaw]string{
 	protocol.FlawCheckThenAct:       "concurrent_duplicate", // duplicates in the check-insert gap each own the key
 }
 
+// mutantTries bounds the runs of one mutant: a flaw caught by a race (a
+// concurrent duplicate landing in check-then-act's 20 ms gap) is caught
+// on most runs, not all: under -race on a loaded 2-core machine the twelve
+// duplicates can arrive spread wider than the gap (CI saw it once). A
+// race is judged as a rate, not one roll: caught on one run of three.
+const mutantTries = 3
+
 // Ensure the lab's checks can fail: each deliberately broken registry makes
-// the audit fail, naming the case that was built to catch it (a mutation
-// score of 6/6, every flaw protocol.Flaws lists). The sound registry
-// passing is TestEndToEnd.
+// the audit fail, naming the case that was built to catch it, on one run
+// of mutantTries at least (a mutation score of 6/6, every flaw
+// protocol.Flaws lists). The sound registry passing is TestEndToEnd.
 func TestMutationScore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the case suite once per flaw")
@@ -42,23 +50,27 @@ func TestMutationScore(t *testing.T) {
 				t.Fatalf("no case named to catch %s: add it to caughtBy", flaw)
 			}
 			var out bytes.Buffer
-			err := Run(context.Background(), Options{
-				Root: "../..", Out: filepath.Join(dir, string(flaw)), Stores: []protocol.Store{protocol.Volatile},
-				Intents: DefaultIntents, Unsafe: flaw, Stdout: &out, Stderr: &out,
-			})
-			if !errors.Is(err, ErrAuditFailed) {
-				t.Fatalf("Run with %s = %v, want the audit to fail\n%s", flaw, err, out.String())
-			}
 			var cases []string
-			for _, m := range named.FindAllStringSubmatch(out.String(), -1) {
-				if !slices.Contains(cases, m[1]) {
-					cases = append(cases, m[1])
+			for try := 1; try <= mutantTries && !slices.Contains(cases, want); try++ {
+				out.Reset()
+				err := Run(context.Background(), Options{
+					Root: "../..", Out: filepath.Join(dir, fmt.Sprintf("%s-%d", flaw, try)), Stores: []protocol.Store{protocol.Volatile},
+					Intents: DefaultIntents, Unsafe: flaw, Stdout: &out, Stderr: &out,
+				})
+				if !errors.Is(err, ErrAuditFailed) {
+					t.Fatalf("Run with %s = %v, want the audit to fail\n%s", flaw, err, out.String())
 				}
+				cases = nil
+				for _, m := range named.FindAllStringSubmatch(out.String(), -1) {
+					if !slices.Contains(cases, m[1]) {
+						cases = append(cases, m[1])
+					}
+				}
+				t.Logf("%s, run %d: caught by %v", flaw, try, cases)
 			}
 			if !slices.Contains(cases, want) {
-				t.Fatalf("the audit failed naming cases %v, want %s among them:\n%s", cases, want, out.String())
+				t.Fatalf("the audit failed naming cases %v, want %s among them on one of %d runs:\n%s", cases, want, mutantTries, out.String())
 			}
-			t.Logf("%s caught by %v", flaw, cases)
 		})
 		if ok {
 			caught++
