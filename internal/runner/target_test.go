@@ -278,16 +278,7 @@ func TestTrials(t *testing.T) {
 	if err != nil {
 		t.Fatalf("runner -trials 3: %v\n%s", err, log.String())
 	}
-	read := func(name string, v any) {
-		t.Helper()
-		b, err := os.ReadFile(filepath.Join(out, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(b, v); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-	}
+	read := func(name string, v any) { readEvidence(t, out, name, v) }
 	var targets struct {
 		Targets []struct {
 			Runs []struct {
@@ -381,13 +372,7 @@ func TestFaultNotFired(t *testing.T) {
 			} `json:"runs"`
 		} `json:"targets"`
 	}
-	b, err := os.ReadFile(filepath.Join(out, "verdicts.json"))
-	if err == nil {
-		err = json.Unmarshal(b, &verdicts)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	readEvidence(t, out, "verdicts.json", &verdicts)
 	got := map[string]string{}
 	for _, r := range verdicts.Targets[0].Runs {
 		got[r.Case] = fmt.Sprintf("%s|%s|%d|%v|%d", r.Safety, r.NotRun, r.Trials, r.TrialSafety, r.NotFired)
@@ -419,12 +404,7 @@ func TestFaultNotFired(t *testing.T) {
 			} `json:"runs"`
 		} `json:"targets"`
 	}
-	if b, err = os.ReadFile(filepath.Join(out, "targets.json")); err == nil {
-		err = json.Unmarshal(b, &targets)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	readEvidence(t, out, "targets.json", &targets)
 	for _, r := range targets.Targets[0].Runs {
 		if r.Case != "crash_after_effect" {
 			continue
@@ -435,4 +415,16 @@ func TestFaultNotFired(t *testing.T) {
 		}
 	}
 	sinktest.CheckNoneLeft(t, "own-service")
+}
+
+// readEvidence decodes the evidence file name of folder out into v.
+func readEvidence(t *testing.T, out, name string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(out, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
 }
