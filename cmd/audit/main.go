@@ -34,6 +34,7 @@ import (
 const usage = `usage: audit [-json] [-root DIR] [-case NAME] [-store NAME] [-allow-dirty] [-allow-mutation] [-rebuild] [-verify-key PUBFILE] [-gate] [-strict] [-junit FILE] [EVIDENCE_DIR]
        audit -write [-sign KEYFILE] [-json] [-root DIR] [-case NAME] [-store NAME] [-allow-dirty] [-allow-mutation] [-gate] [-strict] [-junit FILE] [EVIDENCE_DIR]
        audit -reproduce [-runs N] [-from DIR,...] [-json] [-root DIR] [-allow-dirty] [-allow-mutation] [-verify-key PUBFILE] [EVIDENCE_DIR]
+       audit -merge -out DIR [-sign KEYFILE] [-json] [-root DIR] [-allow-dirty] [-allow-mutation] [-gate] [-strict] [-junit FILE] SLICE_DIR...
        audit [-root DIR] -compare DIR_A DIR_B
 `
 
@@ -77,6 +78,15 @@ under chaos to the re-runs. Each re-run is audited again too. Run 1 costs
 what the recorded run cost: on the committed evidence, 10 trials of each
 case on each target (docs/evidence-and-audit.md gives the figure).
 
+-merge joins the slices of one run (runner -shard K/N, each SLICE_DIR one
+slice, maybe made on another machine) into the folder -out, new or empty,
+as the whole run would have written it, then audits it with -write like a
+whole run. Each slice must pass its own audit first; slices that overlap,
+leave a slice out, or differ in anything but their cells (sources, commit,
+selection, seed, knobs, machine, a target's folder or libraries) are
+refused before anything is written. A slice audited alone is checked in
+depth, cell by cell; its verdicts and reports are derived once merged.
+
 -gate makes the verdicts a CI gate (docs/ci.md): once the audit passes, it
 lists every judged run on a target that shows a safety violation (a case, or
 a chaos run breaking a rule its claims promise) and exits 6 if there is one;
@@ -95,7 +105,10 @@ Exit status:
      -compare, the files differ
   2  usage error, or an input cannot be read (missing evidence folder,
      unreadable or unparseable manifest, bad case file, not a checkout, an
-     unreadable -verify-key)
+     unreadable -verify-key); with -merge, slices that cannot be merged
+     (overlapping, one missing, not of one run, one failing its own audit)
+     or an -out folder that is not new or empty; -gate or -junit on a
+     slice
   3  with -reproduce: the lab could not be run as recorded (the runner did
      not build or broke, the selection is not one runner invocation, or the
      re-run selected other than the recorded)
@@ -129,6 +142,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		gate          = fs.Bool("gate", false, "exit 6 when the audit passes but a judged run on a target shows a safety violation")
 		strict        = fs.Bool("strict", false, "with -gate or -junit, a limitation fails too")
 		junitFile     = fs.String("junit", "", "once the audit passes, write its verdicts as a JUnit XML report to `FILE`")
+		merge         = fs.Bool("merge", false, "join the slices SLICE_DIR... of one run (runner -shard) into -out and audit the whole")
+		out           = fs.String("out", "", "with -merge, the folder `DIR` to write the whole run into: new, or empty")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -142,6 +157,24 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *compare {
 		return runCompare(given, fs.Args(), stdout, stderr)
 	}
+	gateOpts := gateOptions{gate: *gate, strict: *strict, junit: *junitFile, asJSON: *asJSON}
+	switch {
+	case *merge && (*out == "" || fs.NArg() == 0):
+		return usageError(stderr, "-merge needs -out DIR and the slices' folders")
+	case *merge && (*write || *reproduce || *rebuild || *verifyKey != "" || *only != "" || *store != "" || given["runs"] || given["from"]):
+		return usageError(stderr, "-merge writes and audits the whole run: no -write, -reproduce, -rebuild, -verify-key, -case, -store, -runs or -from")
+	case *merge:
+		r, err := audit.Merge(audit.MergeOptions{Root: *root, Out: *out, Slices: fs.Args(), AllowDirty: *allowDirty, AllowMutation: *allowMutation, SignKey: *sign})
+		if err != nil {
+			return auditError(stderr, *root, err)
+		}
+		if code := writeVerdict(r.WriteText, r.WriteJSON, r.Pass, *asJSON, stdout, stderr); code != 0 {
+			return code
+		}
+		return judgeGate(r, gateOpts, stdout, stderr)
+	case given["out"]:
+		return usageError(stderr, "-out goes with -merge")
+	}
 	if *strict && !*gate && *junitFile == "" {
 		return usageError(stderr, "-strict goes with -gate or -junit")
 	}
@@ -153,7 +186,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		dir = fs.Arg(0)
 	}
 	switch {
-	case *sign != "" && !*write:
+	case *sign != "" && !*write && !*merge:
 		return usageError(stderr, "-sign goes with -write: it signs the statement the audit writes")
 	case *write && (*reproduce || *rebuild || *verifyKey != ""):
 		return usageError(stderr, "-write writes what the audit derives: no -reproduce, -rebuild or -verify-key (audit the folder again for those)")
@@ -177,7 +210,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if code := writeVerdict(r.WriteText, r.WriteJSON, r.Pass, *asJSON, stdout, stderr); code != 0 {
 		return code
 	}
-	return judgeGate(r, gateOptions{gate: *gate, strict: *strict, junit: *junitFile, asJSON: *asJSON}, stdout, stderr)
+	if r.Shard != "" && (*gate || *junitFile != "") {
+		return usageError(stderr, fmt.Sprintf("-gate and -junit judge a whole run: %s is slice %s of one, judged once merged (audit -merge -out DIR SLICE_DIR...)", dir, r.Shard))
+	}
+	return judgeGate(r, gateOpts, stdout, stderr)
 }
 
 // gateOptions are what a CI gate asks of a passing audit.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"idemlab/internal/audit/shard"
 	"io"
 	"strconv"
 	"strings"
@@ -113,7 +114,7 @@ var groups = []struct {
 	title string
 	flags []string
 }{
-	{"Flags:", []string{"out", "store", "target", "case", "experiment", "unsafe-registry", "server", "pg-dsn", "trials", "seed", "sign", "junit", "strict"}},
+	{"Flags:", []string{"out", "store", "target", "case", "experiment", "unsafe-registry", "server", "pg-dsn", "trials", "shard", "seed", "sign", "junit", "strict"}},
 	{"The retries experiment's knobs:", []string{"intents", "drop-percent", "timeout-ms", "attempts", "workers", "deadline-ms"}},
 	{"The chaos experiment's knobs:", []string{"duration", "clients", "replicas"}},
 }
@@ -154,6 +155,10 @@ func newFlags(o *runner.Options) *flag.FlagSet {
 	fs.StringVar(&o.JUnit, "junit", "", "once the audit passes, also write its verdicts as a JUnit XML report to `FILE` (outside the evidence folder): a testcase per case on each target and store (docs/ci.md)")
 	fs.BoolVar(&o.Strict, "strict", false, "with -target, a limitation (a finding the target's claims excuse) fails the run too (exit 6), and fails its case in the -junit report")
 	fs.IntVar(&o.Trials, "trials", runner.DefaultTrials, "run each case `N` times on each target, each on fresh state: a case's verdict there is the distribution of its trials' verdicts, a finding's rate with its Wilson 95 % interval, and a case whose trials disagree is racy (the committed evidence runs 10)")
+	fs.Var(&value{set: func(s string) (err error) {
+		o.Shard, err = shard.Parse(s)
+		return err
+	}}, "shard", "run slice `K/N` of the run's cells (each case on a store, each trial of a case on a target), 1 <= K <= N <= "+strconv.Itoa(shard.MaxN)+", and no experiment: N machines each run one slice of the same command, and audit -merge joins their folders into the whole run (docs/ci.md)")
 	fs.IntVar(&o.Intents, "intents", runner.DefaultIntents, "intents per row")
 	o.Retries = retries.Default
 	fs.IntVar(&o.Retries.DropPercent, "drop-percent", retries.Default.DropPercent, "the chance, in %, that the client drops an attempt before sending it")

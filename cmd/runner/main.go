@@ -21,6 +21,7 @@ import (
 
 const usageHead = `usage: runner [-out DIR] [-store NAME] [-case NAME] [-server PATH] [-pg-dsn URL]
        runner -target NAME|DIR [-target ...] [-case NAME] [-out DIR] [-junit FILE] [-strict]
+       runner -shard K/N [-target NAME|DIR ...] [-store NAME] [-case NAME] [-trials N] [-out DIR]
        runner -experiment retries [-seed N] [-intents N] [-drop-percent N]
               [-timeout-ms N] [-attempts N] [-workers N] [-deadline-ms N]
        runner -experiment chaos [-store NAME] [-target NAME|DIR] [-seed N] [-duration D]

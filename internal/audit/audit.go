@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"idemlab/internal/audit/shard"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -87,6 +88,7 @@ type Report struct {
 	TargetsSkipped int      `json:"targets_skipped,omitempty"`
 	ChaosTargets   []string `json:"chaos_targets,omitempty"` // the targets whose chaos histories were checked
 	Subset         []string `json:"subset"`                  // how the evidence or the audit covers less than everything, e.g. "stores: volatile only"
+	Shard          string   `json:"shard,omitempty"`         // "K/N": the folder is slice K of N of a run (runner -shard), judged once merged
 	Summary        string   `json:"summary,omitempty"`       // with -write, the verdicts in words (report.go)
 	Notes          []string `json:"notes"`
 
@@ -282,11 +284,12 @@ type auditor struct {
 	verifyKey      ed25519.PublicKey
 	verifyKeyID    string // its fingerprint
 
-	selCases   []*Case  // manifest.selection.cases that name a case file
-	selStores  []string // manifest.selection.stores
-	selTargets []string // manifest.selection.targets
-	cases      []*Case  // the cases checked in depth: the selection, narrowed by -case
-	stores     []string // the stores checked in depth: the selection, narrowed by -store
+	selCases   []*Case     // manifest.selection.cases that name a case file
+	selStores  []string    // manifest.selection.stores
+	selTargets []string    // manifest.selection.targets
+	slice      shard.Slice // manifest.shard: the slice of the run the folder holds; zero: the whole run
+	cases      []*Case     // the cases checked in depth: the selection, narrowed by -case
+	stores     []string    // the stores checked in depth: the selection, narrowed by -store
 
 	outsideTargets []string    // targets run from a folder outside the checkout (dir empty), not re-read
 	programs       programUses // the programs the runs used and the skips' missing ones (checkSkips, targets.go)

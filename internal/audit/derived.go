@@ -149,6 +149,9 @@ type testResultPred struct {
 // deriveStatement writes the statement, last of the derived files (it
 // lists them), and with -sign its signed envelope.
 func (a *auditor) deriveStatement() {
+	if !a.slice.Whole() {
+		return // a slice is judged once merged
+	}
 	mb, err := readInside(a.opts.Evidence, "manifest.json", CapManifest)
 	if err != nil {
 		return // the audit read it first: it cannot have gone unless removed meanwhile

@@ -109,6 +109,9 @@ func (r *Report) targetsText() string {
 // nothing whole is rendered; a selection with no case on a store has no
 // REPORT.md, whatever -case or -store narrow.
 func (a *auditor) deriveReport(results map[string]any) {
+	if !a.slice.Whole() {
+		return // a slice is judged once merged
+	}
 	if len(a.selCases) == 0 || len(a.selStores) == 0 {
 		return
 	}

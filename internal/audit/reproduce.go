@@ -115,6 +115,9 @@ func Reproduce(ctx context.Context, o ReproduceOptions) (*Reproduction, error) {
 		return nil, err
 	}
 	r := &Reproduction{Audit: rep, Findings: []string{}}
+	if rep.Shard != "" {
+		return nil, fmt.Errorf("%w: %s is slice %s of a run: merge the slices (audit -merge), then reproduce the merged folder", ErrCannotReproduce, o.Evidence, rep.Shard)
+	}
 	if !rep.Pass {
 		r.Findings = append(r.Findings, "the recorded evidence fails its audit: nothing to re-observe")
 		return r, nil

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"idemlab/internal/audit/shard"
 	"slices"
 	"strings"
 )
@@ -15,6 +16,7 @@ func (k runKey) String() string { return fmt.Sprintf("case %s, store %s", k.Case
 // present; -case and -store narrow the runs checked in depth.
 func (a *auditor) selectRuns() {
 	a.check()
+	a.readSlice()
 	a.selectCases(a.selected("cases"))
 	a.selectStoresAndTargets(a.selected("stores"), a.selected("targets"))
 	switch ran := len(a.selStores) > 0 || len(a.selTargets) > 0; {
@@ -31,6 +33,27 @@ func (a *auditor) selectRuns() {
 	}
 	a.report.Cases, a.report.Stores = len(a.cases), len(a.stores)
 	a.noteSubset()
+}
+
+// readSlice reads manifest.shard: a folder that holds slice K of N of a
+// run (runner -shard) holds exactly the cells internal/audit/shard gives
+// it, and is judged once the slices are merged (audit -merge): it derives
+// no verdict and renders nothing.
+func (a *auditor) readSlice() {
+	m := mapOf(a.manifest, "shard")
+	if m == nil {
+		return
+	}
+	a.check()
+	s := shard.Slice{K: int(number(m["k"])), N: int(number(m["n"]))}
+	if err := s.Check(); err != nil || s.Whole() {
+		a.manifestFail("shard", "%s: not a slice (K/N, 1 <= K <= N <= %d)", render(m), shard.MaxN)
+		return
+	}
+	a.slice = s
+	a.report.Shard = s.String()
+	a.report.Subset = append(a.report.Subset, fmt.Sprintf("slice %s of a run: its cells only", s))
+	a.note(fmt.Sprintf("slice %s of a run (runner -shard): its cells were checked in depth; the verdicts and the reports are derived once the %d slices are merged (audit -merge)", s, s.N))
 }
 
 // selected is manifest.selection's list (cases, stores, targets or
@@ -156,8 +179,9 @@ func (a *auditor) required() (want []runKey, deep map[runKey]bool) {
 	for _, c := range a.allCases {
 		for _, s := range knownStores(a.allCases) {
 			k := runKey{c.Name, s}
-			inSel := slices.Contains(a.selCases, c) && slices.Contains(a.selStores, s)
-			inDeep := slices.Contains(a.cases, c) && slices.Contains(a.stores, s)
+			held := a.slice.HoldsStoreRun(c.Name, s)
+			inSel := held && slices.Contains(a.selCases, c) && slices.Contains(a.selStores, s)
+			inDeep := held && slices.Contains(a.cases, c) && slices.Contains(a.stores, s)
 			if inSel || inDeep {
 				want = append(want, k)
 			}

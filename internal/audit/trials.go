@@ -20,17 +20,18 @@ import (
 // returns the case as TARGETS.md shows it: its verdict summed up over its
 // trials, the example trial's calls, and every trial judged in trials.
 func (a *auditor) checkTargetCell(tname string, spec *targetSpec, c *Case, rm map[string]any, results map[string]any) runView {
-	view := a.checkTargetRun(tname, spec, c, 1, rm, results)
+	held := a.heldTrials(tname, spec, c)
+	view := a.checkTargetRun(tname, spec, c, held[0], rm, results)
 	further, _ := rm["further_trials"].([]any)
-	want := a.trials()
-	if view.NotRun != "" {
-		want = 1
-	}
+	want := len(held)
 	a.check()
 	if got := 1 + len(further); got != want {
 		_, from := a.expected("trials", 1)
 		if view.NotRun != "" {
 			from = "a case that does not run has no trials"
+		}
+		if !a.slice.Whole() {
+			from += fmt.Sprintf("; slice %s holds trials %v", a.slice, held)
 		}
 		a.targetFail(CheckTarget, tname, "runs", "case %s: %s, expected %d (%s)", c.Name, plural(got, "trial"), want, from)
 		view.unjudged = true
@@ -46,10 +47,21 @@ func (a *auditor) checkTargetCell(tname string, spec *targetSpec, c *Case, rm ma
 			maps.Copy(tm, fm)
 		}
 		tm["case"], tm["not_run"] = c.Name, ""
-		trials = append(trials, a.checkTargetRun(tname, spec, c, k+2, tm, results))
+		trials = append(trials, a.checkTargetRun(tname, spec, c, held[k+1], tm, results))
 	}
 	sum := sumTrials(trials)
 	return runView{targetRunVerdict: sum, calls: trials[sum.Example-1].calls, trials: trials}
+}
+
+// heldTrials are the trials of case c on target tname (spec) the folder
+// holds, 1-based: every trial of manifest.flags' trials, or those of the
+// folder's slice (runner -shard); a case that cannot run on the target has
+// one record, trial 1's.
+func (a *auditor) heldTrials(tname string, spec *targetSpec, c *Case) []int {
+	if targetNotRun(c, spec, a.protoInt("capacity")) != "" {
+		return a.slice.Trials(tname, c.Name, 1)
+	}
+	return a.slice.Trials(tname, c.Name, a.trials())
 }
 
 // notFiredSafety is a trial's word in trial_safety when a fault placed at

@@ -147,6 +147,9 @@ func chaosVerdictOf(sub chaosSubject, h *chaosHistory, c chaosCheck) ChaosVerdic
 
 // deriveVerdicts writes verdicts.json from the verdicts recorded.
 func (a *auditor) deriveVerdicts() {
+	if !a.slice.Whole() {
+		return // a slice is judged once merged
+	}
 	doc := verdictsDoc{SchemaVersion: verdictsVersion, Stores: orEmpty(a.storeVerdicts), Targets: orEmpty(a.targetVerdicts), Chaos: orEmpty(a.chaosVerdicts)}
 	a.report.verdicts, a.report.caseSummaries = &doc, map[string]string{}
 	for _, c := range a.allCases {

@@ -48,11 +48,14 @@ type Manifest struct {
 	Flags         map[string]string `json:"flags"` // the knobs set away from their defaults (runner.Options.RecordedFlags)
 	// PostgresVersion is the PostgreSQL the postgres store ran on, if it
 	// did: here, as results.json holds nothing of the machine.
-	PostgresVersion string            `json:"postgres_version,omitempty"`
-	UnsafeRegistry  string            `json:"unsafe_registry,omitempty"` // a mutation run's broken registry
-	Targets         []ManifestTarget  `json:"targets"`
-	Sources         map[string]string `json:"sources"`
-	Files           map[string]string `json:"files"`
+	PostgresVersion string `json:"postgres_version,omitempty"`
+	UnsafeRegistry  string `json:"unsafe_registry,omitempty"` // a mutation run's broken registry
+	// Shard is the slice of the run this folder holds (runner -shard K/N);
+	// absent: the whole run.
+	Shard   *Shard            `json:"shard,omitempty"`
+	Targets []ManifestTarget  `json:"targets"`
+	Sources map[string]string `json:"sources"`
+	Files   map[string]string `json:"files"`
 }
 
 // Protocol is the constants the lab ran with, as the manifest records them.
@@ -68,6 +71,12 @@ type Protocol struct {
 	SlowMS          int64  `json:"slow_ms"`
 	CrashExitCode   int    `json:"crash_exit_code"`
 	ClientTimeoutMS int64  `json:"client_timeout_ms"`
+}
+
+// Shard is a slice of a run, as the manifest records it.
+type Shard struct {
+	K int `json:"k"`
+	N int `json:"n"`
 }
 
 // Selection is what the run covered: cases × stores and targets, experiments.

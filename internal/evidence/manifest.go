@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"idemlab/internal/audit/shard"
 	"maps"
 	"runtime"
 	"time"
@@ -36,6 +37,7 @@ type ManifestInput struct {
 	Unsafe      protocol.Flaw
 	Targets     []TargetResult    // the targets the cases ran on
 	Flags       map[string]string // the knobs set away from their defaults (Manifest.Flags); nil: none
+	Shard       shard.Slice       // the slice of the run this folder holds; zero: the whole run
 }
 
 // NewManifest hashes in.Root's sources into a run's manifest; Write adds files.
@@ -59,6 +61,10 @@ func NewManifest(in ManifestInput) (Manifest, error) {
 	flags := maps.Clone(in.Flags)
 	if flags == nil {
 		flags = map[string]string{}
+	}
+	var slice *Shard
+	if !in.Shard.Whole() {
+		slice = &Shard{K: in.Shard.K, N: in.Shard.N}
 	}
 	return Manifest{
 		SchemaVersion: 1,
@@ -86,6 +92,7 @@ func NewManifest(in ManifestInput) (Manifest, error) {
 		Flags:           flags,
 		PostgresVersion: in.Postgres,
 		UnsafeRegistry:  string(in.Unsafe),
+		Shard:           slice,
 		Targets:         targets,
 		Sources:         sources,
 	}, nil

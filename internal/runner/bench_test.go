@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"idemlab/internal/audit/shard"
 	"io"
 	"strings"
 	"testing"
@@ -30,7 +31,7 @@ func BenchmarkSuite(b *testing.B) {
 	for _, stores := range append(singles(protocol.Stores), protocol.Stores) {
 		b.Run(name(stores), func(b *testing.B) {
 			for b.Loop() {
-				runs, err := runAll(context.Background(), cfg, cases, stores, io.Discard)
+				runs, err := runAll(context.Background(), cfg, storeRuns(cases, stores, shard.Slice{}), io.Discard)
 				if err != nil {
 					b.Fatal(err)
 				}

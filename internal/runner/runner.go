@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"idemlab/internal/audit/dsse"
+	"idemlab/internal/audit/shard"
 	"idemlab/internal/audit/strict"
 	"idemlab/internal/casefile"
 	"idemlab/internal/caserun"
@@ -65,6 +66,10 @@ type Options struct {
 	// Trials is how many times each case runs on each target, each on
 	// fresh state (0: once); at most MaxTrials.
 	Trials int
+	// Shard is the slice of the run's cells this invocation runs (-shard
+	// K/N): the cases only, no experiment; its folder audits as a slice,
+	// and audit -merge joins the slices. Zero: the whole run.
+	Shard  shard.Slice
 	Stdout io.Writer
 	Stderr io.Writer
 }
@@ -93,7 +98,7 @@ func (o Options) trials() int { return max(o.Trials, 1) }
 // or -experiment narrows the run.
 func (o Options) plan() (suite bool, run []Experiment) {
 	switch {
-	case o.Experiment == None:
+	case o.Experiment == None, !o.Shard.Whole():
 		return true, nil
 	case o.Experiment != "":
 		return false, []Experiment{o.Experiment}
@@ -133,6 +138,15 @@ func (o Options) check() error {
 				return &UsageError{fmt.Errorf("%s experiment: %w", name, err)}
 			}
 		}
+	}
+	if err := o.Shard.Check(); err != nil {
+		return &UsageError{fmt.Errorf("-shard %w", err)}
+	}
+	if !o.Shard.Whole() && oneExperiment {
+		return &UsageError{errors.New("-shard and -experiment exclude each other: a slice runs cases, the experiments run whole")}
+	}
+	if !o.Shard.Whole() && (o.JUnit != "" || o.Strict || o.SignKey != "") {
+		return &UsageError{errors.New("-shard: a slice is judged once the slices are merged: pass -junit, -strict and -sign to audit -merge")}
 	}
 	if o.Strict && len(o.Targets) == 0 && o.JUnit == "" {
 		return &UsageError{errors.New("-strict goes with -target or -junit: it makes a limitation fail the gate and the report")}
@@ -369,7 +383,9 @@ func (inv *invocation) load(context.Context) error {
 	if err := evidence.CheckTarget(inv.Out, names, patterns...); err != nil {
 		return &UsageError{err}
 	}
-	if inv.compareWith != "" {
+	if inv.compareWith != "" && !inv.Shard.Whole() {
+		fmt.Fprintf(inv.Stdout, "\nnot compared with %s: this folder is slice %s of a run\n", inv.compareWith, inv.Shard)
+	} else if inv.compareWith != "" {
 		fmt.Fprintf(inv.Stdout, "writing %s (git-ignored; -out %s regenerates the committed evidence)\n", inv.Out, CommittedEvidence)
 	}
 	return nil
@@ -488,7 +504,7 @@ func (inv *invocation) ready(ctx context.Context) error {
 		inv.cfg.Protocol = *inv.Protocol
 	}
 	inv.in = evidence.ManifestInput{Root: inv.Root, Git: evidence.GitState(inv.Root), Protocol: inv.cfg.Protocol, ServerSHA: inv.server.SHA256,
-		ServerBuild: inv.server.Recipe, Unsafe: inv.Unsafe, Flags: inv.RecordedFlags(inv.experiments, len(inv.targets) > 0)}
+		ServerBuild: inv.server.Recipe, Unsafe: inv.Unsafe, Flags: inv.RecordedFlags(inv.experiments, len(inv.targets) > 0), Shard: inv.Shard}
 	return nil
 }
 
@@ -498,7 +514,7 @@ func (inv *invocation) runCases(ctx context.Context) error {
 		return nil
 	}
 	began := time.Now()
-	runs, err := runAll(ctx, inv.cfg, inv.cases, inv.Stores, inv.Stdout)
+	runs, err := runAll(ctx, inv.cfg, storeRuns(inv.cases, inv.Stores, inv.Shard), inv.Stdout)
 	if err != nil {
 		return err
 	}
@@ -692,14 +708,27 @@ func selectCase(cases []casefile.Case, list string) ([]casefile.Case, error) {
 	return slices.DeleteFunc(slices.Clone(cases), func(c casefile.Case) bool { return !slices.Contains(wanted, c.Name) }), nil
 }
 
-// runAll runs every (case, store) pair, at most parallel at a time, each
+// storeRuns are the (case, store) runs to make, in evidence order: every
+// case on every store that slice holds (all of them in a whole run).
+func storeRuns(cases []casefile.Case, stores []protocol.Store, slice shard.Slice) []evidence.Run {
+	var out []evidence.Run
+	for _, c := range cases {
+		for _, st := range stores {
+			if slice.HoldsStoreRun(c.Name, string(st)) {
+				out = append(out, evidence.Run{Case: c, Store: st})
+			}
+		}
+	}
+	return out
+}
+
+// runAll runs every (case, store) run, at most parallel at a time, each
 // into its own slot, so the order of the evidence never depends on which
 // finished first. Whatever a run shows is an observation in its slot (the
 // audit judges it); only a broken lab is an error, and it cancels the rest.
-func runAll(ctx context.Context, cfg caserun.Config, cases []casefile.Case, stores []protocol.Store, progress io.Writer) ([]evidence.Run, error) {
-	runs := make([]evidence.Run, len(cases)*len(stores))
+func runAll(ctx context.Context, cfg caserun.Config, runs []evidence.Run, progress io.Writer) ([]evidence.Run, error) {
 	err := inOrder(ctx, len(runs), parallel, progress, func(ctx context.Context, k int) (string, error) {
-		c, store := cases[k/len(stores)], stores[k%len(stores)]
+		c, store := runs[k].Case, runs[k].Store
 		obs, det, err := caserun.Run(ctx, cfg, c, store)
 		runs[k] = evidence.Run{Case: c, Store: store, Obs: obs, Detail: det}
 		return progressLine(runs[k]), err
@@ -792,7 +821,7 @@ func (inv *invocation) audit(ctx context.Context, bin string) error {
 	if inv.Unsafe != protocol.Sound {
 		args = append(args, "-allow-mutation")
 	}
-	if len(inv.Targets) > 0 {
+	if len(inv.Targets) > 0 && inv.Shard.Whole() {
 		args = append(args, "-gate") // the user named the code under test: its verdicts are the run's
 	}
 	if inv.JUnit != "" {

@@ -253,25 +253,40 @@ func (inv *invocation) runTarget(ctx context.Context, t *target.Target, out io.W
 	}
 
 	cfg := caserun.TargetConfig{Target: t, StateRoot: inv.tmp, EffectServer: inv.server.Path, Databases: inv.cfg.Databases, ClientTimeout: inv.cfg.Protocol.ClientTimeout}
-	res.Runs = make([]evidence.TargetRun, len(inv.cases))
 	parallel := targetParallel
 	if t.Attach != nil {
 		parallel = 1 // one running service, its sink at one address
 	}
 	// Every trial of every case is one job: trials run at once like cases,
 	// each on fresh state; a case's line is the one its last trial to end
-	// returns, once every trial is in.
-	trials := inv.trials()
-	left := make([]atomic.Int32, len(inv.cases))
-	for i, c := range inv.cases {
-		left[i].Store(int32(trials))
-		res.Runs[i] = evidence.TargetRun{Case: c, NotRun: caserun.NotRun(c, t)}
-		if res.Runs[i].NotRun == "" && trials > 1 {
-			res.Runs[i].Further = make([]evidence.Trial, trials-1)
+	// returns, once every trial is in. A slice (-shard) runs the trials it
+	// holds, a case with none has no record.
+	type job struct{ run, trial int } // the record, and the trial's place in it (0: its first)
+	var jobs []job
+	var left []atomic.Int32
+	for _, c := range inv.cases {
+		r := evidence.TargetRun{Case: c, NotRun: caserun.NotRun(c, t)}
+		held := inv.Shard.Trials(t.Name, c.Name, inv.trials())
+		if r.NotRun != "" {
+			held = inv.Shard.Trials(t.Name, c.Name, 1) // one record, trial 1's
 		}
+		if len(held) == 0 {
+			continue
+		}
+		if r.NotRun == "" && len(held) > 1 {
+			r.Further = make([]evidence.Trial, len(held)-1)
+		}
+		for k := range held {
+			jobs = append(jobs, job{len(res.Runs), k})
+		}
+		res.Runs = append(res.Runs, r)
 	}
-	err = inOrder(ctx, len(inv.cases)*trials, parallel, out, func(ctx context.Context, j int) (string, error) {
-		i, k := j/trials, j%trials
+	left = make([]atomic.Int32, len(res.Runs))
+	for _, j := range jobs {
+		left[j.run].Add(1)
+	}
+	err = inOrder(ctx, len(jobs), parallel, out, func(ctx context.Context, n int) (string, error) {
+		i, k := jobs[n].run, jobs[n].trial
 		r := &res.Runs[i]
 		if r.NotRun != "" {
 			if left[i].Add(-1) > 0 {
@@ -279,7 +294,7 @@ func (inv *invocation) runTarget(ctx context.Context, t *target.Target, out io.W
 			}
 			return targetLine(t, *r), nil
 		}
-		obs, det, err := caserun.RunTarget(ctx, cfg, inv.cases[i])
+		obs, det, err := caserun.RunTarget(ctx, cfg, r.Case)
 		if err != nil {
 			return "", runFault(t, err)
 		}
