@@ -3,6 +3,7 @@ package audit
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -26,6 +27,32 @@ func FuzzLoadCase(f *testing.F) {
 		c, err := schemas.LoadCase(file, data)
 		if err == nil && (c == nil || c.Name == "" || len(c.Expect) == 0) {
 			t.Fatalf("LoadCase() = %+v, nil error, want a named case with expectations", c)
+		}
+	})
+}
+
+// FuzzDecodeObject feeds audit -merge's reader of a slice's files any
+// bytes: it refuses what is not one JSON object with distinct names, and
+// what it accepts it writes back as the same value, members in order.
+func FuzzDecodeObject(f *testing.F) {
+	for _, seed := range []string{`{}`, `{"a":1,"b":[1,2,{"c":null}]}`, `{"a":1,"a":2}`, `[1]`, `{"a":1} {}`, `{"k":"\u003c"}`, ` {"x" : { } } `} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		o, err := decodeObject(data)
+		if err != nil {
+			return
+		}
+		out, err := o.MarshalJSON()
+		if err != nil {
+			t.Fatalf("decoded %q, cannot write it back: %v", data, err)
+		}
+		if !sameJSON(data, out) {
+			t.Fatalf("decoded %q, wrote back %q: another value", data, out)
+		}
+		again, err := decodeObject(out)
+		if err != nil || !slices.Equal(again.keys, o.keys) {
+			t.Fatalf("wrote %q back from %q: reads as %v, %v; want the members %v", out, data, again, err, o.keys)
 		}
 	})
 }

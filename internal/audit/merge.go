@@ -73,7 +73,8 @@ func Merge(o MergeOptions) (*Report, error) {
 			return nil, fmt.Errorf("audit slice %s: %w", r.dir, err)
 		}
 		if !rep.Pass {
-			return nil, fmt.Errorf("%w: slice %s (%s) fails its own audit (%d checks; run audit %s)", ErrMerge, r.slice, r.dir, len(rep.Failures), r.dir)
+			return nil, fmt.Errorf("%w: slice %s (%s) fails its own audit: %s (%s in all; run audit %s)", ErrMerge, r.slice, r.dir,
+				rep.Failures[0].Message, plural(len(rep.Failures), "failed check"), r.dir)
 		}
 	}
 	files, err := joinFiles(runs)

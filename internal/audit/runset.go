@@ -221,6 +221,8 @@ func (a *auditor) checkRunSet(results map[string]any) map[runKey]map[string]any 
 		case dup:
 			fail(k, "duplicate run (runs[%d])", i)
 			continue
+		case !slices.Contains(want, k) && !a.slice.Whole():
+			fail(k, "unexpected run (not one of manifest.selection's that slice %s holds)", a.slice)
 		case !slices.Contains(want, k):
 			fail(k, "unexpected run (not in manifest.selection)")
 		case deep[k]:
