@@ -195,7 +195,7 @@ func (a *auditor) checkChaos() {
 		if why := notRun(bySubject[sub]); why != "" {
 			dir, _ := str(bySubject[sub], "target_dir")
 			a.checkChaosNotRun(t, dir, why)
-			a.chaosVerdicts = append(a.chaosVerdicts, ChaosVerdict{Target: t, NotRun: why, Counts: map[string]int64{}, Faults: map[string]int64{},
+			a.chaosVerdicts = append(a.chaosVerdicts, ChaosVerdict{Target: t, NotRun: why, Counts: map[string]int64{}, Faults: map[string]int64{}, SinkFaults: map[string]SinkFault{},
 				Rules: []ChaosRuleVerdict{}, Findings: []ChaosFinding{}})
 			continue
 		}
@@ -470,11 +470,14 @@ func (a *auditor) checkChaosClaims(sub chaosSubject, run map[string]any, hist *c
 		if dir != "" {
 			a.chaosFail(sub, "target_dir", "%s: target_dir %q on a store", what, dir)
 		}
+		a.checkSinkFired(sub, hist, nil) // chaosfired.go
 	case dir != "":
 		spec := a.chaosTargetSpec(sub, dir)
 		if spec == nil {
+			a.checkSinkFired(sub, hist, nil)
 			break
 		}
+		a.checkSinkFired(sub, hist, spec.spec)
 		want, wantFaults, by = spec.claims, spec.faults, dir+"/target.json's"
 		digest, _ := str(run, "target_digest")
 		a.checkChaosDigest(sub, dir, digest)
@@ -484,6 +487,7 @@ func (a *auditor) checkChaosClaims(sub chaosSubject, run map[string]any, hist *c
 		}
 	default:
 		a.note(fmt.Sprintf("chaos: target %s is not in the checkout: its claims (%s) and fault kinds are the runner's word", sub.target, chaosClaimsText(hist.claims)))
+		a.checkSinkFired(sub, hist, nil)
 	}
 	if by != "" {
 		a.check()

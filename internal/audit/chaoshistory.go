@@ -29,6 +29,7 @@ import (
 // so are effects whose body no intent sent (their findings kept as
 // chaosFindings keeps them).
 type chaosHistory struct {
+	version       int64  // history_version: 3 records sink_fired on attempts
 	store, target string // exactly one is set
 	claims        chaosClaims
 	seed          uint64
@@ -52,6 +53,11 @@ type chaosHistory struct {
 	attempts, chaosAttempts, quietAttempts, ok, fail, info, faulted int64
 	quietIntents                                                    int64 // intents with a quiet-phase attempt
 	faults                                                          map[string]int64
+	// sinkFired is, by an attempt's fault, the attempts for which a fault
+	// was armed at the effect sink ([0]) and those in which it fired ([1])
+	// (history_version 3; judged against the target in chaosfired.go).
+	sinkFired  map[string]*[2]int64
+	sinkFaults map[string]SinkFault // by kind, once checkSinkFired judged sinkFired
 
 	events                                     int64 // server event lines
 	kills, restarts, startFailures, cleanStops int64
@@ -318,14 +324,14 @@ func (l *lineReader) sha(name string) (text []byte, sum [32]byte) {
 const maxInt = 1<<63 - 1
 
 // readChaosHistory reads a history strictly, line by line: a "run" header
-// first (history_version 2), then attempt and server-event lines in time
+// first (history_version 2 or 3), then attempt and server-event lines in time
 // order, then per place a "place" line and exactly the effect lines it
 // announces; every line one JSON object (strict: no duplicate member,
 // valid UTF-8) with exactly its kind's members, each of its type and
 // range; the header's counts equal the lines. An error names the line.
 func readChaosHistory(r io.Reader) (*chaosHistory, error) {
 	br := bufio.NewReaderSize(r, maxHistoryLine)
-	hr := &historyReader{h: &chaosHistory{hashSeed: maphash.MakeSeed(), faults: map[string]int64{}, exits: map[int64]int64{}, timed: true}}
+	hr := &historyReader{h: &chaosHistory{hashSeed: maphash.MakeSeed(), faults: map[string]int64{}, sinkFired: map[string]*[2]int64{}, exits: map[int64]int64{}, timed: true}}
 	for {
 		line, err := hr.next(br)
 		if err != nil {
@@ -426,6 +432,9 @@ func (hr *historyReader) shape() (string, error) {
 	if !known {
 		return "", fmt.Errorf("line %d: unknown kind %s", hr.no, l.render("kind"))
 	}
+	if shape == "attempt" && hr.h.version >= 3 {
+		fields = attemptFieldsV3
+	}
 	var unknown []byte
 	l.names(func(name []byte) bool {
 		if !slices.ContainsFunc(fields, func(f string) bool { return f == string(name) }) {
@@ -450,7 +459,7 @@ func (hr *historyReader) shape() (string, error) {
 func (hr *historyReader) header() {
 	l, h := &hr.l, hr.h
 	hr.seenHeader = true
-	l.int("history_version", 2, 2)
+	h.version = l.int("history_version", 2, HistoryVersionMax)
 	h.store, h.target = l.str("store"), l.str("target")
 	switch {
 	case h.target == "" && !slices.Contains(StoreOrder, h.store):
@@ -731,6 +740,9 @@ func (h *chaosHistory) readAttempt(l *lineReader, lastTime *int64) chaosLine {
 	case 'z':
 	default:
 		l.failf("replayed: want true, false or null")
+	}
+	if h.version >= 3 {
+		h.readSinkFired(l, a.fault)
 	}
 	switch {
 	case !a.chaos && string(phase) != "quiet":

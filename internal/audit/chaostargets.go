@@ -22,6 +22,7 @@ type chaosTarget struct {
 	journal bool
 	faults  []string // the kinds of chaosplan.FaultKinds it takes, in that order
 	attach  bool     // a service its user started: chaos cannot kill it
+	spec    *targetSpec
 }
 
 // chaosTargetSpec reads the target.json of target sub in the checkout's
@@ -43,7 +44,7 @@ func (a *auditor) chaosTargetSpec(sub chaosSubject, dir string) *chaosTarget {
 		a.chaosFail(sub, "target_dir", "%s: %s: %s/target.json: %v", ChaosFile, sub, dir, err)
 		return nil
 	}
-	t := &chaosTarget{claims: chaosClaims{spec.durable, spec.sharedStore}, sink: spec.sink, journal: spec.journal, faults: []string{}, attach: spec.attach}
+	t := &chaosTarget{claims: chaosClaims{spec.durable, spec.sharedStore}, sink: spec.sink, journal: spec.journal, faults: []string{}, attach: spec.attach, spec: spec}
 	for _, k := range chaosplan.FaultKinds {
 		v := k
 		if chaosplan.TakesArg(k) {

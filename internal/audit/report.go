@@ -531,6 +531,13 @@ func (a *auditor) summaryText() string {
 			verdict += fmt.Sprintf(", %d findings shown (not promised)", c.Shown)
 		}
 		n := c.Counts
+		var armed, fired int64
+		for _, f := range c.SinkFaults {
+			armed, fired = armed+f.Armed, fired+f.Fired
+		}
+		if armed > 0 {
+			verdict += fmt.Sprintf("; faults armed at the sink fired in %d of %d attempts", fired, armed)
+		}
 		fmt.Fprintf(&b, "\nchaos on %s: %d intents, %d attempts; applied once %d, duplicates %d, lost acks %d, stuck %d: %s\n",
 			what, n["intents"], n["attempts"], n["applied_once"], n["duplicates"], n["lost_acks"], n["stuck"], verdict)
 	}

@@ -78,17 +78,18 @@ type finding struct {
 // A ChaosVerdict is one chaos run, judged from its history: what the
 // checker counted and found, by the claims of its store or target.
 type ChaosVerdict struct {
-	Store          string             `json:"store"`
-	Target         string             `json:"target"`
-	NotRun         string             `json:"not_run"`
-	Counts         map[string]int64   `json:"counts"`
-	Faults         map[string]int64   `json:"faults"`
-	OK             bool               `json:"ok"`
-	Violations     int64              `json:"violations"`
-	Shown          int64              `json:"shown"`
-	Rules          []ChaosRuleVerdict `json:"rules"`
-	Findings       []ChaosFinding     `json:"findings"`
-	FindingsListed int                `json:"findings_listed"`
+	Store          string               `json:"store"`
+	Target         string               `json:"target"`
+	NotRun         string               `json:"not_run"`
+	Counts         map[string]int64     `json:"counts"`
+	Faults         map[string]int64     `json:"faults"`
+	SinkFaults     map[string]SinkFault `json:"sink_faults"`
+	OK             bool                 `json:"ok"`
+	Violations     int64                `json:"violations"`
+	Shown          int64                `json:"shown"`
+	Rules          []ChaosRuleVerdict   `json:"rules"`
+	Findings       []ChaosFinding       `json:"findings"`
+	FindingsListed int                  `json:"findings_listed"`
 }
 
 // A ChaosRuleVerdict is one rule's line: promised never to fire, and its count.
@@ -124,7 +125,10 @@ func targetVerdictOf(v *targetView) targetVerdict {
 
 // chaosVerdictOf is a judged chaos history as verdicts.json records it.
 func chaosVerdictOf(sub chaosSubject, h *chaosHistory, c chaosCheck) ChaosVerdict {
-	v := ChaosVerdict{Store: sub.store, Target: sub.target, Counts: c.counts, Faults: c.faults, Rules: []ChaosRuleVerdict{}, Findings: []ChaosFinding{}}
+	v := ChaosVerdict{Store: sub.store, Target: sub.target, Counts: c.counts, Faults: c.faults, SinkFaults: h.sinkFaults, Rules: []ChaosRuleVerdict{}, Findings: []ChaosFinding{}}
+	if v.SinkFaults == nil {
+		v.SinkFaults = map[string]SinkFault{}
+	}
 	for _, rule := range chaosRules {
 		n := c.fired[rule]
 		if h.promised(rule) {

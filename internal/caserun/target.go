@@ -107,7 +107,7 @@ func RunTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (obs Obse
 	if err := ctx.Err(); err != nil {
 		return obs, det, fmt.Errorf("interrupted: %w", err)
 	}
-	if err := tr.settle(); err != nil {
+	if err := tr.Settle(); err != nil {
 		return obs, det, err
 	}
 	det.Exchanges = tr.Exchanges()
@@ -381,18 +381,18 @@ func (tr *TargetReplicas) SinkCalls() []sink.Call {
 }
 
 // settleWithin bounds the wait for the proxies' exchanges to end once a
-// case's last call returned (proxy.closeWait's 10 s).
+// run's last call returned (proxy.closeWait's 10 s).
 const settleWithin = 10 * time.Second
 
-// settle waits until every exchange of the proxies ended and was
+// Settle waits until every exchange of the proxies ended and was
 // observed, so that the exchanges and the sink's records of a run hold
 // the same calls: a client has its reply a moment before the proxy has
 // observed its exchange, and a client that gave up leaves the target's
 // exchange running.
-func (tr *TargetReplicas) settle() error {
+func (tr *TargetReplicas) Settle() error {
 	for i, p := range tr.proxies {
 		if p != nil && !p.Settle(settleWithin) {
-			return fmt.Errorf("the fault proxy of replica %d: exchanges still running %v after the case's last call", i, settleWithin)
+			return fmt.Errorf("the fault proxy of replica %d: exchanges still running %v after the run's last call", i, settleWithin)
 		}
 	}
 	return nil

@@ -34,10 +34,16 @@ type backend interface {
 	// lab's server exits 23; a target is killed, not exited).
 	crashCode(code int) bool
 	journal(ctx context.Context) ([]Place, error) // once every process exited
-	closeAll()                                    // the last resort on every path
+	// sinkFired is, by attempt tag ("INTENT.ATTEMPT"), whether the fault
+	// the proxy armed at the effect sink for the attempt fired; nil where
+	// the lab places no fault at a sink (its own server).
+	sinkFired() (map[string]bool, error)
+	closeAll() // the last resort on every path
 }
 
 // storeBackend runs effectserver replicas on one store.
+var _ backend = (*storeBackend)(nil)
+
 type storeBackend struct {
 	cfg    Config
 	places []store.Place // per replica
@@ -150,6 +156,8 @@ func (b *storeBackend) stop(r int) (int, error) {
 
 func (b *storeBackend) crashCode(code int) bool { return code == protocol.CrashExitCode }
 
+func (b *storeBackend) sinkFired() (map[string]bool, error) { return nil, nil }
+
 // journal reads the journal at every distinct place.
 func (b *storeBackend) journal(ctx context.Context) ([]Place, error) {
 	var out []Place
@@ -185,6 +193,8 @@ func (b *storeBackend) closeAll() {
 }
 
 // targetBackend runs a target's replicas, each behind its proxy.
+var _ backend = (*targetBackend)(nil)
+
 type targetBackend struct {
 	tr       *caserun.TargetReplicas
 	replicas int
@@ -250,7 +260,23 @@ func (b *targetBackend) stop(r int) (int, error) {
 }
 
 func (b *targetBackend) crashCode(int) bool { return false }
-func (b *targetBackend) closeAll()          { b.tr.Close() }
+
+func (b *targetBackend) sinkFired() (map[string]bool, error) {
+	if !b.sink {
+		return nil, nil
+	}
+	if err := b.tr.Settle(); err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, x := range b.tr.Exchanges() {
+		if x.SinkArmed && x.Tag != "" {
+			out[x.Tag] = out[x.Tag] || x.SinkFired
+		}
+	}
+	return out, nil
+}
+func (b *targetBackend) closeAll() { b.tr.Close() }
 
 // journal is the history's one place, every replica's: the sink's journal
 // (with key, replica and time) or the one the target's command printed.

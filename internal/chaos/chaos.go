@@ -197,7 +197,16 @@ func (r *run) history(ctx context.Context) (History, error) {
 		return History{}, err
 	}
 	h.Places = places
+	fired, err := r.cl.be.sinkFired()
+	if err != nil {
+		return History{}, err
+	}
 	h.Attempts = r.attempts
+	for i, a := range h.Attempts {
+		if f, ok := fired[attemptTag(a.Intent, a.Attempt)]; ok {
+			h.Attempts[i].SinkFired = &f
+		}
+	}
 	slices.SortStableFunc(h.Attempts, func(a, b Attempt) int {
 		return cmp.Or(cmp.Compare(a.StartUS, b.StartUS), cmp.Compare(a.Intent, b.Intent), cmp.Compare(a.Attempt, b.Attempt))
 	})
@@ -305,7 +314,11 @@ func (r *run) attempt(ctx context.Context, c int, in *intent, phase Phase, d cha
 	}
 	url := r.cl.url(d.Replica)
 	a.StartUS = r.since()
-	rep, err := r.client.Post(ctx, url, client.Request{Key: &key, Fault: d.Fault, Body: in.body, Shape: r.shape})
+	req := client.Request{Key: &key, Fault: d.Fault, Body: in.body, Shape: r.shape}
+	if r.cfg.Target != nil {
+		req.Tag = attemptTag(a.Intent, a.Attempt)
+	}
+	rep, err := r.client.Post(ctx, url, req)
 	a.EndUS = r.since()
 	switch {
 	case err != nil:
@@ -327,6 +340,9 @@ func (r *run) attempt(ctx context.Context, c int, in *intent, phase Phase, d cha
 	r.attempts = append(r.attempts, a)
 	r.mu.Unlock()
 }
+
+// attemptTag names an attempt to the fault proxy (protocol.AttemptHeader).
+func attemptTag(intent, attempt int) string { return fmt.Sprintf("%d.%d", intent, attempt) }
 
 // maxValue bounds the reply body (and a forwarded key) kept in the history.
 const maxValue = 64

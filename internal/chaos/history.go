@@ -9,8 +9,9 @@ import (
 	"idemlab/internal/protocol"
 )
 
-// HistoryVersion is the version of the history's line format.
-const HistoryVersion = 2
+// HistoryVersion is the version of the history's line format (3: an
+// attempt says whether the fault armed at the sink for it fired).
+const HistoryVersion = 3
 
 // An OpType is an attempt's result in Jepsen's terms.
 type OpType string
@@ -63,6 +64,12 @@ type Attempt struct {
 	Value      string           `json:"value"`    // the reply's body; "" without a reply
 	Replayed   *bool            `json:"replayed"` // the replay marker (the lab's Idempotency-Replayed, or the target's own); null without one
 	Error      string           `json:"error"`    // the client's error, shortened; "" on a reply
+	// SinkFired says, of an attempt for which the fault proxy armed a
+	// fault at the effect sink (crash or fail around the effect, placed
+	// there for a target), whether a call of the target to the sink took
+	// it; null where nothing was armed (no such fault, the replica was
+	// down, or the lab's own server, which takes its faults itself).
+	SinkFired *bool `json:"sink_fired"`
 }
 
 // A ServerKind names a nemesis or supervisor event.

@@ -38,6 +38,7 @@ func (b *fakeBackend) kill(r int) {
 func (b *fakeBackend) collect(int) int                          { return 137 }
 func (b *fakeBackend) stop(int) (int, error)                    { return 0, nil }
 func (b *fakeBackend) crashCode(code int) bool                  { return code == 23 }
+func (b *fakeBackend) sinkFired() (map[string]bool, error)      { return nil, nil }
 func (b *fakeBackend) journal(context.Context) ([]Place, error) { return nil, nil }
 func (b *fakeBackend) closeAll()                                {}
 

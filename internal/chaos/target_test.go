@@ -43,6 +43,11 @@ func TestRunTargetCheckThenSet(t *testing.T) {
 			t.Fatalf("effect %d: replica or time missing from the sink's journal: %+v", e.Value, e)
 		}
 	}
+	armed, fired := sinkFaults(t, res.History)
+	t.Logf("faults armed at the sink: %d, fired: %d", armed, fired)
+	if armed == 0 || fired == 0 {
+		t.Errorf("faults armed at the sink: %d, fired: %d; want some of each (delay, slow, stall and fail-effect act at the sink)", armed, fired)
+	}
 	twice := 0
 	for _, n := range applied {
 		if n > 1 {
@@ -73,5 +78,41 @@ func TestRunTargetFullChaos(t *testing.T) {
 		if e.Replica == nil || e.AtUS == nil || e.CalledUS == nil || *e.CalledUS < res.History.ChaosStartUS || *e.AtUS < *e.CalledUS {
 			t.Fatalf("effect %d: replica or times missing from the sink's journal, the call received before the chaos phase or after its effect: %+v", e.Value, e)
 		}
+	}
+}
+
+// sinkFaults counts the attempts for which a fault was armed at the
+// sink, and those it fired in; it fails t on an attempt that says so
+// though no kind of its fault acts at the sink.
+func sinkFaults(t *testing.T, h History) (armed, fired int) {
+	t.Helper()
+	for _, a := range h.Attempts {
+		atSink := strings.Contains(a.Fault, "delay") || strings.Contains(a.Fault, "slow") || strings.Contains(a.Fault, "stall") || strings.Contains(a.Fault, "effect")
+		switch {
+		case a.SinkFired != nil && !atSink:
+			t.Errorf("attempt %d.%d (fault %q) says sink_fired %t: nothing of it acts at the sink", a.Intent, a.Attempt, a.Fault, *a.SinkFired)
+		case a.SinkFired != nil:
+			armed++
+			if *a.SinkFired {
+				fired++
+			}
+		}
+	}
+	return armed, fired
+}
+
+// Ensure a fault armed at the sink that did not fire is recorded so: a
+// service that wraps the client's body before it calls the sink never
+// meets a fault armed for that body, and every attempt armed says
+// sink_fired false.
+func TestRunTargetSinkFaultsUnfired(t *testing.T) {
+	tg := sinktest.LoadTarget(t, sinktest.Service{Keys: sinktest.File, WrapBody: true})
+	cfg := Config{ServerPath: serverBin, Target: tg, StateRoot: t.TempDir(), Seed: 1, Clients: 8, Duration: 1500 * time.Millisecond,
+		KillEvery: -1, Faults: []string{"delay", "slow", "stall", "fail-effect"}}
+	res := runRecorded(t, cfg)
+	armed, fired := sinkFaults(t, res.History)
+	t.Logf("faults armed at the sink: %d, fired: %d", armed, fired)
+	if armed == 0 || fired != 0 {
+		t.Errorf("faults armed at the sink: %d, fired: %d; want some armed, none fired", armed, fired)
 	}
 }

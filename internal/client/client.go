@@ -34,6 +34,7 @@ const ExpectContinueAbove = 1024
 type Request struct {
 	Key   *string // Idempotency-Key sent verbatim (a case may send a malformed one); nil sends none
 	Fault string  // X-Lab-Fault value; empty sends none
+	Tag   string  // X-Lab-Attempt value (the fault proxy's, never a server's); empty sends none
 	Body  []byte
 	Shape *Shape // nil: the lab's own protocol
 	// ContentType, when set, is sent instead of the shape's ("" sends none).
@@ -107,6 +108,9 @@ func (c *Client) Post(ctx context.Context, url string, r Request) (Reply, error)
 	}
 	if r.Fault != "" {
 		req.Header.Set(protocol.FaultHeader, r.Fault)
+	}
+	if r.Tag != "" {
+		req.Header.Set(protocol.AttemptHeader, r.Tag)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

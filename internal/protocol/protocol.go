@@ -16,6 +16,10 @@ const (
 	ReplayedHeader   = "Idempotency-Replayed" // on a 200: "true" replays a recorded result
 	FaultHeader      = "X-Lab-Fault"          // honoured only with -faults
 	RetryAfterHeader = "Retry-After"          // on a 409, 429, 502 or 503
+	// AttemptHeader tags a chaos attempt on a target ("INTENT.ATTEMPT"):
+	// the fault proxy records it with the exchange and never forwards it,
+	// so that the history can say whether the fault it placed fired.
+	AttemptHeader = "X-Lab-Attempt"
 )
 
 // Defaults every side starts from (the manifest records them).

@@ -115,6 +115,7 @@ type Config struct {
 // before sending a byte is none.
 type Exchange struct {
 	Fault   string // the request's X-Lab-Fault value
+	Tag     string // the request's X-Lab-Attempt value: the chaos attempt it is
 	Status  int    // the replica's final status; 0: no reply from upstream
 	Dropped bool   // the reply was read and not relayed (DropReply, HoldAndKill)
 	Killed  bool   // Kill ran
@@ -394,6 +395,7 @@ func (x *exchange) read() (req *request, observed bool) {
 		return nil, true
 	}
 	x.ex.Fault = r.Header.Get(protocol.FaultHeader)
+	x.ex.Tag = r.Header.Get(protocol.AttemptHeader)
 	if h.count("Transfer-Encoding") > 0 && h.count("Content-Length") > 0 {
 		x.refuse(http.StatusBadRequest, "both Transfer-Encoding and Content-Length")
 		return nil, true
@@ -501,11 +503,11 @@ func (x *exchange) forward(req *request, route Route) {
 }
 
 // forwardHead is req's head as the replica gets it: as sent, less every
-// X-Lab-Fault and Connection field and every field the route sets, plus
+// X-Lab-Fault, X-Lab-Attempt and Connection field and every field the route sets, plus
 // the route's fields, and "Connection: close" for a request before
 // HTTP/1.1 (an HTTP/1.1 request leaves the connection open for the next).
 func forwardHead(req *request, route Route) []byte {
-	drop := []string{protocol.FaultHeader, "Connection"}
+	drop := []string{protocol.FaultHeader, protocol.AttemptHeader, "Connection"}
 	add := route.Header
 	if !req.ProtoAtLeast(1, 1) {
 		add = route.Header.Clone()

@@ -168,6 +168,7 @@ func TestByteFaithful(t *testing.T) {
 		reply     string // what the replica answers, and the client must receive
 		status    int
 		fault     string
+		tag       string
 	}{{
 		name:      "no Content-Type, an odd key, fields in their order and case",
 		request:   "POST /effect HTTP/1.1\r\nHost: proxy\r\nidempotency-KEY: " + oddKey + "\r\nConnection: close\r\nz-last: 1\r\nContent-Length: 5\r\n\r\nhello",
@@ -181,6 +182,14 @@ func TestByteFaithful(t *testing.T) {
 		reply:     "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n",
 		status:    500,
 		fault:     "crash-after-effect",
+	}, {
+		name:      "a chaos attempt's tag is the proxy's, never the target's",
+		request:   "POST /effect HTTP/1.1\r\nHost: proxy\r\nX-Lab-Attempt: 12.3\r\nX-Lab-Fault: crash-after-effect\r\nContent-Length: 3\r\n\r\npay",
+		forwarded: "POST /effect HTTP/1.1\r\nHost: proxy\r\nContent-Length: 3\r\nX-Test-Crash: yes\r\n\r\npay",
+		reply:     "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n1",
+		status:    200,
+		fault:     "crash-after-effect",
+		tag:       "12.3",
 	}, {
 		name:      "a target that honours the lab's own fault field gets the route's",
 		request:   "POST /effect HTTP/1.1\r\nHost: proxy\r\nX-Lab-Fault: stall=5ms\r\nContent-Length: 3\r\n\r\npay",
@@ -239,8 +248,8 @@ func TestByteFaithful(t *testing.T) {
 			if string(got) != tt.reply {
 				t.Errorf("client received %q,\nwant %q", got, tt.reply)
 			}
-			if e := next(t, observed); e.Status != tt.status || e.Fault != tt.fault || e.Err != "" || e.Dropped || e.Killed || e.GaveUp {
-				t.Errorf("observed %+v, want status %d, fault %q", e, tt.status, tt.fault)
+			if e := next(t, observed); e.Status != tt.status || e.Fault != tt.fault || e.Tag != tt.tag || e.Err != "" || e.Dropped || e.Killed || e.GaveUp {
+				t.Errorf("observed %+v, want status %d, fault %q, tag %q", e, tt.status, tt.fault, tt.tag)
 			}
 		})
 	}

@@ -84,6 +84,10 @@ type Service struct {
 	Keys       Keys
 	Flaw       Flaw
 	ForwardKey bool // forward the request's Idempotency-Key to the sink
+	// WrapBody: the service calls the sink with the request's body
+	// wrapped ({"payment":BODY}), not as the client sent it, so that no
+	// fault the lab arms at the sink for the client's body fires.
+	WrapBody bool
 }
 
 // The environment a target reads its Service from.
@@ -91,6 +95,7 @@ const (
 	keysEnv    = "SINKTEST_KEYS"
 	flawEnv    = "SINKTEST_FLAW"
 	forwardEnv = "SINKTEST_FORWARD_KEY"
+	wrapEnv    = "SINKTEST_WRAP_BODY"
 )
 
 // env is svc as the target's environment (without EFFECT_URL, STATE,
@@ -99,6 +104,9 @@ func (svc Service) env() map[string]string {
 	m := map[string]string{keysEnv: string(svc.Keys), flawEnv: string(svc.Flaw)}
 	if svc.ForwardKey {
 		m[forwardEnv] = "1"
+	}
+	if svc.WrapBody {
+		m[wrapEnv] = "1"
 	}
 	return m
 }
@@ -136,7 +144,7 @@ func Serve() int {
 }
 
 func serve() error {
-	svc := Service{Keys: Keys(os.Getenv(keysEnv)), Flaw: Flaw(os.Getenv(flawEnv)), ForwardKey: os.Getenv(forwardEnv) == "1"}
+	svc := Service{Keys: Keys(os.Getenv(keysEnv)), Flaw: Flaw(os.Getenv(flawEnv)), ForwardKey: os.Getenv(forwardEnv) == "1", WrapBody: os.Getenv(wrapEnv) == "1"}
 	h := &handler{svc: svc, effectURL: os.Getenv("EFFECT_URL"), marker: os.Getenv("MARKER"),
 		client: &http.Client{Timeout: sinkTimeout}}
 	switch svc.Keys {
@@ -220,6 +228,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *handler) effect(body []byte, key []string) (string, error) {
 	if h.effectURL == "" {
 		return "ok", nil
+	}
+	if h.svc.WrapBody {
+		body = append(append([]byte(`{"payment":`), body...), '}')
 	}
 	req, err := http.NewRequest(http.MethodPost, h.effectURL, bytes.NewReader(body))
 	if err != nil {
