@@ -84,7 +84,7 @@ func TestHistoryRoundTrip(t *testing.T) {
 	if got, want := strings.Join(kinds, " "), "run start attempt attempt kill exit attempt kill_skipped stop place effect effect"; got != want {
 		t.Errorf("line kinds = %s, want %s", got, want)
 	}
-	want := `{"kind":"attempt","intent":0,"key":"chaos-0","body_sha256":"sha-0","client":0,"replica":0,"attempt":0,"phase":"chaos","start_us":0,"end_us":10,"fault":"","type":"ok","outcome":"reply","status":200,"value":"1","replayed":false,"error":""}`
+	want := `{"kind":"attempt","intent":0,"key":"chaos-0","body_sha256":"sha-0","client":0,"replica":0,"attempt":0,"phase":"chaos","start_us":0,"end_us":10,"fault":"","type":"ok","outcome":"reply","status":200,"value":"1","replayed":false,"error":"","sink_fired":null}`
 	if !strings.Contains(b.String(), want) && !strings.Contains(writeString(t, h), want+"\n") {
 		t.Errorf("history has no line\n%s\n%s", want, writeString(t, h))
 	}
