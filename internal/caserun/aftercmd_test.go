@@ -25,11 +25,12 @@ func TestCountCommandBounded(t *testing.T) {
 		cancel  time.Duration // cancel the context this long after the start (0: never)
 		want    int64
 		wantErr string // "" for success
-		left    bool   // a process escapes the group (setsid)
+		left    bool   // a process escapes the group (setsid) and the mark (env -i)
 	}{
 		{name: "group child holds stdout", script: `(while :; do sleep 1; done) & echo 2`, want: 2},
 		{name: "cancelled, a group child holds stdout", script: `(while :; do sleep 1; done) & sleep 60`, cancel: 500 * time.Millisecond, wantErr: "context canceled"},
-		{name: "setsid child holds stdout", script: proctest.Escape + `echo 2`, wantErr: "held its output open", left: true},
+		{name: "setsid child holds stdout", script: proctest.Escape + `echo 2`, wantErr: "outlived it; killed by the command's mark"},
+		{name: "setsid child without the mark holds stdout", script: proctest.EscapeUnmarked + `echo 2`, wantErr: "held its output open", left: true},
 		{name: "100 MB", script: `head -c 104857600 /dev/zero | tr '\0' 7`, wantErr: "printed more than 4096 bytes on stdout"},
 		{name: "negative", script: `echo -5`, wantErr: `printed "-5": a negative count`},
 		{name: "not a number", script: `echo five`, wantErr: `printed "five", want one integer`},

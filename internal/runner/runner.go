@@ -34,6 +34,7 @@ import (
 	"idemlab/internal/protocol"
 	"idemlab/internal/retries"
 	"idemlab/internal/safefile"
+	"idemlab/internal/serverproc"
 	"idemlab/internal/target"
 )
 
@@ -433,6 +434,18 @@ func checkSignKey(path string) error {
 // cold machine they take longer than the cases (docs/commands.md), and
 // PostgreSQL where a store or a target needs it.
 func (inv *invocation) start(ctx context.Context) error {
+	// The watchdog ends what the run started if the runner dies first
+	// (SIGKILL): the kernel's parent-death signal reaches only a direct
+	// child. Closed last, once everything else stopped.
+	wd, err := serverproc.StartWatchdog()
+	if err != nil {
+		return err
+	}
+	inv.cleanups = append(inv.cleanups, func() {
+		if err := wd.Close(); err != nil {
+			fmt.Fprintln(inv.Stderr, "runner:", err)
+		}
+	})
 	tmp, swept, release, err := makeTemp(os.TempDir())
 	if len(swept) > 0 {
 		fmt.Fprintf(inv.Stdout, "removed %d temp folders of runners that are gone: %s\n", len(swept), strings.Join(swept, ", "))
@@ -837,7 +850,7 @@ func (inv *invocation) audit(ctx context.Context, bin string) error {
 // returns failed when what it checked failed (exit status 1).
 func (inv *invocation) runAudit(ctx context.Context, bin string, failed error, args ...string) error {
 	cmd := exec.CommandContext(ctx, bin, append([]string{"-root", inv.Root}, args...)...)
-	cmd.Stdout, cmd.Stderr = inv.Stdout, inv.Stderr
+	cmd.Stdout, cmd.Stderr, cmd.Env = inv.Stdout, inv.Stderr, serverproc.Marked(nil)
 	err := cmd.Run()
 	exit, exited := errors.AsType[*exec.ExitError](err)
 	switch {

@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if sinktest.IsTarget() { // this binary as a target (chaos_test.go)
 		os.Exit(sinktest.Serve())
 	}
+	if dir := os.Getenv(killedChildEnv); dir != "" { // a runner the test kills (watchdog_test.go)
+		os.Exit(runKilledChild(dir))
+	}
 	if parent := os.Getenv(tempChildEnv); parent != "" {
 		dir, _, release, err := makeTemp(parent)
 		if err != nil {

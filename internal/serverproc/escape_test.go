@@ -11,20 +11,23 @@ import (
 
 // Ensure a target whose children keep its stdout open after it is gone
 // cannot hang the runner: Kill and AwaitExit return, a child in its group
-// is killed and reported, and one that left the group (setsid) is not
-// waited for.
+// is killed and reported, one that left the group (setsid) is killed by
+// the server's mark and reported, and one that also cleared its
+// environment (beyond every kill) is not waited for.
 func TestServerChildrenHoldingOutput(t *testing.T) {
 	tests := []struct {
 		name   string
 		script string // run as sh -c script MARKER; prints the ready line
 		exit   bool   // the server exits on its own (AwaitExit), or is killed (Kill)
 		want   string // in AwaitExit's error
-		left   bool   // a process escapes the group (setsid): not the code's to kill
+		left   bool   // a process escapes the group and the mark: not the code's to kill
 	}{
 		{name: "group child, server exits", script: `(while :; do sleep 1; done) & echo READY 127.0.0.1:4242; sleep 0.2`, exit: true, want: "outlived"},
 		{name: "group child, server killed", script: `(while :; do sleep 1; done) & echo READY 127.0.0.1:4242; exec sleep 60`},
-		{name: "setsid child, server killed", script: proctest.Escape + `echo READY 127.0.0.1:4242; exec sleep 60`, left: true},
-		{name: "setsid child, server exits", script: proctest.Escape + `echo READY 127.0.0.1:4242; sleep 0.2`, exit: true, want: "outside its process group (setsid)", left: true},
+		{name: "setsid child, server killed", script: proctest.Escape + `echo READY 127.0.0.1:4242; exec sleep 60`},
+		{name: "setsid child, server exits", script: proctest.Escape + `echo READY 127.0.0.1:4242; sleep 0.2`, exit: true, want: "outside its process group (setsid) outlived it; killed by the server's mark"},
+		{name: "setsid daemon, its output closed", script: proctest.Daemon + `echo READY 127.0.0.1:4242; sleep 0.2`, exit: true, want: "outlived it; killed by the server's mark"},
+		{name: "setsid child without the mark, server exits", script: proctest.EscapeUnmarked + `echo READY 127.0.0.1:4242; sleep 0.2`, exit: true, want: "held its output open", left: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

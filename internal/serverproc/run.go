@@ -36,11 +36,12 @@ type Command struct {
 // Run runs c in a process group of its own, with the parent-death signal
 // (Linux), and kills the whole group on every way out: when the command
 // exits (what its children left behind), past c.Within, when ctx ends, or
-// when a writer refuses more output. Run returns at most DrainWithin after
-// that: a process that left the group (setsid) and still holds the output
-// is not waited for, and, where the command otherwise succeeded, Run says
-// so. Such a process is beyond the group's kill; only a cgroup would reach
-// it (docs/bounds.md).
+// when a writer refuses more output; a process that left the group
+// (setsid) carrying the command's mark (MarkEnv) is killed with it, and,
+// where the command otherwise succeeded, Run says so. Run returns at most
+// DrainWithin after that: a process that left the group and cleared its
+// environment, beyond both kills, is not waited for if it still holds the
+// output, and Run says so too (docs/bounds.md).
 //
 // The error is the command's exit (an *exec.ExitError) or why it was
 // stopped: ctx's error (an interrupted run), the time limit, or the
@@ -53,7 +54,8 @@ func Run(ctx context.Context, c Command) error {
 	defer cancel()
 	r := &bounded{cmd: exec.Command(c.Argv[0], c.Argv[1:]...)}
 	r.cmd.Dir = c.Dir
-	r.cmd.Env = append([]string{}, c.Env...) // never nil: nil would inherit the runner's
+	r.mark = newMark()
+	r.cmd.Env = withMark(append([]string{}, c.Env...), r.mark) // never nil: nil would inherit the runner's
 	r.cmd.SysProcAttr = childAttr(true)
 	if err := r.start(c); err != nil {
 		return err
@@ -71,6 +73,8 @@ func Run(ctx context.Context, c Command) error {
 		return fmt.Errorf("did not finish within %v; its process group was killed", c.Within)
 	case waitErr != nil:
 		return waitErr
+	case r.strayed:
+		return fmt.Errorf("exited, but a process it started outside its process group (setsid) outlived it; killed by the command's mark (%s)", MarkEnv)
 	case r.held:
 		return fmt.Errorf("exited, but a process it started outside its process group (setsid) held its output open; not waited for past %v", DrainWithin)
 	}
@@ -87,6 +91,8 @@ type bounded struct {
 	mu      sync.Mutex
 	over    error // the first write error
 	held    bool  // a reader stopped at the drain deadline
+	strayed bool  // processes outside the group carried its mark; killed
+	mark    string
 }
 
 // stream is one pipe from the command to a writer of the caller's.
@@ -175,7 +181,10 @@ func (b *bounded) wait(limited context.Context) error {
 	}()
 	waitErr := b.cmd.Wait()
 	close(exited)
-	b.group() // what the command left running in its group
+	pgid := b.cmd.Process.Pid
+	b.strayed = killMarked(b.mark, pgid) > 0 // what left the group (setsid)
+	b.group()                                // what the command left running in its group
+	b.strayed = killMarked(b.mark, pgid) > 0 || b.strayed
 	deadline := time.Now().Add(DrainWithin)
 	for _, s := range b.streams {
 		_ = s.r.SetReadDeadline(deadline)

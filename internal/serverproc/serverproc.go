@@ -56,6 +56,10 @@ type Server struct {
 	// escaped: a process outside its group (setsid) held its output open
 	// past the drain bound, and was not waited for (valid after done).
 	escaped bool
+	// strayed: processes outside its group carried its mark when it
+	// exited (valid after done); they were killed.
+	strayed bool
+	mark    string // MarkEnv's value in its environment
 
 	mu      sync.Mutex
 	log     []string
@@ -92,9 +96,9 @@ func Start(ctx context.Context, path string, args []string, readyWithin time.Dur
 // reaped before StartSpec returns.
 func StartSpec(ctx context.Context, spec Spec) (*Server, error) {
 	cmd := exec.CommandContext(ctx, spec.Path, spec.Args...)
-	cmd.Dir, cmd.Env = spec.Dir, spec.Env
+	s := &Server{cmd: cmd, group: spec.Group, done: make(chan struct{}), mark: newMark()}
+	cmd.Dir, cmd.Env = spec.Dir, withMark(spec.Env, s.mark)
 	cmd.SysProcAttr = childAttr(spec.Group)
-	s := &Server{cmd: cmd, group: spec.Group, done: make(chan struct{})}
 	cmd.Cancel = func() error { s.signal(syscall.SIGKILL); return nil }
 	// The pipes are the lab's own, not os/exec's, so that Wait returns when
 	// the server exits whoever else holds them (a child it left, one that
@@ -152,14 +156,17 @@ func StartSpec(ctx context.Context, spec Spec) (*Server, error) {
 }
 
 // reap waits for the server's exit (the pipes are not os/exec's: Wait
-// returns then) and ends its log. The log ends when every process holding
-// the pipes closed them: the server's group goes with it, normally, within
-// DrainWithin. What of its group is left then is killed (sweepGroup
-// reports it); a process that left the group (setsid) is beyond that kill
-// and is not waited for.
+// returns then) and ends its log. A process outside its group that carries
+// its mark (one that left the group: setsid) is killed at once. The log
+// ends when every process holding the pipes closed them: the server's
+// group goes with it, normally, within DrainWithin. What of its group is
+// left then is killed (sweepGroup reports it); a process that cleared its
+// environment and left the group is beyond both kills and is not waited
+// for.
 func (s *Server) reap(pipes *sync.WaitGroup, stdout, stderr *os.File) {
 	err := s.cmd.Wait()
 	s.status = exitCode(s.cmd, err)
+	s.strayed = s.killStrays()
 	drained := make(chan struct{})
 	go func() { pipes.Wait(); close(drained) }()
 	select {
@@ -170,8 +177,9 @@ func (s *Server) reap(pipes *sync.WaitGroup, stdout, stderr *os.File) {
 		s.outlived = true
 		_ = syscall.Kill(-s.PID, syscall.SIGKILL)
 	}
+	s.strayed = s.killStrays() || s.strayed // one its group started as it went
 	// Killed, the group's members close the pipes at once; what still
-	// holds them left the group.
+	// holds them left the group and cleared its environment.
 	deadline := time.Now().Add(DrainWithin / 4)
 	stdout.SetReadDeadline(deadline)
 	stderr.SetReadDeadline(deadline)
@@ -350,19 +358,33 @@ func (s *Server) AwaitExit(within time.Duration) (int, error) {
 }
 
 // sweepGroup kills what is left of a server's process group once the
-// server itself exited (a child it did not take with it), and says so.
-// A process that left the group (setsid) is beyond this kill (only a
-// cgroup would reach it); where one held the server's output open, the
-// error says so.
+// server itself exited (a child it did not take with it), and says so; and
+// says so of a process that left the group (setsid) carrying its mark,
+// which reap killed. One that also cleared its environment is beyond both
+// kills; where it held the server's output open, the error says so.
 func (s *Server) sweepGroup() error {
 	if s.group && (s.outlived || syscall.Kill(-s.PID, 0) == nil) {
 		_ = syscall.Kill(-s.PID, syscall.SIGKILL)
 		return fmt.Errorf("server %d exited, but processes of its group outlived it; killed", s.PID)
 	}
+	if s.strayed {
+		return fmt.Errorf("server %d exited, but a process it started outside its process group (setsid) outlived it; killed by the server's mark (%s)", s.PID, MarkEnv)
+	}
 	if s.escaped {
 		return fmt.Errorf("server %d exited, but a process it started outside its process group (setsid) held its output open; not waited for past %v", s.PID, DrainWithin)
 	}
 	return nil
+}
+
+// killStrays kills the processes outside the server's group that carry
+// its mark (with no group of its own, every one), and reports whether
+// there were any.
+func (s *Server) killStrays() bool {
+	skip := 0
+	if s.group {
+		skip = s.PID
+	}
+	return killMarked(s.mark, skip) > 0
 }
 
 // Exited reports whether the process has exited and been reaped.
@@ -428,6 +450,7 @@ func ReadState(ctx context.Context, path string, kind protocol.Store, p store.Pl
 	ctx, cancel := context.WithTimeout(ctx, readStateWithin)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = withMark(nil, newMark())
 	cmd.SysProcAttr = childAttr(false)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"idemlab/internal/serverproc/proctest"
 )
 
 // The test binary doubles as a fake server, chosen by this variable.
@@ -66,6 +68,23 @@ func TestMain(m *testing.M) {
 				w.WriteHeader(http.StatusServiceUnavailable)
 			}
 		}))
+		os.Exit(0)
+	case "owner": // a runner with its watchdog: its server leaves a child in its group and one outside (setsid)
+		wd, err := StartWatchdog()
+		if err != nil {
+			os.Exit(3)
+		}
+		defer wd.Close()
+		script := `(while :; do sleep 1; done) & ` + proctest.Escape + `echo READY 127.0.0.1:4242; wait`
+		s, err := StartSpec(context.Background(), Spec{Path: "sh", Args: []string{"-c", script, os.Getenv("FAKE_MARKER"), os.Getenv("FAKE_FILE")},
+			ReadyLine: readyLine, ReadyWithin: 10 * time.Second, Group: true})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		defer s.Kill()
+		fmt.Println("OWNER READY")
+		time.Sleep(time.Minute)
 		os.Exit(0)
 	case "parent": // ready, with a child of its own that ignores SIGTERM
 		child := exec.Command(os.Args[0])

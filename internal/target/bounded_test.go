@@ -19,19 +19,21 @@ import (
 // shell exits, or once its context ends, well inside a deadline the old
 // code hung past (it waited for the pipe to close, up to the 10-minute
 // limit); a child in the setup's process group is killed; one that left
-// the group is not waited for, and the setup says so.
+// the group is killed by the setup's mark, and the setup says so; one that
+// also cleared its environment is not waited for, and the setup says so.
 func TestEnsureSetupChildrenHoldingOutput(t *testing.T) {
 	tests := []struct {
 		name    string
 		script  string        // run as sh -c script MARKER FILE
 		cancel  time.Duration // cancel the context this long after the start (0: never)
 		wantErr string        // "" for success
-		left    bool          // a process escapes the group: not the runner's to kill
+		left    bool          // a process escapes the group and the mark: not the runner's to kill
 	}{
 		{name: "group child outlives the shell", script: `(while :; do sleep 1; done) & echo hi`},
 		{name: "cancelled with a group child", script: `(while :; do sleep 1; done) & echo hi; sleep 60`, cancel: 500 * time.Millisecond, wantErr: "context canceled"},
-		{name: "setsid child outlives the shell", script: proctest.Escape + `echo hi`, wantErr: "held its output open", left: true},
-		{name: "cancelled with a setsid child", script: proctest.Escape + `echo hi; sleep 60`, cancel: 500 * time.Millisecond, wantErr: "context canceled", left: true},
+		{name: "setsid child outlives the shell", script: proctest.Escape + `echo hi`, wantErr: "outlived it; killed by the command's mark"},
+		{name: "cancelled with a setsid child", script: proctest.Escape + `echo hi; sleep 60`, cancel: 500 * time.Millisecond, wantErr: "context canceled"},
+		{name: "setsid child without the mark outlives the shell", script: proctest.EscapeUnmarked + `echo hi`, wantErr: "held its output open", left: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

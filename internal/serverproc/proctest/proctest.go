@@ -83,3 +83,11 @@ func Within[T any](t *testing.T, limit time.Duration, what string, f func() T) T
 // leaves the process group (setsid) holding the output, and waits until
 // it has.
 const Escape = `setsid sh -c 'touch "$1"; while :; do sleep 1; done' "$0" "$1" & while [ ! -e "$1" ]; do sleep 0.05; done; `
+
+// Daemon is Escape's child as a daemon: its output closed (to /dev/null),
+// so nothing the lab reads waits on it.
+const Daemon = `setsid sh -c 'touch "$1"; while :; do sleep 1; done' "$0" "$1" >/dev/null 2>&1 </dev/null & while [ ! -e "$1" ]; do sleep 0.05; done; `
+
+// EscapeUnmarked is Escape's child with its environment cleared (env -i):
+// beyond the lab's mark (serverproc.MarkEnv) as well as its group's kill.
+const EscapeUnmarked = `env -i /usr/bin/setsid /bin/sh -c 'touch "$1"; while :; do sleep 1; done' "$0" "$1" & while [ ! -e "$1" ]; do sleep 0.05; done; `

@@ -1,0 +1,48 @@
+package serverproc
+
+import (
+	"crypto/rand"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+)
+
+// MarkEnv names the variable the lab adds to the environment of every
+// process it starts (a server, a target, a command of a target's): a mark
+// of the runner's, then one of the process's own, "RUN.N". A child
+// inherits it, and so does one that left the process group (setsid, a
+// daemon), which no kill of the group reaches: once a process the lab
+// started is gone, whatever still carries its mark is killed too, and the
+// watchdog kills whatever carries the runner's if the runner dies first
+// (docs/bounds.md). Only a process that clears its environment escapes.
+const MarkEnv = "IDEMLAB_MARK"
+
+// runMark is this runner's own mark, unique to the process.
+var runMark = strings.ToLower(rand.Text()[:16])
+
+var marks atomic.Int64
+
+// newMark is a mark for the next process the lab starts.
+func newMark() string { return fmt.Sprintf("%s.%d", runMark, marks.Add(1)) }
+
+// withMark is env, or the runner's own environment where env is nil, with
+// mark as MarkEnv (one the runner itself carries replaced: a runner that
+// another runner started marks its processes as its own).
+func withMark(env []string, mark string) []string {
+	if env == nil {
+		env = os.Environ()
+	}
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, MarkEnv+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, MarkEnv+"="+mark)
+}
+
+// Marked is env (nil: the runner's own) marked for a process the lab
+// starts outside this package (the audit program), so that the watchdog
+// ends it and what it started with a runner that died.
+func Marked(env []string) []string { return withMark(env, newMark()) }

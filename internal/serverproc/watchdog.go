@@ -1,0 +1,73 @@
+package serverproc
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+)
+
+// A Watchdog outlives the runner only to end what the runner started: a
+// shell in a session of its own (a Ctrl-C to the runner's group does not
+// reach it) blocked reading a pipe whose write end only the runner holds.
+// Close tells it the runner ended cleanly; an end of input without that
+// means the runner died (SIGKILL, a crash), and it kills every process
+// carrying the runner's mark (MarkEnv): what the parent-death signal,
+// which reaches only a direct child, leaves behind (the service under
+// `sh -c`, a daemon that left its group).
+type Watchdog struct {
+	w   *os.File
+	cmd *exec.Cmd
+}
+
+// watchdogScript is the watchdog, run as sh -c SCRIPT sh RUNMARK: it kills
+// the marked processes three times over, 0.2 s apart, for one being forked
+// while a pass ran carries the mark too.
+const watchdogScript = `IFS= read -r line
+[ "$line" = done ] && exit 0
+for pass in 1 2 3; do
+  for f in $(grep -lsxzE "` + MarkEnv + `=$1\.[0-9]+" /proc/[0-9]*/environ); do
+    p=${f#/proc/}
+    kill -9 "${p%/environ}" 2>/dev/null
+  done
+  sleep 0.2
+done`
+
+// StartWatchdog starts the runner's watchdog (Linux; elsewhere it does
+// nothing). Close it on every way out of the run.
+func StartWatchdog() (*Watchdog, error) {
+	if !watchdogSupported {
+		return &Watchdog{}, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("start the watchdog: %w", err)
+	}
+	defer r.Close() // the watchdog has its copy
+	cmd := exec.Command("sh", "-c", watchdogScript, "sh", runMark)
+	cmd.Stdin = r
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")} // no mark: it must not match itself
+	cmd.SysProcAttr = watchdogAttr()
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("start the watchdog: %w", err)
+	}
+	return &Watchdog{w: w, cmd: cmd}, nil
+}
+
+// Close tells the watchdog the runner ended cleanly and waits for it to
+// exit; safe to call again.
+func (wd *Watchdog) Close() error {
+	if wd == nil || wd.cmd == nil {
+		return nil
+	}
+	_, err := fmt.Fprintln(wd.w, "done")
+	wd.w.Close()
+	if werr := wd.cmd.Wait(); err == nil {
+		err = werr
+	}
+	wd.cmd = nil
+	if err != nil {
+		return fmt.Errorf("stop the watchdog: %w", err)
+	}
+	return nil
+}

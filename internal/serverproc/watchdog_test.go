@@ -1,0 +1,77 @@
+package serverproc
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"idemlab/internal/serverproc/proctest"
+)
+
+// Ensure a runner killed outright (SIGKILL: no code of its own runs) takes
+// with it what its server started: a child of the server's group, which
+// the parent-death signal (the direct child's only) does not reach, and
+// one that left the group (setsid). Its watchdog kills both by the
+// runner's mark; without it both outlive the runner.
+func TestWatchdogEndsWhatADeadRunnerStarted(t *testing.T) {
+	m := proctest.Marked(t)
+	owner := exec.Command(os.Args[0])
+	owner.Env = append(os.Environ(), fakeEnv+"=owner", "FAKE_MARKER="+m, "FAKE_FILE="+filepath.Join(t.TempDir(), "escaped"))
+	owner.Stderr = os.Stderr
+	out, err := owner.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { owner.Process.Kill(); owner.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if strings.TrimSpace(line) != "OWNER READY" {
+		t.Fatalf("the owner printed %q (%v), want OWNER READY", line, err)
+	}
+	// The server's shell, its group child, the setsid child's shell.
+	if n := len(proctest.Carrying(m)); n < 3 {
+		t.Fatalf("%d processes carry the marker, want at least 3 before the kill", n)
+	}
+	if err := owner.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	owner.Wait()
+	if left := proctest.Gone(m); len(left) > 0 {
+		t.Errorf("processes %v outlived the runner killed with SIGKILL", left)
+	}
+}
+
+// Ensure a runner that ends cleanly tells its watchdog so, and the
+// watchdog kills nothing: what the runner still runs is its own to stop.
+func TestWatchdogCloseKillsNothing(t *testing.T) {
+	wd, err := StartWatchdog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(fakeEnv, "ready")
+	s, err := Start(t.Context(), os.Args[0], nil, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Kill()
+	if err := wd.Close(); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	if err := wd.Close(); err != nil {
+		t.Fatalf("a second Close = %v", err)
+	}
+	time.Sleep(700 * time.Millisecond) // past the watchdog's three passes, had it swept
+	if s.Exited() {
+		t.Fatal("the server exited after the watchdog was closed cleanly")
+	}
+	if code, err := s.Stop(5 * time.Second); code != 0 || err != nil {
+		t.Errorf("Stop = %d, %v; want 0, nil", code, err)
+	}
+}
