@@ -117,11 +117,13 @@ func (e *RefusedError) Error() string {
 	return "not regular files (refused): " + strings.Join(e.Paths, ", ")
 }
 
-// SourceFiles lists the checkout's sources as sorted slash paths; those
-// that are not regular files are never followed but named in a
-// *RefusedError returned with the list.
+// SourceFiles lists the checkout's sources as sorted slash paths, less
+// what a target folder's IgnoreFile names (targetBuilt); those that are
+// not regular files are never followed but named in a *RefusedError
+// returned with the list. A refused IgnoreFile is an error.
 func SourceFiles(root string) ([]string, error) {
 	var out, refused []string
+	ignores := map[string]func(string, bool) bool{} // per target folder
 	for _, f := range []string{"go.mod", "go.sum"} {
 		fi, err := os.Lstat(filepath.Join(root, f))
 		switch {
@@ -151,7 +153,14 @@ func SourceFiles(root string) ([]string, error) {
 				return err
 			}
 			rel = filepath.ToSlash(rel)
+			built, err := targetBuilt(root, rel, d.IsDir(), ignores)
+			if err != nil {
+				return err
+			}
 			switch {
+			case built && d.IsDir():
+				return filepath.SkipDir
+			case built:
 			case d.IsDir() && name != base && (d.Name() == "testdata" || d.Name() == "node_modules"):
 				return filepath.SkipDir
 			case d.IsDir() || !IsSource(rel):
@@ -170,6 +179,27 @@ func SourceFiles(root string) ([]string, error) {
 		return out, &RefusedError{refused}
 	}
 	return out, nil // WalkDir visits in lexical order; dirs are in fixed order
+}
+
+// targetBuilt reports whether the slash path rel, inside a target's
+// folder (targets/NAME/...), is one its IgnoreFile names: what its setup
+// builds there (a Go binary), no source, as it is no part of the folder's
+// digest (Folder). ignores caches each folder's reading.
+func targetBuilt(root, rel string, dir bool, ignores map[string]func(string, bool) bool) (bool, error) {
+	parts := strings.SplitN(rel, "/", 3)
+	if len(parts) < 3 || parts[0] != "targets" {
+		return false, nil
+	}
+	folder := parts[0] + "/" + parts[1]
+	ig, ok := ignores[folder]
+	if !ok {
+		var err error
+		if ig, err = ignored(filepath.Join(root, filepath.FromSlash(folder))); err != nil {
+			return false, fmt.Errorf("%s: %w", folder, err)
+		}
+		ignores[folder] = ig
+	}
+	return ig(parts[2], dir), nil
 }
 
 // SourceHash is the SHA-256 (hex) of data with every CRLF folded to LF, so

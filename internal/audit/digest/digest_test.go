@@ -89,6 +89,23 @@ func TestSourceFiles(t *testing.T) {
 			want: []string{"go.mod", "go.sum", "cmd/fake/main.go", "internal/a/b.go", "cases/10-a.json", "schema/case.schema.json", "targets/t/app.js"},
 		},
 		{
+			name: "what a target's setup builds, its .gitignore names",
+			tree: map[string]string{
+				"go.mod":                     "module m\n",
+				"targets/g/.gitignore":       "# built\n/harness\nout/\n",
+				"targets/g/main.go":          "x",
+				"targets/g/harness":          "a binary",
+				"targets/g/sub/harness":      "not the anchored one",
+				"targets/g/out/x.bin":        "x",
+				"targets/h/harness":          "another folder's .gitignore does not reach it",
+				"internal/a/harness":         "x",
+				"internal/a/.gitignore":      "/harness\n",
+				"targets/g/out-of-scope.txt": "x",
+			},
+			want: []string{"go.mod", "internal/a/.gitignore", "internal/a/harness", "targets/g/.gitignore", "targets/g/main.go",
+				"targets/g/out-of-scope.txt", "targets/g/sub/harness", "targets/h/harness"},
+		},
+		{
 			name:    "symlink",
 			tree:    map[string]string{"go.mod": "module m\n", "internal/a/b.go": "x"},
 			link:    "internal/a/c.go",
