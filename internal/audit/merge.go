@@ -529,10 +529,12 @@ func (o *object) setRaw(k string, raw json.RawMessage) {
 	o.vals[k] = raw
 }
 
-// text is member k as a string ("" if it is not one).
+// text is member k as a string ("" if it is missing or not a string).
 func (o *object) text(k string) string {
 	var s string
-	json.Unmarshal(o.vals[k], &s) //nolint:errcheck // not a string: ""
+	if err := json.Unmarshal(o.vals[k], &s); err != nil {
+		return ""
+	}
 	return s
 }
 
