@@ -234,7 +234,7 @@ func placesText(ps []chaosPlace) string {
 
 // checkEffectsAndReplays checks that an intent has no more effects at a
 // place than it made attempts there that may have applied it (no reply,
-// or a 200 not marked replayed), and that a reply marked replayed follows
+// or a 2xx not marked replayed), and that a reply marked replayed follows
 // an earlier attempt of its intent at the same place that got no reply
 // (the one whose result it replays), its value below that of every reply
 // not replayed at that place that began after it ended.
@@ -249,7 +249,7 @@ func (h *chaosHistory) checkEffectsAndReplays(placeOf map[int64]int64) {
 		}
 		for pl, got := range in.effectsAt {
 			if int64(got) > could[pl] {
-				h.issue("effects", in.number, "intent %d has %d effects at place %d, but made %d attempts there that may have applied it (no reply, or a 200 not replayed)",
+				h.issue("effects", in.number, "intent %d has %d effects at place %d, but made %d attempts there that may have applied it (no reply, or a 2xx not replayed)",
 					in.number, got, pl, could[pl])
 			}
 		}

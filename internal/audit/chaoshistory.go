@@ -90,7 +90,7 @@ type chaosIntent struct {
 	next           int32             // the number its next attempt must carry
 	chaosN, quietN uint16            // its attempts in each phase (saturating)
 	lastPhase      int8              // its last attempt's phase: 0 none, 1 chaos, 2 quiet
-	apply          [maxPlaced]uint16 // per replica, attempts that may have applied it (no reply, or a 200 not replayed)
+	apply          [maxPlaced]uint16 // per replica, attempts that may have applied it (no reply, or a 2xx not replayed)
 	effectsAt      [maxPlaced]uint16 // per place, its effects in the journal
 }
 
@@ -758,7 +758,7 @@ func (h *chaosHistory) readAttempt(l *lineReader, lastTime *int64) chaosLine {
 }
 
 // checkType checks an attempt's type against its outcome, in Jepsen's
-// terms: a reply is ok (200), info (unknown) at 500 or above (a server
+// terms: a reply is ok (2xx: success is any 2xx, as in the cases), info (unknown) at 500 or above (a server
 // error may follow an applied effect), else fail; no reply is fail when
 // refused (nothing listened), else info.
 func checkType(l *lineReader, a chaosLine) {
@@ -769,7 +769,7 @@ func checkType(l *lineReader, a chaosLine) {
 			l.failf("outcome reply with status %d and error %q", a.status, a.errText)
 		}
 		switch {
-		case a.status == 200:
+		case a.status >= 200 && a.status < 300:
 			wantType = "ok"
 		case a.status >= 500:
 			wantType = "info"
@@ -947,7 +947,7 @@ type chaosCheck struct {
 //     replica at exactly one place (bad_journal);
 //   - per intent (named by its body's SHA-256, which the journal keeps):
 //     applied n times over every place; n ≥ 2 is a duplicate; acknowledged
-//     (a 200) with n = 0 a lost acknowledgement; never acknowledged stuck;
+//     (a 2xx) with n = 0 a lost acknowledgement; never acknowledged stuck;
 //   - per 200, with n ≥ 1: its value must be one of the intent's effects at
 //     the place of the replica that replied (value_mismatch), and, where
 //     the journal says when each effect was applied (a sink's), of an

@@ -26,7 +26,7 @@ type intent struct {
 	body     []byte
 	sha      string
 	attempts int  // made so far, both phases
-	resolved bool // got a 200
+	resolved bool // got a 2xx
 
 	quietTries int       // quiet-phase attempts made
 	lastQuiet  time.Time // when the last one ended
@@ -251,7 +251,7 @@ func (r *run) chaosClient(ctx context.Context, c int, over <-chan struct{}) {
 	}
 }
 
-// quiet retries the unresolved intents round-robin, each until a 200,
+// quiet retries the unresolved intents round-robin, each until a 2xx,
 // QuietAttempts or the deadline: a worker makes one attempt and puts the
 // intent back at the tail, so a stuck intent (every retry 409) takes no
 // worker from the others.

@@ -5,7 +5,7 @@
 // only records; the audit judges the history by what the store or target
 // claims.
 //
-// A run has a chaos phase (clients retry each intent's key until a 200,
+// A run has a chaos phase (clients retry each intent's key until a 2xx,
 // each attempt's replica, fault and backoff drawn from the seeded plan in
 // internal/audit/chaosplan, which the audit draws again; the nemesis never
 // kills the last replica running, and every planned kill is recorded as a

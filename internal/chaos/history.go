@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
-	"net/http"
 
 	"idemlab/internal/protocol"
 )
@@ -18,8 +17,8 @@ type OpType string
 
 // The attempt results.
 const (
-	OK   OpType = "ok"   // a 200 reply, the intent's effect acknowledged
-	Fail OpType = "fail" // refused (nothing listened), or a reply below 500 other than 200: this attempt took no effect
+	OK   OpType = "ok"   // a 2xx reply, the intent's effect acknowledged (a target may answer 201: docs/targets.md)
+	Fail OpType = "fail" // refused (nothing listened), or a reply below 500 other than 2xx: this attempt took no effect
 	// Info: outcome unknown, never counted as failed: no reply, or a 5xx
 	// (which may follow an applied effect: fail-after-effect).
 	Info OpType = "info"
@@ -28,7 +27,7 @@ const (
 // replyType is the OpType of a reply with status code.
 func replyType(status int) OpType {
 	switch {
-	case status == http.StatusOK:
+	case status >= 200 && status < 300:
 		return OK
 	case status >= 500:
 		return Info
