@@ -1,3 +1,6 @@
+package chaos
+
+import "testing"
 
 // Ensure an attempt's type reads success as any 2xx, as the cases do: a
 // target answering 201 (NestJS's POST) had every success typed fail, its
