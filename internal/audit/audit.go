@@ -265,6 +265,7 @@ type auditor struct {
 	schemas  *Schemas
 	allCases []*Case // every case file, in file order
 	manifest map[string]any
+	prefixes map[string]string // target NUL key_prefix: the case of the shared run that drew it
 	listed   map[string]string // manifest.files
 	data     map[string][]byte // evidence files read (whatever their hash)
 	runDoc   map[string]any    // run.json, when schema-valid

@@ -245,7 +245,8 @@ func (a *auditor) checkTargetRun(tname string, spec *targetSpec, c *Case, trial 
 		fail(nil, "calls", fmt.Sprintf("%d (as %s's steps send)", len(c.Plan), c.File), strconv.Itoa(len(calls)))
 	}
 	det, _ := rm["detail"].(map[string]any)
-	prefix := a.keyPrefix(spec, det, fail)
+	shared := a.checkShared(tname, c, spec, det, fail)
+	prefix := a.keyPrefix(spec, shared, det, fail)
 	for i := range min(len(view.calls), len(c.Plan)) {
 		call, _ := view.calls[i].(map[string]any)
 		a.check()
@@ -256,7 +257,7 @@ func (a *auditor) checkTargetRun(tname string, spec *targetSpec, c *Case, trial 
 		p.Key = sentKey(p.Key, spec.keyFormat) // the key as the target's key format writes it
 		checkSent(i, call, p, fail)
 	}
-	a.checkProcesses(c, spec, codes, det, len(calls), fail)
+	a.checkProcesses(c, spec, shared, codes, det, len(calls), fail)
 	a.checkJournal(spec, c, counter, det, fail)
 	a.checkReplies(spec, det, calls, fail)
 	own, err := judgeTarget(c, spec, counter, calls, unforwarded(spec, c, det))
@@ -310,29 +311,89 @@ func (a *auditor) checkNotRun(c *Case, spec *targetSpec, rm map[string]any, view
 	return true
 }
 
-// keyPrefix is what every key of a run on an attached target began with
-// (detail.key_prefix, which only such a run has), "" on any other.
-func (a *auditor) keyPrefix(spec *targetSpec, det map[string]any, fail callFail) string {
+// keyPrefix is what every key of a run on an attached target or a shared
+// process began with (detail.key_prefix, which only such a run has), ""
+// on any other. Two runs of a target with one prefix could answer each
+// other's keys: a prefix is drawn for each run.
+func (a *auditor) keyPrefix(spec *targetSpec, shared bool, det map[string]any, fail callFail) string {
 	prefix, has := str(det, "key_prefix")
 	a.check()
 	switch {
 	case spec.attach && !has:
 		fail(nil, "detail.key_prefix", "a prefix unique to the run (the target is attached: its earlier keys must not answer)", "none")
-	case !spec.attach && has:
+	case shared && !has:
+		fail(nil, "detail.key_prefix", "a prefix unique to the run (its process is shared: other runs' keys must not answer)", "none")
+	case !spec.attach && !shared && has:
 		fail(nil, "detail.key_prefix", "none (the lab starts this target: its keys are its run's)", strconv.Quote(prefix))
 		return ""
 	}
 	return prefix
 }
 
+// checkShared checks a run on a shared process (detail.shared_process): by
+// the audit's own reading of the case and target.json, the case needs no
+// process of its own, and no other run of the target drew its key prefix.
+// It reports whether the run was on a shared process.
+func (a *auditor) checkShared(tname string, c *Case, spec *targetSpec, det map[string]any, fail callFail) bool {
+	sp, shared := det["shared_process"].(map[string]any)
+	if !shared {
+		return false
+	}
+	a.check()
+	if why := unshareable(c, spec); why != "" {
+		fail(nil, "detail.shared_process", "none: the case needs a process of its own ("+why+")", "pid "+render(sp["pid"]))
+	}
+	if prefix, has := str(det, "key_prefix"); has {
+		a.check()
+		k := tname + "\x00" + prefix
+		if a.prefixes == nil {
+			a.prefixes = map[string]string{}
+		}
+		if prev, dup := a.prefixes[k]; dup {
+			fail(nil, "detail.key_prefix", "a prefix no other run of the target drew", strconv.Quote(prefix)+", "+prev+"'s too")
+		}
+		a.prefixes[k] = c.Name
+	}
+	return true
+}
+
+// unshareable says why case c may not run on a process of target spec
+// that other runs share ("" when it may): the audit's reading of
+// caserun.Shareable. A shared process is started by the lab, calls the
+// sink, and holds no bounded store that other runs' keys would fill; the
+// case runs one replica, one process, no crash, no capacity and no TTL of
+// its own.
+func unshareable(c *Case, spec *targetSpec) string {
+	switch {
+	case spec.attach:
+		return "the target is attached"
+	case !spec.sink:
+		return "the target counts its own effects"
+	case spec.capacity != nil:
+		return "the target claims a capacity"
+	case c.Replicas > 1:
+		return fmt.Sprintf("%d replicas", c.Replicas)
+	case c.LosesProcess || c.Lifetimes != 1:
+		return "its steps restart, stop or crash a process"
+	case c.Capacity != 0:
+		return "a capacity of its own"
+	case c.KeyTTL != 0:
+		return "a key TTL"
+	}
+	return ""
+}
+
 // checkProcesses checks a run's processes: one per process the steps
-// start (none on an attached target), each exit code as recorded, and a
-// detail per call.
-func (a *auditor) checkProcesses(c *Case, spec *targetSpec, codes []any, det map[string]any, calls int, fail callFail) {
+// start (none on an attached target or a shared process), each exit code
+// as recorded, and a detail per call.
+func (a *auditor) checkProcesses(c *Case, spec *targetSpec, shared bool, codes []any, det map[string]any, calls int, fail callFail) {
 	a.check()
 	lifetimes, started := c.Lifetimes, "one per process "+c.File+"'s steps start"
-	if spec.attach {
+	switch {
+	case spec.attach:
 		lifetimes, started = 0, "none: the target is attached, its user started it"
+	case shared:
+		lifetimes, started = 0, "none: the run shared a process (detail.shared_process)"
 	}
 	if len(codes) != lifetimes {
 		fail(nil, "exit_codes", fmt.Sprintf("%d codes (%s)", lifetimes, started), strconv.Itoa(len(codes)))

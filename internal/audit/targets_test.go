@@ -142,6 +142,24 @@ func targetOf(doc map[string]any, name string) map[string]any {
 	panic("no target " + name)
 }
 
+// shareRun rewrites run r as a run on a shared process writes it: no
+// process or exit code of its own, every key sent with prefix (none: "").
+func shareRun(r map[string]any, prefix string) {
+	det := r["detail"].(map[string]any)
+	det["shared_process"] = map[string]any{"pid": json.Number("4242"), "ready_ms": json.Number("812.5"), "runs": json.Number("9"), "exit_code": json.Number("143")}
+	r["exit_codes"], det["processes"] = []any{}, []any{}
+	if prefix == "" {
+		return
+	}
+	det["key_prefix"] = prefix
+	for _, c := range r["calls"].([]any) {
+		cm := c.(map[string]any)
+		if k, ok := cm["key"].(string); ok {
+			cm["key"] = prefix + k
+		}
+	}
+}
+
 // targetRun returns the run of case cname on target tname, for edits.
 func targetRun(doc map[string]any, tname, cname string) map[string]any {
 	for _, r := range targetOf(doc, tname)["runs"].([]any) {
@@ -197,6 +215,48 @@ func TestAuditTargets(t *testing.T) {
 			},
 			want: []string{`targets.json: /targets/2/runs/4: additionalProperties 'verdict' not allowed`},
 			note: "targets.json is missing or invalid: the runs on targets were not checked",
+		},
+		{
+			name: "a run on a shared process, as the runner writes one",
+			mutate: func(t *testing.T, f *fixture) {
+				f.forge(t, func(d map[string]any) { shareRun(targetRun(d, express, "keyed_lost_reply"), "abcdefgh-") })
+			},
+		},
+		{
+			name: "a case that restarts its process claimed on a shared one",
+			mutate: func(t *testing.T, f *fixture) {
+				f.forge(t, func(d map[string]any) { shareRun(targetRun(d, express, "restart_after_reply"), "abcdefgh-") })
+			},
+			want: []string{
+				`targets.json: target express-idempotency, case restart_after_reply: detail.shared_process: expected none: the case needs a process of its own (its steps restart, stop or crash a process), observed pid 4242`,
+			},
+		},
+		{
+			name: "two shared runs of a target with one key prefix",
+			mutate: func(t *testing.T, f *fixture) {
+				f.forge(t, func(d map[string]any) {
+					shareRun(targetRun(d, express, "keyed_lost_reply"), "abcdefgh-")
+					shareRun(targetRun(d, express, "body_conflict"), "abcdefgh-")
+				})
+			},
+			want: []string{
+				`targets.json: target express-idempotency, case body_conflict: detail.key_prefix: expected a prefix no other run of the target drew, observed "abcdefgh-", keyed_lost_reply's too`,
+			},
+		},
+		{
+			name: "a shared run without a key prefix, its process's exit kept",
+			mutate: func(t *testing.T, f *fixture) {
+				f.forge(t, func(d map[string]any) {
+					r := targetRun(d, express, "keyed_lost_reply")
+					codes, procs := r["exit_codes"], r["detail"].(map[string]any)["processes"]
+					shareRun(r, "")
+					r["exit_codes"], r["detail"].(map[string]any)["processes"] = codes, procs
+				})
+			},
+			want: []string{
+				`targets.json: target express-idempotency, case keyed_lost_reply: detail.key_prefix: expected a prefix unique to the run (its process is shared: other runs' keys must not answer), observed none`,
+				`targets.json: target express-idempotency, case keyed_lost_reply: exit_codes: expected 0 codes (none: the run shared a process (detail.shared_process)), observed 1`,
+			},
 		},
 		{
 			name: "a not_run added to hide a violating run",

@@ -36,6 +36,7 @@ type TargetConfig struct {
 	Databases     Databases     // the postgres service's database per run; nil where there is none
 	ClientTimeout time.Duration // how long a client waits for a reply
 	Capacity      int           // fills {capacity}: what the lab gives its own server (RunTarget: the case's)
+	Pool          *Pool         // nil: every run starts its own processes
 }
 
 // TargetDetail is what varies between runs of a case on a target: a store
@@ -45,8 +46,9 @@ type TargetDetail struct {
 	Detail
 	Journal   []sink.Entry
 	Exchanges []proxy.Exchange
-	SinkCalls []sink.Call // what the sink did with each call of the target (the first MaxSinkCalls)
-	KeyPrefix string      // on an attached target, what every key of the run began with: unique to the run
+	SinkCalls []sink.Call    // what the sink did with each call of the target (the first MaxSinkCalls)
+	KeyPrefix string         // on an attached target or a shared process, what every key of the run began with: unique to the run
+	Shared    *SharedProcess // the shared process the run ran on; nil: processes of its own
 }
 
 // MaxSinkCalls bounds the sink's per-call records a run keeps: a case
@@ -63,8 +65,24 @@ const noKeyHeader = "X-Idemlab-Unforwarded"
 
 // RunTarget runs case c on cfg.Target. An error means the lab could not
 // run it (the target never got ready, a side service or the count command
-// failed); anything the target does wrong is an observation.
+// failed); anything the target does wrong is an observation. With a Pool,
+// a case that needs no process of its own (Shareable) runs on one of the
+// pool's processes, its keys and sink journal its own.
 func RunTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (obs Observed, det TargetDetail, err error) {
+	if cfg.Pool != nil && Shareable(c, cfg.Target) {
+		obs, det, err = cfg.Pool.run(ctx, cfg, c)
+		if !errors.Is(err, errSinkAddr) {
+			return obs, det, err
+		}
+		// Another socket took the shared process's sink address between
+		// two runs: this case gets a process of its own.
+	}
+	return runTarget(ctx, cfg, c, nil)
+}
+
+// runTarget runs case c on cfg.Target: on processes of its own, or on the
+// shared process m (non-nil), which the run treats as an attached service.
+func runTarget(ctx context.Context, cfg TargetConfig, c casefile.Case, m *sharedProcess) (obs Observed, det TargetDetail, err error) {
 	t := cfg.Target
 	defer func() {
 		if err != nil {
@@ -79,11 +97,15 @@ func RunTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (obs Obse
 	}
 	defer os.RemoveAll(root)
 	cfg.Capacity = cmp.Or(c.Server.Capacity, protocol.DefaultCapacity)
+	tt := *t
 	if !SinkReadsKeys(c) {
-		tt := *t
 		tt.Effects.KeyHeader = noKeyHeader
-		cfg.Target = &tt
 	}
+	if m != nil {
+		tt.Attach, tt.Services = m.attach(), nil
+		det.Shared = m.rec
+	}
+	cfg.Target = &tt
 	tr, err := StartTargetReplicas(ctx, cfg, root, c.Replicas, nil)
 	if tr != nil {
 		defer tr.Close()
@@ -95,13 +117,17 @@ func RunTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (obs Obse
 	r := &run{reps: tr, obs: &obs, det: &det.Detail, client: client.New(cfg.ClientTimeout), c: c,
 		shape: &client.Shape{Method: t.Request.Method, KeyHeader: t.Request.KeyHeader, ContentType: t.Request.ContentType},
 		key:   t.Request.KeyFormat.Key, observe: observer(t)}
-	if t.Attach != nil {
+	if tt.Attach != nil {
 		// A service that outlives the run keeps its keys: a key of an
 		// earlier run must not answer for this one.
 		det.KeyPrefix = rand.Text()[:8] + "-"
 		r.key = func(k string) string { return t.Request.KeyFormat.Key(det.KeyPrefix + k) }
 	}
-	if err := r.execute(ctx); err != nil {
+	err = r.execute(ctx)
+	if m != nil {
+		det.ServerLog = append(det.ServerLog, m.newLog()...)
+	}
+	if err != nil {
 		return obs, det, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -170,8 +196,7 @@ type TargetReplicas struct {
 	ex        []proxy.Exchange
 	sinkCalls []sink.Call // the first MaxSinkCalls
 
-	redis  *target.RedisServer
-	dropDB func()
+	services sideServices
 }
 
 // StartTargetReplicas prepares n replicas of cfg.Target in the run folder
@@ -187,7 +212,7 @@ func StartTargetReplicas(ctx context.Context, cfg TargetConfig, root string, n i
 	}
 	tr := &TargetReplicas{cfg: cfg, t: t, procs: make([]*serverproc.Server, n), proxies: make([]*proxy.Proxy, n),
 		vars: target.Vars{State: state, EffectServer: cfg.EffectServer, Capacity: cfg.Capacity}, faultKill: faultKill}
-	if err := tr.startServices(ctx, root); err != nil {
+	if err := tr.services.start(ctx, t, cfg.Databases, root, &tr.vars); err != nil {
 		return tr, err
 	}
 	if t.Effects.Sink {
@@ -196,6 +221,9 @@ func StartTargetReplicas(ctx context.Context, cfg TargetConfig, root string, n i
 			addr = t.Attach.SinkAddr
 		}
 		s, err := sink.Start(sink.Config{Replicas: n, Kill: tr.killByFault, KeyHeader: t.Effects.KeyHeader, Addr: addr, Observe: tr.observeSink})
+		if err != nil && addr != "" {
+			return tr, fmt.Errorf("start the effect sink at %s: %w: %w", addr, errSinkAddr, err)
+		}
 		if err != nil {
 			return tr, fmt.Errorf("start the effect sink: %w", err)
 		}
@@ -251,30 +279,49 @@ func (tr *TargetReplicas) Process(i int) (pid int, addr string) {
 	return 0, ""
 }
 
-// startServices starts the side services target.json names.
-func (tr *TargetReplicas) startServices(ctx context.Context, root string) error {
-	for _, s := range tr.t.Services {
+// sideServices are the side services target.json names, started for a
+// run (or a shared process): a redis-server, a PostgreSQL database.
+type sideServices struct {
+	redis  *target.RedisServer
+	dropDB func()
+}
+
+// start starts t's side services in root and fills in v's addresses.
+func (ss *sideServices) start(ctx context.Context, t *target.Target, dbs Databases, root string, v *target.Vars) error {
+	for _, s := range t.Services {
 		switch s {
 		case target.Redis:
 			r, err := target.StartRedis(ctx, root)
 			if err != nil {
 				return err
 			}
-			tr.redis, tr.vars.RedisURL = r, r.URL
+			ss.redis, v.RedisURL = r, r.URL
 		case target.Postgres:
-			if tr.cfg.Databases == nil {
+			if dbs == nil {
 				return errors.New("the postgres service: no PostgreSQL at hand")
 			}
-			dsn, drop, err := newDatabase(ctx, tr.cfg.Databases)
+			dsn, drop, err := newDatabase(ctx, dbs)
 			if err != nil {
 				return fmt.Errorf("the postgres service: %w", err)
 			}
-			tr.vars.PostgresDSN, tr.dropDB = dsn, drop
+			v.PostgresDSN, ss.dropDB = dsn, drop
 		default:
 			return fmt.Errorf("unknown side service %q", s)
 		}
 	}
 	return nil
+}
+
+// close stops what start started; safe to call again.
+func (ss *sideServices) close() {
+	if ss.redis != nil {
+		ss.redis.Stop()
+		ss.redis = nil
+	}
+	if ss.dropDB != nil {
+		ss.dropDB()
+		ss.dropDB = nil
+	}
 }
 
 // Start starts replica i's process and points its proxy at it.
@@ -290,22 +337,32 @@ func (tr *TargetReplicas) Start(ctx context.Context, i int) error {
 	if tr.sink != nil {
 		v.EffectURL = tr.sink.URL(i)
 	}
+	s, err := startProcess(ctx, tr.t, v)
+	if err != nil {
+		return err
+	}
+	return tr.startProxy(i, s.Addr, s)
+}
+
+// startProcess starts a process of t with v (v.Replica its replica) and
+// waits until it is ready; a process that is not is the target's fault.
+func startProcess(ctx context.Context, t *target.Target, v target.Vars) (*serverproc.Server, error) {
 	addr := ""
-	if tr.t.Start.ReadyLine == nil || tr.t.Start.ReadyLine.NumSubexp() == 0 {
+	if t.Start.ReadyLine == nil || t.Start.ReadyLine.NumSubexp() == 0 {
 		port, err := serverproc.FreePort()
 		if err != nil {
-			return fmt.Errorf("start replica %d: %w", i, err)
+			return nil, fmt.Errorf("start replica %d: %w", v.Replica, err)
 		}
 		v.Port = port
 		addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	}
-	argv, env := tr.t.Command(v)
-	s, err := serverproc.StartSpec(ctx, serverproc.Spec{Path: argv[0], Args: argv[1:], Dir: tr.t.Dir, Env: env,
-		ReadyLine: tr.t.Start.ReadyLine, Addr: addr, ReadyHTTP: tr.t.Start.ReadyHTTP, ReadyWithin: tr.t.Start.ReadyWithin, Group: true})
+	argv, env := t.Command(v)
+	s, err := serverproc.StartSpec(ctx, serverproc.Spec{Path: argv[0], Args: argv[1:], Dir: t.Dir, Env: env,
+		ReadyLine: t.Start.ReadyLine, Addr: addr, ReadyHTTP: t.Start.ReadyHTTP, ReadyWithin: t.Start.ReadyWithin, Group: true})
 	if err != nil {
-		return &TargetFault{fmt.Errorf("start target %s replica %d: %w", tr.t.Name, i, err)}
+		return nil, &TargetFault{fmt.Errorf("start target %s replica %d: %w", t.Name, v.Replica, err)}
 	}
-	return tr.startProxy(i, s.Addr, s)
+	return s, nil
 }
 
 // startProxy points replica i's proxy at upstream, starting the proxy at
@@ -475,13 +532,7 @@ func (tr *TargetReplicas) Close() {
 	if tr.sink != nil {
 		tr.sink.Close()
 	}
-	if tr.redis != nil {
-		tr.redis.Stop()
-	}
-	if tr.dropDB != nil {
-		tr.dropDB()
-		tr.dropDB = nil
-	}
+	tr.services.close()
 }
 
 // countEffects reads the effects applied from the target's count command.

@@ -82,7 +82,8 @@ type targetDetailDoc struct {
 	Journal   []sink.Entry           `json:"journal"`
 	Exchanges []exchangeEntry        `json:"exchanges"`
 	SinkCalls []sinkCallEntry        `json:"sink_calls"`
-	KeyPrefix string                 `json:"key_prefix,omitempty"` // an attached target's: every key of the run began with it
+	KeyPrefix string                 `json:"key_prefix,omitempty"` // an attached target's or a shared process's: every key of the run began with it
+	Shared    *caserun.SharedProcess `json:"shared_process,omitempty"` // the process the run shared with other runs (caserun.Shareable)
 }
 
 // sinkCallEntry is what the sink did with one call of the target: the
@@ -147,7 +148,7 @@ func trialDocOf(t Trial) trialDoc {
 	d := trialDoc{Counter: &counter, ExitCodes: t.Obs.ExitCodes, Calls: t.Obs.Calls}
 	det := &targetDetailDoc{WallMS: ms(t.Detail.Wall), Processes: orEmpty(t.Detail.Servers), Calls: orEmpty(t.Detail.Calls),
 		Log: orEmpty(t.Detail.ServerLog), Journal: orEmpty(t.Detail.Journal), Exchanges: []exchangeEntry{}, SinkCalls: []sinkCallEntry{},
-		KeyPrefix: t.Detail.KeyPrefix}
+		KeyPrefix: t.Detail.KeyPrefix, Shared: t.Detail.Shared}
 	for _, x := range t.Detail.Exchanges {
 		det.Exchanges = append(det.Exchanges, exchangeEntry{Fault: x.Fault, Status: x.Status, Dropped: x.Dropped, Killed: x.Killed,
 			GaveUp: x.GaveUp, SinkArmed: x.SinkArmed, SinkFired: x.SinkFired, Err: x.Err, MS: ms(x.End.Sub(x.Start))})

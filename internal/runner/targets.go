@@ -256,6 +256,12 @@ func (inv *invocation) runTarget(ctx context.Context, t *target.Target, out io.W
 	parallel := targetParallel
 	if t.Attach != nil {
 		parallel = 1 // one running service, its sink at one address
+	} else {
+		// The cases that need no process of their own share the pool's
+		// (caserun.Shareable); the runs' records hold each shared
+		// process's exit once the pool closed, before they are written.
+		cfg.Pool = caserun.NewPool(ctx, cfg)
+		defer cfg.Pool.Close()
 	}
 	// Every trial of every case is one job: trials run at once like cases,
 	// each on fresh state; a case's line is the one its last trial to end

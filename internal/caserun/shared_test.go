@@ -1,0 +1,157 @@
+package caserun
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"idemlab/internal/audit/strict"
+	"idemlab/internal/casefile"
+	"idemlab/internal/sink"
+	"idemlab/internal/sink/sinktest"
+	"idemlab/internal/target"
+)
+
+// Ensure exactly the cases that neither restart, stop nor crash a process,
+// run one replica and set no capacity or TTL of their own share a process,
+// and only on a target the lab starts, that calls the sink and claims no
+// capacity (worked by hand from cases/).
+func TestShareable(t *testing.T) {
+	set, err := strict.LoadSchemas(filepath.Join("..", "..", "schema"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := casefile.LoadDir(filepath.Join("..", "..", "cases"), set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	memory := sinktest.LoadTarget(t, sinktest.Service{Keys: sinktest.Memory})
+	capped := *memory
+	capped.Claims.Capacity = new(64)
+	counting := *memory
+	counting.Effects.Sink = false
+	attached := *memory
+	attached.Attach = &target.Attach{Upstream: "127.0.0.1:1", SinkAddr: "127.0.0.1:2"}
+	one := []string{
+		"unkeyed_lost_reply", "keyed_lost_reply", "concurrent_duplicate", "body_conflict", "body_conflict_no_content_type",
+		"effect_fails_then_retry", "fails_after_effect_then_retry", "client_gives_up_owner_running",
+		"capacity_and_input", // its 429 needs a capacity claim, which no shared target has: never run shared
+		"oversized_key_and_body", "downstream_ledger_reply_dropped",
+	}
+	for _, tc := range []struct {
+		name string
+		tg   *target.Target
+		want []string
+	}{
+		{"a sink target", memory, one},
+		{"a target claiming a capacity", &capped, nil},
+		{"a target counting its effects", &counting, nil},
+		{"an attached target", &attached, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, c := range cases {
+				if Shareable(c, tc.tg) {
+					got = append(got, c.Name)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("shareable: %q\nwant        %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// Ensure runs on a pool share its process and keep apart what a fresh
+// process would: each observes what it observes on a process of its own,
+// draws its own key prefix, has a journal of its own effects; a process
+// that died between runs is replaced, its exit recorded; a sink address
+// taken between runs sends the case to a process of its own; Close ends
+// every process and records its exit and its runs.
+func TestRunTargetShared(t *testing.T) {
+	tg := sinktest.LoadTarget(t, sinktest.Service{Keys: sinktest.Memory})
+	cfg := TargetConfig{Target: tg, StateRoot: t.TempDir(), ClientTimeout: 10 * time.Second}
+	pool := NewPool(context.Background(), cfg)
+	defer pool.Close()
+	cfg.Pool = pool
+	lost := loadCase(t, "keyed_lost_reply")
+
+	type result struct {
+		obs Observed
+		det TargetDetail
+	}
+	run := func(c casefile.Case) result {
+		t.Helper()
+		obs, det, err := RunTarget(context.Background(), cfg, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return result{obs, det}
+	}
+	check := func(r result, wantShared bool) {
+		t.Helper()
+		if (r.det.Shared != nil) != wantShared {
+			t.Fatalf("shared process %+v, want shared %v", r.det.Shared, wantShared)
+		}
+		wantCodes := []int{143}
+		if wantShared {
+			wantCodes = []int{}
+		}
+		if !slices.Equal(r.obs.ExitCodes, wantCodes) || r.obs.Counter != 1 || len(sink.Effects(r.det.Journal)) != 1 || sink.Effects(r.det.Journal)[0].Seq != 1 {
+			t.Fatalf("exit codes %v, counter %d, journal %+v: want %v, one effect of value 1 in the run's own journal", r.obs.ExitCodes, r.obs.Counter, r.det.Journal, wantCodes)
+		}
+		if c := r.obs.Calls[1]; *c.Status != 200 || *c.Body != "1" || c.Replayed == nil || !*c.Replayed {
+			t.Fatalf("the retry: %+v, want a replay of effect 1", c)
+		}
+		if wantShared && (r.det.KeyPrefix == "" || *r.obs.Calls[0].Key != tg.Request.KeyFormat.Key(r.det.KeyPrefix+"same")) {
+			t.Fatalf("key prefix %q, key sent %q: want every key sent with the run's prefix", r.det.KeyPrefix, *r.obs.Calls[0].Key)
+		}
+	}
+
+	first, second := run(lost), run(lost)
+	check(first, true)
+	check(second, true)
+	if first.det.Shared != second.det.Shared || first.det.KeyPrefix == second.det.KeyPrefix {
+		t.Fatalf("two runs: processes %p and %p, prefixes %q and %q: want one process, two prefixes", first.det.Shared, second.det.Shared, first.det.KeyPrefix, second.det.KeyPrefix)
+	}
+	if r := run(loadCase(t, "restart_after_reply")); r.det.Shared != nil || len(r.obs.ExitCodes) != 2 {
+		t.Fatalf("restart_after_reply: shared %+v, exit codes %v: want processes of its own", r.det.Shared, r.obs.ExitCodes)
+	}
+
+	// The process dies between two runs: the next run starts another.
+	dead := first.det.Shared
+	syscall.Kill(dead.PID, syscall.SIGKILL)
+	deadline := time.Now().Add(10 * time.Second)
+	for !pool.all[0].proc.Exited() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	third := run(lost)
+	check(third, true)
+	if third.det.Shared == dead || dead.ExitCode != 137 || dead.Runs != 2 {
+		t.Fatalf("after a kill: process %+v, the dead one %+v: want another, the dead one's exit 137 after 2 runs", third.det.Shared, dead)
+	}
+
+	// Another socket takes the sink's address between runs: the case gets
+	// a process of its own, and the shared process is ended.
+	ln, err := net.Listen("tcp", pool.all[1].sinkAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	check(run(lost), false)
+	if len(pool.idle) != 0 {
+		t.Fatalf("%d idle processes: want the one whose address was taken ended", len(pool.idle))
+	}
+
+	pool.Close()
+	if rec := third.det.Shared; rec.ExitCode != 143 || rec.Runs != 1 {
+		t.Fatalf("after its address was taken: %+v, want exit 143 at SIGTERM after 1 run (the case sent elsewhere made no call on it)", rec)
+	}
+	if left := sinktest.Leftovers(); len(left) > 0 {
+		t.Fatalf("target processes left after Close: %v", left)
+	}
+}
