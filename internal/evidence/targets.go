@@ -82,7 +82,7 @@ type targetDetailDoc struct {
 	Journal   []sink.Entry           `json:"journal"`
 	Exchanges []exchangeEntry        `json:"exchanges"`
 	SinkCalls []sinkCallEntry        `json:"sink_calls"`
-	KeyPrefix string                 `json:"key_prefix,omitempty"` // an attached target's or a shared process's: every key of the run began with it
+	KeyPrefix string                 `json:"key_prefix,omitempty"`     // an attached target's or a shared process's: every key of the run began with it
 	Shared    *caserun.SharedProcess `json:"shared_process,omitempty"` // the process the run shared with other runs (caserun.Shareable)
 }
 
