@@ -34,7 +34,7 @@ const (
 
 // A tlMark is one finding the timeline numbers and lists: a (rule,
 // intent) pair, the intent's effects' values in ascending order, and its
-// first 200's start, end, attempt and replica (nil: none).
+// first 2xx's start, end, attempt and replica (nil: none).
 type tlMark struct {
 	rule     string
 	intent   int64
@@ -223,7 +223,7 @@ func (t *timeline) header(b *strings.Builder) {
 func (t *timeline) legend(b *strings.Builder) {
 	lx, ly := int64(tlLeft), int64(tlHeader)
 	for _, it := range []struct{ shape, colour, label string }{
-		{"box", tlOK, "200"}, {"box", tlFail, "failed (refused, 4xx)"}, {"box", tlInfo, "unknown (no reply, timeout, 5xx)"},
+		{"box", tlOK, "2xx"}, {"box", tlFail, "failed (refused, 4xx)"}, {"box", tlInfo, "unknown (no reply, timeout, 5xx)"},
 		{"cap", tlFault, "fault sent"}, {"bar", tlKill, "kill -9"}, {"bar", tlFaultKill, "a fault's kill"},
 		{"outline", tlViolation, "violation"}, {"outline", tlShown, "shown"},
 	} {
@@ -279,7 +279,7 @@ func (t *timeline) lanes(b *strings.Builder) {
 }
 
 // numbers writes the findings' numbers, each at its intent's first
-// attempt (a lost acknowledgement's: its first 200), in the first of
+// attempt (a lost acknowledgement's: its first 2xx), in the first of
 // three rows where it keeps 16 px from the number before it, else in the
 // row whose last number is leftmost, 16 px right of that one.
 func (t *timeline) numbers(b *strings.Builder) {
@@ -355,7 +355,7 @@ func (t *timeline) listing(b *strings.Builder) {
 			if a == nil {
 				a = &[4]int64{}
 			}
-			fact = fmt.Sprintf(": a 200 at %d ms (attempt %d, replica %d), and no effect of it in the journal", a[1]/1000, a[2], a[3])
+			fact = fmt.Sprintf(": a 2xx at %d ms (attempt %d, replica %d), and no effect of it in the journal", a[1]/1000, a[2], a[3])
 		case "stuck":
 			fact = fmt.Sprintf(": never acknowledged, applied %s", plural(len(vs), "time"))
 		}
