@@ -154,7 +154,7 @@ func newFlags(o *runner.Options) *flag.FlagSet {
 	fs.StringVar(&o.SignKey, "sign", "", "also write the statement as a DSSE envelope signed with the ed25519 private key in `KEYFILE` (an OpenSSH key without a passphrase, or PKCS #8 PEM): it says who ran it, not that the run was honest (audit -verify-key checks it)")
 	fs.StringVar(&o.JUnit, "junit", "", "once the audit passes, also write its verdicts as a JUnit XML report to `FILE` (outside the evidence folder): a testcase per case on each target and store (docs/ci.md)")
 	fs.BoolVar(&o.Strict, "strict", false, "with -target, a limitation (a finding the target's claims excuse) fails the run too (exit 6), and fails its case in the -junit report")
-	fs.IntVar(&o.Trials, "trials", runner.DefaultTrials, "run each case `N` times on each target, each on fresh state: a case's verdict there is the distribution of its trials' verdicts, a finding's rate with its Wilson 95 % interval, and a case whose trials disagree is racy (the committed evidence runs 10)")
+	fs.IntVar(&o.Trials, "trials", runner.DefaultTrials, "run each case `N` times on each target, each on fresh state (keys and a sink journal of its own; a case that needs no process of its own shares one, docs/targets.md): a case's verdict there is the distribution of its trials' verdicts, a finding's rate with its Wilson 95 % interval, and a case whose trials disagree is racy (the committed evidence runs 10)")
 	fs.Var(&value{set: func(s string) (err error) {
 		o.Shard, err = shard.Parse(s)
 		return err

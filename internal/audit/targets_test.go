@@ -497,7 +497,7 @@ func (f *fixture) forgeRow(t *testing.T) {
 	f.editText(t, "evidence/TARGETS.md", "| restart_after_reply | 1 (1) | violation |", "| restart_after_reply | 1 (1) | pass |")
 }
 
-const forgedRowFailure = `TARGETS.md: differs from the audit's own rendering: line 271: expected "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ...", observed "| restart_after_reply | 1 (1) | pass | — | stuck_key: the last call with key \"same\" got 409: the key was left in pr..."`
+const forgedRowFailure = `TARGETS.md: differs from the audit's own rendering: line 273: expected "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ...", observed "| restart_after_reply | 1 (1) | pass | — | stuck_key: the last call with key \"same\" got 409: the key was left in pr..."`
 
 // expressDigest is the folder digest of the fixture's
 // targets/express-idempotency (testdata/targets/targets).
@@ -576,7 +576,7 @@ func TestAuditTargetObservations(t *testing.T) {
 			row:    "| restart_after_reply | 1 (1) | pass | — | — |",
 			safety: "pass",
 			kept: []string{
-				`TARGETS.md: differs from the audit's own rendering: line 271: expected "| restart_after_reply | 1 (1) | pass | — | — |", observed "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ..."`,
+				`TARGETS.md: differs from the audit's own rendering: line 273: expected "| restart_after_reply | 1 (1) | pass | — | — |", observed "| restart_after_reply | 1 (1) | violation | — | stuck_key: the last call with key \"same\" got 409: the key was left ..."`,
 				`verdicts.json: differs from the audit's own rendering: line 945: expected "          \"safety\": \"pass\",", observed "          \"safety\": \"violation\","`,
 			},
 		},
@@ -592,7 +592,7 @@ func TestAuditTargetObservations(t *testing.T) {
 			row:    "| crash_after_effect | 1 (1) | pass | — | — |",
 			safety: "pass",
 			kept: []string{
-				`TARGETS.md: differs from the audit's own rendering: line 34: expected "| crash_after_effect | 1 (1) | pass | — | — |", observed "| crash_after_effect | 2 (1) | limitation | — | duplicate_effect: 2 effects applied; a sound implementation applies..."`,
+				`TARGETS.md: differs from the audit's own rendering: line 36: expected "| crash_after_effect | 1 (1) | pass | — | — |", observed "| crash_after_effect | 2 (1) | limitation | — | duplicate_effect: 2 effects applied; a sound implementation applies..."`,
 				`verdicts.json: differs from the audit's own rendering: line 214: expected "          \"safety\": \"pass\",", observed "          \"safety\": \"limitation\","`,
 			},
 		},
@@ -917,7 +917,7 @@ func TestAuditMirror(t *testing.T) {
 				f.keeping(t, []string{TargetsReportFile, VerdictsFile}, func() { observed(t, f) })
 			},
 			want: []string{
-				`TARGETS.md: differs from the audit's own rendering: line 25: expected "- mirrors the native volatile store: 1 of 7 runs DIFFER", observed "- mirrors the native volatile store: all 7 runs identical"`,
+				`TARGETS.md: differs from the audit's own rendering: line 27: expected "- mirrors the native volatile store: 1 of 7 runs DIFFER", observed "- mirrors the native volatile store: all 7 runs identical"`,
 				`verdicts.json: differs from the audit's own rendering: line 79: expected "          \"safety\": \"violation\",", observed "          \"safety\": \"pass\","`,
 			},
 		},
@@ -927,7 +927,7 @@ func TestAuditMirror(t *testing.T) {
 				f.editText(t, "evidence/TARGETS.md", "all 7 runs identical", "1 of 7 runs DIFFER")
 			},
 			want: []string{
-				`TARGETS.md: differs from the audit's own rendering: line 25: expected "- mirrors the native volatile store: all 7 runs identical", observed "- mirrors the native volatile store: 1 of 7 runs DIFFER"`,
+				`TARGETS.md: differs from the audit's own rendering: line 27: expected "- mirrors the native volatile store: all 7 runs identical", observed "- mirrors the native volatile store: 1 of 7 runs DIFFER"`,
 			},
 		},
 		{

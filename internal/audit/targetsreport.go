@@ -14,7 +14,9 @@ own count) beside what a sound implementation applies; **safety** is *pass*,
 keeping its keys in memory) or *violation*; **conformance** lists the
 deviations from the IETF Idempotency-Key draft, which are never safety
 failures. A case the target cannot express is *not run*, with the reason.
-A case runs several trials, each on fresh state (runner -trials): its
+A case runs several trials, each on fresh state (runner -trials; its own
+keys and sink journal, on a process of its own or, where the case needs
+none, one it shares: docs/targets.md): its
 safety is the worst any trial showed, with how many trials showed it; a
 case whose trials disagree is *racy*, each verdict with its count, and each
 rule broken has its rate with the Wilson score interval at 95 %. The row's

@@ -174,6 +174,16 @@ func (p *Pool) Close() {
 	p.idle = nil
 }
 
+// Served reports the processes the pool started and the runs they served.
+func (p *Pool) Served() (processes, runs int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range p.all {
+		runs += m.rec.Runs
+	}
+	return len(p.all), runs
+}
+
 // end stops m's process and side services and removes its folder; safe
 // to call again.
 func (m *sharedProcess) end(t *target.Target) {

@@ -284,18 +284,10 @@ func TestTrials(t *testing.T) {
 			Runs []struct {
 				Case    string `json:"case"`
 				Further []struct {
-					Counter int64 `json:"counter"`
-					Detail  struct {
-						Processes []struct {
-							PID int `json:"pid"`
-						} `json:"processes"`
-					} `json:"detail"`
+					Counter int64       `json:"counter"`
+					Detail  trialDetail `json:"detail"`
 				} `json:"further_trials"`
-				Detail *struct {
-					Processes []struct {
-						PID int `json:"pid"`
-					} `json:"processes"`
-				} `json:"detail"`
+				Detail *trialDetail `json:"detail"`
 			} `json:"runs"`
 		} `json:"targets"`
 	}
@@ -323,12 +315,22 @@ func TestTrials(t *testing.T) {
 		t.Fatalf("targets.json: %d runs, further trials %d and %d; want keyed_lost_reply with 2 further trials, replicas_lost_reply (not run) with none",
 			len(runs), len(runs[0].Further), len(runs[1].Further))
 	}
-	pids := map[int]bool{runs[0].Detail.Processes[0].PID: true}
+	// keyed_lost_reply needs no process of its own: its trials share one
+	// (docs/targets.md, Shared processes), each with keys of its own.
+	trials := []trialDetail{*runs[0].Detail}
 	for _, f := range runs[0].Further {
-		pids[f.Detail.Processes[0].PID] = true
+		trials = append(trials, f.Detail)
 	}
-	if len(pids) != 3 {
-		t.Errorf("the 3 trials ran in %d processes, want one each: fresh state", len(pids))
+	prefixes := map[string]bool{}
+	for i, d := range trials {
+		if d.Shared == nil || len(d.Processes) != 0 || d.KeyPrefix == "" {
+			t.Errorf("trial %d: shared process %+v, %d processes of its own, key prefix %q: want a shared process, none of its own, a prefix", i+1, d.Shared, len(d.Processes), d.KeyPrefix)
+			continue
+		}
+		prefixes[d.KeyPrefix] = true
+	}
+	if len(prefixes) != 3 {
+		t.Errorf("the 3 trials drew %d key prefixes, want one each: fresh keys", len(prefixes))
 	}
 	v := verdicts.Targets[0].Runs[0]
 	if v.Case != "keyed_lost_reply" || v.Trials != 3 || v.Tally["pass"] != 3 {
@@ -338,6 +340,18 @@ func TestTrials(t *testing.T) {
 		t.Errorf("the runner's line for the case does not show its 3 trials:\n%s", log.String())
 	}
 	sinktest.CheckNoneLeft(t, "own-service")
+}
+
+// trialDetail is what TestTrials reads of a trial's detail.
+type trialDetail struct {
+	Processes []struct {
+		PID int `json:"pid"`
+	} `json:"processes"`
+	Shared *struct {
+		PID  int `json:"pid"`
+		Runs int `json:"runs"`
+	} `json:"shared_process"`
+	KeyPrefix string `json:"key_prefix"`
 }
 
 // Ensure a fault the lab placed at the effect sink that did not fire is

@@ -224,8 +224,8 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // runTarget runs the cases on t, at most targetParallel at once, once its
 // setup is done; a target whose programs are missing is skipped.
-func (inv *invocation) runTarget(ctx context.Context, t *target.Target, out io.Writer) (evidence.TargetResult, error) {
-	res := evidence.TargetResult{Target: t}
+func (inv *invocation) runTarget(ctx context.Context, t *target.Target, out io.Writer) (res evidence.TargetResult, err error) {
+	res = evidence.TargetResult{Target: t}
 	b, err := os.ReadFile(filepath.Join(t.Dir, target.FileName))
 	if err != nil {
 		return res, targetsFault(t, fmt.Errorf("target %s: %w", t.Name, err))
@@ -260,8 +260,14 @@ func (inv *invocation) runTarget(ctx context.Context, t *target.Target, out io.W
 		// The cases that need no process of their own share the pool's
 		// (caserun.Shareable); the runs' records hold each shared
 		// process's exit once the pool closed, before they are written.
-		cfg.Pool = caserun.NewPool(ctx, cfg)
-		defer cfg.Pool.Close()
+		pool := caserun.NewPool(ctx, cfg)
+		defer pool.Close()
+		defer func() {
+			if procs, runs := pool.Served(); runs > 0 && err == nil {
+				fmt.Fprintf(out, "target %s: %d runs of the cases that need no process of their own shared %d processes (docs/targets.md, Shared processes)\n", t.Name, runs, procs)
+			}
+		}()
+		cfg.Pool = pool
 	}
 	// Every trial of every case is one job: trials run at once like cases,
 	// each on fresh state; a case's line is the one its last trial to end
