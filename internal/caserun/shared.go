@@ -2,7 +2,6 @@ package caserun
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -21,12 +20,12 @@ import (
 // restart, stop nor crash a process, run one replica and set no capacity,
 // so they run, one at a time, on a process the pool keeps. Each run keeps
 // apart what a fresh process would: its keys begin with a prefix drawn for
-// the run (as on an attached target), and it has a sink of its own, a
-// fresh journal at the address the process was started with.
-
-// errSinkAddr is a sink that could not listen at its fixed address: on a
-// shared process, another socket took the address between two runs.
-var errSinkAddr = errors.New("the address is taken")
+// the run (as on an attached target), and it has a sink of its own, with a
+// fresh journal. The process's effect URL names a relay that lives as long
+// as the process and forwards each call to the sink of the run at hand:
+// a sink closed between runs would close the connections the process keeps
+// to it, and a client that reuses a closed one (fasthttp's, Fiber's) fails
+// the next run's first effect, a failure of the lab's making.
 
 // Shareable reports whether case c may run on a process of t that other
 // cases run on: t is started by the lab, performs its effects through the
@@ -75,7 +74,7 @@ type sharedProcess struct {
 	dir      string
 	services sideServices
 	proc     *serverproc.Server
-	sinkAddr string
+	relay    *relay
 	rec      *SharedProcess
 	logSeen  int
 	ended    bool
@@ -132,13 +131,11 @@ func (p *Pool) start(ctx context.Context) (*sharedProcess, error) {
 		m.end(t)
 		return m, err
 	}
-	port, err := serverproc.FreePort()
-	if err != nil {
+	if m.relay, err = startRelay(); err != nil {
 		m.end(t)
-		return m, fmt.Errorf("an address for the sink: %w", err)
+		return m, err
 	}
-	m.sinkAddr = fmt.Sprintf("127.0.0.1:%d", port)
-	v.EffectURL = "http://" + m.sinkAddr + protocol.EffectPath + "/0"
+	v.EffectURL = m.relay.url
 	if m.proc, err = startProcess(ctx, t, v); err != nil {
 		m.end(t)
 		return m, err
@@ -148,14 +145,11 @@ func (p *Pool) start(ctx context.Context) (*sharedProcess, error) {
 }
 
 // put returns m to the pool after a run that ended with err; a run that
-// failed, or a process that exited, ends it. A run whose sink could not
-// listen made no call: it is not counted.
+// failed, or a process that exited, ends it.
 func (p *Pool) put(m *sharedProcess, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !errors.Is(err, errSinkAddr) {
-		m.rec.Runs++
-	}
+	m.rec.Runs++
 	if err == nil && !m.proc.Exited() {
 		p.idle = append(p.idle, m)
 		return
@@ -195,14 +189,17 @@ func (m *sharedProcess) end(t *target.Target) {
 		code, _ := m.proc.Stop(t.Start.StopGrace)
 		m.rec.ExitCode = code
 	}
+	if m.relay != nil {
+		m.relay.close()
+	}
 	m.services.close()
 	os.RemoveAll(m.dir)
 }
 
-// attach is m as the run sees it: a running service at its address,
-// whose sink listens at m.sinkAddr.
+// attach is m as the run sees it: a running service at its address; the
+// run's sink listens at a free port, which m's relay forwards to.
 func (m *sharedProcess) attach() *target.Attach {
-	return &target.Attach{URL: "http://" + m.proc.Addr, Upstream: m.proc.Addr, SinkAddr: m.sinkAddr}
+	return &target.Attach{URL: "http://" + m.proc.Addr, Upstream: m.proc.Addr}
 }
 
 // newLog returns the lines the process printed since the last call,

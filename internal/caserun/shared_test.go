@@ -1,10 +1,15 @@
 package caserun
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -69,9 +74,9 @@ func TestShareable(t *testing.T) {
 // Ensure runs on a pool share its process and keep apart what a fresh
 // process would: each observes what it observes on a process of its own,
 // draws its own key prefix, has a journal of its own effects; a process
-// that died between runs is replaced, its exit recorded; a sink address
-// taken between runs sends the case to a process of its own; Close ends
-// every process and records its exit and its runs.
+// that died between runs is replaced, its exit recorded; the process's
+// connections to its effect URL outlive the runs; Close ends every process
+// and records its exit and its runs.
 func TestRunTargetShared(t *testing.T) {
 	tg := sinktest.LoadTarget(t, sinktest.Service{Keys: sinktest.Memory})
 	cfg := TargetConfig{Target: tg, StateRoot: t.TempDir(), ClientTimeout: 10 * time.Second}
@@ -135,21 +140,49 @@ func TestRunTargetShared(t *testing.T) {
 		t.Fatalf("after a kill: process %+v, the dead one %+v: want another, the dead one's exit 137 after 2 runs", third.det.Shared, dead)
 	}
 
-	// Another socket takes the sink's address between runs: the case gets
-	// a process of its own, and the shared process is ended.
-	ln, err := net.Listen("tcp", pool.all[1].sinkAddr)
+	// A connection the process keeps to its effect URL outlives the runs
+	// (a sink closed between them would close it, and a client that reuses
+	// it would fail the next run's first effect): between runs it is
+	// answered 503, during one it reaches the run's sink.
+	m := pool.all[1]
+	conn, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSuffix(m.relay.url, "/effect/0"), "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	check(run(lost), false)
-	if len(pool.idle) != 0 {
-		t.Fatalf("%d idle processes: want the one whose address was taken ended", len(pool.idle))
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	post := func() int {
+		t.Helper()
+		fmt.Fprintf(conn, "POST /effect/0 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("the process's connection to its effect URL: %v", err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
 	}
+	if code := post(); code != http.StatusServiceUnavailable {
+		t.Fatalf("a call between runs: %d, want 503", code)
+	}
+	fourth := run(lost)
+	check(fourth, true)
+	if fourth.det.Shared != third.det.Shared {
+		t.Fatalf("fourth run on %+v, want the third's process %+v", fourth.det.Shared, third.det.Shared)
+	}
+	if code := post(); code != http.StatusServiceUnavailable {
+		t.Fatalf("a call after another run, on the same connection: %d, want 503", code)
+	}
+	m.relay.point("http://" + "127.0.0.1:1/effect/0") // a sink that is gone: the call ends unanswered
+	fmt.Fprintf(conn, "POST /effect/0 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
+	if _, err := http.ReadResponse(br, nil); err == nil {
+		t.Fatal("a call the sink ended unanswered was answered by the relay")
+	}
+	m.relay.point("")
 
 	pool.Close()
-	if rec := third.det.Shared; rec.ExitCode != 143 || rec.Runs != 1 {
-		t.Fatalf("after its address was taken: %+v, want exit 143 at SIGTERM after 1 run (the case sent elsewhere made no call on it)", rec)
+	if rec := third.det.Shared; rec.ExitCode != 143 || rec.Runs != 2 {
+		t.Fatalf("after Close: %+v, want exit 143 at SIGTERM after 2 runs", rec)
 	}
 	if left := sinktest.Leftovers(); len(left) > 0 {
 		t.Fatalf("target processes left after Close: %v", left)

@@ -70,12 +70,7 @@ const noKeyHeader = "X-Idemlab-Unforwarded"
 // pool's processes, its keys and sink journal its own.
 func RunTarget(ctx context.Context, cfg TargetConfig, c casefile.Case) (obs Observed, det TargetDetail, err error) {
 	if cfg.Pool != nil && Shareable(c, cfg.Target) {
-		obs, det, err = cfg.Pool.run(ctx, cfg, c)
-		if !errors.Is(err, errSinkAddr) {
-			return obs, det, err
-		}
-		// Another socket took the shared process's sink address between
-		// two runs: this case gets a process of its own.
+		return cfg.Pool.run(ctx, cfg, c)
 	}
 	return runTarget(ctx, cfg, c, nil)
 }
@@ -112,6 +107,10 @@ func runTarget(ctx context.Context, cfg TargetConfig, c casefile.Case, m *shared
 	}
 	if err != nil {
 		return obs, det, err
+	}
+	if m != nil {
+		m.relay.point(tr.sink.URL(0))
+		defer m.relay.point("")
 	}
 
 	r := &run{reps: tr, obs: &obs, det: &det.Detail, client: client.New(cfg.ClientTimeout), c: c,
@@ -221,9 +220,6 @@ func StartTargetReplicas(ctx context.Context, cfg TargetConfig, root string, n i
 			addr = t.Attach.SinkAddr
 		}
 		s, err := sink.Start(sink.Config{Replicas: n, Kill: tr.killByFault, KeyHeader: t.Effects.KeyHeader, Addr: addr, Observe: tr.observeSink})
-		if err != nil && addr != "" {
-			return tr, fmt.Errorf("start the effect sink at %s: %w: %w", addr, errSinkAddr, err)
-		}
 		if err != nil {
 			return tr, fmt.Errorf("start the effect sink: %w", err)
 		}

@@ -1,0 +1,95 @@
+package caserun
+
+import (
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"time"
+
+	"idemlab/internal/protocol"
+	"idemlab/internal/sink"
+)
+
+// A relay is a shared process's effect URL: it keeps the connections the
+// process opens to it for the process's life and forwards each call, on a
+// connection of its own, to the sink of the run at hand. Between runs it
+// answers 503. A call the sink ends without an answer (its drop, its
+// kill) ends the process's connection without one too.
+type relay struct {
+	url string
+	srv *http.Server
+	ln  net.Listener
+
+	mu sync.Mutex
+	to *url.URL // the run's sink URL; nil between runs
+}
+
+// relayHeaderWithin bounds reading a call's header at the relay; its body
+// and the sink's answer are bounded by the sink (its waits at most
+// sink.MaxWait).
+const relayHeaderWithin = 10 * time.Second
+
+// startRelay starts a relay on a free port of 127.0.0.1.
+func startRelay() (*relay, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("the shared process's relay to the sink: listen: %w", err)
+	}
+	r := &relay{ln: ln, url: "http://" + ln.Addr().String() + protocol.EffectPath + "/0"}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL = r.current()
+			pr.Out.Host = pr.Out.URL.Host
+		},
+		// A fresh connection per call: the run's sink closes its own when
+		// the run ends.
+		Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) {
+			panic(http.ErrAbortHandler) // the sink ended the call unanswered: so does the relay
+		},
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+	r.srv = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if r.current() == nil {
+				http.Error(w, "no run of the lab is under way on this process", http.StatusServiceUnavailable)
+				return
+			}
+			rp.ServeHTTP(w, req)
+		}),
+		ReadHeaderTimeout: relayHeaderWithin,
+		MaxHeaderBytes:    sink.HeaderBytes,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	go r.srv.Serve(ln) // returns once close ran
+	return r, nil
+}
+
+// point sends the calls to come to the sink at rawURL ("": none, 503).
+func (r *relay) point(rawURL string) {
+	var u *url.URL
+	if rawURL != "" {
+		u, _ = url.Parse(rawURL) // the sink's own URL: it parses
+	}
+	r.mu.Lock()
+	r.to = u
+	r.mu.Unlock()
+}
+
+func (r *relay) current() *url.URL {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.to == nil {
+		return nil
+	}
+	u := *r.to
+	return &u
+}
+
+// close stops the relay and closes every connection to it.
+func (r *relay) close() { r.srv.Close() }
