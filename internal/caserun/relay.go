@@ -15,11 +15,17 @@ import (
 	"idemlab/internal/sink"
 )
 
-// A relay is a shared process's effect URL: it keeps the connections the
-// process opens to it for the process's life and forwards each call, on a
-// connection of its own, to the sink of the run at hand. Between runs it
-// answers 503. A call the sink ends without an answer (its drop, its
-// kill) ends the process's connection without one too.
+// A relay is a shared process's effect URL, listening for the process's
+// life: it forwards each call, on a connection of its own, to the sink of
+// the run at hand, and between runs answers 503. It answers every call
+// with "Connection: close", so that the process makes each call on a new
+// connection, as its first call to a fresh sink is made: a client keeps
+// no connection from one run to the next, to find it closed (a failure
+// of the lab's making) or to resend a call on it when the sink drops its
+// reply (Go's client resends a request carrying an Idempotency-Key on a
+// reused connection that ended unanswered, which hid a stuck key the zoo
+// knows). A call the sink ends without an answer (its drop, its kill)
+// ends the process's connection without one too.
 type relay struct {
 	url string
 	srv *http.Server
@@ -56,6 +62,7 @@ func startRelay() (*relay, error) {
 	}
 	r.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			w.Header().Set("Connection", "close")
 			if r.current() == nil {
 				http.Error(w, "no run of the lab is under way on this process", http.StatusServiceUnavailable)
 				return

@@ -75,8 +75,8 @@ func TestShareable(t *testing.T) {
 // process would: each observes what it observes on a process of its own,
 // draws its own key prefix, has a journal of its own effects; a process
 // that died between runs is replaced, its exit recorded; the process's
-// connections to its effect URL outlive the runs; Close ends every process
-// and records its exit and its runs.
+// effect URL outlives the runs and closes every call's connection; Close
+// ends every process and records its exit and its runs.
 func TestRunTargetShared(t *testing.T) {
 	tg := sinktest.LoadTarget(t, sinktest.Service{Keys: sinktest.Memory})
 	cfg := TargetConfig{Target: tg, StateRoot: t.TempDir(), ClientTimeout: 10 * time.Second}
@@ -140,43 +140,45 @@ func TestRunTargetShared(t *testing.T) {
 		t.Fatalf("after a kill: process %+v, the dead one %+v: want another, the dead one's exit 137 after 2 runs", third.det.Shared, dead)
 	}
 
-	// A connection the process keeps to its effect URL outlives the runs
-	// (a sink closed between them would close it, and a client that reuses
-	// it would fail the next run's first effect): between runs it is
-	// answered 503, during one it reaches the run's sink.
+	// The process's effect URL outlives the runs: between runs a call is
+	// answered 503, and every call closes its connection (a process keeps
+	// none from one run to the next); a call the sink ends unanswered ends
+	// the process's connection unanswered too.
 	m := pool.all[1]
-	conn, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSuffix(m.relay.url, "/effect/0"), "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	br := bufio.NewReader(conn)
-	post := func() int {
+	post := func() (int, error) {
 		t.Helper()
+		conn, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSuffix(m.relay.url, "/effect/0"), "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
 		fmt.Fprintf(conn, "POST /effect/0 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
+		br := bufio.NewReader(conn)
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
-			t.Fatalf("the process's connection to its effect URL: %v", err)
+			return 0, err
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		return resp.StatusCode
+		if !resp.Close {
+			t.Errorf("the relay's answer %d keeps the connection open: want Connection: close", resp.StatusCode)
+		}
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Errorf("after the answer the connection gave %v, want EOF (closed)", err)
+		}
+		return resp.StatusCode, nil
 	}
-	if code := post(); code != http.StatusServiceUnavailable {
-		t.Fatalf("a call between runs: %d, want 503", code)
+	if code, err := post(); code != http.StatusServiceUnavailable {
+		t.Fatalf("a call between runs: %d (%v), want 503", code, err)
 	}
 	fourth := run(lost)
 	check(fourth, true)
 	if fourth.det.Shared != third.det.Shared {
 		t.Fatalf("fourth run on %+v, want the third's process %+v", fourth.det.Shared, third.det.Shared)
 	}
-	if code := post(); code != http.StatusServiceUnavailable {
-		t.Fatalf("a call after another run, on the same connection: %d, want 503", code)
-	}
 	m.relay.point("http://" + "127.0.0.1:1/effect/0") // a sink that is gone: the call ends unanswered
-	fmt.Fprintf(conn, "POST /effect/0 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
-	if _, err := http.ReadResponse(br, nil); err == nil {
-		t.Fatal("a call the sink ended unanswered was answered by the relay")
+	if code, err := post(); err == nil {
+		t.Fatalf("a call the sink ended unanswered was answered %d by the relay", code)
 	}
 	m.relay.point("")
 
