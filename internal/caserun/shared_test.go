@@ -7,14 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"idemlab/internal/audit/strict"
 	"idemlab/internal/casefile"
 	"idemlab/internal/sink"
 	"idemlab/internal/sink/sinktest"
@@ -26,14 +24,7 @@ import (
 // and only on a target the lab starts, that calls the sink and claims no
 // capacity (worked by hand from cases/).
 func TestShareable(t *testing.T) {
-	set, err := strict.LoadSchemas(filepath.Join("..", "..", "schema"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases, err := casefile.LoadDir(filepath.Join("..", "..", "cases"), set)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cases := loadCases(t)
 	memory := sinktest.LoadTarget(t, sinktest.Service{Keys: sinktest.Memory})
 	capped := *memory
 	capped.Claims.Capacity = new(64)

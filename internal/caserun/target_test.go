@@ -17,7 +17,8 @@ import (
 	"idemlab/internal/target"
 )
 
-func loadCase(t *testing.T, name string) casefile.Case {
+// loadCases loads the committed case files.
+func loadCases(t *testing.T) []casefile.Case {
 	t.Helper()
 	set, err := strict.LoadSchemas(filepath.Join("..", "..", "schema"))
 	if err != nil {
@@ -27,7 +28,12 @@ func loadCase(t *testing.T, name string) casefile.Case {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range cases {
+	return cases
+}
+
+func loadCase(t *testing.T, name string) casefile.Case {
+	t.Helper()
+	for _, c := range loadCases(t) {
 		if c.Name == name {
 			return c
 		}
