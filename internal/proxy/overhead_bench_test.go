@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -23,7 +25,10 @@ import (
 // that both see the same load on the machine. It reports each path's
 // throughput and median latency and their ratios (proxied over direct:
 // throughput-ratio at least 0.83 and p50-ratio at most 1.2 is the goal of
-// issue 27, item 7). One op is one call on each path.
+// issue 27, item 7). A third path, the standard library's
+// httputil.ReverseProxy in the same process with keep-alive to the replica,
+// is the reference: what a general-purpose Go proxy hop costs on the same
+// machine in the same run. One op is one call on each path.
 //
 //	go test ./internal/proxy -run '^$' -bench ProxyOverhead -benchtime 20000x -count 3
 func BenchmarkProxyOverhead(b *testing.B) {
@@ -38,14 +43,17 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer p.Close()
+	ref := httpTarget(b, (&httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(&url.URL{Scheme: "http", Host: addr}) },
+	}).ServeHTTP)
 	for _, conc := range []int{1, 8} {
 		b.Run(fmt.Sprintf("clients=%d", conc), func(b *testing.B) {
 			c := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
 			defer c.CloseIdleConnections()
 			const round = 500 // calls per path per round
-			var lat [2][]time.Duration
-			var took [2]time.Duration
-			urls := [2]string{"http://" + addr + "/effect", "http://" + p.Addr() + "/effect"}
+			var lat [3][]time.Duration
+			var took [3]time.Duration
+			urls := [3]string{"http://" + addr + "/effect", "http://" + p.Addr() + "/effect", "http://" + ref + "/effect"}
 			b.ResetTimer()
 			for done := 0; done < b.N; done += round {
 				n := min(round, b.N-done)
@@ -56,7 +64,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			var rate, p50 [2]float64
+			var rate, p50 [3]float64
 			for path := range urls {
 				rate[path] = float64(len(lat[path])) / took[path].Seconds()
 				slices.Sort(lat[path])
@@ -68,6 +76,8 @@ func BenchmarkProxyOverhead(b *testing.B) {
 			b.ReportMetric(p50[0], "direct-p50-µs")
 			b.ReportMetric(p50[1], "proxied-p50-µs")
 			b.ReportMetric(p50[1]/p50[0], "p50-ratio")
+			b.ReportMetric(rate[2]/rate[0], "ref-throughput-ratio")
+			b.ReportMetric(p50[2]/p50[0], "ref-p50-ratio")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
