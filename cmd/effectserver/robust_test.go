@@ -183,6 +183,7 @@ func TestStoresExcludeEachOther(t *testing.T) {
 // Ensure SIGTERM with a client stalled in the middle of its body still
 // shuts down cleanly: exit 0, well within the deadline.
 func TestStalledBodyShutdownExits0(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, true, "-state", t.TempDir())
 	servertest.Stall(t, s.addr, deadline, true)
 	if got := s.stop(); got != 0 {
@@ -193,6 +194,7 @@ func TestStalledBodyShutdownExits0(t *testing.T) {
 // Ensure a stalled client's connection is cut: the server stops reading
 // and closes it, however long the client keeps it open.
 func TestStalledBodyIsCut(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, true, "-state", t.TempDir())
 	c := servertest.Stall(t, s.addr, deadline, true)
 	c.SetReadDeadline(time.Now().Add(deadline))
@@ -212,6 +214,7 @@ func TestStallersDoNotStarve(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens 300 connections and waits for them to be cut")
 	}
+	t.Parallel()
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Max < 400 {
 		t.Skipf("needs an open-file limit of 400 or more for its clients (%+v, %v)", lim, err)
@@ -383,6 +386,7 @@ func rawExchange(t *testing.T, addr string, req []byte) (status, rest string) {
 // a 400 for an unknown fault quotes at most 128 bytes of it (the whole
 // 100 kB value came back).
 func TestHostileRequestsBounded(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, true, "-state", t.TempDir(), "-faults")
 	post := func(path, headers string) []byte {
 		return []byte("POST " + path + " HTTP/1.1\r\nHost: x\r\n" + headers + "Content-Length: 7\r\nConnection: close\r\n\r\nadd-one")
@@ -438,6 +442,7 @@ func TestHostileRequestsBounded(t *testing.T) {
 // volatile store has none: its effect was durable before the stall, and
 // only the key is lost (as a restart loses every volatile key).
 func TestShutdownCutsStall(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		store   protocol.Store
 		counter int64 // after the cut

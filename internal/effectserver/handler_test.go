@@ -310,6 +310,7 @@ func TestHandlerContract(t *testing.T) {
 	for _, kind := range stores {
 		for _, tt := range tests {
 			t.Run(string(kind)+"/"+tt.name, func(t *testing.T) {
+				t.Parallel() // each on its own state: a postgres one waits on its database's creation
 				f := newFixture(t, on(kind, tt.config))
 				for i, b := range tt.before {
 					if got := f.do(b); got.status != 200 && got.status != 429 {
