@@ -92,19 +92,26 @@ func (p *Pool) run(ctx context.Context, cfg TargetConfig, c casefile.Case) (Obse
 	return obs, det, err
 }
 
-// take returns an idle process that still runs, or starts one.
+// take returns an idle process that still runs, or starts one. A process
+// taken or ended is the caller's alone: it is ended outside the pool's
+// lock, so that one process's stop (up to its target's grace) holds up no
+// other run's take or put.
 func (p *Pool) take() (*sharedProcess, error) {
-	p.mu.Lock()
-	for len(p.idle) > 0 {
-		m := p.idle[len(p.idle)-1]
-		p.idle = p.idle[:len(p.idle)-1]
-		if !m.proc.Exited() {
+	for {
+		p.mu.Lock()
+		n := len(p.idle)
+		if n == 0 {
 			p.mu.Unlock()
+			break
+		}
+		m := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		if !m.proc.Exited() {
 			return m, nil
 		}
 		m.end(p.cfg.Target) // it exited between two runs: its exit is recorded
 	}
-	p.mu.Unlock()
 	m, err := p.start(p.ctx)
 	if m != nil {
 		p.mu.Lock()
@@ -148,24 +155,30 @@ func (p *Pool) start(ctx context.Context) (*sharedProcess, error) {
 // failed, or a process that exited, ends it.
 func (p *Pool) put(m *sharedProcess, err error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	m.rec.Runs++
-	if err == nil && !m.proc.Exited() {
+	keep := err == nil && !m.proc.Exited()
+	if keep {
 		p.idle = append(p.idle, m)
-		return
 	}
-	m.end(p.cfg.Target)
-}
-
-// Close ends every process of the pool (SIGTERM, then SIGKILL after the
-// target's grace) and records each one's exit in the runs that shared it.
-func (p *Pool) Close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, m := range p.all {
+	p.mu.Unlock()
+	if !keep {
 		m.end(p.cfg.Target)
 	}
+}
+
+// Close ends every process of the pool at once (SIGTERM, then SIGKILL
+// after the target's grace) and records each one's exit in the runs that
+// shared it. The runs are over: no process is in use.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	all := p.all
 	p.idle = nil
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, m := range all {
+		wg.Go(func() { m.end(p.cfg.Target) })
+	}
+	wg.Wait()
 }
 
 // Served reports the processes the pool started and the runs they served.
