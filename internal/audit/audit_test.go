@@ -22,14 +22,7 @@ func messages(r *Report) []string {
 // failed, and that intact evidence passes.
 func TestAudit(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name   string
-		mutate func(t *testing.T, f *fixture)
-		opts   func(o *Options)
-		want   []string // exact failure lines, in order; nil: pass
-		more   bool     // want lists only the first lines, more may follow
-		note   string   // a note that must be printed
-	}{
+	tests := []auditCase{
 		{name: "pass", mutate: func(t *testing.T, f *fixture) {}},
 		{
 			name: "pass/-case and -store",
@@ -60,26 +53,20 @@ func TestAudit(t *testing.T) {
 		},
 		{
 			name: "calls/a refusal's body must be the server's text",
-			mutate: func(t *testing.T, f *fixture) {
-				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
-					call := runOf(d, "body_conflict")["calls"].([]any)[1].(map[string]any)
-					call["body"] = "key reused with another body"
-				})
-				f.rehash(t)
-			},
+			mutate: rehashed("results.json", func(d map[string]any) {
+				call := runOf(d, "body_conflict")["calls"].([]any)[1].(map[string]any)
+				call["body"] = "key reused with another body"
+			}),
 			want: []string{`case body_conflict, store volatile, call 1: reply: expected 422 "Idempotency-Key already used with another request body\n" replayed null (the server's text), observed 422 "key reused with another body" replayed null`},
 		},
 		{
 			name: "calls/step, key and fault must be what the steps send",
-			mutate: func(t *testing.T, f *fixture) {
-				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
-					calls := runOf(d, "capacity_and_input")["calls"].([]any)
-					calls[3].(map[string]any)["key"] = "key-7"
-					calls[4].(map[string]any)["step"] = 1
-					runOf(d, "keyed_lost_reply")["calls"].([]any)[0].(map[string]any)["fault"] = nil
-				})
-				f.rehash(t)
-			},
+			mutate: rehashed("results.json", func(d map[string]any) {
+				calls := runOf(d, "capacity_and_input")["calls"].([]any)
+				calls[3].(map[string]any)["key"] = "key-7"
+				calls[4].(map[string]any)["step"] = 1
+				runOf(d, "keyed_lost_reply")["calls"].([]any)[0].(map[string]any)["fault"] = nil
+			}),
 			want: []string{
 				"manifest.json: protocol.capacity: 64, but case capacity_and_input, store volatile accepted 63 distinct keys before its first 429",
 				`case keyed_lost_reply, store volatile, call 0: fault: expected "drop-reply" (as the case's steps send), observed null`,
@@ -89,14 +76,11 @@ func TestAudit(t *testing.T) {
 		},
 		{
 			name: "calls/a 400 and a 429 rewritten",
-			mutate: func(t *testing.T, f *fixture) {
-				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
-					calls := runOf(d, "capacity_and_input")["calls"].([]any)
-					calls[0].(map[string]any)["body"] = "bad\n"
-					calls[66].(map[string]any)["body"] = "full\n"
-				})
-				f.rehash(t)
-			},
+			mutate: rehashed("results.json", func(d map[string]any) {
+				calls := runOf(d, "capacity_and_input")["calls"].([]any)
+				calls[0].(map[string]any)["body"] = "bad\n"
+				calls[66].(map[string]any)["body"] = "full\n"
+			}),
 			want: []string{
 				`case capacity_and_input, store volatile, call 0: reply: expected 400 "Idempotency-Key: key has a character outside [A-Za-z0-9_-]\n" replayed null (the server refuses this request), observed 400 "bad\n" replayed null`,
 				`case capacity_and_input, store volatile, call 66: reply: expected 429 "Idempotency-Key registry is full\n" replayed null (the server's text), observed 429 "full\n" replayed null`,
@@ -182,13 +166,10 @@ func TestAudit(t *testing.T) {
 		},
 		{
 			name: "schema/results has every leaf cause, sorted",
-			mutate: func(t *testing.T, f *fixture) {
-				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
-					run(d, 1)["store"] = "sharded"
-					run(d, 0)["counter"] = -1
-				})
-				f.rehash(t)
-			},
+			mutate: rehashed("results.json", func(d map[string]any) {
+				run(d, 1)["store"] = "sharded"
+				run(d, 0)["counter"] = -1
+			}),
 			want: []string{
 				"results.json: /runs/0/counter: must be >= 0 but found -1",
 				"results.json: /runs/1/store: value must be one of \"volatile\", \"durable\", \"postgres\"",
@@ -293,13 +274,10 @@ func TestAudit(t *testing.T) {
 		// 4. Run set.
 		{
 			name: "runset/dropped run",
-			mutate: func(t *testing.T, f *fixture) {
-				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
-					runs := d["runs"].([]any)
-					d["runs"] = append(runs[:3:3], runs[4:]...)
-				})
-				f.rehash(t)
-			},
+			mutate: rehashed("results.json", func(d map[string]any) {
+				runs := d["runs"].([]any)
+				d["runs"] = append(runs[:3:3], runs[4:]...)
+			}),
 			want: []string{
 				"case body_conflict, store volatile: missing run",
 				"run.json: runs: expected the runs of results.json in its order (6 runs), observed 7 runs: runs[3] is case body_conflict, store volatile, want case restart_after_reply, store volatile",
@@ -307,13 +285,10 @@ func TestAudit(t *testing.T) {
 		},
 		{
 			name: "runset/duplicate run",
-			mutate: func(t *testing.T, f *fixture) {
-				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
-					runs := d["runs"].([]any)
-					d["runs"] = append(runs, runs[len(runs)-1])
-				})
-				f.rehash(t)
-			},
+			mutate: rehashed("results.json", func(d map[string]any) {
+				runs := d["runs"].([]any)
+				d["runs"] = append(runs, runs[len(runs)-1])
+			}),
 			want: []string{"case capacity_and_input, store volatile: duplicate run (runs[7])"},
 			more: true,
 		},
@@ -423,13 +398,10 @@ func TestAudit(t *testing.T) {
 		},
 		{
 			name: "expectation/number of calls",
-			mutate: func(t *testing.T, f *fixture) {
-				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
-					r := runOf(d, "keyed_lost_reply")
-					r["calls"] = r["calls"].([]any)[:1]
-				})
-				f.rehash(t)
-			},
+			mutate: rehashed("results.json", func(d map[string]any) {
+				r := runOf(d, "keyed_lost_reply")
+				r["calls"] = r["calls"].([]any)[:1]
+			}),
 			want: []string{
 				"case keyed_lost_reply, store volatile: calls: expected 2, observed 1",
 				"case keyed_lost_reply, store volatile: calls: expected 2 (as cases/20-keyed_lost_reply.json's steps send), observed 1",
@@ -438,27 +410,21 @@ func TestAudit(t *testing.T) {
 		},
 		{
 			name: "expectation/replayed",
-			mutate: func(t *testing.T, f *fixture) {
-				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
-					runOf(d, "keyed_lost_reply")["calls"].([]any)[1].(map[string]any)["replayed"] = false
-				})
-				f.rehash(t)
-			},
+			mutate: rehashed("results.json", func(d map[string]any) {
+				runOf(d, "keyed_lost_reply")["calls"].([]any)[1].(map[string]any)["replayed"] = false
+			}),
 			want: []string{"case keyed_lost_reply, store volatile, call 1: replayed: expected true, observed false"},
 		},
 		{
 			name: "expectation/outcome, status and a repeated body",
-			mutate: func(t *testing.T, f *fixture) {
-				f.editJSON(t, "evidence/results.json", func(d map[string]any) {
-					calls := runOf(d, "capacity_and_input")["calls"].([]any)
-					calls[7].(map[string]any)["body"] = "5"
-					calls[0].(map[string]any)["status"] = 200
-					calls[66].(map[string]any)["outcome"] = "timeout"
-					calls[66].(map[string]any)["status"] = nil
-					calls[66].(map[string]any)["body"] = nil
-				})
-				f.rehash(t)
-			},
+			mutate: rehashed("results.json", func(d map[string]any) {
+				calls := runOf(d, "capacity_and_input")["calls"].([]any)
+				calls[7].(map[string]any)["body"] = "5"
+				calls[0].(map[string]any)["status"] = 200
+				calls[66].(map[string]any)["outcome"] = "timeout"
+				calls[66].(map[string]any)["status"] = nil
+				calls[66].(map[string]any)["body"] = nil
+			}),
 			want: []string{
 				"case capacity_and_input, store volatile, call 0: status: expected 400, observed 200",
 				`case capacity_and_input, store volatile, call 7: body: expected "6", observed "5"`,
@@ -536,9 +502,35 @@ func TestAudit(t *testing.T) {
 			},
 		},
 	}
+	runAuditCases(t, tests, newFixture)
+}
+
+// An auditCase is one row of a table of forgeries: a fixture changed by
+// mutate, audited with opts, and the failure lines and note it must give.
+type auditCase struct {
+	name   string
+	mutate func(t *testing.T, f *fixture)
+	opts   func(o *Options)
+	want   []string // exact failure lines, in order; nil: pass
+	more   bool     // want lists only the first lines, more may follow
+	note   string   // a note that must be printed
+}
+
+// rehashed edits the evidence's JSON file name with edit, then rehashes
+// the manifest: a forgery of the file whose hashes are made to agree.
+func rehashed(name string, edit func(d map[string]any)) func(t *testing.T, f *fixture) {
+	return func(t *testing.T, f *fixture) {
+		f.editJSON(t, "evidence/"+name, edit)
+		f.rehash(t)
+	}
+}
+
+// runAuditCases runs each row on a fresh fixture made by fixture.
+func runAuditCases(t *testing.T, tests []auditCase, fixture func(*testing.T) *fixture) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t)
+			f := fixture(t)
 			tt.mutate(t, f)
 			opts := Options{Root: f.root, Evidence: f.evidence}
 			if tt.opts != nil {

@@ -89,26 +89,7 @@ func strategyOf(d map[string]any, i int) map[string]any {
 // and that the lab's own jitter.json and a design-shaped retries.json pass.
 func TestAuditExperiments(t *testing.T) {
 	t.Parallel()
-	editRetries := func(edit func(d map[string]any)) func(t *testing.T, f *fixture) {
-		return func(t *testing.T, f *fixture) {
-			f.editJSON(t, "evidence/retries.json", edit)
-			f.rehash(t)
-		}
-	}
-	editJitter := func(edit func(d map[string]any)) func(t *testing.T, f *fixture) {
-		return func(t *testing.T, f *fixture) {
-			f.editJSON(t, "evidence/jitter.json", edit)
-			f.rehash(t)
-		}
-	}
-	tests := []struct {
-		name   string
-		mutate func(t *testing.T, f *fixture)
-		opts   func(o *Options)
-		want   []string // exact failure lines, in order; nil: pass
-		note   string
-		more   bool // want lists only the first lines
-	}{
+	tests := []auditCase{
 		{name: "pass", mutate: func(t *testing.T, f *fixture) {}},
 		{
 			name: "pass/unlisted experiments are not checked (but are unlisted files)",
@@ -140,44 +121,20 @@ func TestAuditExperiments(t *testing.T) {
 			},
 		},
 		{
-			name: "pass/an experiment-only folder with -store (as the runner calls it)",
-			mutate: func(t *testing.T, f *fixture) {
-				for _, n := range []string{"results.json", "run.json", "REPORT.md"} {
-					os.Remove(f.path("evidence/" + n))
-				}
-				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
-					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "targets": []string{}, "experiments": []string{"retries", "jitter"}}
-				})
-				f.rehash(t)
-			},
-			opts: func(o *Options) { o.Store = "volatile" },
+			name:   "pass/an experiment-only folder with -store (as the runner calls it)",
+			mutate: experimentsOnly("retries", "jitter"),
+			opts:   func(o *Options) { o.Store = "volatile" },
 		},
 		{
-			name: "an experiment-only folder audited with -case misses that case's run",
-			mutate: func(t *testing.T, f *fixture) {
-				for _, n := range []string{"results.json", "run.json", "REPORT.md"} {
-					os.Remove(f.path("evidence/" + n))
-				}
-				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
-					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "targets": []string{}, "experiments": []string{"retries", "jitter"}}
-				})
-				f.rehash(t)
-			},
-			opts: func(o *Options) { o.Case = "body_conflict" },
-			want: []string{"case body_conflict, store volatile: missing run"},
+			name:   "an experiment-only folder audited with -case misses that case's run",
+			mutate: experimentsOnly("retries", "jitter"),
+			opts:   func(o *Options) { o.Case = "body_conflict" },
+			want:   []string{"case body_conflict, store volatile: missing run"},
 		},
 		{
-			name: "experiment-only folder: the selection must match the files",
-			mutate: func(t *testing.T, f *fixture) {
-				for _, n := range []string{"results.json", "run.json", "REPORT.md"} {
-					os.Remove(f.path("evidence/" + n))
-				}
-				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
-					m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "targets": []string{}, "experiments": []string{"retries"}}
-				})
-				f.rehash(t)
-			},
-			want: []string{"manifest.json: selection.experiments: lists no jitter, but manifest.files lists jitter.json"},
+			name:   "experiment-only folder: the selection must match the files",
+			mutate: experimentsOnly("retries"),
+			want:   []string{"manifest.json: selection.experiments: lists no jitter, but manifest.files lists jitter.json"},
 		},
 		{
 			name: "a folder that selects no cases and no experiment claims nothing",
@@ -200,7 +157,7 @@ func TestAuditExperiments(t *testing.T) {
 		// retries.json
 		{
 			name: "retries/never-retry duplicated",
-			mutate: editRetries(func(d map[string]any) {
+			mutate: rehashed("retries.json", func(d map[string]any) {
 				r := retriesRowOf(d, 0)
 				r["applied_once"], r["duplicated"] = 154, 3
 			}),
@@ -208,7 +165,7 @@ func TestAuditExperiments(t *testing.T) {
 		},
 		{
 			name: "retries/retry-no-key lost",
-			mutate: editRetries(func(d map[string]any) {
+			mutate: rehashed("retries.json", func(d map[string]any) {
 				r := retriesRowOf(d, 1)
 				r["lost"], r["applied_once"] = 2, 119
 			}),
@@ -216,7 +173,7 @@ func TestAuditExperiments(t *testing.T) {
 		},
 		{
 			name: "retries/retry-same-key sound lost and duplicated",
-			mutate: editRetries(func(d map[string]any) {
+			mutate: rehashed("retries.json", func(d map[string]any) {
 				r := retriesRowOf(d, 2)
 				r["lost"], r["applied_once"], r["duplicated"], r["sent"] = 1, 196, 3, 210
 			}),
@@ -227,7 +184,7 @@ func TestAuditExperiments(t *testing.T) {
 		},
 		{
 			name: "retries/record-after-effect does not duplicate",
-			mutate: editRetries(func(d map[string]any) {
+			mutate: rehashed("retries.json", func(d map[string]any) {
 				r := retriesRowOf(d, 3)
 				r["applied_once"], r["duplicated"] = 200, 0
 			}),
@@ -235,19 +192,19 @@ func TestAuditExperiments(t *testing.T) {
 		},
 		{
 			name:   "retries/counts do not add up to the intents",
-			mutate: editRetries(func(d map[string]any) { retriesRowOf(d, 0)["lost"] = 44 }),
+			mutate: rehashed("retries.json", func(d map[string]any) { retriesRowOf(d, 0)["lost"] = 44 }),
 			want:   []string{"retries.json: row never-retry/sound: lost+applied_once+duplicated: expected 200 (parameters.intents), observed 201"},
 		},
 		{
 			name: "retries/missing row",
-			mutate: editRetries(func(d map[string]any) {
+			mutate: rehashed("retries.json", func(d map[string]any) {
 				d["rows"] = d["rows"].([]any)[:3]
 			}),
 			want: []string{"retries.json: rows: expected the design's 13 rows in its order, observed 3: rows[3] is (none), want retry-same-key/record-after-effect"},
 		},
 		{
 			name: "retries/duplicate and unexpected rows",
-			mutate: editRetries(func(d map[string]any) {
+			mutate: rehashed("retries.json", func(d map[string]any) {
 				rows := d["rows"].([]any)
 				d["rows"] = append(rows, rows[1], retriesRowDoc("never-retry", "record-after-effect", 200, 0, 0))
 			}),
@@ -255,7 +212,7 @@ func TestAuditExperiments(t *testing.T) {
 		},
 		{
 			name: "retries/sent fewer attempts than the intents applied need",
-			mutate: editRetries(func(d map[string]any) {
+			mutate: rehashed("retries.json", func(d map[string]any) {
 				r := retriesRowOf(d, 1)
 				r["sent"], r["refused"] = 100, 101
 			}),
@@ -266,13 +223,13 @@ func TestAuditExperiments(t *testing.T) {
 		},
 		{
 			name:   "retries/schema",
-			mutate: editRetries(func(d map[string]any) { retriesRowOf(d, 0)["lost"] = -1 }),
+			mutate: rehashed("retries.json", func(d map[string]any) { retriesRowOf(d, 0)["lost"] = -1 }),
 			want:   []string{"retries.json: /rows/0/lost: must be >= 0 but found -1"},
 			note:   "retries.json is missing or invalid: its checks were not made",
 		},
 		{
 			name:   "retries/unknown client",
-			mutate: editRetries(func(d map[string]any) { retriesRowOf(d, 0)["client"] = "retry-forever" }),
+			mutate: rehashed("retries.json", func(d map[string]any) { retriesRowOf(d, 0)["client"] = "retry-forever" }),
 			want:   []string{`retries.json: /rows/0/client: value must be one of "never-retry", "retry-no-key", "retry-same-key", "retry-4xx", "retry-retryable", "ignore-retry-after", "honour-retry-after", "retry-3-layers", "retry-1-layer", "retry-new-key", "restart-key-in-memory", "restart-key-in-file"`},
 		},
 		{
@@ -284,17 +241,17 @@ func TestAuditExperiments(t *testing.T) {
 		// jitter.json
 		{
 			name:   "jitter/peak",
-			mutate: editJitter(func(d map[string]any) { strategyOf(d, 1)["peak"] = 156 }),
+			mutate: rehashed("jitter.json", func(d map[string]any) { strategyOf(d, 1)["peak"] = 156 }),
 			want:   []string{"jitter.json: strategy full: peak: expected 157, observed 156"},
 		},
 		{
 			name:   "jitter/total",
-			mutate: editJitter(func(d map[string]any) { strategyOf(d, 3)["total"] = 4999 }),
+			mutate: rehashed("jitter.json", func(d map[string]any) { strategyOf(d, 3)["total"] = 4999 }),
 			want:   []string{"jitter.json: strategy decorrelated: total: expected 5000, observed 4999"},
 		},
 		{
 			name: "jitter/a bucket, the first that differs",
-			mutate: editJitter(func(d map[string]any) {
+			mutate: rehashed("jitter.json", func(d map[string]any) {
 				b := strategyOf(d, 2)["buckets"].([]any)
 				b[100], b[200] = 999, 999
 			}),
@@ -302,7 +259,7 @@ func TestAuditExperiments(t *testing.T) {
 		},
 		{
 			name: "jitter/number of buckets",
-			mutate: editJitter(func(d map[string]any) {
+			mutate: rehashed("jitter.json", func(d map[string]any) {
 				s := strategyOf(d, 0)
 				s["buckets"] = append(s["buckets"].([]any), 0)
 			}),
@@ -310,14 +267,14 @@ func TestAuditExperiments(t *testing.T) {
 		},
 		{
 			name: "jitter/parameters",
-			mutate: editJitter(func(d map[string]any) {
+			mutate: rehashed("jitter.json", func(d map[string]any) {
 				d["parameters"].(map[string]any)["seed"] = 7
 			}),
 			want: []string{"jitter.json: parameters: seed: expected 42, observed 7"},
 		},
 		{
 			name: "jitter/strategies swapped",
-			mutate: editJitter(func(d map[string]any) {
+			mutate: rehashed("jitter.json", func(d map[string]any) {
 				s := d["strategies"].([]any)
 				s[1], s[2] = s[2], s[1]
 			}),
@@ -328,24 +285,21 @@ func TestAuditExperiments(t *testing.T) {
 			note: "jitter.json is missing or invalid: its checks were not made",
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newExperimentsFixture(t)
-			tt.mutate(t, f)
-			opts := Options{Root: f.root, Evidence: f.evidence}
-			if tt.opts != nil {
-				tt.opts(&opts)
-			}
-			r, err := Audit(opts)
-			if err != nil {
-				t.Fatalf("Audit() error = %v", err)
-			}
-			got := messages(r)
-			if tt.more && len(got) > len(tt.want) {
-				got = got[:len(tt.want)]
-			}
-			checkReport(t, r, got, tt.want, tt.note)
+	runAuditCases(t, tests, newExperimentsFixture)
+}
+
+// experimentsOnly makes the fixture a folder of the named experiments
+// alone: no case run (results.json, run.json, REPORT.md gone), the
+// manifest's selection saying so.
+func experimentsOnly(experiments ...string) func(t *testing.T, f *fixture) {
+	return func(t *testing.T, f *fixture) {
+		for _, n := range []string{"results.json", "run.json", "REPORT.md"} {
+			os.Remove(f.path("evidence/" + n))
+		}
+		f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
+			m["selection"] = map[string]any{"cases": []string{}, "stores": []string{}, "targets": []string{}, "experiments": append([]string{}, experiments...)}
 		})
+		f.rehash(t)
 	}
 }
 
