@@ -49,19 +49,13 @@ func TestRetriesClaimsForged(t *testing.T) {
 		{"restart-key-in-file", "duplicated", 1, "row restart-key-in-file/sound: duplicated: expected 0"},
 	} {
 		t.Run(tt.client+" "+tt.field, func(t *testing.T) {
-			f := newExperimentsFixture(t)
-			f.editJSON(t, "evidence/retries.json", func(doc map[string]any) {
+			r := auditRetries(t, func(doc map[string]any) {
 				for _, r := range doc["rows"].([]any) {
 					if row := r.(map[string]any); row["client"] == tt.client {
 						row[tt.field] = tt.value
 					}
 				}
-			})
-			f.rehash(t)
-			r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
-			if err != nil {
-				t.Fatal(err)
-			}
+			}, nil)
 			if !slices.ContainsFunc(r.Failures, func(x Failure) bool { return strings.Contains(x.Message, tt.want) }) {
 				t.Errorf("failures = %v, want one containing %q", messages(r), tt.want)
 			}
@@ -88,22 +82,13 @@ func TestRetriesParamsFlags(t *testing.T) {
 		{"seed", 1, map[string]string{"seed": "7"}, "retries.json: seed: expected 7 (manifest.json flags.seed), observed 1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newExperimentsFixture(t)
-			f.editJSON(t, "evidence/retries.json", func(doc map[string]any) {
+			r := auditRetries(t, func(doc map[string]any) {
 				if tt.name == "seed" {
 					doc["seed"] = tt.value
 				} else {
 					doc["parameters"].(map[string]any)[tt.name] = tt.value
 				}
-			})
-			if tt.flags != nil {
-				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { m["flags"] = tt.flags })
-			}
-			f.rehash(t)
-			r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
-			if err != nil {
-				t.Fatal(err)
-			}
+			}, tt.flags)
 			if got := messages(r); !slices.Contains(got, tt.want) {
 				t.Errorf("failures = %q, want %q among them", got, tt.want)
 			}
@@ -114,19 +99,10 @@ func TestRetriesParamsFlags(t *testing.T) {
 // Ensure recorded knobs within their ranges pass, the parameters holding
 // their values.
 func TestRetriesParamsFlagsPass(t *testing.T) {
-	f := newExperimentsFixture(t)
-	f.editJSON(t, "evidence/retries.json", func(doc map[string]any) {
+	r := auditRetries(t, func(doc map[string]any) {
 		doc["parameters"].(map[string]any)["client_timeout_ms"] = 200
 		doc["parameters"].(map[string]any)["workers"] = 3
-	})
-	f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
-		m["flags"] = map[string]string{"timeout-ms": "200", "workers": "3"}
-	})
-	f.rehash(t)
-	r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, map[string]string{"timeout-ms": "200", "workers": "3"})
 	if got := messages(r); len(got) > 0 {
 		t.Errorf("failures = %q, want none", got)
 	}
@@ -159,16 +135,7 @@ func TestNeverRetryDerived(t *testing.T) {
 		}, map[string]string{"intents": "100"}, "retries.json: row never-retry/sound: sent: expected 91 (the intents whose one attempt seed 1 does not drop: 9 of 100 dropped), observed 89"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newExperimentsFixture(t)
-			f.editJSON(t, "evidence/retries.json", tt.edit)
-			if tt.flags != nil {
-				f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { m["flags"] = tt.flags })
-			}
-			f.rehash(t)
-			r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := auditRetries(t, tt.edit, tt.flags)
 			if got := messages(r); !slices.Contains(got, tt.want) {
 				t.Errorf("failures = %q, want %q among them", got, tt.want)
 			}
@@ -180,21 +147,12 @@ func TestNeverRetryDerived(t *testing.T) {
 // and named in a note, when a recorded knob moves one it depends on; and
 // that with no failure possible nothing may be lost or duplicated.
 func TestRetriesClaimsFollowParameters(t *testing.T) {
-	f := newExperimentsFixture(t)
-	f.editJSON(t, "evidence/retries.json", func(d map[string]any) {
+	r := auditRetries(t, func(d map[string]any) {
 		p := d["parameters"].(map[string]any)
 		p["drop_percent"], p["client_timeout_ms"] = 0, 5000
 		r := retriesRowOf(d, 0) // never-retry: with no drop it sends every intent
 		r["sent"] = 200
-	})
-	f.editJSON(t, "evidence/manifest.json", func(m map[string]any) {
-		m["flags"] = map[string]string{"drop-percent": "0", "timeout-ms": "5000"}
-	})
-	f.rehash(t)
-	r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, map[string]string{"drop-percent": "0", "timeout-ms": "5000"})
 	got := messages(r)
 	for _, want := range []string{
 		"retries.json: row never-retry/sound: lost: expected 0 (no drop, no deadline, a timeout well above the delay: nothing can be lost), observed 43",
@@ -212,4 +170,22 @@ func TestRetriesClaimsFollowParameters(t *testing.T) {
 	}) {
 		t.Errorf("notes = %q, want the skipped claims named", r.Notes)
 	}
+}
+
+// auditRetries audits the experiments fixture with retries.json changed by
+// edit and, unless nil, manifest.flags set to flags (as a run with those
+// knobs records them), every hash made to agree.
+func auditRetries(t *testing.T, edit func(doc map[string]any), flags map[string]string) *Report {
+	t.Helper()
+	f := newExperimentsFixture(t)
+	f.editJSON(t, "evidence/retries.json", edit)
+	if flags != nil {
+		f.editJSON(t, "evidence/manifest.json", func(m map[string]any) { m["flags"] = flags })
+	}
+	f.rehash(t)
+	r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
