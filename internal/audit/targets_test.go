@@ -199,12 +199,7 @@ func TestAuditTargets(t *testing.T) {
 		express = "express-idempotency"
 		redis   = "node-idempotency-redis"
 	)
-	tests := []struct {
-		name   string
-		mutate func(t *testing.T, f *fixture)
-		want   []string // exact failure lines, in order; nil: pass
-		note   string   // a note that must be printed
-	}{
+	tests := []auditCase{
 		{name: "pass", mutate: func(t *testing.T, f *fixture) {}},
 		{
 			name: "a verdict recorded in targets.json",
@@ -476,17 +471,7 @@ func TestAuditTargets(t *testing.T) {
 			},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newTargetFixture(t)
-			tt.mutate(t, f)
-			r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkReport(t, r, messages(r), tt.want, tt.note)
-		})
-	}
+	runAuditCases(t, tests, newTargetFixture)
 }
 
 // forgeRow edits TARGETS.md to say node-idempotency-redis passed
@@ -670,12 +655,7 @@ func TestAuditTargetFolders(t *testing.T) {
 	t.Parallel()
 	const express = "express-idempotency"
 	manifestTarget := func(m map[string]any, i int) map[string]any { return m["targets"].([]any)[i].(map[string]any) }
-	tests := []struct {
-		name   string
-		mutate func(t *testing.T, f *fixture)
-		want   []string // exact failure lines; nil: pass
-		note   string   // a note that must be printed
-	}{
+	tests := []auditCase{
 		{
 			// A shipped target is never taken from outside the checkout
 			// (targetselection_test.go has one that is).
@@ -809,17 +789,7 @@ func TestAuditTargetFolders(t *testing.T) {
 			},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newTargetFixture(t)
-			tt.mutate(t, f)
-			r, err := Audit(Options{Root: f.root, Evidence: f.evidence})
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkReport(t, r, messages(r), tt.want, tt.note)
-		})
-	}
+	runAuditCases(t, tests, newTargetFixture)
 }
 
 // mirrorTarget is the lab's own server as a target that mirrors the
