@@ -95,6 +95,7 @@ func Compare(a, b string) (*Comparison, error) {
 			}
 		}
 	}
+	c.Lines = append(c.Lines, compareTargetRates(a, b)...)
 	// The other files hold timings, histories and a target's own races:
 	// they are named, never compared byte for byte.
 	var differ, alone []string
@@ -200,4 +201,85 @@ func itemsByKey(data []byte, caps jsonCap, field string, key func(map[string]any
 	delete(rest, field)
 	ki.rest = render(rest)
 	return ki, nil
+}
+
+// compareTargetRates sets the rates of each case run on a target in both
+// folders side by side, as audit -reproduce does (pairRates): each safety
+// verdict's and each rule's, over the trials each folder ran (a run of
+// the main command runs fewer than the committed evidence). It names the
+// cases whose rates' Wilson 95 % intervals do not overlap; they never make
+// the folders differ, for a target's races are its own and two honest
+// samples of one rate fall apart about once in 200 comparisons.
+func compareTargetRates(a, b string) []string {
+	for _, dir := range []string{a, b} {
+		if _, err := os.Stat(filepath.Join(dir, VerdictsFile)); err != nil {
+			return nil // a folder from before verdicts.json, or none
+		}
+	}
+	ca, order, _, err := targetCells(a)
+	if err == nil && len(order) == 0 {
+		return nil // no case ran on a target
+	}
+	var cb map[string]map[string]any
+	if err == nil {
+		cb, _, _, err = targetCells(b)
+	}
+	if err != nil {
+		return []string{"target rates: not compared: " + err.Error()}
+	}
+	var lines []string
+	var both, apart, onlyOne int
+	trials := [2]map[int]bool{{}, {}}
+	for _, key := range order {
+		if cb[key] == nil {
+			onlyOne++
+			continue
+		}
+		both++
+		ra, rb := ratesOf(ca[key]), ratesOf(cb[key])
+		trials[0][ra.trials], trials[1][rb.trials] = true, true
+		target, cs, _ := strings.Cut(key, "/")
+		was := apart
+		for _, p := range pairRates(ra, rb) {
+			if p.apart {
+				lines = append(lines, fmt.Sprintf("target rates: target %s, case %s: %s in %s trials of %s (%s), in %s of %s (%s)",
+					target, cs, p.what, p.a, a, p.intervalA, p.b, b, p.intervalB))
+				if was == apart {
+					apart++
+				}
+			}
+		}
+	}
+	for key := range cb {
+		if ca[key] == nil {
+			onlyOne++
+		}
+	}
+	if both == 0 && onlyOne == 0 {
+		return nil
+	}
+	head := fmt.Sprintf("target rates: %d cases on targets ran in both (each in %s in %s, %s in %s): %d agree (every safety verdict's and rule's Wilson 95 %% intervals overlap)",
+		both, trialCounts(trials[0]), a, trialCounts(trials[1]), b, both-apart)
+	if apart > 0 {
+		head += fmt.Sprintf(", %d do not (a target's races are its own: not a difference of the folders)", apart)
+	}
+	if onlyOne > 0 {
+		head += fmt.Sprintf("; %d ran in only one folder", onlyOne)
+	}
+	return append([]string{head}, lines...)
+}
+
+// trialCounts says how many trials the cases ran: "3 trials", "1 trial"
+// or "1 to 10 trials".
+func trialCounts(seen map[int]bool) string {
+	ns := slices.Sorted(maps.Keys(seen))
+	switch {
+	case len(ns) == 0:
+		return "no trial"
+	case len(ns) > 1:
+		return fmt.Sprintf("%d to %d trials", ns[0], ns[len(ns)-1])
+	case ns[0] == 1:
+		return "1 trial"
+	}
+	return fmt.Sprintf("%d trials", ns[0])
 }

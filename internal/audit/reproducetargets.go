@@ -132,6 +132,29 @@ func (r *Reproduction) againTargets(recordedDir string, dirs []string) error {
 // rateAgain records every rate of a case, recorded (a) and re-run (b),
 // that either shows, implausible when their intervals do not overlap.
 func (r *Reproduction) rateAgain(target, cs string, a, b cellRates) {
+	for _, p := range pairRates(a, b) {
+		ra := RateAgain{Target: target, Case: cs, What: p.what, Recorded: p.a, Again: p.b, Implausible: p.apart}
+		r.Rates = append(r.Rates, ra)
+		if ra.Implausible {
+			r.Findings = append(r.Findings, fmt.Sprintf("target %s, case %s: %s recorded in %s trials (%s), re-observed in %s (%s): the intervals do not overlap",
+				target, cs, p.what, p.a, p.intervalA, p.b, p.intervalB))
+		}
+	}
+}
+
+// A ratePair is one rate of a case on a target in two samples of its
+// trials: each as k/n with its Wilson 95 % interval, apart when the
+// intervals do not overlap.
+type ratePair struct {
+	what                 string
+	a, b                 string
+	intervalA, intervalB string
+	apart                bool
+}
+
+// pairRates pairs every rate either sample shows, in a's order then b's.
+func pairRates(a, b cellRates) []ratePair {
+	var pairs []ratePair
 	seen := map[string]bool{}
 	for _, what := range append(append([]string{}, a.order...), b.order...) {
 		ka, kb := a.count[what], b.count[what]
@@ -141,14 +164,13 @@ func (r *Reproduction) rateAgain(target, cs string, a, b cellRates) {
 		seen[what] = true
 		loA, hiA := wilson(ka, a.trials)
 		loB, hiB := wilson(kb, b.trials)
-		ra := RateAgain{Target: target, Case: cs, What: what, Recorded: fmt.Sprintf("%d/%d", ka, a.trials), Again: fmt.Sprintf("%d/%d", kb, b.trials),
-			Implausible: hiA < loB || hiB < loA}
-		r.Rates = append(r.Rates, ra)
-		if ra.Implausible {
-			r.Findings = append(r.Findings, fmt.Sprintf("target %s, case %s: %s recorded in %s trials (Wilson 95 %%: %s–%s %%), re-observed in %s (%s–%s %%): the intervals do not overlap",
-				target, cs, what, ra.Recorded, percent(loA), percent(hiA), ra.Again, percent(loB), percent(hiB)))
-		}
+		pairs = append(pairs, ratePair{what: what,
+			a: fmt.Sprintf("%d/%d", ka, a.trials), b: fmt.Sprintf("%d/%d", kb, b.trials),
+			intervalA: fmt.Sprintf("Wilson 95 %%: %s–%s %%", percent(loA), percent(hiA)),
+			intervalB: fmt.Sprintf("%s–%s %%", percent(loB), percent(hiB)),
+			apart:     hiA < loB || hiB < loA})
 	}
+	return pairs
 }
 
 // targetChaosAgain checks what a target did under chaos, rule by rule,

@@ -608,7 +608,8 @@ func (inv *invocation) judge(ctx context.Context) error {
 
 // compareCommitted compares a fresh run with the committed evidence, with
 // the audit's -compare, when both made the same selection: the
-// deterministic files must be identical, the others differ as expected.
+// deterministic files must be identical, the others differ as expected,
+// and the audit sets the rates on targets side by side (never a failure).
 func (inv *invocation) compareCommitted(ctx context.Context, bin string) error {
 	committed := inv.compareWith
 	b, err := os.ReadFile(filepath.Join(committed, evidence.ManifestName))
