@@ -40,7 +40,7 @@ const mutantTries = 3
 // per flaw cost 4 s a run. The sound registry passing is TestEndToEnd.
 func TestMutationScore(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the case suite once per flaw")
+		t.Skip("runs the lab once per flaw")
 	}
 	named := regexp.MustCompile(`(?m)^case ([a-z0-9_]+), store volatile`)
 	dir := t.TempDir()
