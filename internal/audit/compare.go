@@ -239,16 +239,15 @@ func compareTargetRates(a, b string) []string {
 		ra, rb := ratesOf(ca[key]), ratesOf(cb[key])
 		trials[0][ra.trials], trials[1][rb.trials] = true, true
 		target, cs, _ := strings.Cut(key, "/")
-		cellApart := false
+		was := apart
 		for _, p := range pairRates(ra, rb) {
 			if p.apart {
-				cellApart = true
 				lines = append(lines, fmt.Sprintf("target rates: target %s, case %s: %s in %s trials of %s (%s), in %s of %s (%s)",
 					target, cs, p.what, p.a, a, p.intervalA, p.b, b, p.intervalB))
+				if was == apart {
+					apart++
+				}
 			}
-		}
-		if cellApart {
-			apart++
 		}
 	}
 	for key := range cb {
