@@ -14,17 +14,17 @@ import (
 // A claim of findings.md rests on one verdict, written beside it as
 //
 //	<!-- check: TARGET CASE SAFETY [RULE,RULE...] [racy|steady] -->
-//	<!-- check-chaos: TARGET RULE -->
+//	<!-- check-chaos: TARGET RULE K/N -->
 //
 // the first: CASE on TARGET has this safety verdict (the worst of its
 // trials) and its example trial shows exactly these safety rules (none for
 // a pass); with racy its trials disagree, with steady they agree (a cell
 // near a rate of 0 or 1 may be either from one regeneration to the next:
-// it says neither); the second: TARGET's chaos run counted RULE at least
-// once.
+// it says neither); the second: RULE fired in K of TARGET's N chaos
+// trials.
 var (
 	checkRE      = regexp.MustCompile(`<!-- check: (\S+) (\S+) (pass|violation|limitation)(?: ([a-z_]+(?:,[a-z_]+)*))?(?: (racy|steady))? -->`)
-	checkChaosRE = regexp.MustCompile(`<!-- check-chaos: (\S+) (\S+) -->`)
+	checkChaosRE = regexp.MustCompile(`<!-- check-chaos: (\S+) (\S+) ([0-9]+/[0-9]+) -->`)
 	anyCheckRE   = regexp.MustCompile(`<!-- check[^>]*-->`)
 )
 
@@ -95,7 +95,7 @@ func TestFindingsAgainstEvidence(t *testing.T) {
 	}
 	for _, m := range checkChaosRE.FindAllSubmatch(page, -1) {
 		claimed[string(m[1])] = true
-		if err := v.chaosHolds(string(m[1]), string(m[2])); err != nil {
+		if err := v.chaosHolds(string(m[1]), string(m[2]), string(m[3])); err != nil {
 			t.Errorf("findings.md: %s: %v", m[0], err)
 		}
 	}
@@ -145,17 +145,24 @@ func (v verdicts) holds(target, cs, safety, rules, racy string) error {
 }
 
 // chaosHolds checks one chaos claim.
-func (v verdicts) chaosHolds(target, rule string) error {
+func (v verdicts) chaosHolds(target, rule, rate string) error {
+	trials, shown := 0, 0
 	for _, c := range v.Chaos {
 		if c.Target != target {
 			continue
 		}
+		trials++
 		for _, r := range c.Rules {
 			if r.Rule == rule && r.Count > 0 {
-				return nil
+				shown++
 			}
 		}
-		return fmt.Errorf("the chaos run counted no %s", rule)
 	}
-	return fmt.Errorf("no chaos run on target %s", target)
+	switch got := fmt.Sprintf("%d/%d", shown, trials); {
+	case trials == 0:
+		return fmt.Errorf("no chaos run on target %s", target)
+	case got != rate:
+		return fmt.Errorf("%s in %s chaos trials, the page says %s", rule, got, rate)
+	}
+	return nil
 }

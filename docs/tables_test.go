@@ -162,7 +162,7 @@ func joinVerdicts(t *testing.T, dir string, ev *evidenceDocs) {
 	// A chaos run's counts are the audit's too.
 	for _, r := range ev.chaos.Runs {
 		for _, v := range doc.Chaos {
-			if v["store"] == r["store"] && v["target"] == r["target"] {
+			if v["store"] == r["store"] && v["target"] == r["target"] && v["trial"] == r["trial"] {
 				r["counts"], r["sink_faults"] = v["counts"], v["sink_faults"]
 			}
 		}
@@ -342,33 +342,61 @@ func retriesTable(ev *evidenceDocs) string {
 // chaosTable is the chaos experiment's counts per store or target.
 func chaosTable(ev *evidenceDocs) string {
 	var b strings.Builder
-	b.WriteString("| store or target | replicas | intents | attempts | faulted | fired at the sink | kill -9 | crash exits | duplicates | lost acks | stuck | p50 / p99 (ok) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| store or target | trials | replicas | intents | attempts | faulted | fired at the sink | kill -9 | crash exits | duplicates | lost acks | stuck | p50 / p99 (ok, first trial) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	n := func(m map[string]any, k string) int64 { v, _ := m[k].(float64); return int64(v) }
+	// A target's trials are one row: counts summed, and for a finding the
+	// trials that showed it.
+	var names []string
+	runs := map[string][]map[string]any{}
 	for _, r := range ev.chaos.Runs {
 		name, _ := r["store"].(string)
 		if tg, _ := r["target"].(string); tg != "" {
 			name = "target `" + tg + "`"
 		}
-		if why, _ := r["not_run"].(string); why != "" {
-			fmt.Fprintf(&b, "| %s | not run: %s |||||||||||\n", name, why)
+		if runs[name] == nil {
+			names = append(names, name)
+		}
+		runs[name] = append(runs[name], r)
+	}
+	for _, name := range names {
+		trials, first := runs[name], runs[name][0]
+		if why, _ := first["not_run"].(string); why != "" {
+			fmt.Fprintf(&b, "| %s | not run: %s ||||||||||||\n", name, why)
 			continue
 		}
-		p, _ := r["parameters"].(map[string]any)
-		c, _ := r["counts"].(map[string]any)
-		n := func(m map[string]any, k string) int64 { v, _ := m[k].(float64); return int64(v) }
+		sum := map[string]int64{}
+		shown := map[string]int{}
 		// The faults armed at a target's effect sink: fired in how many of
 		// the attempts they were armed for (a store's server takes its own).
 		var armed, fired int64
-		sf, _ := r["sink_faults"].(map[string]any)
-		for _, f := range sf {
-			m, _ := f.(map[string]any)
-			armed, fired = armed+n(m, "armed"), fired+n(m, "fired")
+		for _, r := range trials {
+			c, _ := r["counts"].(map[string]any)
+			for _, k := range []string{"intents", "attempts", "faulted_attempts", "kills", "crash_exits", "duplicates", "lost_acks", "stuck"} {
+				sum[k] += n(c, k)
+				if n(c, k) > 0 {
+					shown[k]++
+				}
+			}
+			sf, _ := r["sink_faults"].(map[string]any)
+			for _, f := range sf {
+				m, _ := f.(map[string]any)
+				armed, fired = armed+n(m, "armed"), fired+n(m, "fired")
+			}
 		}
 		atSink := "—"
 		if armed > 0 {
 			atSink = fmt.Sprintf("%d of %d", fired, armed)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s | %d | %d | **%d** | **%d** | **%d** | %.1f / %.1f ms |\n", name, n(p, "replicas"),
-			n(c, "intents"), n(c, "attempts"), n(c, "faulted_attempts"), atSink, n(c, "kills"), n(c, "crash_exits"), n(c, "duplicates"), n(c, "lost_acks"), n(c, "stuck"),
+		finding := func(k string) string {
+			if len(trials) == 1 || sum[k] == 0 {
+				return fmt.Sprintf("**%d**", sum[k])
+			}
+			return fmt.Sprintf("**%d** (%d of %d)", sum[k], shown[k], len(trials))
+		}
+		p, _ := first["parameters"].(map[string]any)
+		c, _ := first["counts"].(map[string]any)
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %s | %d | %d | %s | %s | %s | %.1f / %.1f ms |\n", name, len(trials), n(p, "replicas"),
+			sum["intents"], sum["attempts"], sum["faulted_attempts"], atSink, sum["kills"], sum["crash_exits"], finding("duplicates"), finding("lost_acks"), finding("stuck"),
 			float64(n(c, "latency_ok_p50_us"))/1000, float64(n(c, "latency_ok_p99_us"))/1000)
 	}
 	return b.String()

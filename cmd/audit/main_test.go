@@ -390,6 +390,14 @@ func addCommands(cmds map[string]cmdtest.CommandFunc, s story) {
 		return writeJSON(args[0], doc)
 	})
 	cmds["rm"] = command(1, "rm FILE", func(args []string) error { return os.Remove(args[0]) })
+	// cp FROM TO: copy a file.
+	cmds["cp"] = command(2, "cp FROM TO", func(args []string) error {
+		data, err := os.ReadFile(args[0])
+		if err != nil {
+			return err
+		}
+		return writeFile(args[1], data)
+	})
 	// symlink TARGET LINK: make LINK a symbolic link to TARGET.
 	cmds["symlink"] = command(2, "symlink TARGET LINK", func(args []string) error {
 		if err := os.Remove(args[1]); err != nil && !errors.Is(err, fs.ErrNotExist) {

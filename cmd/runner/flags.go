@@ -49,6 +49,7 @@ var bounds = []bound{
 	{"clients", 1, chaos.MaxClients},
 	{"replicas", 1, chaos.MaxReplicas},
 	{"trials", 1, runner.MaxTrials},
+	{"chaos-trials", 1, runner.MaxChaosTrials},
 }
 
 // boundOf returns the range of the named flag, if it has one.
@@ -116,7 +117,7 @@ var groups = []struct {
 }{
 	{"Flags:", []string{"out", "store", "target", "case", "experiment", "unsafe-registry", "server", "pg-dsn", "trials", "shard", "seed", "sign", "junit", "strict"}},
 	{"The retries experiment's knobs:", []string{"intents", "drop-percent", "timeout-ms", "attempts", "workers", "deadline-ms"}},
-	{"The chaos experiment's knobs:", []string{"duration", "clients", "replicas"}},
+	{"The chaos experiment's knobs:", []string{"duration", "clients", "replicas", "chaos-trials"}},
 }
 
 // newFlags defines the runner's flags into o. The usage strings are the
@@ -169,6 +170,7 @@ func newFlags(o *runner.Options) *flag.FlagSet {
 	fs.DurationVar(&o.Chaos.Duration, "duration", chaos.Defaults.Duration, "the chaos phase per store, such as 3s or 2m, and per target when not "+chaos.Defaults.Duration.String()+" (a target's otherwise takes "+runner.DefaultTargetDuration.String()+"); a soak is a longer one")
 	fs.IntVar(&o.Chaos.Clients, "clients", chaos.Defaults.Clients, "clients, each one intent at a time")
 	fs.IntVar(&o.Chaos.Replicas, "replicas", chaos.Defaults.Replicas, "replicas (servers) per store, and per target that claims a shared store (one on any other)")
+	fs.IntVar(&o.Chaos.Trials, "chaos-trials", runner.DefaultChaosTrials, "run chaos `N` times on each target, each on fresh state with the same seed: what a target does under chaos is a rule's rate over trials (a store runs once)")
 	return fs
 }
 

@@ -25,7 +25,7 @@ const usageHead = `usage: runner [-out DIR] [-store NAME] [-case NAME] [-server 
        runner -experiment retries [-seed N] [-intents N] [-drop-percent N]
               [-timeout-ms N] [-attempts N] [-workers N] [-deadline-ms N]
        runner -experiment chaos [-store NAME] [-target NAME|DIR] [-seed N] [-duration D]
-              [-clients N] [-replicas N]
+              [-clients N] [-replicas N] [-chaos-trials N]
        runner -experiment jitter|none
        runner -unsafe-registry NAME [-store NAME] [-case NAME]
 

@@ -165,12 +165,12 @@ func TestRecordedFlagsRoundTrip(t *testing.T) {
 		want = append(want, g.flags...)
 	}
 	args := []string{"-seed", "9", "-intents", "50", "-drop-percent", "0", "-timeout-ms", "200", "-attempts", "4",
-		"-workers", "3", "-deadline-ms", "900", "-duration", "1500ms", "-clients", "2", "-replicas", "3", "-trials", "7"}
+		"-workers", "3", "-deadline-ms", "900", "-duration", "1500ms", "-clients", "2", "-replicas", "3", "-chaos-trials", "2", "-trials", "7"}
 	var o runner.Options
 	if err := newFlags(&o).Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	rec := o.RecordedFlags(runner.Experiments(), true)
+	rec := o.RecordedFlags(runner.Experiments(), true, true)
 	if got := slices.Sorted(maps.Keys(rec)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		t.Fatalf("RecordedFlags = %v, want the knobs' groups and -seed, all given: %v", rec, want)
 	}

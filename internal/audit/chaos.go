@@ -20,31 +20,41 @@ import (
 // history and its timeline.
 const ChaosFile = "chaos.json"
 
-// chaosSubject names what one chaos run ran on: a store, or a target.
+// chaosSubject names what one chaos run ran on: a store, or a trial on a
+// target (from 1: chaos runs in trials on a target, once on a store).
 type chaosSubject struct {
 	store, target string // exactly one is set
+	trial         int    // on a target, from 1; 0 on a store
 }
 
 func (s chaosSubject) String() string {
-	if s.target != "" {
+	switch {
+	case s.target != "" && s.trial > 0:
+		return fmt.Sprintf("target %s trial %d", s.target, s.trial)
+	case s.target != "":
 		return "target " + s.target
 	}
 	return "store " + s.store
 }
 
 // base is the evidence name of the run's files without extension:
-// chaos-STORE, or chaos-target-NAME (a store's name never starts with
-// "target-").
+// chaos-STORE, or chaos-target-NAME for a target's first trial and
+// chaos-target-NAME.trialN for a later one (a store's name never starts
+// with "target-", and no target's name holds a dot).
 func (s chaosSubject) base() string {
-	if s.target != "" {
-		return "chaos-target-" + s.target
+	switch {
+	case s.target == "":
+		return "chaos-" + s.store
+	case s.trial > 1:
+		return fmt.Sprintf("chaos-target-%s.trial%d", s.target, s.trial)
 	}
-	return "chaos-" + s.store
+	return "chaos-target-" + s.target
 }
 
 // chaosFileName matches the name of a chaos history or timeline: group 2
-// the target's name, or group 3 the store's; group 4 the extension.
-var chaosFileName = regexp.MustCompile(`^chaos-(target-([a-z][a-z0-9-]{0,47})|([a-z]+))\.(jsonl|svg)$`)
+// the target's name and group 3 a later trial's number, or group 4 the
+// store's; group 5 the extension.
+var chaosFileName = regexp.MustCompile(`^chaos-(target-([a-z][a-z0-9-]{0,47})(?:\.trial([2-9]|10))?|([a-z]+))\.(jsonl|svg)$`)
 
 // subjectOf is the subject a chaos file name names, if it is one.
 func subjectOf(name string) (chaosSubject, string, bool) {
@@ -52,8 +62,19 @@ func subjectOf(name string) (chaosSubject, string, bool) {
 	if m == nil {
 		return chaosSubject{}, "", false
 	}
-	return chaosSubject{store: m[3], target: m[2]}, m[4], true
+	sub := chaosSubject{store: m[4], target: m[2]}
+	if sub.target != "" {
+		sub.trial = 1
+		if m[3] != "" {
+			sub.trial, _ = strconv.Atoi(m[3])
+		}
+	}
+	return sub, m[5], true
 }
+
+// maxChaosTrials bounds a target's chaos trials (runner -chaos-trials;
+// the audit's copy of the runner's MaxChaosTrials).
+const maxChaosTrials = 10
 
 // maxChaosLines bounds the failure lines one rule prints per store; the
 // rest are counted in one more line.
@@ -186,12 +207,13 @@ func (a *auditor) checkChaos() {
 	runs, _ := doc["runs"].([]any)
 	stores, targets, bySubject := a.chaosRuns(runs)
 	a.checkChaosSelection(len(runs), stores, targets, bySubject)
+	a.checkChaosTrials(targets, bySubject)
 	crash := number(mapOf(a.manifest, "protocol")["crash_exit_code"])
 	for _, s := range stores {
 		a.checkChaosRun(chaosSubject{store: s}, bySubject[chaosSubject{store: s}], crash)
 	}
 	for _, t := range targets {
-		sub := chaosSubject{target: t}
+		sub := chaosSubject{target: t, trial: 1}
 		if why := notRun(bySubject[sub]); why != "" {
 			dir, _ := str(bySubject[sub], "target_dir")
 			a.checkChaosNotRun(t, dir, why)
@@ -199,13 +221,16 @@ func (a *auditor) checkChaos() {
 				Rules: []ChaosRuleVerdict{}, Findings: []ChaosFinding{}})
 			continue
 		}
-		a.checkChaosRun(sub, bySubject[sub], crash)
+		for ; bySubject[sub] != nil; sub.trial++ {
+			a.checkChaosRun(sub, bySubject[sub], crash)
+		}
 	}
 }
 
-// chaosRuns reads chaos.json's runs: each on a store or a target, one
-// each, the stores first. It returns the stores and the targets in their
-// order, and each subject's run.
+// chaosRuns reads chaos.json's runs: each on a store, or a trial on a
+// target (a target's trials in order from 1; one run, with no trial, for
+// a target that did not run), the stores first. It returns the stores and
+// the targets in their order, and each subject's run.
 func (a *auditor) chaosRuns(runs []any) (stores, targets []string, bySubject map[chaosSubject]map[string]any) {
 	bySubject = map[chaosSubject]map[string]any{}
 	for i, r := range runs {
@@ -217,13 +242,21 @@ func (a *auditor) chaosRuns(runs []any) (stores, targets []string, bySubject map
 			a.chaosFail(sub, "runs", "%s: runs[%d]: store %q and target %q: a run is on one or the other", ChaosFile, i, s, t)
 			continue
 		}
+		if t != "" {
+			sub.trial = max(int(number(run["trial"])), 1)
+			if prev := bySubject[chaosSubject{target: t, trial: sub.trial - 1}]; sub.trial > 1 && (prev == nil || notRun(prev) != "" || notRun(run) != "") {
+				a.chaosFail(sub, "runs", "%s: runs[%d]: %s without a run of its trial %d before it", ChaosFile, i, sub, sub.trial-1)
+				continue
+			}
+		}
 		if _, dup := bySubject[sub]; dup {
 			a.chaosFail(sub, "runs", "%s: runs[%d]: a second run of %s", ChaosFile, i, sub)
 			continue
 		}
-		if t != "" {
+		switch {
+		case t != "" && sub.trial == 1:
 			targets = append(targets, t)
-		} else {
+		case t == "":
 			if len(targets) > 0 {
 				a.chaosFail(sub, "runs", "%s: runs[%d]: store %s after the targets' runs: stores come first", ChaosFile, i, s)
 			}
@@ -232,6 +265,26 @@ func (a *auditor) chaosRuns(runs []any) (stores, targets []string, bySubject map
 		bySubject[sub] = run
 	}
 	return stores, targets, bySubject
+}
+
+// checkChaosTrials checks that chaos ran on every target that ran in the
+// trials manifest.flags records (runner -chaos-trials; evidence from
+// before chaos trials ran once).
+func (a *auditor) checkChaosTrials(targets []string, bySubject map[chaosSubject]map[string]any) {
+	want, from := a.expected("chaos_trials", 1)
+	for _, t := range targets {
+		a.check()
+		if notRun(bySubject[chaosSubject{target: t, trial: 1}]) != "" {
+			continue
+		}
+		n := 1
+		for bySubject[chaosSubject{target: t, trial: n + 1}] != nil {
+			n++
+		}
+		if int64(n) != want {
+			a.chaosFail(chaosSubject{target: t, trial: 1}, "runs", "%s: target %s: %s, expected %d (%s)", ChaosFile, t, plural(n, "trial"), want, from)
+		}
+	}
 }
 
 // checkChaosSelection checks the runs against the selection: the stores
@@ -329,6 +382,7 @@ func (a *auditor) checkChaosRun(sub chaosSubject, run map[string]any, crashCode 
 	if hist == nil {
 		return
 	}
+	hist.trial = sub.trial
 	a.checkChaosHeader(sub, run, hist)
 	a.checkChaosClaims(sub, run, hist)
 	c := hist.check(crashCode)
@@ -416,7 +470,9 @@ func (a *auditor) judgeChaosRun(sub chaosSubject, name string, hist *chaosHistor
 	v := chaosVerdictOf(sub, hist, c)
 	a.chaosVerdicts = append(a.chaosVerdicts, v)
 	if sub.target != "" {
-		a.report.ChaosTargets = append(a.report.ChaosTargets, sub.target)
+		if sub.trial <= 1 {
+			a.report.ChaosTargets = append(a.report.ChaosTargets, sub.target)
+		}
 		if v.Violations > 0 {
 			a.note(fmt.Sprintf("chaos: target %s: %d findings its claims promise never to happen (%s): the target's result, judged from %s",
 				sub.target, v.Violations, chaosClaimsText(hist.claims), name))

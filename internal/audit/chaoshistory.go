@@ -31,6 +31,7 @@ import (
 type chaosHistory struct {
 	version       int64  // history_version: 3 records sink_fired on attempts
 	store, target string // exactly one is set
+	trial         int    // which chaos trial on the target, from 1 (chaos.json's, not the header's); 0 on a store
 	claims        chaosClaims
 	seed          uint64
 	replicas      int

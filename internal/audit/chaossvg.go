@@ -190,7 +190,7 @@ func (t *timeline) svg() []byte {
 // verdict a reader looks for first.
 func (t *timeline) header(b *strings.Builder) {
 	h, c := t.h, t.c
-	what := chaosSubject{store: h.store, target: h.target}.String()
+	what := chaosSubject{store: h.store, target: h.target, trial: h.trial}.String()
 	put(b, `<text x="%d" y="22" font-size="17" font-weight="bold">chaos on %s</text>`, tlLeft, xmlText(what))
 	claims := map[chaosClaims]string{{}: "keys in memory, not shared", {true, false}: "durable, not shared",
 		{false, true}: "not durable, shared store", {true, true}: "durable, shared store"}[h.claims]

@@ -36,7 +36,7 @@ func (r *Report) Gate(strict bool) Gate {
 			continue
 		}
 		if c.Violations > 0 || strict && c.Shown > 0 {
-			g.Failures = append(g.Failures, fmt.Sprintf("target %s, chaos: %s", c.Target, chaosRuleCounts(c, strict)))
+			g.Failures = append(g.Failures, fmt.Sprintf("target %s, %s: %s", c.Target, chaosCaseName(c), chaosRuleCounts(c, strict)))
 		}
 	}
 	return g
@@ -229,9 +229,18 @@ func findingCall(call *int) string {
 	return fmt.Sprintf(" (call %d)", *call)
 }
 
-// chaosCase is a target's chaos run.
+// chaosCaseName names a target's chaos run: "chaos", or "chaos trial N"
+// for one of its trials.
+func chaosCaseName(v ChaosVerdict) string {
+	if v.Trial > 0 {
+		return fmt.Sprintf("chaos trial %d", v.Trial)
+	}
+	return "chaos"
+}
+
+// chaosCase is a target's chaos run, or one of its trials.
 func chaosCase(class string, v ChaosVerdict, strict bool) junitCase {
-	c := junitCase{Name: "chaos", Classname: class}
+	c := junitCase{Name: chaosCaseName(v), Classname: class}
 	if v.NotRun != "" {
 		c.Skipped = &junitOutcome{Message: "not run: " + oneLine(v.NotRun)}
 		return c

@@ -33,6 +33,7 @@ var knobFlags = []knobFlag{
 	{flag: "clients", experiments: []string{"chaos"}, param: "clients", lo: 1, hi: 64},
 	{flag: "replicas", experiments: []string{"chaos"}, param: "replicas", lo: 1, hi: 4},
 	{flag: "trials", targets: true, param: "trials", lo: 1, hi: maxTrials},
+	{flag: "chaos-trials", experiments: []string{"chaos"}, param: "chaos_trials", lo: 1, hi: maxChaosTrials},
 }
 
 // maxTrials bounds the trials of a case on a target (runner -trials); the

@@ -518,7 +518,7 @@ func (a *auditor) summaryText() string {
 		}
 	}
 	for _, c := range a.chaosVerdicts {
-		what := chaosSubject{store: c.Store, target: c.Target}.String()
+		what := chaosSubject{store: c.Store, target: c.Target, trial: c.Trial}.String()
 		if c.NotRun != "" {
 			fmt.Fprintf(&b, "\nchaos on %s: not run: %s\n", what, oneLine(c.NotRun))
 			continue

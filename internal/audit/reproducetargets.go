@@ -3,7 +3,6 @@ package audit
 import (
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 )
 
@@ -12,9 +11,8 @@ import (
 // chaos. A target's races are its own, so neither is held to the recorded
 // figure: a recorded rate is implausible only when its Wilson 95 %
 // interval and the re-run's do not overlap (two honest samples of one
-// rate do so rarely: about 1 in 200 for equal trials), and a chaos finding
-// fails only when no re-observation shows what was recorded and its rate
-// over intents is implausible beside theirs.
+// rate do so rarely: about 1 in 200 for equal trials), and so is a chaos
+// finding's rate over a target's chaos trials beside the re-runs'.
 
 // RateAgain is one rate of a case on a target, recorded beside the
 // re-run's: a safety verdict's or a rule's, as trials out of trials.
@@ -173,52 +171,59 @@ func pairRates(a, b cellRates) []ratePair {
 	return pairs
 }
 
-// targetChaosAgain checks what a target did under chaos, rule by rule,
-// as a rate over the run's intents: the recorded run's beside the
-// re-runs' pooled. One chaos run is one roll of a target's races (a rule
-// that fires about once a run is absent from about one run in three), so
-// the claim fails only when both say so: no re-run agrees on whether the
-// rule fired at all, and the Wilson 95 % intervals of the two rates do
-// not overlap. Either alone is not enough: agreement alone flags an
-// honest run that rolled a zero where re-runs rolled ones, and intervals
-// alone are too narrow, since a kill's intents fail together.
-func (r *Reproduction) targetChaosAgain(subject string, rec map[string]any, again []map[string]map[string]any) {
-	n0 := intentsOf(rec)
+// targetChaosAgain checks what a target did under chaos, rule by rule, as
+// a rate over its chaos trials: the trials in which the rule fired, the
+// recorded run's beside the re-runs' pooled. A target's races are its own
+// and a kill's intents fail together, so the trial is the unit (a rate
+// over intents would treat one kill's stuck keys as many independent
+// rolls): the claim fails only when the two rates' Wilson 95 % intervals
+// do not overlap. Each re-run is also shown as agreeing or not on whether
+// the rule fired at all.
+func (r *Reproduction) targetChaosAgain(target string, rec []map[string]any, again [][]map[string]any) {
 	for _, rule := range chaosRules {
-		m := ruleOf(rec, rule)
-		if m == nil {
+		if ruleOf(rec[0], rule) == nil {
 			continue
 		}
-		k0 := min(int(number(m["count"])), n0)
+		k0 := trialsFired(rec, rule)
 		var held []bool
-		k, n := 0, 0
-		for _, runs := range again {
-			if runs[subject] == nil {
+		pooled := cellRates{count: map[string]int{}}
+		for _, trials := range again {
+			if len(trials) == 0 {
 				continue
 			}
-			got, ni := int(number(ruleOf(runs[subject], rule)["count"])), intentsOf(runs[subject])
-			held = append(held, (k0 > 0) == (got > 0))
-			k, n = k+min(got, ni), n+ni
+			k := trialsFired(trials, rule)
+			held = append(held, (k0 > 0) == (k > 0))
+			pooled.trials += len(trials)
+			pooled.count[rule] += k
 		}
-		claim := fmt.Sprintf("chaos %s: no %s", subject, rule)
+		claim := fmt.Sprintf("chaos target %s: no %s (in %s)", target, rule, plural(len(rec), "trial"))
 		if k0 > 0 {
-			claim = fmt.Sprintf("chaos %s: %s happens (%d recorded)", subject, rule, int(number(m["count"])))
+			claim = fmt.Sprintf("chaos target %s: %s happens (in %d of %d trials)", target, rule, k0, len(rec))
 		}
-		lo0, hi0 := wilson(k0, n0)
-		lo, hi := wilson(k, n)
-		c := ClaimAgain{Claim: claim, Held: held, Some: true,
-			Rates:       fmt.Sprintf("%d of %d intents | %d of %d", k0, n0, k, n),
-			Implausible: len(held) > 0 && !slices.Contains(held, true) && (hi0 < lo || hi < lo0)}
+		c := ClaimAgain{Claim: claim, Held: held, Some: true, Rates: fmt.Sprintf("%d of %d trials | %d of %d", k0, len(rec), pooled.count[rule], pooled.trials)}
+		if pooled.trials > 0 {
+			recorded := cellRates{trials: len(rec), count: map[string]int{rule: k0}, order: []string{rule}}
+			pooled.order = []string{rule}
+			if pairs := pairRates(recorded, pooled); len(pairs) == 1 && pairs[0].apart {
+				c.Implausible = true
+				r.Findings = append(r.Findings, fmt.Sprintf("%s: implausible: recorded in %s trials (%s), re-observed in %s (%s): the intervals do not overlap",
+					claim, pairs[0].a, pairs[0].intervalA, pairs[0].b, pairs[0].intervalB))
+			}
+		}
 		r.Claims = append(r.Claims, c)
-		if c.Implausible {
-			r.Findings = append(r.Findings, fmt.Sprintf("%s: held on no re-observation (0 of %d), and implausible: %d of %d intents (Wilson 95 %%: %s–%s %%), re-observed in %d of %d (%s–%s %%)",
-				claim, len(held), k0, n0, percent(lo0), percent(hi0), k, n, percent(lo), percent(hi)))
-		}
 	}
 }
 
-// intentsOf is a chaos verdict's count of intents.
-func intentsOf(run map[string]any) int { return int(number(mapOf(run, "counts")["intents"])) }
+// trialsFired counts the chaos trials in which rule fired.
+func trialsFired(trials []map[string]any, rule string) int {
+	n := 0
+	for _, t := range trials {
+		if number(ruleOf(t, rule)["count"]) > 0 {
+			n++
+		}
+	}
+	return n
+}
 
 // writeRates prints each case's rates on targets beside the re-run's.
 func (r *Reproduction) writeRates(p *printer) {

@@ -85,55 +85,63 @@ func TestAgainTargets(t *testing.T) {
 	}
 }
 
-// Ensure what a target did under chaos fails again only when no re-run
-// agrees on whether a rule fired and its rate over intents is implausible
-// beside the re-runs' pooled, worked out by hand: 0 of 72 (Wilson 95 %:
-// 0–5.1 %) beside 5 of 211 (1.0–5.4 %) overlaps, beside 42 of 216
-// (14.7–25.2 %) does not; 1 of 70 (0.3–7.7 %) beside 0 of 210 (0–1.8 %)
-// overlaps; 9 of 72 (6.7–22.1 %) beside it does not.
+// Ensure what a target did under chaos fails again only when the trials
+// in which a rule fired, recorded and re-observed (pooled), are rates
+// whose Wilson 95 % intervals do not overlap, worked out by hand: 1 of 3
+// (6.1–79.2 %) beside 0 of 9 (0–29.9 %) overlaps, the race an honest run
+// records and its re-runs miss, which a rate over intents judged
+// implausible (4 of 108 intents beside 0 of 364); 3 of 3 (43.8–100 %)
+// beside 0 of 9 does not, nor beside 1 of 9 (2–43.5 %); 0 of 3 (0–56.2 %)
+// beside 9 of 9 (70.1–100 %) does not, beside 7 of 9 (45.3–93.7 %) does.
 func TestTargetChaosAgain(t *testing.T) {
-	type run struct{ rule, intents int }
-	verdict := func(r run) map[string]any {
+	verdict := func(n int) map[string]any {
 		var rules []any
 		for _, rule := range chaosRules {
-			n := 0
-			if rule == "duplicate" {
-				n = r.rule
+			count := 0
+			if rule == "stuck" {
+				count = n
 			}
-			rules = append(rules, map[string]any{"rule": rule, "promised": false, "count": json.Number(strconv.Itoa(n))})
+			rules = append(rules, map[string]any{"rule": rule, "promised": true, "count": json.Number(strconv.Itoa(count))})
 		}
-		return map[string]any{"rules": rules, "counts": map[string]any{"intents": json.Number(strconv.Itoa(r.intents))}}
+		return map[string]any{"rules": rules}
 	}
-	const s = "target lib"
+	trials := func(counts ...int) []map[string]any {
+		var out []map[string]any
+		for _, n := range counts {
+			out = append(out, verdict(n))
+		}
+		return out
+	}
 	for _, tc := range []struct {
 		name     string
-		recorded run
-		again    []run
+		recorded []map[string]any
+		again    [][]map[string]any
 		verdict  string // how the claim is printed
 		finding  string // "" for none
 	}{
-		{"some recorded, one re-run of two agrees", run{15, 70}, []run{{2, 70}, {0, 70}},
-			"held again (a target's race: on one at least) 1/2: chaos target lib: duplicate happens (15 recorded)", ""},
-		{"none recorded, none re-observed", run{0, 72}, []run{{0, 70}, {0, 71}},
-			"held again (a target's race: on one at least) 2/2: chaos target lib: no duplicate", ""},
-		{"none recorded, a rare race on every re-run", run{0, 72}, []run{{2, 70}, {1, 71}, {2, 70}},
-			"not held again, at a plausible rate (0 of 72 intents | 5 of 211) 0/3: chaos target lib: no duplicate", ""},
-		{"none recorded, many on every re-run (a forgery)", run{0, 72}, []run{{13, 72}, {15, 72}, {14, 72}},
-			"NOT HELD AGAIN 0/3: chaos target lib: no duplicate",
-			"chaos target lib: no duplicate: held on no re-observation (0 of 3), and implausible: 0 of 72 intents (Wilson 95 %: 0–5.1 %), re-observed in 42 of 216 (14.7–25.2 %)"},
-		{"one recorded, none re-observed", run{1, 70}, []run{{0, 70}, {0, 70}, {0, 70}},
-			"not held again, at a plausible rate (1 of 70 intents | 0 of 210) 0/3: chaos target lib: duplicate happens (1 recorded)", ""},
-		{"many recorded, none re-observed (a forgery)", run{9, 72}, []run{{0, 70}, {0, 70}, {0, 70}},
-			"NOT HELD AGAIN 0/3: chaos target lib: duplicate happens (9 recorded)",
-			"chaos target lib: duplicate happens (9 recorded): held on no re-observation (0 of 3), and implausible: 9 of 72 intents (Wilson 95 %: 6.7–22.1 %), re-observed in 0 of 210 (0–1.8 %)"},
+		{"in one trial of three, in none of nine again", trials(4, 0, 0), [][]map[string]any{trials(0, 0, 0), trials(0, 0, 0), trials(0, 0, 0)},
+			"not held again, at a plausible rate (1 of 3 trials | 0 of 9) 0/3: chaos target lib: stuck happens (in 1 of 3 trials)", ""},
+		{"in none, in none again", trials(0, 0, 0), [][]map[string]any{trials(0, 0, 0), trials(0, 0, 0)},
+			"held again (a target's race: on one at least) 2/2: chaos target lib: no stuck (in 3 trials)", ""},
+		{"in two, one re-run of two agrees", trials(15, 3, 0), [][]map[string]any{trials(2, 0, 0), trials(0, 0, 0)},
+			"held again (a target's race: on one at least) 1/2: chaos target lib: stuck happens (in 2 of 3 trials)", ""},
+		{"in none, in seven of nine again", trials(0, 0, 0), [][]map[string]any{trials(1, 2, 0), trials(3, 1, 1), trials(0, 4, 2)},
+			"not held again, at a plausible rate (0 of 3 trials | 7 of 9) 0/3: chaos target lib: no stuck (in 3 trials)", ""},
+		{"in none, in every trial again (a forgery)", trials(0, 0, 0), [][]map[string]any{trials(15, 12, 9), trials(14, 8, 11), trials(13, 10, 16)},
+			"NOT HELD AGAIN, implausible (0 of 3 trials | 9 of 9) 0/3: chaos target lib: no stuck (in 3 trials)",
+			"chaos target lib: no stuck (in 3 trials): implausible: recorded in 0/3 trials (Wilson 95 %: 0–56.2 %), re-observed in 9/9 (70.1–100 %): the intervals do not overlap"},
+		{"in every trial, in none again (a forgery)", trials(9, 4, 5), [][]map[string]any{trials(0, 0, 0), trials(0, 0, 0), trials(0, 0, 0)},
+			"NOT HELD AGAIN, implausible (3 of 3 trials | 0 of 9) 0/3: chaos target lib: stuck happens (in 3 of 3 trials)",
+			"chaos target lib: stuck happens (in 3 of 3 trials): implausible: recorded in 3/3 trials (Wilson 95 %: 43.8–100 %), re-observed in 0/9 (0–29.9 %): the intervals do not overlap"},
+		{"in every trial, in one of nine again", trials(9, 4, 5), [][]map[string]any{trials(0, 0, 0), trials(0, 2, 0), trials(0, 0, 0)},
+			"NOT HELD AGAIN, implausible (3 of 3 trials | 1 of 9) 1/3: chaos target lib: stuck happens (in 3 of 3 trials)",
+			"chaos target lib: stuck happens (in 3 of 3 trials): implausible: recorded in 3/3 trials (Wilson 95 %: 43.8–100 %), re-observed in 1/9 (2–43.5 %): the intervals do not overlap"},
+		{"a re-run that did not run the target", trials(4, 0, 0), [][]map[string]any{nil, trials(0, 0, 0)},
+			"not held again, at a plausible rate (1 of 3 trials | 0 of 3) 0/1: chaos target lib: stuck happens (in 1 of 3 trials)", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var again []map[string]map[string]any
-			for _, a := range tc.again {
-				again = append(again, map[string]map[string]any{s: verdict(a)})
-			}
 			r := Reproduction{Pass: true, Audit: &Report{Pass: true}}
-			r.targetChaosAgain(s, verdict(tc.recorded), again)
+			r.targetChaosAgain("lib", tc.recorded, tc.again)
 			var out strings.Builder
 			if err := r.WriteText(&out); err != nil {
 				t.Fatal(err)

@@ -80,6 +80,7 @@ type finding struct {
 type ChaosVerdict struct {
 	Store          string               `json:"store"`
 	Target         string               `json:"target"`
+	Trial          int                  `json:"trial,omitempty"` // on a target, which of its chaos trials, from 1
 	NotRun         string               `json:"not_run"`
 	Counts         map[string]int64     `json:"counts"`
 	Faults         map[string]int64     `json:"faults"`
@@ -125,7 +126,7 @@ func targetVerdictOf(v *targetView) targetVerdict {
 
 // chaosVerdictOf is a judged chaos history as verdicts.json records it.
 func chaosVerdictOf(sub chaosSubject, h *chaosHistory, c chaosCheck) ChaosVerdict {
-	v := ChaosVerdict{Store: sub.store, Target: sub.target, Counts: c.counts, Faults: c.faults, SinkFaults: h.sinkFaults, Rules: []ChaosRuleVerdict{}, Findings: []ChaosFinding{}}
+	v := ChaosVerdict{Store: sub.store, Target: sub.target, Trial: sub.trial, Counts: c.counts, Faults: c.faults, SinkFaults: h.sinkFaults, Rules: []ChaosRuleVerdict{}, Findings: []ChaosFinding{}}
 	if v.SinkFaults == nil {
 		v.SinkFaults = map[string]SinkFault{}
 	}

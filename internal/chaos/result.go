@@ -45,10 +45,11 @@ type Capped struct {
 // Result is one run: one run of chaos.json, and the history the audit
 // judges.
 type Result struct {
-	Store        protocol.Store `json:"store"`         // "" on a target
-	Target       string         `json:"target"`        // "" on a store
-	TargetDir    string         `json:"target_dir"`    // the target's folder relative to the checkout, slash-separated; "" outside it (the caller sets it)
-	TargetDigest string         `json:"target_digest"` // the target folder's digest (target.Digest); "" on a store (the caller sets it)
+	Store        protocol.Store `json:"store"`           // "" on a target
+	Target       string         `json:"target"`          // "" on a store
+	TargetDir    string         `json:"target_dir"`      // the target's folder relative to the checkout, slash-separated; "" outside it (the caller sets it)
+	TargetDigest string         `json:"target_digest"`   // the target folder's digest (target.Digest); "" on a store (the caller sets it)
+	Trial        int            `json:"trial,omitempty"` // which of the runs on a target this is, from 1; 0 on a store (the caller sets it)
 	Claims       Claims         `json:"claims"`
 	ReplicasNote string         `json:"replicas_note"` // why fewer replicas ran than asked, or ""
 	Seed         uint64         `json:"seed"`
@@ -120,6 +121,9 @@ func (r Result) WriteText(w io.Writer) error {
 	what := "store " + string(r.Store)
 	if r.Target != "" {
 		what = "target " + r.Target
+	}
+	if r.Trial > 0 {
+		what += fmt.Sprintf(", trial %d", r.Trial)
 	}
 	note := ""
 	if r.ReplicasNote != "" {

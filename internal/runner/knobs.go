@@ -10,15 +10,15 @@ import (
 )
 
 // RecordedFlags are the knobs of the experiments in run that o sets away
-// from their defaults, and the trials wherever the cases run on targets
-// (onTargets), by flag name (cmd/runner's, no dash), each as the flag takes
+// from their defaults, the trials wherever the cases run on targets
+// (casesOnTargets), and the chaos trials wherever chaos runs on targets, by flag name (cmd/runner's, no dash), each as the flag takes
 // it: the manifest records them (manifest.flags), the audit pins each
 // parameter to its default unless one of them changed it (no trials
 // recorded: one, evidence from before trials), and audit -reproduce passes
 // them again. No other flag is recorded (never -out or -pg-dsn, whose DSN may
 // hold a password): the selection, the mutation and the targets have fields
 // of their own.
-func (o Options) RecordedFlags(run []Experiment, onTargets bool) map[string]string {
+func (o Options) RecordedFlags(run []Experiment, casesOnTargets, chaosOnTargets bool) map[string]string {
 	out := map[string]string{}
 	record := func(flag string, value, def any, of ...Experiment) {
 		v := fmt.Sprint(value)
@@ -38,8 +38,11 @@ func (o Options) RecordedFlags(run []Experiment, onTargets bool) map[string]stri
 	record("duration", cmp.Or(o.Chaos.Duration, c.Duration), c.Duration, Chaos)
 	record("clients", cmp.Or(o.Chaos.Clients, c.Clients), c.Clients, Chaos)
 	record("replicas", cmp.Or(o.Chaos.Replicas, c.Replicas), c.Replicas, Chaos)
-	if onTargets {
+	if casesOnTargets {
 		out["trials"] = fmt.Sprint(o.trials())
+	}
+	if chaosOnTargets && slices.Contains(run, Chaos) {
+		out["chaos-trials"] = fmt.Sprint(o.Chaos.trials())
 	}
 	return out
 }

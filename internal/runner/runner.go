@@ -125,6 +125,9 @@ func (o Options) check() error {
 	if o.Trials < 0 || o.Trials > MaxTrials {
 		return &UsageError{fmt.Errorf("-trials %d: outside 1..%d", o.Trials, MaxTrials)}
 	}
+	if o.Chaos.Trials < 0 || o.Chaos.Trials > MaxChaosTrials {
+		return &UsageError{fmt.Errorf("-chaos-trials %d: outside 1..%d", o.Chaos.Trials, MaxChaosTrials)}
+	}
 	if len(o.Stores) == 0 {
 		return &UsageError{errors.New("no store to run on")}
 	}
@@ -517,7 +520,7 @@ func (inv *invocation) ready(ctx context.Context) error {
 		inv.cfg.Protocol = *inv.Protocol
 	}
 	inv.in = evidence.ManifestInput{Root: inv.Root, Git: evidence.GitState(inv.Root), Protocol: inv.cfg.Protocol, ServerSHA: inv.server.SHA256,
-		ServerBuild: inv.server.Recipe, Unsafe: inv.Unsafe, Flags: inv.RecordedFlags(inv.experiments, len(inv.targets) > 0), Shard: inv.Shard}
+		ServerBuild: inv.server.Recipe, Unsafe: inv.Unsafe, Flags: inv.RecordedFlags(inv.experiments, len(inv.targets) > 0, len(inv.loaded) > 0), Shard: inv.Shard}
 	return nil
 }
 
