@@ -204,13 +204,18 @@ func readPlanner(root, evidence string) (*planner, error) {
 	runs, _ := doc["runs"].([]any)
 	for _, x := range runs {
 		if t, _ := str(x.(map[string]any), "target"); t != "" {
-			targets = append(targets, t)
+			if !slices.Contains(targets, t) { // a target's trials are runs of their own
+				targets = append(targets, t)
+			}
 		} else if s, _ := str(x.(map[string]any), "store"); s != "" {
 			stores = append(stores, s)
 		}
 	}
 	if p.chaosWhere, err = p.whereArgs(stores, targets); err != nil {
 		return nil, err
+	}
+	if _, ok := flags["chaos-trials"]; !ok && len(targets) > 0 {
+		p.flags = append(p.flags, "-chaos-trials=1") // evidence from before chaos trials: one each
 	}
 	return p, nil
 }

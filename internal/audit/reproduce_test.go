@@ -50,8 +50,9 @@ func TestReproducePlan(t *testing.T) {
 		{"evidence", "-store all -target effectserver-volatile -target express-idempotency -trials=1", nil},
 		{"retries", "-experiment retries", []string{"-experiment retries"}},
 		{"jitter", "-experiment jitter", nil},
-		{"chaos", "-experiment chaos -store all -target effectserver-durable -target express-idempotency -clients=2 -duration=1s",
-			[]string{"-experiment chaos -store all -target effectserver-durable -target express-idempotency -clients=2 -duration=1s"}},
+		// A folder from before chaos trials: one trial on each target.
+		{"chaos", "-experiment chaos -store all -target effectserver-durable -target express-idempotency -clients=2 -duration=1s -chaos-trials=1",
+			[]string{"-experiment chaos -store all -target effectserver-durable -target express-idempotency -clients=2 -duration=1s -chaos-trials=1"}},
 		{"signed", "-case keyed_lost_reply -store volatile", nil},
 	} {
 		p, err := readPlanner(fixture, fixture+"/"+tt.folder)
@@ -164,5 +165,30 @@ func TestAgainChaosOnlyWhereChaosRan(t *testing.T) {
 	}
 	if len(r.Findings) > 0 {
 		t.Errorf("findings on the recorded evidence's own verdicts: %v", r.Findings)
+	}
+}
+
+// Ensure a target's chaos trials, each a run of chaos.json, are one
+// -target of the re-runs, which run the recorded -chaos-trials.
+func TestReproducePlanChaosTrials(t *testing.T) {
+	const root = "../../cmd/audit/testdata/fixture"
+	dir := t.TempDir()
+	write := func(name, doc string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("manifest.json", `{"selection": {"cases": [], "stores": [], "targets": [], "experiments": ["chaos"]}, "flags": {"chaos-trials": "2"}}`)
+	write(ChaosFile, `{"runs": [{"store": "durable", "target": ""}, {"store": "", "target": "express-idempotency", "trial": 1}, {"store": "", "target": "express-idempotency", "trial": 2}]}`)
+	p, err := readPlanner(root, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := p.fullRun()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(full, " "), "-experiment chaos -store durable -target express-idempotency -chaos-trials=2"; got != want {
+		t.Errorf("run 1 = %q, want %q", got, want)
 	}
 }
