@@ -36,7 +36,7 @@ func TestChaosOnTargets(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "evidence")
 	var log bytes.Buffer
 	err := Run(context.Background(), Options{Root: "../..", Out: out, Experiment: Chaos, Targets: []string{dir, counted}, Stores: protocol.Stores,
-		Intents: DefaultIntents, Stdout: &log, Stderr: &log})
+		Intents: DefaultIntents, Chaos: ChaosOptions{Trials: 2}, Stdout: &log, Stderr: &log})
 	sinktest.CheckNoneLeft(t)
 	if !errors.Is(err, ErrViolations) { // broken's duplicates break a rule its claims promise
 		t.Fatalf("Run: %v, want %v\n%s", err, ErrViolations, log.String())
@@ -48,6 +48,7 @@ func TestChaosOnTargets(t *testing.T) {
 	var doc struct {
 		Runs []struct {
 			Target       string `json:"target"`
+			Trial        int    `json:"trial"`
 			NotRun       string `json:"not_run"`
 			ReplicasNote string `json:"replicas_note"`
 		} `json:"runs"`
@@ -55,14 +56,19 @@ func TestChaosOnTargets(t *testing.T) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Runs) != 2 || doc.Runs[0].Target != "broken" || doc.Runs[1].Target != "counted" {
-		t.Fatalf("chaos.json runs %+v, want broken then counted, no store", doc.Runs)
+	if len(doc.Runs) != 3 || doc.Runs[0].Target != "broken" || doc.Runs[0].Trial != 1 || doc.Runs[1].Target != "broken" || doc.Runs[1].Trial != 2 ||
+		doc.Runs[2].Target != "counted" || doc.Runs[2].Trial != 0 {
+		t.Fatalf("chaos.json runs %+v, want broken's trials 1 and 2, then counted (no trial), no store", doc.Runs)
 	}
 	if doc.Runs[0].ReplicasNote == "" {
 		t.Errorf("broken: no replicas note (it claims no shared store, so one replica runs)")
 	}
-	if !strings.Contains(doc.Runs[1].NotRun, "counts its effects with a command") {
-		t.Errorf("counted: not_run %q, want the reason (it counts its effects with a command)", doc.Runs[1].NotRun)
+	if !strings.Contains(doc.Runs[2].NotRun, "counts its effects with a command") {
+		t.Errorf("counted: not_run %q, want the reason (it counts its effects with a command)", doc.Runs[2].NotRun)
+	}
+	var manifest struct{ Flags map[string]string }
+	if b, err = os.ReadFile(filepath.Join(out, "manifest.json")); err != nil || json.Unmarshal(b, &manifest) != nil || manifest.Flags["chaos-trials"] != "2" {
+		t.Errorf("manifest.json flags %v (%v), want chaos-trials 2", manifest.Flags, err)
 	}
 	// The audit the runner ran judged the history: verdicts.json.
 	if b, err = os.ReadFile(filepath.Join(out, "verdicts.json")); err != nil {
@@ -71,6 +77,7 @@ func TestChaosOnTargets(t *testing.T) {
 	var verdicts struct {
 		Chaos []struct {
 			Target   string           `json:"target"`
+			Trial    int              `json:"trial"`
 			OK       bool             `json:"ok"`
 			Counts   map[string]int64 `json:"counts"`
 			Findings []struct {
@@ -81,8 +88,8 @@ func TestChaosOnTargets(t *testing.T) {
 	if err := json.Unmarshal(b, &verdicts); err != nil {
 		t.Fatal(err)
 	}
-	if len(verdicts.Chaos) != 2 {
-		t.Fatalf("verdicts.json chaos %+v, want broken and counted", verdicts.Chaos)
+	if len(verdicts.Chaos) != 3 || verdicts.Chaos[1].Trial != 2 {
+		t.Fatalf("verdicts.json chaos %+v, want broken's two trials and counted", verdicts.Chaos)
 	}
 	broken := verdicts.Chaos[0]
 	if broken.OK || broken.Counts["duplicates"] == 0 {
@@ -96,7 +103,7 @@ func TestChaosOnTargets(t *testing.T) {
 	if !caught {
 		t.Errorf("no finding explains a duplicate of replica 0 (one process, or a restart between the sink's receipt of its calls): %+v", broken.Findings)
 	}
-	for _, f := range []string{"chaos-target-broken.jsonl", "chaos-target-broken.svg"} {
+	for _, f := range []string{"chaos-target-broken.jsonl", "chaos-target-broken.svg", "chaos-target-broken.trial2.jsonl", "chaos-target-broken.trial2.svg"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("evidence %s: %v", f, err)
 		}
