@@ -29,7 +29,10 @@ var caughtBy = map[protocol.Flaw]string{
 // concurrent duplicate landing in check-then-act's 20 ms gap) is caught
 // on most runs, not all: under -race on a loaded 2-core machine the twelve
 // duplicates can arrive spread wider than the gap (CI saw it once). A
-// race is judged as a rate, not one roll: caught on one run of three.
+// race is judged as a rate, not one roll: caught on one run of three. So
+// is forget-on-lost-reply, whose server forgets the key just after it
+// closes the connection: under -race a retry once reached the registry
+// before the forgetting did, and got the recorded result (CI).
 const mutantTries = 3
 
 // Ensure the lab's checks can fail: each deliberately broken registry makes
@@ -59,10 +62,14 @@ func TestMutationScore(t *testing.T) {
 					Root: "../..", Out: filepath.Join(dir, fmt.Sprintf("%s-%d", flaw, try)), Stores: []protocol.Store{protocol.Volatile}, Case: want,
 					Intents: DefaultIntents, Unsafe: flaw, Stdout: &out, Stderr: &out,
 				})
-				if !errors.Is(err, ErrAuditFailed) {
+				cases = nil
+				switch {
+				case err == nil: // not caught on this run: a race, tried again
+					t.Logf("%s, run %d: the audit passed", flaw, try)
+					continue
+				case !errors.Is(err, ErrAuditFailed):
 					t.Fatalf("Run with %s = %v, want the audit to fail\n%s", flaw, err, out.String())
 				}
-				cases = nil
 				for _, m := range named.FindAllStringSubmatch(out.String(), -1) {
 					if !slices.Contains(cases, m[1]) {
 						cases = append(cases, m[1])
