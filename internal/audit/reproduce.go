@@ -712,19 +712,20 @@ func (r *Reproduction) againChaosTargets(recordedDir string, dirs []string) erro
 		r.targetChaosAgain(t, rec[t], trials)
 	}
 	for _, t := range targets {
-		sums := map[string]map[string]any{t: {"counts": summedCounts(rec[t])}}
+		// countsAgain reads each run's counts by name: one item per run,
+		// a target's counts summed over its trials.
 		var againSums []map[string]map[string]any
 		for _, runs := range again {
 			if runs[t] != nil {
-				againSums = append(againSums, map[string]map[string]any{t: {"counts": summedCounts(runs[t])}})
+				againSums = append(againSums, map[string]map[string]any{t: summedCounts(runs[t])})
 			}
 		}
 		label := "chaos target " + t
 		if n := len(rec[t]); n > 1 {
 			label += fmt.Sprintf(" (%d trials)", n)
 		}
-		r.countsAgain(label, sums[t], againSums, t, "counts", chaosFlagged, true)
-		r.countsAgain(label, sums[t], againSums, t, "counts", chaosScale, false)
+		r.countsAgain(label, summedCounts(rec[t]), againSums, t, "", chaosFlagged, true)
+		r.countsAgain(label, summedCounts(rec[t]), againSums, t, "", chaosScale, false)
 	}
 	return nil
 }

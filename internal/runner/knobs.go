@@ -11,11 +11,12 @@ import (
 
 // RecordedFlags are the knobs of the experiments in run that o sets away
 // from their defaults, the trials wherever the cases run on targets
-// (casesOnTargets), and the chaos trials wherever chaos runs on targets, by flag name (cmd/runner's, no dash), each as the flag takes
-// it: the manifest records them (manifest.flags), the audit pins each
-// parameter to its default unless one of them changed it (no trials
-// recorded: one, evidence from before trials), and audit -reproduce passes
-// them again. No other flag is recorded (never -out or -pg-dsn, whose DSN may
+// (casesOnTargets), and the chaos trials wherever chaos runs on targets
+// (chaosOnTargets), by flag name (cmd/runner's, no dash), each as the flag
+// takes it: the manifest records them (manifest.flags), the audit pins
+// each parameter to its default unless one of them changed it (no trials
+// recorded: one, evidence from before trials), and audit -reproduce
+// passes them again. No other flag is recorded (never -out or -pg-dsn, whose DSN may
 // hold a password): the selection, the mutation and the targets have fields
 // of their own.
 func (o Options) RecordedFlags(run []Experiment, casesOnTargets, chaosOnTargets bool) map[string]string {
