@@ -216,10 +216,12 @@ func anySize(data []byte) strict.Caps {
 
 // DerivedNames are the files the audit writes into an evidence folder
 // after the runner (audit -write): a folder that holds them is one the
-// runner may write again. DerivedPattern matches the chaos timelines.
+// runner may write again. DerivedPattern matches the chaos timelines: a
+// store's, and each chaos trial's on a target (chaos-target-NAME.svg for
+// the first, chaos-target-NAME.trialN.svg for a later one).
 var (
 	DerivedNames   = []string{"REPORT.md", "TARGETS.md", "MATRIX.md", "matrix.svg", "verdicts.json", "jitter.svg", "statement.intoto.json", "statement.intoto.dsse.json"}
-	DerivedPattern = regexp.MustCompile(`^chaos-(target-[a-z][a-z0-9-]{0,47}|[a-z]+)\.svg$`)
+	DerivedPattern = regexp.MustCompile(`^chaos-(target-[a-z][a-z0-9-]{0,47}(\.trial([2-9]|10))?|[a-z]+)\.svg$`)
 )
 
 func removeUnlisted(dir string, listed map[string]string) error {

@@ -170,3 +170,23 @@ func TestCheckOutsideSources(t *testing.T) {
 		}
 	}
 }
+
+// Ensure a folder the runner wrote, timelines the audit drew in it
+// included, is one it may write again: every chaos trial's timeline on a
+// target is derived, and nothing else that looks like one.
+func TestDerivedPattern(t *testing.T) {
+	for name, want := range map[string]bool{
+		"chaos-durable.svg":                     true,
+		"chaos-target-node-redis.svg":           true,
+		"chaos-target-node-redis.trial2.svg":    true,
+		"chaos-target-node-redis.trial10.svg":   true,
+		"chaos-target-node-redis.trial1.svg":    false, // the first trial has the plain name
+		"chaos-target-node-redis.trial11.svg":   false, // past -chaos-trials' bound
+		"chaos-target-node-redis.trial2.jsonl":  false, // a history: the runner's, not derived
+		"chaos-target-node-redis.trial2.svg.md": false,
+	} {
+		if got := DerivedPattern.MatchString(name); got != want {
+			t.Errorf("DerivedPattern.MatchString(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
