@@ -86,6 +86,7 @@ func ciSteps(workflow string) []ciStep {
 // report that lists every case, the audit step passes on the folder, and
 // the upload step finds what it keeps.
 func TestCIJobAsWritten(t *testing.T) {
+	t.Parallel() // beside TestCIMatrixAsWritten: each on machines (folders) of its own; the runners share the setup lock, as two CI jobs would
 	if testing.Short() {
 		t.Skip("runs the lab on a zoo service")
 	}
@@ -172,6 +173,7 @@ func checkKept(t *testing.T, s ciStep, machine string) []string {
 // lists every case with concurrent_duplicate failed, and the merged folder
 // audits as a whole run.
 func TestCIMatrixAsWritten(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the lab on a zoo service")
 	}

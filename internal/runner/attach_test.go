@@ -35,6 +35,7 @@ func freeAddr(t *testing.T) string {
 // second run against the same still-running service is judged afresh (its
 // keys are the run's own, so the first run's cannot answer for it).
 func TestAttachedService(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the lab and runs cases on a service")
 	}

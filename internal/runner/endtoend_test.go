@@ -23,6 +23,7 @@ import (
 // evidence, and CI's reproduction step with it; the targets have tests of
 // their own (TestYourOwnService, caserun's).
 func TestEndToEnd(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the whole suite")
 	}

@@ -42,6 +42,7 @@ const mutantTries = 3
 // other cases make of a flaw is not this test's claim, and the whole suite
 // per flaw cost 4 s a run. The sound registry passing is TestEndToEnd.
 func TestMutationScore(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the lab once per flaw")
 	}

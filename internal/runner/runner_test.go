@@ -26,6 +26,7 @@ import (
 // and that no server process is left behind: every fake server writes its
 // PID, and each must be gone (not even a zombie) when Run returns.
 func TestNeverReadyServerLeavesNoProcess(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pids := filepath.Join(dir, "pids")
 	fake := filepath.Join(dir, "fake-server")
@@ -147,6 +148,7 @@ func (w *clusterWatch) folder() string {
 // stops, reaps its servers and writes no evidence: the -out folder is left
 // as it was (here: never made), and the error says so.
 func TestInterruptedRunWritesNothing(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "evidence")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -182,6 +184,7 @@ func (w *cancelOnLine) Write(b []byte) (int, error) {
 // evidence was written (it is there) but not audited; it is not the
 // "wrote no evidence" of an interruption before.
 func TestInterruptedAuditSaysEvidenceWritten(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "evidence")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

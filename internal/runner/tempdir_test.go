@@ -22,6 +22,9 @@ import (
 // killed, chosen by this variable (its value is the parent folder).
 const tempChildEnv = "RUNNER_TEST_TEMP_CHILD"
 
+// Tests that check this binary's processes as a whole
+// (sinktest.CheckNoneLeft) or set the environment run serially; the
+// others call t.Parallel, and so run only once every serial test ended.
 func TestMain(m *testing.M) {
 	if sinktest.IsTarget() { // this binary as a target (chaos_test.go)
 		os.Exit(sinktest.Serve())

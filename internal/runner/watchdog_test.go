@@ -36,6 +36,7 @@ func runKilledChild(dir string) int {
 // The runner's watchdog kills both by the runner's mark; the old runner
 // left both running.
 func TestRunnerKilledLeavesNothing(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the lab and kills a runner")
 	}

@@ -268,6 +268,15 @@ func Start(cfg Config) (*Sink, error) {
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          log.New(io.Discard, "", 0),
 	}
+	if cfg.Addr != "" {
+		// An attached service's sink is started again at the same address
+		// for each run, and closes its connections in between: a
+		// connection the service kept from one run would be found closed
+		// by its next call (or that call resent on it), a failure of the
+		// lab's making. So every call is answered "Connection: close", as
+		// the shared processes' relay answers them.
+		s.srv.SetKeepAlivesEnabled(false)
+	}
 	go func() {
 		defer close(s.served)
 		s.srv.Serve(s.ln) // returns http.ErrServerClosed once Close ran
