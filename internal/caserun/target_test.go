@@ -200,6 +200,7 @@ func TestRunTargetDownstream(t *testing.T) {
 		{"downstream_ledger_reply_dropped", durable, "2 502 200:2 200:2 200:2"},
 	} {
 		t.Run(fmt.Sprintf("%s/forward=%v", tc.cas, tc.svc.ForwardKey), func(t *testing.T) {
+			t.Parallel() // each waits out its client timeouts on processes of its own
 			c := loadCase(t, tc.cas)
 			tg := sinktest.LoadTarget(t, tc.svc)
 			if why := NotRun(c, tg); why != "" {

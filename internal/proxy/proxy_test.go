@@ -224,6 +224,7 @@ func TestByteFaithful(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each waits a second for its proxy to close an idle connection
 			type seen struct {
 				got, extra []byte
 				err        error
