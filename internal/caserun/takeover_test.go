@@ -27,7 +27,10 @@ import (
 // ledger applied each key exactly once.
 func TestTakeoverAfterKill(t *testing.T) {
 	for _, kind := range []protocol.Store{protocol.Durable, protocol.Postgres} {
-		t.Run(string(kind), func(t *testing.T) { takeoverAfterKill(t, kind) })
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel() // each on servers, folders and a database of its own; each waits out a lease
+			takeoverAfterKill(t, kind)
+		})
 	}
 }
 

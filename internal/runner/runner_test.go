@@ -154,7 +154,7 @@ func TestInterruptedRunWritesNothing(t *testing.T) {
 	defer cancel()
 	w := &cancelOnLine{cancel: cancel, line: "effects applied="} // the first finished run
 	err := Run(ctx, Options{
-		Root: "../..", Out: out, Stores: []protocol.Store{protocol.Volatile, protocol.Durable},
+		Root: "../..", Out: out, Stores: []protocol.Store{protocol.Volatile, protocol.Durable}, StoresGiven: true, // no target: a store's run is enough
 		Intents: DefaultIntents, Experiment: None, Stdout: w, Stderr: w,
 	})
 	if !errors.Is(err, ErrInterrupted) || !strings.Contains(err.Error(), "wrote no evidence") {
@@ -190,7 +190,7 @@ func TestInterruptedAuditSaysEvidenceWritten(t *testing.T) {
 	defer cancel()
 	w := &cancelOnLine{cancel: cancel, line: "wrote " + out}
 	err := Run(ctx, Options{
-		Root: "../..", Out: out, Stores: []protocol.Store{protocol.Volatile}, Case: "unkeyed_lost_reply",
+		Root: "../..", Out: out, Stores: []protocol.Store{protocol.Volatile}, StoresGiven: true, Case: "unkeyed_lost_reply", // no target: one run to audit is enough
 		Intents: DefaultIntents, Stdout: w, Stderr: w,
 	})
 	if !errors.Is(err, ErrAuditInterrupted) || errors.Is(err, ErrInterrupted) || !strings.Contains(err.Error(), "was written but not audited") {

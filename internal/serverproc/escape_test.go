@@ -31,6 +31,7 @@ func TestServerChildrenHoldingOutput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each judges only the processes of its own mark
 			m := proctest.Marked(t)
 			s, err := StartSpec(t.Context(), Spec{Path: "sh", Args: []string{"-c", tt.script, m, filepath.Join(t.TempDir(), "escaped")}, ReadyLine: readyLine, ReadyWithin: 10 * time.Second, Group: true})
 			if err != nil {
