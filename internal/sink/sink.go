@@ -270,8 +270,8 @@ func Start(cfg Config) (*Sink, error) {
 	}
 	if cfg.Addr != "" {
 		// An attached service's sink is started again at the same address
-		// for each run, and closes its connections in between: a
-		// connection the service kept from one run would be found closed
+		// for each case, and closes its connections in between: a
+		// connection the service kept from one case would be found closed
 		// by its next call (or that call resent on it), a failure of the
 		// lab's making. So every call is answered "Connection: close", as
 		// the shared processes' relay answers them.

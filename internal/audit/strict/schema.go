@@ -2,6 +2,7 @@ package strict
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 )
@@ -34,7 +36,11 @@ type Schemas struct {
 
 // LoadSchemas compiles every *.schema.json of dir, each a regular file
 // (never a symlink) of at most MaxSchemaFile bytes, added under its $id
-// URL; nothing is fetched from outside the folder.
+// URL; nothing is fetched from outside the folder. Compiled sets are kept
+// by their files' names and bytes (compiling checks each schema against
+// its draft's meta-schema, about 16 ms a set): a process that audits many
+// folders, as the tests do, compiles each distinct set once. A compiled
+// schema is read-only, so one set serves every caller.
 func LoadSchemas(dir string) (*Schemas, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.schema.json"))
 	if err != nil {
@@ -43,27 +49,82 @@ func LoadSchemas(dir string) (*Schemas, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("%s: no *.schema.json (run from the idemlab checkout)", dir)
 	}
+	files := make([][]byte, len(paths))
+	key := sha256.New()
+	for i, p := range paths {
+		if files[i], err = ReadFile(p, MaxSchemaFile); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(key, "%s %d\n", filepath.Base(p), len(files[i]))
+		key.Write(files[i])
+	}
+	k := [sha256.Size]byte(key.Sum(nil))
+	if s := compiled.get(k); s != nil {
+		return s, nil
+	}
+	s, err := compileSchemas(paths, files)
+	if err != nil {
+		return nil, err
+	}
+	compiled.put(k, s)
+	return s, nil
+}
+
+// compileSchemas compiles files, read from paths, as one set.
+func compileSchemas(paths []string, files [][]byte) (*Schemas, error) {
 	c := jsonschema.NewCompiler()
 	c.LoadURL = func(s string) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("refusing to load %s: only schema/ is trusted", s)
 	}
-	for _, p := range paths {
-		data, err := ReadFile(p, MaxSchemaFile)
-		if err != nil {
-			return nil, err
-		}
-		if err := c.AddResource(SchemaBase+filepath.Base(p), bytes.NewReader(data)); err != nil {
+	for i, p := range paths {
+		if err := c.AddResource(SchemaBase+filepath.Base(p), bytes.NewReader(files[i])); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 	}
 	s := &Schemas{byName: map[string]*jsonschema.Schema{}}
 	for _, p := range paths {
 		name := filepath.Base(p)
+		var err error
 		if s.byName[name], err = c.Compile(SchemaBase + name); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 	}
 	return s, nil
+}
+
+// maxCompiledSets bounds the kept sets; past it the oldest is dropped.
+const maxCompiledSets = 8
+
+// compiled holds the sets compiled so far in this process.
+var compiled schemaCache
+
+type schemaCache struct {
+	mu    sync.Mutex
+	order [][sha256.Size]byte
+	sets  map[[sha256.Size]byte]*Schemas
+}
+
+func (c *schemaCache) get(k [sha256.Size]byte) *Schemas {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sets[k]
+}
+
+func (c *schemaCache) put(k [sha256.Size]byte, s *Schemas) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sets == nil {
+		c.sets = map[[sha256.Size]byte]*Schemas{}
+	}
+	if _, ok := c.sets[k]; ok {
+		return
+	}
+	if len(c.order) == maxCompiledSets {
+		delete(c.sets, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.order = append(c.order, k)
+	c.sets[k] = s
 }
 
 // Schema returns the compiled schema of file name ("case.schema.json"),

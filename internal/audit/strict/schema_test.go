@@ -144,3 +144,47 @@ func TestCheck(t *testing.T) {
 		t.Error("Check(nosuch.schema.json) = nil, want an error")
 	}
 }
+
+// Ensure a kept compiled set never stands in for other bytes: the same
+// folder loads once, a schema edited by one keyword compiles again and
+// judges by the edit, and the kept sets stay bounded.
+func TestLoadSchemasKeepsBySchemaBytes(t *testing.T) {
+	dir := t.TempDir()
+	write := func(schema string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, "x.schema.json"), []byte(schema), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load := func() *Schemas {
+		t.Helper()
+		s, err := LoadSchemas(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	write(`{"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"}`)
+	first := load()
+	if again := load(); again != first {
+		t.Error("the same folder was compiled twice")
+	}
+	if got := Validate(first.Schema("x.schema.json"), map[string]any{}); len(got) != 0 {
+		t.Fatalf("an object against type object: %q", got)
+	}
+	write(`{"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "array"}`)
+	edited := load()
+	if edited == first || len(Validate(edited.Schema("x.schema.json"), map[string]any{})) == 0 {
+		t.Fatal("an edited schema was judged by the set compiled before the edit")
+	}
+	for i := range maxCompiledSets + 3 {
+		write(fmt.Sprintf(`{"$schema": "https://json-schema.org/draft/2020-12/schema", "maxLength": %d}`, i))
+		load()
+	}
+	compiled.mu.Lock()
+	n, m := len(compiled.sets), len(compiled.order)
+	compiled.mu.Unlock()
+	if n > maxCompiledSets || n != m {
+		t.Errorf("%d sets kept (%d in order), want at most %d", n, m, maxCompiledSets)
+	}
+}
