@@ -1,8 +1,9 @@
 // Package pgcluster runs a throwaway PostgreSQL cluster for the lab:
-// initdb into a fresh temporary folder, the server listening only on a
-// unix socket there, one database per run copied from a template, and the
-// server stopped and the folder removed on every path. As root, initdb
-// and postgres run as the OS user postgres (initdb refuses root).
+// initdb into a fresh temporary folder (or a copy of its kept output,
+// pristine.go), the server listening only on a unix socket there, one
+// database per run copied from a template, and the server stopped and the
+// folder removed on every path. As root, initdb and postgres run as the
+// OS user postgres (initdb refuses root).
 //
 // # No postgres outlives the runner
 //
@@ -88,6 +89,7 @@ type Cluster struct {
 	Version         string // SHOW server_version, for manifests
 	PID             int    // the postmaster's
 	InitIn, ReadyIn time.Duration
+	InitCopied      bool // the data folder is a copy of a kept initdb output (pristine.go)
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once the postmaster has exited and been reaped
@@ -178,9 +180,14 @@ func (c *Cluster) start(ctx context.Context, cred *syscall.Credential, settings 
 	data := filepath.Join(c.Dir, "data")
 
 	began := time.Now()
-	initdb := c.command(cred, "initdb", "-D", data, "-U", Superuser, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
-	if err := c.runToEnd(ctx, initdb, "initdb.log"); err != nil {
-		return err
+	initdbArgs := []string{"-U", Superuser, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"}
+	kept := pristineDir(pristineKey(c.BinDir, initdbArgs))
+	if c.InitCopied = fromPristine(kept, data, cred); !c.InitCopied {
+		initdb := c.command(cred, "initdb", append([]string{"-D", data}, initdbArgs...)...)
+		if err := c.runToEnd(ctx, initdb, "initdb.log"); err != nil {
+			return err
+		}
+		keepPristine(kept, data)
 	}
 	c.InitIn = time.Since(began)
 

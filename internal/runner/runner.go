@@ -683,8 +683,12 @@ func startPostgres(ctx context.Context, o *Options, tmp string) (postgresServer,
 	case err != nil:
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
-	fmt.Fprintf(o.Stdout, "postgres %s: a throwaway cluster in %s (initdb %s, start %s), one database per run\n",
-		pg.Version, pg.Dir, pg.InitIn.Round(time.Millisecond), pg.ReadyIn.Round(time.Millisecond))
+	initdb := "initdb"
+	if pg.InitCopied {
+		initdb = "initdb's kept output copied"
+	}
+	fmt.Fprintf(o.Stdout, "postgres %s: a throwaway cluster in %s (%s %s, start %s), one database per run\n",
+		pg.Version, pg.Dir, initdb, pg.InitIn.Round(time.Millisecond), pg.ReadyIn.Round(time.Millisecond))
 	return pg, nil
 }
 
