@@ -133,13 +133,12 @@ func git(dir string, args ...string) ([]byte, error) {
 	})
 }
 
-// blobHashes returns digest.SourceHash of each blob (remembered).
+// blobHashes returns digest.SourceHash of each blob, read in dir's
+// repository. A blob's id names its bytes in any repository, so the
+// answer is remembered by the ids alone: folders that share a history
+// (worktrees, the golden stories' copies of one checkout) read it once.
 func blobHashes(dir string, ids []string) ([]string, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, err
-	}
-	return remember(abs+"\x00blobs\x00"+strings.Join(ids, " "), func() ([]string, error) { return readBlobs(dir, ids) })
+	return remember("blobs\x00"+strings.Join(ids, " "), func() ([]string, error) { return readBlobs(dir, ids) })
 }
 
 func readBlobs(dir string, ids []string) ([]string, error) {

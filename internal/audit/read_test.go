@@ -7,6 +7,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"idemlab/internal/audit/strict"
 )
 
 // Ensure readInside reads only regular files inside its folder, within the
@@ -124,5 +128,45 @@ func TestReadConstants(t *testing.T) {
 		if v, ok := got[k]; !ok || v.ExactString() != w {
 			t.Errorf("readConstants()[%s] = %v, want %s", k, v, w)
 		}
+	}
+}
+
+// Ensure a remembered validation never stands in for other bytes or
+// another schema, and the remembered documents stay bounded.
+func TestValidatedByBytes(t *testing.T) {
+	dir := t.TempDir()
+	for name, schema := range map[string]string{"a.schema.json": `{"type": "object", "properties": {"n": {"type": "integer"}}}`,
+		"b.schema.json": `{"type": "object", "required": ["m"]}`} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(schema), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set, err := strict.LoadSchemas(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := set.Schema("a.schema.json"), set.Schema("b.schema.json")
+	check := func(s *jsonschema.Schema, doc string, wantProblems bool) {
+		t.Helper()
+		v, err := decodeJSON([]byte(doc), capRunJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := validated.lines(s, []byte(doc), v); (len(got) > 0) != wantProblems {
+			t.Errorf("%s: problems %q, want some: %v", doc, got, wantProblems)
+		}
+	}
+	check(a, `{"n": 1}`, false)
+	check(a, `{"n": 1}`, false)
+	check(a, `{"n": "1"}`, true)
+	check(b, `{"n": 1}`, true) // the same bytes, another schema
+	for i := range maxValidations + 10 {
+		check(a, `{"n": `+strings.Repeat("1", 1+i%5)+`, "i": "`+strings.Repeat("x", i)+`"}`, false)
+	}
+	validated.mu.Lock()
+	n := len(validated.seen)
+	validated.mu.Unlock()
+	if n > maxValidations {
+		t.Errorf("%d documents remembered, want at most %d", n, maxValidations)
 	}
 }

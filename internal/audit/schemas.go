@@ -1,14 +1,17 @@
 package audit
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
-	"idemlab/internal/audit/strict"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"idemlab/internal/audit/strict"
 )
 
 // SchemaBase is the absolute base URL of the schemas' $id.
@@ -72,7 +75,7 @@ func (a *auditor) jsonDoc(name string, s *jsonschema.Schema) any {
 		a.failf(CheckSchema, "%s: %s", name, jsonRefusal(err))
 		return nil
 	}
-	lines := validate(s, v)
+	lines := validated.lines(s, data, v)
 	for _, l := range lines {
 		a.failf(CheckSchema, "%s: %s", name, l)
 	}
@@ -80,4 +83,42 @@ func (a *auditor) jsonDoc(name string, s *jsonschema.Schema) any {
 		return nil
 	}
 	return v
+}
+
+// validated remembers the problems of documents already validated, by
+// schema and bytes: a process that audits many folders (the tests, the
+// byte-flip sweep) validates each unchanged file once. The schema is
+// held by the key, so its address names it while it is remembered.
+var validated validations
+
+// maxValidations bounds the remembered documents; past it all are dropped.
+const maxValidations = 4096
+
+type validations struct {
+	mu   sync.Mutex
+	seen map[validationKey][]string
+}
+
+type validationKey struct {
+	schema *jsonschema.Schema
+	sum    [sha256.Size]byte
+}
+
+// lines returns validate(s, v) for v decoded from data.
+func (m *validations) lines(s *jsonschema.Schema, data []byte, v any) []string {
+	k := validationKey{s, sha256.Sum256(data)}
+	m.mu.Lock()
+	lines, ok := m.seen[k]
+	m.mu.Unlock()
+	if ok {
+		return lines
+	}
+	lines = validate(s, v)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.seen == nil || len(m.seen) >= maxValidations {
+		m.seen = map[validationKey][]string{}
+	}
+	m.seen[k] = lines
+	return lines
 }
