@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"idemlab/internal/protocol"
@@ -192,13 +193,29 @@ func writeOwnService(t *testing.T, edits ...string) string {
 			t.Fatal(err)
 		}
 	}
+	bin := filepath.Join(dir, "own-service")
+	if built, ok := ownServiceBuilt.Load(src); ok {
+		if err := os.WriteFile(bin, built.([]byte), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
 	build := exec.Command("go", "build", "-o", "own-service", ".")
 	build.Dir, build.Env = dir, append(os.Environ(), "GOWORK=off", "GOFLAGS=")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	built, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownServiceBuilt.Store(src, built)
 	return dir
 }
+
+// ownServiceBuilt holds each variant's binary by its source: go build
+// links it again on every call, about a second of CPU.
+var ownServiceBuilt sync.Map
 
 // checkJUnit reads the JUnit report with a JUnit reader and checks it
 // lists every case of verdicts (case: "not run: ...", or the safety
