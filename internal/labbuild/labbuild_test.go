@@ -252,6 +252,10 @@ func TestBuildConcurrent(t *testing.T) {
 // Ensure a damaged cache entry is rebuilt, never trusted.
 func TestBuildRebuildsDamagedEntry(t *testing.T) {
 	t.Parallel()
+	base := probeOptions(t, writeTree(t, probe)) // built once; each case damages a copy of its cache
+	if _, err := Build(context.Background(), base); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		name   string
 		damage func(t *testing.T, bin string)
@@ -268,10 +272,14 @@ func TestBuildRebuildsDamagedEntry(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			o := probeOptions(t, writeTree(t, probe))
-			first, err := Build(context.Background(), o)
-			if err != nil {
+			o := base
+			o.CacheDir = filepath.Join(t.TempDir(), "bin")
+			if err := os.CopyFS(o.CacheDir, os.DirFS(base.CacheDir)); err != nil {
 				t.Fatal(err)
+			}
+			first, err := Build(context.Background(), o)
+			if err != nil || first.Built {
+				t.Fatalf("Build from a copy of a whole cache = built %v, %v; want a hit", first.Built, err)
 			}
 			tt.damage(t, first.Path)
 			b, err := Build(context.Background(), o)
