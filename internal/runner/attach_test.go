@@ -59,7 +59,7 @@ func TestAttachedService(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	spec := strings.Replace(ownTarget, `"start": {"argv": ["./own-service"], "env": {"PORT": "{port}", "EFFECT_URL": "{effect_url}"}, "ready": {"tcp": true}},`,
+	spec := strings.Replace(ownTarget, `"start": {"argv": ["./own-service"], "env": {"PORT": "{port}", "EFFECT_URL": "{effect_url}"}, "ready": {"tcp": true}, "stop_grace_ms": 1000},`,
 		fmt.Sprintf(`"attach": {"url": "http://%s", "sink_addr": "%s"},`, svcAddr, sinkAddr), 1)
 	if spec == ownTarget {
 		t.Fatal("ownTarget's start line moved: the test cannot make it attached")

@@ -88,7 +88,7 @@ func main() {
 const ownTarget = `{
   "name": "own-service",
   "summary": "a payment service the lab has never seen, with a check-then-set bug",
-  "start": {"argv": ["./own-service"], "env": {"PORT": "{port}", "EFFECT_URL": "{effect_url}"}, "ready": {"tcp": true}},
+  "start": {"argv": ["./own-service"], "env": {"PORT": "{port}", "EFFECT_URL": "{effect_url}"}, "ready": {"tcp": true}, "stop_grace_ms": 1000},
   "request": {"method": "POST", "path": "/pay", "key_header": "Idempotency-Key"},
   "replay": {"header": "X-Replayed", "value": "yes"},
   "effects": "sink",

@@ -61,7 +61,10 @@ type reply struct {
 	err    error
 }
 
-var client = &http.Client{Timeout: bound}
+// client dials a connection for each call: with connections kept, a
+// burst of calls leaves connections dialed and never used, and the sink's
+// Close (http.Server.Shutdown) holds such a connection for 5 s.
+var client = &http.Client{Timeout: bound, Transport: &http.Transport{DisableKeepAlives: true}}
 
 func do(base string, c call) reply {
 	if c.raw != "" {
