@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,15 +20,30 @@ import (
 	"idemlab/internal/target"
 )
 
-// freeAddr returns a loopback address no one listens on (for a moment).
+// freeAddr returns a loopback address no one listens on, below the
+// kernel's ephemeral ports: the sink at an attached service's address is
+// started again for each case, and in between, on a busy machine, a port
+// from the ephemeral range may be handed to another listener (a parallel
+// test's): "address already in use", the lab failing, not the service.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := 32768 // Linux's default ip_local_port_range starts here
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 2048 {
+				low = n
+			}
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	for range 100 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(1024+rand.IntN(low-1024)))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return addr
+		}
+	}
+	t.Fatalf("no free loopback port below %d in 100 tries", low)
+	return ""
 }
 
 // Ensure a service its user started (the test, here, not the lab) can be
