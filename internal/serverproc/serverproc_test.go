@@ -101,21 +101,25 @@ func TestMain(m *testing.M) {
 	os.Exit(99)
 }
 
+// start starts this binary as the fake server of mode, as Start does.
 func start(t *testing.T, mode string, readyWithin time.Duration) (*Server, error) {
 	t.Helper()
-	t.Setenv(fakeEnv, mode)
-	s, err := Start(context.Background(), os.Args[0], nil, readyWithin)
+	s, err := StartSpec(context.Background(), Spec{Path: os.Args[0], Env: fakeEnviron(mode), ReadyLine: readyLine, ReadyWithin: readyWithin})
 	if s != nil {
 		t.Cleanup(s.Kill)
 	}
 	return s, err
 }
 
+// fakeEnviron is this process's environment choosing the fake's mode: the
+// tests that start fakes run in parallel, so none sets it on the process.
+func fakeEnviron(mode string) []string { return append(os.Environ(), fakeEnv+"="+mode) }
+
 // Ensure a target's own ready line names its port, and the lines before it
 // are kept as log.
 func TestStartSpecReadyLinePort(t *testing.T) {
-	t.Setenv(fakeEnv, "port")
-	s, err := StartSpec(context.Background(), Spec{Path: os.Args[0], ReadyLine: regexp.MustCompile(`^listening on (\d+)$`), ReadyWithin: 10 * time.Second})
+	t.Parallel()
+	s, err := StartSpec(context.Background(), Spec{Path: os.Args[0], Env: fakeEnviron("port"), ReadyLine: regexp.MustCompile(`^listening on (\d+)$`), ReadyWithin: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,6 +135,7 @@ func TestStartSpecReadyLinePort(t *testing.T) {
 // Ensure readiness by a TCP connection or an HTTP answer below 500 waits
 // for the server, and a server that never gets ready is killed.
 func TestStartSpecProbes(t *testing.T) {
+	t.Parallel()
 	free := func() string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -173,8 +178,8 @@ func TestStartSpecProbes(t *testing.T) {
 // Ensure a server started in its own group takes its children with it,
 // even one that ignores SIGTERM.
 func TestStopGroupKillsChildren(t *testing.T) {
-	t.Setenv(fakeEnv, "parent")
-	s, err := StartSpec(context.Background(), Spec{Path: os.Args[0], ReadyLine: regexp.MustCompile(`^READY (\S+) child \d+$`), ReadyWithin: 10 * time.Second, Group: true})
+	t.Parallel()
+	s, err := StartSpec(context.Background(), Spec{Path: os.Args[0], Env: fakeEnviron("parent"), ReadyLine: regexp.MustCompile(`^READY (\S+) child \d+$`), ReadyWithin: 10 * time.Second, Group: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,12 +207,11 @@ func alive(pid int) bool {
 // Ensure a server that never prints READY is killed and reaped before Start
 // returns: no child of this test process is left, not even a zombie.
 func TestStartNeverReadyReapsChild(t *testing.T) {
-	t.Setenv(fakeEnv, "silent")
-	ctx := context.Background()
+	// Serial: it counts this process's children, which parallel tests' fakes would change.
 	before := children(t)
 	// Long enough for the fake, a test binary (under -race a slow one to
 	// start), to print its first line: the error must show it.
-	_, err := Start(ctx, os.Args[0], nil, 3*time.Second)
+	_, err := start(t, "silent", 3*time.Second)
 	if err == nil {
 		t.Fatal("Start = nil error, want a READY timeout")
 	}
@@ -233,6 +237,7 @@ func children(t *testing.T) []string {
 }
 
 func TestStartStop(t *testing.T) {
+	t.Parallel()
 	s, err := start(t, "ready", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -258,6 +263,7 @@ func TestStartStop(t *testing.T) {
 // Ensure a server that ignores SIGTERM is killed after the grace period and
 // the caller is told.
 func TestStopKillsDeafServer(t *testing.T) {
+	t.Parallel()
 	s, err := start(t, "deaf", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -275,6 +281,7 @@ func TestStopKillsDeafServer(t *testing.T) {
 }
 
 func TestAwaitExitSeesCrashCode(t *testing.T) {
+	t.Parallel()
 	s, err := start(t, "crash", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -293,6 +300,7 @@ func TestAwaitExitSeesCrashCode(t *testing.T) {
 }
 
 func TestStartReportsEarlyExit(t *testing.T) {
+	t.Parallel()
 	_, err := start(t, "fail", 10*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "exited with code 2") || !strings.Contains(err.Error(), "fake: bad flag") {
 		t.Fatalf("Start error = %v, want the exit code and the log", err)
