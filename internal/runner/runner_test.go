@@ -38,7 +38,7 @@ func TestNeverReadyServerLeavesNoProcess(t *testing.T) {
 	p.ReadyWithin = 300 * time.Millisecond
 	var out bytes.Buffer
 	err := Run(context.Background(), Options{
-		Root: "../..", Out: filepath.Join(dir, "evidence"), Stores: []protocol.Store{protocol.Volatile},
+		Root: "../..", Out: filepath.Join(dir, "evidence"), Stores: []protocol.Store{protocol.Volatile}, StoresGiven: true,
 		Intents: DefaultIntents, ServerPath: fake, Protocol: &p, Stdout: &out, Stderr: &out,
 	})
 	var usage *UsageError
@@ -100,7 +100,7 @@ func TestPostgresStoppedOnEveryPath(t *testing.T) {
 			defer cancel()
 			out := &clusterWatch{cancel: cancel, cancelOnStart: path == "cancelled"}
 			err := Run(ctx, Options{
-				Root: "../..", Out: filepath.Join(t.TempDir(), "evidence"), Stores: []protocol.Store{protocol.Postgres},
+				Root: "../..", Out: filepath.Join(t.TempDir(), "evidence"), Stores: []protocol.Store{protocol.Postgres}, StoresGiven: true,
 				PostgresAsked: true, Intents: DefaultIntents, ServerPath: fake, Protocol: &p, Stdout: out, Stderr: out,
 			})
 			if err == nil {
