@@ -52,7 +52,10 @@ func freeAddr(t *testing.T) string {
 // second run against the same still-running service is judged afresh (its
 // keys are the run's own, so the first run's cannot answer for it).
 func TestAttachedService(t *testing.T) {
-	t.Parallel()
+	// Serial: twice in about ten full go test runs, beside the parallel
+	// tests, a case's sink could not listen again at its fixed address
+	// ("address already in use"), with both ports below the ephemeral
+	// range; never in 15 runs alone. The cause is not found yet.
 	if testing.Short() {
 		t.Skip("builds the lab and runs cases on a service")
 	}
