@@ -20,11 +20,15 @@ func refuseForeign(dir string) error {
 	if path != "" {
 		return fmt.Errorf("state folder %s: %s belongs to the volatile store, not the durable one", dir, path)
 	}
-	if db, err := folderlock.Present(dir, FileName); err != nil || db != "" {
-		return err
-	}
+	// The log first: processes open a new folder at once (a shared lock),
+	// and another may name the database and open its log between the two
+	// looks; the database is never removed, so its absence after the log
+	// was seen means it was absent then too.
 	wal, err := folderlock.Present(dir, FileName+"-wal")
 	if err != nil || wal == "" {
+		return err
+	}
+	if db, err := folderlock.Present(dir, FileName); err != nil || db != "" {
 		return err
 	}
 	return fmt.Errorf("state folder %s: %s without %s: the database was removed but not its log", dir, wal, FileName)
