@@ -22,9 +22,9 @@ import (
 
 // freeAddr returns a loopback address no one listens on, below the
 // kernel's ephemeral ports: the sink at an attached service's address is
-// started again for each case, and in between, on a busy machine, a port
-// from the ephemeral range may be handed to another listener (a parallel
-// test's): "address already in use", the lab failing, not the service.
+// started again for each case, and in between a port from the ephemeral
+// range may be handed to another socket. (That was not the whole cause of
+// the failure TestAttachedService's comment names.)
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	low := 32768 // Linux's default ip_local_port_range starts here
@@ -54,8 +54,8 @@ func freeAddr(t *testing.T) string {
 func TestAttachedService(t *testing.T) {
 	// Serial: twice in about ten full go test runs, beside the parallel
 	// tests, a case's sink could not listen again at its fixed address
-	// ("address already in use"), with both ports below the ephemeral
-	// range; never in 15 runs alone. The cause is not found yet.
+	// ("address already in use"), the second time with its ports below
+	// the ephemeral range; never in 15 runs alone. The cause is not found.
 	if testing.Short() {
 		t.Skip("builds the lab and runs cases on a service")
 	}
