@@ -1,6 +1,7 @@
 package caserun
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log"
@@ -15,9 +16,11 @@ import (
 	"idemlab/internal/sink"
 )
 
-// A relay is a shared process's effect URL, listening for the process's
-// life: it forwards each call, on a connection of its own, to the sink of
-// the run at hand, and between runs answers 503. It answers every call
+// A relay is an effect URL that outlives a run: a shared process's,
+// listening for the process's life, or an attached service's sink_addr,
+// listening from its target's first run to its last. It forwards each
+// call, on a connection of its own, to the sink of the run at hand, and
+// between runs answers 503. It answers every call
 // with "Connection: close", so that the process makes each call on a new
 // connection, as its first call to a fresh sink is made: a client keeps
 // no connection from one run to the next, to find it closed (a failure
@@ -40,11 +43,11 @@ type relay struct {
 // sink.MaxWait).
 const relayHeaderWithin = 10 * time.Second
 
-// startRelay starts a relay on a free port of 127.0.0.1.
-func startRelay() (*relay, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// startRelay starts a relay at addr, 127.0.0.1:PORT ("": a free port).
+func startRelay(addr string) (*relay, error) {
+	ln, err := net.Listen("tcp", cmp.Or(addr, "127.0.0.1:0"))
 	if err != nil {
-		return nil, fmt.Errorf("the shared process's relay to the sink: listen: %w", err)
+		return nil, fmt.Errorf("the relay to the effect sink: listen: %w", err)
 	}
 	r := &relay{ln: ln, url: "http://" + ln.Addr().String() + protocol.EffectPath + "/0"}
 	rp := &httputil.ReverseProxy{
@@ -64,7 +67,7 @@ func startRelay() (*relay, error) {
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			w.Header().Set("Connection", "close")
 			if r.current() == nil {
-				http.Error(w, "no run of the lab is under way on this process", http.StatusServiceUnavailable)
+				http.Error(w, "no run of the lab is under way", http.StatusServiceUnavailable)
 				return
 			}
 			rp.ServeHTTP(w, req)

@@ -58,6 +58,7 @@ type Pool struct {
 	mu   sync.Mutex
 	idle []*sharedProcess
 	all  []*sharedProcess
+	sink *relay // an attached target's, once its first run listened
 }
 
 // NewPool returns an empty pool for cfg.Target (cfg.Pool is ignored),
@@ -138,7 +139,7 @@ func (p *Pool) start(ctx context.Context) (*sharedProcess, error) {
 		m.end(t)
 		return m, err
 	}
-	if m.relay, err = startRelay(); err != nil {
+	if m.relay, err = startRelay(""); err != nil {
 		m.end(t)
 		return m, err
 	}
@@ -166,13 +167,36 @@ func (p *Pool) put(m *sharedProcess, err error) {
 	}
 }
 
+// attachedSink is the relay at an attached target's sink_addr, listening
+// from the target's first run until Close: the address its user gave the
+// service is bound once for the whole run of the lab, not again for each
+// case, when another socket could take it in between ("address already in
+// use", a failure of the lab's making that TestAttachedService met twice in
+// about ten runs of the whole suite).
+func (p *Pool) attachedSink() (*relay, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sink == nil {
+		r, err := startRelay(p.cfg.Target.Attach.SinkAddr)
+		if err != nil {
+			return nil, &TargetFault{Err: fmt.Errorf("the effect sink at attach.sink_addr %s (the service's effect URL): %w", p.cfg.Target.Attach.SinkAddr, err)}
+		}
+		p.sink = r
+	}
+	return p.sink, nil
+}
+
 // Close ends every process of the pool at once (SIGTERM, then SIGKILL
 // after the target's grace) and records each one's exit in the runs that
-// shared it. The runs are over: no process is in use.
+// shared it, and stops an attached target's relay. The runs are over: no
+// process is in use.
 func (p *Pool) Close() {
 	p.mu.Lock()
 	all := p.all
 	p.idle = nil
+	if p.sink != nil {
+		p.sink.close()
+	}
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, m := range all {

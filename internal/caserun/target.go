@@ -108,9 +108,14 @@ func runTarget(ctx context.Context, cfg TargetConfig, c casefile.Case, m *shared
 	if err != nil {
 		return obs, det, err
 	}
-	if m != nil {
-		m.relay.point(tr.sink.URL(0))
-		defer m.relay.point("")
+	relay, done, err := effectRelay(cfg, m)
+	defer done()
+	if err != nil {
+		return obs, det, err
+	}
+	if relay != nil {
+		relay.point(tr.sink.URL(0))
+		defer relay.point("")
 	}
 
 	r := &run{reps: tr, obs: &obs, det: &det.Detail, client: client.New(cfg.ClientTimeout), c: c,
@@ -198,6 +203,26 @@ type TargetReplicas struct {
 	services sideServices
 }
 
+// effectRelay is the relay that forwards the effects of a run on the
+// shared process m, or on an attached service, to the run's sink (its
+// effect URL outlives the run); nil for a run on processes of its own,
+// whose effect URL is its sink's. An attached target's relay is its
+// Pool's, or without a Pool the run's own. done ends what the run owns.
+func effectRelay(cfg TargetConfig, m *sharedProcess) (r *relay, done func(), err error) {
+	switch {
+	case m != nil:
+		return m.relay, func() {}, nil
+	case cfg.Target.Attach == nil:
+		return nil, func() {}, nil
+	case cfg.Pool != nil:
+		r, err = cfg.Pool.attachedSink()
+		return r, func() {}, err
+	}
+	own := NewPool(context.Background(), cfg)
+	r, err = own.attachedSink()
+	return r, own.Close, err
+}
+
 // StartTargetReplicas prepares n replicas of cfg.Target in the run folder
 // root: a state folder the replicas share ({state}), the side services
 // target.json names, and the effect sink where the target has one; Start
@@ -215,11 +240,7 @@ func StartTargetReplicas(ctx context.Context, cfg TargetConfig, root string, n i
 		return tr, err
 	}
 	if t.Effects.Sink {
-		var addr string
-		if t.Attach != nil {
-			addr = t.Attach.SinkAddr
-		}
-		s, err := sink.Start(sink.Config{Replicas: n, Kill: tr.killByFault, KeyHeader: t.Effects.KeyHeader, Addr: addr, Observe: tr.observeSink})
+		s, err := sink.Start(sink.Config{Replicas: n, Kill: tr.killByFault, KeyHeader: t.Effects.KeyHeader, Observe: tr.observeSink})
 		if err != nil {
 			return tr, fmt.Errorf("start the effect sink: %w", err)
 		}

@@ -21,10 +21,8 @@ import (
 )
 
 // freeAddr returns a loopback address no one listens on, below the
-// kernel's ephemeral ports: the sink at an attached service's address is
-// started again for each case, and in between a port from the ephemeral
-// range may be handed to another socket. (That was not the whole cause of
-// the failure TestAttachedService's comment names.)
+// kernel's ephemeral ports, where no other socket is handed a port of its
+// own (docs/targets.md advises the same for sink_addr).
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	low := 32768 // Linux's default ip_local_port_range starts here
@@ -55,7 +53,9 @@ func TestAttachedService(t *testing.T) {
 	// Serial: twice in about ten full go test runs, beside the parallel
 	// tests, a case's sink could not listen again at its fixed address
 	// ("address already in use"), the second time with its ports below
-	// the ephemeral range; never in 15 runs alone. The cause is not found.
+	// the ephemeral range; never in 15 runs alone. What took the port was
+	// not found; the address is now held from a target's first case to
+	// its last (caserun's TestAttachedSinkHeld), which leaves no window.
 	if testing.Short() {
 		t.Skip("builds the lab and runs cases on a service")
 	}

@@ -253,21 +253,22 @@ func (inv *invocation) runTarget(ctx context.Context, t *target.Target, out io.W
 	}
 
 	cfg := caserun.TargetConfig{Target: t, StateRoot: inv.tmp, EffectServer: inv.server.Path, Databases: inv.cfg.Databases, ClientTimeout: inv.cfg.Protocol.ClientTimeout}
+	// The cases that need no process of their own share the pool's
+	// (caserun.Shareable); the runs' records hold each shared process's
+	// exit once the pool closed, before they are written. An attached
+	// target's pool holds its sink's address for the whole run.
+	pool := caserun.NewPool(ctx, cfg)
+	defer pool.Close()
+	cfg.Pool = pool
 	parallel := targetParallel
 	if t.Attach != nil {
 		parallel = 1 // one running service, its sink at one address
 	} else {
-		// The cases that need no process of their own share the pool's
-		// (caserun.Shareable); the runs' records hold each shared
-		// process's exit once the pool closed, before they are written.
-		pool := caserun.NewPool(ctx, cfg)
-		defer pool.Close()
 		defer func() {
 			if procs, runs := pool.Served(); runs > 0 && err == nil {
 				fmt.Fprintf(out, "target %s: %d runs of the cases that need no process of their own shared %d processes (docs/targets.md, Shared processes)\n", t.Name, runs, procs)
 			}
 		}()
-		cfg.Pool = pool
 	}
 	// Every trial of every case is one job: trials run at once like cases,
 	// each on fresh state; a case's line is the one its last trial to end

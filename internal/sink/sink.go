@@ -145,11 +145,6 @@ type Config struct {
 	KeyHeader string            // header a target forwards its key in; default Idempotency-Key
 	MaxBody   int64             // bound on a call's body, 1..MaxMaxBody; default DefaultMaxBody
 	Observe   func(Call)        // optional: called once per call that reached the sink's handler, when it ended
-	// Addr, when set, is the 127.0.0.1:PORT to listen on (an attached
-	// service calls a sink at the address its user gave it), and every
-	// path is replica 0's: Replicas must be 1. "": a free port, each
-	// replica at /effect/R.
-	Addr string
 }
 
 // An Entry is one effect applied, or one call answered with an effect
@@ -237,14 +232,7 @@ func Start(cfg Config) (*Sink, error) {
 	if cfg.MaxBody < 1 || cfg.MaxBody > MaxMaxBody {
 		return nil, fmt.Errorf("sink: config: max body %d out of range 1..%d", cfg.MaxBody, MaxMaxBody)
 	}
-	addr := "127.0.0.1:0"
-	if cfg.Addr != "" {
-		if cfg.Replicas != 1 {
-			return nil, fmt.Errorf("sink: config: a fixed address serves one replica, not %d", cfg.Replicas)
-		}
-		addr = cfg.Addr
-	}
-	inner, err := net.Listen("tcp", addr)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("sink: listen: %w", err)
 	}
@@ -267,15 +255,6 @@ func Start(cfg Config) (*Sink, error) {
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          log.New(io.Discard, "", 0),
-	}
-	if cfg.Addr != "" {
-		// An attached service's sink is started again at the same address
-		// for each case, and closes its connections in between: a
-		// connection the service kept from one case would be found closed
-		// by its next call (or that call resent on it), a failure of the
-		// lab's making. So every call is answered "Connection: close", as
-		// the shared processes' relay answers them.
-		s.srv.SetKeepAlivesEnabled(false)
 	}
 	go func() {
 		defer close(s.served)
@@ -558,9 +537,6 @@ func (s *Sink) call(w http.ResponseWriter, r *http.Request, c *Call) int {
 // replicaOf parses the replica of path /effect/R: R decimal, no sign, no
 // leading zero, below Replicas.
 func (s *Sink) replicaOf(path string) (int, bool) {
-	if s.cfg.Addr != "" {
-		return 0, true // any path: the attached service's user chose it
-	}
 	rest, ok := strings.CutPrefix(path, protocol.EffectPath+"/")
 	if !ok || rest == "" || len(rest) > 2 || (rest[0] == '0' && len(rest) > 1) {
 		return 0, false

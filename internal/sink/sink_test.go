@@ -744,52 +744,6 @@ func TestReusedKeyKeepsItsEnd(t *testing.T) {
 	checkJournal(t, s.Journal(), []entry{{0, "a", key("k"), 0}})
 }
 
-// Ensure a sink at a fixed address (an attached service's) answers every
-// call "Connection: close", so that a keep-alive client's next call after
-// the sink was started again at that address (the next run) is made on a
-// fresh connection and applied, not sent on one the old sink closed; a
-// sink at a free port keeps its connections alive.
-func TestFixedAddressKeepsNoConnection(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	client := &http.Client{Timeout: 10 * time.Second} // keep-alive, as a service's client
-	defer client.CloseIdleConnections()
-	post := func(url string) *http.Response {
-		t.Helper()
-		resp, err := client.Post(url, "text/plain", strings.NewReader("pay"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp
-	}
-	for run := range 2 {
-		s, err := sink.Start(sink.Config{Replicas: 1, Addr: addr, Kill: func(int) {}})
-		if err != nil {
-			t.Fatalf("run %d: %v", run, err)
-		}
-		resp := post("http://" + addr + "/effect/0")
-		if err := s.Close(); err != nil {
-			t.Error(err)
-		}
-		if resp.StatusCode != 200 || !resp.Close {
-			t.Errorf("run %d: %d, close %v; want 200 answered Connection: close", run, resp.StatusCode, resp.Close)
-		}
-		if got := len(s.Journal()); got != 1 {
-			t.Errorf("run %d: journal holds %d effects, want 1", run, got)
-		}
-	}
-	s := start(t, sink.Config{Replicas: 1})
-	if resp := post(s.URL(0)); resp.Close {
-		t.Errorf("a sink at a free port answered Connection: close")
-	}
-}
-
 // Ensure Start names what is wrong with a config.
 func TestStartRejects(t *testing.T) {
 	kill := func(int) {}
