@@ -38,10 +38,12 @@ type Command struct {
 // exits (what its children left behind), past c.Within, when ctx ends, or
 // when a writer refuses more output; a process that left the group
 // (setsid) carrying the command's mark (MarkEnv) is killed with it, and,
-// where the command otherwise succeeded, Run says so. Run returns at most
-// DrainWithin after that: a process that left the group and cleared its
-// environment, beyond both kills, is not waited for if it still holds the
-// output, and Run says so too (docs/bounds.md).
+// where the command otherwise succeeded, Run says so. A process that left
+// the group and cleared its environment, beyond both kills, is killed with
+// the command's cgroup where the lab makes them (Cgroups), and Run says
+// so; elsewhere Run returns at most DrainWithin after the kills, not
+// waiting for such a process if it still holds the output, and says that
+// (docs/bounds.md).
 //
 // The error is the command's exit (an *exec.ExitError) or why it was
 // stopped: ctx's error (an interrupted run), the time limit, or the
@@ -56,7 +58,9 @@ func Run(ctx context.Context, c Command) error {
 	r.cmd.Dir = c.Dir
 	r.mark = newMark()
 	r.cmd.Env = withMark(append([]string{}, c.Env...), r.mark) // never nil: nil would inherit the runner's
-	r.cmd.SysProcAttr = childAttr(true)
+	r.cg = newCgroup(r.mark)
+	r.cmd.SysProcAttr = r.cg.attr(childAttr(true))
+	defer r.cg.remove()
 	if err := r.start(c); err != nil {
 		return err
 	}
@@ -75,6 +79,8 @@ func Run(ctx context.Context, c Command) error {
 		return waitErr
 	case r.strayed:
 		return fmt.Errorf("exited, but a process it started outside its process group (setsid) outlived it; killed by the command's mark (%s)", MarkEnv)
+	case r.unmarked:
+		return errors.New("exited, but a process it started outside its process group (setsid) that cleared its environment outlived it; killed by its cgroup")
 	case r.held:
 		return fmt.Errorf("exited, but a process it started outside its process group (setsid) held its output open; not waited for past %v", DrainWithin)
 	}
@@ -92,7 +98,11 @@ type bounded struct {
 	over    error // the first write error
 	held    bool  // a reader stopped at the drain deadline
 	strayed bool  // processes outside the group carried its mark; killed
-	mark    string
+	// unmarked: a process outside the group without the mark (it cleared
+	// its environment) was left in its cgroup; killed
+	unmarked bool
+	mark     string
+	cg       *cgroup // nil where the lab makes none (Cgroups)
 }
 
 // stream is one pipe from the command to a writer of the caller's.
@@ -129,6 +139,7 @@ func (b *bounded) start(c Command) error {
 	if err == nil {
 		err = cmd.Start()
 	}
+	b.cg.closeFD()
 	for _, w := range []io.Writer{cmd.Stdout, cmd.Stderr} {
 		if f, ok := w.(*os.File); ok {
 			f.Close()
@@ -185,6 +196,7 @@ func (b *bounded) wait(limited context.Context) error {
 	b.strayed = killMarked(b.mark, pgid) > 0 // what left the group (setsid)
 	b.group()                                // what the command left running in its group
 	b.strayed = killMarked(b.mark, pgid) > 0 || b.strayed
+	b.unmarked = b.cg.kill(b.mark, pgid) > 0 // what also cleared its environment
 	deadline := time.Now().Add(DrainWithin)
 	for _, s := range b.streams {
 		_ = s.r.SetReadDeadline(deadline)

@@ -59,7 +59,12 @@ type Server struct {
 	// strayed: processes outside its group carried its mark when it
 	// exited (valid after done); they were killed.
 	strayed bool
-	mark    string // MarkEnv's value in its environment
+	// unmarked: a process outside its group without its mark (it cleared
+	// its environment) was left in its cgroup (valid after done); the
+	// cgroup's kill ended it.
+	unmarked bool
+	mark     string  // MarkEnv's value in its environment
+	cg       *cgroup // its own, where the lab makes them (Cgroups); nil if not
 
 	mu      sync.Mutex
 	log     []string
@@ -97,8 +102,9 @@ func Start(ctx context.Context, path string, args []string, readyWithin time.Dur
 func StartSpec(ctx context.Context, spec Spec) (*Server, error) {
 	cmd := exec.CommandContext(ctx, spec.Path, spec.Args...)
 	s := &Server{cmd: cmd, group: spec.Group, done: make(chan struct{}), mark: newMark()}
+	s.cg = newCgroup(s.mark)
 	cmd.Dir, cmd.Env = spec.Dir, withMark(spec.Env, s.mark)
-	cmd.SysProcAttr = childAttr(spec.Group)
+	cmd.SysProcAttr = s.cg.attr(childAttr(spec.Group))
 	cmd.Cancel = func() error { s.signal(syscall.SIGKILL); return nil }
 	// The pipes are the lab's own, not os/exec's, so that Wait returns when
 	// the server exits whoever else holds them (a child it left, one that
@@ -113,6 +119,7 @@ func StartSpec(ctx context.Context, spec Spec) (*Server, error) {
 	if err == nil {
 		err = cmd.Start()
 	}
+	s.cg.closeFD()
 	for _, f := range []*os.File{outW, errW} {
 		if f != nil {
 			f.Close() // the server has its copies
@@ -124,6 +131,7 @@ func StartSpec(ctx context.Context, spec Spec) (*Server, error) {
 				f.Close()
 			}
 		}
+		s.cg.remove()
 		return nil, fmt.Errorf("start %s: %w", spec.Path, err)
 	}
 	s.PID = cmd.Process.Pid
@@ -161,8 +169,9 @@ func StartSpec(ctx context.Context, spec Spec) (*Server, error) {
 // ends when every process holding the pipes closed them: the server's
 // group goes with it, normally, within DrainWithin. What of its group is
 // left then is killed (sweepGroup reports it); a process that cleared its
-// environment and left the group is beyond both kills and is not waited
-// for.
+// environment and left the group, beyond both kills, is killed with the
+// server's cgroup where the lab makes them (Cgroups), and elsewhere is not
+// waited for.
 func (s *Server) reap(pipes *sync.WaitGroup, stdout, stderr *os.File) {
 	err := s.cmd.Wait()
 	s.status = exitCode(s.cmd, err)
@@ -178,8 +187,15 @@ func (s *Server) reap(pipes *sync.WaitGroup, stdout, stderr *os.File) {
 		_ = syscall.Kill(-s.PID, syscall.SIGKILL)
 	}
 	s.strayed = s.killStrays() || s.strayed // one its group started as it went
+	// What is left in its cgroup left the group and cleared its
+	// environment: only the cgroup's kill reaches it.
+	pgid := 0
+	if s.group {
+		pgid = s.PID
+	}
+	s.unmarked = s.cg.kill(s.mark, pgid) > 0
 	// Killed, the group's members close the pipes at once; what still
-	// holds them left the group and cleared its environment.
+	// holds them is beyond every kill (no cgroup of its own here).
 	deadline := time.Now().Add(DrainWithin / 4)
 	stdout.SetReadDeadline(deadline)
 	stderr.SetReadDeadline(deadline)
@@ -187,6 +203,7 @@ func (s *Server) reap(pipes *sync.WaitGroup, stdout, stderr *os.File) {
 	s.escaped = !time.Now().Before(deadline)
 	stdout.Close()
 	stderr.Close()
+	s.cg.remove()
 	close(s.done)
 }
 
@@ -369,6 +386,9 @@ func (s *Server) sweepGroup() error {
 	}
 	if s.strayed {
 		return fmt.Errorf("server %d exited, but a process it started outside its process group (setsid) outlived it; killed by the server's mark (%s)", s.PID, MarkEnv)
+	}
+	if s.unmarked {
+		return fmt.Errorf("server %d exited, but a process it started outside its process group (setsid) that cleared its environment outlived it; killed by its cgroup", s.PID)
 	}
 	if s.escaped {
 		return fmt.Errorf("server %d exited, but a process it started outside its process group (setsid) held its output open; not waited for past %v", s.PID, DrainWithin)

@@ -76,6 +76,9 @@ func TestMain(m *testing.M) {
 		}
 		defer wd.Close()
 		script := `(while :; do sleep 1; done) & ` + proctest.Escape + `echo READY 127.0.0.1:4242; wait`
+		if os.Getenv("FAKE_UNMARKED") == "1" { // the child outside the group clears its environment too
+			script = `(while :; do sleep 1; done) & ` + proctest.EscapeUnmarked + `echo READY 127.0.0.1:4242; wait`
+		}
 		s, err := StartSpec(context.Background(), Spec{Path: "sh", Args: []string{"-c", script, os.Getenv("FAKE_MARKER"), os.Getenv("FAKE_FILE")},
 			ReadyLine: readyLine, ReadyWithin: 10 * time.Second, Group: true})
 		if err != nil {
@@ -83,7 +86,7 @@ func TestMain(m *testing.M) {
 			os.Exit(3)
 		}
 		defer s.Kill()
-		fmt.Println("OWNER READY")
+		fmt.Println("OWNER READY", runMark)
 		time.Sleep(time.Minute)
 		os.Exit(0)
 	case "parent": // ready, with a child of its own that ignores SIGTERM

@@ -13,15 +13,18 @@ import (
 // means the runner died (SIGKILL, a crash), and it kills every process
 // carrying the runner's mark (MarkEnv): what the parent-death signal,
 // which reaches only a direct child, leaves behind (the service under
-// `sh -c`, a daemon that left its group).
+// `sh -c`, a daemon that left its group); and, where the lab makes
+// cgroups (Cgroups), every process in the runner's, which also reaches
+// one that cleared its environment, and removes them.
 type Watchdog struct {
 	w   *os.File
 	cmd *exec.Cmd
 }
 
-// watchdogScript is the watchdog, run as sh -c SCRIPT sh RUNMARK: it kills
-// the marked processes three times over, 0.2 s apart, for one being forked
-// while a pass ran carries the mark too.
+// watchdogScript is the watchdog, run as sh -c SCRIPT sh RUNMARK BASE: it
+// kills the marked processes, and the runner's cgroups in BASE ("": none),
+// three times over, 0.2 s apart, for one being forked while a pass ran
+// carries the mark too; then it removes the cgroups.
 const watchdogScript = `IFS= read -r line
 [ "$line" = done ] && exit 0
 for pass in 1 2 3; do
@@ -29,8 +32,19 @@ for pass in 1 2 3; do
     p=${f#/proc/}
     kill -9 "${p%/environ}" 2>/dev/null
   done
+  if [ -n "$2" ]; then
+    for d in "$2"/` + cgroupPrefix + `"$1".*; do
+      [ -d "$d" ] && echo 1 > "$d/cgroup.kill" 2>/dev/null
+    done
+  fi
   sleep 0.2
-done`
+done
+if [ -n "$2" ]; then
+  for d in "$2"/` + cgroupPrefix + `"$1".*; do
+    [ -d "$d" ] && rmdir "$d" 2>/dev/null
+  done
+fi
+exit 0`
 
 // StartWatchdog starts the runner's watchdog (Linux; elsewhere it does
 // nothing). Close it on every way out of the run.
@@ -43,7 +57,7 @@ func StartWatchdog() (*Watchdog, error) {
 		return nil, fmt.Errorf("start the watchdog: %w", err)
 	}
 	defer r.Close() // the watchdog has its copy
-	cmd := exec.Command("sh", "-c", watchdogScript, "sh", runMark)
+	cmd := exec.Command("sh", "-c", watchdogScript, "sh", runMark, Cgroups())
 	cmd.Stdin = r
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")} // no mark: it must not match itself
 	cmd.SysProcAttr = watchdogAttr()

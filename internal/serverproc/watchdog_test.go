@@ -2,6 +2,7 @@ package serverproc
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,34 +18,69 @@ import (
 // with it what its server started: a child of the server's group, which
 // the parent-death signal (the direct child's only) does not reach, and
 // one that left the group (setsid). Its watchdog kills both by the
-// runner's mark; without it both outlive the runner.
+// runner's mark; without it both outlive the runner. One that also cleared
+// its environment (env -i) the watchdog kills with the runner's cgroups
+// where the lab makes them, and removes them; elsewhere it outlives the
+// runner (proctest.UnmarkedOutcome).
 func TestWatchdogEndsWhatADeadRunnerStarted(t *testing.T) {
-	m := proctest.Marked(t)
-	owner := exec.Command(os.Args[0])
-	owner.Env = append(os.Environ(), fakeEnv+"=owner", "FAKE_MARKER="+m, "FAKE_FILE="+filepath.Join(t.TempDir(), "escaped"))
-	owner.Stderr = os.Stderr
-	out, err := owner.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := owner.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { owner.Process.Kill(); owner.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if strings.TrimSpace(line) != "OWNER READY" {
-		t.Fatalf("the owner printed %q (%v), want OWNER READY", line, err)
-	}
-	// The server's shell, its group child, the setsid child's shell.
-	if n := len(proctest.Carrying(m)); n < 3 {
-		t.Fatalf("%d processes carry the marker, want at least 3 before the kill", n)
-	}
-	if err := owner.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	owner.Wait()
-	if left := proctest.Gone(m); len(left) > 0 {
-		t.Errorf("processes %v outlived the runner killed with SIGKILL", left)
+	for _, unmarked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unmarked=%v", unmarked), func(t *testing.T) {
+			left := false
+			if unmarked {
+				_, left = proctest.UnmarkedOutcome(t, Cgroups())
+			}
+			m := proctest.Marked(t)
+			owner := exec.Command(os.Args[0])
+			owner.Env = append(os.Environ(), fakeEnv+"=owner", "FAKE_MARKER="+m, "FAKE_FILE="+filepath.Join(t.TempDir(), "escaped"),
+				fmt.Sprintf("FAKE_UNMARKED=%d", map[bool]int{false: 0, true: 1}[unmarked]))
+			owner.Stderr = os.Stderr
+			out, err := owner.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := owner.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { owner.Process.Kill(); owner.Wait() })
+			line, err := bufio.NewReader(out).ReadString('\n')
+			ownerMark, ok := strings.CutPrefix(strings.TrimSpace(line), "OWNER READY ")
+			if !ok {
+				t.Fatalf("the owner printed %q (%v), want OWNER READY and its mark", line, err)
+			}
+			// The server's shell, its group child, the setsid child's shell.
+			if n := len(proctest.Carrying(m)); n < 3 {
+				t.Fatalf("%d processes carry the marker, want at least 3 before the kill", n)
+			}
+			ownCgroups := filepath.Join(Cgroups(), cgroupPrefix+ownerMark+".*")
+			if cg, _ := filepath.Glob(ownCgroups); Cgroups() != "" && len(cg) == 0 {
+				t.Fatalf("no cgroup %s before the kill", ownCgroups)
+			}
+			if err := owner.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			owner.Wait()
+			switch gone := proctest.Gone(m); {
+			case !left && len(gone) > 0:
+				t.Errorf("processes %v outlived the runner killed with SIGKILL", gone)
+			case left && len(gone) != 1:
+				t.Errorf("processes %v outlived the runner killed with SIGKILL, want the one without the mark alone", gone)
+			}
+			if Cgroups() == "" {
+				return
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				cg, _ := filepath.Glob(ownCgroups)
+				if len(cg) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("cgroups %v of the dead runner left 5 s after its kill: want them removed", cg)
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
 	}
 }
 

@@ -91,3 +91,18 @@ const Daemon = `setsid sh -c 'touch "$1"; while :; do sleep 1; done' "$0" "$1" >
 // EscapeUnmarked is Escape's child with its environment cleared (env -i):
 // beyond the lab's mark (serverproc.MarkEnv) as well as its group's kill.
 const EscapeUnmarked = `env -i /usr/bin/setsid /bin/sh -c 'touch "$1"; while :; do sleep 1; done' "$0" "$1" & while [ ! -e "$1" ]; do sleep 0.05; done; `
+
+// UnmarkedOutcome is what the lab says of EscapeUnmarked's child and
+// whether the child is left alive, given serverproc.Cgroups() (passed in:
+// serverproc's own tests use this package): where the lab makes cgroups,
+// the cgroup's kill ends it; elsewhere it is beyond every kill and its
+// output is not waited for. The test's log says which was checked.
+func UnmarkedOutcome(t *testing.T, cgroups string) (want string, left bool) {
+	t.Helper()
+	if cgroups != "" {
+		t.Logf("cgroups at hand (%s): a process without the mark is killed with its cgroup", cgroups)
+		return "that cleared its environment outlived it; killed by its cgroup", false
+	}
+	t.Log("no cgroups at hand: a process without the mark outlives the kills")
+	return "held its output open", true
+}
