@@ -74,6 +74,24 @@ func Prebuilt(pkg string) Recipe {
 	return Recipe{Package: pkg, Flags: []string{}, Env: []string{}, Prebuilt: true}
 }
 
+// ModuleRoot is the folder of the go.mod at or above the working folder:
+// the checkout, for a test (go test runs in the package's folder, inside
+// the module) that builds or loads the lab's files.
+func ModuleRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("no go.mod at or above %s", wd)
+		}
+	}
+}
+
 // Options say what to build and where.
 type Options struct {
 	Root      string    // the module's folder

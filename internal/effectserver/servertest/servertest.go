@@ -5,10 +5,8 @@ package servertest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"idemlab/internal/labbuild"
@@ -23,7 +21,7 @@ import (
 //
 //	func TestMain(m *testing.M) { os.Exit(servertest.Main(m, &serverBin)) }
 func Main(m *testing.M, bin *string) int {
-	root, err := moduleRoot()
+	root, err := labbuild.ModuleRoot()
 	if err == nil {
 		var b labbuild.Binary
 		b, err = labbuild.Build(context.Background(), labbuild.Options{Root: root, Package: "./cmd/effectserver"})
@@ -34,23 +32,4 @@ func Main(m *testing.M, bin *string) int {
 		return 1
 	}
 	return pgclustertest.Main(m)
-}
-
-// moduleRoot is the folder of the go.mod above the working folder: go test
-// runs in the package's folder, inside the module.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working folder")
-		}
-		dir = parent
-	}
 }

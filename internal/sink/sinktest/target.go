@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"idemlab/internal/audit/strict"
+	"idemlab/internal/labbuild"
 	"idemlab/internal/serverproc"
 	"idemlab/internal/target"
 )
@@ -63,15 +64,9 @@ func WriteTarget(t testing.TB, svc Service) string {
 func LoadTarget(t testing.TB, svc Service) *target.Target {
 	t.Helper()
 	dir := WriteTarget(t, svc)
-	wd, err := os.Getwd()
+	root, err := labbuild.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
-	}
-	root := wd // the module's root: the nearest folder with go.mod
-	for ; !exists(filepath.Join(root, "go.mod")); root = filepath.Dir(root) {
-		if filepath.Dir(root) == root {
-			t.Fatalf("no go.mod at or above %s", wd)
-		}
 	}
 	set, err := strict.LoadSchemas(filepath.Join(root, "schema"))
 	if err != nil {
@@ -82,11 +77,6 @@ func LoadTarget(t testing.TB, svc Service) *target.Target {
 		t.Fatal(err)
 	}
 	return tg
-}
-
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }
 
 // executable is this test binary's absolute path.
