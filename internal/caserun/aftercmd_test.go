@@ -31,12 +31,13 @@ func TestCountCommandBounded(t *testing.T) {
 		{name: "group child holds stdout", script: `(while :; do sleep 1; done) & echo 2`, want: 2},
 		{name: "cancelled, a group child holds stdout", script: `(while :; do sleep 1; done) & sleep 60`, cancel: 500 * time.Millisecond, wantErr: "context canceled"},
 		{name: "setsid child holds stdout", script: proctest.Escape + `echo 2`, wantErr: "outlived it; killed by the command's mark"},
-		{name: "setsid child without the mark holds stdout", script: proctest.EscapeUnmarked + `echo 2`}, // tests[3]: UnmarkedOutcome
 		{name: "100 MB", script: `head -c 104857600 /dev/zero | tr '\0' 7`, wantErr: "printed more than 4096 bytes on stdout"},
 		{name: "negative", script: `echo -5`, wantErr: `printed "-5": a negative count`},
 		{name: "not a number", script: `echo five`, wantErr: `printed "five", want one integer`},
+		{name: "setsid child without the mark holds stdout", script: proctest.EscapeUnmarked + `echo 2`},
 	}
-	tests[3].wantErr, tests[3].left = proctest.UnmarkedOutcome(t, serverproc.Cgroups())
+	unmarked := &tests[len(tests)-1]
+	unmarked.wantErr, unmarked.left = proctest.UnmarkedOutcome(t, serverproc.Cgroups())
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := proctest.Marked(t)
