@@ -1,7 +1,6 @@
 package serverproc
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -88,9 +87,8 @@ func findCgroupBase() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sc := bufio.NewScanner(bytes.NewReader(own))
-	for sc.Scan() {
-		if path, ok := strings.CutPrefix(sc.Text(), "0::"); ok && filepath.IsAbs(path) {
+	for line := range strings.Lines(string(own)) {
+		if path, ok := strings.CutPrefix(strings.TrimSpace(line), "0::"); ok && filepath.IsAbs(path) {
 			return filepath.Join(mount, path), nil
 		}
 	}
