@@ -207,9 +207,9 @@ func itemsByKey(data []byte, caps jsonCap, field string, key func(map[string]any
 // folders side by side, as audit -reproduce does (pairRates): each safety
 // verdict's and each rule's, over the trials each folder ran (a run of
 // the main command runs fewer than the committed evidence). It names the
-// cases whose rates' Wilson 95 % intervals do not overlap; they never make
+// cases whose rates' Wilson intervals at caseLevel do not overlap; they never make
 // the folders differ, for a target's races are its own and two honest
-// samples of one rate fall apart about once in 200 comparisons.
+// samples of one rate fall apart rarely (reproducetargets.go).
 func compareTargetRates(a, b string) []string {
 	for _, dir := range []string{a, b} {
 		if _, err := os.Stat(filepath.Join(dir, VerdictsFile)); err != nil {
@@ -240,7 +240,7 @@ func compareTargetRates(a, b string) []string {
 		trials[0][ra.trials], trials[1][rb.trials] = true, true
 		target, cs, _ := strings.Cut(key, "/")
 		was := apart
-		for _, p := range pairRates(ra, rb) {
+		for _, p := range pairRates(ra, rb, caseLevel) {
 			if p.apart {
 				lines = append(lines, fmt.Sprintf("target rates: target %s, case %s: %s in %s trials of %s (%s), in %s of %s (%s)",
 					target, cs, p.what, p.a, a, p.intervalA, p.b, b, p.intervalB))
@@ -258,8 +258,8 @@ func compareTargetRates(a, b string) []string {
 	if both == 0 && onlyOne == 0 {
 		return nil
 	}
-	head := fmt.Sprintf("target rates: %d cases on targets ran in both (each in %s in %s, %s in %s): %d agree (every safety verdict's and rule's Wilson 95 %% intervals overlap)",
-		both, trialCounts(trials[0]), a, trialCounts(trials[1]), b, both-apart)
+	head := fmt.Sprintf("target rates: %d cases on targets ran in both (each in %s in %s, %s in %s): %d agree (every safety verdict's and rule's Wilson %s intervals overlap)",
+		both, trialCounts(trials[0]), a, trialCounts(trials[1]), b, both-apart, caseLevel.name)
 	if apart > 0 {
 		head += fmt.Sprintf(", %d do not (a target's races are its own: not a difference of the folders)", apart)
 	}

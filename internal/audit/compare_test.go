@@ -119,22 +119,22 @@ func TestCompareTargetRates(t *testing.T) {
 		}
 		return got
 	}
-	want := []string{"target rates: 29 cases on targets ran in both (each in 1 trial in A, 1 trial in evidence): 29 agree (every safety verdict's and rule's Wilson 95 % intervals overlap)"}
+	want := []string{"target rates: 29 cases on targets ran in both (each in 1 trial in A, 1 trial in evidence): 29 agree (every safety verdict's and rule's Wilson 99 % intervals overlap)"}
 	if got := rates(); !slices.Equal(got, want) {
 		t.Errorf("equal folders: lines =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	f.editJSON(t, "evidence/verdicts.json", func(d map[string]any) {
 		runs := d["targets"].([]any)[0].(map[string]any)["runs"].([]any)
 		kept := runs[1].(map[string]any) // express-idempotency keyed_lost_reply: pass in 1 of 1
-		kept["trials"], kept["tally"] = 20, map[string]any{"pass": 0, "limitation": 0, "violation": 20}
-		kept["rates"] = []any{map[string]any{"rule": "duplicate_effect", "trials": 20}}
+		kept["trials"], kept["tally"] = 50, map[string]any{"pass": 0, "limitation": 0, "violation": 50}
+		kept["rates"] = []any{map[string]any{"rule": "duplicate_effect", "trials": 50}}
 		d["targets"].([]any)[0].(map[string]any)["runs"] = runs[1:]
 	})
 	want = []string{
-		"target rates: 28 cases on targets ran in both (each in 1 trial in A, 1 to 20 trials in evidence): 27 agree (every safety verdict's and rule's Wilson 95 % intervals overlap), 1 do not (a target's races are its own: not a difference of the folders); 1 ran in only one folder",
-		"target rates: target express-idempotency, case keyed_lost_reply: pass in 1/1 trials of A (Wilson 95 %: 20.7–100 %), in 0/20 of evidence (0–16.1 %)",
-		"target rates: target express-idempotency, case keyed_lost_reply: violation in 0/1 trials of A (Wilson 95 %: 0–79.3 %), in 20/20 of evidence (83.9–100 %)",
-		"target rates: target express-idempotency, case keyed_lost_reply: rule duplicate_effect in 0/1 trials of A (Wilson 95 %: 0–79.3 %), in 20/20 of evidence (83.9–100 %)",
+		"target rates: 28 cases on targets ran in both (each in 1 trial in A, 1 to 50 trials in evidence): 27 agree (every safety verdict's and rule's Wilson 99 % intervals overlap), 1 do not (a target's races are its own: not a difference of the folders); 1 ran in only one folder",
+		"target rates: target express-idempotency, case keyed_lost_reply: pass in 1/1 trials of A (Wilson 99 %: 13.1–100 %), in 0/50 of evidence (0–11.7 %)",
+		"target rates: target express-idempotency, case keyed_lost_reply: violation in 0/1 trials of A (Wilson 99 %: 0–86.9 %), in 50/50 of evidence (88.3–100 %)",
+		"target rates: target express-idempotency, case keyed_lost_reply: rule duplicate_effect in 0/1 trials of A (Wilson 99 %: 0–86.9 %), in 50/50 of evidence (88.3–100 %)",
 	}
 	if got := rates(); !slices.Equal(got, want) {
 		t.Errorf("forged rates: lines =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -10,10 +10,13 @@ import (
 )
 
 // Ensure a recorded rate on a target is implausible beside a re-run's
-// exactly when their Wilson 95 % intervals do not overlap, worked out by
-// hand: 0/10 (0–27.8 %) against 10/10 (72.2–100 %) is, 3/10 (10.8–60.3 %)
-// against 7/10 (39.7–89.2 %) is a race and is not, and a case recorded as
-// run that the re-run did not re-observe is a finding.
+// exactly when their Wilson 99 % intervals do not overlap, worked out by
+// hand: 0/10 (0–39.9 %) against 10/10 (60.1–100 %) is; 3/10 against 7/10
+// (8–68 % and 32–92 %) is a race and is not, nor is 4/10 (12.8–75.2 %)
+// against 10/10, which an honest recording and a local CI's re-run
+// of express-idempotency-redis's concurrent duplicate on two replicas
+// showed (apart at 95 %: 16.8–68.7 % and 72.2–100 %); and a case recorded
+// as run that the re-run did not re-observe is a finding.
 func TestAgainTargets(t *testing.T) {
 	cell := func(cs string, trials int, tally safetyTally, rates ...ruleRate) targetRunVerdict {
 		v := targetRunVerdict{Case: cs, Trials: trials, Tally: tally, Rates: rates}
@@ -48,11 +51,13 @@ func TestAgainTargets(t *testing.T) {
 		cell("forged_pass", 10, safetyTally{Pass: 10}),
 		cell("racy", 10, safetyTally{Pass: 7, Violation: 3}, ruleRate{Rule: "stuck_key", Trials: 3, Of: 10}),
 		cell("gone", 10, safetyTally{Pass: 10}),
+		cell("loaded", 10, safetyTally{Pass: 6, Violation: 4}, ruleRate{Rule: "duplicate_effect", Trials: 4, Of: 10}),
 	}, "")
 	write(rerun, []targetRunVerdict{
 		cell("forged_pass", 10, safetyTally{Violation: 10}, ruleRate{Rule: "duplicate_effect", Trials: 10, Of: 10}),
 		cell("racy", 10, safetyTally{Pass: 3, Violation: 7}, ruleRate{Rule: "stuck_key", Trials: 7, Of: 10}),
 		{Case: "gone", NotRun: "the case runs 2 replicas"},
+		cell("loaded", 10, safetyTally{Violation: 10}, ruleRate{Rule: "duplicate_effect", Trials: 10, Of: 10}),
 	}, "")
 	var r Reproduction
 	if err := r.againTargets(recorded, []string{rerun}); err != nil {
@@ -65,6 +70,7 @@ func TestAgainTargets(t *testing.T) {
 	want := map[string]bool{
 		"forged_pass pass": true, "forged_pass violation": true, "forged_pass rule duplicate_effect": true,
 		"racy pass": false, "racy violation": false, "racy rule stuck_key": false,
+		"loaded pass": false, "loaded violation": false, "loaded rule duplicate_effect": false,
 	}
 	for k, w := range want {
 		if got, ok := implausible[k]; !ok || got != w {
@@ -73,14 +79,14 @@ func TestAgainTargets(t *testing.T) {
 	}
 	findings := strings.Join(r.Findings, "\n")
 	for _, w := range []string{
-		"target lib, case forged_pass: violation recorded in 0/10 trials (Wilson 95 %: 0–27.8 %), re-observed in 10/10 (72.2–100 %): the intervals do not overlap",
+		"target lib, case forged_pass: violation recorded in 0/10 trials (Wilson 99 %: 0–39.9 %), re-observed in 10/10 (60.1–100 %): the intervals do not overlap",
 		"target lib, case gone: recorded as run, but the re-run in run-1-0 did not re-observe it (it did not run there)",
 	} {
 		if !strings.Contains(findings, w) {
 			t.Errorf("findings =\n%s\nwant %q", findings, w)
 		}
 	}
-	if strings.Contains(findings, "case racy") {
+	if strings.Contains(findings, "case racy") || strings.Contains(findings, "case loaded") {
 		t.Errorf("a race re-observed at another plausible rate is flagged:\n%s", findings)
 	}
 }

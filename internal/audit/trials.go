@@ -196,14 +196,30 @@ func ruleRates(trials []runView) []ruleRate {
 	return out
 }
 
-// wilson is the Wilson score interval at 95 % (z = 1.96) of k successes
-// in n trials, in percent rounded to one decimal: unlike k/n ± a normal
-// margin it stays within 0..100 and is not zero-wide at 0 or n.
-func wilson(k, n int) (lo, hi float64) {
+// wilson is the Wilson score interval at 95 % of k successes in n
+// trials, in percent rounded to one decimal: unlike k/n ± a normal margin
+// it stays within 0..100 and is not zero-wide at 0 or n.
+func wilson(k, n int) (lo, hi float64) { return level95.interval(k, n) }
+
+// A level is a confidence level of the Wilson score interval: its name
+// as the renderings print it and its normal quantile.
+type level struct {
+	name string
+	z    float64
+}
+
+var (
+	level95 = level{"95 %", 1.96}
+	level99 = level{"99 %", 2.576}
+)
+
+// interval is the Wilson score interval at l of k successes in n trials,
+// in percent rounded to one decimal.
+func (l level) interval(k, n int) (lo, hi float64) {
 	if n == 0 {
 		return 0, 100
 	}
-	const z = 1.96
+	z := l.z
 	p, fn := float64(k)/float64(n), float64(n)
 	d := 1 + z*z/fn
 	center := (p + z*z/(2*fn)) / d
