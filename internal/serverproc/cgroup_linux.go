@@ -49,13 +49,12 @@ var cgroupBase = sync.OnceValue(func() string {
 	if err != nil {
 		return ""
 	}
-	defer probe.remove()
 	cmd := exec.Command("sh", "-c", ":")
 	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: probe.fd}
 	err = cmd.Run()
 	probe.closeFD()
-	if err != nil {
-		return ""
+	if err = errors.Join(err, probe.remove()); err != nil {
+		return "" // a cgroup it cannot start in, or remove, is none to use
 	}
 	return base
 })

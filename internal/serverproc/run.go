@@ -48,7 +48,7 @@ type Command struct {
 // The error is the command's exit (an *exec.ExitError) or why it was
 // stopped: ctx's error (an interrupted run), the time limit, or the
 // output's bound (an *OverError).
-func Run(ctx context.Context, c Command) error {
+func Run(ctx context.Context, c Command) (err error) {
 	if len(c.Argv) == 0 {
 		return errors.New("no command")
 	}
@@ -60,7 +60,7 @@ func Run(ctx context.Context, c Command) error {
 	r.cmd.Env = withMark(append([]string{}, c.Env...), r.mark) // never nil: nil would inherit the runner's
 	r.cg = newCgroup(r.mark)
 	r.cmd.SysProcAttr = r.cg.attr(childAttr(true))
-	defer r.cg.remove()
+	defer func() { err = errors.Join(err, r.cg.remove()) }() // a cgroup left is said, beside whatever else
 	if err := r.start(c); err != nil {
 		return err
 	}

@@ -63,8 +63,11 @@ type Server struct {
 	// its environment) was left in its cgroup (valid after done); the
 	// cgroup's kill ended it.
 	unmarked bool
-	mark     string  // MarkEnv's value in its environment
-	cg       *cgroup // its own, where the lab makes them (Cgroups); nil if not
+	// cgLeft: its cgroup could not be removed once it was killed (a
+	// process in it outlived every kill for cgroupWithin; valid after done)
+	cgLeft error
+	mark   string  // MarkEnv's value in its environment
+	cg     *cgroup // its own, where the lab makes them (Cgroups); nil if not
 
 	mu      sync.Mutex
 	log     []string
@@ -131,8 +134,7 @@ func StartSpec(ctx context.Context, spec Spec) (*Server, error) {
 				f.Close()
 			}
 		}
-		s.cg.remove()
-		return nil, fmt.Errorf("start %s: %w", spec.Path, err)
+		return nil, errors.Join(fmt.Errorf("start %s: %w", spec.Path, err), s.cg.remove())
 	}
 	s.PID = cmd.Process.Pid
 
@@ -203,7 +205,7 @@ func (s *Server) reap(pipes *sync.WaitGroup, stdout, stderr *os.File) {
 	s.escaped = !time.Now().Before(deadline)
 	stdout.Close()
 	stderr.Close()
-	s.cg.remove()
+	s.cgLeft = s.cg.remove()
 	close(s.done)
 }
 
@@ -392,6 +394,9 @@ func (s *Server) sweepGroup() error {
 	}
 	if s.escaped {
 		return fmt.Errorf("server %d exited, but a process it started outside its process group (setsid) held its output open; not waited for past %v", s.PID, DrainWithin)
+	}
+	if s.cgLeft != nil {
+		return fmt.Errorf("server %d exited, but its cgroup was left: %w", s.PID, s.cgLeft)
 	}
 	return nil
 }
