@@ -449,6 +449,11 @@ func (inv *invocation) start(ctx context.Context) error {
 			fmt.Fprintln(inv.Stderr, "runner:", err)
 		}
 	})
+	if base := serverproc.Cgroups(); base != "" {
+		fmt.Fprintf(inv.Stdout, "processes: each started in a cgroup of its own below %s, killed with it\n", base)
+	} else {
+		fmt.Fprintln(inv.Stdout, "processes: no cgroup of their own here (none this runner may make): one that leaves its process group and clears its environment may outlive the run (docs/bounds.md)")
+	}
 	tmp, swept, release, err := makeTemp(os.TempDir())
 	if len(swept) > 0 {
 		fmt.Fprintf(inv.Stdout, "removed %d temp folders of runners that are gone: %s\n", len(swept), strings.Join(swept, ", "))

@@ -24,9 +24,10 @@ type Watchdog struct {
 // watchdogScript is the watchdog, run as sh -c SCRIPT sh RUNMARK BASE: it
 // kills the marked processes, and the runner's cgroups in BASE ("": none),
 // three times over, 0.2 s apart, for one being forked while a pass ran
-// carries the mark too; then it removes the cgroups, trying again for 5 s
-// while a killed process is still exiting (one in the middle of an fsync
-// exits when the fsync returns).
+// carries the mark too; then it removes the cgroups, deepest first (a
+// process in one may have made its own below it, as removeTree knows),
+// trying again for 5 s while a killed process is still exiting (one in
+// the middle of an fsync exits when the fsync returns).
 const watchdogScript = `IFS= read -r line
 [ "$line" = done ] && exit 0
 for pass in 1 2 3; do
@@ -46,7 +47,7 @@ for try in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25; do
   left=0
   for d in "$2"/` + cgroupPrefix + `"$1".*; do
     [ -d "$d" ] || continue
-    rmdir "$d" 2>/dev/null || { left=1; echo 1 > "$d/cgroup.kill" 2>/dev/null; }
+    find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || { left=1; echo 1 > "$d/cgroup.kill" 2>/dev/null; }
   done
   [ "$left" = 0 ] && exit 0
   sleep 0.2

@@ -20,8 +20,8 @@ import (
 // one that left the group (setsid). Its watchdog kills both by the
 // runner's mark; without it both outlive the runner. One that also cleared
 // its environment (env -i) the watchdog kills with the runner's cgroups
-// where the lab makes them, and removes them; elsewhere it outlives the
-// runner (proctest.UnmarkedOutcome).
+// where the lab makes them, and removes them, a cgroup made below the
+// server's too; elsewhere it outlives the runner (proctest.UnmarkedOutcome).
 func TestWatchdogEndsWhatADeadRunnerStarted(t *testing.T) {
 	for _, unmarked := range []bool{false, true} {
 		t.Run(fmt.Sprintf("unmarked=%v", unmarked), func(t *testing.T) {
@@ -55,6 +55,12 @@ func TestWatchdogEndsWhatADeadRunnerStarted(t *testing.T) {
 			if cg, _ := filepath.Glob(ownCgroups); Cgroups() != "" && len(cg) == 0 {
 				t.Fatalf("no cgroup %s before the kill", ownCgroups)
 			}
+			t.Cleanup(func() { // what the watchdog failed to remove is not left to the machine
+				cg, _ := filepath.Glob(ownCgroups)
+				for _, dir := range cg {
+					removeCgroupDir(dir)
+				}
+			})
 			if err := owner.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
