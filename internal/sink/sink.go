@@ -191,6 +191,9 @@ type Sink struct {
 	mu      sync.Mutex
 	closed  bool
 	handing sync.WaitGroup // handlers running, hijacked ones included
+	// fresh: connections that have sent no request yet, which Close
+	// closes itself: http.Server.Shutdown waits 5 s for each, as if busy
+	fresh   map[net.Conn]struct{}
 	journal []Entry
 	replays int                           // the journal's replays
 	keys    map[[sha256.Size]byte]applied // by the SHA-256 of a forwarded key applied
@@ -243,6 +246,7 @@ func Start(cfg Config) (*Sink, error) {
 		served: make(chan struct{}),
 		arms:   make([][]*arm, cfg.Replicas),
 		keys:   map[[sha256.Size]byte]applied{},
+		fresh:  map[net.Conn]struct{}{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	// No ReadTimeout: its deadline would outlive the body and, in the
@@ -255,6 +259,7 @@ func Start(cfg Config) (*Sink, error) {
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          log.New(io.Discard, "", 0),
+		ConnState:         s.track,
 	}
 	go func() {
 		defer close(s.served)
@@ -391,6 +396,9 @@ func (s *Sink) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
+		for c := range s.fresh {
+			c.Close() // its request, if one came now, would be refused
+		}
 		s.mu.Unlock()
 		s.cancel()
 		ctx, cancel := context.WithTimeout(context.Background(), closeWait)
@@ -411,6 +419,21 @@ func (s *Sink) Close() error {
 		}
 	})
 	return s.closeErr
+}
+
+// track keeps the connections that have sent no request yet (fresh), and
+// closes one accepted once Close began.
+func (s *Sink) track(c net.Conn, state http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case state == http.StateNew && s.closed:
+		c.Close()
+	case state == http.StateNew:
+		s.fresh[c] = struct{}{}
+	default:
+		delete(s.fresh, c)
+	}
 }
 
 // enter registers a running handler, or reports false once Close began.

@@ -525,6 +525,38 @@ func TestKillSkippedWhenCallerGone(t *testing.T) {
 	checkJournal(t, s.Journal(), []entry{{0, "pay", nil, 0}})
 }
 
+// Ensure Close closes a connection that never sent a request at once,
+// where http.Server.Shutdown would wait 5 s for it as if it were busy (a
+// target's HTTP client may dial before it has a call to make): Close
+// returns and the connection reads EOF well before then. The 4 s is a
+// hang detector for that 5 s wait, far above the milliseconds it takes.
+func TestCloseEndsUnusedConnection(t *testing.T) {
+	s, err := sink.Start(sink.Config{Replicas: 1, Kill: func(int) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", strings.TrimPrefix(root(s), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A call on another connection: the unused one is accepted by then.
+	if r := do(root(s), call{path: "/effect/0", body: "x"}); r.status != http.StatusOK {
+		t.Fatalf("a call: status %d, want 200", r.status)
+	}
+	began := time.Now()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took >= 4*time.Second {
+		t.Errorf("Close took %v with a connection that sent nothing: it waited for it", took)
+	}
+	conn.SetReadDeadline(time.Now().Add(bound))
+	if n, err := conn.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("the unused connection read %d bytes, %v after Close; want EOF", n, err)
+	}
+}
+
 // Ensure the waits sequence duplicates: while one call waits before its
 // effect, a duplicate applies first; while one waits after its effect, the
 // effect is journaled and a duplicate gets the next value. Close ends both
