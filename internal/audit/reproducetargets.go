@@ -10,11 +10,12 @@ import (
 // trials, as rates beside the re-run's, and what each target did under
 // chaos. A target's races are its own, so neither is held to the recorded
 // figure. A case's recorded rate is implausible only when its Wilson 99 %
-// interval and the re-run's do not overlap (caseLevel): at 95 %, 22 of
-// the 240 ordered pairs of sixteen honest samples of one racy cell
-// (express-idempotency-redis's concurrent duplicate on two replicas, 1 to
-// 10 of 10 trials as the machine's load went) fell apart, 2 at 99 %; a
-// violation in 8 or more of 10 trials recorded as none is still flagged.
+// interval and the re-run's do not overlap (caseLevel): of the 462
+// ordered pairs of 22 honest samples of one racy cell (express-idempotency-
+// redis's concurrent duplicate on two replicas, 1 to 10 of 10 trials as
+// the machine's load went; docs/evidence-and-audit.md), 32 fell apart at
+// 95 %, 2 at 99 %; a violation in 8 or more of 10 trials recorded as none
+// is still flagged.
 // A chaos finding's rate over a target's chaos trials (3 unless told) is
 // judged at 95 % (chaosLevel): at 99 % a forged 0 of 3 beside 9 of 9
 // re-observed would overlap.
