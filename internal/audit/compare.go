@@ -207,9 +207,9 @@ func itemsByKey(data []byte, caps jsonCap, field string, key func(map[string]any
 // folders side by side, as audit -reproduce does (pairRates): each safety
 // verdict's and each rule's, over the trials each folder ran (a run of
 // the main command runs fewer than the committed evidence). It names the
-// cases whose rates' Wilson intervals at caseLevel do not overlap; they never make
-// the folders differ, for a target's races are its own and two honest
-// samples of one rate fall apart rarely (reproducetargets.go).
+// cases whose rates' Wilson intervals at caseLevel do not overlap; they
+// never make the folders differ, for a target's races are its own and two
+// honest samples of one rate fall apart rarely (reproducetargets.go).
 func compareTargetRates(a, b string) []string {
 	for _, dir := range []string{a, b} {
 		if _, err := os.Stat(filepath.Join(dir, VerdictsFile)); err != nil {

@@ -15,10 +15,9 @@ import (
 // redis's concurrent duplicate on two replicas, 1 to 10 of 10 trials as
 // the machine's load went; docs/evidence-and-audit.md), 32 fell apart at
 // 95 %, 2 at 99 %; a violation in 8 or more of 10 trials recorded as none
-// is still flagged.
-// A chaos finding's rate over a target's chaos trials (3 unless told) is
-// judged at 95 % (chaosLevel): at 99 % a forged 0 of 3 beside 9 of 9
-// re-observed would overlap.
+// is still flagged. A chaos finding's rate over a target's chaos trials
+// (3 unless told) is judged at 95 % (chaosLevel): at 99 % a forged 0 of 3
+// beside 9 of 9 re-observed would overlap.
 
 // caseLevel and chaosLevel are the levels of the intervals that must
 // overlap: a case's rate over its trials, and a chaos rule's over a
@@ -189,8 +188,8 @@ func pairRates(a, b cellRates, l level) []ratePair {
 // and a kill's intents fail together, so the trial is the unit (a rate
 // over intents would treat one kill's stuck keys as many independent
 // rolls): the claim fails only when the two rates' Wilson intervals at
-// chaosLevel do not overlap. Each re-run is also shown as agreeing or not on whether
-// the rule fired at all.
+// chaosLevel do not overlap. Each re-run is also shown as agreeing or not
+// on whether the rule fired at all.
 func (r *Reproduction) targetChaosAgain(target string, rec []map[string]any, again [][]map[string]any) {
 	for _, rule := range chaosRules {
 		if ruleOf(rec[0], rule) == nil {

@@ -200,18 +200,6 @@ func (cg *cgroup) remove() error {
 	}
 }
 
-// path is cg's folder ("" for none).
-func (cg *cgroup) path() string {
-	if cg == nil {
-		return ""
-	}
-	return cg.dir
-}
-
-// removeCgroupDir removes the cgroup dir as remove does (a run's
-// leftover, found by name).
-func removeCgroupDir(dir string) error { return (&cgroup{dir: dir, fd: -1}).remove() }
-
 // removeTree removes the cgroup dir and the cgroups below it, deepest
 // first (a process the lab started may have made its own: a runner run as
 // a target). A cgroup's files go with its folder.

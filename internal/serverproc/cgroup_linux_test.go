@@ -33,3 +33,15 @@ func TestCgroupRemoveSaysWhatWasLeft(t *testing.T) {
 		t.Errorf("sweepGroup() with its cgroup left = %v", err)
 	}
 }
+
+// path is cg's folder ("" for none), for a test to make a cgroup below it.
+func (cg *cgroup) path() string {
+	if cg == nil {
+		return ""
+	}
+	return cg.dir
+}
+
+// removeCgroupDir removes the cgroup dir as remove does: what a test's
+// run left, found by name.
+func removeCgroupDir(dir string) error { return (&cgroup{dir: dir, fd: -1}).remove() }

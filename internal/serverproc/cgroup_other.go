@@ -18,5 +18,3 @@ func (cg *cgroup) attr(a *syscall.SysProcAttr) *syscall.SysProcAttr { return a }
 func (cg *cgroup) closeFD()                                         {}
 func (cg *cgroup) kill(string, int) int                             { return 0 }
 func (cg *cgroup) remove() error                                    { return nil }
-func (cg *cgroup) path() string                                     { return "" }
-func removeCgroupDir(string) error                                  { return nil }

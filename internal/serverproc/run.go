@@ -60,7 +60,11 @@ func Run(ctx context.Context, c Command) (err error) {
 	r.cmd.Env = withMark(append([]string{}, c.Env...), r.mark) // never nil: nil would inherit the runner's
 	r.cg = newCgroup(r.mark)
 	r.cmd.SysProcAttr = r.cg.attr(childAttr(true))
-	defer func() { err = errors.Join(err, r.cg.remove()) }() // a cgroup left is said, beside whatever else
+	defer func() {
+		if left := r.cg.remove(); left != nil { // said beside whatever else
+			err = errors.Join(err, left)
+		}
+	}()
 	if err := r.start(c); err != nil {
 		return err
 	}

@@ -134,7 +134,11 @@ func StartSpec(ctx context.Context, spec Spec) (*Server, error) {
 				f.Close()
 			}
 		}
-		return nil, errors.Join(fmt.Errorf("start %s: %w", spec.Path, err), s.cg.remove())
+		err = fmt.Errorf("start %s: %w", spec.Path, err)
+		if left := s.cg.remove(); left != nil {
+			err = errors.Join(err, left)
+		}
+		return nil, err
 	}
 	s.PID = cmd.Process.Pid
 
