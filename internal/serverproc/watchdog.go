@@ -27,7 +27,9 @@ type Watchdog struct {
 // carries the mark too; then it removes the cgroups, deepest first (a
 // process in one may have made its own below it, as removeTree knows),
 // trying again for 5 s while a killed process is still exiting (one in
-// the middle of an fsync exits when the fsync returns).
+// the middle of an fsync exits when the fsync returns). A cgroup it could
+// not remove it names on the runner's stderr, the one place left to say
+// it, and exits 1: nothing else would tell that the dead runner left it.
 const watchdogScript = `IFS= read -r line
 [ "$line" = done ] && exit 0
 for pass in 1 2 3; do
@@ -43,16 +45,24 @@ for pass in 1 2 3; do
   sleep 0.2
 done
 [ -n "$2" ] || exit 0
-for try in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25; do
-  left=0
+try=1
+while :; do
+  left=
   for d in "$2"/` + cgroupPrefix + `"$1".*; do
     [ -d "$d" ] || continue
-    find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || { left=1; echo 1 > "$d/cgroup.kill" 2>/dev/null; }
+    find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || { left="$left $d"; echo 1 > "$d/cgroup.kill" 2>/dev/null; }
   done
-  [ "$left" = 0 ] && exit 0
+  [ -z "$left" ] && exit 0
+  [ "$try" -ge ` + watchdogTries + ` ] && break
+  try=$((try + 1))
   sleep 0.2
 done
-exit 0`
+echo "idemlab watchdog: the runner died and left cgroups it could not remove 5 s after their kill:$left (remove each with rmdir, deepest first, once no process is in it)" >&2
+exit 1`
+
+// watchdogTries is how many times, 0.2 s apart, the watchdog tries to
+// remove the dead runner's cgroups: 5 s.
+const watchdogTries = "25"
 
 // StartWatchdog starts the runner's watchdog (Linux; elsewhere it does
 // nothing). Close it on every way out of the run.
@@ -67,6 +77,7 @@ func StartWatchdog() (*Watchdog, error) {
 	defer r.Close() // the watchdog has its copy
 	cmd := exec.Command("sh", "-c", watchdogScript, "sh", runMark, Cgroups())
 	cmd.Stdin = r
+	cmd.Stderr = os.Stderr                          // where it says what it could not remove
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")} // no mark: it must not match itself
 	cmd.SysProcAttr = watchdogAttr()
 	if err := cmd.Start(); err != nil {

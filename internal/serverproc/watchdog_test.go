@@ -2,6 +2,7 @@ package serverproc
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -115,5 +116,63 @@ func TestWatchdogCloseKillsNothing(t *testing.T) {
 	}
 	if code, err := s.Stop(5 * time.Second); code != 0 || err != nil {
 		t.Errorf("Stop = %d, %v; want 0, nil", code, err)
+	}
+}
+
+// Ensure a dead runner's watchdog that cannot remove one of its cgroups
+// says so on the runner's stderr, naming it, rather than leave it in
+// silence: here a folder bind-mounted on a cgroup below the server's makes
+// rmdir fail (EBUSY) for as long as the watchdog tries. The old watchdog
+// exited 0 without a word.
+func TestWatchdogSaysWhatItLeft(t *testing.T) {
+	t.Parallel() // it judges only its owner's mark and cgroups; it waits out the watchdog's 5 s
+	if Cgroups() == "" {
+		t.Skip("no cgroups made here: the watchdog has none to remove")
+	}
+	m := proctest.Marked(t)
+	owner := exec.Command(os.Args[0])
+	owner.Env = append(os.Environ(), fakeEnv+"=owner", "FAKE_MARKER="+m, "FAKE_FILE="+filepath.Join(t.TempDir(), "escaped"), "FAKE_UNMARKED=0")
+	var stderr bytes.Buffer
+	owner.Stderr = &stderr // the watchdog's too: Wait returns once it exited
+	out, err := owner.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { owner.Process.Kill(); owner.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	ownerMark, ok := strings.CutPrefix(strings.TrimSpace(line), "OWNER READY ")
+	if !ok {
+		t.Fatalf("the owner printed %q (%v), want OWNER READY and its mark", line, err)
+	}
+	cg, _ := filepath.Glob(filepath.Join(Cgroups(), cgroupPrefix+ownerMark+".*"))
+	if len(cg) != 1 {
+		t.Fatalf("cgroups %v of the owner, want its server's alone", cg)
+	}
+	pinned := filepath.Join(cg[0], "pinned")
+	if err := os.Mkdir(pinned, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeCgroupDir(cg[0]) })
+	if err := syscall.Mount(t.TempDir(), pinned, "", syscall.MS_BIND, ""); err != nil {
+		t.Skipf("cannot bind-mount a folder on a cgroup here (%v): no way to pin one", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(pinned, 0); err != nil {
+			t.Errorf("unmount %s: %v", pinned, err)
+		}
+	})
+	if err := owner.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	owner.Wait()
+	if left := proctest.Gone(m); len(left) > 0 {
+		t.Errorf("processes %v outlived the runner killed with SIGKILL", left)
+	}
+	want := "idemlab watchdog: the runner died and left cgroups it could not remove 5 s after their kill: " + cg[0] + " (remove each"
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("the runner's stderr:\n%s\nwant the watchdog's word on the cgroup it left: %q", stderr.String(), want)
 	}
 }
