@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,23 +32,7 @@ func TestWatchdogEndsWhatADeadRunnerStarted(t *testing.T) {
 				_, left = proctest.UnmarkedOutcome(t, Cgroups())
 			}
 			m := proctest.Marked(t)
-			owner := exec.Command(os.Args[0])
-			owner.Env = append(os.Environ(), fakeEnv+"=owner", "FAKE_MARKER="+m, "FAKE_FILE="+filepath.Join(t.TempDir(), "escaped"),
-				fmt.Sprintf("FAKE_UNMARKED=%d", map[bool]int{false: 0, true: 1}[unmarked]))
-			owner.Stderr = os.Stderr
-			out, err := owner.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := owner.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { owner.Process.Kill(); owner.Wait() })
-			line, err := bufio.NewReader(out).ReadString('\n')
-			ownerMark, ok := strings.CutPrefix(strings.TrimSpace(line), "OWNER READY ")
-			if !ok {
-				t.Fatalf("the owner printed %q (%v), want OWNER READY and its mark", line, err)
-			}
+			owner, ownerMark := startOwner(t, m, unmarked, os.Stderr)
 			// The server's shell, its group child, the setsid child's shell.
 			if n := len(proctest.Carrying(m)); n < 3 {
 				t.Fatalf("%d processes carry the marker, want at least 3 before the kill", n)
@@ -91,6 +76,32 @@ func TestWatchdogEndsWhatADeadRunnerStarted(t *testing.T) {
 	}
 }
 
+// startOwner starts this binary as a runner with its watchdog (the fake
+// "owner") whose server leaves children carrying marker, unmarked: one of
+// them clears its environment too; it returns the owner, once ready, and
+// the owner's run mark. The owner is killed when the test ends.
+func startOwner(t *testing.T, marker string, unmarked bool, stderr io.Writer) (*exec.Cmd, string) {
+	t.Helper()
+	owner := exec.Command(os.Args[0])
+	owner.Env = append(os.Environ(), fakeEnv+"=owner", "FAKE_MARKER="+marker, "FAKE_FILE="+filepath.Join(t.TempDir(), "escaped"),
+		fmt.Sprintf("FAKE_UNMARKED=%d", map[bool]int{false: 0, true: 1}[unmarked]))
+	owner.Stderr = stderr
+	out, err := owner.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { owner.Process.Kill(); owner.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	ownerMark, ok := strings.CutPrefix(strings.TrimSpace(line), "OWNER READY ")
+	if !ok {
+		t.Fatalf("the owner printed %q (%v), want OWNER READY and its mark", line, err)
+	}
+	return owner, ownerMark
+}
+
 // Ensure a runner that ends cleanly tells its watchdog so, and the
 // watchdog kills nothing: what the runner still runs is its own to stop.
 func TestWatchdogCloseKillsNothing(t *testing.T) {
@@ -130,23 +141,8 @@ func TestWatchdogSaysWhatItLeft(t *testing.T) {
 		t.Skip("no cgroups made here: the watchdog has none to remove")
 	}
 	m := proctest.Marked(t)
-	owner := exec.Command(os.Args[0])
-	owner.Env = append(os.Environ(), fakeEnv+"=owner", "FAKE_MARKER="+m, "FAKE_FILE="+filepath.Join(t.TempDir(), "escaped"), "FAKE_UNMARKED=0")
-	var stderr bytes.Buffer
-	owner.Stderr = &stderr // the watchdog's too: Wait returns once it exited
-	out, err := owner.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := owner.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { owner.Process.Kill(); owner.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	ownerMark, ok := strings.CutPrefix(strings.TrimSpace(line), "OWNER READY ")
-	if !ok {
-		t.Fatalf("the owner printed %q (%v), want OWNER READY and its mark", line, err)
-	}
+	var stderr bytes.Buffer // the watchdog's too: the owner's Wait returns once it exited
+	owner, ownerMark := startOwner(t, m, false, &stderr)
 	cg, _ := filepath.Glob(filepath.Join(Cgroups(), cgroupPrefix+ownerMark+".*"))
 	if len(cg) != 1 {
 		t.Fatalf("cgroups %v of the owner, want its server's alone", cg)
