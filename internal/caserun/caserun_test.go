@@ -14,6 +14,7 @@ import (
 	"idemlab/internal/casefile"
 	"idemlab/internal/effectserver/servertest"
 	"idemlab/internal/protocol"
+	"idemlab/internal/serverproc/proctest"
 	"idemlab/internal/sink/sinktest"
 )
 
@@ -24,6 +25,7 @@ func TestMain(m *testing.M) {
 	if sinktest.IsTarget() { // this binary as a target (target_test.go)
 		os.Exit(sinktest.Serve())
 	}
+	proctest.WaitBound(8) // its parallel tests mostly wait on targets' client timeouts
 	os.Exit(servertest.Main(m, &serverBin))
 }
 

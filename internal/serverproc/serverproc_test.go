@@ -2,6 +2,7 @@ package serverproc
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -27,9 +28,10 @@ const fakeEnv = "SERVERPROC_FAKE"
 func TestMain(m *testing.M) {
 	switch os.Getenv(fakeEnv) {
 	case "":
+		proctest.WaitBound(8) // its parallel tests wait on fakes, scripts and the watchdog, with next to no CPU
 		os.Exit(m.Run())
 	case "silent": // never becomes ready
-		fmt.Fprintln(os.Stderr, "fake: starting slowly")
+		fmt.Fprintf(os.Stderr, "fake: starting slowly, pid %d\n", os.Getpid())
 		time.Sleep(time.Minute)
 		os.Exit(0)
 	case "ready": // ready, then a graceful exit on SIGTERM
@@ -215,10 +217,10 @@ func alive(pid int) bool {
 }
 
 // Ensure a server that never prints READY is killed and reaped before Start
-// returns: no child of this test process is left, not even a zombie.
+// returns: the fake's process is gone, not even a zombie of this test
+// process is left.
 func TestStartNeverReadyReapsChild(t *testing.T) {
-	// Serial: it counts this process's children, which parallel tests' fakes would change.
-	before := children(t)
+	t.Parallel() // it judges only its own fake, by the PID the fake printed
 	// Long enough for the fake, a test binary (under -race a slow one to
 	// start), to print its first line: the error must show it.
 	_, err := start(t, "silent", 3*time.Second)
@@ -228,22 +230,24 @@ func TestStartNeverReadyReapsChild(t *testing.T) {
 	if !strings.Contains(err.Error(), "no READY line") || !strings.Contains(err.Error(), "fake: starting slowly") {
 		t.Fatalf("Start error = %q, want it to name the missing READY line and show the log", err)
 	}
-	if after := children(t); len(after) > len(before) {
-		t.Fatalf("children after failed start = %v, before = %v", after, before)
+	m := regexp.MustCompile(`fake: starting slowly, pid (\d+)`).FindStringSubmatch(err.Error())
+	if m == nil {
+		t.Fatalf("Start error = %q: the fake's PID is not in its log", err)
 	}
-}
-
-// children lists the PIDs whose parent is this process, from /proc.
-func children(t *testing.T) []string {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/children", os.Getpid()))
+	// A child not yet reaped, running or a zombie, still has a stat file
+	// naming this process as its parent.
+	stat, err := os.ReadFile("/proc/" + m[1] + "/stat")
 	if errors.Is(err, os.ErrNotExist) {
-		t.Skip("no /proc children list on this system")
+		return
 	}
 	if err != nil {
-		t.Fatal(err)
+		t.Skipf("no /proc on this system: %v", err)
 	}
-	return strings.Fields(string(b))
+	// pid (comm) state ppid ...: comm may hold spaces, so read after its ')'.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) > 1 && fields[1] == strconv.Itoa(os.Getpid()) {
+		t.Fatalf("the fake, PID %s, is still a child of this process after a failed Start (state %s)", m[1], fields[0])
+	}
 }
 
 func TestStartStop(t *testing.T) {

@@ -25,8 +25,10 @@ import (
 // where the lab makes them, and removes them, a cgroup made below the
 // server's too; elsewhere it outlives the runner (proctest.UnmarkedOutcome).
 func TestWatchdogEndsWhatADeadRunnerStarted(t *testing.T) {
+	t.Parallel() // each owner has its own marks and cgroups, and is judged by them alone
 	for _, unmarked := range []bool{false, true} {
 		t.Run(fmt.Sprintf("unmarked=%v", unmarked), func(t *testing.T) {
+			t.Parallel()
 			left := false
 			if unmarked {
 				_, left = proctest.UnmarkedOutcome(t, Cgroups())
@@ -105,12 +107,12 @@ func startOwner(t *testing.T, marker string, unmarked bool, stderr io.Writer) (*
 // Ensure a runner that ends cleanly tells its watchdog so, and the
 // watchdog kills nothing: what the runner still runs is its own to stop.
 func TestWatchdogCloseKillsNothing(t *testing.T) {
+	t.Parallel()
 	wd, err := StartWatchdog()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(fakeEnv, "ready")
-	s, err := Start(t.Context(), os.Args[0], nil, 10*time.Second)
+	s, err := StartSpec(t.Context(), Spec{Path: os.Args[0], Env: fakeEnviron("ready"), ReadyLine: readyLine, ReadyWithin: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
