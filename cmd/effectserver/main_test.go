@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,7 +23,6 @@ import (
 	"idemlab/internal/effectserver/servertest"
 	"idemlab/internal/pgcluster/pgclustertest"
 	"idemlab/internal/protocol"
-	"idemlab/internal/serverproc/proctest"
 	"idemlab/internal/store/volatile"
 )
 
@@ -37,8 +37,21 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asServer) == "1" {
 		main()
 	}
-	proctest.WaitBound(4) // its parallel tests mostly wait on a server's timeouts and grace (about 50 s of waiting, under 10 s of CPU)
+	waitBound(4)
 	os.Exit(pgclustertest.Main(m))
+}
+
+// waitBound runs up to n parallel tests at once unless -parallel says
+// otherwise: this package's parallel tests mostly wait on a server's
+// timeouts and grace (about 50 s of waiting, under 10 s of CPU), and the
+// default, GOMAXPROCS, is 2 on the lab's machine.
+func waitBound(n int) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", strconv.Itoa(n))
+	}
 }
 
 // Ensure the usage errors and the help text (testdata/*.ct golden files).

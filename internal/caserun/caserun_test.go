@@ -14,7 +14,6 @@ import (
 	"idemlab/internal/casefile"
 	"idemlab/internal/effectserver/servertest"
 	"idemlab/internal/protocol"
-	"idemlab/internal/serverproc/proctest"
 	"idemlab/internal/sink/sinktest"
 )
 
@@ -25,7 +24,6 @@ func TestMain(m *testing.M) {
 	if sinktest.IsTarget() { // this binary as a target (target_test.go)
 		os.Exit(sinktest.Serve())
 	}
-	proctest.WaitBound(8) // its parallel tests mostly wait on targets' client timeouts
 	os.Exit(servertest.Main(m, &serverBin))
 }
 

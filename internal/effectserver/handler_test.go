@@ -18,7 +18,6 @@ import (
 	"idemlab/internal/effectserver/servertest"
 	"idemlab/internal/pgcluster/pgclustertest"
 	"idemlab/internal/protocol"
-	"idemlab/internal/serverproc/proctest"
 	"idemlab/internal/store/durable"
 	"idemlab/internal/store/open"
 )
@@ -95,10 +94,7 @@ func place(t *testing.T, kind protocol.Store, dir string) open.Place {
 	return p
 }
 
-func TestMain(m *testing.M) {
-	proctest.WaitBound(4) // its parallel tests mostly wait on downstream timeouts
-	os.Exit(pgclustertest.Main(m))
-}
+func TestMain(m *testing.M) { os.Exit(pgclustertest.Main(m)) }
 
 // close stops the fixture's HTTP server and closes its Server; later calls do nothing.
 func (f *fixture) close() {

@@ -28,7 +28,6 @@ const fakeEnv = "SERVERPROC_FAKE"
 func TestMain(m *testing.M) {
 	switch os.Getenv(fakeEnv) {
 	case "":
-		proctest.WaitBound(8) // its parallel tests wait on fakes, scripts and the watchdog, with next to no CPU
 		os.Exit(m.Run())
 	case "silent": // never becomes ready
 		fmt.Fprintf(os.Stderr, "fake: starting slowly, pid %d\n", os.Getpid())

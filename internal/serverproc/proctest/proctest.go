@@ -5,7 +5,6 @@ package proctest
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -106,17 +105,4 @@ func UnmarkedOutcome(t *testing.T, cgroups string) (want string, left bool) {
 	}
 	t.Log("no cgroups at hand: a process without the mark outlives the kills")
 	return "held its output open", true
-}
-
-// WaitBound lets up to n parallel tests run at once unless -parallel says
-// otherwise; call it from TestMain before m.Run. For a package whose
-// parallel tests mostly wait on processes' timeouts and graces: the
-// default, GOMAXPROCS, is 2 on the lab's machine, and waiting takes no core.
-func WaitBound(n int) {
-	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		flag.Set("test.parallel", strconv.Itoa(n))
-	}
 }
