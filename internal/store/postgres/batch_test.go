@@ -61,6 +61,7 @@ func runCalls(s *Store, calls ...call) []answer {
 // others' values contiguous) and a full store, where the failed intent's
 // place goes to an intent first refused.
 func TestBatchAnswersEachIntentAsAlone(t *testing.T) {
+	t.Parallel()
 	dsn := newDB(t)
 	s := open(t, dsn, 4, time.Second)
 	for _, k := range []string{"r", "c"} { // values 1 and 2
@@ -121,6 +122,7 @@ var errCut = errors.New("stall cut at shutdown")
 // visible, then rolls back its own intent only: the others of its batch
 // commit, its key stays free, and a retry applies it once.
 func TestBatchCallbackErrorAfterStall(t *testing.T) {
+	t.Parallel()
 	dsn := newDB(t)
 	s := open(t, dsn, 10, time.Second)
 	stalled, release := make(chan struct{}), make(chan struct{})
@@ -152,6 +154,7 @@ func TestBatchCallbackErrorAfterStall(t *testing.T) {
 // the batch with it: each is ErrUnavailable, nothing is recorded, and each
 // retry applies once.
 func TestBatchLostConnectionTakesTheBatch(t *testing.T) {
+	t.Parallel()
 	dsn := newDB(t)
 	s := open(t, dsn, 10, time.Second)
 	kill := func() error {
@@ -173,6 +176,7 @@ func TestBatchLostConnectionTakesTheBatch(t *testing.T) {
 // Ensure intents that wait while the committer is busy share its next
 // transaction and commit: one commit for all of them.
 func TestCommitterSharesOneCommit(t *testing.T) {
+	t.Parallel()
 	dsn := newDB(t)
 	s := open(t, dsn, 100, time.Second)
 	first := startOwner(s, "first", nil)
@@ -211,6 +215,7 @@ func TestCommitterSharesOneCommit(t *testing.T) {
 // (no SQLSTATE 40P01 seen by either store, none counted by PostgreSQL)
 // and apply each key exactly once, every other intent replaying its value.
 func TestReplicasHotKeysNoDeadlock(t *testing.T) {
+	t.Parallel()
 	dsn := newDB(t)
 	replicas := []*Store{open(t, dsn, 1<<20, 30*time.Second), open(t, dsn, 1<<20, 30*time.Second)}
 	const rounds, keysPerRound, perReplica = 4, 64, 32
@@ -306,6 +311,7 @@ func serverDeadlocks(t *testing.T, dsn string) int64 {
 // then waiting for the batch's claim makes the cycle, and the intent still
 // applies once.
 func TestDeadlockVictimIsRetried(t *testing.T) {
+	t.Parallel()
 	dsn := newDB(t)
 	// The store's sessions find the cycle (after 2s); the foreign one,
 	// waiting second, would look only after a minute.
@@ -342,6 +348,7 @@ func TestDeadlockVictimIsRetried(t *testing.T) {
 // Ensure a batch keeps the first intent of each key and leaves the later
 // ones, in order, for the next batch.
 func TestSplitDuplicates(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		keys         []string
 		first, later string
@@ -371,6 +378,7 @@ func TestSplitDuplicates(t *testing.T) {
 // Ensure an afterEffect that panics on the committer panics in Apply's
 // caller instead, with its intent rolled back, and the store serves on.
 func TestAfterEffectPanicReachesTheCaller(t *testing.T) {
+	t.Parallel()
 	dsn := newDB(t)
 	s := open(t, dsn, 10, time.Second)
 	panicked := func() (r any) {
@@ -391,6 +399,7 @@ func TestAfterEffectPanicReachesTheCaller(t *testing.T) {
 // text cannot) fails its own intent only: the batch's claims are run again
 // one key at a time, and the other intents apply.
 func TestBatchRefusedKeyFailsAlone(t *testing.T) {
+	t.Parallel()
 	dsn := newDB(t)
 	s := open(t, dsn, 10, time.Second)
 	got := runCalls(s, call{intent("a", "x"), nil}, call{intent("b\x00", "x"), nil}, call{intent("c", "x"), nil})

@@ -15,12 +15,16 @@ func openEmpty(t *testing.T, capacity int) *Store { return open(t, newDB(t), cap
 
 // Ensure the claims keep the store.Phased contract: leases, takeover,
 // tokens, capacity and the key TTL, each phase committed.
-func TestPhasedContract(t *testing.T) { storetest.Run(t, openEmpty) }
+func TestPhasedContract(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, openEmpty)
+}
 
 // Ensure a claim made by one replica is busy for another until its lease
 // ends, then taken over there, and the first owner, on its own replica,
 // can no longer complete and finds the taker's result.
 func TestClaimAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	dsn := newDB(t)
 	a := open(t, dsn, 4, time.Second)
 	in := intent("k", "add-one")
@@ -34,4 +38,7 @@ func TestClaimAcrossReplicas(t *testing.T) {
 }
 
 // Ensure the key TTL applies to Apply's keys (storetest.ApplyTTL).
-func TestApplyKeyTTL(t *testing.T) { storetest.ApplyTTL(t, openEmpty) }
+func TestApplyKeyTTL(t *testing.T) {
+	t.Parallel()
+	storetest.ApplyTTL(t, openEmpty)
+}

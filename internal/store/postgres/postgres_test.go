@@ -106,6 +106,7 @@ func (st applyStep) check(t *testing.T, got store.Result, err error, hooked bool
 // Ensure each intent gets the contract's answer, in order, on one store
 // holding at most two keys.
 func TestApplyContract(t *testing.T) {
+	t.Parallel()
 	dsn := newDB(t)
 	s := open(t, dsn, 2, time.Second)
 	steps := []applyStep{
@@ -147,6 +148,7 @@ func TestApplyContract(t *testing.T) {
 // Ensure a keyed intent whose afterEffect fails leaves nothing (no effect,
 // no journal row, no key), so a retry with the key applies it, once.
 func TestAfterEffectErrorRollsBackEverything(t *testing.T) {
+	t.Parallel()
 	dsn := newDB(t)
 	s := open(t, dsn, 10, time.Second)
 	if _, err := s.Apply(intent("k", "x"), func() error { return errHook }); !errors.Is(err, errHook) {
@@ -164,6 +166,7 @@ func TestAfterEffectErrorRollsBackEverything(t *testing.T) {
 // Ensure two replicas (two stores on one database) racing one key from many
 // goroutines apply it exactly once; every other intent replays its value.
 func TestReplicasRaceOneKey(t *testing.T) {
+	t.Parallel()
 	dsn := newDB(t)
 	replicas := []*Store{open(t, dsn, 10, 10*time.Second), open(t, dsn, 10, 10*time.Second)}
 	const perReplica = 16
@@ -200,6 +203,7 @@ func TestReplicasRaceOneKey(t *testing.T) {
 // Ensure two replicas applying distinct keys concurrently keep the journal
 // exactly 1..counter.
 func TestReplicasDistinctKeys(t *testing.T) {
+	t.Parallel()
 	dsn := newDB(t)
 	replicas := []*Store{open(t, dsn, 100, time.Second), open(t, dsn, 100, time.Second)}
 	var wg sync.WaitGroup
@@ -274,6 +278,7 @@ func waitBehind(t *testing.T, hookErr error) (dsn string, o, w *owner, blockers 
 // afterEffect, gives ErrInProgress after its wait, and leaves the owner to
 // finish; afterwards it replays.
 func TestWaiterTimesOut(t *testing.T) {
+	t.Parallel()
 	dsn := newDB(t)
 	a, b := open(t, dsn, 10, time.Second), open(t, dsn, 10, 200*time.Millisecond)
 	o := startOwner(a, "k", nil)
@@ -298,6 +303,7 @@ func TestWaiterTimesOut(t *testing.T) {
 // aborts) hands the key to the waiting duplicate, which applies the effect
 // once.
 func TestWaiterAfterOwner(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name          string
 		hookErr       error
@@ -349,6 +355,7 @@ func awaitLockWait(t *testing.T, dsn string) []int32 {
 // to the waiting duplicate, which applies once; the owner gets
 // ErrUnavailable.
 func TestWaiterTakesOverTerminatedOwner(t *testing.T) {
+	t.Parallel()
 	dsn, o, w, blockers := waitBehind(t, nil)
 	exec(t, dsn, `SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid`, blockers)
 	<-w.done
@@ -365,6 +372,7 @@ func TestWaiterTakesOverTerminatedOwner(t *testing.T) {
 // Ensure a connection lost during Apply is ErrUnavailable, records
 // nothing, and a retry applies exactly once.
 func TestConnectionLostIsUnavailable(t *testing.T) {
+	t.Parallel()
 	dsn := newDB(t)
 	s := open(t, dsn, 10, time.Second)
 	o := startOwner(s, "k", nil)
@@ -380,6 +388,7 @@ func TestConnectionLostIsUnavailable(t *testing.T) {
 
 // Ensure a store whose server is gone answers ErrUnavailable.
 func TestServerGoneIsUnavailable(t *testing.T) {
+	t.Parallel()
 	c := pgclustertest.ForTest(t)
 	dsn, err := c.CreateDatabase(context.Background(), "gone")
 	if err != nil {
@@ -399,6 +408,7 @@ func TestServerGoneIsUnavailable(t *testing.T) {
 
 // Ensure a store reopened on its database keeps every key.
 func TestReopenKeepsKeys(t *testing.T) {
+	t.Parallel()
 	dsn := newDB(t)
 	s := open(t, dsn, 10, time.Second)
 	if _, err := s.Apply(intent("k", "x"), noHook); err != nil {
@@ -417,6 +427,7 @@ func TestReopenKeepsKeys(t *testing.T) {
 
 // Ensure replicas opening an empty database at once create the tables once.
 func TestConcurrentOpens(t *testing.T) {
+	t.Parallel()
 	dsn := newDB(t)
 	errs := make([]error, 4)
 	var wg sync.WaitGroup
@@ -438,6 +449,7 @@ func TestConcurrentOpens(t *testing.T) {
 // Ensure Open refuses a database that is not a store of this layout,
 // naming what it found.
 func TestOpenRefusesForeignDatabase(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, setup, want string
 	}{
@@ -465,6 +477,7 @@ func TestOpenRefusesForeignDatabase(t *testing.T) {
 
 // Ensure ReadState refuses a journal that is not exactly 1..counter.
 func TestReadStateRefusesInconsistentJournal(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, tamper, want string
 	}{
@@ -494,6 +507,7 @@ func TestReadStateRefusesInconsistentJournal(t *testing.T) {
 
 // Ensure ReadState of a database no store opened is zero.
 func TestReadStateEmpty(t *testing.T) {
+	t.Parallel()
 	if st := state(t, newDB(t)); st.Counter != 0 || len(st.Effects) != 0 {
 		t.Fatalf("ReadState of an empty database = %+v, want zero", st)
 	}
@@ -502,6 +516,7 @@ func TestReadStateEmpty(t *testing.T) {
 // Ensure a database that cannot be reached is an error naming the DSN with
 // its password hidden (no PostgreSQL needed).
 func TestOpenUnreachableRedactsPassword(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, dsn := range []string{
 		"postgres://lab:s3cret@/idem?host=" + dir + "&connect_timeout=2",
