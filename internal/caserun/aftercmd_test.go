@@ -20,6 +20,7 @@ import (
 // be a non-negative integer. The old code hung for good on a child holding
 // stdout (its 30 s limit killed only the shell) and kept 100 MB of output.
 func TestCountCommandBounded(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		script  string        // run as sh -c script MARKER FILE
@@ -89,6 +90,7 @@ func TestCountCommandBounded(t *testing.T) {
 // Ensure a journal command's output is bounded while it is read: past the
 // bound it is killed and the error names the command and the bound.
 func TestJournalCommandBounded(t *testing.T) {
+	t.Parallel()
 	tr := &TargetReplicas{t: &target.Target{Name: "tiny", Dir: t.TempDir(),
 		Effects: target.Effects{Journal: []string{"sh", "-c", fmt.Sprintf("head -c %d /dev/zero", maxJournalBytes+1)}}}}
 	_, err := tr.ReadJournal(context.Background())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -20,9 +21,18 @@ import (
 // serverBin is the effectserver built once for these tests.
 var serverBin string
 
+// TestMain also runs up to 6 parallel tests at once unless -parallel
+// gives another number: they mostly wait on a lease or a client's timeout,
+// and the default, GOMAXPROCS, is 2 on the lab's machine. The tests that
+// check this binary's processes as a whole (sinktest.Leftovers) run
+// serially, before every parallel one.
 func TestMain(m *testing.M) {
 	if sinktest.IsTarget() { // this binary as a target (target_test.go)
 		os.Exit(sinktest.Serve())
+	}
+	flag.Parse()
+	if f := flag.Lookup("test.parallel"); f.Value.String() == f.DefValue {
+		f.Value.Set("6")
 	}
 	os.Exit(servertest.Main(m, &serverBin))
 }

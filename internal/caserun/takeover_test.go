@@ -26,6 +26,7 @@ import (
 // it, the two survivors race for every key, every reply is 200, and the
 // ledger applied each key exactly once.
 func TestTakeoverAfterKill(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []protocol.Store{protocol.Durable, protocol.Postgres} {
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel() // each on servers, folders and a database of its own; each waits out a lease

@@ -186,6 +186,7 @@ func TestRunTargetForwardedKeyHeader(t *testing.T) {
 // applies again; where the case's ledger hears no key, neither is
 // deduplicated and the journal records no key.
 func TestRunTargetDownstream(t *testing.T) {
+	t.Parallel()
 	durable := sinktest.Service{Keys: sinktest.File}
 	forwarding := sinktest.Service{Keys: sinktest.File, ForwardKey: true}
 	for _, tc := range []struct {

@@ -1,6 +1,7 @@
 package effectserver
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -94,7 +95,17 @@ func place(t *testing.T, kind protocol.Store, dir string) open.Place {
 	return p
 }
 
-func TestMain(m *testing.M) { os.Exit(pgclustertest.Main(m)) }
+// TestMain runs up to 6 parallel tests at once unless -parallel gives
+// another number: the parallel subtests mostly wait on a lease, a fault's delay
+// or a database's creation, and the default, GOMAXPROCS, is 2 on the
+// lab's machine (20 s alone at 2, most of it waiting).
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.parallel"); f.Value.String() == f.DefValue {
+		f.Value.Set("6")
+	}
+	os.Exit(pgclustertest.Main(m))
+}
 
 // close stops the fixture's HTTP server and closes its Server; later calls do nothing.
 func (f *fixture) close() {

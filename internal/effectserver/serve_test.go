@@ -107,6 +107,7 @@ func (r *running) post(key, fault string) (status int, body, replayed string) {
 // Ensure a body that stalls is cut after the read timeout: the client gets
 // 400 and the connection is closed.
 func TestRunCutsStalledBody(t *testing.T) {
+	t.Parallel()
 	r := startRun(t, limits{read: 200 * time.Millisecond, conns: 8, grace: within})
 	c := servertest.Stall(t, r.addr, within, true)
 	c.SetReadDeadline(time.Now().Add(within))
@@ -124,6 +125,7 @@ func TestRunCutsStalledBody(t *testing.T) {
 
 // Ensure a connection that never sends its headers is cut as well.
 func TestRunCutsStalledHeaders(t *testing.T) {
+	t.Parallel()
 	r := startRun(t, limits{read: 200 * time.Millisecond, conns: 8, grace: within})
 	c, err := net.DialTimeout("tcp", r.addr, within)
 	if err != nil {
@@ -142,6 +144,7 @@ func TestRunCutsStalledHeaders(t *testing.T) {
 // canceled request. Both requests carry the delay, so whichever is
 // admitted first holds the key for 2 s, and the other waits for it.
 func TestRunWaitOutlivesReadTimeout(t *testing.T) {
+	t.Parallel()
 	r := startRun(t, limits{read: 100 * time.Millisecond, conns: 8, grace: within})
 	type reply struct {
 		status         int
@@ -178,6 +181,7 @@ func TestRunWaitOutlivesReadTimeout(t *testing.T) {
 // (the help used to promise "at the latest requestReadTimeout after the
 // oldest staller was accepted"; 500 stallers made a client wait 7.55 s).
 func TestRunConnectionCap(t *testing.T) {
+	t.Parallel()
 	const slots, stallers = 2, 6
 	r := startRun(t, limits{read: 300 * time.Millisecond, conns: slots, grace: within})
 	for range stallers {
@@ -199,6 +203,7 @@ func TestRunConnectionCap(t *testing.T) {
 // Ensure a shutdown with a request still in flight after the grace period
 // closes it and still returns nil (the command exits 0).
 func TestRunShutdownAfterGrace(t *testing.T) {
+	t.Parallel()
 	r := startRun(t, limits{read: within, conns: 8, grace: 100 * time.Millisecond})
 	c := servertest.Stall(t, r.addr, within, true) // in flight, and stays so for the read timeout
 	if err := r.stop(); err != nil {
@@ -219,6 +224,7 @@ func TestRunShutdownAfterGrace(t *testing.T) {
 // transaction (durable, postgres), and the volatile store keeps the effect
 // it made durable before the stall. Either way the key is not recorded.
 func TestRunCutsFaultSleeps(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		store   protocol.Store
 		fault   string

@@ -3,6 +3,7 @@ package serverproc
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -26,6 +27,12 @@ const fakeEnv = "SERVERPROC_FAKE"
 func TestMain(m *testing.M) {
 	switch os.Getenv(fakeEnv) {
 	case "":
+		// Up to 8 parallel tests at once unless -parallel gives another
+		// number: they wait on fakes and watchdogs, using little CPU.
+		flag.Parse()
+		if f := flag.Lookup("test.parallel"); f.Value.String() == f.DefValue {
+			f.Value.Set("8")
+		}
 		os.Exit(m.Run())
 	case "silent": // never becomes ready
 		fmt.Fprintf(os.Stderr, "fake: starting slowly, pid %d\n", os.Getpid())
