@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -37,21 +36,15 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asServer) == "1" {
 		main()
 	}
-	waitBound(4)
-	os.Exit(pgclustertest.Main(m))
-}
-
-// waitBound runs up to n parallel tests at once unless -parallel says
-// otherwise: this package's parallel tests mostly wait on a server's
-// timeouts and grace (about 50 s of waiting, under 10 s of CPU), and the
-// default, GOMAXPROCS, is 2 on the lab's machine.
-func waitBound(n int) {
+	// Up to 4 parallel tests at once unless -parallel gives another
+	// number: they mostly wait on a server's timeouts and grace (about
+	// 50 s of waiting, under 10 s of CPU), and the default, GOMAXPROCS, is
+	// 2 on the lab's machine.
 	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		flag.Set("test.parallel", strconv.Itoa(n))
+	if f := flag.Lookup("test.parallel"); f.Value.String() == f.DefValue {
+		f.Value.Set("4")
 	}
+	os.Exit(pgclustertest.Main(m))
 }
 
 // Ensure the usage errors and the help text (testdata/*.ct golden files).
