@@ -497,8 +497,7 @@ func (a *auditor) failPromised(sub chaosSubject, name, rule string, c chaosCheck
 		if fd.intent >= 0 {
 			who = fmt.Sprintf("intent %d (key %s)", fd.intent, fd.key)
 		}
-		a.fail(Failure{Check: CheckChaos, Store: sub.store, Target: sub.target, Field: rule,
-			Message: fmt.Sprintf("%s: %s promises no %s: %s: %s", name, sub, rule, who, fd.detail)})
+		a.chaosFail(sub, rule, "%s: %s promises no %s: %s: %s", name, sub, rule, who, fd.detail)
 	}
 	if fired > maxChaosLines {
 		a.chaosFail(sub, rule, "%s: %s promises no %s: %d more", name, sub, rule, fired-maxChaosLines)
@@ -605,7 +604,7 @@ func (a *auditor) reportChaosIssues(sub chaosSubject, name string, issues []chao
 				continue
 			}
 			if shown++; shown <= maxIssueLines {
-				a.fail(Failure{Check: CheckChaos, Store: sub.store, Target: sub.target, Field: "history." + rule, Message: fmt.Sprintf("%s: %s", name, is.text)})
+				a.chaosFail(sub, "history."+rule, "%s: %s", name, is.text)
 			}
 		}
 		if shown > maxIssueLines {

@@ -26,15 +26,8 @@ const maxSinkFaultValues = 10000
 
 // readSinkFired reads an attempt's sink_fired, counted by its fault.
 func (h *chaosHistory) readSinkFired(l *lineReader, fault []byte) {
-	var fired int64
-	switch l.get("sink_fired").kind {
-	case 'z':
-		return
-	case 't':
-		fired = 1
-	case 'f':
-	default:
-		l.failf("sink_fired: want true, false or null")
+	fired := l.boolOrNull("sink_fired")
+	if fired < 0 {
 		return
 	}
 	c, ok := h.sinkFired[string(fault)]
@@ -47,7 +40,7 @@ func (h *chaosHistory) readSinkFired(l *lineReader, fault []byte) {
 		h.sinkFired[string(fault)] = c
 	}
 	c[0]++
-	c[1] += fired
+	c[1] += int64(fired)
 }
 
 // A SinkFault is one fault kind a chaos run on a target placed at the

@@ -311,6 +311,21 @@ func (l *lineReader) bytes(name string) []byte {
 
 func (l *lineReader) str(name string) string { return string(l.bytes(name)) }
 
+// boolOrNull reads a member that is true (1), false (0) or null (-1, and
+// -1 when it is none of them).
+func (l *lineReader) boolOrNull(name string) int8 {
+	switch l.get(name).kind {
+	case 't':
+		return 1
+	case 'f':
+		return 0
+	case 'z':
+	default:
+		l.failf("%s: want true, false or null", name)
+	}
+	return -1
+}
+
 // sha reads a SHA-256 written as 64 lowercase hex digits.
 func (l *lineReader) sha(name string) (text []byte, sum [32]byte) {
 	s := l.bytes(name)
@@ -732,16 +747,7 @@ func (h *chaosHistory) readAttempt(l *lineReader, lastTime *int64) chaosLine {
 	a.fault, a.typ, a.outcome = l.bytes("fault"), l.str("type"), l.bytes("outcome")
 	a.status = l.int("status", 0, 599)
 	a.value, a.errText = l.bytes("value"), l.bytes("error")
-	a.replayed = -1
-	switch l.get("replayed").kind {
-	case 't':
-		a.replayed = 1
-	case 'f':
-		a.replayed = 0
-	case 'z':
-	default:
-		l.failf("replayed: want true, false or null")
-	}
+	a.replayed = l.boolOrNull("replayed")
 	if h.version >= 3 {
 		h.readSinkFired(l, a.fault)
 	}
@@ -1274,12 +1280,12 @@ func (h *chaosHistory) timelineMarks(order []int32, eff *intentEffects) (int64, 
 
 // flag is the timeline's outline colour of intent i: a violation's where
 // a rule its claims promise fired about it, else shown where any rule did,
-// else "".
-func (h *chaosHistory) flag(i int32) string {
-	rules := h.intents.at(i).rules
-	if rules == 0 {
+// else "" (and "" when there is no such intent: not found).
+func (h *chaosHistory) flag(i int32, found bool) string {
+	if !found || h.intents.at(i).rules == 0 {
 		return ""
 	}
+	rules := h.intents.at(i).rules
 	for r, rule := range chaosRules {
 		if rules&(1<<r) != 0 && h.promised(rule) {
 			return tlViolation

@@ -115,10 +115,7 @@ func (t *timeline) attempt(intent, client, start, end int64, typ, fault string) 
 	}
 	x0 := t.x(start)
 	w := max(t.x(end)-x0-1, 1)
-	col := ""
-	if i, ok := t.h.byNum(intent); ok {
-		col = t.h.flag(i)
-	}
+	col := t.h.flag(t.h.byNum(intent))
 	if col != "" {
 		put(&t.attempts, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s" stroke="%s" stroke-width="2"/>`, x0, y+2, w, tlClient-4, fill, col)
 	} else {
@@ -159,10 +156,7 @@ func (t *timeline) effect(sum [32]byte, at int64) {
 		return
 	}
 	px := t.x(at)
-	col := ""
-	if i, ok := t.h.bySum(sum); ok {
-		col = t.h.flag(i)
-	}
+	col := t.h.flag(t.h.bySum(sum))
 	if col != "" {
 		put(&t.sink, `<rect x="%d" y="%d" width="2" height="%d" fill="%s"/>`, px, t.ySink+2, tlSink-4, col)
 	} else {

@@ -130,12 +130,7 @@ func (s Schedule) Attempt(i, n int) Decision {
 
 // places reports whether s places every one of kinds.
 func (s Schedule) places(kinds []string) bool {
-	for _, k := range kinds {
-		if !slices.Contains(s.Faults, k) {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(kinds, func(k string) bool { return !slices.Contains(s.Faults, k) })
 }
 
 // Quiet returns the decision for quiet-phase attempt n (counted over both

@@ -23,6 +23,7 @@ package stormmodel
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Parameters are the model's constants; Default holds the design's.
@@ -123,9 +124,7 @@ func simulate(name string, p Parameters, g *Mulberry32) Strategy {
 			s.Buckets[b]++
 		}
 	}
-	for _, c := range s.Buckets {
-		s.Total += c
-		s.Peak = max(s.Peak, c)
-	}
+	// Every retry lands in one bucket; Run's bounds make at least one.
+	s.Total, s.Peak = p.Clients*p.Retries, slices.Max(s.Buckets)
 	return s
 }
