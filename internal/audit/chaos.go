@@ -383,7 +383,7 @@ func (a *auditor) checkChaosRun(sub chaosSubject, run map[string]any, crashCode 
 		return
 	}
 	hist.trial = sub.trial
-	a.checkChaosHeader(sub, run, hist)
+	a.checkChaosHeader(sub, name, run, hist)
 	a.checkChaosClaims(sub, run, hist)
 	c := hist.check(crashCode)
 	a.checkChaosParams(sub, run, hist)
@@ -398,7 +398,7 @@ func (a *auditor) checkChaosRun(sub chaosSubject, run map[string]any, crashCode 
 	a.claim("chaos_schedule")
 	a.claim("chaos_history")
 	a.judgeChaosRun(sub, name, hist, c)
-	a.checkChaosReplay(sub, hist, c)
+	a.checkChaosReplay(sub, name, hist, c)
 }
 
 // readChaosRun reads sub's history, listed as name, and checks it is
@@ -429,10 +429,9 @@ func (a *auditor) readChaosRun(sub chaosSubject, name string) *chaosHistory {
 }
 
 // checkChaosHeader checks what chaos.json says of a run against its
-// history's header: the store or target, the seed, the parameters the
-// schedule depends on, the fault kinds.
-func (a *auditor) checkChaosHeader(sub chaosSubject, run map[string]any, hist *chaosHistory) {
-	name := sub.base() + ".jsonl"
+// history's header (name's): the store or target, the seed, the
+// parameters the schedule depends on, the fault kinds.
+func (a *auditor) checkChaosHeader(sub chaosSubject, name string, run map[string]any, hist *chaosHistory) {
 	a.check()
 	if hist.store != sub.store || hist.target != sub.target {
 		a.chaosFail(sub, "store", "%s: run header: store %q, target %q, expected %s", name, hist.store, hist.target, sub)

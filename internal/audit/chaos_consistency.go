@@ -321,7 +321,7 @@ func (h *chaosHistory) checkEffectsAndReplays(placeOf map[int64]int64) {
 // and every planned kill of the nemesis's seeded plan against the kill or
 // kill_skipped event that names it.
 func (h *chaosHistory) checkEventsAndKills(p chaosRunParams) {
-	ec := &eventCheck{h: h, p: p, state: make([]int, h.replicas), started: make([]bool, h.replicas), byKill: make([]bool, h.replicas),
+	ec := &eventCheck{h: h, p: p, state: make([]int, h.replicas), byKill: make([]bool, h.replicas),
 		plan: h.plannedKills(p.durationMS, p.killEveryMS), chaosEnd: h.chaosStartUS + p.durationMS*1000, lastKill: make([]*lastKill, h.replicas)}
 	for _, e := range h.serverEvents {
 		if ec.lifecycle(e) && (e.kind == "kill" || e.kind == "kill_skipped") {
@@ -341,14 +341,14 @@ const (
 
 // eventCheck is checkEventsAndKills's state.
 type eventCheck struct {
-	h               *chaosHistory
-	p               chaosRunParams
-	state           []int
-	started, byKill []bool // per replica: a start seen; a kill or a fault's kill of its running process
-	plan            []chaosplan.Kill
-	chaosEnd        int64       // the chaos phase ends: the supervisor restarts at once from then on
-	next            int         // the planned kill the next kill or kill_skipped must name
-	lastKill        []*lastKill // per replica, the last kill the nemesis made of it
+	h        *chaosHistory
+	p        chaosRunParams
+	state    []int
+	byKill   []bool // per replica: a kill or a fault's kill of its running process
+	plan     []chaosplan.Kill
+	chaosEnd int64       // the chaos phase ends: the supervisor restarts at once from then on
+	next     int         // the planned kill the next kill or kill_skipped must name
+	lastKill []*lastKill // per replica, the last kill the nemesis made of it
 }
 
 // lastKill is a kill the nemesis made: its planned down time, and its
@@ -371,7 +371,6 @@ func (ec *eventCheck) lifecycle(e chaosEvent) bool {
 		if ec.state[r] != replicaDown {
 			return bad("it was not down")
 		}
-		ec.started[r] = true
 		if k := ec.lastKill[r]; k != nil && k.exitAt >= 0 && e.at < ec.chaosEnd && e.at < k.exitAt+k.downUS {
 			ec.h.issue("kills", -1, "line %d: replica %d restarted %d µs after its kill's exit; the plan keeps it down %d µs", e.no, r, e.at-k.exitAt, k.downUS)
 		}
@@ -436,13 +435,14 @@ func (ec *eventCheck) planned(e chaosEvent) {
 	}
 }
 
-// end checks that every replica started, ended stopped, and that every
+// end checks that every replica started (h.started: a replica's first
+// start always fits its state, down), ended stopped, and that every
 // planned kill was named.
 func (ec *eventCheck) end() {
 	h := ec.h
 	for r, st := range ec.state {
 		switch {
-		case !ec.started[r]:
+		case !h.started[r]:
 			h.issue("events", -1, "replica %d never started", r)
 		case st == replicaKilled:
 			h.issue("events", -1, "replica %d: killed, and no exit follows", r)

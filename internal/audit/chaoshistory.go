@@ -247,20 +247,23 @@ func (l *lineReader) get(name string) lineValue {
 	return lineValue{kind: 'o', v: v}
 }
 
-func (l *lineReader) names(f func(name []byte) bool) {
+// unknownMember returns the name of a member not among fields (the
+// first, when the line was read in place), nil if there is none.
+func (l *lineReader) unknownMember(fields []string) []byte {
 	if l.obj == nil {
 		for _, m := range l.flat.Members {
-			if !f(m.Name) {
-				return
+			if !slices.ContainsFunc(fields, func(f string) bool { return f == string(m.Name) }) {
+				return m.Name
 			}
 		}
-		return
+		return nil
 	}
 	for k := range l.obj {
-		if !f([]byte(k)) {
-			return
+		if !slices.Contains(fields, k) {
+			return []byte(k)
 		}
 	}
+	return nil
 }
 
 // render prints member name's value as render does a decoded one.
@@ -421,19 +424,14 @@ func (hr *historyReader) line(line []byte) error {
 	case shape == "effect" && (!inPlaces || hr.effectsLeft == 0):
 		return fmt.Errorf("line %d: an effect line its place line does not announce", hr.no)
 	}
-	switch shape {
-	case "run":
-		hr.header()
-	case "attempt":
-		hr.h.attempt(l, &hr.lastTime)
-	case "event":
-		hr.event()
-	case "place":
-		hr.place()
-	case "effect":
-		hr.effect()
-	}
+	lineReaders[shape](hr)
 	return l.err
+}
+
+// lineReaders reads each shape of line into the history.
+var lineReaders = map[string]func(*historyReader){
+	"run": (*historyReader).header, "attempt": (*historyReader).attempt, "event": (*historyReader).event,
+	"place": (*historyReader).place, "effect": (*historyReader).effect,
 }
 
 // shape is the line's shape (a server event's kind is "event"), once its
@@ -451,15 +449,7 @@ func (hr *historyReader) shape() (string, error) {
 	if shape == "attempt" && hr.h.version >= 3 {
 		fields = attemptFieldsV3
 	}
-	var unknown []byte
-	l.names(func(name []byte) bool {
-		if !slices.ContainsFunc(fields, func(f string) bool { return f == string(name) }) {
-			unknown = name
-			return false
-		}
-		return true
-	})
-	if unknown != nil {
+	if unknown := l.unknownMember(fields); unknown != nil {
 		return "", fmt.Errorf("line %d (%s): unknown member %q", hr.no, l.kind, unknown)
 	}
 	for _, k := range fields {
@@ -585,10 +575,8 @@ func (hr *historyReader) place() {
 		}
 		p.replicas = append(p.replicas, i)
 	}
-	for _, q := range h.places {
-		if q.place == p.place {
-			l.failf("place %d: a second place line", p.place)
-		}
+	if slices.ContainsFunc(h.places, func(q chaosPlace) bool { return q.place == p.place }) {
+		l.failf("place %d: a second place line", p.place)
 	}
 	h.places = append(h.places, p)
 }
@@ -691,11 +679,12 @@ func (h *chaosHistory) effect(p *chaosPlace, ap chaosApplied, text []byte, sum [
 	h.applied.add(ap)
 }
 
-// attempt reads one attempt line into h: its members, its outcome's type,
+// attempt reads one attempt line into the history: its members, its outcome's type,
 // its faults; then, the line being valid, its intent (checked against the
 // intent's attempts before it, chaos_consistency.go) and the counts.
-func (h *chaosHistory) attempt(l *lineReader, lastTime *int64) {
-	a := h.readAttempt(l, lastTime)
+func (hr *historyReader) attempt() {
+	l, h := &hr.l, hr.h
+	a := h.readAttempt(l, &hr.lastTime)
 	checkType(l, a)
 	h.countFaults(l, a.fault)
 	if l.err != nil {

@@ -7,11 +7,10 @@ import (
 	"io"
 )
 
-// checkChaosReplay reads sub's history a second time, once the first pass
-// judged it (hist, c), every line into the audit's own timeline
-// (chaossvg.go), written as chaos-NAME.svg.
-func (a *auditor) checkChaosReplay(sub chaosSubject, hist *chaosHistory, c chaosCheck) {
-	name := sub.base() + ".jsonl"
+// checkChaosReplay reads sub's history (name) a second time, once the
+// first pass judged it (hist, c), every line into the audit's own
+// timeline (chaossvg.go), written as chaos-NAME.svg.
+func (a *auditor) checkChaosReplay(sub chaosSubject, name string, hist *chaosHistory, c chaosCheck) {
 	f, err := openInside(a.opts.Evidence, name, CapHistory)
 	if err != nil {
 		return // reported by the file checks
