@@ -289,20 +289,9 @@ func (t *timeline) numbers(b *strings.Builder) {
 			colour = tlViolation
 		}
 		px := t.x(start)
-		row := -1
-		for r, l := range last {
-			if px >= l+tlMarkGap {
-				row = r
-				break
-			}
-		}
+		row := slices.IndexFunc(last, func(l int64) bool { return px >= l+tlMarkGap })
 		if row < 0 {
-			row = 0
-			for r, l := range last {
-				if l < last[row] {
-					row = r
-				}
-			}
+			row = slices.Index(last, slices.Min(last))
 			px = last[row] + tlMarkGap
 		}
 		last[row] = px
