@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -64,10 +65,7 @@ func subjectOf(name string) (chaosSubject, string, bool) {
 	}
 	sub := chaosSubject{store: m[4], target: m[2]}
 	if sub.target != "" {
-		sub.trial = 1
-		if m[3] != "" {
-			sub.trial, _ = strconv.Atoi(m[3])
-		}
+		sub.trial, _ = strconv.Atoi(cmp.Or(m[3], "1"))
 	}
 	return sub, m[5], true
 }
@@ -461,10 +459,9 @@ func (a *auditor) judgeChaosRun(sub chaosSubject, name string, hist *chaosHistor
 	a.claim("chaos_promises")
 	a.claim("chaos_verdict")
 	for _, rule := range chaosRules {
-		if !hist.promised(rule) || sub.target != "" {
-			continue
+		if hist.promised(rule) && sub.target == "" {
+			a.failPromised(sub, name, rule, c)
 		}
-		a.failPromised(sub, name, rule, c)
 	}
 	v := chaosVerdictOf(sub, hist, c)
 	a.chaosVerdicts = append(a.chaosVerdicts, v)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
+	"maps"
 	"math/bits"
 	"regexp"
 	"slices"
@@ -197,15 +198,14 @@ func (l *lineReader) read(no int, line []byte) error {
 	return nil
 }
 
+// lineKinds are the kinds there are: the lines' shapes and the server
+// events'.
+var lineKinds = append(slices.Collect(maps.Keys(chaosLineFields)), chaosEventKinds...)
+
 // lineKind returns the kind named by text, without allocating for the
 // kinds there are.
 func lineKind(text []byte) string {
-	for k := range chaosLineFields {
-		if string(text) == k {
-			return k
-		}
-	}
-	for _, k := range chaosEventKinds {
+	for _, k := range lineKinds {
 		if string(text) == k {
 			return k
 		}
