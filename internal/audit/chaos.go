@@ -528,7 +528,7 @@ func (a *auditor) checkChaosClaims(sub chaosSubject, run map[string]any, hist *c
 			a.checkSinkFired(sub, hist, nil)
 			break
 		}
-		a.checkSinkFired(sub, hist, spec.spec)
+		a.checkSinkFired(sub, hist, spec.targetSpec)
 		want, wantFaults, by = spec.claims, spec.faults, dir+"/target.json's"
 		digest, _ := str(run, "target_digest")
 		a.checkChaosDigest(sub, dir, digest)

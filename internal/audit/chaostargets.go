@@ -13,16 +13,15 @@ import (
 // the schedule can place on it, and its folder's digest, which binds the
 // history to the code it was run on.
 
-// chaosTarget is what the chaos checks take from a target.json.
+// chaosTarget is what the chaos checks take from a target.json: its spec
+// (sink: effects at the sink; journal: the target counts its effects
+// itself and prints their journal, effects.journal, which chaos judges it
+// by; attach: a service its user started, which chaos cannot kill), its
+// claims, and the fault kinds it takes.
 type chaosTarget struct {
+	*targetSpec
 	claims chaosClaims
-	sink   bool // effects at the sink
-	// journal: the target counts its effects itself and prints their
-	// journal (effects.journal); chaos judges it by that journal.
-	journal bool
-	faults  []string // the kinds of chaosplan.FaultKinds it takes, in that order
-	attach  bool     // a service its user started: chaos cannot kill it
-	spec    *targetSpec
+	faults []string // the kinds of chaosplan.FaultKinds it takes, in that order
 }
 
 // chaosTargetSpec reads the target.json of target sub in the checkout's
@@ -44,7 +43,7 @@ func (a *auditor) chaosTargetSpec(sub chaosSubject, dir string) *chaosTarget {
 		a.chaosFail(sub, "target_dir", "%s: %s: %s/target.json: %v", ChaosFile, sub, dir, err)
 		return nil
 	}
-	t := &chaosTarget{claims: chaosClaims{spec.durable, spec.sharedStore}, sink: spec.sink, journal: spec.journal, faults: []string{}, attach: spec.attach, spec: spec}
+	t := &chaosTarget{targetSpec: spec, claims: chaosClaims{spec.durable, spec.sharedStore}, faults: []string{}}
 	for _, k := range chaosplan.FaultKinds {
 		v := k
 		if chaosplan.TakesArg(k) {
