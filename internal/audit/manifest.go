@@ -353,38 +353,42 @@ func rebuildServer(root, osArch string) (sum, goVersion string, err error) {
 		return "", "", err
 	}
 	r, err := remember(abs+"\x00rebuild\x00"+osArch, func() ([2]string, error) {
-		sum, goVersion, err := rebuild(abs, osArch)
+		goos, goarch, ok := strings.Cut(osArch, "/")
+		if !ok {
+			return [2]string{}, fmt.Errorf("os_arch %q: not GOOS/GOARCH", osArch)
+		}
+		env := pinnedEnv("GOOS="+goos, "GOARCH="+goarch)
+		ver := exec.Command("go", "env", "GOVERSION")
+		ver.Dir, ver.Env = abs, env
+		out, err := ver.Output()
+		if err != nil {
+			return [2]string{}, fmt.Errorf("go env GOVERSION: %v", err)
+		}
+		goVersion := strings.TrimSpace(string(out))
+		tmp, err := os.MkdirTemp("", "audit-rebuild")
+		if err != nil {
+			return [2]string{}, err
+		}
+		defer os.RemoveAll(tmp)
+		args := pinnedBuildArgs(filepath.Join(tmp, "effectserver"), ServerPackage)
+		cmd := exec.Command("go", args...)
+		cmd.Dir, cmd.Env = abs, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return [2]string{"", goVersion}, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
+		sum, err := hashInside(tmp, "effectserver", 1<<30)
 		return [2]string{sum, goVersion}, err
 	})
 	return r[0], r[1], err
 }
 
-func rebuild(root, osArch string) (string, string, error) {
-	goos, goarch, ok := strings.Cut(osArch, "/")
-	if !ok {
-		return "", "", fmt.Errorf("os_arch %q: not GOOS/GOARCH", osArch)
-	}
-	env := append(os.Environ(), PinnedBuildEnv...)
-	env = append(env, "GOOS="+goos, "GOARCH="+goarch, "GOTOOLCHAIN=local", "GOENV=off")
-	ver := exec.Command("go", "env", "GOVERSION")
-	ver.Dir, ver.Env = root, env
-	out, err := ver.Output()
-	if err != nil {
-		return "", "", fmt.Errorf("go env GOVERSION: %v", err)
-	}
-	goVersion := strings.TrimSpace(string(out))
-	tmp, err := os.MkdirTemp("", "audit-rebuild")
-	if err != nil {
-		return "", "", err
-	}
-	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "effectserver")
-	args := append(append([]string{"build"}, PinnedBuildFlags...), "-o", bin, ServerPackage)
-	cmd := exec.Command("go", args...)
-	cmd.Dir, cmd.Env = root, env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", goVersion, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-	}
-	sum, err := hashInside(tmp, "effectserver", 1<<30)
-	return sum, goVersion, err
+// pinnedEnv is the environment of a pinned build: PinnedBuildEnv and
+// extra added, then GOTOOLCHAIN=local and GOENV=off.
+func pinnedEnv(extra ...string) []string {
+	return slices.Concat(os.Environ(), PinnedBuildEnv, extra, []string{"GOTOOLCHAIN=local", "GOENV=off"})
+}
+
+// pinnedBuildArgs are go's arguments to build pkg into bin, pinned.
+func pinnedBuildArgs(bin, pkg string) []string {
+	return slices.Concat([]string{"build"}, PinnedBuildFlags, []string{"-o", bin, pkg})
 }

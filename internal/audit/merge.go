@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -277,7 +278,8 @@ func runTimes(doc *object, docs []*object) error {
 			Started string  `json:"started_utc"`
 			Wall    float64 `json:"wall_ms"`
 		}
-		if err := json.Unmarshal(d.raw(), &t); err != nil {
+		b, _ := d.MarshalJSON()
+		if err := json.Unmarshal(b, &t); err != nil {
 			return err
 		}
 		if began == "" || t.Started < began {
@@ -496,11 +498,7 @@ func decodeObject(data []byte) (*object, error) {
 }
 
 func (o *object) clone() *object {
-	c := &object{keys: slices.Clone(o.keys), vals: map[string]json.RawMessage{}}
-	for k, v := range o.vals {
-		c.vals[k] = v
-	}
-	return c
+	return &object{keys: slices.Clone(o.keys), vals: maps.Clone(o.vals)}
 }
 
 // without is o less the members named.
@@ -536,12 +534,6 @@ func (o *object) text(k string) string {
 		return ""
 	}
 	return s
-}
-
-// raw is o encoded.
-func (o *object) raw() []byte {
-	b, _ := o.MarshalJSON()
-	return b
 }
 
 // MarshalJSON writes the members in their order.

@@ -347,10 +347,8 @@ func (o ReproduceOptions) runLab(ctx context.Context, full []string, extra [][]s
 		return "", nil, err
 	}
 	bin := filepath.Join(tmp, "runner")
-	env := append(os.Environ(), PinnedBuildEnv...)
-	env = append(env, "GOTOOLCHAIN=local", "GOENV=off")
-	build := exec.CommandContext(ctx, "go", append(append([]string{"build"}, PinnedBuildFlags...), "-o", bin, "./cmd/runner")...)
-	build.Dir, build.Env = o.Root, env
+	build := exec.CommandContext(ctx, "go", pinnedBuildArgs(bin, "./cmd/runner")...)
+	build.Dir, build.Env = o.Root, pinnedEnv()
 	if out, err := build.CombinedOutput(); err != nil {
 		return tmp, nil, fmt.Errorf("%w: build ./cmd/runner: %v\n%s", ErrCannotReproduce, err, bytes.TrimSpace(out))
 	}
@@ -386,9 +384,7 @@ func (o ReproduceOptions) runLab(ctx context.Context, full []string, extra [][]s
 			return nil
 		}
 		tail, _ := os.ReadFile(logName)
-		if len(tail) > 4000 {
-			tail = tail[len(tail)-4000:]
-		}
+		tail = tail[max(0, len(tail)-4000):]
 		return fmt.Errorf("%w: run %d: runner %s: %v\n%s", ErrCannotReproduce, n, strings.Join(args, " "), err, bytes.TrimSpace(tail))
 	}
 	if err := invoke(1, full); err != nil {
@@ -585,8 +581,7 @@ func (r *Reproduction) againRetries(recordedDir string, recorded map[string]any,
 		}
 	}
 	for _, w := range retriesRows {
-		name := w.name
-		r.countsAgain("retries.json "+name, rec[name], again, name, "", []string{"lost", "applied_once", "duplicated", "sent", "refused"}, true)
+		r.countsAgain("retries.json "+w.name, rec[w.name], again, w.name, "", []string{"lost", "applied_once", "duplicated", "sent", "refused"}, nil)
 	}
 	return nil
 }
@@ -622,23 +617,23 @@ func itemsAgain(recordedDir string, dirs []string, file, field string, name func
 	return rec, order, again, nil
 }
 
-// countsAgain records fields of rec (of its member sub, if any) beside
-// those of object name on each re-run.
-func (r *Reproduction) countsAgain(label string, rec map[string]any, again []map[string]map[string]any, name, sub string, fields []string, flagged bool) {
+// countsAgain records the flagged fields, then the scale fields, of rec
+// (of its member sub, if any) beside those of object name on each re-run.
+func (r *Reproduction) countsAgain(label string, rec map[string]any, again []map[string]map[string]any, name, sub string, flagged, scale []string) {
 	counts := func(m map[string]any) map[string]any {
 		if sub == "" {
 			return m
 		}
 		return mapOf(m, sub)
 	}
-	for _, f := range fields {
+	for i, f := range slices.Concat(flagged, scale) {
 		var xs []int64
 		for _, items := range again {
 			if items[name] != nil {
 				xs = append(xs, number(counts(items[name])[f]))
 			}
 		}
-		r.count(label+" "+f, number(counts(rec)[f]), xs, flagged)
+		r.count(label+" "+f, number(counts(rec)[f]), xs, i < len(flagged))
 	}
 }
 
@@ -684,8 +679,7 @@ func (r *Reproduction) againChaos(recordedDir string, dirs []string) error {
 		}
 	}
 	for _, s := range subjects {
-		r.countsAgain("chaos "+s, rec[s], again, s, "counts", chaosFlagged, true)
-		r.countsAgain("chaos "+s, rec[s], again, s, "counts", chaosScale, false)
+		r.countsAgain("chaos "+s, rec[s], again, s, "counts", chaosFlagged, chaosScale)
 	}
 	return r.againChaosTargets(recordedDir, chaosDirs)
 }
@@ -724,8 +718,7 @@ func (r *Reproduction) againChaosTargets(recordedDir string, dirs []string) erro
 		if n := len(rec[t]); n > 1 {
 			label += fmt.Sprintf(" (%d trials)", n)
 		}
-		r.countsAgain(label, summedCounts(rec[t]), againSums, t, "", chaosFlagged, true)
-		r.countsAgain(label, summedCounts(rec[t]), againSums, t, "", chaosScale, false)
+		r.countsAgain(label, summedCounts(rec[t]), againSums, t, "", chaosFlagged, chaosScale)
 	}
 	return nil
 }

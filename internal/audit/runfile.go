@@ -23,13 +23,7 @@ func (a *auditor) checkRunFile(results map[string]any) {
 	rruns, _ := results["runs"].([]any)
 	druns, _ := doc["runs"].([]any)
 	a.check()
-	var rk, dk []string
-	for _, r := range rruns {
-		rk = append(rk, runKeyOf(r).String())
-	}
-	for _, r := range druns {
-		dk = append(dk, runKeyOf(r).String())
-	}
+	rk, dk := runKeyNames(rruns), runKeyNames(druns)
 	if !slices.Equal(rk, dk) {
 		a.runFileFail(nil, "runs: expected the runs of results.json in its order (%d runs), observed %d runs: %s", len(rk), len(dk), firstDiffOf("runs", rk, dk))
 	}
@@ -47,6 +41,15 @@ func runKeyOf(v any) runKey {
 	c, _ := str(m, "case")
 	s, _ := str(m, "store")
 	return runKey{c, s}
+}
+
+// runKeyNames names the runs of a runs array, in order.
+func runKeyNames(runs []any) []string {
+	var out []string
+	for _, r := range runs {
+		out = append(out, runKeyOf(r).String())
+	}
+	return out
 }
 
 // runFileFail records a failed run.json check, about run k unless nil.
@@ -77,8 +80,14 @@ func (a *auditor) checkRunTimes(doc map[string]any) {
 		}
 	}
 	a.check()
-	if !sane(doc["wall_ms"]) {
-		a.runFileFail(nil, "wall_ms: %s is not a non-negative number", render(doc["wall_ms"]))
+	a.saneField(nil, "wall_ms", doc["wall_ms"])
+}
+
+// saneField records a failed run.json check unless v, field's value, is
+// a finite non-negative number.
+func (a *auditor) saneField(k *runKey, field string, v any) {
+	if !sane(v) {
+		a.runFileFail(k, "%s: %s is not a non-negative number", field, render(v))
 	}
 }
 
@@ -88,9 +97,7 @@ func (a *auditor) checkRunTimes(doc map[string]any) {
 // reply; durations finite and non-negative.
 func (a *auditor) checkRunEntry(k runKey, rr, dr map[string]any) {
 	a.check()
-	if !sane(dr["wall_ms"]) {
-		a.runFileFail(&k, "wall_ms: %s is not a non-negative number", render(dr["wall_ms"]))
-	}
+	a.saneField(&k, "wall_ms", dr["wall_ms"])
 	servers, _ := dr["servers"].([]any)
 	codes, _ := rr["exit_codes"].([]any)
 	var got []any
@@ -98,9 +105,7 @@ func (a *auditor) checkRunEntry(k runKey, rr, dr map[string]any) {
 		m, _ := sv.(map[string]any)
 		got = append(got, m["exit_code"])
 		a.check()
-		if !sane(m["ready_ms"]) {
-			a.runFileFail(&k, "servers[%d].ready_ms: %s is not a non-negative number", j, render(m["ready_ms"]))
-		}
+		a.saneField(&k, fmt.Sprintf("servers[%d].ready_ms", j), m["ready_ms"])
 		if number(m["pid"]) <= 0 {
 			a.runFileFail(&k, "servers[%d].pid: %s is not a process id", j, render(m["pid"]))
 		}
@@ -133,9 +138,7 @@ func (a *auditor) checkRunEntry(k runKey, rr, dr map[string]any) {
 		dc, _ := dcalls[j].(map[string]any)
 		rc, _ := rcalls[j].(map[string]any)
 		a.check()
-		if !sane(dc["latency_ms"]) {
-			a.runFileFail(&k, "calls[%d].latency_ms: %s is not a non-negative number", j, render(dc["latency_ms"]))
-		}
+		a.saneField(&k, fmt.Sprintf("calls[%d].latency_ms", j), dc["latency_ms"])
 		outcome, _ := str(rc, "outcome")
 		if e, _ := str(dc, "error"); (e == "") != (outcome == "reply") {
 			a.runFileFail(&k, "calls[%d].error: %q for outcome %s (an error text exactly when no reply came)", j, e, outcome)
