@@ -298,17 +298,9 @@ func runTimes(doc *object, docs []*object) error {
 func joinTargets(runs []*slicedRun, cases []string, trials int) (*object, error) {
 	var lists [][]*object
 	for _, r := range runs {
-		var raws []json.RawMessage
-		if err := json.Unmarshal(r.files[TargetsFile].vals["targets"], &raws); err != nil {
-			return nil, fmt.Errorf("%s: targets: %w", filepath.Join(r.dir, TargetsFile), err)
-		}
-		var list []*object
-		for _, raw := range raws {
-			o, err := decodeObject(raw)
-			if err != nil {
-				return nil, fmt.Errorf("%s: a target: %w", filepath.Join(r.dir, TargetsFile), err)
-			}
-			list = append(list, o)
+		list, err := objects(r.files[TargetsFile].vals["targets"], "targets", "a target")
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(r.dir, TargetsFile), err)
 		}
 		lists = append(lists, list)
 	}
@@ -343,25 +335,21 @@ func joinTarget(runs []*slicedRun, lists [][]*object, i int, cases []string, tri
 	notRun := map[string]*object{}
 	got := map[string]map[int]*object{} // by case, by trial: the trial's fields
 	for j, list := range lists {
-		var recs []json.RawMessage
-		if err := json.Unmarshal(list[i].vals["runs"], &recs); err != nil {
-			return nil, fmt.Errorf("slice %s: runs: %w", runs[j].slice, err)
+		recs, err := objects(list[i].vals["runs"], "runs", "a run")
+		if err != nil {
+			return nil, fmt.Errorf("slice %s: %w", runs[j].slice, err)
 		}
-		for _, raw := range recs {
-			rec, err := decodeObject(raw)
-			if err != nil {
-				return nil, fmt.Errorf("slice %s: a run: %w", runs[j].slice, err)
-			}
+		for _, rec := range recs {
 			c := rec.text("case")
 			if rec.text("not_run") != "" {
 				notRun[c] = rec
 				continue
 			}
 			held := runs[j].slice.Trials(name, c, trials)
-			var further []json.RawMessage
+			var further []*object
 			if raw, ok := rec.vals["further_trials"]; ok {
-				if err := json.Unmarshal(raw, &further); err != nil {
-					return nil, fmt.Errorf("slice %s: case %s: further_trials: %w", runs[j].slice, c, err)
+				if further, err = objects(raw, "further_trials", "a further trial"); err != nil {
+					return nil, fmt.Errorf("slice %s: case %s: %w", runs[j].slice, c, err)
 				}
 			}
 			if len(held) != 1+len(further) {
@@ -371,10 +359,8 @@ func joinTarget(runs []*slicedRun, lists [][]*object, i int, cases []string, tri
 				got[c] = map[int]*object{}
 			}
 			got[c][held[0]] = rec.without("case", "not_run", "further_trials")
-			for k, raw := range further {
-				if got[c][held[k+1]], err = decodeObject(raw); err != nil {
-					return nil, fmt.Errorf("slice %s: case %s: a further trial: %w", runs[j].slice, c, err)
-				}
+			for k, tr := range further {
+				got[c][held[k+1]] = tr
 			}
 		}
 	}
@@ -495,6 +481,24 @@ func decodeObject(data []byte) (*object, error) {
 		return nil, errors.New("more after the object")
 	}
 	return o, nil
+}
+
+// objects reads raw as an array of JSON objects, each read by
+// decodeObject; an error names list, or item when an element is wrong.
+func objects(raw json.RawMessage, list, item string) ([]*object, error) {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(raw, &raws); err != nil {
+		return nil, fmt.Errorf("%s: %w", list, err)
+	}
+	var out []*object
+	for _, r := range raws {
+		o, err := decodeObject(r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", item, err)
+		}
+		out = append(out, o)
+	}
+	return out, nil
 }
 
 func (o *object) clone() *object {

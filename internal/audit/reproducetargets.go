@@ -3,6 +3,7 @@ package audit
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -165,7 +166,7 @@ type ratePair struct {
 func pairRates(a, b cellRates, l level) []ratePair {
 	var pairs []ratePair
 	seen := map[string]bool{}
-	for _, what := range append(append([]string{}, a.order...), b.order...) {
+	for _, what := range slices.Concat(a.order, b.order) {
 		ka, kb := a.count[what], b.count[what]
 		if seen[what] || ka == 0 && kb == 0 {
 			continue
