@@ -374,7 +374,8 @@ func rebuildServer(root, osArch string) (sum, goVersion string, err error) {
 		cmd := exec.Command("go", args...)
 		cmd.Dir, cmd.Env = abs, env
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return [2]string{"", goVersion}, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+			err = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+			return [2]string{"", goVersion}, err
 		}
 		sum, err := hashInside(tmp, "effectserver", 1<<30)
 		return [2]string{sum, goVersion}, err
