@@ -64,25 +64,24 @@ func Compare(a, b string) (*Comparison, error) {
 	}
 	c := &Comparison{Identical: true}
 	for _, f := range DeterministicFiles {
-		da, errA := readInside(a, f.Name, capOf(f.Name))
-		db, errB := readInside(b, f.Name, capOf(f.Name))
-		for _, e := range []struct {
-			dir string
-			err error
-		}{{a, errA}, {b, errB}} {
-			if e.err != nil && (f.Required || !errors.Is(e.err, os.ErrNotExist)) {
-				return nil, fmt.Errorf("%s: %w", filepath.Join(e.dir, f.Name), unwrapPath(e.err))
+		var data [2][]byte
+		var in []string // the folders that hold it
+		for i, dir := range []string{a, b} {
+			d, err := readInside(dir, f.Name, capOf(f.Name))
+			if err != nil && (f.Required || !errors.Is(err, os.ErrNotExist)) {
+				return nil, fmt.Errorf("%s: %w", filepath.Join(dir, f.Name), unwrapPath(err))
+			}
+			if err == nil {
+				data[i], in = d, append(in, dir)
 			}
 		}
+		da, db := data[0], data[1]
 		switch {
-		case errA != nil && errB != nil:
+		case len(in) == 0:
 			continue // an optional file neither run wrote
-		case errA != nil:
+		case len(in) == 1:
 			c.Identical = false
-			c.Lines = append(c.Lines, fmt.Sprintf("differs: %s (only in %s)", f.Name, b))
-		case errB != nil:
-			c.Identical = false
-			c.Lines = append(c.Lines, fmt.Sprintf("differs: %s (only in %s)", f.Name, a))
+			c.Lines = append(c.Lines, fmt.Sprintf("differs: %s (only in %s)", f.Name, in[0]))
 		case bytes.Equal(da, db):
 			c.Lines = append(c.Lines, "identical: "+f.Name)
 		default:
