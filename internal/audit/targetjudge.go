@@ -326,19 +326,15 @@ func markerDeviations(t *targetSpec, calls []obsCall, replays []replay) []findin
 	}
 	var out []finding
 	for _, k := range kinds {
-		first, n := -1, 0
+		var hits []int
 		for _, r := range replays {
-			if !k.is(calls[r.call]) {
-				continue
+			if k.is(calls[r.call]) {
+				hits = append(hits, r.call)
 			}
-			if first < 0 {
-				first = r.call
-			}
-			n++
 		}
-		if n > 0 {
-			out = append(out, finding{Rule: ruleReplayMarker, Call: callRef(first),
-				Detail: fmt.Sprintf("%s (%d of %d replays)", k.what, n, len(replays))})
+		if len(hits) > 0 {
+			out = append(out, finding{Rule: ruleReplayMarker, Call: callRef(hits[0]),
+				Detail: fmt.Sprintf("%s (%d of %d replays)", k.what, len(hits), len(replays))})
 		}
 	}
 	return out

@@ -677,23 +677,19 @@ func (a *auditor) chaosPrograms() {
 		store, _ := str(run, "store")
 		name, _ := str(run, "target")
 		why := notRun(run)
-		if store != "" && name == "" {
+		if name == "" {
 			if store == "postgres" && why == "" {
 				a.programs.use([]string{postgresProgram}, "the chaos run on the postgres store")
 			}
-			continue
-		}
-		if name == "" {
-			continue // the chaos checks say why
+			continue // a run on a store, or on neither: the chaos checks say why
 		}
 		var needs []string
-		dir, _ := str(run, "target_dir")
-		known := false
-		if dir != "" && cleanRel(dir) {
+		if dir, _ := str(run, "target_dir"); cleanRel(dir) {
 			if tj, err := readInside(a.opts.Root, dir+"/target.json", CapTargetFile); err == nil {
-				needs, known = targetNeeds(tj), targetNeeds(tj) != nil
+				needs = targetNeeds(tj)
 			}
 		}
+		known := needs != nil
 		what := "the chaos run on target " + name
 		switch reason, skipped := strings.CutPrefix(why, "skipped: "); {
 		case why == "":

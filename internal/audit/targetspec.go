@@ -3,7 +3,6 @@ package audit
 import (
 	"cmp"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,14 +79,10 @@ func (s *Schemas) readTargetSpec(data []byte) (*targetSpec, error) {
 	claims, _ := doc["claims"].(map[string]any)
 	t.durable, _ = claims["durable"].(bool)
 	t.sharedStore, _ = claims["shared_store"].(bool)
-	if claims["capacity"] != nil {
-		t.capacity = new(number(claims["capacity"]))
-	}
-	if claims["max_body"] != nil {
-		t.maxBody = new(number(claims["max_body"]))
-	}
-	if claims["key_ttl_ms"] != nil {
-		t.keyTTL = new(number(claims["key_ttl_ms"]))
+	for key, claim := range map[string]**int64{"capacity": &t.capacity, "max_body": &t.maxBody, "key_ttl_ms": &t.keyTTL} {
+		if claims[key] != nil {
+			*claim = new(number(claims[key]))
+		}
 	}
 	versions, _ := doc["versions"].(map[string]any)
 	t.lock, _ = str(versions, "lock")
@@ -281,15 +276,12 @@ func soundCalls(c *Case) []soundCall {
 // key k (nil: none): under "uuid", a key the lab's own server accepts is
 // sent as its version 5 UUID in the lab's namespace, any other as written.
 func sentKey(k *string, f string) *string {
-	if k == nil || f != "uuid" || !keyWord.MatchString(*k) {
+	if k == nil || f != "uuid" || !keyToken.MatchString(*k) {
 		return k
 	}
 	u := uuidv5.Of(caseKeyNamespace, *k)
 	return &u
 }
-
-// keyWord is a bare key the lab's own server accepts.
-var keyWord = regexp.MustCompile(`^` + keyPattern + `$`)
 
 // caseKeyNamespace is the namespace of the case keys' UUIDs: the version 5
 // UUID of https://idemlab.invalid/case-key in RFC 9562's URL namespace.

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 )
@@ -121,10 +122,7 @@ func codeUnderTest(t *targetView) string {
 	if t.runtime != "" {
 		parts = append(parts, "on "+t.runtime)
 	}
-	if len(parts) == 0 {
-		return "(not recorded)"
-	}
-	return strings.Join(parts, ", ")
+	return cmp.Or(strings.Join(parts, ", "), "(not recorded)")
 }
 
 // claimsText is what the target claims, in words.
@@ -167,25 +165,19 @@ func mirrorSummary(runs []runView) string {
 
 // distinctRules lists each rule of fs once, in order; a dash for none.
 func distinctRules(fs []finding) string {
-	rules := findingRules(fs)
-	if len(rules) == 0 {
-		return "—"
-	}
-	return strings.Join(rules, ", ")
+	return cmp.Or(strings.Join(findingRules(fs), ", "), "—")
 }
 
 // safetyCell is a case's safety verdict in TARGETS.md's table: the verdict,
 // over several trials with how many showed it, or racy with each count.
 func safetyCell(v targetRunVerdict) string {
 	switch {
-	case v.NotFired > 0:
+	case v.NotFired > 0 || v.Racy && v.Trials > 1:
 		return trialsLine(v)
 	case v.Trials <= 1:
 		return v.Safety
-	case !v.Racy:
-		return fmt.Sprintf("%s %d/%d", v.Safety, v.Trials, v.Trials)
 	}
-	return trialsLine(v)
+	return fmt.Sprintf("%s %d/%d", v.Safety, v.Trials, v.Trials)
 }
 
 // findingsCell is a case's safety findings in TARGETS.md's table: over
@@ -212,10 +204,7 @@ func findingsLine(fs []finding) string {
 		}
 		parts = append(parts, s)
 	}
-	if len(parts) == 0 {
-		return "—"
-	}
-	return strings.Join(parts, "; ")
+	return cmp.Or(strings.Join(parts, "; "), "—")
 }
 
 func callAt(call *int) string {

@@ -109,7 +109,9 @@ func sumTrials(trials []runView) targetRunVerdict {
 			continue
 		}
 		judged = append(judged, t)
-		tally.add(t.Safety)
+		if p := tally.field(t.Safety); p != nil {
+			*p++
+		}
 		each = append(each, t.Safety)
 		if example < 0 || slices.Index(safetyOrder, t.Safety) > slices.Index(safetyOrder, trials[example].Safety) {
 			example = i
@@ -149,12 +151,6 @@ func (t *safetyTally) field(verdict string) *int {
 		return &t.Violation
 	}
 	return nil
-}
-
-func (t *safetyTally) add(verdict string) {
-	if p := t.field(verdict); p != nil {
-		*p++
-	}
 }
 
 // of is how many trials showed verdict.
@@ -248,9 +244,9 @@ func trialsLine(v targetRunVerdict) string {
 		return ""
 	}
 	var parts []string
-	for i := len(safetyOrder) - 1; i >= 0; i-- {
-		if n := v.Tally.of(safetyOrder[i]); n > 0 {
-			parts = append(parts, fmt.Sprintf("%s in %s", safetyOrder[i], rateText(n, v.Trials)))
+	for _, verdict := range slices.Backward(safetyOrder) {
+		if n := v.Tally.of(verdict); n > 0 {
+			parts = append(parts, fmt.Sprintf("%s in %s", verdict, rateText(n, v.Trials)))
 		}
 	}
 	if v.NotFired > 0 {
