@@ -57,17 +57,16 @@ func readObsCall(v any) obsCall {
 	m, _ := v.(map[string]any)
 	o := obsCall{step: number(m["step"]), replica: number(m["replica"]), status: number(m["status"])}
 	o.outcome, _ = str(m, "outcome")
-	o.key, o.fault, o.body = optString(m["key"]), optString(m["fault"]), optString(m["body"])
-	if b, ok := m["replayed"].(bool); ok {
-		o.replayed = &b
-	}
+	o.key, o.fault, o.body = opt[string](m["key"]), opt[string](m["fault"]), opt[string](m["body"])
+	o.replayed = opt[bool](m["replayed"])
 	_, o.retryAfter = m["retry_after"].(string)
 	return o
 }
 
-func optString(v any) *string {
-	if s, ok := v.(string); ok {
-		return &s
+// opt is v as a *T, nil when v is not a T (a JSON null, or absent).
+func opt[T any](v any) *T {
+	if x, ok := v.(T); ok {
+		return &x
 	}
 	return nil
 }
@@ -292,10 +291,7 @@ func (j *targetJudge) storedFailure(i int) string {
 		why = append(why, "marked as a replay")
 	}
 	for k, q := range j.c.Plan[:i] {
-		if p.Fault != nil {
-			break
-		}
-		if q.Fault != nil && sameKey(p, q) && j.calls[k].answered(o.status) {
+		if p.Fault == nil && q.Fault != nil && sameKey(p, q) && j.calls[k].answered(o.status) {
 			why = append(why, fmt.Sprintf("failed call %d's status again, with no fault of its own", k))
 			break
 		}

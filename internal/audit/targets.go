@@ -450,7 +450,7 @@ func (a *auditor) checkJournal(spec *targetSpec, c *Case, counter int64, det map
 	for j, e := range journal {
 		em, _ := e.(map[string]any)
 		at := fmt.Sprintf("detail.journal[%d]", j)
-		key, body := optString(em["key"]), render(em["body_sha256"])
+		key, body := opt[string](em["key"]), render(em["body_sha256"])
 		a.check()
 		switch seq := number(em["seq"]); {
 		case em["replayed"] != true:

@@ -166,12 +166,11 @@ func targetNotRun(c *Case, t *targetSpec, capacity int64) string {
 	case c.Replicas > 1 && !t.sharedStore:
 		return fmt.Sprintf("the case runs %d replicas; the target claims no shared store", c.Replicas)
 	}
-	sound := soundCalls(c)
 	needsCapacity := c.Capacity > 0
 	if c.Capacity > 0 {
 		capacity = int64(c.Capacity)
 	}
-	for i, e := range sound {
+	for i, e := range soundCalls(c) {
 		switch {
 		case e.status == 429:
 			needsCapacity = true
@@ -253,9 +252,7 @@ func soundCalls(c *Case) []soundCall {
 			case "status":
 				sc.status = number(f.Value)
 			case "body":
-				if b, ok := f.Value.(string); ok {
-					sc.body = &b
-				}
+				sc.body = opt[string](f.Value)
 			case "replayed":
 				switch f.Value {
 				case nil:

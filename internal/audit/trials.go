@@ -42,10 +42,9 @@ func (a *auditor) checkTargetCell(tname string, spec *targetSpec, c *Case, rm ma
 	}
 	trials := []runView{view}
 	for k, f := range further {
+		fm, _ := f.(map[string]any)
 		tm := map[string]any{}
-		if fm, ok := f.(map[string]any); ok {
-			maps.Copy(tm, fm)
-		}
+		maps.Copy(tm, fm)
 		tm["case"], tm["not_run"] = c.Name, ""
 		trials = append(trials, a.checkTargetRun(tname, spec, c, held[k+1], tm, results))
 	}
