@@ -66,8 +66,9 @@ func (a *auditor) checkTargets(results map[string]any) {
 	}
 	list, _ := doc["targets"].([]any)
 	names := namesOf(list, "name")
+	complete := slices.Equal(names, a.selTargets)
 	a.check()
-	if !slices.Equal(names, a.selTargets) {
+	if !complete {
 		a.fail(Failure{Check: CheckTarget, Field: "targets",
 			Message: fmt.Sprintf("targets.json: targets: expected the targets of manifest.json selection.targets, in its order (%d), observed %d: %s",
 				len(a.selTargets), len(names), firstDiffOf("targets", a.selTargets, names))})
@@ -88,16 +89,12 @@ func (a *auditor) checkTargets(results map[string]any) {
 		}
 	}
 
-	var views []*targetView
-	complete := slices.Equal(names, a.selTargets)
+	var views []*targetView // nil for a target whose target.json cannot be read
 	for i, tv := range list {
-		tm, _ := tv.(map[string]any)
-		if i >= len(a.selTargets) || names[i] != a.selTargets[i] {
-			continue
+		if i < len(a.selTargets) && names[i] == a.selTargets[i] {
+			tm, _ := tv.(map[string]any)
+			views = append(views, a.checkTarget(tm, results))
 		}
-		view := a.checkTarget(tm, results)
-		complete = complete && view != nil
-		views = append(views, view)
 	}
 	if len(a.outsideTargets) > 0 {
 		a.report.Subset = append(a.report.Subset, "targets outside the checkout, not re-read: "+strings.Join(a.outsideTargets, ", "))
@@ -165,7 +162,7 @@ func (a *auditor) checkTarget(tm map[string]any, results map[string]any) *target
 		a.note(fmt.Sprintf("target %s was skipped here (%s): none of its cases ran, and nothing about it can be proved from this folder", name, v.skipped))
 		return v
 	}
-	if slices.ContainsFunc(runs, func(r any) bool { rm, _ := r.(map[string]any); nr, _ := str(rm, "not_run"); return nr == "" }) {
+	if slices.ContainsFunc(runs, func(r any) bool { rm, _ := r.(map[string]any); return notRun(rm) == "" }) {
 		a.programs.use(needs, "target "+name)
 	}
 	var want []string
@@ -258,8 +255,7 @@ func (a *auditor) checkTargetRun(tname string, spec *targetSpec, c *Case, trial 
 		checkSent(i, call, p, fail)
 	}
 	a.checkProcesses(c, spec, shared, codes, det, len(calls), fail)
-	a.checkJournal(spec, c, counter, det, fail)
-	a.checkReplies(spec, det, calls, fail)
+	a.checkReplies(spec, a.checkJournal(spec, c, counter, det, fail), calls, fail)
 	own, err := judgeTarget(c, spec, counter, calls, unforwarded(spec, c, det))
 	if err != nil {
 		fail(nil, "calls", "calls that line up with "+c.File+"'s steps, to be judged", err.Error())
@@ -432,14 +428,15 @@ func nativeRun(results map[string]any, cname, store string) map[string]any {
 // applied before it under the same forwarded key (not empty) with the same
 // body, every entry from a replica the case runs and with the SHA-256 of a
 // body one of the run's calls sent; for a target that counts its own, none.
-func (a *auditor) checkJournal(spec *targetSpec, c *Case, counter int64, det map[string]any, fail callFail) {
+// It returns the effects the journal applied.
+func (a *auditor) checkJournal(spec *targetSpec, c *Case, counter int64, det map[string]any, fail callFail) int64 {
 	journal, _ := det["journal"].([]any)
 	a.check()
 	if !spec.sink {
 		if len(journal) > 0 {
 			fail(nil, "detail.journal", "[] (the target counts its effects itself: no sink took part)", fmt.Sprintf("%d entries", len(journal)))
 		}
-		return
+		return 0
 	}
 	sent := map[string]bool{}
 	for _, p := range c.Plan {
@@ -474,6 +471,7 @@ func (a *auditor) checkJournal(spec *targetSpec, c *Case, counter int64, det map
 	if int64(len(applied)) != counter { // counted with the journal's first check
 		fail(nil, "counter", fmt.Sprintf("%d (the effects in the sink's journal)", len(applied)), strconv.FormatInt(counter, 10))
 	}
+	return int64(len(applied))
 }
 
 // noteForeignBody notes, once per target, that it sent the sink a body
@@ -492,17 +490,11 @@ func (a *auditor) noteForeignBody(target string) {
 // checkReplies checks what the calls say the target answered against what
 // the run shows it could: on a target whose effects the sink counts, a
 // success's body is the value of an effect in the sink's journal (1 to
-// the effects it applied: the sink's contract has the target answer with
-// it; anything else is a refusal, with its own status); and a target that
-// names no replay marker has no call marked or unmarked as a replay.
-func (a *auditor) checkReplies(spec *targetSpec, det map[string]any, calls []obsCall, fail callFail) {
-	journal, _ := det["journal"].([]any)
-	applied := int64(0)
-	for _, e := range journal {
-		if em, _ := e.(map[string]any); em["replayed"] != true {
-			applied++
-		}
-	}
+// applied, the effects it applied: the sink's contract has the target
+// answer with it; anything else is a refusal, with its own status); and a
+// target that names no replay marker has no call marked or unmarked as a
+// replay.
+func (a *auditor) checkReplies(spec *targetSpec, applied int64, calls []obsCall, fail callFail) {
 	for i, o := range calls {
 		a.check()
 		if spec.sink && o.succeeded() {
