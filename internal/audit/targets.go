@@ -154,9 +154,7 @@ func (a *auditor) checkTarget(tm map[string]any, results map[string]any) *target
 		}
 		if consistent { // a skip the runs already refute is not judged by its reason too
 			fail := func(format string, args ...any) { a.targetFail(CheckTarget, name, "skipped", format, args...) }
-			if progs, ok := a.skipReason(v.skipped, needs, true, fail); ok {
-				a.programs.skips = append(a.programs.skips, programSkip{what: "target " + name, progs: progs, reason: v.skipped, fail: fail})
-			}
+			a.skipReason("target "+name, v.skipped, needs, true, fail)
 		}
 		a.report.Subset = append(a.report.Subset, fmt.Sprintf("target %s skipped (%s)", name, v.skipped))
 		a.note(fmt.Sprintf("target %s was skipped here (%s): none of its cases ran, and nothing about it can be proved from this folder", name, v.skipped))
@@ -598,11 +596,11 @@ func targetNeeds(targetJSON []byte) []string {
 	return needs
 }
 
-// skipReason reads a skip's reason: the programs it says were missing.
-// It fails a reason that is not the runner's form, or (known: the
-// target.json is at hand, needs its programs) names a program the target
-// does not need.
-func (a *auditor) skipReason(reason string, needs []string, known bool, fail func(format string, args ...any)) ([]string, bool) {
+// skipReason reads the reason of what's skip: the programs it says were
+// missing, recorded for checkSkips. It fails a reason that is not the
+// runner's form, or (known: the target.json is at hand, needs its
+// programs) names a program the target does not need.
+func (a *auditor) skipReason(what, reason string, needs []string, known bool, fail func(format string, args ...any)) {
 	a.check()
 	var progs []string
 	for _, part := range strings.Split(reason, "; ") {
@@ -614,19 +612,16 @@ func (a *auditor) skipReason(reason string, needs []string, known bool, fail fun
 			progs = append(progs, strings.Split(before, ", ")...)
 		default:
 			fail("%q is not a reason the runner gives: a target is skipped only for a program missing on the runner's machine, which the reason names (\"P, Q not found (what to install)\", \"PostgreSQL not at hand (...)\")", reason)
-			return nil, false
+			return
 		}
-	}
-	if !known {
-		return progs, true
 	}
 	for _, p := range progs {
-		if !slices.Contains(needs, p) {
+		if known && !slices.Contains(needs, p) {
 			fail("%q names %s, which the target's target.json does not need (it needs %s): the skip is not the runner's", reason, p, orNone(needs))
-			return nil, false
+			return
 		}
 	}
-	return progs, true
+	a.programs.skips = append(a.programs.skips, programSkip{what: what, progs: progs, reason: reason, fail: fail})
 }
 
 // checkSkips checks every skip of the evidence, of a target in
@@ -692,9 +687,7 @@ func (a *auditor) chaosPrograms() {
 			fail := func(format string, args ...any) {
 				a.chaosFail(sub, "not_run", "%s: target %s: not_run: "+format, append([]any{ChaosFile, name}, args...)...)
 			}
-			if progs, ok := a.skipReason(reason, needs, known, fail); ok {
-				a.programs.skips = append(a.programs.skips, programSkip{what: what, progs: progs, reason: reason, fail: fail})
-			}
+			a.skipReason(what, reason, needs, known, fail)
 		}
 	}
 }
