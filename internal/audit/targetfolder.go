@@ -6,7 +6,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 
 	"idemlab/internal/audit/digest"
 )
@@ -66,7 +65,7 @@ func (a *auditor) checkTargetFolder(name string, tm map[string]any, spec *target
 
 // shippedTargets are the targets the checkout ships: the folders
 // targets/NAME holding a target.json (a regular file; a symlink is not
-// followed), sorted by name.
+// followed), sorted by name (as os.ReadDir lists them).
 func (a *auditor) shippedTargets() []string {
 	entries, err := os.ReadDir(filepath.Join(a.opts.Root, "targets"))
 	if err != nil {
@@ -78,7 +77,6 @@ func (a *auditor) shippedTargets() []string {
 			out = append(out, e.Name())
 		}
 	}
-	slices.Sort(out)
 	return out
 }
 
