@@ -7,7 +7,6 @@ import (
 	"idemlab/internal/audit/shard"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
 	"idemlab/internal/audit/dsse"
@@ -229,9 +228,7 @@ func (a *auditor) finish() (*Report, error) {
 	if len(a.selCases) == 0 && len(a.cases) == 0 {
 		a.note("an experiment-only folder (manifest.json selects no cases): no case runs were required")
 	}
-	sort.SliceStable(a.report.Failures, func(i, j int) bool {
-		return a.report.Failures[i].Check.rank() < a.report.Failures[j].Check.rank()
-	})
+	slices.SortStableFunc(a.report.Failures, func(x, y Failure) int { return x.Check.rank() - y.Check.rank() })
 	a.report.Pass = len(a.report.Failures) == 0
 	return a.report, nil
 }

@@ -118,22 +118,16 @@ func LoadCases(root string, s *Schemas) ([]*Case, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cases: %w", unwrapPath(err))
 	}
-	var names []string
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".json") && !e.IsDir() {
-			names = append(names, e.Name())
-		}
-	}
-	if len(names) == 0 {
-		return nil, errors.New("cases: no case files")
-	}
 	var (
 		cases  []*Case
-		errs   []error
+		errs   []error // each case file adds a case or an error
 		byName = map[string]string{}
 	)
-	for _, n := range names {
-		rel := "cases/" + n
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") || e.IsDir() {
+			continue
+		}
+		rel := "cases/" + e.Name()
 		data, err := readInside(root, rel, CapSource)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", rel, unwrapPath(err)))
@@ -150,6 +144,9 @@ func LoadCases(root string, s *Schemas) ([]*Case, error) {
 		}
 		byName[c.Name] = rel
 		cases = append(cases, c)
+	}
+	if len(cases)+len(errs) == 0 {
+		return nil, errors.New("cases: no case files")
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -187,14 +184,10 @@ func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
 	c.Capacity, c.KeyTTL = int(number(server["capacity"])), int(number(server["key_ttl_ms"]))
 	c.Replicas, c.Ledger = max(int(number(doc["replicas"])), 1), doc["ledger"] != nil
 	c.SinkKeys = !c.Ledger && c.KeyTTL == 0 || mapOf(doc, "ledger")["forward_key"] == true
-	c.Sound, _ = str(mapOf(doc, "target"), "sound")
-	c.Column, _ = str(mapOf(doc, "target"), "column")
-	tests, _ := mapOf(doc, "target")["tests"].([]any)
-	for _, t := range tests {
-		if s, ok := t.(string); ok {
-			c.Tests = append(c.Tests, s)
-		}
-	}
+	target := mapOf(doc, "target")
+	c.Sound, _ = str(target, "sound")
+	c.Column, _ = str(target, "column")
+	c.Tests = stringList(target, "tests")
 	c.LosesProcess = losesProcess(doc, c.Plan)
 	expect, _ := doc["expect"].(map[string]any)
 	for store, e := range expect {
@@ -273,26 +266,12 @@ func plan(doc map[string]any) ([]PlannedCall, int) {
 		sm, _ := st.(map[string]any)
 		p.step(i, sm)
 	}
-	for _, id := range p.current {
-		if id >= 0 {
-			p.exitOrder = append(p.exitOrder, id)
-		}
-	}
-	// Number processes by exit-code order.
-	pos := make(map[int]int, len(p.exitOrder))
-	for i, id := range p.exitOrder {
-		pos[id] = i
-	}
-	at := func(id int) int {
-		if i, ok := pos[id]; ok && id >= 0 {
-			return i
-		}
-		return -1
-	}
+	p.exitOrder = append(p.exitOrder, p.running()...)
+	// Number processes by exit-code order (each exits once; -1 stays -1).
 	for i := range p.calls {
-		p.calls[i].Process = at(p.calls[i].Process)
+		p.calls[i].Process = slices.Index(p.exitOrder, p.calls[i].Process)
 		for j, id := range p.calls[i].Maybe {
-			p.calls[i].Maybe[j] = at(id)
+			p.calls[i].Maybe[j] = slices.Index(p.exitOrder, id)
 		}
 	}
 	return p.calls, len(p.exitOrder)
@@ -308,6 +287,11 @@ type planState struct {
 func (p *planState) start() int {
 	p.started++
 	return p.started - 1
+}
+
+// running are the processes still running, in replica order.
+func (p *planState) running() []int {
+	return slices.DeleteFunc(slices.Clone(p.current), func(id int) bool { return id < 0 })
 }
 
 // step adds the calls of step i, or ends and starts processes.
@@ -327,12 +311,7 @@ func (p *planState) step(i int, sm map[string]any) {
 				c := p.call(cm, i, rep, p.groups)
 				c.InFlight = true
 				if across {
-					c.Replica, c.Process = -1, -1
-					for _, id := range p.current {
-						if id >= 0 {
-							c.Maybe = append(c.Maybe, id)
-						}
-					}
+					c.Replica, c.Process, c.Maybe = -1, -1, p.running()
 				}
 				p.calls = append(p.calls, c)
 			}

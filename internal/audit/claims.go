@@ -97,6 +97,11 @@ func (r *Report) list(kind ClaimKind) *[]Claim {
 	}
 }
 
+// rederived reports whether the re-derived list holds claim id.
+func (r *Report) rederived(id string) bool {
+	return slices.ContainsFunc(r.Rederived, func(c Claim) bool { return c.ID == id })
+}
+
 // claimHeads are the lists' headings in the text output.
 var claimHeads = []struct {
 	kind ClaimKind
@@ -109,17 +114,14 @@ var claimHeads = []struct {
 
 // unchecked records what the audit did not check, after the checks ran.
 func (a *auditor) unchecked() {
-	has := func(id string) bool {
-		return slices.ContainsFunc(a.report.Rederived, func(c Claim) bool { return c.ID == id })
-	}
-	if !has("rebuild") {
+	if !a.report.rederived("rebuild") {
 		a.claim("server_word")
 	}
 	a.claim("server_ran")
-	if !has("commit") {
+	if !a.report.rederived("commit") {
 		a.claim("commit_none")
 	}
-	if !has("signature") {
+	if !a.report.rederived("signature") {
 		a.claim("who")
 	}
 	if v := a.uncheckedVersions(); len(v) > 0 {
@@ -139,7 +141,7 @@ func (a *auditor) uncheckedVersions() []string {
 	var out []string
 	_, goVer := a.manifest["go_version"]
 	_, osArch := a.manifest["os_arch"]
-	if (goVer || osArch) && !slices.ContainsFunc(a.report.Rederived, func(c Claim) bool { return c.ID == "rebuild" }) {
+	if (goVer || osArch) && !a.report.rederived("rebuild") {
 		out = append(out, "Go's and the OS's (manifest.json go_version, os_arch)")
 	}
 	if _, ok := a.manifest["postgres_version"]; ok {

@@ -263,12 +263,10 @@ func chaosCase(class string, v ChaosVerdict, strict bool) junitCase {
 // a run that does not show what its case expects is a failure.
 func storeSuites(runs []storeVerdict, summaries map[string]string) []junitSuite {
 	var suites []junitSuite
-	at := map[string]int{}
 	for _, v := range runs {
-		i, ok := at[v.Store]
-		if !ok {
+		i := slices.IndexFunc(suites, func(s junitSuite) bool { return s.Name == "store "+v.Store })
+		if i < 0 {
 			i = len(suites)
-			at[v.Store] = i
 			suites = append(suites, junitSuite{Name: "store " + v.Store})
 		}
 		c := junitCase{Name: v.Case, Classname: "idemlab.store." + v.Store, SystemOut: summaries[v.Case] + "\n"}

@@ -1,13 +1,13 @@
 package audit
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 
+	"idemlab/internal/audit/digest"
 	"idemlab/internal/audit/strict"
 )
 
@@ -109,10 +109,8 @@ func capOf(name string) int64 {
 	return CapOther
 }
 
-var (
-	errNotRegular = errors.New("not a regular file")
-	errSymlink    = errors.New("a symbolic link (refused: the audit reads only regular files inside its folders)")
-)
+// The refusals of a file the audit reads, as package digest words them.
+var errNotRegular, errSymlink = digest.ErrNotRegular, digest.ErrSymlink
 
 // A tooLargeError is a file over its cap.
 type tooLargeError struct{ size, limit int64 }

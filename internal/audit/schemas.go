@@ -2,7 +2,6 @@ package audit
 
 import (
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
+	"idemlab/internal/audit/digest"
 	"idemlab/internal/audit/strict"
 )
 
@@ -54,13 +54,7 @@ func validate(s *jsonschema.Schema, v any) []string { return strict.Validate(s, 
 
 // unwrapPath drops the path of an *os.PathError, for messages that name
 // the file themselves.
-func unwrapPath(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
+func unwrapPath(err error) error { return digest.UnwrapPath(err) }
 
 // jsonDoc decodes and validates a kept evidence file; nil when it is
 // missing, not JSON or invalid (each a schema failure).

@@ -396,7 +396,7 @@ func folder(root, dir string) (string, error) {
 		fi, err := os.Lstat(base)
 		switch {
 		case err != nil:
-			return "", unwrapPath(err)
+			return "", UnwrapPath(err)
 		case fi.Mode()&os.ModeSymlink != 0:
 			return "", fmt.Errorf("%s: %w", dir, ErrSymlink)
 		case !fi.IsDir():
@@ -414,7 +414,7 @@ func copyFile(w io.Writer, path string, limit int64) (int64, error) {
 	fi, err := os.Lstat(path)
 	switch {
 	case err != nil:
-		return 0, unwrapPath(err)
+		return 0, UnwrapPath(err)
 	case fi.Mode()&os.ModeSymlink != 0:
 		return 0, ErrSymlink
 	case !fi.Mode().IsRegular():
@@ -425,7 +425,7 @@ func copyFile(w io.Writer, path string, limit int64) (int64, error) {
 	// No symlink followed, no wait on a FIFO, should it be one by now.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return 0, unwrapPath(err)
+		return 0, UnwrapPath(err)
 	}
 	defer f.Close()
 	if fi2, err := f.Stat(); err != nil || !os.SameFile(fi, fi2) {
@@ -435,12 +435,12 @@ func copyFile(w io.Writer, path string, limit int64) (int64, error) {
 	if err == nil && n > limit {
 		err = &tooLargeError{n, limit}
 	}
-	return n, unwrapPath(err)
+	return n, UnwrapPath(err)
 }
 
-// unwrapPath drops the path of an *os.PathError, for messages that name
-// the file themselves.
-func unwrapPath(err error) error {
+// UnwrapPath drops the path of an *os.PathError, for messages that name
+// the file themselves (the audit's too).
+func UnwrapPath(err error) error {
 	if pe, ok := errors.AsType[*os.PathError](err); ok {
 		return pe.Err
 	}

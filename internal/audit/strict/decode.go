@@ -162,7 +162,11 @@ func (p *parser) value(depth int) (any, error) {
 	case c == '"':
 		return p.str()
 	case c == '-' || c >= '0' && c <= '9':
-		return p.number()
+		text, err := p.numberSpan()
+		if err != nil {
+			return nil, err
+		}
+		return json.Number(text), nil
 	case c == 't':
 		return p.literal("true", true)
 	case c == 'f':
@@ -299,15 +303,6 @@ func (p *parser) strSpan() (raw []byte, escaped bool, err error) {
 		}
 	}
 	return nil, false, io.ErrUnexpectedEOF
-}
-
-// number reads a number by JSON's grammar and keeps its text.
-func (p *parser) number() (any, error) {
-	text, err := p.numberSpan()
-	if err != nil {
-		return nil, err
-	}
-	return json.Number(text), nil
 }
 
 // numberSpan reads a number by JSON's grammar and returns its text.
