@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"idemlab/internal/audit/dsse"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -24,7 +25,7 @@ const CapEnvelope = 2 * CapStatement
 // readKey reads the key file of flag (-verify-key, -sign) with parse.
 func readKey[K any](flag, path string, parse func([]byte) (K, error)) (K, error) {
 	var zero K
-	data, err := readFile(path, dsse.MaxKeyFile)
+	data, err := readInside(filepath.Dir(path), filepath.Base(path), dsse.MaxKeyFile)
 	if err != nil {
 		return zero, fmt.Errorf("%s %s: %w", flag, path, unwrapPath(err))
 	}

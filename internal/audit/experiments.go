@@ -115,11 +115,11 @@ func (a *auditor) checkExperiments() {
 			render(toAny(selected)), strings.Join(names, ", "))
 	}
 	if len(a.selCases) > 0 && len(want) < len(names) {
-		if len(want) == 0 {
-			a.report.Subset = append(a.report.Subset, "experiments: none")
-		} else {
-			a.report.Subset = append(a.report.Subset, "experiments: "+strings.Join(want, ", ")+" only")
+		only := "none"
+		if len(want) > 0 {
+			only = strings.Join(want, ", ") + " only"
 		}
+		a.report.Subset = append(a.report.Subset, "experiments: "+only)
 	}
 }
 
@@ -266,16 +266,11 @@ func (a *auditor) checkJitter(doc map[string]any) {
 // firstDiff describes where got first differs from want, by line.
 func firstDiff(want, got []byte) string {
 	wl, gl := bytes.Split(want, []byte("\n")), bytes.Split(got, []byte("\n"))
-	for i := 0; i < max(len(wl), len(gl)); i++ {
-		var w, g []byte
-		if i < len(wl) {
-			w = wl[i]
-		}
-		if i < len(gl) {
-			g = gl[i]
-		}
-		if !bytes.Equal(w, g) {
-			return fmt.Sprintf("line %d: expected %q, observed %q", i+1, clip(w), clip(g))
+	n := max(len(wl), len(gl)) // the shorter side padded with empty lines
+	wl, gl = append(wl, make([][]byte, n-len(wl))...), append(gl, make([][]byte, n-len(gl))...)
+	for i := range n {
+		if !bytes.Equal(wl[i], gl[i]) {
+			return fmt.Sprintf("line %d: expected %q, observed %q", i+1, clip(wl[i]), clip(gl[i]))
 		}
 	}
 	return "same lines, different bytes"

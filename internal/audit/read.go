@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"idemlab/internal/audit/digest"
@@ -133,11 +132,6 @@ func readInside(dir, rel string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	return readUpTo(f, min(fi.Size(), limit), limit)
-}
-
-// readFile reads the regular file at path as readInside does.
-func readFile(path string, limit int64) ([]byte, error) {
-	return readInside(filepath.Dir(path), filepath.Base(path), limit)
 }
 
 // readUpTo reads r to its end into a buffer sized for the expected

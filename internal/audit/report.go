@@ -374,14 +374,9 @@ func wordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 // (mdCell).
 func mdCode(s string) string {
 	s = oneLine(s)
-	longest, run := 0, 0
-	for i := range len(s) {
-		if s[i] == '`' {
-			run++
-			longest = max(longest, run)
-		} else {
-			run = 0
-		}
+	longest := 0
+	for run := range strings.FieldsFuncSeq(s, func(r rune) bool { return r != '`' }) {
+		longest = max(longest, len(run))
 	}
 	fence, pad := strings.Repeat("`", longest+1), ""
 	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") ||

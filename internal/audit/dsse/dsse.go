@@ -161,21 +161,9 @@ type sshReader struct {
 	err error
 }
 
-func (r *sshReader) u32() uint32 {
-	if r.err == nil && len(r.b) < 4 {
-		r.err = errors.New("truncated")
-	}
-	if r.err != nil {
-		return 0
-	}
-	v := binary.BigEndian.Uint32(r.b)
-	r.b = r.b[4:]
-	return v
-}
-
-func (r *sshReader) str() []byte {
-	n := r.u32()
-	if r.err == nil && uint64(n) > uint64(len(r.b)) {
+// take reads the next n bytes; nil after an error.
+func (r *sshReader) take(n uint64) []byte {
+	if r.err == nil && n > uint64(len(r.b)) {
 		r.err = errors.New("truncated")
 	}
 	if r.err != nil {
@@ -185,6 +173,15 @@ func (r *sshReader) str() []byte {
 	r.b = r.b[n:]
 	return s
 }
+
+func (r *sshReader) u32() uint32 {
+	if b := r.take(4); b != nil {
+		return binary.BigEndian.Uint32(b)
+	}
+	return 0
+}
+
+func (r *sshReader) str() []byte { return r.take(uint64(r.u32())) }
 
 // envelopeDoc is a DSSE envelope.
 type envelopeDoc struct {

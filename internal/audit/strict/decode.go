@@ -42,12 +42,8 @@ const MaxDepth = 64
 // encoding/json's reading of every document both accept.
 func Decode(data []byte, caps Caps) (any, error) {
 	if !utf8.Valid(data) {
-		off := 0
-		for off < len(data) {
-			r, n := utf8.DecodeRune(data[off:])
-			if r == utf8.RuneError && n <= 1 {
-				break
-			}
+		off := 0 // the first byte that is not UTF-8
+		for r, n := utf8.DecodeRune(data); r != utf8.RuneError || n > 1; r, n = utf8.DecodeRune(data[off:]) {
 			off += n
 		}
 		return nil, &SyntaxError{off, fmt.Errorf("invalid UTF-8 at byte %d", off)}
