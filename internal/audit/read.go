@@ -45,12 +45,9 @@ const (
 	CapTargets       = 48 << 20 // targets.json (13.6 MB: 2,400 runs, 10 trials on 13 targets): ~6 KB per run with its details, at most 6,000 runs (runner.MaxTargetRuns)
 	CapTargetsReport = 8 << 20  // TARGETS.md (26 KB): one table row per call
 	CapTargetFile    = 64 << 10 // a target folder's target.json (1 KB), the lab's own bound
-	CapLockFile      = 16 << 20 // a target's package-lock.json (44 KB), the lab's own bound
-	// A target folder whose digest the audit re-derives: at most this many
-	// files and bytes (node_modules, .git and the setup marker left out),
-	// the lab's own bounds.
-	CapFolderFiles = 10000
-	CapFolderBytes = 64 << 20
+	// A target's lock file and the folder whose digest the audit re-derives
+	// are bounded by package digest (MaxLockBytes, MaxFolderFiles and
+	// MaxFolderBytes), the lab's own bounds.
 )
 
 // MemoryLimit is the soft memory limit cmd/audit sets unless GOMEMLIMIT

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -248,7 +247,7 @@ func validateParts(s *jsonschema.Schema, v any, loc string, c *schemaLines) {
 }
 
 // leaves validates v, at loc, against s and returns its distinct leaf
-// lines.
+// lines, sorted.
 func leaves(s *jsonschema.Schema, v any, loc string) []string {
 	at := func(instance string) string {
 		if loc+instance == "" {
@@ -264,16 +263,11 @@ func leaves(s *jsonschema.Schema, v any, loc string) []string {
 	if !errors.As(err, &ve) {
 		return []string{at("") + ": " + err.Error()}
 	}
-	seen := map[string]bool{}
 	var lines []string
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
-			line := at(e.InstanceLocation) + ": " + sortedNames(e.Message)
-			if !seen[line] {
-				seen[line] = true
-				lines = append(lines, line)
-			}
+			lines = append(lines, at(e.InstanceLocation)+": "+sortedNames(e.Message))
 			return
 		}
 		for _, c := range e.Causes {
@@ -281,7 +275,8 @@ func leaves(s *jsonschema.Schema, v any, loc string) []string {
 		}
 	}
 	walk(ve)
-	return lines
+	slices.Sort(lines)
+	return slices.Compact(lines)
 }
 
 // quotedList matches the list of quoted names a schema message holds
@@ -294,7 +289,7 @@ var quotedList = regexp.MustCompile(`'[^']*'(, '[^']*')+`)
 func sortedNames(msg string) string {
 	return quotedList.ReplaceAllStringFunc(msg, func(list string) string {
 		names := strings.Split(list, ", ")
-		sort.Strings(names)
+		slices.Sort(names)
 		return strings.Join(names, ", ")
 	})
 }
@@ -312,7 +307,7 @@ func (c *schemaLines) add(lines []string) {
 	c.n += len(lines)
 	c.first = append(c.first, lines...)
 	if len(c.first) > 2*MaxSchemaLines {
-		sort.Strings(c.first)
+		slices.Sort(c.first)
 		clear(c.first[MaxSchemaLines:])
 		c.first = c.first[:MaxSchemaLines]
 	}
@@ -322,7 +317,7 @@ func (c *schemaLines) result() []string {
 	if c.n == 0 {
 		return nil
 	}
-	sort.Strings(c.first)
+	slices.Sort(c.first)
 	lines := c.first[:min(len(c.first), MaxSchemaLines)]
 	if c.n > MaxSchemaLines {
 		lines = append(lines[:MaxSchemaLines:MaxSchemaLines], fmt.Sprintf("%d more schema failures", c.n-MaxSchemaLines))
