@@ -149,9 +149,8 @@ func (r *Report) JUnit(strict bool) ([]byte, error) {
 
 // add appends s and counts it into the totals.
 func (s *junitSuites) add(suite junitSuite) {
-	for i := range suite.Cases {
-		c := &suite.Cases[i]
-		suite.Tests++
+	suite.Tests = len(suite.Cases)
+	for _, c := range suite.Cases {
 		switch {
 		case c.Failure != nil:
 			suite.Failures++

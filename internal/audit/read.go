@@ -156,14 +156,12 @@ func readUpTo(r io.Reader, expected, limit int64) ([]byte, error) {
 
 // checkDir returns an error unless dir is a directory, not a symlink.
 func checkDir(what, dir string) error {
-	fi, err := os.Lstat(dir)
-	if err != nil {
+	switch fi, err := os.Lstat(dir); {
+	case err != nil:
 		return fmt.Errorf("%s %s: %w", what, dir, unwrapPath(err))
-	}
-	if fi.Mode()&os.ModeSymlink != 0 {
+	case fi.Mode()&os.ModeSymlink != 0:
 		return fmt.Errorf("%s %s: %w", what, dir, errSymlink)
-	}
-	if !fi.IsDir() {
+	case !fi.IsDir():
 		return fmt.Errorf("%s %s: not a directory", what, dir)
 	}
 	return nil

@@ -17,14 +17,6 @@ func (r *Report) WriteText(w io.Writer) error {
 		p.f("%s\n", r.Summary)
 	}
 	if r.Pass {
-		subset := ""
-		if len(r.Subset) > 0 {
-			subset = "; partial: " + strings.Join(r.Subset, "; ")
-		}
-		experiments := ""
-		if len(r.Experiments) > 0 {
-			experiments = "; experiments checked: " + strings.Join(r.Experiments, ", ")
-		}
 		var ran []string
 		if r.Stores > 0 || len(r.Targets) == 0 {
 			ran = append(ran, fmt.Sprintf("%s (%s × %s), %s", plural(r.Runs, "run"), plural(r.Cases, "case"), plural(r.Stores, "store"), plural(r.Calls, "call")))
@@ -33,7 +25,8 @@ func (r *Report) WriteText(w io.Writer) error {
 			ran = append(ran, r.targetsText())
 		}
 		p.f("PASS: %s, %s; %s and %s verified%s%s\n", strings.Join(ran, ", "), plural(r.Checks, "check"),
-			plural(r.Files, "file"), plural(r.Sources, "source"), experiments, subset)
+			plural(r.Files, "file"), plural(r.Sources, "source"),
+			joinAfter("; experiments checked: ", r.Experiments, ", "), joinAfter("; partial: ", r.Subset, "; "))
 		for _, h := range claimHeads { // claims.go
 			if list := *r.list(h.kind); len(list) > 0 {
 				p.f("%s\n", h.head)
@@ -87,19 +80,23 @@ func plural(n int, noun string) string {
 
 // targetsText counts the runs on targets for the PASS line.
 func (r *Report) targetsText() string {
-	more := ""
+	var more []string
 	if r.TargetsNotRun > 0 {
-		more += fmt.Sprintf("; %d not run", r.TargetsNotRun)
+		more = append(more, fmt.Sprintf("%d not run", r.TargetsNotRun))
 	}
 	if r.TargetsSkipped > 0 {
-		sep := ", "
-		if more == "" {
-			sep = "; "
-		}
-		more += fmt.Sprintf("%s%d skipped", sep, r.TargetsSkipped)
+		more = append(more, fmt.Sprintf("%d skipped", r.TargetsSkipped))
 	}
 	return fmt.Sprintf("%s on %s (%s%s), %s", plural(r.TargetRuns, "target run"), plural(len(r.Targets), "target"),
-		strings.Join(r.Targets, ", "), more, plural(r.TargetCalls, "call"))
+		strings.Join(r.Targets, ", "), joinAfter("; ", more, ", "), plural(r.TargetCalls, "call"))
+}
+
+// joinAfter is prefix and list joined by sep; "" for an empty list.
+func joinAfter(prefix string, list []string, sep string) string {
+	if len(list) == 0 {
+		return ""
+	}
+	return prefix + strings.Join(list, sep)
 }
 
 // deriveReport judges every selected run on a store against its case's
