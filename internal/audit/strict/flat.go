@@ -41,65 +41,61 @@ func (f *Flat) Read(line []byte) bool {
 	}
 	p.off++
 	p.space()
-	if p.off < len(line) && line[p.off] == '}' {
+	closed := p.off < len(line) && line[p.off] == '}'
+	if closed {
 		p.off++
-	} else {
-		for {
-			if p.off >= len(line) || line[p.off] != '"' || len(f.Members) == maxFlatMembers {
-				return false
-			}
+	}
+	for !closed {
+		if p.off >= len(line) || line[p.off] != '"' || len(f.Members) == maxFlatMembers {
+			return false
+		}
+		raw, escaped, err := p.strSpan()
+		if err != nil || escaped {
+			return false
+		}
+		m := FlatMember{Name: raw[1 : len(raw)-1]}
+		if slices.ContainsFunc(f.Members, func(o FlatMember) bool { return bytes.Equal(o.Name, m.Name) }) {
+			return false // a name twice: Decode says where
+		}
+		p.space()
+		if p.off >= len(line) || line[p.off] != ':' {
+			return false
+		}
+		p.off++
+		p.space()
+		if p.off >= len(line) {
+			return false
+		}
+		switch c := line[p.off]; {
+		case c == '"':
 			raw, escaped, err := p.strSpan()
 			if err != nil || escaped {
 				return false
 			}
-			m := FlatMember{Name: raw[1 : len(raw)-1]}
-			if slices.ContainsFunc(f.Members, func(o FlatMember) bool { return bytes.Equal(o.Name, m.Name) }) {
-				return false // a name twice: Decode says where
-			}
-			p.space()
-			if p.off >= len(line) || line[p.off] != ':' {
-				return false
-			}
-			p.off++
-			p.space()
-			if p.off >= len(line) {
-				return false
-			}
-			switch c := line[p.off]; {
-			case c == '"':
-				raw, escaped, err := p.strSpan()
-				if err != nil || escaped {
-					return false
-				}
-				m.Kind, m.Text = 's', raw[1:len(raw)-1]
-			case c == '-' || c >= '0' && c <= '9':
-				text, err := p.numberSpan()
-				if err != nil {
-					return false
-				}
-				m.Kind, m.Text = 'n', text
-			case c == 't' || c == 'f' || c == 'n':
-				word, kind := "true", byte('t')
-				if c == 'f' {
-					word, kind = "false", 'f'
-				} else if c == 'n' {
-					word, kind = "null", 'z'
-				}
-				if _, err := p.literal(word, nil); err != nil {
-					return false
-				}
-				m.Kind = kind
-			default:
-				return false
-			}
-			f.Members = append(f.Members, m)
-			closed, err := p.commaOrClose('}', "")
+			m.Kind, m.Text = 's', raw[1:len(raw)-1]
+		case c == '-' || c >= '0' && c <= '9':
+			text, err := p.numberSpan()
 			if err != nil {
 				return false
 			}
-			if closed {
-				break
+			m.Kind, m.Text = 'n', text
+		case c == 't' || c == 'f' || c == 'n':
+			word, kind := "true", byte('t')
+			if c == 'f' {
+				word, kind = "false", 'f'
+			} else if c == 'n' {
+				word, kind = "null", 'z'
 			}
+			if _, err := p.literal(word, nil); err != nil {
+				return false
+			}
+			m.Kind = kind
+		default:
+			return false
+		}
+		f.Members = append(f.Members, m)
+		if closed, err = p.commaOrClose('}', ""); err != nil {
+			return false
 		}
 	}
 	p.space()
