@@ -170,11 +170,10 @@ func (s *Schemas) LoadCase(file string, data []byte) (*Case, error) {
 	}
 	doc, _ := v.(map[string]any)
 	name, _ := str(doc, "name")
-	m := caseFileName.FindStringSubmatch(path.Base(file))
-	if m == nil {
+	switch m := caseFileName.FindStringSubmatch(path.Base(file)); {
+	case m == nil:
 		return nil, fmt.Errorf("%s: (file name): must be NN-%s.json (two digits, a dash, the case name)", file, name)
-	}
-	if m[1] != name {
+	case m[1] != name:
 		return nil, fmt.Errorf("%s: /name: %q does not match the file name (want %q)", file, name, m[1])
 	}
 	summary, _ := str(doc, "summary")

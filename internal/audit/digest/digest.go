@@ -136,15 +136,13 @@ func SourceFiles(root string) ([]string, error) {
 	}
 	for _, dir := range SourceDirs {
 		base := filepath.Join(root, dir)
-		fi, err := os.Lstat(base)
-		if os.IsNotExist(err) {
+		if fi, err := os.Lstat(base); err != nil || !fi.IsDir() {
+			if !os.IsNotExist(err) {
+				refused = append(refused, dir)
+			}
 			continue
 		}
-		if err != nil || !fi.IsDir() {
-			refused = append(refused, dir)
-			continue
-		}
-		err = filepath.WalkDir(base, func(name string, d os.DirEntry, err error) error {
+		err := filepath.WalkDir(base, func(name string, d os.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
