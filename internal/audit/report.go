@@ -106,11 +106,8 @@ func joinAfter(prefix string, list []string, sep string) string {
 // nothing whole is rendered; a selection with no case on a store has no
 // REPORT.md, whatever -case or -store narrow.
 func (a *auditor) deriveReport(results map[string]any) {
-	if !a.slice.Whole() {
-		return // a slice is judged once merged
-	}
-	if len(a.selCases) == 0 || len(a.selStores) == 0 {
-		return
+	if !a.slice.Whole() || len(a.selCases) == 0 || len(a.selStores) == 0 {
+		return // a slice is judged once merged; no case on a store, no REPORT.md
 	}
 	runs := map[runKey]map[string]any{}
 	arr, _ := results["runs"].([]any)
