@@ -56,6 +56,7 @@ func TestChaosReadStrict(t *testing.T) {
 		{"unknown member", `"error":""}`, `"error":"","extra":1}`, `unknown member "extra"`},
 		{"missing member", `,"replayed":false`, ``, `missing member "replayed"`},
 		{"unknown kind", `"kind":"start"`, `"kind":"restart"`, `unknown kind "restart"`},
+		{"the event lines' shape as a kind", `"kind":"start"`, `"kind":"event"`, `unknown kind "event"`},
 		{"duplicate member", `"kind":"effect",`, `"kind":"effect","kind":"effect",`, "duplicate member name"},
 		{"header counts", `"attempts":2`, `"attempts":3`, "the run header announces 3"},
 		{"ok without 200", `"status":200,"value":"2"`, `"status":409,"value":"2"`, `type "ok": outcome reply with status 409 is "fail"`},

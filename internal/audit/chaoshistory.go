@@ -442,8 +442,10 @@ func (hr *historyReader) shape() (string, error) {
 	if slices.Contains(chaosEventKinds, shape) {
 		shape = "event"
 	}
+	// "event" names the shape of the server event lines, not a kind a
+	// line may carry: such a line would pass as an event of no kind.
 	fields, known := chaosLineFields[shape]
-	if !known {
+	if !known || l.kind == "event" {
 		return "", fmt.Errorf("line %d: unknown kind %s", hr.no, l.render("kind"))
 	}
 	if shape == "attempt" && hr.h.version >= 3 {
