@@ -6,11 +6,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"idemlab/internal/audit/dsse"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"idemlab/internal/audit/dsse"
 )
 
 // EnvelopeFile is the DSSE envelope audit -write -sign writes beside the
@@ -62,7 +64,7 @@ func (a *auditor) checkSignature(statement []byte) {
 		fail("not a JSON object: %v", err)
 		return
 	}
-	for k := range env {
+	for _, k := range slices.Sorted(maps.Keys(env)) { // the first unknown name, the same on every run
 		if !slices.Contains([]string{"payloadType", "payload", "signatures"}, k) {
 			fail("unknown member %q (a DSSE envelope has payloadType, payload and signatures)", k)
 			return

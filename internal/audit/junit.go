@@ -204,10 +204,10 @@ func targetCase(class string, run targetRunVerdict, summary string, strict bool)
 		if f.Limitation != "" {
 			kind = "limitation (" + oneLine(f.Limitation) + ")"
 		}
-		fmt.Fprintf(&out, "%s %s%s: %s\n", kind, f.Rule, findingCall(f.Call), oneLine(f.Detail))
+		fmt.Fprintf(&out, "%s %s%s: %s\n", kind, f.Rule, callAt(f.Call), oneLine(f.Detail))
 	}
 	for _, d := range run.Deviations {
-		fmt.Fprintf(&out, "conformance %s%s: %s\n", d.Rule, findingCall(d.Call), oneLine(d.Detail))
+		fmt.Fprintf(&out, "conformance %s%s: %s\n", d.Rule, callAt(d.Call), oneLine(d.Detail))
 	}
 	for _, m := range run.Mirror {
 		fmt.Fprintf(&out, "mirror: %s\n", oneLine(m))
@@ -218,14 +218,6 @@ func targetCase(class string, run targetRunVerdict, summary string, strict bool)
 	}
 	c.SystemOut = out.String()
 	return c
-}
-
-// findingCall names the call a finding is about, if any.
-func findingCall(call *int) string {
-	if call == nil {
-		return ""
-	}
-	return fmt.Sprintf(" (call %d)", *call)
 }
 
 // chaosCaseName names a target's chaos run: "chaos", or "chaos trial N"
