@@ -247,8 +247,9 @@ func (l *lineReader) get(name string) lineValue {
 	return lineValue{kind: 'o', v: v}
 }
 
-// unknownMember returns the name of a member not among fields (the
-// first, when the line was read in place), nil if there is none.
+// unknownMember returns the name of a member not among fields, nil if
+// there is none: the first in the line when it was read in place, else
+// the first by name (a map's order would name any, from run to run).
 func (l *lineReader) unknownMember(fields []string) []byte {
 	if l.obj == nil {
 		for _, m := range l.flat.Members {
@@ -258,7 +259,7 @@ func (l *lineReader) unknownMember(fields []string) []byte {
 		}
 		return nil
 	}
-	for k := range l.obj {
+	for _, k := range slices.Sorted(maps.Keys(l.obj)) {
 		if !slices.Contains(fields, k) {
 			return []byte(k)
 		}

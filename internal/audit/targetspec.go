@@ -133,7 +133,9 @@ func placeFault(v string, t *targetSpec) string {
 		case t.native[name]:
 			continue // the target's own header: its argument is the target's business
 		case name == "delay" || name == "stall" || name == "give-up":
-			// NN is what strconv.Atoi reads, at most five characters.
+			// NN is what strconv.Atoi reads, at most five characters: the
+			// lab's placement reads it so ("+5ms" and "-0ms" too), where
+			// faultError reads the server's header, digits only.
 			digits, isMS := strings.CutSuffix(arg, "ms")
 			n, err := strconv.Atoi(digits)
 			if !hasArg || !isMS || err != nil || n < 0 || len(digits) > 5 || n > maxDelayMS {
