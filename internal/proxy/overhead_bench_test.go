@@ -28,7 +28,10 @@ import (
 // issue 27, item 7). A third path, the standard library's
 // httputil.ReverseProxy in the same process with keep-alive to the replica,
 // is the reference: what a general-purpose Go proxy hop costs on the same
-// machine in the same run. One op is one call on each path.
+// machine in the same run. A fourth, bareHop, is the yardstick: the least
+// an HTTP-aware hop can do (no fault, no bound, no watch), so the gap
+// between it and the direct path is what any proxy hop costs on this
+// machine, whatever its code. One op is one call on each path.
 //
 //	go test ./internal/proxy -run '^$' -bench ProxyOverhead -benchtime 20000x -count 3
 func BenchmarkProxyOverhead(b *testing.B) {
@@ -46,14 +49,15 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	ref := httpTarget(b, (&httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(&url.URL{Scheme: "http", Host: addr}) },
 	}).ServeHTTP)
+	bare := bareHop(b, addr)
 	for _, conc := range []int{1, 8} {
 		b.Run(fmt.Sprintf("clients=%d", conc), func(b *testing.B) {
 			c := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
 			defer c.CloseIdleConnections()
 			const round = 500 // calls per path per round
-			var lat [3][]time.Duration
-			var took [3]time.Duration
-			urls := [3]string{"http://" + addr + "/effect", "http://" + p.Addr() + "/effect", "http://" + ref + "/effect"}
+			var lat [4][]time.Duration
+			var took [4]time.Duration
+			urls := [4]string{"http://" + addr + "/effect", "http://" + p.Addr() + "/effect", "http://" + ref + "/effect", "http://" + bare + "/effect"}
 			b.ResetTimer()
 			for done := 0; done < b.N; done += round {
 				n := min(round, b.N-done)
@@ -64,7 +68,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			var rate, p50 [3]float64
+			var rate, p50 [4]float64
 			for path := range urls {
 				rate[path] = float64(len(lat[path])) / took[path].Seconds()
 				slices.Sort(lat[path])
@@ -78,6 +82,8 @@ func BenchmarkProxyOverhead(b *testing.B) {
 			b.ReportMetric(p50[1]/p50[0], "p50-ratio")
 			b.ReportMetric(rate[2]/rate[0], "ref-throughput-ratio")
 			b.ReportMetric(p50[2]/p50[0], "ref-p50-ratio")
+			b.ReportMetric(rate[3]/rate[0], "bare-throughput-ratio")
+			b.ReportMetric(p50[3]/p50[0], "bare-p50-ratio")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
