@@ -2,12 +2,11 @@ package runner
 
 import (
 	"context"
+	"idemlab/internal/audit/shard"
 	"io"
 	"strings"
 	"testing"
 
-	"idemlab/internal/audit/shard"
-	"idemlab/internal/audit/strict"
 	"idemlab/internal/casefile"
 	"idemlab/internal/caserun"
 	"idemlab/internal/protocol"
@@ -62,13 +61,4 @@ func name(stores []protocol.Store) string {
 		names[i] = string(s)
 	}
 	return strings.Join(names, "+")
-}
-
-func mustSchemas(t testing.TB) *strict.Schemas {
-	t.Helper()
-	s, err := strict.LoadSchemas("../../schema")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }

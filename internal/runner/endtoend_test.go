@@ -1,8 +1,4 @@
-// Package suite_test runs the whole case suite through the runner, on
-// every store and on each deliberately broken registry: the two longest
-// runs of the runner's tests, in a test binary of their own so that they
-// run beside internal/runner's serial tests instead of after them.
-package suite_test
+package runner
 
 import (
 	"bytes"
@@ -17,7 +13,6 @@ import (
 	"idemlab/internal/pgcluster"
 	"idemlab/internal/pgcluster/pgclustertest"
 	"idemlab/internal/protocol"
-	"idemlab/internal/runner"
 )
 
 // Ensure the whole case suite runs on every store through real subprocesses
@@ -41,8 +36,8 @@ func TestEndToEnd(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "evidence")
 	var log bytes.Buffer
-	err := runner.Run(context.Background(), runner.Options{Root: root, Out: out, Stores: stores, StoresGiven: true, PostgresAsked: len(stores) == len(protocol.Stores),
-		Intents: runner.DefaultIntents, Experiment: runner.None, Stdout: &log, Stderr: &log})
+	err := Run(context.Background(), Options{Root: "../..", Out: out, Stores: stores, StoresGiven: true, PostgresAsked: len(stores) == len(protocol.Stores),
+		Intents: DefaultIntents, Experiment: None, Stdout: &log, Stderr: &log})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, log.String())
 	}
@@ -59,7 +54,7 @@ func TestEndToEnd(t *testing.T) {
 	if err := json.Unmarshal(first, &res); err != nil {
 		t.Fatal(err)
 	}
-	cases, err := casefile.LoadDir(filepath.Join(root, "cases"), schemas(t))
+	cases, err := casefile.LoadDir("../../cases", mustSchemas(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,12 +69,9 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
-// root is the checkout's root, from this package's folder.
-const root = "../../.."
-
-func schemas(t testing.TB) *strict.Schemas {
+func mustSchemas(t testing.TB) *strict.Schemas {
 	t.Helper()
-	s, err := strict.LoadSchemas(filepath.Join(root, "schema"))
+	s, err := strict.LoadSchemas("../../schema")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package suite_test
+package runner
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"idemlab/internal/protocol"
-	"idemlab/internal/runner"
 )
 
 // caughtBy names, for every flaw, the case that must catch it on the
@@ -60,16 +59,16 @@ func TestMutationScore(t *testing.T) {
 			var cases []string
 			for try := 1; try <= mutantTries && !slices.Contains(cases, want); try++ {
 				out.Reset()
-				err := runner.Run(context.Background(), runner.Options{
-					Root: root, Out: filepath.Join(dir, fmt.Sprintf("%s-%d", flaw, try)), Stores: []protocol.Store{protocol.Volatile}, Case: want,
-					Intents: runner.DefaultIntents, Unsafe: flaw, Stdout: &out, Stderr: &out,
+				err := Run(context.Background(), Options{
+					Root: "../..", Out: filepath.Join(dir, fmt.Sprintf("%s-%d", flaw, try)), Stores: []protocol.Store{protocol.Volatile}, Case: want,
+					Intents: DefaultIntents, Unsafe: flaw, Stdout: &out, Stderr: &out,
 				})
 				cases = nil
 				switch {
 				case err == nil: // not caught on this run: a race, tried again
 					t.Logf("%s, run %d: the audit passed", flaw, try)
 					continue
-				case !errors.Is(err, runner.ErrAuditFailed):
+				case !errors.Is(err, ErrAuditFailed):
 					t.Fatalf("Run with %s = %v, want the audit to fail\n%s", flaw, err, out.String())
 				}
 				for _, m := range named.FindAllStringSubmatch(out.String(), -1) {
