@@ -33,6 +33,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +54,11 @@ const (
 	DialTimeout    = 5 * time.Second   // for the replica to accept a connection
 	ReplyTimeout   = 150 * time.Second // for the replica's whole reply: longer than the sink's longest waits (2 x 60 s)
 	WriteTimeout   = 30 * time.Second  // for each write to either side
+	// ContinueWait is how long a request that expects 100 Continue waits
+	// for the replica's word before its body is sent anyway (RFC 9110
+	// 10.1.1: a server may ignore the expectation, and an HTTP/1.0 one
+	// does): Go's default client and curl wait as long.
+	ContinueWait = time.Second
 
 	lingerTimeout = 2 * time.Second // after a reply, for the client to close first
 	closeWait     = 10 * time.Second
@@ -714,12 +720,15 @@ func roundTrip(up net.Conn, head, body []byte, req *http.Request, maxBody int64)
 		if _, err := up.Write(head); err != nil {
 			return reply{err: fmt.Errorf("write request head: %w", err)}
 		}
-		up.SetReadDeadline(time.Now().Add(ReplyTimeout))
+		up.SetReadDeadline(time.Now().Add(ContinueWait))
 		resp, err := http.ReadResponse(br, req)
-		if err != nil {
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded) && len(rec.buf) == 0:
+			// No word from the replica: the body goes anyway.
+			return sendBodyAndRead(up, rec, br, body, req, maxBody)
+		case err != nil:
 			return readError(rec, err)
-		}
-		if resp.StatusCode != http.StatusContinue {
+		case resp.StatusCode != http.StatusContinue:
 			rep := finishReply(rec, br, req, resp, maxBody)
 			rep.reusable = false // the body was never sent
 			return rep
@@ -727,6 +736,7 @@ func roundTrip(up net.Conn, head, body []byte, req *http.Request, maxBody int64)
 		// The client has had the proxy's own 100 Continue: this one is
 		// not relayed.
 		rec.buf = rec.buf[len(rec.buf)-br.Buffered():]
+		up.SetReadDeadline(time.Now().Add(ReplyTimeout))
 		if _, err := up.Write(body); err != nil {
 			return reply{err: fmt.Errorf("write request body: %w", err)}
 		}
@@ -743,9 +753,40 @@ func roundTrip(up net.Conn, head, body []byte, req *http.Request, maxBody int64)
 	return rep
 }
 
-// expectsContinue reports whether req asks to be told to send its body.
+// sendBodyAndRead sends body, the rest of a request whose head went
+// without an answer within ContinueWait, while it reads the reply: a
+// replica that answers early (413) and reads no more has its reply taken
+// at once, the body's write then cut short and the connection not kept.
+// A late 100 Continue is an interim reply like any other.
+func sendBodyAndRead(up net.Conn, rec *recorder, br *bufio.Reader, body []byte, req *http.Request, maxBody int64) reply {
+	up.SetReadDeadline(time.Now().Add(ReplyTimeout))
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := up.Write(body)
+		wrote <- err
+	}()
+	rep := readReply(rec, br, req, maxBody)
+	var werr error
+	select {
+	case werr = <-wrote:
+	default:
+		up.SetWriteDeadline(time.Unix(1, 0)) // ends the write
+		werr = <-wrote
+	}
+	if werr != nil {
+		rep.reusable = false
+		if rep.err != nil {
+			rep.err = fmt.Errorf("write request body: %v; %w", werr, rep.err)
+		}
+	}
+	return rep
+}
+
+// expectsContinue reports whether req asks to be told to send its body:
+// an HTTP/1.0 request's expectation is ignored (RFC 9110 10.1.1), and its
+// client gets no interim reply it could not read.
 func expectsContinue(req *http.Request) bool {
-	return strings.EqualFold(strings.TrimSpace(req.Header.Get("Expect")), "100-continue")
+	return req.ProtoAtLeast(1, 1) && strings.EqualFold(strings.TrimSpace(req.Header.Get("Expect")), "100-continue")
 }
 
 // readReply reads one whole reply to req from br, which reads rec.
