@@ -42,20 +42,8 @@ func TestContinueNeverSent(t *testing.T) {
 	got := make(chan string, 1)
 	p, observed := startProxy(t, proxy.Config{Upstream: ignoresExpect(t, got)})
 	body := strings.Repeat("x", 2048)
-	hc := &http.Client{Timeout: bound, Transport: &http.Transport{DisableKeepAlives: true, ExpectContinueTimeout: bound}}
-	req, err := http.NewRequest("POST", "http://"+p.Addr()+"/effect", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Expect", "100-continue")
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatalf("POST with Expect: 100-continue to a replica that ignores it: %v", err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || string(b) != "2048" {
-		t.Errorf("reply %d %q, want 200 2048", resp.StatusCode, b)
+	if status, b := postExpecting(t, p.Addr(), body); status != 200 || b != "2048" {
+		t.Errorf("reply %d %q, want 200 2048", status, b)
 	}
 	if s := <-got; s != body {
 		t.Errorf("the replica read %.40q (%d bytes), want the whole body (%d bytes)", s, len(s), len(body))
@@ -105,22 +93,32 @@ func TestContinueRefusedWithoutReading(t *testing.T) {
 	})
 	t.Cleanup(func() { close(release) }) // before rawTarget's, which waits for the handler
 	p, observed := startProxy(t, proxy.Config{Upstream: addr, MaxBody: 8 << 20})
+	if status, b := postExpecting(t, p.Addr(), strings.Repeat("x", 8<<20)); status != 413 || b != "big!" {
+		t.Errorf("reply %d %q, want the replica's 413 big!", status, b)
+	}
+	if e := next(t, observed); e.Status != 413 {
+		t.Errorf("observed %+v, want status 413", e)
+	}
+}
+
+// postExpecting posts body to the proxy at addr with Expect: 100-continue,
+// as the lab's client does for a body over 1 KiB, and returns the reply.
+func postExpecting(t *testing.T, addr, body string) (int, string) {
+	t.Helper()
 	hc := &http.Client{Timeout: bound, Transport: &http.Transport{DisableKeepAlives: true, ExpectContinueTimeout: bound}}
-	req, err := http.NewRequest("POST", "http://"+p.Addr()+"/effect", strings.NewReader(strings.Repeat("x", 8<<20)))
+	req, err := http.NewRequest("POST", "http://"+addr+"/effect", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Expect", "100-continue")
 	resp, err := hc.Do(req)
 	if err != nil {
-		t.Fatalf("POST: %v", err)
+		t.Fatalf("POST with Expect: 100-continue: %v", err)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 413 || string(b) != "big!" {
-		t.Errorf("reply %d %q, want the replica's 413 big!", resp.StatusCode, b)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read reply: %v", err)
 	}
-	if e := next(t, observed); e.Status != 413 {
-		t.Errorf("observed %+v, want status 413", e)
-	}
+	return resp.StatusCode, string(b)
 }
