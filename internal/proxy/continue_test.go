@@ -45,7 +45,7 @@ func TestContinueNeverSent(t *testing.T) {
 	if status, b := postExpecting(t, p.Addr(), body); status != 200 || b != "2048" {
 		t.Errorf("reply %d %q, want 200 2048", status, b)
 	}
-	if s := <-got; s != body {
+	if s := receive(t, got, "the replica read nothing"); s != body {
 		t.Errorf("the replica read %.40q (%d bytes), want the whole body (%d bytes)", s, len(s), len(body))
 	}
 	if e := next(t, observed); e.Status != 200 || e.Err != "" {
@@ -55,8 +55,8 @@ func TestContinueNeverSent(t *testing.T) {
 
 // Ensure an HTTP/1.0 request's Expect: 100-continue is ignored, as RFC
 // 9110 10.1.1 requires of a server: the client gets no 100 Continue (an
-// HTTP/1.0 client cannot read one), and the replica gets the head and the
-// body at once, with no wait.
+// HTTP/1.0 client cannot read one), and the replica gets the whole body
+// and its reply is relayed as sent.
 func TestContinueIgnoredForHTTP10(t *testing.T) {
 	got := make(chan string, 1)
 	p, observed := startProxy(t, proxy.Config{Upstream: ignoresExpect(t, got)})
@@ -64,7 +64,7 @@ func TestContinueIgnoredForHTTP10(t *testing.T) {
 	if want := "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n3"; reply != want {
 		t.Errorf("an HTTP/1.0 client got %q, want only the replica's reply %q", reply, want)
 	}
-	if s := <-got; s != "abc" {
+	if s := receive(t, got, "the replica read nothing"); s != "abc" {
 		t.Errorf("the replica read %q, want abc", s)
 	}
 	if e := next(t, observed); e.Status != 200 || e.Err != "" {
@@ -74,10 +74,10 @@ func TestContinueIgnoredForHTTP10(t *testing.T) {
 
 // Ensure a replica that refuses a body (413) once it has begun to come,
 // without a 100 Continue, and neither reads the rest nor closes, has its
-// refusal relayed
-// at once: the body sent after proxy.ContinueWait is cut short when the
-// reply is whole, instead of the proxy blocking on a write the replica
-// never reads (WriteTimeout, 30 s) with the reply already there.
+// refusal relayed at once: the body sent after proxy.ContinueWait is cut
+// short when the reply is whole, instead of the proxy blocking on a write
+// the replica never reads (WriteTimeout, 30 s) with the reply already
+// there.
 func TestContinueRefusedWithoutReading(t *testing.T) {
 	release := make(chan struct{})
 	addr := rawTarget(t, func(c net.Conn) {

@@ -62,12 +62,20 @@ func startProxy(t *testing.T, cfg proxy.Config) (*proxy.Proxy, <-chan proxy.Exch
 // next returns the next exchange observed, failing a hung test.
 func next(t *testing.T, observed <-chan proxy.Exchange) proxy.Exchange {
 	t.Helper()
+	return receive(t, observed, "no exchange observed")
+}
+
+// receive returns the next value on ch, failing t with what when none
+// comes within the tests' bound.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
 	select {
-	case e := <-observed:
-		return e
+	case v := <-ch:
+		return v
 	case <-time.After(bound):
-		t.Fatalf("no exchange observed within %v", bound)
-		return proxy.Exchange{}
+		t.Fatalf("%s within %v", what, bound)
+		var zero T
+		return zero
 	}
 }
 
