@@ -31,7 +31,7 @@ func TestCountCommandBounded(t *testing.T) {
 	}{
 		{name: "group child holds stdout", script: `(while :; do sleep 1; done) & echo 2`, want: 2},
 		{name: "cancelled, a group child holds stdout", script: `(while :; do sleep 1; done) & sleep 60`, cancel: 500 * time.Millisecond, wantErr: "context canceled"},
-		{name: "setsid child holds stdout", script: proctest.Escape + `echo 2`, wantErr: "outlived it; killed by the command's mark"},
+		{name: "setsid child holds stdout", script: proctest.Escape + `echo 2`, wantErr: "; killed by the command's mark"},
 		{name: "100 MB", script: `head -c 104857600 /dev/zero | tr '\0' 7`, wantErr: "printed more than 4096 bytes on stdout"},
 		{name: "negative", script: `echo -5`, wantErr: `printed "-5": a negative count`},
 		{name: "not a number", script: `echo five`, wantErr: `printed "five", want one integer`},

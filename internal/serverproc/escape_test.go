@@ -25,8 +25,8 @@ func TestServerChildrenHoldingOutput(t *testing.T) {
 		{name: "group child, server exits", script: `(while :; do sleep 1; done) & echo READY 127.0.0.1:4242; sleep 0.2`, exit: true, want: "outlived"},
 		{name: "group child, server killed", script: `(while :; do sleep 1; done) & echo READY 127.0.0.1:4242; exec sleep 60`},
 		{name: "setsid child, server killed", script: proctest.Escape + `echo READY 127.0.0.1:4242; exec sleep 60`},
-		{name: "setsid child, server exits", script: proctest.Escape + `echo READY 127.0.0.1:4242; sleep 0.2`, exit: true, want: "outside its process group (setsid) outlived it; killed by the server's mark"},
-		{name: "setsid daemon, its output closed", script: proctest.Daemon + `echo READY 127.0.0.1:4242; sleep 0.2`, exit: true, want: "outlived it; killed by the server's mark"},
+		{name: "setsid child, server exits", script: proctest.Escape + `echo READY 127.0.0.1:4242; sleep 0.2`, exit: true, want: "outside its process group (setsid) outlived it: pid "},
+		{name: "setsid daemon, its output closed", script: proctest.Daemon + `echo READY 127.0.0.1:4242; sleep 0.2`, exit: true, want: "done idemlab-test-"},
 		{name: "setsid child without the mark, server exits", script: proctest.EscapeUnmarked + `echo READY 127.0.0.1:4242; sleep 0.2`, exit: true},
 	}
 	unmarked := &tests[len(tests)-1]

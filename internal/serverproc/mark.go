@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 )
@@ -46,3 +47,61 @@ func withMark(env []string, mark string) []string {
 // starts outside this package (the audit program), so that the watchdog
 // ends it and what it started with a runner that died.
 func Marked(env []string) []string { return withMark(env, newMark()) }
+
+// strayed is what killMarked killed: the processes' pids, and the first
+// few of them with their command lines, for the error that says so.
+type strayed struct {
+	pids  []int
+	named []string
+}
+
+// strayNamed and strayLine bound what an error names of strayed processes.
+const (
+	strayNamed = 3
+	strayLine  = 120
+)
+
+// any reports whether a process was killed.
+func (s strayed) any() bool { return len(s.pids) > 0 }
+
+// add records one killed process; cmdline is /proc's, NUL-separated. A
+// pid already recorded (a kill's second sweep can find it not yet dead)
+// is not counted twice.
+func (s *strayed) add(pid int, cmdline []byte) {
+	if slices.Contains(s.pids, pid) {
+		return
+	}
+	s.pids = append(s.pids, pid)
+	if len(s.named) == strayNamed {
+		return
+	}
+	line := strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " "))
+	if len(line) > strayLine {
+		line = line[:strayLine] + "..."
+	}
+	s.named = append(s.named, fmt.Sprintf("pid %d %q", pid, line))
+}
+
+// join is s with what a later sweep killed.
+func (s strayed) join(later strayed) strayed {
+	for i, pid := range later.pids {
+		if slices.Contains(s.pids, pid) {
+			continue
+		}
+		s.pids = append(s.pids, pid)
+		if i < len(later.named) && len(s.named) < strayNamed {
+			s.named = append(s.named, later.named[i])
+		}
+	}
+	return s
+}
+
+// String names the killed processes (pid 12 "go ** telemetry **") and
+// says how many more there were.
+func (s strayed) String() string {
+	out := strings.Join(s.named, ", ")
+	if more := len(s.pids) - len(s.named); more > 0 {
+		out += fmt.Sprintf(" and %d more", more)
+	}
+	return out
+}

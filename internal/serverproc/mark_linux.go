@@ -8,16 +8,17 @@ import (
 )
 
 // killMarked kills every live process but those of process group skip (0:
-// none) whose environment carries mark exactly, and returns how many it
-// killed. It reads /proc; a process it may not read is not the lab's.
-func killMarked(mark string, skip int) int {
+// none) whose environment carries mark exactly, and returns what it killed
+// (strayed), so that an error can name the process. It reads /proc; a
+// process it may not read is not the lab's.
+func killMarked(mark string, skip int) strayed {
+	var killed strayed
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0
+		return killed
 	}
 	want := []byte(MarkEnv + "=" + mark)
 	self := os.Getpid()
-	killed := 0
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
@@ -30,8 +31,9 @@ func killMarked(mark string, skip int) int {
 		if pgid, err := syscall.Getpgid(pid); err == nil && skip != 0 && pgid == skip {
 			continue
 		}
+		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline") // read before the kill: a zombie has none
 		if syscall.Kill(pid, syscall.SIGKILL) == nil {
-			killed++
+			killed.add(pid, cmdline)
 		}
 	}
 	return killed

@@ -1,7 +1,9 @@
 package serverproc
 
 import (
+	"cmp"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -9,8 +11,8 @@ import (
 // (a mark nobody carries: every process's environment read, none killed).
 func BenchmarkKillMarked(b *testing.B) {
 	for b.Loop() {
-		if n := killMarked("nobody.1", 0); n != 0 {
-			b.Fatalf("killed %d", n)
+		if k := killMarked("nobody.1", 0); k.any() {
+			b.Fatalf("killed %v", k)
 		}
 	}
 	entries, _ := os.ReadDir("/proc")
@@ -39,5 +41,39 @@ func TestWithMark(t *testing.T) {
 	}
 	if !found || inherited[len(inherited)-1] != MarkEnv+"=m.1" {
 		t.Errorf("withMark(nil) = %q, want the runner's environment and the mark last", inherited)
+	}
+}
+
+// Ensure strayed names at most strayNamed processes, each command line
+// cut at strayLine bytes, counts a pid once however many sweeps found it,
+// and says how many it did not name.
+func TestStrayed(t *testing.T) {
+	long := strings.Repeat("x", strayLine+10)
+	tests := []struct {
+		name   string
+		sweeps [][]int // pids killed, sweep by sweep
+		want   string
+	}{
+		{name: "none", want: ""},
+		{name: "one", sweeps: [][]int{{7}}, want: `pid 7 "go ** telemetry **"`},
+		{name: "found again by the second sweep", sweeps: [][]int{{7}, {7, 9}}, want: `pid 7 "go ** telemetry **", pid 9 "sleep 1"`},
+		{name: "more than named", sweeps: [][]int{{1, 2}, {3, 4, 5}}, want: `pid 1 "sh -c loop", pid 2 "sh -c loop", pid 3 "sh -c loop" and 2 more`},
+		{name: "long command line", sweeps: [][]int{{11}}, want: `pid 11 "` + long[:strayLine] + `..."`},
+	}
+	cmdline := map[int]string{7: "go\x00** telemetry **\x00", 9: "sleep\x001\x00", 11: long}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got strayed
+			for _, pids := range tt.sweeps {
+				var sweep strayed
+				for _, pid := range pids {
+					sweep.add(pid, []byte(cmp.Or(cmdline[pid], "sh\x00-c\x00loop")))
+				}
+				got = got.join(sweep)
+			}
+			if got.String() != tt.want || got.any() != (tt.want != "") {
+				t.Errorf("strayed = %s (any %v), want %s", got, got.any(), tt.want)
+			}
+		})
 	}
 }

@@ -81,8 +81,8 @@ func Run(ctx context.Context, c Command) (err error) {
 		return fmt.Errorf("did not finish within %v; its process group was killed", c.Within)
 	case waitErr != nil:
 		return waitErr
-	case r.strayed:
-		return fmt.Errorf("exited, but a process it started outside its process group (setsid) outlived it; killed by the command's mark (%s)", MarkEnv)
+	case r.strayed.any():
+		return fmt.Errorf("exited, but a process it started outside its process group (setsid) outlived it: %v; killed by the command's mark (%s)", r.strayed, MarkEnv)
 	case r.unmarked:
 		return errors.New("exited, but a process it started outside its process group (setsid) that cleared its environment outlived it; killed by its cgroup")
 	case r.held:
@@ -99,9 +99,9 @@ type bounded struct {
 	streams []stream
 	pumps   sync.WaitGroup
 	mu      sync.Mutex
-	over    error // the first write error
-	held    bool  // a reader stopped at the drain deadline
-	strayed bool  // processes outside the group carried its mark; killed
+	over    error   // the first write error
+	held    bool    // a reader stopped at the drain deadline
+	strayed strayed // processes outside the group carried its mark; killed
 	// unmarked: a process outside the group without the mark (it cleared
 	// its environment) was left in its cgroup; killed
 	unmarked bool
@@ -197,9 +197,9 @@ func (b *bounded) wait(limited context.Context) error {
 	waitErr := b.cmd.Wait()
 	close(exited)
 	pgid := b.cmd.Process.Pid
-	b.strayed = killMarked(b.mark, pgid) > 0 // what left the group (setsid)
-	b.group()                                // what the command left running in its group
-	b.strayed = killMarked(b.mark, pgid) > 0 || b.strayed
+	b.strayed = killMarked(b.mark, pgid) // what left the group (setsid)
+	b.group()                            // what the command left running in its group
+	b.strayed = b.strayed.join(killMarked(b.mark, pgid))
 	b.unmarked = b.cg.kill(b.mark, pgid) > 0 // what also cleared its environment
 	deadline := time.Now().Add(DrainWithin)
 	for _, s := range b.streams {

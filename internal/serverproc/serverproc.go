@@ -58,7 +58,7 @@ type Server struct {
 	escaped bool
 	// strayed: processes outside its group carried its mark when it
 	// exited (valid after done); they were killed.
-	strayed bool
+	strayed strayed
 	// unmarked: a process outside its group without its mark (it cleared
 	// its environment) was left in its cgroup (valid after done); the
 	// cgroup's kill ended it.
@@ -192,7 +192,7 @@ func (s *Server) reap(pipes *sync.WaitGroup, stdout, stderr *os.File) {
 		s.outlived = true
 		_ = syscall.Kill(-s.PID, syscall.SIGKILL)
 	}
-	s.strayed = s.killStrays() || s.strayed // one its group started as it went
+	s.strayed = s.strayed.join(s.killStrays()) // one its group started as it went
 	// What is left in its cgroup left the group and cleared its
 	// environment: only the cgroup's kill reaches it.
 	pgid := 0
@@ -390,8 +390,8 @@ func (s *Server) sweepGroup() error {
 		_ = syscall.Kill(-s.PID, syscall.SIGKILL)
 		return fmt.Errorf("server %d exited, but processes of its group outlived it; killed", s.PID)
 	}
-	if s.strayed {
-		return fmt.Errorf("server %d exited, but a process it started outside its process group (setsid) outlived it; killed by the server's mark (%s)", s.PID, MarkEnv)
+	if s.strayed.any() {
+		return fmt.Errorf("server %d exited, but a process it started outside its process group (setsid) outlived it: %v; killed by the server's mark (%s)", s.PID, s.strayed, MarkEnv)
 	}
 	if s.unmarked {
 		return fmt.Errorf("server %d exited, but a process it started outside its process group (setsid) that cleared its environment outlived it; killed by its cgroup", s.PID)
@@ -406,14 +406,13 @@ func (s *Server) sweepGroup() error {
 }
 
 // killStrays kills the processes outside the server's group that carry
-// its mark (with no group of its own, every one), and reports whether
-// there were any.
-func (s *Server) killStrays() bool {
+// its mark (with no group of its own, every one), and returns them.
+func (s *Server) killStrays() strayed {
 	skip := 0
 	if s.group {
 		skip = s.PID
 	}
-	return killMarked(s.mark, skip) > 0
+	return killMarked(s.mark, skip)
 }
 
 // Exited reports whether the process has exited and been reaped.

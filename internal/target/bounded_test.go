@@ -32,7 +32,7 @@ func TestEnsureSetupChildrenHoldingOutput(t *testing.T) {
 	}{
 		{name: "group child outlives the shell", script: `(while :; do sleep 1; done) & echo hi`},
 		{name: "cancelled with a group child", script: `(while :; do sleep 1; done) & echo hi; sleep 60`, cancel: 500 * time.Millisecond, wantErr: "context canceled"},
-		{name: "setsid child outlives the shell", script: proctest.Escape + `echo hi`, wantErr: "outlived it; killed by the command's mark"},
+		{name: "setsid child outlives the shell", script: proctest.Escape + `echo hi`, wantErr: "; do sleep 1; done"},
 		{name: "cancelled with a setsid child", script: proctest.Escape + `echo hi; sleep 60`, cancel: 500 * time.Millisecond, wantErr: "context canceled"},
 		{name: "setsid child without the mark outlives the shell", script: proctest.EscapeUnmarked + `echo hi`},
 	}
@@ -149,5 +149,39 @@ func TestRuntimeVersionChildHoldingOutput(t *testing.T) {
 	}
 	if left := proctest.Gone(m); len(left) > 0 {
 		t.Errorf("processes %v outlived the version command", left)
+	}
+}
+
+// Ensure a shipped Go target's commands start no daemon of the go
+// command's own: on a machine whose telemetry has not uploaded for a day
+// (here a fresh XDG_CONFIG_HOME, so a fresh telemetry folder), the go
+// command starts its telemetry sidecar with setsid, and the lab would kill
+// it and refuse the target as one that left a process behind (a CI run
+// failed so). The target's start.env tells the go command it is that
+// sidecar's own child, which starts none.
+func TestGoTargetsStartNoTelemetrySidecar(t *testing.T) {
+	dirs, err := filepath.Glob(filepath.Join("..", "..", "targets", "*", FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	for _, p := range dirs {
+		tg, err := Load(filepath.Dir(p), schemas(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tg.Versions.Runtime) == 0 || tg.Versions.Runtime[0] != "go" {
+			continue
+		}
+		t.Run(tg.Name, func(t *testing.T) {
+			t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+			if _, err := tg.RuntimeVersion(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+		ran++
+	}
+	if ran < 2 {
+		t.Errorf("%d shipped targets run go for their runtime version, want the Fiber ones", ran)
 	}
 }
