@@ -152,15 +152,15 @@ func TestRuntimeVersionChildHoldingOutput(t *testing.T) {
 	}
 }
 
-// Ensure a shipped Go target's commands start no daemon of the go
-// command's own: on a machine whose telemetry has not uploaded for a day
-// (here a fresh XDG_CONFIG_HOME, so a fresh telemetry folder), the go
-// command starts its telemetry sidecar with setsid, and the lab would kill
-// it and refuse the target as one that left a process behind (a CI run
-// failed so). The target's start.env tells the go command it is that
-// sidecar's own child, which starts none.
+// Ensure a shipped Go target's commands, and a Go zoo service's, start
+// no daemon of the go command's own: on a machine whose telemetry has not
+// uploaded for a day (here a fresh XDG_CONFIG_HOME, so a fresh telemetry
+// folder), the go command starts its telemetry sidecar with setsid, and
+// the lab would kill it and refuse the target as one that left a process
+// behind (a CI run failed so). The target's start.env tells the go
+// command it is that sidecar's own child, which starts none.
 func TestGoTargetsStartNoTelemetrySidecar(t *testing.T) {
-	dirs, err := filepath.Glob(filepath.Join("..", "..", "targets", "*", FileName))
+	dirs, err := filepath.Glob(filepath.Join("..", "..", "*", "*", FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestGoTargetsStartNoTelemetrySidecar(t *testing.T) {
 		})
 		ran++
 	}
-	if ran < 2 {
-		t.Errorf("%d shipped targets run go for their runtime version, want the Fiber ones", ran)
+	if ran < 8 {
+		t.Errorf("%d shipped targets and zoo services run go for their runtime version, want the 2 Fiber ones and the 6 Go zoo services", ran)
 	}
 }
