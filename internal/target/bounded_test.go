@@ -32,7 +32,7 @@ func TestEnsureSetupChildrenHoldingOutput(t *testing.T) {
 	}{
 		{name: "group child outlives the shell", script: `(while :; do sleep 1; done) & echo hi`},
 		{name: "cancelled with a group child", script: `(while :; do sleep 1; done) & echo hi; sleep 60`, cancel: 500 * time.Millisecond, wantErr: "context canceled"},
-		{name: "setsid child outlives the shell", script: proctest.Escape + `echo hi`, wantErr: "; do sleep 1; done"},
+		{name: "setsid child outlives the shell", script: proctest.Escape + `echo hi`, wantErr: "while :; do sleep 1; done"}, // the error names the escaped loop
 		{name: "cancelled with a setsid child", script: proctest.Escape + `echo hi; sleep 60`, cancel: 500 * time.Millisecond, wantErr: "context canceled"},
 		{name: "setsid child without the mark outlives the shell", script: proctest.EscapeUnmarked + `echo hi`},
 	}
