@@ -21,12 +21,7 @@ import (
 // a sink_addr another socket holds is the target's fault.
 func TestAttachedSinkHeld(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sinkAddr := ln.Addr().String()
-	ln.Close()
+	sinkAddr := sinktest.SinkAddr(t) // below the ephemeral ports: no connection takes it between the binds
 	svc := sinktest.StartTarget(t, sinktest.Options{Service: sinktest.Service{Keys: sinktest.Memory}, EffectURL: "http://" + sinkAddr + "/charges"})
 	tg := sinktest.LoadTarget(t, sinktest.Service{Keys: sinktest.Memory})
 	tg.Attach = &target.Attach{URL: "http://" + svc.Addr, Upstream: svc.Addr, SinkAddr: sinkAddr}

@@ -7,44 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"idemlab/internal/protocol"
+	"idemlab/internal/sink/sinktest"
 	"idemlab/internal/target"
 )
-
-// freeAddr returns a loopback address no one listens on, below the
-// kernel's ephemeral ports, where no other socket is handed a port of its
-// own (docs/targets.md advises the same for sink_addr).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	low := 32768 // Linux's default ip_local_port_range starts here
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > 2048 {
-				low = n
-			}
-		}
-	}
-	for range 100 {
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(1024+rand.IntN(low-1024)))
-		if ln, err := net.Listen("tcp", addr); err == nil {
-			ln.Close()
-			return addr
-		}
-	}
-	t.Fatalf("no free loopback port below %d in 100 tries", low)
-	return ""
-}
 
 // Ensure a service its user started (the test, here, not the lab) can be
 // attached to: its check-then-act is found and fails the gate, the cases
@@ -62,7 +37,7 @@ func TestAttachedService(t *testing.T) {
 		t.Skip("builds the lab and runs cases on a service")
 	}
 	dir := writeOwnService(t)
-	svcAddr, sinkAddr := freeAddr(t), freeAddr(t)
+	svcAddr, sinkAddr := sinktest.SinkAddr(t), sinktest.SinkAddr(t)
 	_, port, _ := net.SplitHostPort(svcAddr)
 	svc := exec.Command(filepath.Join(dir, "own-service"))
 	svc.Env = append(os.Environ(), "PORT="+port, "EFFECT_URL=http://"+sinkAddr+"/charges")
