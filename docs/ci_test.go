@@ -193,25 +193,30 @@ func TestCIMatrixAsWritten(t *testing.T) {
 			"SERVICE_DIR=" + filepath.Join(root, "zoo", "go-check-then-act")}, more...)...)
 	}
 	steps := ciSteps(workflow)
-	for _, k := range strings.Split(legs[1], ",") {
-		k = strings.TrimSpace(k)
-		machine := t.TempDir()
-		env := machineEnv(machine, "SHARD="+k, "SHARDS="+of[1])
-		for _, s := range steps {
-			switch {
-			case s.job != "slice":
-			case s.run != "":
-				runStep(t, s, root, machine, env, 0) // a slice is judged once merged
-			case strings.HasPrefix(s.uses, "actions/upload-artifact"):
-				name := strings.ReplaceAll(s.name, "${{ matrix.shard }}", k)
-				for _, p := range checkKept(t, s, machine) {
-					if err := os.CopyFS(filepath.Join(artifacts, name), os.DirFS(p)); err != nil {
-						t.Fatal(err)
+	t.Run("slices", func(t *testing.T) { // the legs at once, as CI runs them
+		for _, k := range strings.Split(legs[1], ",") {
+			k = strings.TrimSpace(k)
+			t.Run("shard "+k, func(t *testing.T) {
+				t.Parallel()
+				machine := t.TempDir()
+				env := machineEnv(machine, "SHARD="+k, "SHARDS="+of[1])
+				for _, s := range steps {
+					switch {
+					case s.job != "slice":
+					case s.run != "":
+						runStep(t, s, root, machine, env, 0) // a slice is judged once merged
+					case strings.HasPrefix(s.uses, "actions/upload-artifact"):
+						name := strings.ReplaceAll(s.name, "${{ matrix.shard }}", k)
+						for _, p := range checkKept(t, s, machine) {
+							if err := os.CopyFS(filepath.Join(artifacts, name), os.DirFS(p)); err != nil {
+								t.Fatal(err)
+							}
+						}
 					}
 				}
-			}
+			})
 		}
-	}
+	})
 	if t.Failed() {
 		t.FailNow()
 	}

@@ -39,6 +39,7 @@ func ignoresExpect(t *testing.T, got chan<- string) string {
 // waited the whole ReplyTimeout (150 s) before: a probe saw the replica
 // then apply an empty body.
 func TestContinueNeverSent(t *testing.T) {
+	t.Parallel() // waits out the proxy's wait for a 100 Continue
 	got := make(chan string, 1)
 	p, observed := startProxy(t, proxy.Config{Upstream: ignoresExpect(t, got)})
 	body := strings.Repeat("x", 2048)
@@ -79,6 +80,7 @@ func TestContinueIgnoredForHTTP10(t *testing.T) {
 // the replica never reads (WriteTimeout, 30 s) with the reply already
 // there.
 func TestContinueRefusedWithoutReading(t *testing.T) {
+	t.Parallel() // waits out the proxy's wait for a 100 Continue
 	release := make(chan struct{})
 	addr := rawTarget(t, func(c net.Conn) {
 		br := bufio.NewReader(c)

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -21,7 +22,16 @@ import (
 )
 
 // The test binary doubles as a target process (package sinktest).
-func TestMain(m *testing.M) { os.Exit(sinktest.Main(m)) }
+// TestMain runs up to 8 parallel tests at once unless -parallel gives
+// another number: the parallel ones mostly wait a second each for a
+// proxy's timers, and the default, GOMAXPROCS, is 2 on the lab's machine.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.parallel"); f.Value.String() == f.DefValue {
+		f.Value.Set("8")
+	}
+	os.Exit(sinktest.Main(m))
+}
 
 // bound fails a hung test: nothing here should come near it.
 const bound = 30 * time.Second
