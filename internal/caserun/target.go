@@ -362,25 +362,38 @@ func (tr *TargetReplicas) Start(ctx context.Context, i int) error {
 }
 
 // startProcess starts a process of t with v (v.Replica its replica) and
-// waits until it is ready; a process that is not is the target's fault.
+// waits until it is ready; a process that is not is the target's fault,
+// but for a port the lab drew that another process took first: that
+// start is tried again on another port, up to portTries times.
 func startProcess(ctx context.Context, t *target.Target, v target.Vars) (*serverproc.Server, error) {
-	addr := ""
-	if t.Start.ReadyLine == nil || t.Start.ReadyLine.NumSubexp() == 0 {
-		port, err := serverproc.FreePort()
-		if err != nil {
-			return nil, fmt.Errorf("start replica %d: %w", v.Replica, err)
+	for try := 1; ; try++ {
+		addr := ""
+		if t.Start.ReadyLine == nil || t.Start.ReadyLine.NumSubexp() == 0 {
+			port, err := serverproc.FreePort()
+			if err != nil {
+				return nil, fmt.Errorf("start replica %d: %w", v.Replica, err)
+			}
+			v.Port = port
+			addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		}
-		v.Port = port
-		addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		argv, env := t.Command(v)
+		s, err := serverproc.StartSpec(ctx, serverproc.Spec{Path: argv[0], Args: argv[1:], Dir: t.Dir, Env: env,
+			ReadyLine: t.Start.ReadyLine, Addr: addr, ReadyHTTP: t.Start.ReadyHTTP, ReadyWithin: t.Start.ReadyWithin, Group: true})
+		if _, taken := errors.AsType[*serverproc.PortTakenError](err); taken {
+			if try < portTries && ctx.Err() == nil {
+				continue
+			}
+			return nil, fmt.Errorf("start target %s replica %d (%d tries, each on another port): %w", t.Name, v.Replica, try, err)
+		}
+		if err != nil {
+			return nil, &TargetFault{fmt.Errorf("start target %s replica %d: %w", t.Name, v.Replica, err)}
+		}
+		return s, nil
 	}
-	argv, env := t.Command(v)
-	s, err := serverproc.StartSpec(ctx, serverproc.Spec{Path: argv[0], Args: argv[1:], Dir: t.Dir, Env: env,
-		ReadyLine: t.Start.ReadyLine, Addr: addr, ReadyHTTP: t.Start.ReadyHTTP, ReadyWithin: t.Start.ReadyWithin, Group: true})
-	if err != nil {
-		return nil, &TargetFault{fmt.Errorf("start target %s replica %d: %w", t.Name, v.Replica, err)}
-	}
-	return s, nil
 }
+
+// portTries bounds the starts of a process whose port another took.
+const portTries = 3
 
 // startProxy points replica i's proxy at upstream, starting the proxy at
 // the replica's first start; s is the replica's process (nil: attached).

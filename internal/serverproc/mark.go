@@ -75,11 +75,17 @@ func (s *strayed) add(pid int, cmdline []byte) {
 	if len(s.named) == strayNamed {
 		return
 	}
+	s.named = append(s.named, processName(pid, cmdline))
+}
+
+// processName names a process by pid and command line (/proc's,
+// NUL-separated), the line cut at strayLine bytes: pid 12 "go telemetry".
+func processName(pid int, cmdline []byte) string {
 	line := strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " "))
 	if len(line) > strayLine {
 		line = line[:strayLine] + "..."
 	}
-	s.named = append(s.named, fmt.Sprintf("pid %d %q", pid, line))
+	return fmt.Sprintf("pid %d %q", pid, line)
 }
 
 // join is s with what a later sweep killed.

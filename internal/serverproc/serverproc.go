@@ -69,9 +69,10 @@ type Server struct {
 	mark   string  // MarkEnv's value in its environment
 	cg     *cgroup // its own, where the lab makes them (Cgroups); nil if not
 
-	mu      sync.Mutex
-	log     []string
-	dropped int
+	mu         sync.Mutex
+	log        []string
+	dropped    int
+	portHolder string // another process that listened on Spec.Addr when the probe got an answer
 }
 
 // readyLine is the effect server's READY line; its group is the address.
@@ -159,10 +160,10 @@ func StartSpec(ctx context.Context, spec Spec) (*Server, error) {
 		s.ReadyIn = time.Since(began)
 		return s, nil
 	case <-s.done:
-		return nil, fmt.Errorf("server exited with code %d before it was ready: %s", s.status, s.tail())
+		return nil, s.portTaken(spec, fmt.Errorf("server exited with code %d before it was ready: %s", s.status, s.tail()))
 	case <-timer.C:
 		s.Kill()
-		return nil, fmt.Errorf("server was not ready within %v (%s): %s", spec.ReadyWithin, notReady(spec), s.tail())
+		return nil, s.portTaken(spec, fmt.Errorf("server was not ready within %v (%s): %s", spec.ReadyWithin, notReady(spec), s.tail()))
 	case <-ctx.Done():
 		s.Kill()
 		return nil, fmt.Errorf("server start: %w", ctx.Err())
@@ -232,21 +233,48 @@ func (s *Server) probe(addr, path string, within time.Duration, ready chan<- str
 	deadline := time.Now().Add(within)
 	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
 	for time.Now().Before(deadline) && !s.Exited() {
+		answered := false
 		if path == "" {
 			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 				c.Close()
-				ready <- addr
-				return
+				answered = true
 			}
 		} else if resp, err := hc.Get("http://" + addr + path); err == nil {
 			resp.Body.Close()
-			if resp.StatusCode < 500 {
+			answered = resp.StatusCode < 500
+		}
+		if answered {
+			// Whoever answered must be the server: a port drawn for it can
+			// be taken before it binds (FreePort).
+			holder := s.foreignListener(addr)
+			if holder == "" {
 				ready <- addr
 				return
 			}
+			s.mu.Lock()
+			s.portHolder = holder
+			s.mu.Unlock()
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// portTaken wraps err, a start that failed, as a *PortTakenError when
+// another process listens on the address spec told the server.
+func (s *Server) portTaken(spec Spec, err error) error {
+	if spec.ReadyLine != nil || spec.Addr == "" {
+		return err
+	}
+	s.mu.Lock()
+	holder := s.portHolder
+	s.mu.Unlock()
+	if holder == "" {
+		holder = s.foreignListener(spec.Addr) // the server may have exited before the probe looked
+	}
+	if holder == "" {
+		return err
+	}
+	return &PortTakenError{Addr: spec.Addr, Holder: holder, Err: err}
 }
 
 // readLog keeps every line of r as log, after prefix, except the first
@@ -448,18 +476,6 @@ func exitCode(cmd *exec.Cmd, err error) int {
 		return -1
 	}
 	return 0
-}
-
-// FreePort asks the kernel for a free loopback port, for a server to be
-// told to listen on (Spec.Addr). Another process may take it before the
-// server binds it; the server then fails to start and says so.
-func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // readStateWithin bounds one read of a store's state.

@@ -3,6 +3,7 @@ package serverproc
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -318,19 +319,74 @@ func TestStartReportsEarlyExit(t *testing.T) {
 	}
 }
 
-// Ensure FreePort returns a loopback port that is free again: a server
-// told to listen on it can.
+// Ensure FreePort returns a loopback port that is free again (a server
+// told to listen on it can), below the kernel's ephemeral ports (where no
+// listener bound to port 0 and no connection can be handed it), and not
+// one it handed out a moment before.
 func TestFreePort(t *testing.T) {
-	port, err := FreePort()
-	if err != nil {
-		t.Fatal(err)
+	t.Parallel()
+	low := ephemeralLow()
+	seen := map[int]bool{}
+	for range 300 {
+		port, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if port < minPort || port >= low {
+			t.Fatalf("FreePort() = %d, want a port in %d..%d, below the ephemeral ports", port, minPort, low-1)
+		}
+		if seen[port] {
+			t.Fatalf("FreePort() handed out %d twice in %d draws", port, len(seen)+1)
+		}
+		seen[port] = true
 	}
-	if port < 1 || port > 65535 {
-		t.Fatalf("FreePort() = %d, want a port in 1..65535", port)
+	for port := range seen {
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			t.Fatalf("listen on the free port %d: %v", port, err)
+		}
+		ln.Close()
+		break
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil {
-		t.Fatalf("listen on the free port %d: %v", port, err)
+}
+
+// Ensure a server whose port another process took before it bound it is
+// never ready on the other's answer: a TCP or HTTP probe that reaches a
+// listener none of the server's processes holds is no readiness, and the
+// start fails with a *PortTakenError naming who listens there, whether
+// the server exits (it could not bind) or never listens. Before, the
+// probe's connection made the server ready, and its calls went to
+// whoever held the port (another run's effect sink, in the runner's
+// tests).
+func TestStartSpecPortTaken(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, mode, http string }{
+		{"tcp, the server exits", "listen", ""},
+		{"tcp, the server never listens", "silent", ""},
+		{"http, the server exits", "listen", "/health"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			taker, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer taker.Close()
+			go http.Serve(taker, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})) // 200 to every GET
+			addr := taker.Addr().String()
+			env := append(os.Environ(), fakeEnv+"="+tc.mode, "FAKE_ADDR="+addr, "FAKE_SICK_MS=0")
+			s, err := StartSpec(context.Background(), Spec{Path: os.Args[0], Env: env, Addr: addr, ReadyHTTP: tc.http, ReadyWithin: 2 * time.Second, Group: true})
+			if err == nil {
+				s.Kill()
+				t.Fatalf("StartSpec = ready on %s, whose listener is this test's, not the server's", addr)
+			}
+			taken, ok := errors.AsType[*PortTakenError](err)
+			if !ok {
+				t.Fatalf("StartSpec error = %v, want a *PortTakenError", err)
+			}
+			if want := fmt.Sprintf("pid %d ", os.Getpid()); !strings.HasPrefix(taken.Holder, want) || !strings.Contains(err.Error(), "not by the server") {
+				t.Errorf("StartSpec error = %v, holder %q: want it to name this test binary (%s...) as the listener", err, taken.Holder, want)
+			}
+		})
 	}
-	ln.Close()
 }

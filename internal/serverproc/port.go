@@ -1,0 +1,183 @@
+package serverproc
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// FreePort returns a free loopback port for a server to be told to listen
+// on (Spec.Addr). Between its return and the server's bind the port is
+// free for anyone to take, and a connection to it then reaches whoever
+// did: a target's TCP readiness probe did, and a run's calls went to
+// another run's effect sink (the sink a test binary's other run had bound
+// to "port 0"). So the port is drawn at random below the kernel's
+// ephemeral ports, where no socket is handed a port it did not name: not
+// a listener bound to port 0 (the lab's sinks, relays and proxies), not a
+// connection's local end. A port this process handed out is not handed
+// out again for portQuarantine, time enough for its server to bind it.
+// Another process drawing the same port in the same moment is left to
+// chance (about one in 30,000 a draw); Start then finds the listener is
+// not the server's (ownsListener).
+func FreePort() (int, error) {
+	low := ephemeralLow()
+	ports.mu.Lock()
+	defer ports.mu.Unlock()
+	now := time.Now()
+	for p, at := range ports.handed {
+		if now.Sub(at) > portQuarantine {
+			delete(ports.handed, p)
+		}
+	}
+	for range portTries {
+		p := minPort + rand.IntN(low-minPort)
+		if _, recent := ports.handed[p]; recent {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue // in use, or not ours to bind
+		}
+		if err := ln.Close(); err != nil {
+			return 0, fmt.Errorf("free port: close %d: %w", p, err)
+		}
+		ports.handed[p] = now
+		return p, nil
+	}
+	return 0, fmt.Errorf("free port: none free between %d and %d in %d tries", minPort, low-1, portTries)
+}
+
+// The ports FreePort draws from and how hard it tries.
+const (
+	minPort        = 10000 // above the well-known and most registered ports
+	portTries      = 200
+	portQuarantine = time.Minute
+)
+
+// ports are the ports FreePort handed out, by when.
+var ports = struct {
+	mu     sync.Mutex
+	handed map[int]time.Time
+}{handed: map[int]time.Time{}}
+
+// ephemeralLow is the first of the kernel's ephemeral ports (Linux's
+// ip_local_port_range; 32768, its default, where that cannot be read or
+// leaves too few ports below it).
+func ephemeralLow() int {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n >= minPort+1000 {
+				low = n
+			}
+		}
+	}
+	return low
+}
+
+// A PortTakenError is a server that could not have the port the lab told
+// it: another process listened there first. It is the lab's failure, not
+// the server's, and a start on another port may succeed.
+type PortTakenError struct {
+	Addr   string
+	Holder string // who listens there (processName)
+	Err    error  // what Start saw of the server
+}
+
+func (e *PortTakenError) Error() string {
+	return fmt.Sprintf("%s is listened on by %s, not by the server (a port the lab drew was taken before the server bound it): %v", e.Addr, e.Holder, e.Err)
+}
+
+func (e *PortTakenError) Unwrap() error { return e.Err }
+
+// foreignListener says who listens on addr's port if none of s's
+// processes does (processName); "" when one of them does, none
+// listens, or /proc cannot tell. A process of s is the server, a member of
+// its process group, or one carrying its mark.
+func (s *Server) foreignListener(addr string) string {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return ""
+	}
+	inodes := listeningInodes(port)
+	if len(inodes) == 0 {
+		return ""
+	}
+	if holds(s.PID, inodes) { // the usual case, and the cheapest to see
+		return ""
+	}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil || pid == s.PID || !holds(pid, inodes) {
+			continue
+		}
+		if s.owns(pid) {
+			return ""
+		}
+		cmd, _ := os.ReadFile(filepath.Join(d, "cmdline"))
+		return processName(pid, cmd)
+	}
+	return ""
+}
+
+// owns reports whether process pid is one of s's: in its process group or
+// carrying its mark.
+func (s *Server) owns(pid int) bool {
+	if pg, err := syscall.Getpgid(pid); err == nil && s.group && pg == s.PID {
+		return true
+	}
+	env, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	return bytes.Contains(append([]byte{0}, env...), []byte("\x00"+MarkEnv+"="+s.mark+"\x00"))
+}
+
+// listeningInodes returns the inodes of the TCP sockets, IPv4 or IPv6,
+// that listen on port at any local address (/proc/net/tcp and tcp6).
+func listeningInodes(port int) map[string]bool {
+	want := fmt.Sprintf(":%04X", port)
+	inodes := map[string]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		f, err := os.Open(table)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			// sl local_address rem_address st ... uid timeout inode
+			fields := strings.Fields(sc.Text())
+			if len(fields) > 9 && fields[3] == tcpListen && strings.HasSuffix(fields[1], want) {
+				inodes[fields[9]] = true
+			}
+		}
+		f.Close()
+	}
+	return inodes
+}
+
+// tcpListen is TCP_LISTEN's state in /proc/net/tcp.
+const tcpListen = "0A"
+
+// holds reports whether process pid has one of inodes' sockets open.
+func holds(pid int, inodes map[string]bool) bool {
+	fds, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/fd/*")
+	for _, fd := range fds {
+		link, err := os.Readlink(fd)
+		if err == nil && strings.HasPrefix(link, "socket:[") && inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] {
+			return true
+		}
+	}
+	return false
+}
