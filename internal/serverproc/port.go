@@ -1,7 +1,6 @@
 package serverproc
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"math/rand/v2"
@@ -143,32 +142,6 @@ func (s *Server) owns(pid int) bool {
 	env, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 	return bytes.Contains(append([]byte{0}, env...), []byte("\x00"+MarkEnv+"="+s.mark+"\x00"))
 }
-
-// listeningInodes returns the inodes of the TCP sockets, IPv4 or IPv6,
-// that listen on port at any local address (/proc/net/tcp and tcp6).
-func listeningInodes(port int) map[string]bool {
-	want := fmt.Sprintf(":%04X", port)
-	inodes := map[string]bool{}
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		f, err := os.Open(table)
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			// sl local_address rem_address st ... uid timeout inode
-			fields := strings.Fields(sc.Text())
-			if len(fields) > 9 && fields[3] == tcpListen && strings.HasSuffix(fields[1], want) {
-				inodes[fields[9]] = true
-			}
-		}
-		f.Close()
-	}
-	return inodes
-}
-
-// tcpListen is TCP_LISTEN's state in /proc/net/tcp.
-const tcpListen = "0A"
 
 // holds reports whether process pid has one of inodes' sockets open.
 func holds(pid int, inodes map[string]bool) bool {
