@@ -17,16 +17,17 @@ import (
 // FreePort returns a free loopback port for a server to be told to listen
 // on (Spec.Addr). Between its return and the server's bind the port is
 // free for anyone to take, and a connection to it then reaches whoever
-// did: a target's TCP readiness probe did, and a run's calls went to
-// another run's effect sink (the sink a test binary's other run had bound
-// to "port 0"). So the port is drawn at random below the kernel's
-// ephemeral ports, where no socket is handed a port it did not name: not
-// a listener bound to port 0 (the lab's sinks, relays and proxies), not a
-// connection's local end. A port this process handed out is not handed
-// out again for portQuarantine, time enough for its server to bind it.
-// Another process drawing the same port in the same moment is left to
-// chance (about one in 30,000 a draw); Start then finds the listener is
-// not the server's (ownsListener).
+// did. It used to bind port 0 and close it, so the kernel could hand the
+// same port to the next draw, to any listener bound to port 0 (the lab's
+// sinks, relays and proxies) or to any connection: once a target's TCP
+// readiness probe reached another run's target on it, and the run's calls
+// went there. So the port is drawn at random below the kernel's ephemeral
+// ports, where no socket is handed a port it did not name, and a port
+// this process handed out is not handed out again for portQuarantine,
+// time enough for its server to bind it. Another process drawing the same
+// port in the same moment is left to chance (about one in 20,000 a draw);
+// StartSpec then finds that the listener is not the server's
+// (foreignListener).
 func FreePort() (int, error) {
 	low := ephemeralLow()
 	ports.mu.Lock()
@@ -37,7 +38,7 @@ func FreePort() (int, error) {
 			delete(ports.handed, p)
 		}
 	}
-	for range portTries {
+	for range drawTries {
 		p := minPort + rand.IntN(low-minPort)
 		if _, recent := ports.handed[p]; recent {
 			continue
@@ -52,13 +53,13 @@ func FreePort() (int, error) {
 		ports.handed[p] = now
 		return p, nil
 	}
-	return 0, fmt.Errorf("free port: none free between %d and %d in %d tries", minPort, low-1, portTries)
+	return 0, fmt.Errorf("free port: none free between %d and %d in %d tries", minPort, low-1, drawTries)
 }
 
 // The ports FreePort draws from and how hard it tries.
 const (
 	minPort        = 10000 // above the well-known and most registered ports
-	portTries      = 200
+	drawTries      = 200
 	portQuarantine = time.Minute
 )
 
