@@ -2,6 +2,7 @@ package caserun
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -10,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sync"
+	"syscall"
 	"time"
 
 	"idemlab/internal/protocol"
@@ -43,9 +45,19 @@ type relay struct {
 // sink.MaxWait).
 const relayHeaderWithin = 10 * time.Second
 
+// relayBindWithin bounds the wait for a named address in use to be free
+// (an attached target's sink_addr): the lab's own socket there, closed a
+// moment before, stays bound while a child forked at that moment holds a
+// copy of it, until the child's exec closes it.
+const relayBindWithin = time.Second
+
 // startRelay starts a relay at addr, 127.0.0.1:PORT ("": a free port).
 func startRelay(addr string) (*relay, error) {
 	ln, err := net.Listen("tcp", cmp.Or(addr, "127.0.0.1:0"))
+	for deadline := time.Now().Add(relayBindWithin); addr != "" && errors.Is(err, syscall.EADDRINUSE) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		ln, err = net.Listen("tcp", addr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("the relay to the effect sink: listen: %w", err)
 	}

@@ -27,7 +27,7 @@ import (
 // time enough for its server to bind it. Another process drawing the same
 // port in the same moment is left to chance (about one in 20,000 a draw);
 // StartSpec then finds that the listener is not the server's
-// (foreignListener).
+// (listenerOf).
 func FreePort() (int, error) {
 	low := ephemeralLow()
 	ports.mu.Lock()
@@ -99,25 +99,31 @@ func (e *PortTakenError) Error() string {
 
 func (e *PortTakenError) Unwrap() error { return e.Err }
 
-// foreignListener says who listens on addr's port if none of s's
-// processes does (processName); "" when one of them does, none
-// listens, or /proc cannot tell. A process of s is the server, a member of
-// its process group, or one carrying its mark.
-func (s *Server) foreignListener(addr string) string {
+// A listener is whose the socket listening on a server's port is.
+type listener struct {
+	ours   bool   // one of the server's processes holds it
+	holder string // another process holds it (processName)
+	known  bool   // the kernel and /proc could tell; false elsewhere than Linux
+}
+
+// listenerOf says whose the socket listening on addr's port is. A process
+// of s is the server, a member of its process group, or one carrying its
+// mark. None may listen (any more): then neither ours nor a holder.
+func (s *Server) listenerOf(addr string) listener {
 	_, p, err := net.SplitHostPort(addr)
 	if err != nil {
-		return ""
+		return listener{}
 	}
 	port, err := strconv.Atoi(p)
 	if err != nil {
-		return ""
+		return listener{}
 	}
 	inodes := listeningInodes(port)
-	if len(inodes) == 0 {
-		return ""
+	if inodes == nil {
+		return listener{}
 	}
 	if holds(s.PID, inodes) { // the usual case, and the cheapest to see
-		return ""
+		return listener{ours: true, known: true}
 	}
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
@@ -126,12 +132,12 @@ func (s *Server) foreignListener(addr string) string {
 			continue
 		}
 		if s.owns(pid) {
-			return ""
+			return listener{ours: true, known: true}
 		}
 		cmd, _ := os.ReadFile(filepath.Join(d, "cmdline"))
-		return processName(pid, cmd)
+		return listener{holder: processName(pid, cmd), known: true}
 	}
-	return ""
+	return listener{known: true}
 }
 
 // owns reports whether process pid is one of s's: in its process group or

@@ -245,15 +245,18 @@ func (s *Server) probe(addr, path string, within time.Duration, ready chan<- str
 		}
 		if answered {
 			// Whoever answered must be the server: a port drawn for it can
-			// be taken before it binds (FreePort).
-			holder := s.foreignListener(addr)
-			if holder == "" {
+			// be taken before it binds (FreePort). One that answered and
+			// is gone already was not the server either.
+			l := s.listenerOf(addr)
+			if l.ours || !l.known {
 				ready <- addr
 				return
 			}
-			s.mu.Lock()
-			s.portHolder = holder
-			s.mu.Unlock()
+			if l.holder != "" {
+				s.mu.Lock()
+				s.portHolder = l.holder
+				s.mu.Unlock()
+			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -269,7 +272,7 @@ func (s *Server) portTaken(spec Spec, err error) error {
 	holder := s.portHolder
 	s.mu.Unlock()
 	if holder == "" {
-		holder = s.foreignListener(spec.Addr) // the server may have exited before the probe looked
+		holder = s.listenerOf(spec.Addr).holder // the server may have exited before the probe looked
 	}
 	if holder == "" {
 		return err
